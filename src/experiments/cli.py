@@ -1,0 +1,59 @@
+"""The command line: `python train.py [overrides]` (or `experiments-train [overrides]`).
+
+Hydra composes the config from the project's `conf/` folder and makes the run folder; this module
+turns every failure into one line on stderr and a non-zero exit. `HYDRA_FULL_ERROR=1` shows the
+traceback instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from experiments.config import register_configs
+from experiments.errors import one_line
+
+log = logging.getLogger(__name__)
+
+# Whether the user asked for tracebacks, read before `main` sets HYDRA_FULL_ERROR for itself.
+TRACEBACKS = os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+# The project's `conf/` folder, two levels above this file (src/experiments/cli.py).
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
+def _train(cfg: DictConfig) -> float:
+    # Imported here, not at the top, so `--help` and `--cfg job` never load torch.
+    from experiments.train import train
+
+    hydra_cfg = HydraConfig.get()
+    try:
+        return train(cfg, Path(hydra_cfg.runtime.output_dir))
+    except Exception as error:
+        log.error("Error: %s", one_line(error))
+        if hydra_cfg.mode == RunMode.MULTIRUN or TRACEBACKS:
+            raise  # in a sweep, Hydra records the failure and goes on with the other jobs
+        raise SystemExit(1) from None
+
+
+def main() -> None:
+    register_configs()
+    # Hydra reports its own errors (unknown option, bad override, wrong type) over several lines;
+    # asked for the full error, it raises instead, and we say it in one line.
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        _train()
+    except Exception as error:
+        if TRACEBACKS:
+            raise
+        print(f"Error: {one_line(error)}", file=sys.stderr)
+        sys.exit(1)

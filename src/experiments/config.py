@@ -1,0 +1,175 @@
+"""Typed schemas for every config group, registered in Hydra's ConfigStore.
+
+Each YAML option starts from its group's schema (`defaults: [/schema/<group>/<schema>@_here_]`), so
+a wrong type or an unknown key fails when Hydra composes the config, with Hydra's own message.
+This module must not import torch: `python train.py --cfg job` and `--help` stay fast.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from hydra.utils import instantiate
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from experiments.errors import ExperimentError
+
+# `device=cuda:N` is an option of the device group for every index up to this; beyond it,
+# `device=cuda device.index=N` asks for the same thing.
+CUDA_OPTIONS = 16
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING
+    _target_: str = MISSING
+    in_channels: int = MISSING
+    image_size: int = MISSING
+    num_classes: int = MISSING
+
+
+@dataclass
+class MLPConfig(ModelConfig):
+    hidden_sizes: list[int] = MISSING
+
+
+@dataclass
+class DatasetConfig:
+    name: str = MISSING
+    channels: int = MISSING
+    image_size: int = MISSING
+    num_classes: int = MISSING
+    # Class names in label order; null names them by number.
+    classes: list[str] | None = None
+    # Per-channel normalization: x = (pixel / 255 - mean) / std.
+    mean: list[float] = MISSING
+    std: list[float] = MISSING
+    # What loads the images: a `_target_` returning the train and test `Split`s.
+    source: Any = MISSING
+
+
+@dataclass
+class TorchvisionDatasetConfig(DatasetConfig):
+    root: str = "data"
+    download: bool = False
+
+
+@dataclass
+class SyntheticDatasetConfig(DatasetConfig):
+    train_size: int = 2048
+    test_size: int = 512
+    # Seed of the generated images, separate from the training seed so they stay fixed.
+    data_seed: int = 0
+
+
+@dataclass
+class DeviceConfig:
+    # cpu | cuda | auto | dp (a torch-style "cuda:N" is read as cuda with index N)
+    name: str = MISSING
+    # With `cuda`: the GPU's index (null: the current CUDA device). `device=cuda:N` sets it.
+    index: int | None = None
+    # GPUs for `dp` (null: every visible GPU); batches go to the first.
+    ids: list[int] | None = None
+    # Sets CUDA_VISIBLE_DEVICES (in PCI bus order) before CUDA starts, e.g. [2, 3].
+    visible: list[str] | None = None
+
+
+@dataclass
+class PlacementConfig:
+    name: str = MISSING
+    _target_: str = MISSING
+
+
+@dataclass
+class OptimizerConfig:
+    name: str = MISSING
+    _target_: str = MISSING
+    # Built with the model's parameters at run time.
+    _partial_: bool = True
+    lr: float = MISSING
+    weight_decay: float = 0.0
+
+
+@dataclass
+class SGDConfig(OptimizerConfig):
+    _target_: str = "torch.optim.SGD"
+    momentum: float = 0.0
+
+
+@dataclass
+class AdamConfig(OptimizerConfig):
+    _target_: str = "torch.optim.Adam"
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+
+
+@dataclass
+class TrainerConfig:
+    epochs: int = 10
+    batch_size: int = 64
+    seed: int = 0
+    # Training steps between logged losses (console, metrics.jsonl, TensorBoard).
+    log_interval: int = 20
+    # Stop each epoch's training / evaluation after this many batches (null: all).
+    limit_train_batches: int | None = None
+    limit_eval_batches: int | None = None
+
+
+@dataclass
+class TrainSchema:
+    model: ModelConfig = MISSING
+    dataset: DatasetConfig = MISSING
+    device: DeviceConfig = MISSING
+    placement: PlacementConfig = MISSING
+    optimizer: OptimizerConfig = MISSING
+    trainer: TrainerConfig = MISSING
+
+
+def register_configs() -> None:
+    """Register the schemas, the `cuda:N` device options and the run-folder resolver with Hydra."""
+    store = ConfigStore.instance()
+    store.store(name="train_schema", node=TrainSchema)
+    schemas = {
+        "model": {"model": ModelConfig, "mlp": MLPConfig},
+        "dataset": {
+            "dataset": DatasetConfig,
+            "torchvision": TorchvisionDatasetConfig,
+            "synthetic": SyntheticDatasetConfig,
+        },
+        "device": {"device": DeviceConfig},
+        "placement": {"placement": PlacementConfig},
+        "optimizer": {"sgd": SGDConfig, "adam": AdamConfig},
+        "trainer": {"trainer": TrainerConfig},
+    }
+    for group, nodes in schemas.items():
+        for name, node in nodes.items():
+            store.store(group=f"schema/{group}", name=name, node=node)
+    for index in range(CUDA_OPTIONS):
+        store.store(group="device", name=f"cuda:{index}", node=DeviceConfig("cuda", index))
+    # Random part of a run folder's name, so runs started in the same second never share one.
+    # Cached, so it is drawn once per run (and once per sweep: Hydra copies the cache to each job).
+    OmegaConf.register_new_resolver(
+        "unique", lambda: secrets.token_hex(4), use_cache=True, replace=True
+    )
+
+
+def build(node: DictConfig, **kwargs: Any) -> Any:
+    """Instantiate a group's `_target_` with its fields, except `name` (which only labels it)."""
+    fields = OmegaConf.to_container(node, resolve=True)
+    assert isinstance(fields, dict)
+    del fields["name"]
+    return instantiate(fields, **kwargs)
+
+
+def check_trainer(trainer: TrainerConfig) -> None:
+    """Refuse trainer settings that cannot run, naming the field and what it needs."""
+    for key in ("epochs", "batch_size", "log_interval"):
+        if trainer[key] < 1:
+            raise ExperimentError(f"trainer.{key}={trainer[key]} must be a whole number >= 1")
+    for key in ("limit_train_batches", "limit_eval_batches"):
+        if trainer[key] is not None and trainer[key] < 1:
+            raise ExperimentError(
+                f"trainer.{key}={trainer[key]} must be >= 1, or null for every batch"
+            )

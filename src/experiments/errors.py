@@ -1,0 +1,64 @@
+"""The one exception type for bad input, and how any error becomes one line for the user."""
+
+from __future__ import annotations
+
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+from omegaconf.errors import OmegaConfBaseException
+
+
+class ExperimentError(Exception):
+    """Bad input the user can fix; the message is one line: the bad value, and what is valid."""
+
+
+def one_line(error: BaseException) -> str:
+    """Say what went wrong in one line, in the user's terms where we know them."""
+    if isinstance(error, MissingConfigException) and error.options is not None:
+        return _unknown_option(error)
+    if isinstance(error, OverrideParseException):
+        return _malformed_override(error)
+    # "Error merging override trainer.epochs=abc" becomes "trainer.epochs=abc".
+    message = _flatten(str(error)).removeprefix("Error merging override ")
+    cause = error.__cause__
+    if isinstance(cause, OmegaConfBaseException):
+        # Hydra's own message names the override; OmegaConf's names the key and the type.
+        detail = _flatten(str(cause).split("\n    full_key:")[0])
+        message = f"{message}: {detail}" if detail not in message else message
+    if isinstance(error, (ExperimentError, HydraException)):
+        return message
+    return f"{type(error).__name__}: {message}"
+
+
+def _unknown_option(error: MissingConfigException) -> str:
+    # missing_cfg_file is "<group>/<option>", e.g. "device/gpu".
+    group, _, option = (error.missing_cfg_file or "").rpartition("/")
+    options = ", ".join(_abridge(list(error.options or [])))
+    if not group:
+        return _flatten(str(error))
+    return f"{group}={option} is not an option of '{group}'; choose one of: {options}"
+
+
+def _malformed_override(error: OverrideParseException) -> str:
+    first_line = error.message.splitlines()[0]
+    # The lexer's own message repeats the override with a caret under it; the parser's is a phrase.
+    detail = "" if first_line.startswith("LexerNoViableAltException") else f" ({first_line})"
+    return (
+        f"malformed override '{error.override}'{detail}; overrides look like key=value, "
+        "key=[a,b] or +new_key=value (https://hydra.cc/docs/advanced/override_grammar/basic)"
+    )
+
+
+def _abridge(options: list[str]) -> list[str]:
+    """Collapse a run of `cuda:0`, `cuda:1`, ... into `cuda:0 ... cuda:15`."""
+    numbered = sorted(
+        (option for option in options if option.startswith("cuda:")),
+        key=lambda option: int(option.partition(":")[2]),
+    )
+    if len(numbered) < 3:
+        return options
+    first = options.index(numbered[0])
+    others = [option for option in options if option not in numbered]
+    return [*others[:first], f"{numbered[0]} ... {numbered[-1]}", *others[first:]]
+
+
+def _flatten(text: str) -> str:
+    return " ".join(line.strip() for line in text.strip().splitlines() if line.strip())

@@ -1,0 +1,220 @@
+"""What a run leaves in its folder, besides Hydra's `.hydra/` snapshot and `train.log`.
+
+    metrics.jsonl          one JSON object per logged step and per epoch
+    events.out.tfevents.*  TensorBoard scalars: train_loss, test_loss, test_accuracy
+    checkpoints/last.pt    state_dicts, epoch and config; torch.load(weights_only=True) reads it
+    results.json           status (completed, or failed and why) and the run's numbers
+
+Files that must never be seen half-written (checkpoint, results) are written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import hydra
+import omegaconf
+import torch
+import torchvision
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+from torch.utils.tensorboard import SummaryWriter
+
+from experiments.errors import one_line
+from experiments.loop import Evaluation, Training
+
+CHECKPOINT = Path("checkpoints") / "last.pt"
+
+
+class RunRecord:
+    """The records of one run. As a context manager, it marks the run failed if anything raises."""
+
+    def __init__(self, run_dir: Path, cfg: DictConfig) -> None:
+        self.dir = run_dir
+        self.config = OmegaConf.to_container(cfg, resolve=True)
+        self.started = time.time()
+        self.results: dict[str, Any] = {
+            "status": "running",
+            "reason": None,
+            "run_dir": str(run_dir),
+            "model": cfg.model.name,
+            "dataset": cfg.dataset.name,
+            "placement": cfg.placement.name,
+            "optimizer": cfg.optimizer.name,
+            "seed": cfg.trainer.seed,
+            "epochs": cfg.trainer.epochs,
+            "batch_size": cfg.trainer.batch_size,
+            "epochs_completed": 0,
+            "started_at": _timestamp(self.started),
+            "environment": environment(),
+        }
+        self.history: list[dict[str, Any]] = []
+        self.steps_per_epoch = 0
+        self._metrics: IO[str] | None = None
+        self._tensorboard: SummaryWriter | None = None
+
+    def __enter__(self) -> RunRecord:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._metrics = open(self.dir / "metrics.jsonl", "a", encoding="utf-8")
+        self._tensorboard = SummaryWriter(self.dir)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if error is not None:
+            reason = "interrupted" if isinstance(error, KeyboardInterrupt) else one_line(error)
+            self._finish("failed", reason)
+        assert self._metrics is not None and self._tensorboard is not None
+        self._metrics.close()
+        self._tensorboard.close()
+
+    def start(self, device: dict[str, Any], steps_per_epoch: int) -> None:
+        self.results["device"] = device
+        self.steps_per_epoch = steps_per_epoch
+
+    def step(self, epoch: int, step: int, loss: float, images_per_second: float) -> None:
+        global_step = (epoch - 1) * self.steps_per_epoch + step
+        self._write_metrics(
+            kind="step",
+            epoch=epoch,
+            step=step,
+            global_step=global_step,
+            train_loss=loss,
+            images_per_second=images_per_second,
+        )
+        self._tensorboard.add_scalar("train_loss", loss, global_step)
+
+    def epoch(
+        self, epoch: int, training: Training, evaluation: Evaluation, classes: list[str]
+    ) -> None:
+        row = {
+            "epoch": epoch,
+            "train_loss": training.loss,
+            "test_loss": evaluation.loss,
+            "test_accuracy": evaluation.accuracy,
+            "class_accuracy": dict(zip(classes, evaluation.class_accuracy, strict=True)),
+            "images_per_second": training.images_per_second,
+            "train_images": training.images,
+            "train_seconds": training.seconds,
+            "eval_seconds": evaluation.seconds,
+            "epoch_seconds": training.seconds + evaluation.seconds,
+        }
+        self.history.append(row)
+        self._write_metrics(kind="epoch", **row)
+        self._tensorboard.add_scalar("test_loss", evaluation.loss, epoch)
+        self._tensorboard.add_scalar("test_accuracy", evaluation.accuracy, epoch)
+        self._tensorboard.flush()
+        self.results["epochs_completed"] = epoch
+
+    def checkpoint(self, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int) -> Path:
+        """Save model and optimizer state_dicts, the epoch and the config to checkpoints/last.pt."""
+        path = self.dir / CHECKPOINT
+        state = {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "epoch": epoch,
+            "config": self.config,
+        }
+        _write_atomically(path, lambda file: torch.save(state, file))
+        return path
+
+    def complete(self) -> dict[str, Any]:
+        """Write results.json for a finished run and return it."""
+        last = self.history[-1]
+        best = max(self.history, key=lambda row: row["test_accuracy"])
+        train_images = sum(row["train_images"] for row in self.history)
+        self.results.update(
+            final_test_accuracy=last["test_accuracy"],
+            best_test_accuracy=best["test_accuracy"],
+            best_epoch=best["epoch"],
+            class_accuracy=last["class_accuracy"],
+            train_loss=last["train_loss"],
+            test_loss=last["test_loss"],
+            train_images_per_second=train_images
+            / sum(row["train_seconds"] for row in self.history),
+            epoch_seconds=[row["epoch_seconds"] for row in self.history],
+            checkpoint=str(CHECKPOINT),
+        )
+        self._finish("completed", None)
+        return self.results
+
+    def _finish(self, status: str, reason: str | None) -> None:
+        finished = time.time()
+        self.results.update(
+            status=status,
+            reason=reason,
+            finished_at=_timestamp(finished),
+            total_seconds=finished - self.started,
+        )
+        text = json.dumps(self.results, indent=2) + "\n"
+        _write_atomically(self.dir / "results.json", lambda file: file.write(text.encode()))
+
+    def _write_metrics(self, **row: Any) -> None:
+        assert self._metrics is not None
+        self._metrics.write(json.dumps({**row, "time": time.time()}) + "\n")
+        self._metrics.flush()
+
+
+def _write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Write to a temporary file beside `path`, sync it, then rename it over `path`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "wb") as file:
+        write(file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def _timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
+
+
+def environment() -> dict[str, Any]:
+    """Versions and source revision, so a result can be traced to what produced it."""
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "hydra": hydra.__version__,
+        "omegaconf": omegaconf.__version__,
+        "platform": platform.platform(),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "git": _git_state(Path(__file__).resolve().parent),
+    }
+
+
+def _git_state(source: Path) -> dict[str, Any]:
+    """The commit of the source tree and whether it had uncommitted changes (None outside git)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(source), *args], capture_output=True, text=True, timeout=10
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain") if commit else None
+    return {"commit": commit, "dirty": None if status is None else bool(status)}

@@ -1,0 +1,114 @@
+"""The story of one run: check the request, load the data, build, train, evaluate, record.
+
+`experiments.cli` calls `train` with the config Hydra composed and the run folder it made.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import partial
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+from torch import nn
+
+from experiments import data as datasets
+from experiments import devices, loop, models
+from experiments.config import build, check_trainer
+from experiments.records import RunRecord
+
+log = logging.getLogger("experiments")
+
+
+def train(cfg: DictConfig, run_dir: Path) -> float:
+    """Train as `cfg` says, recording everything in `run_dir`; returns the best test accuracy."""
+    trainer = cfg.trainer
+    with RunRecord(run_dir, cfg) as record:
+        check_trainer(trainer)
+        devices.set_visible(cfg.device.visible)
+        plan = devices.resolve(cfg.device, devices.Machine.detect())
+        chosen = f" (device=auto: {plan.reason})" if plan.reason else ""
+        log.info("device: %s%s", plan, chosen)
+
+        data = datasets.load(cfg.dataset)
+        torch.manual_seed(trainer.seed)  # the same initial weights on every device and placement
+        model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
+        placement = build(cfg.placement, device=plan.device)
+        model = devices.parallelize(placement.module(model), plan)
+        loss_fn = placement.module(nn.CrossEntropyLoss())
+        optimizer = build(cfg.optimizer)(model.parameters())
+
+        shuffle = torch.Generator().manual_seed(trainer.seed)
+        batch_size = trainer.batch_size
+        train_batches = datasets.Batches(
+            data.train, batch_size, data, placement, shuffle, trainer.limit_train_batches
+        )
+        test_batches = datasets.Batches(
+            data.test, batch_size, data, placement, limit=trainer.limit_eval_batches
+        )
+        record.start(devices.describe(plan), len(train_batches))
+        log.info(
+            "training %s on %s (%d train, %d test images of %s), %s placement, %s, batch %d",
+            cfg.model.name,
+            data.name,
+            train_batches.count_images(),
+            test_batches.count_images(),
+            "x".join(map(str, data.shape)),
+            cfg.placement.name,
+            cfg.optimizer.name,
+            batch_size,
+        )
+
+        for epoch in range(1, trainer.epochs + 1):
+            training = loop.train_epoch(
+                model,
+                loss_fn,
+                optimizer,
+                train_batches,
+                trainer.log_interval,
+                partial(record.step, epoch),
+                f"epoch {epoch}/{trainer.epochs}",
+            )
+            evaluation = loop.evaluate(model, loss_fn, test_batches, len(data.classes))
+            record.epoch(epoch, training, evaluation, data.classes)
+            record.checkpoint(devices.unwrap(model), optimizer, epoch)
+            log.info(
+                "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.1f%%, "
+                "%s img/s, %.1f s",
+                epoch,
+                trainer.epochs,
+                training.loss,
+                evaluation.loss,
+                100 * evaluation.accuracy,
+                f"{training.images_per_second:,.0f}",
+                training.seconds + evaluation.seconds,
+            )
+        results = record.complete()
+
+    per_class = ", ".join(
+        f"{name} {'-' if accuracy is None else f'{100 * accuracy:.0f}%'}"
+        for name, accuracy in results["class_accuracy"].items()
+    )
+    log.info("test accuracy per class: %s", per_class)
+    log.info(
+        "completed: test accuracy %.1f%% (best %.1f%% at epoch %d), %s img/s on %s, "
+        "%d epochs in %.1f s -> %s",
+        100 * results["final_test_accuracy"],
+        100 * results["best_test_accuracy"],
+        results["best_epoch"],
+        f"{results['train_images_per_second']:,.0f}",
+        plan,
+        trainer.epochs,
+        results["total_seconds"],
+        _shown(run_dir),
+    )
+    return results["best_test_accuracy"]
+
+
+def _shown(path: Path) -> str:
+    """The path relative to the working directory when it lies below it, as a user would type it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
