@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import MISSING, DictConfig, OmegaConf
 
@@ -156,11 +157,19 @@ def register_configs() -> None:
 
 
 def build(node: DictConfig, **kwargs: Any) -> Any:
-    """Instantiate a group's `_target_` with its fields, except `name` (which only labels it)."""
+    """Instantiate a node's `_target_` with its fields, except `name` (which only labels it).
+
+    An error raised by the target itself comes out as it was raised, not wrapped by Hydra.
+    """
     fields = OmegaConf.to_container(node, resolve=True)
     assert isinstance(fields, dict)
-    del fields["name"]
-    return instantiate(fields, **kwargs)
+    fields.pop("name", None)
+    try:
+        return instantiate(fields, **kwargs)
+    except InstantiationException as error:
+        if error.__cause__ is None:
+            raise
+        raise error.__cause__ from None
 
 
 def check_trainer(trainer: TrainerConfig) -> None:

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torchvision.io
-from hydra.utils import get_class, instantiate
+from hydra.utils import get_class
+from PIL import Image
 
-from experiments.config import DatasetConfig
+from experiments.config import DatasetConfig, build
 from experiments.errors import ExperimentError, one_line
 from experiments.placement import Placement
 
@@ -65,7 +65,7 @@ def load(config: DatasetConfig) -> ImageData:
             f"dataset.classes names {len(config.classes)} classes, "
             f"but dataset.num_classes={classes}"
         )
-    train, test = instantiate(config.source)
+    train, test = build(config.source)
     for split_name, split in (("train", train), ("test", test)):
         found = tuple(split.images.shape[1:])
         if found != (channels, size, size):
@@ -153,10 +153,9 @@ def cifar10_sample() -> tuple[Split, Split]:
     labels = torch.tensor(json.loads(text[text.index("[") : text.rindex("]") + 1]))
 
     def batch(number: int) -> tuple[torch.Tensor, torch.Tensor]:
-        strip = torchvision.io.decode_png(
-            torchvision.io.read_file(str(root / f"cifar10_batch_{number}.png"))
-        )
-        images = strip.reshape(3, 1000, 32, 32).permute(1, 0, 2, 3).contiguous()
+        with Image.open(root / f"cifar10_batch_{number}.png") as strip:
+            pixels = torch.from_numpy(np.array(strip))  # (1000, 1024, 3): one image per row
+        images = pixels.reshape(1000, 32, 32, 3).permute(0, 3, 1, 2).contiguous()
         return images, labels[1000 * number : 1000 * (number + 1)]
 
     train = [batch(number) for number in range(4)]
@@ -174,13 +173,13 @@ def mnist_sample(test_every: int) -> tuple[Split, Split]:
     written by different groups of people, in both splits.
     """
     root = SAMPLE_DATA / "mnist"
-    images = torch.from_numpy(_read_idx(root / "t10k-images-idx3-ubyte.gz")).unsqueeze(1)
-    labels = torch.from_numpy(_read_idx(root / "t10k-labels-idx1-ubyte.gz")).long()
+    images = torch.from_numpy(read_idx(root / "t10k-images-idx3-ubyte.gz")).unsqueeze(1)
+    labels = torch.from_numpy(read_idx(root / "t10k-labels-idx1-ubyte.gz")).long()
     held_out = torch.arange(len(labels)) % test_every == test_every - 1
     return Split(images[~held_out], labels[~held_out]), Split(images[held_out], labels[held_out])
 
 
-def _read_idx(path: Path) -> np.ndarray:
+def read_idx(path: Path) -> np.ndarray:
     """Read an idx file (big-endian: magic, one uint32 per dimension, then uint8 data)."""
     raw = gzip.decompress(path.read_bytes())
     dims = raw[3]

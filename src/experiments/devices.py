@@ -81,7 +81,7 @@ def resolve(request: DeviceConfig, machine: Machine) -> DevicePlan:
     if name == "auto":
         if machine.cuda_count == 0:
             return DevicePlan("cpu", reason=f"this machine has {machine.gpus()}")
-        return DevicePlan("cuda", 0, reason=f"CUDA is available ({machine.gpus()})")
+        return DevicePlan("cuda", 0, reason=f"this machine has {machine.gpus()}")
     if machine.cuda_count == 0:
         raise ExperimentError(
             f"device={requested(request)} needs a CUDA GPU, but this machine has {machine.gpus()}; "

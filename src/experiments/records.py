@@ -18,14 +18,12 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
+from importlib.metadata import version
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-import hydra
-import omegaconf
 import torch
-import torchvision
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
@@ -59,7 +57,6 @@ class RunRecord:
             "environment": environment(),
         }
         self.history: list[dict[str, Any]] = []
-        self.steps_per_epoch = 0
         self._metrics: IO[str] | None = None
         self._tensorboard: SummaryWriter | None = None
 
@@ -82,12 +79,14 @@ class RunRecord:
         self._metrics.close()
         self._tensorboard.close()
 
-    def start(self, device: dict[str, Any], steps_per_epoch: int) -> None:
+    def device(self, device: dict[str, Any]) -> None:
         self.results["device"] = device
-        self.steps_per_epoch = steps_per_epoch
 
-    def step(self, epoch: int, step: int, loss: float, images_per_second: float) -> None:
-        global_step = (epoch - 1) * self.steps_per_epoch + step
+    def step(
+        self, epoch: int, steps_before: int, step: int, loss: float, images_per_second: float
+    ) -> None:
+        """Log a training loss; `step` counts within the epoch, after `steps_before` in all."""
+        global_step = steps_before + step
         self._write_metrics(
             kind="step",
             epoch=epoch,
@@ -194,9 +193,9 @@ def environment() -> dict[str, Any]:
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "hydra": hydra.__version__,
-        "omegaconf": omegaconf.__version__,
+        "cuda_build": torch.version.cuda,
+        # Read from the installed distributions: importing torchvision alone takes a second.
+        **{name: version(name) for name in ("torchvision", "hydra-core", "omegaconf")},
         "platform": platform.platform(),
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "git": _git_state(Path(__file__).resolve().parent),

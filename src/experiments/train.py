@@ -28,7 +28,8 @@ def train(cfg: DictConfig, run_dir: Path) -> float:
         check_trainer(trainer)
         devices.set_visible(cfg.device.visible)
         plan = devices.resolve(cfg.device, devices.Machine.detect())
-        chosen = f" (device=auto: {plan.reason})" if plan.reason else ""
+        record.device(devices.describe(plan))
+        chosen = f", chosen by device=auto because {plan.reason}" if plan.reason else ""
         log.info("device: %s%s", plan, chosen)
 
         data = datasets.load(cfg.dataset)
@@ -40,16 +41,14 @@ def train(cfg: DictConfig, run_dir: Path) -> float:
         optimizer = build(cfg.optimizer)(model.parameters())
 
         shuffle = torch.Generator().manual_seed(trainer.seed)
-        batch_size = trainer.batch_size
         train_batches = datasets.Batches(
-            data.train, batch_size, data, placement, shuffle, trainer.limit_train_batches
+            data.train, trainer.batch_size, data, placement, shuffle, trainer.limit_train_batches
         )
         test_batches = datasets.Batches(
-            data.test, batch_size, data, placement, limit=trainer.limit_eval_batches
+            data.test, trainer.batch_size, data, placement, limit=trainer.limit_eval_batches
         )
-        record.start(devices.describe(plan), len(train_batches))
         log.info(
-            "training %s on %s (%d train, %d test images of %s), %s placement, %s, batch %d",
+            "training %s on %s (%d train / %d test images, %s) with %s placement, %s, batch %d",
             cfg.model.name,
             data.name,
             train_batches.count_images(),
@@ -57,17 +56,18 @@ def train(cfg: DictConfig, run_dir: Path) -> float:
             "x".join(map(str, data.shape)),
             cfg.placement.name,
             cfg.optimizer.name,
-            batch_size,
+            trainer.batch_size,
         )
 
         for epoch in range(1, trainer.epochs + 1):
+            steps_before = (epoch - 1) * len(train_batches)
             training = loop.train_epoch(
                 model,
                 loss_fn,
                 optimizer,
                 train_batches,
                 trainer.log_interval,
-                partial(record.step, epoch),
+                partial(record.step, epoch, steps_before),
                 f"epoch {epoch}/{trainer.epochs}",
             )
             evaluation = loop.evaluate(model, loss_fn, test_batches, len(data.classes))
@@ -93,7 +93,7 @@ def train(cfg: DictConfig, run_dir: Path) -> float:
     log.info("test accuracy per class: %s", per_class)
     log.info(
         "completed: test accuracy %.1f%% (best %.1f%% at epoch %d), %s img/s on %s, "
-        "%d epochs in %.1f s -> %s",
+        "%d epoch(s) in %.1f s -> %s",
         100 * results["final_test_accuracy"],
         100 * results["best_test_accuracy"],
         results["best_epoch"],

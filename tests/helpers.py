@@ -1,0 +1,88 @@
+"""Helpers for the tests: compose the real config, run the real command line, read a run folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from experiments.cli import CONF_DIR
+from experiments.config import register_configs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+register_configs()
+
+
+def compose_config(*overrides: str) -> DictConfig:
+    """The config `python train.py <overrides>` would run, composed by Hydra's compose API."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="train", overrides=list(overrides))
+
+
+@dataclass
+class Finished:
+    """A finished `python train.py` process: its exit code, output, and the folders it made."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    cwd: Path
+
+    @property
+    def run_dirs(self) -> list[Path]:
+        """Every folder with a .hydra snapshot under outputs/, oldest first."""
+        return sorted(
+            (path.parent for path in (self.cwd / "outputs").rglob(".hydra")),
+            key=lambda path: path.stat().st_mtime,
+        )
+
+    @property
+    def run_dir(self) -> Path:
+        (only,) = self.run_dirs
+        return only
+
+    @property
+    def last_line(self) -> str:
+        return self.stderr.strip().splitlines()[-1]
+
+
+def train_cli(cwd: Path, *overrides: str, env: dict[str, str] | None = None) -> Finished:
+    """Run `python train.py <overrides>` as a user would, in `cwd` (so outputs/ lands there)."""
+    environment = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    environment.update(env or {})
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *overrides],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return Finished(done.returncode, done.stdout, done.stderr, cwd)
+
+
+# Few batches, so a run takes a second or two.
+QUICK = (
+    "device=cpu",
+    "trainer.epochs=2",
+    "trainer.limit_train_batches=3",
+    "trainer.limit_eval_batches=2",
+    "trainer.log_interval=2",
+)
+
+
+def results(run_dir: Path) -> dict[str, Any]:
+    return json.loads((run_dir / "results.json").read_text())
+
+
+def metrics(run_dir: Path, kind: str) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [row for row in rows if row["kind"] == kind]

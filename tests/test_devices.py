@@ -1,0 +1,115 @@
+"""Device requests resolved for machines with 0, 1 and 4 GPUs, by passing the machine in."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.config import DeviceConfig
+from experiments.devices import DevicePlan, Machine, requested, resolve
+from experiments.errors import ExperimentError
+
+NO_GPU = Machine(0, "torch found no CUDA GPU or driver")
+ONE_GPU = Machine(1)
+FOUR_GPUS = Machine(4)
+
+
+def request(name: str, index: int | None = None, ids: list[int] | None = None) -> DeviceConfig:
+    return DeviceConfig(name=name, index=index, ids=ids)
+
+
+@pytest.mark.parametrize(
+    ("machine", "wanted", "plan"),
+    [
+        (NO_GPU, request("cpu"), DevicePlan("cpu")),
+        (FOUR_GPUS, request("cpu"), DevicePlan("cpu")),
+        (ONE_GPU, request("cuda"), DevicePlan("cuda", 0)),
+        (FOUR_GPUS, request("cuda"), DevicePlan("cuda", 0)),
+        (FOUR_GPUS, request("cuda", 3), DevicePlan("cuda", 3)),
+        (FOUR_GPUS, request("cuda:2"), DevicePlan("cuda", 2)),
+        (ONE_GPU, request("cuda", 0), DevicePlan("cuda", 0)),
+        (FOUR_GPUS, request("dp"), DevicePlan("cuda", 0, (0, 1, 2, 3))),
+        (FOUR_GPUS, request("dp", ids=[2, 0]), DevicePlan("cuda", 2, (2, 0))),
+        (ONE_GPU, request("dp", ids=[0]), DevicePlan("cuda", 0, (0,))),
+    ],
+)
+def test_valid_requests_resolve(machine: Machine, wanted: DeviceConfig, plan: DevicePlan) -> None:
+    assert resolve(wanted, machine) == plan
+
+
+def test_auto_picks_cuda_when_there_is_a_gpu_and_says_why() -> None:
+    plan = resolve(request("auto"), FOUR_GPUS)
+    assert (plan.type, plan.index) == ("cuda", 0)
+    assert plan.reason == "this machine has 4 CUDA GPUs (cuda:0 to cuda:3)"
+
+
+def test_auto_falls_back_to_the_cpu_and_says_why() -> None:
+    plan = resolve(request("auto"), NO_GPU)
+    assert plan == DevicePlan(
+        "cpu", reason="this machine has no CUDA GPU (torch found no CUDA GPU or driver)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("machine", "wanted", "message"),
+    [
+        (
+            NO_GPU,
+            request("cuda"),
+            "device=cuda needs a CUDA GPU, but this machine has no CUDA GPU (torch found no CUDA "
+            "GPU or driver); use device=cpu or device=auto",
+        ),
+        (NO_GPU, request("cuda", 1), "device=cuda:1 needs a CUDA GPU, but this machine has no"),
+        (NO_GPU, request("dp", ids=[0, 1]), "device=dp needs a CUDA GPU, but this machine has no"),
+        (
+            ONE_GPU,
+            request("cuda", 1),
+            "device=cuda:1 is out of range: this machine has 1 CUDA GPU (cuda:0)",
+        ),
+        (
+            FOUR_GPUS,
+            request("cuda", 4),
+            "device=cuda:4 is out of range: this machine has 4 CUDA GPUs (cuda:0 to cuda:3)",
+        ),
+        (FOUR_GPUS, request("cuda:9"), "device=cuda:9 is out of range"),
+        (
+            FOUR_GPUS,
+            request("dp", ids=[]),
+            "device.ids=[] names no GPU; device=dp needs at least one of this machine's 4 CUDA "
+            "GPUs (cuda:0 to cuda:3)",
+        ),
+        (
+            FOUR_GPUS,
+            request("dp", ids=[0, 1, 1]),
+            "device.ids=[0, 1, 1] repeats GPU 1; name each GPU once",
+        ),
+        (
+            FOUR_GPUS,
+            request("dp", ids=[0, 4]),
+            "device.ids=[0, 4] names GPU 4, but this machine has 4 CUDA GPUs (cuda:0 to cuda:3)",
+        ),
+        (ONE_GPU, request("dp", ids=[-1]), "device.ids=[-1] names GPU -1"),
+        (FOUR_GPUS, request("tpu"), "device.name=tpu is not a device; valid: cpu, cuda, cuda:N"),
+        (FOUR_GPUS, request("cuda:x"), "device.name=cuda:x is not a device"),
+        (FOUR_GPUS, request("cuda:1", 2), "device.name=cuda:1 and device.index=2 disagree"),
+        (FOUR_GPUS, request("cpu", 1), "device.index applies to device=cuda only, not device=cpu"),
+        (FOUR_GPUS, request("cuda", ids=[0]), "device.ids applies to device=dp only"),
+    ],
+)
+def test_impossible_requests_say_why_in_one_line(
+    machine: Machine, wanted: DeviceConfig, message: str
+) -> None:
+    with pytest.raises(ExperimentError) as error:
+        resolve(wanted, machine)
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value)
+
+
+def test_requests_are_shown_as_typed() -> None:
+    assert requested(request("cuda", 3)) == "cuda:3"
+    assert requested(request("dp")) == "dp"
+
+
+def test_plans_read_as_torch_devices() -> None:
+    assert str(DevicePlan("cuda", 1)) == "cuda:1"
+    assert str(DevicePlan("cpu")) == "cpu"
+    assert str(DevicePlan("cuda", 2, (2, 3))) == "dp over cuda:2, cuda:3"

@@ -1,0 +1,118 @@
+"""Bad input: one clear line, a non-zero exit, no traceback, and a failed run recorded as such."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from helpers import QUICK, results, train_cli
+
+# Hydra refuses these while composing the config, before a run folder exists.
+COMPOSITION_ERRORS = [
+    (
+        "device=gpu",
+        "Error: device=gpu is not an option of 'device'; choose one of: auto, cpu, cuda, "
+        "cuda:0 ... cuda:15, dp",
+    ),
+    (
+        "model=resnet",
+        "Error: model=resnet is not an option of 'model'; "
+        "choose one of: lenet, mlp, network, tudui",
+    ),
+    (
+        "dataset=imagenet",
+        "Error: dataset=imagenet is not an option of 'dataset'; choose one of: cifar10, "
+        "cifar10_sample, fashion_mnist, mnist, mnist_sample, synthetic",
+    ),
+    (
+        "placement=pin",
+        "Error: placement=pin is not an option of 'placement'; choose one of: cuda_call, to_device",
+    ),
+    (
+        "optimizer=lbfgs",
+        "Error: optimizer=lbfgs is not an option of 'optimizer'; "
+        "choose one of: adam, sgd, sgd_momentum",
+    ),
+    ("trainer=fast", "Error: trainer=fast is not an option of 'trainer'; choose one of: default"),
+    (
+        "experiment=resnet_cifar10",
+        "Error: experiment=resnet_cifar10 is not an option of 'experiment'; "
+        "choose one of: lenet_cifar10, tudui_cifar10",
+    ),
+    (
+        "trainer.epochs=[",
+        "Error: malformed override 'trainer.epochs=[' (no viable alternative at input '['); "
+        "overrides look like key=value, key=[a,b] or +new_key=value",
+    ),
+    (
+        "trainer.epochs=ten",
+        "Error: trainer.epochs=ten: Value 'ten' of type 'str' could not be converted to Integer",
+    ),
+    ("trainer.epoch=3", "Error: Could not override 'trainer.epoch'."),
+]
+
+
+@pytest.mark.parametrize(("override", "line"), COMPOSITION_ERRORS)
+def test_composition_errors_are_one_line(tmp_path: Path, override: str, line: str) -> None:
+    done = train_cli(tmp_path, override)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [done.last_line]
+    assert done.last_line.startswith(line)
+    assert not (tmp_path / "outputs").exists()
+
+
+# These fail once the run has started: its folder records `failed` and the reason.
+RUN_ERRORS = [
+    (
+        ["device=cuda"],
+        "device=cuda needs a CUDA GPU, but this machine has no CUDA GPU (torch found no CUDA "
+        "GPU or driver); use device=cpu or device=auto",
+    ),
+    (["device=cuda:1"], "device=cuda:1 needs a CUDA GPU, but this machine has no CUDA GPU"),
+    (
+        ["device=dp", "device.ids=[0,1]"],
+        "device=dp needs a CUDA GPU, but this machine has no CUDA GPU",
+    ),
+    (["trainer.epochs=0"], "trainer.epochs=0 must be a whole number >= 1"),
+    (["trainer.batch_size=-8"], "trainer.batch_size=-8 must be a whole number >= 1"),
+    (
+        ["trainer.limit_train_batches=0"],
+        "trainer.limit_train_batches=0 must be >= 1, or null for every batch",
+    ),
+    (
+        ["model=lenet", "dataset=synthetic", "dataset.image_size=8"],
+        "model lenet cannot take dataset synthetic (3x8x8 images): "
+        "its layers shrink 8x8 images to nothing",
+    ),
+    (["dataset=cifar10", "dataset.root=empty"], "CIFAR10 files not found in "),
+    (["dataset=fashion_mnist", "dataset.root=empty"], "FashionMNIST files not found in "),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), RUN_ERRORS)
+def test_run_errors_are_one_line_and_recorded(
+    tmp_path: Path, overrides: list[str], message: str
+) -> None:
+    done = train_cli(tmp_path, *QUICK[1:], *overrides)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr + done.stdout
+    assert done.last_line.endswith(f"Error: {message}") or f"Error: {message}" in done.last_line
+    result = results(done.run_dir)
+    assert result["status"] == "failed"
+    assert result["reason"].startswith(message)
+    assert message in (done.run_dir / "train.log").read_text()
+
+
+def test_hydra_full_error_shows_the_traceback(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, "trainer.epochs=0", env={"HYDRA_FULL_ERROR": "1"})
+    assert done.returncode == 1
+    assert "Traceback" in done.stderr
+    assert "trainer.epochs=0 must be a whole number >= 1" in done.stderr
+    assert results(done.run_dir)["status"] == "failed"
+
+
+def test_composition_errors_show_the_traceback_when_asked(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, "device=gpu", env={"HYDRA_FULL_ERROR": "1"})
+    assert done.returncode == 1
+    assert "Traceback" in done.stderr and "MissingConfigException" in done.stderr

@@ -1,0 +1,184 @@
+"""`python train.py` end to end: every model x placement trains and leaves complete records."""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from torch import nn
+
+from experiments import data, loop
+from experiments.config import build
+from experiments.models import build_for
+from experiments.placement import ToDevice
+from helpers import QUICK, ROOT, metrics, results, train_cli
+
+MODELS = ["tudui", "lenet", "network", "mlp"]
+PLACEMENTS = ["to_device", "cuda_call"]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
+    """One multirun over every model x placement, started as a user would; folders by choice."""
+    cwd = tmp_path_factory.mktemp("sweep")
+    done = train_cli(
+        cwd, "-m", f"model={','.join(MODELS)}", f"placement={','.join(PLACEMENTS)}", *QUICK
+    )
+    assert done.returncode == 0, done.stderr
+    folders = {}
+    for run_dir in done.run_dirs:
+        config = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+        folders[config.model.name, config.placement.name] = run_dir
+    assert len(folders) == len(MODELS) * len(PLACEMENTS)
+    return folders
+
+
+@pytest.mark.parametrize("placement", PLACEMENTS)
+@pytest.mark.parametrize("model", MODELS)
+def test_every_model_and_placement_leaves_complete_records(
+    sweep: dict[tuple[str, str], Path], model: str, placement: str
+) -> None:
+    run_dir = sweep[model, placement]
+    hydra_dir = run_dir / ".hydra"
+    assert f"model={model}" in (hydra_dir / "overrides.yaml").read_text()
+    assert OmegaConf.load(hydra_dir / "config.yaml").placement.name == placement
+    assert (hydra_dir / "hydra.yaml").is_file()
+    assert "completed: test accuracy" in (run_dir / "train.log").read_text()
+
+    # metrics.jsonl: a row per logged step (steps 2 and 3 of 3, log_interval 2) and per epoch.
+    steps, epochs = metrics(run_dir, "step"), metrics(run_dir, "epoch")
+    assert [(row["epoch"], row["step"], row["global_step"]) for row in steps] == [
+        (1, 2, 2),
+        (1, 3, 3),
+        (2, 2, 5),
+        (2, 3, 6),
+    ]
+    assert [row["epoch"] for row in epochs] == [1, 2]
+    for row in epochs:
+        assert 0 < row["train_loss"] < 10 and 0 < row["test_loss"] < 10
+        assert 0 <= row["test_accuracy"] <= 1
+        assert row["images_per_second"] > 0 and row["epoch_seconds"] > 0
+        assert row["train_images"] == 3 * 64
+    assert all(math.isfinite(row["train_loss"]) for row in steps)
+
+    # TensorBoard, read back with TensorBoard's own reader.
+    events = EventAccumulator(str(run_dir))
+    events.Reload()
+    assert {"train_loss", "test_loss", "test_accuracy"} <= set(events.Tags()["scalars"])
+    assert [e.step for e in events.Scalars("train_loss")] == [2, 3, 5, 6]
+    assert [e.value for e in events.Scalars("test_accuracy")] == pytest.approx(
+        [row["test_accuracy"] for row in epochs]
+    )
+    assert [e.value for e in events.Scalars("train_loss")] == pytest.approx(
+        [row["train_loss"] for row in steps]
+    )
+
+    # The checkpoint: plain state_dicts and data, loadable with weights_only=True.
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    assert set(checkpoint) == {"model", "optimizer", "epoch", "config"}
+    assert checkpoint["epoch"] == 2
+    assert checkpoint["config"]["model"]["name"] == model
+    assert not list(run_dir.glob("checkpoints/.*"))  # no temporary file left behind
+
+    # results.json
+    result = results(run_dir)
+    assert (result["status"], result["reason"]) == ("completed", None)
+    assert (result["model"], result["placement"], result["dataset"]) == (
+        model,
+        placement,
+        "cifar10_sample",
+    )
+    assert result["final_test_accuracy"] == epochs[-1]["test_accuracy"]
+    assert result["best_test_accuracy"] == max(row["test_accuracy"] for row in epochs)
+    assert result["train_loss"] == epochs[-1]["train_loss"]
+    assert result["test_loss"] == epochs[-1]["test_loss"]
+    assert list(result["class_accuracy"]) == [
+        "airplane",
+        "automobile",
+        "bird",
+        "cat",
+        "deer",
+        "dog",
+        "frog",
+        "horse",
+        "ship",
+        "truck",
+    ]
+    assert result["device"]["type"] == "cpu" and result["device"]["name"]
+    assert result["seed"] == 0 and result["epochs_completed"] == 2
+    assert len(result["epoch_seconds"]) == 2 and result["total_seconds"] > 0
+    assert result["train_images_per_second"] > 0
+    environment = result["environment"]
+    assert environment["torch"] == torch.__version__
+    assert {"python", "torchvision", "hydra-core", "omegaconf", "git"} <= set(environment)
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_both_placements_give_identical_numbers(
+    sweep: dict[tuple[str, str], Path], model: str
+) -> None:
+    def numbers(run_dir: Path) -> list[list[float]]:
+        keys = ("train_loss", "test_loss", "test_accuracy", "class_accuracy")
+        rows = metrics(run_dir, "step") + metrics(run_dir, "epoch")
+        return [[row.get(key) for key in keys] for row in rows]
+
+    assert numbers(sweep[model, "to_device"]) == numbers(sweep[model, "cuda_call"])
+
+
+def test_the_checkpoint_restores_the_models_outputs(sweep: dict[tuple[str, str], Path]) -> None:
+    run_dir = sweep["lenet", "to_device"]
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    config = OmegaConf.create(checkpoint["config"])
+    dataset = data.load(config.dataset)
+    model = build_for(config.model, dataset.shape, len(dataset.classes), dataset.name)
+    model.load_state_dict(checkpoint["model"])
+    build(config.optimizer)(model.parameters()).load_state_dict(checkpoint["optimizer"])
+
+    placement = ToDevice(torch.device("cpu"))
+    test_batches = data.Batches(
+        dataset.test,
+        config.trainer.batch_size,
+        dataset,
+        placement,
+        limit=config.trainer.limit_eval_batches,
+    )
+    evaluation = loop.evaluate(model, nn.CrossEntropyLoss(), test_batches, len(dataset.classes))
+    last = metrics(run_dir, "epoch")[-1]
+    assert evaluation.accuracy == last["test_accuracy"]
+    assert evaluation.loss == pytest.approx(last["test_loss"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_the_default_run_learns_and_names_its_folder(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, "trainer.epochs=4")
+    assert done.returncode == 0, done.stderr
+    relative = done.run_dir.relative_to(tmp_path)
+    assert re.fullmatch(r"outputs/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d_[0-9a-f]{8}", str(relative))
+    result = results(done.run_dir)
+    assert result["model"] == "tudui" and result["dataset"] == "cifar10_sample"
+    assert result["final_test_accuracy"] > 0.25  # chance is 0.10
+    assert re.search(
+        rf"completed: test accuracy \d+\.\d% \(best \d+\.\d% at epoch \d\), [\d,]+ img/s on cpu, "
+        rf"4 epoch\(s\) in [\d.]+ s -> {re.escape(str(relative))}$",
+        done.last_line,
+    )
+    assert "device: cpu, chosen by device=auto because this machine has no CUDA GPU" in done.stderr
+
+
+def test_runs_started_together_never_share_a_folder(tmp_path: Path) -> None:
+    command = [sys.executable, str(ROOT / "train.py"), *QUICK, "trainer.epochs=1"]
+    processes = [
+        subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True) for _ in range(3)
+    ]
+    for process in processes:
+        process.communicate(timeout=300)
+        assert process.returncode == 0
+    folders = [path.parent for path in (tmp_path / "outputs").rglob("results.json")]
+    assert len(set(folders)) == 3
