@@ -1,6 +1,6 @@
 """Typed schemas for every config group, registered in Hydra's ConfigStore.
 
-Each YAML option starts from its group's schema (`defaults: [/schema/<group>/<schema>@_here_]`), so
+Each YAML option starts from its schema (e.g. `defaults: [/model_schema@_here_]`), so
 a wrong type or an unknown key fails when Hydra composes the config, with Hydra's own message.
 This module must not import torch: `python train.py --cfg job` and `--help` stay fast.
 """
@@ -131,22 +131,22 @@ class TrainSchema:
 def register_configs() -> None:
     """Register the schemas, the `cuda:N` device options and the run-folder resolver with Hydra."""
     store = ConfigStore.instance()
-    store.store(name="train_schema", node=TrainSchema)
+    # Outside any group, so they are not offered as options (`--help` lists groups).
     schemas = {
-        "model": {"model": ModelConfig, "mlp": MLPConfig},
-        "dataset": {
-            "dataset": DatasetConfig,
-            "torchvision": TorchvisionDatasetConfig,
-            "synthetic": SyntheticDatasetConfig,
-        },
-        "device": {"device": DeviceConfig},
-        "placement": {"placement": PlacementConfig},
-        "optimizer": {"sgd": SGDConfig, "adam": AdamConfig},
-        "trainer": {"trainer": TrainerConfig},
+        "train_schema": TrainSchema,
+        "model_schema": ModelConfig,
+        "mlp_schema": MLPConfig,
+        "dataset_schema": DatasetConfig,
+        "torchvision_dataset_schema": TorchvisionDatasetConfig,
+        "synthetic_dataset_schema": SyntheticDatasetConfig,
+        "device_schema": DeviceConfig,
+        "placement_schema": PlacementConfig,
+        "sgd_schema": SGDConfig,
+        "adam_schema": AdamConfig,
+        "trainer_schema": TrainerConfig,
     }
-    for group, nodes in schemas.items():
-        for name, node in nodes.items():
-            store.store(group=f"schema/{group}", name=name, node=node)
+    for name, node in schemas.items():
+        store.store(name=name, node=node)
     for index in range(CUDA_OPTIONS):
         store.store(group="device", name=f"cuda:{index}", node=DeviceConfig("cuda", index))
     # Random part of a run folder's name, so runs started in the same second never share one.
