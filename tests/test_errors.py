@@ -116,3 +116,14 @@ def test_composition_errors_show_the_traceback_when_asked(tmp_path: Path) -> Non
     done = train_cli(tmp_path, "device=gpu", env={"HYDRA_FULL_ERROR": "1"})
     assert done.returncode == 1
     assert "Traceback" in done.stderr and "MissingConfigException" in done.stderr
+
+
+def test_an_unexpected_error_keeps_its_traceback_in_the_results(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, *QUICK, "+model.dropout=0.5")
+    assert done.returncode == 1
+    assert done.last_line.endswith(
+        "Error: TypeError: Tudui.__init__() got an unexpected keyword argument 'dropout'"
+    )
+    result = results(done.run_dir)
+    assert result["status"] == "failed"
+    assert "Traceback" in result["traceback"] and "TypeError" in result["traceback"]

@@ -52,6 +52,11 @@ def main() -> None:
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         _train()
+    except KeyboardInterrupt:
+        if TRACEBACKS:
+            raise
+        print("Interrupted", file=sys.stderr)
+        sys.exit(130)
     except Exception as error:
         if TRACEBACKS:
             raise

@@ -103,6 +103,18 @@ class Tudui(_ConvClassifier):
         super().__init__(features, [64], in_channels, image_size, num_classes, activation=False)
 
 
+def _two_conv_relu_pool(in_channels: int, second_channels: int) -> nn.Sequential:
+    """Conv(in→6, 5) ReLU Pool Conv(6→second, 5) ReLU Pool: LeNet's features, and Network's."""
+    return nn.Sequential(
+        nn.Conv2d(in_channels, 6, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, second_channels, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+    )
+
+
 class LeNet(_ConvClassifier):
     """The PyTorch CIFAR-10 tutorial's `Net`: LeNet-5 with ReLU.
 
@@ -111,14 +123,7 @@ class LeNet(_ConvClassifier):
     """
 
     def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
-        features = nn.Sequential(
-            nn.Conv2d(in_channels, 6, 5),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(6, 16, 5),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-        )
+        features = _two_conv_relu_pool(in_channels, 16)
         super().__init__(features, [120, 84], in_channels, image_size, num_classes, activation=True)
 
 
@@ -130,14 +135,7 @@ class Network(_ConvClassifier):
     """
 
     def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
-        features = nn.Sequential(
-            nn.Conv2d(in_channels, 6, 5),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(6, 12, 5),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-        )
+        features = _two_conv_relu_pool(in_channels, 12)
         super().__init__(features, [120, 60], in_channels, image_size, num_classes, activation=True)
 
 

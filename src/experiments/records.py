@@ -16,6 +16,7 @@ import platform
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from datetime import datetime, timezone
 from importlib.metadata import version
@@ -28,7 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
-from experiments.errors import one_line
+from experiments.errors import ExperimentError, one_line
 from experiments.loop import Evaluation, Training
 
 CHECKPOINT = Path("checkpoints") / "last.pt"
@@ -72,9 +73,12 @@ class RunRecord:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if error is not None:
-            reason = "interrupted" if isinstance(error, KeyboardInterrupt) else one_line(error)
-            self._finish("failed", reason)
+        if isinstance(error, KeyboardInterrupt):
+            self._finish("failed", "interrupted")
+        elif error is not None:
+            if not isinstance(error, ExperimentError):  # a bug or a crash: keep where it happened
+                self.results["traceback"] = "".join(traceback.format_exception(error))
+            self._finish("failed", one_line(error))
         assert self._metrics is not None and self._tensorboard is not None
         self._metrics.close()
         self._tensorboard.close()
