@@ -101,6 +101,9 @@ def test_run_errors_are_one_line_and_recorded(
     result = results(done.run_dir)
     assert result["status"] == "failed"
     assert result["reason"].startswith(message)
+    assert result["device"]["requested"] == next(
+        (o.partition("=")[2] for o in overrides if o.startswith("device=")), "auto"
+    )
     assert message in (done.run_dir / "train.log").read_text()
 
 

@@ -111,6 +111,7 @@ def test_every_model_and_placement_leaves_complete_records(
         "ship",
         "truck",
     ]
+    assert result["device"]["requested"] == "cpu"
     assert result["device"]["type"] == "cpu" and result["device"]["name"]
     assert result["seed"] == 0 and result["epochs_completed"] == 2
     assert len(result["epoch_seconds"]) == 2 and result["total_seconds"] > 0

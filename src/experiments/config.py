@@ -175,10 +175,11 @@ def build(node: DictConfig, **kwargs: Any) -> Any:
 def check_trainer(trainer: TrainerConfig) -> None:
     """Refuse trainer settings that cannot run, naming the field and what it needs."""
     for key in ("epochs", "batch_size", "log_interval"):
-        if trainer[key] < 1:
-            raise ExperimentError(f"trainer.{key}={trainer[key]} must be a whole number >= 1")
-    for key in ("limit_train_batches", "limit_eval_batches"):
-        if trainer[key] is not None and trainer[key] < 1:
+        if getattr(trainer, key) < 1:
             raise ExperimentError(
-                f"trainer.{key}={trainer[key]} must be >= 1, or null for every batch"
+                f"trainer.{key}={getattr(trainer, key)} must be a whole number >= 1"
             )
+    for key in ("limit_train_batches", "limit_eval_batches"):
+        limit = getattr(trainer, key)
+        if limit is not None and limit < 1:
+            raise ExperimentError(f"trainer.{key}={limit} must be >= 1, or null for every batch")

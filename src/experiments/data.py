@@ -67,13 +67,15 @@ def load(config: DatasetConfig) -> ImageData:
         )
     train, test = build(config.source)
     for split_name, split in (("train", train), ("test", test)):
+        if len(split) == 0:
+            raise ExperimentError(f"dataset {config.name} has no {split_name} images")
         found = tuple(split.images.shape[1:])
         if found != (channels, size, size):
             raise ExperimentError(
                 f"dataset {config.name} has {_shape(found)} {split_name} images, but its config "
                 f"says {_shape((channels, size, size))} (dataset.channels, dataset.image_size)"
             )
-        if len(split) and int(split.labels.max()) >= classes:
+        if int(split.labels.max()) >= classes:
             raise ExperimentError(
                 f"dataset {config.name} has label {int(split.labels.max())}, but "
                 f"dataset.num_classes={classes}"
@@ -123,17 +125,11 @@ class Batches:
         if self.shuffle is not None:
             order = torch.randperm(len(self.split), generator=self.shuffle)
         for start in range(0, self.length * self.batch_size, self.batch_size):
-            if order is None:
-                window = slice(start, start + self.batch_size)
-                images, labels = self.split.images[window], self.split.labels[window]
-            else:
-                chosen = order[start : start + self.batch_size]
-                images, labels = self.split.images[chosen], self.split.labels[chosen]
-            images = self.placement.tensor(images)
-            yield (
-                torch.addcmul(self.shift, images.float(), self.scale),
-                self.placement.tensor(labels),
-            )
+            end = start + self.batch_size
+            rows = slice(start, end) if order is None else order[start:end]
+            images = self.placement.tensor(self.split.images[rows])
+            labels = self.placement.tensor(self.split.labels[rows])
+            yield torch.addcmul(self.shift, images.float(), self.scale), labels
 
     def count_images(self) -> int:
         """How many images one pass yields."""

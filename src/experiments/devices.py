@@ -32,7 +32,9 @@ class Machine:
         if torch.version.cuda is None:
             return cls(0, f"this torch {torch.__version__} is a CPU-only build")
         if not torch.cuda.is_available():
-            return cls(0, "torch found no CUDA GPU or driver")
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            hidden = "" if visible is None else f" with CUDA_VISIBLE_DEVICES={visible}"
+            return cls(0, f"torch found no CUDA GPU or driver{hidden}")
         return cls(torch.cuda.device_count())
 
     def gpus(self) -> str:

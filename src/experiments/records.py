@@ -29,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
+from experiments.devices import requested
 from experiments.errors import ExperimentError, one_line
 from experiments.loop import Evaluation, Training
 
@@ -50,6 +51,8 @@ class RunRecord:
             "dataset": cfg.dataset.name,
             "placement": cfg.placement.name,
             "optimizer": cfg.optimizer.name,
+            # Filled in with what was used once the request is resolved.
+            "device": {"requested": requested(cfg.device)},
             "seed": cfg.trainer.seed,
             "epochs": cfg.trainer.epochs,
             "batch_size": cfg.trainer.batch_size,
@@ -83,8 +86,8 @@ class RunRecord:
         self._metrics.close()
         self._tensorboard.close()
 
-    def device(self, device: dict[str, Any]) -> None:
-        self.results["device"] = device
+    def device(self, used: dict[str, Any]) -> None:
+        self.results["device"].update(used)
 
     def step(
         self, epoch: int, steps_before: int, step: int, loss: float, images_per_second: float
