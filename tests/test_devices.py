@@ -113,3 +113,22 @@ def test_plans_read_as_torch_devices() -> None:
     assert str(DevicePlan("cuda", 1)) == "cuda:1"
     assert str(DevicePlan("cpu")) == "cpu"
     assert str(DevicePlan("cuda", 2, (2, 3))) == "dp over cuda:2, cuda:3"
+
+
+@pytest.mark.parametrize(
+    ("wanted", "slot", "index"),
+    [
+        (request("cuda"), 0, 0),
+        (request("cuda"), 5, 1),
+        (request("auto"), 6, 2),
+        (request("cuda", 3), 1, 3),  # an explicit GPU stays put
+    ],
+)
+def test_parallel_sweep_jobs_spread_over_the_gpus(
+    wanted: DeviceConfig, slot: int, index: int
+) -> None:
+    assert resolve(wanted, FOUR_GPUS, job_slot=slot).index == index
+
+
+def test_parallel_sweep_jobs_on_a_cpu_machine_stay_on_the_cpu() -> None:
+    assert resolve(request("auto"), NO_GPU, job_slot=3).type == "cpu"

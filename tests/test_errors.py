@@ -78,7 +78,7 @@ RUN_ERRORS = [
     (["trainer.batch_size=-8"], "trainer.batch_size=-8 must be a whole number >= 1"),
     (
         ["trainer.limit_train_batches=0"],
-        "trainer.limit_train_batches=0 must be >= 1, or null for every batch",
+        "trainer.limit_train_batches=0 must be >= 1, or null",
     ),
     (
         ["model=lenet", "dataset=synthetic", "dataset.image_size=8"],

@@ -8,6 +8,7 @@ traceback instead.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -36,12 +37,19 @@ def _train(cfg: DictConfig) -> float:
     from experiments.train import train
 
     hydra_cfg = HydraConfig.get()
+    in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
+    # Hydra's basic launcher runs jobs one after another; any other runs them side by side.
+    side_by_side = in_sweep and not hydra_cfg.launcher._target_.endswith(".BasicLauncher")
     try:
-        return train(cfg, Path(hydra_cfg.runtime.output_dir))
+        job_slot = hydra_cfg.job.num if side_by_side else None
+        return train(cfg, Path(hydra_cfg.runtime.output_dir), job_slot)
     except Exception as error:
         log.error("Error: %s", one_line(error))
-        if hydra_cfg.mode == RunMode.MULTIRUN or TRACEBACKS:
-            raise  # in a sweep, Hydra records the failure and goes on with the other jobs
+        if TRACEBACKS:
+            raise
+        if in_sweep:
+            # Recorded as failed in its folder; the sweep goes on, and its report says why.
+            return math.nan
         raise SystemExit(1) from None
 
 

@@ -17,6 +17,7 @@ from hydra.utils import instantiate
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from experiments.errors import ExperimentError
+from experiments.sweep import job_folder_name
 
 # `device=cuda:N` is an option of the device group for every index up to this; beyond it,
 # `device=cuda device.index=N` asks for the same thing.
@@ -111,6 +112,8 @@ class TrainerConfig:
     epochs: int = 10
     batch_size: int = 64
     seed: int = 0
+    # CPU threads torch may use (null: torch's default, one per core); 1 suits parallel sweeps.
+    threads: int | None = None
     # Training steps between logged losses (console, metrics.jsonl, TensorBoard).
     log_interval: int = 20
     # Stop each epoch's training / evaluation after this many batches (null: all).
@@ -129,7 +132,7 @@ class TrainSchema:
 
 
 def register_configs() -> None:
-    """Register the schemas, the `cuda:N` device options and the run-folder resolver with Hydra."""
+    """Register the schemas, the `cuda:N` device options and the folder-name resolvers."""
     store = ConfigStore.instance()
     # Outside any group, so they are not offered as options (`--help` lists groups).
     schemas = {
@@ -154,6 +157,7 @@ def register_configs() -> None:
     OmegaConf.register_new_resolver(
         "unique", lambda: secrets.token_hex(4), use_cache=True, replace=True
     )
+    OmegaConf.register_new_resolver("sweep_job", job_folder_name, replace=True)
 
 
 def build(node: DictConfig, **kwargs: Any) -> Any:
@@ -179,7 +183,7 @@ def check_trainer(trainer: TrainerConfig) -> None:
             raise ExperimentError(
                 f"trainer.{key}={getattr(trainer, key)} must be a whole number >= 1"
             )
-    for key in ("limit_train_batches", "limit_eval_batches"):
+    for key in ("threads", "limit_train_batches", "limit_eval_batches"):
         limit = getattr(trainer, key)
         if limit is not None and limit < 1:
-            raise ExperimentError(f"trainer.{key}={limit} must be >= 1, or null for every batch")
+            raise ExperimentError(f"trainer.{key}={limit} must be >= 1, or null")

@@ -22,6 +22,7 @@ from PIL import Image
 
 from experiments.config import DatasetConfig, build
 from experiments.errors import ExperimentError, one_line
+from experiments.measure import DeviceTimer
 from experiments.placement import Placement
 
 SAMPLE_DATA = Path(__file__).parent / "sample_data"
@@ -92,7 +93,8 @@ class Batches:
     """One pass over a split in batches of normalized float images and labels, on the device.
 
     With a `shuffle` generator, every pass draws a new permutation from it; without, the order is
-    the split's. The last batch may be smaller.
+    the split's. The last batch may be smaller. `timer` adds up the time spent putting batches on
+    the device (gathering, copying, converting).
     """
 
     def __init__(
@@ -116,6 +118,7 @@ class Batches:
         # (pixel / 255 - mean) / std as one multiply-add: pixel * scale + shift.
         self.scale = placement.tensor(1 / (255 * std))
         self.shift = placement.tensor(-mean / std)
+        self.timer = DeviceTimer(placement.device)
 
     def __len__(self) -> int:
         return self.length
@@ -125,11 +128,14 @@ class Batches:
         if self.shuffle is not None:
             order = torch.randperm(len(self.split), generator=self.shuffle)
         for start in range(0, self.length * self.batch_size, self.batch_size):
+            span = self.timer.start()
             end = start + self.batch_size
             rows = slice(start, end) if order is None else order[start:end]
             images = self.placement.tensor(self.split.images[rows])
             labels = self.placement.tensor(self.split.labels[rows])
-            yield torch.addcmul(self.shift, images.float(), self.scale), labels
+            images = torch.addcmul(self.shift, images.float(), self.scale)
+            self.timer.stop(span)
+            yield images, labels
 
     def count_images(self) -> int:
         """How many images one pass yields."""

@@ -73,9 +73,14 @@ def requested(request: DeviceConfig) -> str:
     return str(request.name)
 
 
-def resolve(request: DeviceConfig, machine: Machine) -> DevicePlan:
-    """Turn a device request into a plan for `machine`, or say in one line why it cannot run."""
+def resolve(request: DeviceConfig, machine: Machine, job_slot: int | None = None) -> DevicePlan:
+    """Turn a device request into a plan for `machine`, or say in one line why it cannot run.
+
+    `job_slot` is the job's number when several jobs of a sweep run at once: `cuda` and `auto`
+    without an index then take GPU `job_slot mod GPU count`, so the jobs spread over the GPUs.
+    """
     name, index = _parse(request)
+    spread = 0 if job_slot is None else job_slot % max(machine.cuda_count, 1)
     if request.ids is not None and name != "dp":
         raise ExperimentError(f"device.ids applies to device=dp only, not device={name}")
     if name == "cpu":
@@ -83,7 +88,7 @@ def resolve(request: DeviceConfig, machine: Machine) -> DevicePlan:
     if name == "auto":
         if machine.cuda_count == 0:
             return DevicePlan("cpu", reason=f"this machine has {machine.gpus()}")
-        return DevicePlan("cuda", 0, reason=f"this machine has {machine.gpus()}")
+        return DevicePlan("cuda", spread, reason=f"this machine has {machine.gpus()}")
     if machine.cuda_count == 0:
         raise ExperimentError(
             f"device={requested(request)} needs a CUDA GPU, but this machine has {machine.gpus()}; "
@@ -91,7 +96,7 @@ def resolve(request: DeviceConfig, machine: Machine) -> DevicePlan:
         )
     if name == "dp":
         return DevicePlan("cuda", *_dp_ids(request.ids, machine))
-    index = 0 if index is None else index
+    index = spread if index is None else index
     if not 0 <= index < machine.cuda_count:
         raise ExperimentError(
             f"device=cuda:{index} is out of range: this machine has {machine.gpus()}"
@@ -149,6 +154,12 @@ def set_visible(visible: list[str] | None) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = wanted
 
 
+def select(plan: DevicePlan) -> None:
+    """Make the plan's GPU the current one, so nothing lands on cuda:0 by default."""
+    if plan.type == "cuda":
+        torch.cuda.set_device(plan.index)
+
+
 def parallelize(model: nn.Module, plan: DevicePlan) -> nn.Module:
     """Wrap the (already placed) model in nn.DataParallel when the plan spans several GPUs."""
     if not plan.ids:
@@ -165,6 +176,8 @@ def describe(plan: DevicePlan) -> dict[str, object]:
     """The device actually used, for results.json: type, index, name (and the DataParallel GPUs)."""
     name = torch.cuda.get_device_name(plan.index) if plan.type == "cuda" else _cpu_name()
     described: dict[str, object] = {"type": plan.type, "index": plan.index, "name": name}
+    if plan.type == "cpu":
+        described["threads"] = torch.get_num_threads()
     if plan.ids:
         described["ids"] = list(plan.ids)
     if plan.reason:

@@ -27,6 +27,11 @@ class Training:
     loss: float  # mean over the epoch's images
     images: int
     seconds: float
+    data_seconds: float  # of `seconds`, putting batches on the device
+
+    @property
+    def data_share(self) -> float:
+        return self.data_seconds / self.seconds
 
     @property
     def images_per_second(self) -> float:
@@ -77,7 +82,7 @@ def train_epoch(
             interval_images, interval_started = 0, now
     # The last step always logs, so the device has finished by now.
     seconds = time.perf_counter() - started
-    return Training(epoch_loss.item() / epoch_images, epoch_images, seconds)
+    return Training(epoch_loss.item() / epoch_images, epoch_images, seconds, batches.timer.take())
 
 
 @torch.no_grad()

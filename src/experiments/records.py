@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import socket
 import subprocess
 import sys
 import time
@@ -58,6 +59,8 @@ class RunRecord:
             "batch_size": cfg.trainer.batch_size,
             "epochs_completed": 0,
             "started_at": _timestamp(self.started),
+            # Who runs it, so a report can tell a run in progress from one that was killed.
+            "process": {"host": socket.gethostname(), "pid": os.getpid()},
             "environment": environment(),
         }
         self.history: list[dict[str, Any]] = []
@@ -68,6 +71,7 @@ class RunRecord:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._metrics = open(self.dir / "metrics.jsonl", "a", encoding="utf-8")
         self._tensorboard = SummaryWriter(self.dir)
+        self._write_results()  # "running", with the process, until the run ends
         return self
 
     def __exit__(
@@ -116,6 +120,8 @@ class RunRecord:
             "images_per_second": training.images_per_second,
             "train_images": training.images,
             "train_seconds": training.seconds,
+            "data_seconds": training.data_seconds,
+            "data_share": training.data_share,
             "eval_seconds": evaluation.seconds,
             "epoch_seconds": training.seconds + evaluation.seconds,
         }
@@ -138,11 +144,12 @@ class RunRecord:
         _write_atomically(path, lambda file: torch.save(state, file))
         return path
 
-    def complete(self) -> dict[str, Any]:
+    def complete(self, peak_memory: dict[str, float | None]) -> dict[str, Any]:
         """Write results.json for a finished run and return it."""
         last = self.history[-1]
         best = max(self.history, key=lambda row: row["test_accuracy"])
         train_images = sum(row["train_images"] for row in self.history)
+        train_seconds = sum(row["train_seconds"] for row in self.history)
         self.results.update(
             final_test_accuracy=last["test_accuracy"],
             best_test_accuracy=best["test_accuracy"],
@@ -150,9 +157,10 @@ class RunRecord:
             class_accuracy=last["class_accuracy"],
             train_loss=last["train_loss"],
             test_loss=last["test_loss"],
-            train_images_per_second=train_images
-            / sum(row["train_seconds"] for row in self.history),
+            train_images_per_second=train_images / train_seconds,
             epoch_seconds=[row["epoch_seconds"] for row in self.history],
+            data_time_share=sum(row["data_seconds"] for row in self.history) / train_seconds,
+            **peak_memory,
             checkpoint=str(CHECKPOINT),
         )
         self._finish("completed", None)
@@ -166,6 +174,9 @@ class RunRecord:
             finished_at=_timestamp(finished),
             total_seconds=finished - self.started,
         )
+        self._write_results()
+
+    def _write_results(self) -> None:
         text = json.dumps(self.results, indent=2) + "\n"
         _write_atomically(self.dir / "results.json", lambda file: file.write(text.encode()))
 

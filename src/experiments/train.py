@@ -14,23 +14,30 @@ from omegaconf import DictConfig
 from torch import nn
 
 from experiments import data as datasets
-from experiments import devices, loop, models
+from experiments import devices, loop, measure, models
 from experiments.config import build, check_trainer
 from experiments.records import RunRecord
 
 log = logging.getLogger("experiments")
 
 
-def train(cfg: DictConfig, run_dir: Path) -> float:
-    """Train as `cfg` says, recording everything in `run_dir`; returns the best test accuracy."""
+def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
+    """Train as `cfg` says, recording everything in `run_dir`; returns the best test accuracy.
+
+    `job_slot` is the job's number when sweep jobs run side by side; it spreads them over the GPUs.
+    """
     trainer = cfg.trainer
     with RunRecord(run_dir, cfg) as record:
         check_trainer(trainer)
+        if trainer.threads is not None:
+            torch.set_num_threads(trainer.threads)
         devices.set_visible(cfg.device.visible)
-        plan = devices.resolve(cfg.device, devices.Machine.detect())
+        plan = devices.resolve(cfg.device, devices.Machine.detect(), job_slot)
+        devices.select(plan)
         record.device(devices.describe(plan))
         chosen = f", chosen by device=auto because {plan.reason}" if plan.reason else ""
         log.info("device: %s%s", plan, chosen)
+        measure.reset_peak_memory(plan.device)
 
         data = datasets.load(cfg.dataset)
         torch.manual_seed(trainer.seed)  # the same initial weights on every device and placement
@@ -84,7 +91,7 @@ def train(cfg: DictConfig, run_dir: Path) -> float:
                 f"{training.images_per_second:,.0f}",
                 training.seconds + evaluation.seconds,
             )
-        results = record.complete()
+        results = record.complete(measure.peak_memory_mb(plan.device))
 
     per_class = ", ".join(
         f"{name} {'-' if accuracy is None else f'{100 * accuracy:.0f}%'}"

@@ -1,0 +1,306 @@
+"""The report on a folder of runs: a row per run, in CSV and Markdown, and plots to look at.
+
+    python -m experiments.report outputs/2026-11-22/10-00-00_ab12cd34    # a sweep, or one run
+    python -m experiments.report outputs                                 # everything
+
+Every multirun writes it into its sweep folder at the end (`experiments.sweep.SweepReport`). A run
+folder is any folder with a `.hydra/` snapshot; runs still going, killed, or without results are
+listed as such, not left out.
+
+    summary.csv, summary.md   model, dataset, device, placement, status (and why it failed), best
+                              and final test accuracy, train images/s, seconds per epoch, peak
+                              memory, share of training time spent putting batches on the device
+    throughput.png            train images/s by device and placement
+    curves.png                test accuracy and train loss per epoch, a line per run
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+COLUMNS = [
+    "run",
+    "model",
+    "dataset",
+    "device",
+    "placement",
+    "status",
+    "reason",
+    "best_test_accuracy",
+    "final_test_accuracy",
+    "train_images_per_second",
+    "seconds_per_epoch",
+    "peak_host_memory_mb",
+    "peak_cuda_memory_mb",
+    "data_time_share",
+]
+
+
+def find_runs(folder: Path) -> list[Path]:
+    """Every run folder at or below `folder`, sweep jobs in job-number order."""
+    runs = [path.parent for path in folder.rglob(".hydra") if path.is_dir()]
+    return sorted(runs, key=lambda run: _natural_key(run.relative_to(folder)))
+
+
+def _natural_key(path: Path) -> list[Any]:
+    # "10_..." after "9_...": compare the leading job numbers as numbers.
+    return [
+        (0, int(part.split("_")[0])) if part.split("_")[0].isdigit() else (1, part)
+        for part in path.parts
+    ]
+
+
+def describe(run_dir: Path, folder: Path) -> dict[str, Any]:
+    """One summary row for a run folder, from its results.json, or what its folder shows."""
+    config = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    history = epochs(run_dir)
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(
+        run=str(run_dir.relative_to(folder)) if run_dir != folder else run_dir.name,
+        model=OmegaConf.select(config, "model.name"),
+        dataset=OmegaConf.select(config, "dataset.name"),
+        device=OmegaConf.select(config, "device.name"),
+        placement=OmegaConf.select(config, "placement.name"),
+    )
+    results_file = run_dir / "results.json"
+    results = json.loads(results_file.read_text()) if results_file.is_file() else {}
+    row["status"] = _status(results)
+    row["reason"] = results.get("reason")
+    if "device" in results:
+        row["device"] = _device_label(results["device"])
+    for key in ("best_test_accuracy", "final_test_accuracy", "train_images_per_second"):
+        row[key] = results.get(key)
+    for key in ("peak_host_memory_mb", "peak_cuda_memory_mb", "data_time_share"):
+        row[key] = results.get(key)
+    if history:
+        accuracies = [epoch["test_accuracy"] for epoch in history]
+        row["best_test_accuracy"] = row["best_test_accuracy"] or max(accuracies)
+        row["final_test_accuracy"] = row["final_test_accuracy"] or accuracies[-1]
+        row["seconds_per_epoch"] = sum(e["epoch_seconds"] for e in history) / len(history)
+    return row
+
+
+def _status(results: dict[str, Any]) -> str:
+    """completed, failed, running, crashed (stopped without a word), or no results."""
+    status = results.get("status")
+    if status is None:
+        return "no results"
+    if status != "running":
+        return status
+    process = results.get("process", {})
+    if process.get("host") != socket.gethostname():
+        return "running"
+    try:
+        os.kill(process["pid"], 0)
+    except ProcessLookupError:
+        return "crashed"
+    except PermissionError:
+        pass  # alive, owned by someone else
+    return "running"
+
+
+def _device_label(device: dict[str, Any]) -> str:
+    if "type" not in device:
+        return device.get("requested", "")
+    if device.get("ids"):
+        return "dp:" + "+".join(map(str, device["ids"]))
+    return device["type"] if device.get("index") is None else f"{device['type']}:{device['index']}"
+
+
+def epochs(run_dir: Path) -> list[dict[str, Any]]:
+    """The epoch rows of a run's metrics.jsonl (none if it has not finished an epoch)."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [row for row in rows if row["kind"] == "epoch"]
+
+
+def write_report(folder: Path) -> list[dict[str, Any]]:
+    """Write summary.csv, summary.md and the plots into `folder`; return the rows."""
+    runs = find_runs(folder)
+    rows = [describe(run, folder) for run in runs]
+    with open(folder / "summary.csv", "w", newline="", encoding="utf-8") as file:
+        writer = csv.DictWriter(file, fieldnames=COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
+    (folder / "summary.md").write_text(markdown(rows), encoding="utf-8")
+    _plot(folder, runs, rows)
+    return rows
+
+
+def _cells(row: dict[str, Any], reasons: bool = True) -> list[str]:
+    status = f"{row['status']}: {row['reason']}" if reasons and row["reason"] else row["status"]
+    return [
+        row["run"],
+        row["model"] or "",
+        row["dataset"] or "",
+        row["device"] or "",
+        row["placement"] or "",
+        status,
+        _percent(row["best_test_accuracy"]),
+        _percent(row["final_test_accuracy"]),
+        _number(row["train_images_per_second"], "{:,.0f}"),
+        _number(row["seconds_per_epoch"], "{:.2f}"),
+        _memory(row),
+        _percent(row["data_time_share"]),
+    ]
+
+
+HEADERS = [
+    "run",
+    "model",
+    "dataset",
+    "device",
+    "placement",
+    "status",
+    "best acc",
+    "final acc",
+    "train img/s",
+    "s/epoch",
+    "peak memory (MiB)",
+    "data to device",
+]
+
+
+def markdown(rows: Sequence[dict[str, Any]]) -> str:
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(_cells(row)) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def table(rows: Sequence[dict[str, Any]], folder: Path) -> str:
+    """A plain-text table for the console: a count by status, the runs, then why any failed."""
+    body = [HEADERS, *(_cells(row, reasons=False) for row in rows)]
+    widths = [max(len(line[i]) for line in body) for i in range(len(HEADERS))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in body
+    ]
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    tally = ", ".join(f"{count} {status}" for status, count in counts.items())
+    reasons = [f"{row['run']}: {row['reason']}" for row in rows if row["reason"]]
+    return "\n".join([f"{len(rows)} run(s) in {folder}: {tally}", *lines, *reasons])
+
+
+def _percent(value: float | None) -> str:
+    return "" if value is None else f"{100 * value:.1f}%"
+
+
+def _number(value: float | None, template: str) -> str:
+    return "" if value is None else template.format(value)
+
+
+def _memory(row: dict[str, Any]) -> str:
+    host = _number(row["peak_host_memory_mb"], "{:,.0f}")
+    cuda = _number(row["peak_cuda_memory_mb"], "{:,.0f}")
+    return f"{host} host, {cuda} cuda" if cuda else host
+
+
+def _plot(folder: Path, runs: Sequence[Path], rows: Sequence[dict[str, Any]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display needed
+    import matplotlib.pyplot as plt
+
+    completed = [row for row in rows if row["train_images_per_second"] is not None]
+    if completed:
+        figure = _throughput_figure(plt, completed)
+        figure.savefig(folder / "throughput.png", dpi=120, bbox_inches="tight")
+        plt.close(figure)
+    histories = [(row["run"], epochs(run)) for run, row in zip(runs, rows, strict=True)]
+    histories = [(name, history) for name, history in histories if history]
+    if histories:
+        figure = _curves_figure(plt, histories)
+        figure.savefig(folder / "curves.png", dpi=120, bbox_inches="tight")
+        plt.close(figure)
+
+
+def _throughput_figure(plt: Any, rows: Sequence[dict[str, Any]]) -> Any:
+    """Grouped bars: a group per device, a bar per placement; a panel per model and dataset."""
+    panels = sorted({(row["model"], row["dataset"]) for row in rows})
+    figure, axes = plt.subplots(1, len(panels), figsize=(4 + 3 * len(panels), 4), squeeze=False)
+    for axis, (model, dataset) in zip(axes[0], panels, strict=True):
+        panel = [row for row in rows if (row["model"], row["dataset"]) == (model, dataset)]
+        device_names = sorted({row["device"] for row in panel})
+        placements = sorted({row["placement"] for row in panel})
+        width = 0.8 / len(placements)
+        for offset, placement in enumerate(placements):
+            speeds = [
+                _mean(
+                    r["train_images_per_second"]
+                    for r in panel
+                    if (r["device"], r["placement"]) == (device, placement)
+                )
+                for device in device_names
+            ]
+            positions = [
+                i + (offset - (len(placements) - 1) / 2) * width for i in range(len(device_names))
+            ]
+            bars = axis.bar(positions, speeds, width, label=placement)
+            axis.bar_label(bars, fmt="{:,.0f}", fontsize=8)
+        axis.set_xticks(range(len(device_names)), device_names)
+        axis.set_title(f"{model} on {dataset}")
+        axis.set_ylabel("train images / s")
+        axis.margins(y=0.1)
+        axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=len(placements))
+    figure.suptitle("Training throughput by device and placement")
+    return figure
+
+
+def _mean(values: Any) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
+
+
+def _curves_figure(plt: Any, histories: Sequence[tuple[str, list[dict[str, Any]]]]) -> Any:
+    figure, (accuracy, loss) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for name, history in histories:
+        epoch_numbers = [row["epoch"] for row in history]
+        accuracy.plot(epoch_numbers, [row["test_accuracy"] for row in history], marker="o")
+        loss.plot(epoch_numbers, [row["train_loss"] for row in history], marker="o", label=name)
+    accuracy.set(title="Test accuracy", xlabel="epoch", ylabel="accuracy")
+    loss.set(title="Train loss", xlabel="epoch", ylabel="loss")
+    for axis in (accuracy, loss):
+        axis.grid(alpha=0.3)
+        axis.xaxis.get_major_locator().set_params(integer=True)
+    loss.legend(title="run", loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if len(arguments) != 1 or arguments[0] in ("-h", "--help"):
+        print(__doc__.strip().splitlines()[0], file=sys.stderr)
+        print("usage: python -m experiments.report <folder of runs>", file=sys.stderr)
+        return 2
+    folder = Path(arguments[0])
+    if not folder.is_dir():
+        print(
+            f"Error: {folder} is not a folder; give a run or sweep folder, or outputs/",
+            file=sys.stderr,
+        )
+        return 1
+    if not find_runs(folder):
+        print(f"Error: no runs in {folder} (a run folder has a .hydra/ snapshot)", file=sys.stderr)
+        return 1
+    rows = write_report(folder)
+    print(table(rows, folder), file=sys.stderr)
+    print(f"report: {folder}/summary.csv, summary.md, throughput.png, curves.png", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

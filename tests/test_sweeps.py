@@ -1,0 +1,210 @@
+"""Sweeps: a folder per job, failures kept apart, the report at the end, and the launchers."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from PIL import Image
+
+from experiments.cli import CONF_DIR
+from experiments.sweep import safe_name
+from helpers import QUICK, ROOT, results, train_cli
+
+QUICK_SWEEP = [override for override in QUICK if override != "device=cpu"]
+
+
+def summary(folder: Path) -> list[dict[str, str]]:
+    with open(folder / "summary.csv", newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def sweep_dir(cwd: Path) -> Path:
+    (folder,) = (path.parent for path in (cwd / "outputs").rglob("multirun.yaml"))
+    return folder
+
+
+def assert_plot(path: Path) -> None:
+    assert path.stat().st_size > 10_000
+    with Image.open(path) as image:
+        assert image.format == "PNG" and image.width > 400 and image.height > 300
+
+
+def test_a_two_by_two_sweep_reports_four_rows_and_plots(tmp_path: Path) -> None:
+    done = train_cli(
+        tmp_path,
+        "-m",
+        "model=tudui,lenet",
+        "placement=to_device,cuda_call",
+        "device=cpu",
+        *QUICK_SWEEP,
+    )
+    assert done.returncode == 0, done.stderr
+    folder = sweep_dir(tmp_path)
+    names = sorted(path.name for path in folder.iterdir() if path.is_dir())
+    assert names == [
+        "0_model=tudui,placement=to_device",
+        "1_model=tudui,placement=cuda_call",
+        "2_model=lenet,placement=to_device",
+        "3_model=lenet,placement=cuda_call",
+    ]
+    rows = summary(folder)
+    assert [row["run"] for row in rows] == names
+    for row in rows:
+        result = results(folder / row["run"])
+        assert (row["model"], row["placement"], row["device"]) == (
+            result["model"],
+            result["placement"],
+            "cpu",
+        )
+        assert row["status"] == "completed" and row["reason"] == ""
+        assert float(row["best_test_accuracy"]) == result["best_test_accuracy"]
+        assert float(row["final_test_accuracy"]) == result["final_test_accuracy"]
+        assert float(row["train_images_per_second"]) == result["train_images_per_second"]
+        assert float(row["seconds_per_epoch"]) == pytest.approx(
+            sum(result["epoch_seconds"]) / len(result["epoch_seconds"])
+        )
+        assert float(row["peak_host_memory_mb"]) > 50
+        assert row["peak_cuda_memory_mb"] == ""
+        assert 0 < float(row["data_time_share"]) < 1
+    markdown = (folder / "summary.md").read_text().splitlines()
+    assert len(markdown) == 2 + 4 and "| 0_model=tudui,placement=to_device | tudui |" in markdown[2]
+    assert_plot(folder / "throughput.png")
+    assert_plot(folder / "curves.png")
+    assert "4 run(s) in " in done.stderr and ": 4 completed" in done.stderr
+
+
+def test_a_job_that_fails_leaves_the_others_and_the_report_says_why(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, "-m", "device=cpu,cuda:1", "model=lenet", *QUICK_SWEEP)
+    assert done.returncode == 1
+    folder = sweep_dir(tmp_path)
+    completed, failed = summary(folder)
+    assert (completed["run"], completed["status"]) == ("0_device=cpu", "completed")
+    assert results(folder / "0_device=cpu")["epochs_completed"] == 2
+    assert (failed["run"], failed["status"], failed["device"]) == (
+        "1_device=cuda-1",
+        "failed",
+        "cuda:1",
+    )
+    assert failed["reason"].startswith("device=cuda:1 needs a CUDA GPU, but this machine has no")
+    assert "failed: device=cuda:1 needs a CUDA GPU" in (folder / "summary.md").read_text()
+    assert ": 1 completed, 1 failed" in done.stderr
+    assert done.last_line.startswith("report: ")
+    assert "Traceback" not in done.stderr
+
+
+def test_the_joblib_launcher_runs_two_jobs_side_by_side(tmp_path: Path) -> None:
+    done = train_cli(
+        tmp_path,
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "model=tudui,lenet",
+        "device=cpu",
+        *QUICK_SWEEP,
+    )
+    assert done.returncode == 0, done.stderr
+    folder = sweep_dir(tmp_path)
+    rows = summary(folder)
+    assert [(row["run"], row["status"]) for row in rows] == [
+        ("0_model=tudui", "completed"),
+        ("1_model=lenet", "completed"),
+    ]
+    pids = {results(folder / row["run"])["process"]["pid"] for row in rows}
+    assert len(pids) == 2 and os.getpid() not in pids  # each job in a worker process of its own
+
+
+def test_report_on_a_folder_shows_runs_without_results(tmp_path: Path) -> None:
+    finished = train_cli(tmp_path, *QUICK).run_dir
+    # A run that is still going, then one that was killed: both leave "running" in results.json.
+    killed = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), "device=cpu", "trainer.epochs=1000"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not list((tmp_path / "outputs").rglob("metrics.jsonl"))[1:]:
+            assert time.monotonic() < deadline and killed.poll() is None
+            time.sleep(0.2)
+        report = [sys.executable, "-m", "experiments.report", str(tmp_path / "outputs")]
+        running = subprocess.run(report, capture_output=True, text=True, check=True)
+        assert ": 1 completed, 1 running" in running.stderr
+    finally:
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+    # A folder Hydra made for a run that never got as far as writing anything.
+    empty = tmp_path / "outputs" / "never-started"
+    (empty / ".hydra").mkdir(parents=True)
+    (empty / ".hydra" / "config.yaml").write_text((finished / ".hydra" / "config.yaml").read_text())
+
+    done = subprocess.run(report, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert ": 1 completed, 1 crashed, 1 no results" in done.stderr
+    statuses = {row["run"]: row["status"] for row in summary(tmp_path / "outputs")}
+    assert statuses[str(finished.relative_to(tmp_path / "outputs"))] == "completed"
+    assert statuses["never-started"] == "no results"
+    assert sorted(statuses.values()) == ["completed", "crashed", "no results"]
+
+
+def test_report_refuses_a_folder_without_runs(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.report", str(tmp_path)], capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert (
+        done.stderr.strip() == f"Error: no runs in {tmp_path} (a run folder has a .hydra/ snapshot)"
+    )
+
+
+def test_the_slurm_launcher_config_composes() -> None:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=["hydra/launcher=slurm"], return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("submitit_launcher.SlurmLauncher")
+    assert (launcher.gpus_per_node, launcher.cpus_per_task, launcher.timeout_min) == (1, 4, 60)
+
+
+def test_the_optuna_search_maximizes_best_test_accuracy(tmp_path: Path) -> None:
+    done = train_cli(
+        tmp_path,
+        "-m",
+        "hparams_search=optuna",
+        "hydra.sweeper.n_trials=2",
+        "model=lenet",
+        *QUICK,
+    )
+    assert done.returncode == 0, done.stderr
+    folder = sweep_dir(tmp_path)
+    rows = summary(folder)
+    assert len(rows) == 2 and all(row["status"] == "completed" for row in rows)
+    # The job folders name the searched parameters, and nothing else.
+    assert all(row["run"].split("_", 1)[1].split(",")[0].startswith("optimizer=") for row in rows)
+    best = max(float(row["best_test_accuracy"]) for row in rows)
+    assert f"Best value: {best}" in done.stdout + done.stderr
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("train", overrides=["hparams_search=optuna"], return_hydra_config=True)
+    assert cfg.hydra.sweeper.direction == "maximize"
+    assert set(cfg.hydra.sweeper.params) == {"optimizer", "optimizer.lr", "trainer.batch_size"}
+
+
+@pytest.mark.parametrize(
+    ("choice", "folder"),
+    [
+        ("device=cuda:1", "device=cuda-1"),
+        ("device=cuda\\:1", "device=cuda-1"),
+        ("dataset.root=/data/sets", "dataset.root=-data-sets"),
+        ("device.ids=[0,1]", "device.ids=0,1"),
+        ('model.name="a b"', "model.name=-ab-"),
+    ],
+)
+def test_job_folder_names_are_safe_on_common_filesystems(choice: str, folder: str) -> None:
+    assert safe_name(choice) == folder
