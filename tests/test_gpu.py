@@ -78,3 +78,19 @@ def test_visible_devices_renumber_the_gpus(tmp_path: Path) -> None:
     done = train_cli(tmp_path, *ON_GPU, "device=cuda:0", f"device.visible=[{last}]")
     assert done.returncode == 0, done.stderr
     assert results(done.run_dir)["device"]["name"] == torch.cuda.get_device_name(last)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs to spread over")
+def test_jobs_run_side_by_side_each_take_a_gpu_of_their_own(tmp_path: Path) -> None:
+    done = train_cli(
+        tmp_path,
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "model=tudui,lenet",
+        *ON_GPU,
+        "device=cuda",
+    )
+    assert done.returncode == 0, done.stderr
+    indexes = sorted(results(run)["device"]["index"] for run in done.run_dirs)
+    assert indexes == [0, 1]

@@ -266,10 +266,12 @@ def _mean(values: Any) -> float:
 
 def _curves_figure(plt: Any, histories: Sequence[tuple[str, list[dict[str, Any]]]]) -> Any:
     figure, (accuracy, loss) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for name, history in histories:
+    for number, (name, history) in enumerate(histories):
+        # Runs with identical numbers (e.g. two placements) overlap; dashes keep both visible.
+        style = {"marker": "o", "linestyle": ("-", "--", ":", "-.")[number % 4]}
         epoch_numbers = [row["epoch"] for row in history]
-        accuracy.plot(epoch_numbers, [row["test_accuracy"] for row in history], marker="o")
-        loss.plot(epoch_numbers, [row["train_loss"] for row in history], marker="o", label=name)
+        accuracy.plot(epoch_numbers, [row["test_accuracy"] for row in history], **style)
+        loss.plot(epoch_numbers, [row["train_loss"] for row in history], label=name, **style)
     accuracy.set(title="Test accuracy", xlabel="epoch", ylabel="accuracy")
     loss.set(title="Train loss", xlabel="epoch", ylabel="loss")
     for axis in (accuracy, loss):
