@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,11 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from experiments.cli import CONF_DIR
-from experiments.config import register_configs
+from experiments.config import new_tag, register_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 
-register_configs()
+register_configs(datetime.now(), new_tag())
 
 
 def compose_config(*overrides: str) -> DictConfig:
@@ -56,15 +57,24 @@ class Finished:
 
 def train_cli(cwd: Path, *overrides: str, env: dict[str, str] | None = None) -> Finished:
     """Run `python train.py <overrides>` as a user would, in `cwd` (so outputs/ lands there)."""
+    return _run(cwd, [sys.executable, str(ROOT / "train.py"), *overrides], env)
+
+
+def torchrun_cli(
+    cwd: Path, processes: int, *overrides: str, env: dict[str, str] | None = None
+) -> Finished:
+    """Run `torchrun --standalone --nproc-per-node=<processes> train.py <overrides>` in `cwd`."""
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    command = [*torchrun, f"--nproc-per-node={processes}", str(ROOT / "train.py"), *overrides]
+    return _run(cwd, command, env)
+
+
+def _run(cwd: Path, command: list[str], env: dict[str, str] | None) -> Finished:
     environment = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
     environment.update(env or {})
+    cwd.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *overrides],
-        cwd=cwd,
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        command, cwd=cwd, env=environment, capture_output=True, text=True, timeout=600
     )
     return Finished(done.returncode, done.stdout, done.stderr, cwd)
 

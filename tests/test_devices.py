@@ -6,6 +6,7 @@ import pytest
 
 from experiments.config import DeviceConfig
 from experiments.devices import DevicePlan, Machine, requested, resolve
+from experiments.distributed import Processes
 from experiments.errors import ExperimentError
 
 NO_GPU = Machine(0, "torch found no CUDA GPU or driver")
@@ -92,7 +93,7 @@ def test_auto_falls_back_to_the_cpu_and_says_why() -> None:
         (FOUR_GPUS, request("cuda:x"), "device.name=cuda:x is not a device"),
         (FOUR_GPUS, request("cuda:1", 2), "device.name=cuda:1 and device.index=2 disagree"),
         (FOUR_GPUS, request("cpu", 1), "device.index applies to device=cuda only, not device=cpu"),
-        (FOUR_GPUS, request("cuda", ids=[0]), "device.ids applies to device=dp only"),
+        (FOUR_GPUS, request("cuda", ids=[0]), "device.ids applies to device=dp or ddp only"),
     ],
 )
 def test_impossible_requests_say_why_in_one_line(
@@ -132,3 +133,45 @@ def test_parallel_sweep_jobs_spread_over_the_gpus(
 
 def test_parallel_sweep_jobs_on_a_cpu_machine_stay_on_the_cpu() -> None:
     assert resolve(request("auto"), NO_GPU, job_slot=3).type == "cpu"
+
+
+def torchrun_process(local_rank: int, local_world: int) -> Processes:
+    return Processes(local_rank, local_world, local_rank, local_world, torchrun=True)
+
+
+@pytest.mark.parametrize(
+    ("machine", "wanted", "process", "plan"),
+    [
+        (FOUR_GPUS, request("ddp"), torchrun_process(2, 4), DevicePlan("cuda", 2, backend="nccl")),
+        (
+            FOUR_GPUS,
+            request("ddp", ids=[3, 1]),
+            torchrun_process(1, 2),
+            DevicePlan("cuda", 1, backend="nccl"),
+        ),
+        (ONE_GPU, request("ddp"), torchrun_process(0, 1), DevicePlan("cuda", 0, backend="nccl")),
+    ],
+)
+def test_ddp_gives_each_process_its_own_gpu(
+    machine: Machine, wanted: DeviceConfig, process: Processes, plan: DevicePlan
+) -> None:
+    assert resolve(wanted, machine, processes=process) == plan
+
+
+def test_ddp_without_a_gpu_uses_gloo_on_the_cpu() -> None:
+    plan = resolve(request("ddp"), NO_GPU, processes=torchrun_process(1, 2))
+    assert (plan.type, plan.backend) == ("cpu", "gloo")
+
+
+def test_ddp_with_more_processes_than_gpus_is_refused() -> None:
+    with pytest.raises(ExperimentError) as error:
+        resolve(request("ddp"), Machine(2), processes=torchrun_process(3, 4))
+    assert str(error.value) == (
+        "device=ddp has 2 GPU(s) (cuda:0, cuda:1) for 4 processes on this machine; start at most "
+        "2 (torchrun --nproc-per-node) or name more in device.ids"
+    )
+
+
+def test_ddp_ids_are_checked_like_dp_ids() -> None:
+    with pytest.raises(ExperimentError, match=r"device.ids=\[1, 1\] repeats GPU 1"):
+        resolve(request("ddp", ids=[1, 1]), FOUR_GPUS, processes=torchrun_process(0, 2))

@@ -13,7 +13,7 @@ COMPOSITION_ERRORS = [
     (
         "device=gpu",
         "Error: device=gpu is not an option of 'device'; choose one of: auto, cpu, cuda, "
-        "cuda:0 ... cuda:15, dp",
+        "cuda:0 ... cuda:15, ddp, dp",
     ),
     (
         "model=resnet",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -69,14 +70,17 @@ class SyntheticDatasetConfig(DatasetConfig):
 
 @dataclass
 class DeviceConfig:
-    # cpu | cuda | auto | dp (a torch-style "cuda:N" is read as cuda with index N)
+    # cpu | cuda | auto | dp | ddp (a torch-style "cuda:N" is read as cuda with index N)
     name: str = MISSING
     # With `cuda`: the GPU's index (null: the current CUDA device). `device=cuda:N` sets it.
     index: int | None = None
-    # GPUs for `dp` (null: every visible GPU); batches go to the first.
+    # GPUs for `dp` (null: every visible GPU; batches go to the first), or for `ddp` (process
+    # with LOCAL_RANK r takes ids[r]; null: GPU r).
     ids: list[int] | None = None
     # Sets CUDA_VISIBLE_DEVICES (in PCI bus order) before CUDA starts, e.g. [2, 3].
     visible: list[str] | None = None
+    # With `ddp`: seconds before joining the processes, or any collective, gives up.
+    timeout: float = 300.0
 
 
 @dataclass
@@ -131,8 +135,12 @@ class TrainSchema:
     trainer: TrainerConfig = MISSING
 
 
-def register_configs() -> None:
-    """Register the schemas, the `cuda:N` device options and the folder-name resolvers."""
+def register_configs(started: datetime, tag: str) -> None:
+    """Register the schemas, the `cuda:N` device options and the folder-name resolvers.
+
+    `started` and `tag` name the run folder (`${started:<strftime format>}`, `${unique:}`); all
+    processes of a distributed run are given the same.
+    """
     store = ConfigStore.instance()
     # Outside any group, so they are not offered as options (`--help` lists groups).
     schemas = {
@@ -152,12 +160,14 @@ def register_configs() -> None:
         store.store(name=name, node=node)
     for index in range(CUDA_OPTIONS):
         store.store(group="device", name=f"cuda:{index}", node=DeviceConfig("cuda", index))
-    # Random part of a run folder's name, so runs started in the same second never share one.
-    # Cached, so it is drawn once per run (and once per sweep: Hydra copies the cache to each job).
-    OmegaConf.register_new_resolver(
-        "unique", lambda: secrets.token_hex(4), use_cache=True, replace=True
-    )
+    OmegaConf.register_new_resolver("started", started.strftime, replace=True)
+    OmegaConf.register_new_resolver("unique", lambda: tag, replace=True)
     OmegaConf.register_new_resolver("sweep_job", job_folder_name, replace=True)
+
+
+def new_tag() -> str:
+    """The random part of a run folder's name: runs started in the same second never share one."""
+    return secrets.token_hex(4)
 
 
 def build(node: DictConfig, **kwargs: Any) -> Any:
@@ -176,8 +186,11 @@ def build(node: DictConfig, **kwargs: Any) -> Any:
         raise error.__cause__ from None
 
 
-def check_trainer(trainer: TrainerConfig) -> None:
-    """Refuse trainer settings that cannot run, naming the field and what it needs."""
+def check_trainer(trainer: TrainerConfig, processes: int = 1) -> None:
+    """Refuse trainer settings that cannot run, naming the field and what it needs.
+
+    `trainer.batch_size` is the global batch: the `processes` of a distributed run share it.
+    """
     for key in ("epochs", "batch_size", "log_interval"):
         if getattr(trainer, key) < 1:
             raise ExperimentError(
@@ -187,3 +200,8 @@ def check_trainer(trainer: TrainerConfig) -> None:
         limit = getattr(trainer, key)
         if limit is not None and limit < 1:
             raise ExperimentError(f"trainer.{key}={limit} must be >= 1, or null")
+    if trainer.batch_size % processes:
+        raise ExperimentError(
+            f"trainer.batch_size={trainer.batch_size} is the batch of all {processes} processes "
+            f"together; make it a multiple of {processes}"
+        )

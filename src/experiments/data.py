@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ from hydra.utils import get_class
 from PIL import Image
 
 from experiments.config import DatasetConfig, build
+from experiments.distributed import ONE_PROCESS, Processes
 from experiments.errors import ExperimentError, one_line
 from experiments.measure import DeviceTimer
 from experiments.placement import Placement
@@ -93,8 +93,10 @@ class Batches:
     """One pass over a split in batches of normalized float images and labels, on the device.
 
     With a `shuffle` generator, every pass draws a new permutation from it; without, the order is
-    the split's. The last batch may be smaller. `timer` adds up the time spent putting batches on
-    the device (gathering, copying, converting).
+    the split's. The last batch may be smaller. Of several `processes`, each takes its contiguous
+    share of every batch (so together they see the batch one process would); a last batch too
+    small to give every process an image is left out. `timer` adds up the time spent putting
+    batches on the device (gathering, copying, converting).
     """
 
     def __init__(
@@ -103,15 +105,17 @@ class Batches:
         batch_size: int,
         data: ImageData,
         placement: Placement,
+        processes: Processes = ONE_PROCESS,
         shuffle: torch.Generator | None = None,
         limit: int | None = None,
     ) -> None:
         self.split = split
-        self.batch_size = batch_size
         self.placement = placement
+        self.processes = processes
         self.shuffle = shuffle
-        batches = math.ceil(len(split) / batch_size)
-        self.length = batches if limit is None else min(limit, batches)
+        full, rest = divmod(len(split), batch_size)
+        sizes = [batch_size] * full + ([rest] if rest >= processes.world_size else [])
+        self.sizes = sizes[:limit]  # of each batch, over all processes
         channels = data.shape[0]
         mean = torch.tensor(data.mean).expand(channels).reshape(1, channels, 1, 1)
         std = torch.tensor(data.std).expand(channels).reshape(1, channels, 1, 1)
@@ -121,25 +125,28 @@ class Batches:
         self.timer = DeviceTimer(placement.device)
 
     def __len__(self) -> int:
-        return self.length
+        return len(self.sizes)
+
+    def count_images(self) -> int:
+        """How many images one pass yields, over all processes."""
+        return sum(self.sizes)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         order = None
         if self.shuffle is not None:
             order = torch.randperm(len(self.split), generator=self.shuffle)
-        for start in range(0, self.length * self.batch_size, self.batch_size):
+        rank, world = self.processes.rank, self.processes.world_size
+        start = 0
+        for size in self.sizes:
             span = self.timer.start()
-            end = start + self.batch_size
-            rows = slice(start, end) if order is None else order[start:end]
+            low, high = start + size * rank // world, start + size * (rank + 1) // world
+            rows = slice(low, high) if order is None else order[low:high]
             images = self.placement.tensor(self.split.images[rows])
             labels = self.placement.tensor(self.split.labels[rows])
             images = torch.addcmul(self.shift, images.float(), self.scale)
             self.timer.stop(span)
+            start += size
             yield images, labels
-
-    def count_images(self) -> int:
-        """How many images one pass yields."""
-        return min(len(self.split), self.length * self.batch_size)
 
 
 # --- Sources: each returns (train, test) splits. ------------------------------------------------

@@ -55,12 +55,20 @@ def train_epoch(
     log_step: StepLogger,
     description: str,
 ) -> Training:
+    """One pass of optimizer steps over `batches`; losses and speeds count every process."""
     model.train()
+    processes = batches.processes
     epoch_loss = batches.placement.tensor(torch.zeros(()))
     interval_loss = batches.placement.tensor(torch.zeros(()))
-    interval_images = epoch_images = 0
+    interval_first = 0
     started = interval_started = time.perf_counter()
-    progress = tqdm(batches, desc=description, unit="batch", leave=False, disable=None)
+    progress = tqdm(
+        batches,
+        desc=description,
+        unit="batch",
+        leave=False,
+        disable=None if processes.is_main else True,
+    )
     for step, (images, labels) in enumerate(progress, start=1):
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(model(images), labels)
@@ -70,25 +78,27 @@ def train_epoch(
         batch_loss = loss.detach() * len(labels)
         epoch_loss += batch_loss
         interval_loss += batch_loss
-        interval_images += len(labels)
-        epoch_images += len(labels)
         if step % log_interval == 0 or step == len(batches):
-            mean_loss = interval_loss.item() / interval_images  # waits for the device
+            images_seen = sum(batches.sizes[interval_first:step])
+            mean_loss = processes.sum(interval_loss).item() / images_seen  # waits for the device
             now = time.perf_counter()
-            speed = interval_images / (now - interval_started)
+            speed = images_seen / (now - interval_started)
             progress.set_postfix(loss=f"{mean_loss:.3f}", img_per_s=f"{speed:,.0f}")
             log_step(step, mean_loss, speed)
             interval_loss.zero_()
-            interval_images, interval_started = 0, now
+            interval_first, interval_started = step, now
     # The last step always logs, so the device has finished by now.
     seconds = time.perf_counter() - started
-    return Training(epoch_loss.item() / epoch_images, epoch_images, seconds, batches.timer.take())
+    images = batches.count_images()
+    loss = processes.sum(epoch_loss).item() / images
+    return Training(loss, images, seconds, batches.timer.take())
 
 
 @torch.no_grad()
 def evaluate(
     model: nn.Module, loss_fn: nn.Module, batches: Batches, num_classes: int
 ) -> Evaluation:
+    """Loss and accuracy (overall and per class) over `batches`, counting every process."""
     model.eval()
     started = time.perf_counter()
     loss_sum = batches.placement.tensor(torch.zeros(()))
@@ -100,10 +110,12 @@ def evaluate(
         per_class = nn.functional.one_hot(labels, num_classes)
         seen += per_class.sum(0)
         correct += (per_class * (outputs.argmax(1) == labels).unsqueeze(1)).sum(0)
-    seen_list, correct_list = seen.tolist(), correct.tolist()
+    processes = batches.processes
+    seen_list = processes.sum(seen).tolist()
+    correct_list = processes.sum(correct).tolist()
     images = sum(seen_list)
     return Evaluation(
-        loss=loss_sum.item() / images,
+        loss=processes.sum(loss_sum).item() / images,
         accuracy=sum(correct_list) / images,
         class_accuracy=[c / n if n else None for c, n in zip(correct_list, seen_list, strict=True)],
         seconds=time.perf_counter() - started,

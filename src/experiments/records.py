@@ -31,6 +31,7 @@ from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
 from experiments.devices import requested
+from experiments.distributed import ONE_PROCESS, Processes, first_failure, sigterm_held
 from experiments.errors import ExperimentError, one_line
 from experiments.loop import Evaluation, Training
 
@@ -38,10 +39,14 @@ CHECKPOINT = Path("checkpoints") / "last.pt"
 
 
 class RunRecord:
-    """The records of one run. As a context manager, it marks the run failed if anything raises."""
+    """The records of one run. As a context manager, it marks the run failed if anything raises.
 
-    def __init__(self, run_dir: Path, cfg: DictConfig) -> None:
+    Of several processes, only the main one writes; the others keep the numbers to themselves.
+    """
+
+    def __init__(self, run_dir: Path, cfg: DictConfig, processes: Processes = ONE_PROCESS) -> None:
         self.dir = run_dir
+        self.processes = processes
         self.config = OmegaConf.to_container(cfg, resolve=True)
         self.started = time.time()
         self.results: dict[str, Any] = {
@@ -56,7 +61,10 @@ class RunRecord:
             "device": {"requested": requested(cfg.device)},
             "seed": cfg.trainer.seed,
             "epochs": cfg.trainer.epochs,
+            # trainer.batch_size is the batch of all processes together.
             "batch_size": cfg.trainer.batch_size,
+            "world_size": processes.world_size,
+            "per_process_batch_size": cfg.trainer.batch_size // processes.world_size,
             "epochs_completed": 0,
             "started_at": _timestamp(self.started),
             # Who runs it, so a report can tell a run in progress from one that was killed.
@@ -68,9 +76,10 @@ class RunRecord:
         self._tensorboard: SummaryWriter | None = None
 
     def __enter__(self) -> RunRecord:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._metrics = open(self.dir / "metrics.jsonl", "a", encoding="utf-8")
-        self._tensorboard = SummaryWriter(self.dir)
+        if self.processes.is_main:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._metrics = open(self.dir / "metrics.jsonl", "a", encoding="utf-8")
+            self._tensorboard = SummaryWriter(self.dir)
         self._write_results()  # "running", with the process, until the run ends
         return self
 
@@ -80,15 +89,17 @@ class RunRecord:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if isinstance(error, KeyboardInterrupt):
-            self._finish("failed", "interrupted")
-        elif error is not None:
-            if not isinstance(error, ExperimentError):  # a bug or a crash: keep where it happened
-                self.results["traceback"] = "".join(traceback.format_exception(error))
-            self._finish("failed", one_line(error))
-        assert self._metrics is not None and self._tensorboard is not None
-        self._metrics.close()
-        self._tensorboard.close()
+        with sigterm_held():
+            if isinstance(error, KeyboardInterrupt):
+                self._finish("failed", "interrupted")
+            elif error is not None:
+                if not isinstance(error, ExperimentError):  # a bug or a crash: keep where it was
+                    self.results["traceback"] = "".join(traceback.format_exception(error))
+                # When another process failed first, its failure is why this one stopped.
+                self._finish("failed", first_failure(self.processes, one_line(error)))
+            if self._metrics is not None and self._tensorboard is not None:
+                self._metrics.close()
+                self._tensorboard.close()
 
     def device(self, used: dict[str, Any]) -> None:
         self.results["device"].update(used)
@@ -106,7 +117,7 @@ class RunRecord:
             train_loss=loss,
             images_per_second=images_per_second,
         )
-        self._tensorboard.add_scalar("train_loss", loss, global_step)
+        self._scalar("train_loss", loss, global_step)
 
     def epoch(
         self, epoch: int, training: Training, evaluation: Evaluation, classes: list[str]
@@ -127,22 +138,21 @@ class RunRecord:
         }
         self.history.append(row)
         self._write_metrics(kind="epoch", **row)
-        self._tensorboard.add_scalar("test_loss", evaluation.loss, epoch)
-        self._tensorboard.add_scalar("test_accuracy", evaluation.accuracy, epoch)
-        self._tensorboard.flush()
+        self._scalar("test_loss", evaluation.loss, epoch)
+        self._scalar("test_accuracy", evaluation.accuracy, epoch)
         self.results["epochs_completed"] = epoch
 
-    def checkpoint(self, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int) -> Path:
+    def checkpoint(self, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int) -> None:
         """Save model and optimizer state_dicts, the epoch and the config to checkpoints/last.pt."""
-        path = self.dir / CHECKPOINT
+        if not self.processes.is_main:
+            return
         state = {
             "model": model.state_dict(),
             "optimizer": optimizer.state_dict(),
             "epoch": epoch,
             "config": self.config,
         }
-        _write_atomically(path, lambda file: torch.save(state, file))
-        return path
+        _write_atomically(self.dir / CHECKPOINT, lambda file: torch.save(state, file))
 
     def complete(self, peak_memory: dict[str, float | None]) -> dict[str, Any]:
         """Write results.json for a finished run and return it."""
@@ -177,13 +187,19 @@ class RunRecord:
         self._write_results()
 
     def _write_results(self) -> None:
-        text = json.dumps(self.results, indent=2) + "\n"
-        _write_atomically(self.dir / "results.json", lambda file: file.write(text.encode()))
+        if self.processes.is_main:
+            text = json.dumps(self.results, indent=2) + "\n"
+            _write_atomically(self.dir / "results.json", lambda file: file.write(text.encode()))
 
     def _write_metrics(self, **row: Any) -> None:
-        assert self._metrics is not None
-        self._metrics.write(json.dumps({**row, "time": time.time()}) + "\n")
-        self._metrics.flush()
+        if self._metrics is not None:
+            self._metrics.write(json.dumps({**row, "time": time.time()}) + "\n")
+            self._metrics.flush()
+
+    def _scalar(self, tag: str, value: float, step: int) -> None:
+        if self._tensorboard is not None:
+            self._tensorboard.add_scalar(tag, value, step)
+            self._tensorboard.flush()
 
 
 def _write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:

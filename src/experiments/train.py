@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 from torch import nn
 
 from experiments import data as datasets
-from experiments import devices, loop, measure, models
+from experiments import devices, distributed, loop, measure, models
 from experiments.config import build, check_trainer
 from experiments.records import RunRecord
 
@@ -25,17 +25,24 @@ def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
     """Train as `cfg` says, recording everything in `run_dir`; returns the best test accuracy.
 
     `job_slot` is the job's number when sweep jobs run side by side; it spreads them over the GPUs.
+    Under torchrun, every process runs this; process 0 writes the records.
     """
     trainer = cfg.trainer
-    with RunRecord(run_dir, cfg) as record:
-        check_trainer(trainer)
+    processes = distributed.Processes.from_env()
+    # The process group (if any) is left last, after the records are written.
+    with distributed.teardown(), RunRecord(run_dir, cfg, processes) as record:
+        check_trainer(trainer, processes.world_size)
         if trainer.threads is not None:
             torch.set_num_threads(trainer.threads)
         devices.set_visible(cfg.device.visible)
-        plan = devices.resolve(cfg.device, devices.Machine.detect(), job_slot)
+        plan = devices.resolve(cfg.device, devices.Machine.detect(), job_slot, processes)
         devices.select(plan)
+        if plan.backend:
+            distributed.start(processes, plan.backend, plan.device, cfg.device.timeout)
         record.device(devices.describe(plan))
-        chosen = f", chosen by device=auto because {plan.reason}" if plan.reason else ""
+        chosen = (
+            f", chosen by device={cfg.device.name} because {plan.reason}" if plan.reason else ""
+        )
         log.info("device: %s%s", plan, chosen)
         measure.reset_peak_memory(plan.device)
 
@@ -47,15 +54,29 @@ def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
         loss_fn = placement.module(nn.CrossEntropyLoss())
         optimizer = build(cfg.optimizer)(model.parameters())
 
+        # The same shuffle in every process; each takes its share of every batch.
         shuffle = torch.Generator().manual_seed(trainer.seed)
         train_batches = datasets.Batches(
-            data.train, trainer.batch_size, data, placement, shuffle, trainer.limit_train_batches
+            data.train,
+            trainer.batch_size,
+            data,
+            placement,
+            processes,
+            shuffle,
+            trainer.limit_train_batches,
         )
         test_batches = datasets.Batches(
-            data.test, trainer.batch_size, data, placement, limit=trainer.limit_eval_batches
+            data.test,
+            trainer.batch_size,
+            data,
+            placement,
+            processes,
+            limit=trainer.limit_eval_batches,
         )
+        devices.audit(model, loss_fn, next(iter(test_batches)), plan)
+        shared = f" over {processes.world_size} processes ({plan.backend})" if plan.backend else ""
         log.info(
-            "training %s on %s (%d train / %d test images, %s) with %s placement, %s, batch %d",
+            "training %s on %s (%d train / %d test images, %s) with %s placement, %s, batch %d%s",
             cfg.model.name,
             data.name,
             train_batches.count_images(),
@@ -64,6 +85,7 @@ def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
             cfg.placement.name,
             cfg.optimizer.name,
             trainer.batch_size,
+            shared,
         )
 
         for epoch in range(1, trainer.epochs + 1):
