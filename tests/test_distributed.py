@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from torch import nn
 from experiments import data
 from experiments.config import check_trainer
 from experiments.devices import DevicePlan, audit
+from experiments.devices import main as devices_main
 from experiments.distributed import Processes
 from experiments.errors import ExperimentError
 from experiments.models import Tudui
@@ -151,30 +154,37 @@ def test_the_audit_checks_the_loss_module_and_the_batch() -> None:
     audit(model, nn.CrossEntropyLoss(), batch, DevicePlan("cpu"))  # all in place: no error
 
 
-def test_devices_lists_the_machine_and_resolves_requests(tmp_path: Path) -> None:
-    import subprocess
-    import sys
+def test_devices_lists_the_machine_and_resolves_requests(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def devices(*overrides: str) -> tuple[int, list[str], str]:
+        code = devices_main(list(overrides))
+        printed = capsys.readouterr()
+        return code, printed.out.splitlines(), printed.err.strip()
 
-    def devices(*overrides: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "experiments.devices", *overrides]
-        return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path)
-
-    listing = devices()
-    assert listing.returncode == 0
-    lines = listing.stdout.splitlines()
+    code, lines, _ = devices()
+    assert code == 0
     assert lines[0].startswith(f"torch {torch.__version__}")
     assert (
         lines[1].startswith("cpu: ") and f"torch uses {torch.get_num_threads()} threads" in lines[1]
     )
-    if not torch.cuda.is_available():
-        assert lines[2].startswith("cuda: none (")
-        assert lines[3].startswith("device=auto picks cpu: this machine has no CUDA GPU")
-        refused = devices("device=cuda:1")
-        assert refused.returncode == 1
-        assert refused.stderr.strip().startswith("Error: device=cuda:1 needs a CUDA GPU")
-        ddp = devices("device=ddp")
-        assert ddp.stdout.splitlines()[-2:] == [
-            "device=ddp, process 0 of 2: cpu (ddp, gloo)",
-            "device=ddp, process 1 of 2: cpu (ddp, gloo)",
-        ]
-    assert devices("device=cpu").stdout.splitlines()[-1] == "device=cpu: cpu"
+    assert devices("device=cpu")[1][-1] == "device=cpu: cpu"
+    if torch.cuda.is_available():
+        return
+    assert lines[2].startswith("cuda: none (")
+    assert lines[3].startswith("device=auto picks cpu: this machine has no CUDA GPU")
+    code, _, error = devices("device=cuda:1")
+    assert code == 1 and error.startswith("Error: device=cuda:1 needs a CUDA GPU")
+    assert devices("device=ddp")[1][-2:] == [
+        "device=ddp, process 0 of 2: cpu (ddp, gloo)",
+        "device=ddp, process 1 of 2: cpu (ddp, gloo)",
+    ]
+
+
+def test_devices_runs_as_a_module() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.devices", "device=gpu"], capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith("Error: device=gpu is not an option of 'device'")
+    assert "device=auto picks" in done.stdout

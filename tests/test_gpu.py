@@ -9,7 +9,7 @@ import torch
 from omegaconf import OmegaConf
 
 from experiments.models import build_for
-from helpers import QUICK, metrics, results, train_cli
+from helpers import QUICK, metrics, results, torchrun_cli, train_cli
 
 pytestmark = pytest.mark.gpu
 
@@ -94,3 +94,12 @@ def test_jobs_run_side_by_side_each_take_a_gpu_of_their_own(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     indexes = sorted(results(run)["device"]["index"] for run in done.run_dirs)
     assert indexes == [0, 1]
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs for two processes")
+def test_ddp_puts_each_process_on_its_own_gpu_with_nccl(tmp_path: Path) -> None:
+    done = torchrun_cli(tmp_path, 2, *ON_GPU, "device=ddp")
+    assert done.returncode == 0, done.stderr
+    result = results(done.run_dir)
+    assert (result["world_size"], result["device"]["backend"]) == (2, "nccl")
+    assert result["device"]["index"] == 0  # process 0's GPU; process 1 has GPU 1

@@ -10,6 +10,7 @@ This module must not import torch or matplotlib: Hydra loads it for every run.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -65,12 +66,16 @@ class SweepReport(Callback):
     what failed, and exit code 1 if any job failed (every job has run by then)."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if not _main_process():
+            return
         # Hydra's basic sweeper saves the sweep's config too; other sweepers (Optuna) do not.
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(config, sweep_dir / "multirun.yaml")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if not _main_process():
+            return
         from experiments.report import table, write_report  # loads matplotlib
 
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -79,3 +84,8 @@ class SweepReport(Callback):
         print(f"report: {sweep_dir}/summary.md (and .csv, plots)", file=sys.stderr)
         if any(row["status"] != "completed" for row in rows):
             raise SystemExit(1)
+
+
+def _main_process() -> bool:
+    """False in torchrun's processes other than 0, which leave the sweep's files to process 0."""
+    return os.environ.get("RANK", "0") == "0"
