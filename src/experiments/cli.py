@@ -1,4 +1,4 @@
-"""The command line: `python train.py [overrides]` (or `experiments-train [overrides]`).
+"""The command lines: `python train.py` and `python eval.py` (also experiments-train and -eval).
 
 Hydra composes the config from the project's `conf/` folder and makes the run folder; this module
 turns every failure into one line on stderr and a non-zero exit. `HYDRA_FULL_ERROR=1` shows the
@@ -12,16 +12,17 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import new_tag, register_configs
-from experiments.errors import one_line
+from experiments.errors import ExperimentError, one_line
 
 log = logging.getLogger(__name__)
 
@@ -32,31 +33,38 @@ TRACEBACKS = os.environ.get("HYDRA_FULL_ERROR") == "1"
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 # torchrun's processes other than 0: no .hydra/ snapshot, no train.log, warnings and errors only.
-WORKER_OVERRIDES = [
-    "hydra.output_subdir=null",
-    "hydra/job_logging=stdout",
-    "hydra.job_logging.root.level=WARNING",
-]
+WORKER_OVERRIDES = ["hydra.output_subdir=null", "hydra/job_logging=worker"]
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
 def _train(cfg: DictConfig) -> float:
     # Imported here, not at the top, so `--help` and `--cfg job` never load torch.
-    from experiments import distributed
     from experiments.train import train
+
+    return _run_task(lambda run_dir, job_slot: train(cfg, run_dir, job_slot))
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="eval")
+def _evaluate(cfg: DictConfig) -> float:
+    from experiments.evaluate import evaluate
+
+    return _run_task(lambda run_dir, job_slot: evaluate(cfg, run_dir))
+
+
+def _run_task(task: Callable[[Path, int | None], float]) -> float:
+    """Run one job in the folder Hydra made; a failure is logged in one line and ends the process
+    with exit code 1 (in a sweep, the job is recorded as failed and the sweep goes on)."""
+    from experiments import distributed
 
     hydra_cfg = HydraConfig.get()
     in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
     # Hydra's basic launcher runs jobs one after another; any other runs them side by side.
     side_by_side = in_sweep and not hydra_cfg.launcher._target_.endswith(".BasicLauncher")
     try:
-        job_slot = hydra_cfg.job.num if side_by_side else None
-        return train(cfg, Path(hydra_cfg.runtime.output_dir), job_slot)
+        return task(Path(hydra_cfg.runtime.output_dir), hydra_cfg.job.num if side_by_side else None)
     except Exception as error:
-        log.error(
-            "Error: %s",
-            distributed.first_failure(distributed.Processes.from_env(), one_line(error)),
-        )
+        processes = distributed.Processes.from_env()
+        log.error("Error: %s", distributed.first_failure(processes, one_line(error)))
         if TRACEBACKS:
             raise
         if in_sweep:
@@ -66,12 +74,25 @@ def _train(cfg: DictConfig) -> float:
 
 
 def main() -> None:
+    """`python train.py`: `resume=` and `replay=` bring back a run's own overrides first."""
+    _command_line(_train, with_saved_overrides)
+
+
+def evaluate_main() -> None:
+    """`python eval.py`."""
+    _command_line(_evaluate, lambda arguments: arguments)
+
+
+def _command_line(
+    hydra_main: Callable[[], object], expand: Callable[[list[str]], list[str]]
+) -> None:
     # Hydra reports its own errors (unknown option, bad override, wrong type) over several lines;
     # asked for the full error, it raises instead, and we say it in one line.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
+        sys.argv[1:] = expand(sys.argv[1:])
         register_configs(*_start_of_run())
-        _train()
+        hydra_main()
     except KeyboardInterrupt:
         if TRACEBACKS:
             raise
@@ -95,3 +116,33 @@ def _start_of_run() -> tuple[datetime, str]:
     if not processes.is_main:
         sys.argv += WORKER_OVERRIDES
     return distributed.agree_on_start(processes, started, tag)
+
+
+def with_saved_overrides(arguments: list[str]) -> list[str]:
+    """Expand `resume=<run folder>` and `replay=<run folder>` into that run's saved overrides.
+
+    Both compose the run's config afresh from `.hydra/overrides.yaml` (against today's configs
+    and schemas), followed by any other overrides given now (e.g. `trainer.epochs=20`). `resume`
+    continues in the run's own folder; `replay` repeats the run in a new one.
+    """
+    for key in ("resume", "replay"):
+        given = [argument for argument in arguments if argument.startswith(f"{key}=")]
+        if not given:
+            continue
+        folder = Path(given[-1].partition("=")[2]).resolve()
+        saved = folder / ".hydra" / "overrides.yaml"
+        if not saved.is_file():
+            raise ExperimentError(
+                f"{key}={given[-1].partition('=')[2]} is not a run folder (it has no {saved.name} "
+                "in .hydra/); give a folder under outputs/ that a run made"
+            )
+        previous = [
+            str(override)
+            for override in OmegaConf.load(saved)
+            if not str(override).startswith(("resume=", "replay=", "hydra.run.dir="))
+        ]
+        others = [argument for argument in arguments if argument not in given]
+        arguments = [*previous, *others, f"{key}={folder}"]
+        if key == "resume":
+            arguments.append(f"hydra.run.dir={folder}")
+    return arguments

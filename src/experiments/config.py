@@ -114,8 +114,13 @@ class AdamConfig(OptimizerConfig):
 @dataclass
 class TrainerConfig:
     epochs: int = 10
+    # The batch of one optimizer step (of all processes together under torchrun).
     batch_size: int = 64
     seed: int = 0
+    # Only deterministic algorithms (and cuBLAS's fixed workspace): slower on some GPU ops.
+    deterministic: bool = False
+    # Save checkpoints/last.pt every this many epochs (and always after the last).
+    checkpoint_every: int = 1
     # CPU threads torch may use (null: torch's default, one per core); 1 suits parallel sweeps.
     threads: int | None = None
     # Training steps between logged losses (console, metrics.jsonl, TensorBoard).
@@ -133,6 +138,22 @@ class TrainSchema:
     placement: PlacementConfig = MISSING
     optimizer: OptimizerConfig = MISSING
     trainer: TrainerConfig = MISSING
+    # A run folder to continue from its last checkpoint, in that folder (resume=<run folder>).
+    resume: str | None = None
+    # The run folder this run repeats (replay=<run folder>): its overrides, a new folder.
+    replay: str | None = None
+
+
+@dataclass
+class EvalSchema:
+    # A run folder (its checkpoints/last.pt) or a checkpoint file.
+    ckpt: str = MISSING
+    # None: the dataset the checkpoint was trained on.
+    dataset: DatasetConfig | None = None
+    device: DeviceConfig = MISSING
+    placement: PlacementConfig = MISSING
+    batch_size: int = 256
+    limit_batches: int | None = None
 
 
 def register_configs(started: datetime, tag: str) -> None:
@@ -145,6 +166,7 @@ def register_configs(started: datetime, tag: str) -> None:
     # Outside any group, so they are not offered as options (`--help` lists groups).
     schemas = {
         "train_schema": TrainSchema,
+        "eval_schema": EvalSchema,
         "model_schema": ModelConfig,
         "mlp_schema": MLPConfig,
         "dataset_schema": DatasetConfig,
@@ -191,7 +213,7 @@ def check_trainer(trainer: TrainerConfig, processes: int = 1) -> None:
 
     `trainer.batch_size` is the global batch: the `processes` of a distributed run share it.
     """
-    for key in ("epochs", "batch_size", "log_interval"):
+    for key in ("epochs", "batch_size", "log_interval", "checkpoint_every"):
         if getattr(trainer, key) < 1:
             raise ExperimentError(
                 f"trainer.{key}={getattr(trainer, key)} must be a whole number >= 1"

@@ -250,7 +250,7 @@ def _placed_tensors(
 
 def describe(plan: DevicePlan) -> dict[str, object]:
     """The device actually used, for results.json: type, index, name (and the DataParallel GPUs)."""
-    name = torch.cuda.get_device_name(plan.index) if plan.type == "cuda" else _cpu_name()
+    name = torch.cuda.get_device_name(plan.index) if plan.type == "cuda" else cpu_name()
     described: dict[str, object] = {"type": plan.type, "index": plan.index, "name": name}
     if plan.type == "cpu":
         described["threads"] = torch.get_num_threads()
@@ -263,7 +263,7 @@ def describe(plan: DevicePlan) -> dict[str, object]:
     return described
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as cpuinfo:
             for line in cpuinfo:
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     build = f"CUDA {torch.version.cuda} build" if torch.version.cuda else "CPU-only build"
     print(f"torch {torch.__version__} ({build})")
     cores, threads = os.cpu_count(), torch.get_num_threads()
-    print(f"cpu: {_cpu_name()}, {cores} logical cores, torch uses {threads} threads")
+    print(f"cpu: {cpu_name()}, {cores} logical cores, torch uses {threads} threads")
     if machine.cuda_count == 0:
         print(f"cuda: none ({machine.no_cuda_reason})")
     for index in range(machine.cuda_count):

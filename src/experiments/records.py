@@ -1,26 +1,23 @@
 """What a run leaves in its folder, besides Hydra's `.hydra/` snapshot and `train.log`.
 
+    results.json           status (running; completed; or failed, and why) and the run's numbers
     metrics.jsonl          one JSON object per logged step and per epoch
     events.out.tfevents.*  TensorBoard scalars: train_loss, test_loss, test_accuracy
-    checkpoints/last.pt    state_dicts, epoch and config; torch.load(weights_only=True) reads it
-    results.json           status (completed, or failed and why) and the run's numbers
+    checkpoints/last.pt    state_dicts, epoch, config, numbers so far, random generators' state
+    environment.json       command, host, CPU and GPUs, package versions, git commit
+    git.diff               the source's uncommitted changes, when there are any
 
-Files that must never be seen half-written (checkpoint, results) are written atomically.
+Of several processes, only the main one writes; the others keep their numbers to themselves.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import platform
 import socket
-import subprocess
-import sys
 import time
 import traceback
-from collections.abc import Callable
 from datetime import datetime, timezone
-from importlib.metadata import version
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -30,57 +27,35 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.utils.tensorboard import SummaryWriter
 
+from experiments import checkpoints
 from experiments.devices import requested
 from experiments.distributed import ONE_PROCESS, Processes, first_failure, sigterm_held
+from experiments.environment import environment, git_diff, versions
 from experiments.errors import ExperimentError, one_line
 from experiments.loop import Evaluation, Training
 
-CHECKPOINT = Path("checkpoints") / "last.pt"
 
+class Results:
+    """results.json through a run's life. As a context manager: "running" on entry, and
+    "failed" with the reason (and, for a crash, the traceback) if the block raises."""
 
-class RunRecord:
-    """The records of one run. As a context manager, it marks the run failed if anything raises.
-
-    Of several processes, only the main one writes; the others keep the numbers to themselves.
-    """
-
-    def __init__(self, run_dir: Path, cfg: DictConfig, processes: Processes = ONE_PROCESS) -> None:
-        self.dir = run_dir
-        self.processes = processes
-        self.config = OmegaConf.to_container(cfg, resolve=True)
+    def __init__(self, run_dir: Path, fields: dict[str, Any], writes: bool = True) -> None:
+        self.path = run_dir / "results.json"
+        self.writes = writes
         self.started = time.time()
-        self.results: dict[str, Any] = {
+        self.fields: dict[str, Any] = {
             "status": "running",
             "reason": None,
             "run_dir": str(run_dir),
-            "model": cfg.model.name,
-            "dataset": cfg.dataset.name,
-            "placement": cfg.placement.name,
-            "optimizer": cfg.optimizer.name,
-            # Filled in with what was used once the request is resolved.
-            "device": {"requested": requested(cfg.device)},
-            "seed": cfg.trainer.seed,
-            "epochs": cfg.trainer.epochs,
-            # trainer.batch_size is the batch of all processes together.
-            "batch_size": cfg.trainer.batch_size,
-            "world_size": processes.world_size,
-            "per_process_batch_size": cfg.trainer.batch_size // processes.world_size,
-            "epochs_completed": 0,
+            **fields,
             "started_at": _timestamp(self.started),
             # Who runs it, so a report can tell a run in progress from one that was killed.
             "process": {"host": socket.gethostname(), "pid": os.getpid()},
-            "environment": environment(),
+            "environment": versions(),
         }
-        self.history: list[dict[str, Any]] = []
-        self._metrics: IO[str] | None = None
-        self._tensorboard: SummaryWriter | None = None
 
-    def __enter__(self) -> RunRecord:
-        if self.processes.is_main:
-            self.dir.mkdir(parents=True, exist_ok=True)
-            self._metrics = open(self.dir / "metrics.jsonl", "a", encoding="utf-8")
-            self._tensorboard = SummaryWriter(self.dir)
-        self._write_results()  # "running", with the process, until the run ends
+    def __enter__(self) -> Results:
+        self.write()
         return self
 
     def __exit__(
@@ -89,20 +64,109 @@ class RunRecord:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if error is None:
+            return
         with sigterm_held():
             if isinstance(error, KeyboardInterrupt):
-                self._finish("failed", "interrupted")
-            elif error is not None:
-                if not isinstance(error, ExperimentError):  # a bug or a crash: keep where it was
-                    self.results["traceback"] = "".join(traceback.format_exception(error))
-                # When another process failed first, its failure is why this one stopped.
-                self._finish("failed", first_failure(self.processes, one_line(error)))
-            if self._metrics is not None and self._tensorboard is not None:
+                self.finish("failed", "interrupted")
+                return
+            if not isinstance(error, ExperimentError):  # a bug or a crash: keep where it was
+                self.fields["traceback"] = "".join(traceback.format_exception(error))
+            self.finish("failed", self.reason(error))
+
+    def reason(self, error: BaseException) -> str:
+        return one_line(error)
+
+    def finish(self, status: str, reason: str | None, **numbers: Any) -> dict[str, Any]:
+        finished = time.time()
+        self.fields.update(
+            numbers,
+            status=status,
+            reason=reason,
+            finished_at=_timestamp(finished),
+            total_seconds=finished - self.started,
+        )
+        self.write()
+        return self.fields
+
+    def write(self) -> None:
+        if self.writes:
+            text = json.dumps(self.fields, indent=2) + "\n"
+            checkpoints.write_atomically(self.path, lambda file: file.write(text.encode()))
+
+
+class RunRecord(Results):
+    """The records of one training run."""
+
+    def __init__(self, run_dir: Path, cfg: DictConfig, processes: Processes = ONE_PROCESS) -> None:
+        super().__init__(
+            run_dir,
+            {
+                "model": cfg.model.name,
+                "dataset": cfg.dataset.name,
+                "placement": cfg.placement.name,
+                "optimizer": cfg.optimizer.name,
+                # Filled in with what was used once the request is resolved.
+                "device": {"requested": requested(cfg.device)},
+                "seed": cfg.trainer.seed,
+                "deterministic": cfg.trainer.deterministic,
+                "epochs": cfg.trainer.epochs,
+                # trainer.batch_size is the batch of all processes together.
+                "batch_size": cfg.trainer.batch_size,
+                "world_size": processes.world_size,
+                "per_process_batch_size": cfg.trainer.batch_size // processes.world_size,
+                "epochs_completed": 0,
+                "replay_of": cfg.replay,
+            },
+            writes=processes.is_main,
+        )
+        self.dir = run_dir
+        self.config = OmegaConf.to_container(cfg, resolve=True)
+        self.processes = processes
+        self.history: list[dict[str, Any]] = []
+        self._metrics: IO[str] | None = None
+        self._tensorboard: SummaryWriter | None = None
+        # TensorBoard hides events from this step on: those of an epoch cut short before a resume.
+        self._purge_step: int | None = None
+
+    def __enter__(self) -> RunRecord:
+        super().__enter__()
+        if self.writes:
+            (self.dir / "environment.json").write_text(json.dumps(environment(), indent=2) + "\n")
+            diff = git_diff()
+            if diff:
+                (self.dir / "git.diff").write_text(diff + "\n")
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        super().__exit__(kind, error, tb)
+        with sigterm_held():
+            if self._metrics is not None:
                 self._metrics.close()
+            if self._tensorboard is not None:
                 self._tensorboard.close()
 
+    def reason(self, error: BaseException) -> str:
+        # When another process failed first, its failure is why this one stopped.
+        return first_failure(self.processes, one_line(error))
+
     def device(self, used: dict[str, Any]) -> None:
-        self.results["device"].update(used)
+        self.fields["device"].update(used)
+
+    def resume(self, checkpoint: dict[str, Any], steps_per_epoch: int) -> None:
+        """Continue the records of the run `checkpoint` was saved in, after its last epoch."""
+        epoch = checkpoint["epoch"]
+        self.history = list(checkpoint["history"])
+        self.fields["epochs_completed"] = epoch
+        self.fields.setdefault("resumed_after_epochs", []).append(epoch)
+        self._purge_step = epoch * steps_per_epoch + 1
+        if self.writes:
+            self._drop_metrics_after(epoch)
 
     def step(
         self, epoch: int, steps_before: int, step: int, loss: float, images_per_second: float
@@ -120,10 +184,16 @@ class RunRecord:
         self._scalar("train_loss", loss, global_step)
 
     def epoch(
-        self, epoch: int, training: Training, evaluation: Evaluation, classes: list[str]
+        self,
+        epoch: int,
+        global_step: int,
+        training: Training,
+        evaluation: Evaluation,
+        classes: list[str],
     ) -> None:
         row = {
             "epoch": epoch,
+            "global_step": global_step,
             "train_loss": training.loss,
             "test_loss": evaluation.loss,
             "test_accuracy": evaluation.accuracy,
@@ -138,21 +208,25 @@ class RunRecord:
         }
         self.history.append(row)
         self._write_metrics(kind="epoch", **row)
-        self._scalar("test_loss", evaluation.loss, epoch)
-        self._scalar("test_accuracy", evaluation.accuracy, epoch)
-        self.results["epochs_completed"] = epoch
+        self._scalar("test_loss", evaluation.loss, global_step)
+        self._scalar("test_accuracy", evaluation.accuracy, global_step)
+        self.fields["epochs_completed"] = epoch
 
-    def checkpoint(self, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int) -> None:
-        """Save model and optimizer state_dicts, the epoch and the config to checkpoints/last.pt."""
-        if not self.processes.is_main:
+    def checkpoint(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, epoch: int, rng: dict[str, Any]
+    ) -> None:
+        """Save what resuming after `epoch` needs to checkpoints/last.pt."""
+        if not self.writes:
             return
         state = {
             "model": model.state_dict(),
             "optimizer": optimizer.state_dict(),
             "epoch": epoch,
             "config": self.config,
+            "history": self.history,
+            "rng": rng,
         }
-        _write_atomically(self.dir / CHECKPOINT, lambda file: torch.save(state, file))
+        checkpoints.save(self.dir / checkpoints.LAST, state)
 
     def complete(self, peak_memory: dict[str, float | None]) -> dict[str, Any]:
         """Write results.json for a finished run and return it."""
@@ -160,7 +234,9 @@ class RunRecord:
         best = max(self.history, key=lambda row: row["test_accuracy"])
         train_images = sum(row["train_images"] for row in self.history)
         train_seconds = sum(row["train_seconds"] for row in self.history)
-        self.results.update(
+        return self.finish(
+            "completed",
+            None,
             final_test_accuracy=last["test_accuracy"],
             best_test_accuracy=best["test_accuracy"],
             best_epoch=best["epoch"],
@@ -171,83 +247,51 @@ class RunRecord:
             epoch_seconds=[row["epoch_seconds"] for row in self.history],
             data_time_share=sum(row["data_seconds"] for row in self.history) / train_seconds,
             **peak_memory,
-            checkpoint=str(CHECKPOINT),
+            checkpoint=str(checkpoints.LAST),
         )
-        self._finish("completed", None)
-        return self.results
 
-    def _finish(self, status: str, reason: str | None) -> None:
-        finished = time.time()
-        self.results.update(
-            status=status,
-            reason=reason,
-            finished_at=_timestamp(finished),
-            total_seconds=finished - self.started,
-        )
-        self._write_results()
-
-    def _write_results(self) -> None:
-        if self.processes.is_main:
-            text = json.dumps(self.results, indent=2) + "\n"
-            _write_atomically(self.dir / "results.json", lambda file: file.write(text.encode()))
+    def _drop_metrics_after(self, epoch: int) -> None:
+        """Keep metrics.jsonl's rows up to `epoch`: those after it are about to be redone."""
+        path = self.dir / "metrics.jsonl"
+        if not path.is_file():
+            return
+        rows = [line for line in path.read_text().splitlines() if line.strip()]
+        kept = [line for line in rows if json.loads(line)["epoch"] <= epoch]
+        text = "".join(f"{line}\n" for line in kept)
+        checkpoints.write_atomically(path, lambda file: file.write(text.encode()))
 
     def _write_metrics(self, **row: Any) -> None:
-        if self._metrics is not None:
-            self._metrics.write(json.dumps({**row, "time": time.time()}) + "\n")
-            self._metrics.flush()
+        if not self.writes:
+            return
+        if self._metrics is None:
+            self._metrics = open(self.dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._metrics.write(json.dumps({**row, "time": time.time()}) + "\n")
+        self._metrics.flush()
 
     def _scalar(self, tag: str, value: float, step: int) -> None:
-        if self._tensorboard is not None:
-            self._tensorboard.add_scalar(tag, value, step)
-            self._tensorboard.flush()
+        if not self.writes:
+            return
+        if self._tensorboard is None:
+            self._tensorboard = SummaryWriter(self.dir, purge_step=self._purge_step)
+        self._tensorboard.add_scalar(tag, value, step)
+        self._tensorboard.flush()
 
 
-def _write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
-    """Write to a temporary file beside `path`, sync it, then rename it over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "wb") as file:
-        write(file)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
+def per_class_text(class_accuracy: dict[str, float | None]) -> str:
+    """ "airplane 38%, automobile 45%, ..." ("-" for a class without test images)."""
+    return ", ".join(
+        f"{name} {'-' if accuracy is None else f'{100 * accuracy:.0f}%'}"
+        for name, accuracy in class_accuracy.items()
+    )
+
+
+def shown(path: Path) -> str:
+    """The path relative to the working directory when it lies below it, as a user would type it."""
     try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _timestamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
-
-
-def environment() -> dict[str, Any]:
-    """Versions and source revision, so a result can be traced to what produced it."""
-    return {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cuda_build": torch.version.cuda,
-        # Read from the installed distributions: importing torchvision alone takes a second.
-        **{name: version(name) for name in ("torchvision", "hydra-core", "omegaconf")},
-        "platform": platform.platform(),
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-        "git": _git_state(Path(__file__).resolve().parent),
-    }
-
-
-def _git_state(source: Path) -> dict[str, Any]:
-    """The commit of the source tree and whether it had uncommitted changes (None outside git)."""
-
-    def git(*args: str) -> str | None:
-        try:
-            done = subprocess.run(
-                ["git", "-C", str(source), *args], capture_output=True, text=True, timeout=10
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            return None
-        return done.stdout.strip() if done.returncode == 0 else None
-
-    commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain") if commit else None
-    return {"commit": commit, "dirty": None if status is None else bool(status)}

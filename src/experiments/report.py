@@ -46,8 +46,12 @@ COLUMNS = [
 
 
 def find_runs(folder: Path) -> list[Path]:
-    """Every run folder at or below `folder`, sweep jobs in job-number order."""
-    runs = [path.parent for path in folder.rglob(".hydra") if path.is_dir()]
+    """Every training run folder at or below `folder` (not evaluations), sweep jobs in order."""
+    runs = [
+        path.parent
+        for path in folder.rglob(".hydra")
+        if (path / "config.yaml").is_file() and "trainer" in OmegaConf.load(path / "config.yaml")
+    ]
     return sorted(runs, key=lambda run: _natural_key(run.relative_to(folder)))
 
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 import logging
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 from omegaconf import DictConfig
 from torch import nn
 
+from experiments import checkpoints, devices, distributed, loop, measure, models, seeding
 from experiments import data as datasets
-from experiments import devices, distributed, loop, measure, models
 from experiments.config import build, check_trainer
-from experiments.records import RunRecord
+from experiments.errors import ExperimentError
+from experiments.records import RunRecord, per_class_text, shown
 
 log = logging.getLogger("experiments")
 
@@ -29,25 +31,15 @@ def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
     """
     trainer = cfg.trainer
     processes = distributed.Processes.from_env()
+    resumed = _checkpoint_to_resume(cfg) if cfg.resume else None
     # The process group (if any) is left last, after the records are written.
     with distributed.teardown(), RunRecord(run_dir, cfg, processes) as record:
         check_trainer(trainer, processes.world_size)
-        if trainer.threads is not None:
-            torch.set_num_threads(trainer.threads)
-        devices.set_visible(cfg.device.visible)
-        plan = devices.resolve(cfg.device, devices.Machine.detect(), job_slot, processes)
-        devices.select(plan)
-        if plan.backend:
-            distributed.start(processes, plan.backend, plan.device, cfg.device.timeout)
+        plan = _prepare_device(cfg, processes, job_slot)
         record.device(devices.describe(plan))
-        chosen = (
-            f", chosen by device={cfg.device.name} because {plan.reason}" if plan.reason else ""
-        )
-        log.info("device: %s%s", plan, chosen)
-        measure.reset_peak_memory(plan.device)
 
         data = datasets.load(cfg.dataset)
-        torch.manual_seed(trainer.seed)  # the same initial weights on every device and placement
+        seeding.seed_everything(trainer.seed)  # the same weights on every device and placement
         model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
         placement = build(cfg.placement, device=plan.device)
         model = devices.parallelize(placement.module(model), plan)
@@ -74,21 +66,18 @@ def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
             limit=trainer.limit_eval_batches,
         )
         devices.audit(model, loss_fn, next(iter(test_batches)), plan)
-        shared = f" over {processes.world_size} processes ({plan.backend})" if plan.backend else ""
-        log.info(
-            "training %s on %s (%d train / %d test images, %s) with %s placement, %s, batch %d%s",
-            cfg.model.name,
-            data.name,
-            train_batches.count_images(),
-            test_batches.count_images(),
-            "x".join(map(str, data.shape)),
-            cfg.placement.name,
-            cfg.optimizer.name,
-            trainer.batch_size,
-            shared,
-        )
 
-        for epoch in range(1, trainer.epochs + 1):
+        first_epoch = 1
+        if resumed is not None:
+            devices.unwrap(model).load_state_dict(resumed["model"])
+            optimizer.load_state_dict(resumed["optimizer"])
+            seeding.restore(resumed["rng"], shuffle)
+            record.resume(resumed, len(train_batches))
+            first_epoch = resumed["epoch"] + 1
+            log.info("resuming %s after epoch %d", shown(Path(cfg.resume)), resumed["epoch"])
+        _log_start(cfg, data, train_batches, test_batches, plan, processes)
+
+        for epoch in range(first_epoch, trainer.epochs + 1):
             steps_before = (epoch - 1) * len(train_batches)
             training = loop.train_epoch(
                 model,
@@ -100,8 +89,11 @@ def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
                 f"epoch {epoch}/{trainer.epochs}",
             )
             evaluation = loop.evaluate(model, loss_fn, test_batches, len(data.classes))
-            record.epoch(epoch, training, evaluation, data.classes)
-            record.checkpoint(devices.unwrap(model), optimizer, epoch)
+            record.epoch(
+                epoch, steps_before + len(train_batches), training, evaluation, data.classes
+            )
+            if epoch % trainer.checkpoint_every == 0 or epoch == trainer.epochs:
+                record.checkpoint(devices.unwrap(model), optimizer, epoch, seeding.capture(shuffle))
             log.info(
                 "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.1f%%, "
                 "%s img/s, %.1f s",
@@ -115,11 +107,67 @@ def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
             )
         results = record.complete(measure.peak_memory_mb(plan.device))
 
-    per_class = ", ".join(
-        f"{name} {'-' if accuracy is None else f'{100 * accuracy:.0f}%'}"
-        for name, accuracy in results["class_accuracy"].items()
+    _log_summary(results, plan, run_dir)
+    return results["best_test_accuracy"]
+
+
+def _checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any]:
+    """The checkpoint `resume=` names, if it has epochs left to train (checked before the run's
+    records are touched, so a refused resume leaves them as they were)."""
+    checkpoint = checkpoints.load(checkpoints.find(cfg.resume))
+    if checkpoint["epoch"] >= cfg.trainer.epochs:
+        raise ExperimentError(
+            f"resume={cfg.resume} has trained {checkpoint['epoch']} epochs of "
+            f"trainer.epochs={cfg.trainer.epochs} already; ask for more with trainer.epochs=N"
+        )
+    return checkpoint
+
+
+def _prepare_device(
+    cfg: DictConfig, processes: distributed.Processes, job_slot: int | None
+) -> devices.DevicePlan:
+    """Threads, visible GPUs and deterministic algorithms first (before CUDA starts); then the
+    device for this process, and the process group when there are several."""
+    if cfg.trainer.threads is not None:
+        torch.set_num_threads(cfg.trainer.threads)
+    devices.set_visible(cfg.device.visible)
+    if cfg.trainer.deterministic:
+        seeding.make_deterministic()
+    plan = devices.resolve(cfg.device, devices.Machine.detect(), job_slot, processes)
+    devices.select(plan)
+    if plan.backend:
+        distributed.start(processes, plan.backend, plan.device, cfg.device.timeout)
+    chosen = f", chosen by device={cfg.device.name} because {plan.reason}" if plan.reason else ""
+    log.info("device: %s%s", plan, chosen)
+    measure.reset_peak_memory(plan.device)
+    return plan
+
+
+def _log_start(
+    cfg: DictConfig,
+    data: datasets.ImageData,
+    train_batches: datasets.Batches,
+    test_batches: datasets.Batches,
+    plan: devices.DevicePlan,
+    processes: distributed.Processes,
+) -> None:
+    shared = f" over {processes.world_size} processes ({plan.backend})" if plan.backend else ""
+    log.info(
+        "training %s on %s (%d train / %d test images, %s) with %s placement, %s, batch %d%s",
+        cfg.model.name,
+        data.name,
+        train_batches.count_images(),
+        test_batches.count_images(),
+        "x".join(map(str, data.shape)),
+        cfg.placement.name,
+        cfg.optimizer.name,
+        cfg.trainer.batch_size,
+        shared,
     )
-    log.info("test accuracy per class: %s", per_class)
+
+
+def _log_summary(results: dict[str, Any], plan: devices.DevicePlan, run_dir: Path) -> None:
+    log.info("test accuracy per class: %s", per_class_text(results["class_accuracy"]))
     log.info(
         "completed: test accuracy %.1f%% (best %.1f%% at epoch %d), %s img/s on %s, "
         "%d epoch(s) in %.1f s -> %s",
@@ -128,16 +176,7 @@ def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
         results["best_epoch"],
         f"{results['train_images_per_second']:,.0f}",
         plan,
-        trainer.epochs,
+        results["epochs"],
         results["total_seconds"],
-        _shown(run_dir),
+        shown(run_dir),
     )
-    return results["best_test_accuracy"]
-
-
-def _shown(path: Path) -> str:
-    """The path relative to the working directory when it lies below it, as a user would type it."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)

@@ -1,0 +1,80 @@
+"""Checkpoints: state_dicts and plain data, written atomically, read without running any code.
+
+A checkpoint (`checkpoints/last.pt` in a run folder) holds the model's and the optimizer's
+state_dicts, the epoch, the resolved config, the epochs' numbers so far and the state of every
+random generator, so a run resumes exactly where it stopped. It is read with
+`torch.load(weights_only=True)`, which refuses anything but tensors and plain data: a damaged or
+altered file gives one line saying so, never a traceback, and never runs what it holds.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+import torch
+
+from experiments.errors import ExperimentError, one_line
+
+LAST = Path("checkpoints") / "last.pt"
+KEYS = {"model", "optimizer", "epoch", "config"}
+
+
+def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Write to a temporary file beside `path`, sync it to disk, then rename it over `path`:
+    a crash leaves either the old file or the new one, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "wb") as file:
+        write(file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX)
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+def save(path: Path, state: dict[str, Any]) -> None:
+    write_atomically(path, lambda file: torch.save(state, file))
+
+
+def find(path_or_run: str | Path) -> Path:
+    """The checkpoint a path names: a .pt file, or a run folder's checkpoints/last.pt."""
+    path = Path(path_or_run)
+    if path.is_dir():
+        path = path / LAST
+    if not path.is_file():
+        raise ExperimentError(f"no checkpoint at {path} (give a .pt file or a run folder)")
+    return path
+
+
+def load(path: Path, map_location: torch.device | str = "cpu") -> dict[str, Any]:
+    """Read a checkpoint written by `save`, or say in one line why it cannot be used."""
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        refused = next((line for line in str(error).splitlines() if "GLOBAL" in line), "")
+        what = f" ({refused.strip()})" if refused else ""
+        raise ExperimentError(
+            f"checkpoint {path} holds more than tensors and plain data{what}, so it was not "
+            "loaded: it was not written by this tool, or it was altered"
+        ) from error
+    except Exception as error:  # a torn zip, a truncated file, bytes that are not a checkpoint
+        first_sentence = one_line(error).split(". ")[0]
+        raise ExperimentError(
+            f"checkpoint {path} is damaged (truncated or corrupted) and cannot be read: "
+            f"{first_sentence}"
+        ) from error
+    missing = KEYS - set(state) if isinstance(state, dict) else KEYS
+    if missing:
+        raise ExperimentError(
+            f"checkpoint {path} is not one of this tool's: it lacks {', '.join(sorted(missing))}"
+        )
+    return state
