@@ -60,6 +60,11 @@ def train_cli(cwd: Path, *overrides: str, env: dict[str, str] | None = None) -> 
     return _run(cwd, [sys.executable, str(ROOT / "train.py"), *overrides], env)
 
 
+def eval_cli(cwd: Path, *overrides: str) -> Finished:
+    """Run `python eval.py <overrides>` in `cwd`."""
+    return _run(cwd, [sys.executable, str(ROOT / "eval.py"), *overrides], None)
+
+
 def torchrun_cli(
     cwd: Path, processes: int, *overrides: str, env: dict[str, str] | None = None
 ) -> Finished:

@@ -9,7 +9,7 @@ import torch
 from omegaconf import OmegaConf
 
 from experiments.models import build_for
-from helpers import QUICK, metrics, results, torchrun_cli, train_cli
+from helpers import QUICK, eval_cli, metrics, results, torchrun_cli, train_cli
 
 pytestmark = pytest.mark.gpu
 
@@ -103,3 +103,17 @@ def test_ddp_puts_each_process_on_its_own_gpu_with_nccl(tmp_path: Path) -> None:
     result = results(done.run_dir)
     assert (result["world_size"], result["device"]["backend"]) == (2, "nccl")
     assert result["device"]["index"] == 0  # process 0's GPU; process 1 has GPU 1
+
+
+def test_a_checkpoint_saved_on_a_gpu_evaluates_on_the_cpu(tmp_path: Path) -> None:
+    last = torch.cuda.device_count() - 1
+    trained = train_cli(tmp_path / "train", *ON_GPU, f"device=cuda:{last}")
+    assert trained.returncode == 0, trained.stderr
+    done = eval_cli(tmp_path / "eval", f"ckpt={trained.run_dir}", "device=cpu", "limit_batches=2",
+                    "batch_size=64")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    evaluation = results(done.run_dir)
+    assert evaluation["device"]["type"] == "cpu"
+    assert evaluation["test_accuracy"] == pytest.approx(
+        results(trained.run_dir)["final_test_accuracy"], abs=0.02
+    )

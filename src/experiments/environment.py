@@ -96,10 +96,18 @@ def _run(command: list[str]) -> str | None:
 
 
 def git_state() -> dict[str, Any]:
-    """The commit of the source tree and whether it had uncommitted changes (None outside git)."""
+    """The source tree's commit, and whether its tracked files have changed since (None outside
+    git); new files git does not track yet are listed apart."""
     commit = _git("rev-parse", "HEAD")
-    status = _git("status", "--porcelain") if commit else None
-    return {"commit": commit, "dirty": None if status is None else bool(status)}
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    changed = _git("status", "--porcelain", "--untracked-files=no")
+    untracked = _git("ls-files", "--others", "--exclude-standard")
+    return {
+        "commit": commit,
+        "dirty": None if changed is None else bool(changed),
+        "untracked": untracked.splitlines() if untracked else [],
+    }
 
 
 def git_diff() -> str | None:

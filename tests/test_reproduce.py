@@ -1,0 +1,227 @@
+"""Reproduce, resume, evaluate: the same numbers again, after a replay, and after a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from experiments import checkpoints, seeding
+from experiments.errors import ExperimentError
+from helpers import ROOT, eval_cli, metrics, results, train_cli
+
+# Long enough epochs (30 steps of Tudui) to kill one in the middle.
+RUN = (
+    "model=tudui",
+    "device=cpu",
+    "trainer.epochs=2",
+    "trainer.limit_train_batches=30",
+    "trainer.limit_eval_batches=4",
+    "trainer.log_interval=5",
+)
+# What depends on the machine's speed rather than on the computation.
+TIMING = {"time", "images_per_second", "train_seconds", "data_seconds", "data_share",
+          "eval_seconds", "epoch_seconds"}  # fmt: skip
+
+
+def numbers(run_dir: Path) -> list[dict[str, Any]]:
+    """Every metrics.jsonl row, without the timings."""
+    rows = metrics(run_dir, "step") + metrics(run_dir, "epoch")
+    return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    done = train_cli(tmp_path_factory.mktemp("reference"), *RUN)
+    assert done.returncode == 0, done.stderr
+    return done.run_dir
+
+
+def test_the_same_config_twice_gives_identical_metrics(reference: Path, tmp_path: Path) -> None:
+    again = train_cli(tmp_path, *RUN)
+    assert again.returncode == 0, again.stderr
+    assert numbers(again.run_dir) == numbers(reference)
+    assert len(numbers(reference)) == 2 * (6 + 1)  # 6 logged steps and 1 epoch row per epoch
+
+
+def test_deterministic_mode_gives_the_same_numbers_on_the_cpu(
+    reference: Path, tmp_path: Path
+) -> None:
+    done = train_cli(tmp_path, *RUN, "trainer.deterministic=true")
+    assert done.returncode == 0, done.stderr
+    assert results(done.run_dir)["deterministic"] is True
+    assert numbers(done.run_dir) == numbers(reference)
+
+
+def test_a_replay_repeats_a_run_in_a_new_folder(reference: Path, tmp_path: Path) -> None:
+    done = train_cli(tmp_path, f"replay={reference}")
+    assert done.returncode == 0, done.stderr
+    assert done.run_dir != reference
+    assert numbers(done.run_dir) == numbers(reference)
+    assert results(done.run_dir)["replay_of"] == str(reference)
+    overrides = (done.run_dir / ".hydra" / "overrides.yaml").read_text()
+    assert "trainer.limit_train_batches=30" in overrides  # composed afresh from the overrides
+
+
+def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_path: Path) -> None:
+    command = [sys.executable, str(ROOT / "train.py"), *RUN]
+    process = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(row["epoch"] == 2 for row in _steps_so_far(tmp_path)):
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.02)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    (run_dir,) = (path.parent for path in (tmp_path / "outputs").rglob("results.json"))
+    # Killed in the middle of epoch 2: steps of it logged, the epoch not finished.
+    assert results(run_dir)["status"] == "running"
+    assert [row["epoch"] for row in metrics(run_dir, "epoch")] == [1]
+    assert checkpoints.load(run_dir / checkpoints.LAST)["epoch"] == 1
+
+    done = train_cli(tmp_path, f"resume={run_dir}")
+    assert done.returncode == 0, done.stderr
+    assert done.run_dir == run_dir
+    result = results(run_dir)
+    assert (result["status"], result["resumed_after_epochs"]) == ("completed", [1])
+    assert numbers(run_dir) == numbers(reference)
+    assert result["final_test_accuracy"] == results(reference)["final_test_accuracy"]
+
+    # TensorBoard hides the steps of the epoch cut short: each step once, as in the reference.
+    def train_loss(folder: Path) -> list[tuple[int, float]]:
+        events = EventAccumulator(str(folder))
+        events.Reload()
+        return [(event.step, event.value) for event in events.Scalars("train_loss")]
+
+    assert train_loss(run_dir) == train_loss(reference)
+
+
+def _steps_so_far(cwd: Path) -> list[dict[str, Any]]:
+    rows = []
+    for path in (cwd / "outputs").rglob("metrics.jsonl"):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+    return [row for row in rows if row["kind"] == "step"]
+
+
+def test_resuming_a_finished_run_asks_for_more_epochs(reference: Path, tmp_path: Path) -> None:
+    before = (reference / "results.json").read_text()
+    done = train_cli(tmp_path, f"resume={reference}")
+    assert done.returncode == 1
+    assert done.last_line.endswith(
+        f"Error: resume={reference} has trained 2 epochs of trainer.epochs=2 already; "
+        "ask for more with trainer.epochs=N"
+    )
+    assert (reference / "results.json").read_text() == before  # its records are untouched
+
+
+def test_resume_and_replay_need_a_run_folder(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, f"replay={tmp_path}")
+    assert done.returncode == 1
+    assert done.last_line == (
+        f"Error: replay={tmp_path} is not a run folder (it has no overrides.yaml in .hydra/); "
+        "give a folder under outputs/ that a run made"
+    )
+
+
+def test_eval_gives_the_runs_final_test_accuracy(reference: Path, tmp_path: Path) -> None:
+    done = eval_cli(tmp_path, f"ckpt={reference}", "limit_batches=4", "batch_size=64")
+    assert done.returncode == 0, done.stderr
+    assert done.run_dir.name.endswith("_eval")
+    evaluation = results(done.run_dir)
+    trained = results(reference)
+    assert evaluation["status"] == "completed" and evaluation["kind"] == "evaluation"
+    assert evaluation["test_accuracy"] == trained["final_test_accuracy"]
+    assert evaluation["test_loss"] == pytest.approx(trained["test_loss"], rel=1e-6)
+    assert evaluation["class_accuracy"] == trained["class_accuracy"]
+    assert (evaluation["model"], evaluation["trained_epochs"]) == ("tudui", 2)
+    assert "evaluated tudui (2 epochs on cifar10_sample) on cifar10_sample" in done.stderr
+
+
+def test_a_truncated_checkpoint_is_refused_in_one_line(reference: Path, tmp_path: Path) -> None:
+    whole = (reference / checkpoints.LAST).read_bytes()
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ExperimentError) as error:
+        checkpoints.load(truncated)
+    assert str(error.value).startswith(
+        f"checkpoint {truncated} is damaged (truncated or corrupted) and cannot be read: "
+    )
+    done = eval_cli(tmp_path, f"ckpt={truncated}")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.last_line.endswith(str(error.value))
+    assert results(done.run_dir)["reason"] == str(error.value)
+
+
+class RunsCode:
+    """Unpickling this would create a file, if the loader let it."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_checkpoint_that_would_run_code_is_refused(reference: Path, tmp_path: Path) -> None:
+    state = torch.load(reference / checkpoints.LAST, weights_only=True)
+    marker = tmp_path / "code-ran"
+    tampered = tmp_path / "tampered.pt"
+    torch.save({**state, "extra": RunsCode(marker)}, tampered)
+    with pytest.raises(ExperimentError) as error:
+        checkpoints.load(tampered)
+    assert str(error.value).startswith(
+        f"checkpoint {tampered} holds more than tensors and plain data"
+    )
+    assert str(error.value).endswith("it was not written by this tool, or it was altered")
+    assert not marker.exists()
+
+
+def test_every_random_generator_is_captured_and_restored() -> None:
+    shuffle = torch.Generator().manual_seed(5)
+    seeding.seed_everything(0)
+    state = seeding.capture(shuffle)
+    first = (
+        random.random(),
+        np.random.rand(),
+        torch.rand(1).item(),
+        torch.randperm(9, generator=shuffle),
+    )
+    seeding.restore(state, shuffle)
+    second = (
+        random.random(),
+        np.random.rand(),
+        torch.rand(1).item(),
+        torch.randperm(9, generator=shuffle),
+    )
+    assert first[:3] == second[:3] and torch.equal(first[3], second[3])
+
+
+def test_seed_zero_is_a_seed() -> None:
+    seeding.seed_everything(0)
+    zero = (random.random(), np.random.rand(), torch.rand(1).item())
+    seeding.seed_everything(1)
+    one = (random.random(), np.random.rand(), torch.rand(1).item())
+    seeding.seed_everything(0)
+    assert (random.random(), np.random.rand(), torch.rand(1).item()) == zero != one
+
+
+def test_each_run_records_its_environment(reference: Path) -> None:
+    environment = json.loads((reference / "environment.json").read_text())
+    assert environment["command"][1:] == [str(ROOT / "train.py"), *RUN]
+    assert environment["packages"]["torch"] == torch.__version__.split("+")[0]
+    assert {"host", "cpu", "gpus", "gpu_driver", "python", "git"} <= set(environment)
+    assert environment["cpu"]["logical_cores"] == os.cpu_count()
+    dirty = environment["git"]["dirty"]
+    assert (reference / "git.diff").exists() == bool(dirty)
