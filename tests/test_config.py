@@ -26,7 +26,16 @@ def options(group: str) -> list[str]:
 def test_every_option_composes_and_resolves(override: str) -> None:
     cfg = compose_config(override)
     resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    assert set(resolved) == {"model", "dataset", "device", "placement", "optimizer", "trainer"}
+    assert set(resolved) == {
+        "model",
+        "dataset",
+        "device",
+        "placement",
+        "optimizer",
+        "trainer",
+        "resume",
+        "replay",
+    }
     group, _, option = override.partition("=")
     if group in ("model", "dataset", "placement", "optimizer"):
         assert resolved[group]["name"] == option

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import QUICK, results, train_cli
+from experiments.errors import ExperimentError
+from experiments.train import train
+from helpers import QUICK, compose_config, results, train_cli
 
 # Hydra refuses these while composing the config, before a run folder exists.
 COMPOSITION_ERRORS = [
@@ -91,19 +93,29 @@ RUN_ERRORS = [
 
 
 @pytest.mark.parametrize(("overrides", "message"), RUN_ERRORS)
-def test_run_errors_are_one_line_and_recorded(
+def test_run_errors_are_recorded_in_the_run_folder(
+    tmp_path: Path, overrides: list[str], message: str
+) -> None:
+    cfg = compose_config(*QUICK[1:], *overrides)
+    with pytest.raises(ExperimentError) as error:
+        train(cfg, tmp_path)
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+    result = results(tmp_path)
+    assert (result["status"], result["reason"]) == ("failed", str(error.value))
+    assert result["device"]["requested"] == next(
+        (o.partition("=")[2] for o in overrides if o.startswith("device=")), "auto"
+    )
+
+
+@pytest.mark.parametrize(("overrides", "message"), [RUN_ERRORS[0], RUN_ERRORS[3], RUN_ERRORS[7]])
+def test_run_errors_are_one_line_on_the_command_line(
     tmp_path: Path, overrides: list[str], message: str
 ) -> None:
     done = train_cli(tmp_path, *QUICK[1:], *overrides)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr + done.stdout
-    assert done.last_line.endswith(f"Error: {message}") or f"Error: {message}" in done.last_line
-    result = results(done.run_dir)
-    assert result["status"] == "failed"
-    assert result["reason"].startswith(message)
-    assert result["device"]["requested"] == next(
-        (o.partition("=")[2] for o in overrides if o.startswith("device=")), "auto"
-    )
+    assert f"Error: {message}" in done.last_line
+    assert results(done.run_dir)["reason"].startswith(message)
     assert message in (done.run_dir / "train.log").read_text()
 
 

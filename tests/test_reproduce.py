@@ -48,13 +48,6 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return done.run_dir
 
 
-def test_the_same_config_twice_gives_identical_metrics(reference: Path, tmp_path: Path) -> None:
-    again = train_cli(tmp_path, *RUN)
-    assert again.returncode == 0, again.stderr
-    assert numbers(again.run_dir) == numbers(reference)
-    assert len(numbers(reference)) == 2 * (6 + 1)  # 6 logged steps and 1 epoch row per epoch
-
-
 def test_deterministic_mode_gives_the_same_numbers_on_the_cpu(
     reference: Path, tmp_path: Path
 ) -> None:
@@ -64,11 +57,14 @@ def test_deterministic_mode_gives_the_same_numbers_on_the_cpu(
     assert numbers(done.run_dir) == numbers(reference)
 
 
-def test_a_replay_repeats_a_run_in_a_new_folder(reference: Path, tmp_path: Path) -> None:
+def test_the_same_config_again_by_replay_gives_identical_metrics(
+    reference: Path, tmp_path: Path
+) -> None:
     done = train_cli(tmp_path, f"replay={reference}")
     assert done.returncode == 0, done.stderr
     assert done.run_dir != reference
     assert numbers(done.run_dir) == numbers(reference)
+    assert len(numbers(reference)) == 2 * (6 + 1)  # 6 logged steps and 1 epoch row per epoch
     assert results(done.run_dir)["replay_of"] == str(reference)
     overrides = (done.run_dir / ".hydra" / "overrides.yaml").read_text()
     assert "trainer.limit_train_batches=30" in overrides  # composed afresh from the overrides

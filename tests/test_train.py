@@ -82,7 +82,7 @@ def test_every_model_and_placement_leaves_complete_records(
 
     # The checkpoint: plain state_dicts and data, loadable with weights_only=True.
     checkpoint = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
-    assert set(checkpoint) == {"model", "optimizer", "epoch", "config"}
+    assert set(checkpoint) == {"model", "optimizer", "epoch", "config", "history", "rng"}
     assert checkpoint["epoch"] == 2
     assert checkpoint["config"]["model"]["name"] == model
     assert not list(run_dir.glob("checkpoints/.*"))  # no temporary file left behind

@@ -142,7 +142,13 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
             if not str(override).startswith(("resume=", "replay=", "hydra.run.dir="))
         ]
         others = [argument for argument in arguments if argument not in given]
-        arguments = [*previous, *others, f"{key}={folder}"]
+        arguments = _last_of_each_key([*previous, *others, f"{key}={folder}"])
         if key == "resume":
             arguments.append(f"hydra.run.dir={folder}")
     return arguments
+
+
+def _last_of_each_key(overrides: list[str]) -> list[str]:
+    """Of overrides of the same key, keep the last (the one Hydra would apply), in its place."""
+    keys = [override.partition("=")[0] for override in overrides]
+    return [override for i, override in enumerate(overrides) if keys[i] not in keys[i + 1 :]]
