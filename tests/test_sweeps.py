@@ -73,7 +73,8 @@ def test_a_two_by_two_sweep_reports_four_rows_and_plots(tmp_path: Path) -> None:
         )
         assert float(row["peak_host_memory_mb"]) > 50
         assert row["peak_cuda_memory_mb"] == ""
-        assert 0 < float(row["data_time_share"]) < 1
+        assert 0 < float(row["wait_share"]) < 1 and 0 <= float(row["copy_share"]) < 1
+        assert 0.5 < float(row["compute_share"]) < 1
     markdown = (folder / "summary.md").read_text().splitlines()
     assert len(markdown) == 2 + 4 and "| 0_model=tudui,placement=to_device | tudui |" in markdown[2]
     assert_plot(folder / "throughput.png")

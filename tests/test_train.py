@@ -18,6 +18,7 @@ from experiments import data, loop
 from experiments.config import build
 from experiments.models import build_for
 from experiments.placement import ToDevice
+from experiments.tuning import Precision
 from helpers import QUICK, ROOT, metrics, results, train_cli
 
 MODELS = ["tudui", "lenet", "network", "mlp"]
@@ -150,7 +151,10 @@ def test_the_checkpoint_restores_the_models_outputs(sweep: dict[tuple[str, str],
         placement,
         limit=config.trainer.limit_eval_batches,
     )
-    evaluation = loop.evaluate(model, nn.CrossEntropyLoss(), test_batches, len(dataset.classes))
+    precision = Precision("32", placement.device)
+    evaluation = loop.evaluate(
+        model, nn.CrossEntropyLoss(), precision, test_batches, len(dataset.classes)
+    )
     last = metrics(run_dir, "epoch")[-1]
     assert evaluation.accuracy == last["test_accuracy"]
     assert evaluation.loss == pytest.approx(last["test_loss"], rel=1e-6)

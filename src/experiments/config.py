@@ -40,6 +40,14 @@ class MLPConfig(ModelConfig):
 
 
 @dataclass
+class AugmentConfig:
+    # Random crop after padding each side by this many pixels (0: no crop).
+    crop_padding: int = 0
+    # Random horizontal flip of half the images.
+    flip: bool = False
+
+
+@dataclass
 class DatasetConfig:
     name: str = MISSING
     channels: int = MISSING
@@ -52,6 +60,10 @@ class DatasetConfig:
     std: list[float] = MISSING
     # What loads the images: a `_target_` returning the train and test `Split`s.
     source: Any = MISSING
+    # Where the whole uint8 dataset waits for batches: host (pinned, for a GPU) or device.
+    preload: str = "host"
+    # Batch-wise augmentation of the training images, on the device (off by default).
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
 
 
 @dataclass
@@ -123,6 +135,15 @@ class TrainerConfig:
     checkpoint_every: int = 1
     # CPU threads torch may use (null: torch's default, one per core); 1 suits parallel sweeps.
     threads: int | None = None
+    # 32, bf16 (autocast) or fp16 (autocast with gradient scaling; CUDA only).
+    precision: str = "32"
+    # Model and input in channels-last memory format; null: on the CPU, where it measured much
+    # faster (bench/RESULTS.md), and off on GPUs, where it is not measured here.
+    channels_last: bool | None = None
+    # torch.compile the model with this backend (e.g. inductor; null: eager).
+    compile: str | None = None
+    # Let glibc's malloc keep freed memory for reuse (Linux): much faster on the CPU.
+    keep_freed_memory: bool = True
     # Training steps between logged losses (console, metrics.jsonl, TensorBoard).
     log_interval: int = 20
     # Stop each epoch's training / evaluation after this many batches (null: all).

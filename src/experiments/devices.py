@@ -218,10 +218,15 @@ def parallelize(model: nn.Module, plan: DevicePlan) -> nn.Module:
 
 
 def unwrap(model: nn.Module) -> nn.Module:
-    """The model inside a (Distributed)DataParallel wrapper, whose state_dict loads into a
-    single-device model."""
-    wrappers = (nn.DataParallel, nn.parallel.DistributedDataParallel)
-    return model.module if isinstance(model, wrappers) else model
+    """The model inside its (Distributed)DataParallel and torch.compile wrappers, whose state_dict
+    loads into a single-device model."""
+    while True:
+        if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)):
+            model = model.module
+        elif isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
+            model = model._orig_mod
+        else:
+            return model
 
 
 def audit(

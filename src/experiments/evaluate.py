@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from experiments import checkpoints, devices, loop, models
+from experiments import checkpoints, devices, loop, models, tuning
 from experiments import data as datasets
 from experiments.config import build
 from experiments.errors import ExperimentError
@@ -50,7 +50,8 @@ def evaluate(cfg: DictConfig, run_dir: Path) -> float:
             data.test, cfg.batch_size, data, placement, limit=cfg.limit_batches
         )
         devices.audit(model, loss_fn, next(iter(test_batches)), plan)
-        evaluation = loop.evaluate(model, loss_fn, test_batches, len(data.classes))
+        precision = tuning.Precision("32", plan.device)
+        evaluation = loop.evaluate(model, loss_fn, precision, test_batches, len(data.classes))
         outcome = results.finish(
             "completed",
             None,

@@ -15,6 +15,8 @@ from torch import nn
 from tqdm import tqdm
 
 from experiments.data import Batches
+from experiments.measure import DeviceTimer
+from experiments.tuning import Precision
 
 # Called every log interval with (step within the epoch, mean loss since the last call, images/s).
 StepLogger = Callable[[int, float, float], None]
@@ -22,16 +24,14 @@ StepLogger = Callable[[int, float, float], None]
 
 @dataclass
 class Training:
-    """One epoch of training."""
+    """One epoch of training, and where its time went."""
 
     loss: float  # mean over the epoch's images
     images: int
     seconds: float
-    data_seconds: float  # of `seconds`, putting batches on the device
-
-    @property
-    def data_share(self) -> float:
-        return self.data_seconds / self.seconds
+    wait_seconds: float  # the loop waiting for batches (host clock)
+    copy_seconds: float  # of which, copying them to the device
+    compute_seconds: float  # forward, backward and optimizer step (on the device)
 
     @property
     def images_per_second(self) -> float:
@@ -50,6 +50,7 @@ def train_epoch(
     model: nn.Module,
     loss_fn: nn.Module,
     optimizer: torch.optim.Optimizer,
+    precision: Precision,
     batches: Batches,
     log_interval: int,
     log_step: StepLogger,
@@ -58,8 +59,9 @@ def train_epoch(
     """One pass of optimizer steps over `batches`; losses and speeds count every process."""
     model.train()
     processes = batches.processes
-    epoch_loss = batches.placement.tensor(torch.zeros(()))
-    interval_loss = batches.placement.tensor(torch.zeros(()))
+    compute = DeviceTimer(batches.placement.device)
+    interval_loss = batches.placement.tensor(torch.zeros(()))  # summed over the images
+    epoch_loss = 0.0
     interval_first = 0
     started = interval_started = time.perf_counter()
     progress = tqdm(
@@ -70,17 +72,19 @@ def train_epoch(
         disable=None if processes.is_main else True,
     )
     for step, (images, labels) in enumerate(progress, start=1):
+        span = compute.start()
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(images), labels)
-        loss.backward()
-        optimizer.step()
+        with precision.autocast():
+            loss = loss_fn(model(images), labels)
+        precision.step(loss, optimizer)
+        compute.stop(span)
 
-        batch_loss = loss.detach() * len(labels)
-        epoch_loss += batch_loss
-        interval_loss += batch_loss
+        interval_loss.add_(loss.detach(), alpha=len(labels))
         if step % log_interval == 0 or step == len(batches):
             images_seen = sum(batches.sizes[interval_first:step])
-            mean_loss = processes.sum(interval_loss).item() / images_seen  # waits for the device
+            interval_total = processes.sum(interval_loss).item()  # waits for the device
+            epoch_loss += interval_total
+            mean_loss = interval_total / images_seen
             now = time.perf_counter()
             speed = images_seen / (now - interval_started)
             progress.set_postfix(loss=f"{mean_loss:.3f}", img_per_s=f"{speed:,.0f}")
@@ -90,13 +94,17 @@ def train_epoch(
     # The last step always logs, so the device has finished by now.
     seconds = time.perf_counter() - started
     images = batches.count_images()
-    loss = processes.sum(epoch_loss).item() / images
-    return Training(loss, images, seconds, batches.timer.take())
+    waited, copying = batches.times()
+    return Training(epoch_loss / images, images, seconds, waited, copying, compute.take())
 
 
 @torch.no_grad()
 def evaluate(
-    model: nn.Module, loss_fn: nn.Module, batches: Batches, num_classes: int
+    model: nn.Module,
+    loss_fn: nn.Module,
+    precision: Precision,
+    batches: Batches,
+    num_classes: int,
 ) -> Evaluation:
     """Loss and accuracy (overall and per class) over `batches`, counting every process."""
     model.eval()
@@ -105,11 +113,13 @@ def evaluate(
     seen = batches.placement.tensor(torch.zeros(num_classes, dtype=torch.int64))
     correct = torch.zeros_like(seen)
     for images, labels in batches:
-        outputs = model(images)
-        loss_sum += loss_fn(outputs, labels) * len(labels)
+        with precision.autocast():
+            outputs = model(images)
+            loss_sum += loss_fn(outputs, labels).float() * len(labels)
         per_class = nn.functional.one_hot(labels, num_classes)
         seen += per_class.sum(0)
         correct += (per_class * (outputs.argmax(1) == labels).unsqueeze(1)).sum(0)
+    batches.times()  # evaluation's waits are part of its seconds
     processes = batches.processes
     seen_list = processes.sum(seen).tolist()
     correct_list = processes.sum(correct).tolist()

@@ -201,8 +201,9 @@ class RunRecord(Results):
             "images_per_second": training.images_per_second,
             "train_images": training.images,
             "train_seconds": training.seconds,
-            "data_seconds": training.data_seconds,
-            "data_share": training.data_share,
+            "wait_seconds": training.wait_seconds,
+            "copy_seconds": training.copy_seconds,
+            "compute_seconds": training.compute_seconds,
             "eval_seconds": evaluation.seconds,
             "epoch_seconds": training.seconds + evaluation.seconds,
         }
@@ -245,7 +246,12 @@ class RunRecord(Results):
             test_loss=last["test_loss"],
             train_images_per_second=train_images / train_seconds,
             epoch_seconds=[row["epoch_seconds"] for row in self.history],
-            data_time_share=sum(row["data_seconds"] for row in self.history) / train_seconds,
+            # Where training time went: waiting for batches (of which copying them to the
+            # device), and computing; on a GPU the three overlap.
+            **{
+                f"{part}_share": sum(row[f"{part}_seconds"] for row in self.history) / train_seconds
+                for part in ("wait", "copy", "compute")
+            },
             **peak_memory,
             checkpoint=str(checkpoints.LAST),
         )

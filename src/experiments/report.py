@@ -9,7 +9,8 @@ listed as such, not left out.
 
     summary.csv, summary.md   model, dataset, device, placement, status (and why it failed), best
                               and final test accuracy, train images/s, seconds per epoch, peak
-                              memory, share of training time spent putting batches on the device
+                              memory, and where training time went: waiting for batches, copying
+                              them to the device (the share spent moving data), computing
     throughput.png            train images/s by device and placement
     curves.png                test accuracy and train loss per epoch, a line per run
 """
@@ -41,7 +42,9 @@ COLUMNS = [
     "seconds_per_epoch",
     "peak_host_memory_mb",
     "peak_cuda_memory_mb",
-    "data_time_share",
+    "wait_share",
+    "copy_share",
+    "compute_share",
 ]
 
 
@@ -83,7 +86,7 @@ def describe(run_dir: Path, folder: Path) -> dict[str, Any]:
         row["device"] = _device_label(results["device"])
     for key in ("best_test_accuracy", "final_test_accuracy", "train_images_per_second"):
         row[key] = results.get(key)
-    for key in ("peak_host_memory_mb", "peak_cuda_memory_mb", "data_time_share"):
+    for key in ("peak_host_memory_mb", "peak_cuda_memory_mb", *COLUMNS[-3:]):
         row[key] = results.get(key)
     if history:
         accuracies = [epoch["test_accuracy"] for epoch in history]
@@ -156,7 +159,9 @@ def _cells(row: dict[str, Any], reasons: bool = True) -> list[str]:
         _number(row["train_images_per_second"], "{:,.0f}"),
         _number(row["seconds_per_epoch"], "{:.2f}"),
         _memory(row),
-        _percent(row["data_time_share"]),
+        _percent(row["wait_share"]),
+        _percent(row["copy_share"]),
+        _percent(row["compute_share"]),
     ]
 
 
@@ -172,7 +177,9 @@ HEADERS = [
     "train img/s",
     "s/epoch",
     "peak memory (MiB)",
-    "data to device",
+    "data wait",
+    "copy to device",
+    "compute",
 ]
 
 

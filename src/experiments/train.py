@@ -14,7 +14,7 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
-from experiments import checkpoints, devices, distributed, loop, measure, models, seeding
+from experiments import checkpoints, devices, distributed, loop, measure, models, seeding, tuning
 from experiments import data as datasets
 from experiments.config import build, check_trainer
 from experiments.errors import ExperimentError
@@ -35,36 +35,44 @@ def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
     # The process group (if any) is left last, after the records are written.
     with distributed.teardown(), RunRecord(run_dir, cfg, processes) as record:
         check_trainer(trainer, processes.world_size)
+        datasets.check_options(cfg.dataset)
+        if trainer.keep_freed_memory:
+            record.fields["keep_freed_memory"] = tuning.keep_freed_memory()
         plan = _prepare_device(cfg, processes, job_slot)
         record.device(devices.describe(plan))
+        precision = tuning.Precision(trainer.precision, plan.device)
+        channels_last = tuning.channels_last(trainer.channels_last, plan.device)
+        record.fields["channels_last"] = channels_last
+        placement = build(cfg.placement, device=plan.device)
 
         data = datasets.load(cfg.dataset)
+        if cfg.dataset.preload == "device":
+            data = datasets.preload(data, placement)
         seeding.seed_everything(trainer.seed)  # the same weights on every device and placement
         model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
-        placement = build(cfg.placement, device=plan.device)
-        model = devices.parallelize(placement.module(model), plan)
+        model = placement.module(model)
+        if channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        model = devices.parallelize(model, plan)
+        if trainer.compile:
+            model = torch.compile(model, backend=trainer.compile)
         loss_fn = placement.module(nn.CrossEntropyLoss())
         optimizer = build(cfg.optimizer)(model.parameters())
 
-        # The same shuffle in every process; each takes its share of every batch.
+        # The same shuffle (and augmentation) in every process; each takes its share of a batch.
         shuffle = torch.Generator().manual_seed(trainer.seed)
-        train_batches = datasets.Batches(
-            data.train,
-            trainer.batch_size,
-            data,
-            placement,
-            processes,
-            shuffle,
-            trainer.limit_train_batches,
+        augment = datasets.Augment(**cfg.dataset.augment, generator=shuffle)
+        batches = partial(
+            datasets.Batches,
+            batch_size=trainer.batch_size,
+            data=data,
+            placement=placement,
+            processes=processes,
+            channels_last=channels_last,
         )
-        test_batches = datasets.Batches(
-            data.test,
-            trainer.batch_size,
-            data,
-            placement,
-            processes,
-            limit=trainer.limit_eval_batches,
-        )
+        train_batches = batches(data.train, shuffle=shuffle, limit=trainer.limit_train_batches,
+                                augment=augment)  # fmt: skip
+        test_batches = batches(data.test, limit=trainer.limit_eval_batches)
         devices.audit(model, loss_fn, next(iter(test_batches)), plan)
 
         first_epoch = 1
@@ -83,12 +91,13 @@ def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
                 model,
                 loss_fn,
                 optimizer,
+                precision,
                 train_batches,
                 trainer.log_interval,
                 partial(record.step, epoch, steps_before),
                 f"epoch {epoch}/{trainer.epochs}",
             )
-            evaluation = loop.evaluate(model, loss_fn, test_batches, len(data.classes))
+            evaluation = loop.evaluate(model, loss_fn, precision, test_batches, len(data.classes))
             record.epoch(
                 epoch, steps_before + len(train_batches), training, evaluation, data.classes
             )

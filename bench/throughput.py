@@ -1,0 +1,237 @@
+"""Training throughput three ways, in one process, on the same model, data and batch size:
+
+  (a) tutorial  the tutorials' loop: a torchvision CIFAR10 dataset that makes a PIL image and
+                calls ToTensor (and Normalize) per item, a DataLoader with batch 64, `.to(device)`
+                per batch and `loss.item()` every step;
+  (b) framework this project's training path (`experiments.loop.train_epoch` over
+                `experiments.data.Batches`), exactly as `python train.py` runs it;
+  (c) compute   the bound: forward, backward and step repeated on one fixed batch on the device.
+
+The three are measured in rounds, one pass over the 4,000 shipped CIFAR-10 training images each,
+interleaved (a, b, c, a, b, c, ...) after a warm-up pass of each, so that drift in the machine's
+speed touches all three alike: images per second are the medians over the rounds, and b/a and b/c
+the medians of each round's own ratios. It prints them, the machine and the start-up times, and
+appends them to bench/RESULTS.md. glibc's malloc keeps freed memory here, for all three, as
+`python train.py` does by default (--no-keep-freed-memory to measure without).
+
+    python bench/throughput.py                                 # tudui and lenet on the CPU
+    python bench/throughput.py --models tudui --device cuda:0 --rounds 7
+    python bench/throughput.py --channels-last off --precision bf16  # trainer options, (b) and (c)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+import torchvision
+from torch import nn
+from torch.utils.data import DataLoader
+from torchvision import transforms
+
+from experiments import data, loop, models
+from experiments.devices import cpu_name
+from experiments.placement import ToDevice
+from experiments.tuning import Precision, channels_last, keep_freed_memory
+
+RESULTS = Path(__file__).with_name("RESULTS.md")
+MODELS = {"tudui": models.Tudui, "lenet": models.LeNet}
+BATCH = 64
+
+
+class TutorialCIFAR10(torchvision.datasets.CIFAR10):
+    """torchvision's own CIFAR10 class and per-item code (PIL image, then the transform), over
+    the shipped sample instead of the downloaded files."""
+
+    def __init__(self, split: data.Split, transform: Callable) -> None:
+        torchvision.datasets.VisionDataset.__init__(self, root="", transform=transform)
+        self.train = True
+        self.data = split.images.permute(0, 2, 3, 1).numpy()  # (N, H, W, C), as CIFAR10 keeps it
+        self.targets = split.labels.tolist()
+
+
+def tutorial_pass(model: nn.Module, loader: DataLoader, device: torch.device) -> float:
+    loss_fn = nn.CrossEntropyLoss().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    images_seen = 0
+    started = time.perf_counter()
+    for images, targets in loader:
+        images, targets = images.to(device), targets.to(device)
+        loss = loss_fn(model(images), targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        loss.item()  # the tutorials log (or print) it every step
+        images_seen += len(targets)
+    return images_seen / (time.perf_counter() - started)
+
+
+def framework_pass(model: nn.Module, batches: data.Batches, precision: Precision) -> float:
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = batches.placement.module(nn.CrossEntropyLoss())
+    training = loop.train_epoch(
+        model, loss_fn, optimizer, precision, batches, 20, lambda *logged: None, "bench"
+    )
+    return training.images_per_second
+
+
+def compute_pass(
+    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], steps: int, precision: Precision
+) -> float:
+    images, labels = batch
+    loss_fn = nn.CrossEntropyLoss().to(images.device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    started = time.perf_counter()
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        with precision.autocast():
+            loss = loss_fn(model(images), labels)
+        precision.step(loss, optimizer)
+    loss.item()  # wait for the device
+    return steps * len(labels) / (time.perf_counter() - started)
+
+
+def measure(name: str, device: torch.device, rounds: int, options: argparse.Namespace) -> dict:
+    """Median images/s of each way, and the medians of the per-round ratios b/a and b/c."""
+    train, _ = data.cifar10_sample()
+    sample = data.ImageData("cifar10_sample", train, train, [str(k) for k in range(10)],
+                            [0.5], [0.5])  # fmt: skip
+    placement = ToDevice(device)
+    precision = Precision(options.precision, device)
+    asked = {"auto": None, "on": True, "off": False}[options.channels_last]
+    in_channels_last = channels_last(asked, device)
+
+    def model() -> nn.Module:
+        torch.manual_seed(0)
+        built = MODELS[name](3, 32, 10).to(device)
+        if in_channels_last:
+            built = built.to(memory_format=torch.channels_last)
+        return torch.compile(built, backend=options.compile) if options.compile else built
+
+    tutorial_model, framework_model = MODELS[name](3, 32, 10).to(device), model()
+    normalize = transforms.Compose(
+        [transforms.ToTensor(), transforms.Normalize([0.5] * 3, [0.5] * 3)]
+    )
+    loader = DataLoader(TutorialCIFAR10(train, normalize), batch_size=BATCH, shuffle=True)
+    shuffle = torch.Generator().manual_seed(0)
+    batches = data.Batches(
+        train, BATCH, sample, placement, shuffle=shuffle, channels_last=in_channels_last
+    )
+    fixed = next(iter(batches))
+    ways = {
+        "tutorial": lambda: tutorial_pass(tutorial_model, loader, device),
+        "framework": lambda: framework_pass(framework_model, batches, precision),
+        "compute": lambda: compute_pass(framework_model, fixed, len(batches), precision),
+    }
+    for run in ways.values():  # warm-up (and compilation)
+        run()
+    speeds: dict[str, list[float]] = {way: [] for way in ways}
+    for _ in range(rounds):
+        for way, run in ways.items():
+            speeds[way].append(run())
+    a, b, c = (speeds[way] for way in ways)
+    return {
+        **{way: statistics.median(values) for way, values in speeds.items()},
+        "b/a": statistics.median(y / x for x, y in zip(a, b, strict=True)),
+        "b/c": statistics.median(y / x for x, y in zip(c, b, strict=True)),
+    }
+
+
+def startup_seconds() -> tuple[float, float]:
+    """Seconds for `python train.py --cfg job`, and from the command to the first training step
+    (a real run of one step, in a scratch folder)."""
+    train_py = Path(__file__).resolve().parents[1] / "train.py"
+    started = time.perf_counter()
+    subprocess.run([sys.executable, str(train_py), "--cfg", "job"], capture_output=True, check=True)
+    show_config = time.perf_counter() - started
+    with tempfile.TemporaryDirectory() as scratch:
+        launched = time.time()
+        subprocess.run(
+            [sys.executable, str(train_py), "device=cpu", "trainer.epochs=1",
+             "trainer.limit_train_batches=1", "trainer.limit_eval_batches=1"],
+            cwd=scratch, capture_output=True, check=True,
+        )  # fmt: skip
+        (metrics,) = Path(scratch).rglob("metrics.jsonl")
+        first_step = json.loads(metrics.read_text().splitlines()[0])["time"]
+    return show_config, first_step - launched
+
+
+def machine(device: torch.device) -> str:
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+    return (
+        f"{where}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
+        f"Python {platform.python_version()}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--precision", default="32", choices=["32", "bf16", "fp16"])
+    parser.add_argument(
+        "--channels-last", choices=["auto", "on", "off"], default="auto",
+        help="as trainer.channels_last (auto: on for the CPU, as train.py does by default)",
+    )  # fmt: skip
+    parser.add_argument("--compile", metavar="BACKEND", help="torch.compile backend, e.g. inductor")
+    parser.add_argument(
+        "--no-keep-freed-memory", action="store_true", help="leave glibc's malloc as it is"
+    )
+    parser.add_argument("--no-save", action="store_true", help="print only; leave RESULTS.md")
+    arguments = parser.parse_args()
+    device = torch.device(arguments.device)
+    # As `python train.py` does by default (trainer.keep_freed_memory); process-wide, so (a) too.
+    kept = not arguments.no_keep_freed_memory and keep_freed_memory()
+
+    settings = [
+        f"precision {arguments.precision}",
+        f"channels_last {arguments.channels_last}",
+        *([f"compile={arguments.compile}"] if arguments.compile else []),
+        f"keep_freed_memory={'on' if kept else 'off'}",
+    ]
+    header = (
+        f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, {machine(device)}, batch {BATCH}, "
+        f"{', '.join(settings)}, median of {arguments.rounds} rounds"
+    )
+    lines = [
+        f"### {header}",
+        "",
+        "| model | (a) tutorial img/s | (b) framework img/s | (c) compute img/s | b/a | b/c |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    print(header)
+    for name in arguments.models:
+        speeds = measure(name, device, arguments.rounds, arguments)
+        a, b, c = speeds["tutorial"], speeds["framework"], speeds["compute"]
+        row = (
+            f"| {name} | {a:,.0f} | {b:,.0f} | {c:,.0f} | {speeds['b/a']:.2f} "
+            f"| {speeds['b/c']:.2f} |"
+        )
+        print(row)
+        lines.append(row)
+    show_config, first_step = startup_seconds()
+    startup = (
+        f"Start-up: `python train.py --cfg job` {show_config:.2f} s; "
+        f"command to first training step {first_step:.1f} s."
+    )
+    print(startup)
+    lines += ["", startup]
+    if not arguments.no_save:
+        with open(RESULTS, "a", encoding="utf-8") as file:
+            file.write("\n".join(lines) + "\n\n")
+        print(f"appended to {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
