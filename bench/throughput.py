@@ -8,7 +8,7 @@
   (c) compute   the bound: forward, backward and step repeated on one fixed batch on the device.
 
 The three are measured in rounds, one pass over the 4,000 shipped CIFAR-10 training images each,
-interleaved (a, b, c, a, b, c, ...) after a warm-up pass of each, so that drift in the machine's
+interleaved (a b c, b c a, c a b, ...) after a warm-up pass of each, so that drift in the machine's
 speed touches all three alike: images per second are the medians over the rounds, and b/a and b/c
 the medians of each round's own ratios. It prints them, the machine and the start-up times, and
 appends them to bench/RESULTS.md. glibc's malloc keeps freed memory here, for all three, as
@@ -136,9 +136,13 @@ def measure(name: str, device: torch.device, rounds: int, options: argparse.Name
     for run in ways.values():  # warm-up (and compilation)
         run()
     speeds: dict[str, list[float]] = {way: [] for way in ways}
-    for _ in range(rounds):
-        for way, run in ways.items():
-            speeds[way].append(run())
+    names = list(ways)
+    for round_number in range(rounds):
+        # Each round starts one further along (a b c, b c a, c a b, ...), so that no way always
+        # runs right after the same other one (whose memory and caches it would inherit).
+        shift = round_number % len(names)
+        for way in names[shift:] + names[:shift]:
+            speeds[way].append(ways[way]())
     a, b, c = (speeds[way] for way in ways)
     return {
         **{way: statistics.median(values) for way, values in speeds.items()},
