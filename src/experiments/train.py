@@ -18,6 +18,7 @@ from experiments import checkpoints, devices, distributed, loop, measure, models
 from experiments import data as datasets
 from experiments.config import build, check_trainer
 from experiments.errors import ExperimentError
+from experiments.placement import Placement
 from experiments.records import RunRecord, per_class_text, shown
 
 log = logging.getLogger("experiments")
@@ -49,13 +50,7 @@ def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
         if cfg.dataset.preload == "device":
             data = datasets.preload(data, placement)
         seeding.seed_everything(trainer.seed)  # the same weights on every device and placement
-        model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
-        model = placement.module(model)
-        if channels_last:
-            model = model.to(memory_format=torch.channels_last)
-        model = devices.parallelize(model, plan)
-        if trainer.compile:
-            model = torch.compile(model, backend=trainer.compile)
+        model = _build_model(cfg, data, placement, plan, channels_last)
         loss_fn = placement.module(nn.CrossEntropyLoss())
         optimizer = build(cfg.optimizer)(model.parameters())
 
@@ -70,8 +65,9 @@ def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
             processes=processes,
             channels_last=channels_last,
         )
-        train_batches = batches(data.train, shuffle=shuffle, limit=trainer.limit_train_batches,
-                                augment=augment)  # fmt: skip
+        train_batches = batches(
+            data.train, shuffle=shuffle, limit=trainer.limit_train_batches, augment=augment
+        )
         test_batches = batches(data.test, limit=trainer.limit_eval_batches)
         devices.audit(model, loss_fn, next(iter(test_batches)), plan)
 
@@ -103,21 +99,30 @@ def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
             )
             if epoch % trainer.checkpoint_every == 0 or epoch == trainer.epochs:
                 record.checkpoint(devices.unwrap(model), optimizer, epoch, seeding.capture(shuffle))
-            log.info(
-                "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.1f%%, "
-                "%s img/s, %.1f s",
-                epoch,
-                trainer.epochs,
-                training.loss,
-                evaluation.loss,
-                100 * evaluation.accuracy,
-                f"{training.images_per_second:,.0f}",
-                training.seconds + evaluation.seconds,
-            )
+            _log_epoch(epoch, trainer.epochs, training, evaluation)
         results = record.complete(measure.peak_memory_mb(plan.device))
 
     _log_summary(results, plan, run_dir)
     return results["best_test_accuracy"]
+
+
+def _build_model(
+    cfg: DictConfig,
+    data: datasets.ImageData,
+    placement: Placement,
+    plan: devices.DevicePlan,
+    channels_last: bool,
+) -> nn.Module:
+    """The model on its device, in its memory format, wrapped for several GPUs or processes,
+    and compiled, as the config asks."""
+    model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
+    model = placement.module(model)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    model = devices.parallelize(model, plan)
+    if cfg.trainer.compile:
+        model = torch.compile(model, backend=cfg.trainer.compile)
+    return model
 
 
 def _checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any]:
@@ -172,6 +177,21 @@ def _log_start(
         cfg.optimizer.name,
         cfg.trainer.batch_size,
         shared,
+    )
+
+
+def _log_epoch(
+    epoch: int, epochs: int, training: loop.Training, evaluation: loop.Evaluation
+) -> None:
+    log.info(
+        "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.1f%%, %s img/s, %.1f s",
+        epoch,
+        epochs,
+        training.loss,
+        evaluation.loss,
+        100 * evaluation.accuracy,
+        f"{training.images_per_second:,.0f}",
+        training.seconds + evaluation.seconds,
     )
 
 
