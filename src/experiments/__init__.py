@@ -1,0 +1,1 @@
+"""Hydra-configured PyTorch experiments: model x dataset x device x placement, a folder per run."""
