@@ -27,10 +27,15 @@ RESULTS = Path(__file__).with_name("RESULTS.md")
 def images_per_second(model: str, keep: bool, overrides: list[str]) -> float:
     with tempfile.TemporaryDirectory() as scratch:
         command = [
-            sys.executable, str(ROOT / "train.py"), f"model={model}", "device=cpu",
-            "trainer.epochs=2", "trainer.limit_eval_batches=1", f"trainer.keep_freed_memory={keep}",
+            sys.executable,
+            str(ROOT / "train.py"),
+            f"model={model}",
+            "device=cpu",
+            "trainer.epochs=2",
+            "trainer.limit_eval_batches=1",
+            f"trainer.keep_freed_memory={keep}",
             *overrides,
-        ]  # fmt: skip
+        ]
         subprocess.run(command, cwd=scratch, capture_output=True, check=True)
         (results,) = Path(scratch).rglob("results.json")
         return json.loads(results.read_text())["train_images_per_second"]

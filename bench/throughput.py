@@ -104,8 +104,9 @@ def compute_pass(
 def measure(name: str, device: torch.device, rounds: int, options: argparse.Namespace) -> dict:
     """Median images/s of each way, and the medians of the per-round ratios b/a and b/c."""
     train, _ = data.cifar10_sample()
-    sample = data.ImageData("cifar10_sample", train, train, [str(k) for k in range(10)],
-                            [0.5], [0.5])  # fmt: skip
+    sample = data.ImageData(
+        "cifar10_sample", train, train, [str(k) for k in range(10)], [0.5], [0.5]
+    )
     placement = ToDevice(device)
     precision = Precision(options.precision, device)
     asked = {"auto": None, "on": True, "off": False}[options.channels_last]
@@ -161,10 +162,18 @@ def startup_seconds() -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as scratch:
         launched = time.time()
         subprocess.run(
-            [sys.executable, str(train_py), "device=cpu", "trainer.epochs=1",
-             "trainer.limit_train_batches=1", "trainer.limit_eval_batches=1"],
-            cwd=scratch, capture_output=True, check=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                str(train_py),
+                "device=cpu",
+                "trainer.epochs=1",
+                "trainer.limit_train_batches=1",
+                "trainer.limit_eval_batches=1",
+            ],
+            cwd=scratch,
+            capture_output=True,
+            check=True,
+        )
         (metrics,) = Path(scratch).rglob("metrics.jsonl")
         first_step = json.loads(metrics.read_text().splitlines()[0])["time"]
     return show_config, first_step - launched
@@ -185,9 +194,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--precision", default="32", choices=["32", "bf16", "fp16"])
     parser.add_argument(
-        "--channels-last", choices=["auto", "on", "off"], default="auto",
+        "--channels-last",
+        choices=["auto", "on", "off"],
+        default="auto",
         help="as trainer.channels_last (auto: on for the CPU, as train.py does by default)",
-    )  # fmt: skip
+    )
     parser.add_argument("--compile", metavar="BACKEND", help="torch.compile backend, e.g. inductor")
     parser.add_argument(
         "--no-keep-freed-memory", action="store_true", help="leave glibc's malloc as it is"

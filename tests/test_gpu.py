@@ -109,8 +109,13 @@ def test_a_checkpoint_saved_on_a_gpu_evaluates_on_the_cpu(tmp_path: Path) -> Non
     last = torch.cuda.device_count() - 1
     trained = train_cli(tmp_path / "train", *ON_GPU, f"device=cuda:{last}")
     assert trained.returncode == 0, trained.stderr
-    done = eval_cli(tmp_path / "eval", f"ckpt={trained.run_dir}", "device=cpu", "limit_batches=2",
-                    "batch_size=64")  # fmt: skip
+    done = eval_cli(
+        tmp_path / "eval",
+        f"ckpt={trained.run_dir}",
+        "device=cpu",
+        "limit_batches=2",
+        "batch_size=64",
+    )
     assert done.returncode == 0, done.stderr
     evaluation = results(done.run_dir)
     assert evaluation["device"]["type"] == "cpu"

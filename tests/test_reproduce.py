@@ -31,9 +31,16 @@ RUN = (
     "trainer.log_interval=5",
 )
 # What depends on the machine's speed rather than on the computation.
-TIMING = {"time", "images_per_second", "train_seconds", "wait_seconds", "copy_seconds",
-          "compute_seconds",
-          "eval_seconds", "epoch_seconds"}  # fmt: skip
+TIMING = {
+    "time",
+    "images_per_second",
+    "train_seconds",
+    "wait_seconds",
+    "copy_seconds",
+    "compute_seconds",
+    "eval_seconds",
+    "epoch_seconds",
+}
 
 
 def numbers(run_dir: Path) -> list[dict[str, Any]]:

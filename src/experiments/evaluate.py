@@ -29,10 +29,10 @@ def evaluate(cfg: DictConfig, run_dir: Path) -> float:
     path = checkpoints.find(cfg.ckpt)
     fields = {"kind": "evaluation", "checkpoint": str(path.resolve())}
     with Results(run_dir, fields) as results:
-        if cfg.batch_size < 1 or (cfg.limit_batches is not None and cfg.limit_batches < 1):
-            raise ExperimentError(
-                f"batch_size={cfg.batch_size} and limit_batches={cfg.limit_batches} must be >= 1"
-            )
+        if cfg.batch_size < 1:
+            raise ExperimentError(f"batch_size={cfg.batch_size} must be a whole number >= 1")
+        if cfg.limit_batches is not None and cfg.limit_batches < 1:
+            raise ExperimentError(f"limit_batches={cfg.limit_batches} must be >= 1, or null")
         plan = devices.resolve(cfg.device, devices.Machine.detect())
         devices.select(plan)
         results.fields["device"] = {"requested": devices.requested(cfg.device)}
