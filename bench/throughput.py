@@ -4,7 +4,7 @@
                 calls ToTensor (and Normalize) per item, a DataLoader with batch 64, `.to(device)`
                 per batch and `loss.item()` every step;
   (b) framework this project's training path (`experiments.loop.train_epoch` over
-                `experiments.data.Batches`), exactly as `python train.py` runs it;
+                `experiments.batches.Batches`), exactly as `python train.py` runs it;
   (c) compute   the bound: forward, backward and step repeated on one fixed batch on the device.
 
 The three are measured in rounds, one pass over the 4,000 shipped CIFAR-10 training images each,
@@ -39,10 +39,13 @@ from torch import nn
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
-from experiments import data, loop, models
-from experiments.devices import cpu_name
+from experiments import datasets, loop, models
+from experiments.batches import Batches
+from experiments.config import Precision
+from experiments.distributed import ONE_PROCESS
+from experiments.environment import cpu_name
 from experiments.placement import ToDevice
-from experiments.tuning import Precision, channels_last, keep_freed_memory
+from experiments.speed import channels_last, keep_freed_memory, precision
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 MODELS = {"tudui": models.Tudui, "lenet": models.LeNet}
@@ -53,7 +56,7 @@ class TutorialCIFAR10(torchvision.datasets.CIFAR10):
     """torchvision's own CIFAR10 class and per-item code (PIL image, then the transform), over
     the shipped sample instead of the downloaded files."""
 
-    def __init__(self, split: data.Split, transform: Callable) -> None:
+    def __init__(self, split: datasets.Split, transform: Callable) -> None:
         torchvision.datasets.VisionDataset.__init__(self, root="", transform=transform)
         self.train = True
         self.data = split.images.permute(0, 2, 3, 1).numpy()  # (N, H, W, C), as CIFAR10 keeps it
@@ -76,39 +79,51 @@ def tutorial_pass(model: nn.Module, loader: DataLoader, device: torch.device) ->
     return images_seen / (time.perf_counter() - started)
 
 
-def framework_pass(model: nn.Module, batches: data.Batches, precision: Precision) -> float:
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    loss_fn = batches.placement.module(nn.CrossEntropyLoss())
+def framework_pass(model: nn.Module, batches: Batches, name: Precision) -> float:
+    device = batches.placement.device
+    autocast_dtype, scaler = precision(name, device)
     training = loop.train_epoch(
-        model, loss_fn, optimizer, precision, batches, 20, lambda *logged: None, "bench"
+        model=model,
+        loss_fn=batches.placement.module(nn.CrossEntropyLoss()),
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.01),
+        scaler=scaler,
+        autocast_dtype=autocast_dtype,
+        batches=batches,
+        device=device,
+        group=ONE_PROCESS,
+        log_interval=20,
+        log_step=lambda *logged: None,
+        description="bench",
     )
     return training.images_per_second
 
 
 def compute_pass(
-    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], steps: int, precision: Precision
+    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], steps: int, name: Precision
 ) -> float:
     images, labels = batch
+    autocast_dtype, scaler = precision(name, images.device)
     loss_fn = nn.CrossEntropyLoss().to(images.device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     started = time.perf_counter()
     for _ in range(steps):
         optimizer.zero_grad(set_to_none=True)
-        with precision.autocast():
+        with torch.autocast(
+            images.device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None
+        ):
             loss = loss_fn(model(images), labels)
-        precision.step(loss, optimizer)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
     loss.item()  # wait for the device
     return steps * len(labels) / (time.perf_counter() - started)
 
 
 def measure(name: str, device: torch.device, rounds: int, options: argparse.Namespace) -> dict:
     """Median images/s of each way, and the medians of the per-round ratios b/a and b/c."""
-    train, _ = data.cifar10_sample()
-    sample = data.ImageData(
-        "cifar10_sample", train, train, [str(k) for k in range(10)], [0.5], [0.5]
-    )
+    train, _ = datasets.cifar10_sample()
     placement = ToDevice(device)
-    precision = Precision(options.precision, device)
+    precision_name = Precision(options.precision)
     asked = {"auto": None, "on": True, "off": False}[options.channels_last]
     in_channels_last = channels_last(asked, device)
 
@@ -125,14 +140,20 @@ def measure(name: str, device: torch.device, rounds: int, options: argparse.Name
     )
     loader = DataLoader(TutorialCIFAR10(train, normalize), batch_size=BATCH, shuffle=True)
     shuffle = torch.Generator().manual_seed(0)
-    batches = data.Batches(
-        train, BATCH, sample, placement, shuffle=shuffle, channels_last=in_channels_last
+    batches = Batches(
+        train,
+        batch_size=BATCH,
+        mean=[0.5],
+        std=[0.5],
+        placement=placement,
+        shuffle=shuffle,
+        channels_last=in_channels_last,
     )
     fixed = next(iter(batches))
     ways = {
         "tutorial": lambda: tutorial_pass(tutorial_model, loader, device),
-        "framework": lambda: framework_pass(framework_model, batches, precision),
-        "compute": lambda: compute_pass(framework_model, fixed, len(batches), precision),
+        "framework": lambda: framework_pass(framework_model, batches, precision_name),
+        "compute": lambda: compute_pass(framework_model, fixed, len(batches), precision_name),
     }
     for run in ways.values():  # warm-up (and compilation)
         run()
@@ -192,7 +213,7 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--precision", default="32", choices=["32", "bf16", "fp16"])
+    parser.add_argument("--precision", default="fp32", choices=[p.value for p in Precision])
     parser.add_argument(
         "--channels-last",
         choices=["auto", "on", "off"],

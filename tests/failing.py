@@ -1,24 +1,44 @@
-"""A model that fails on purpose, for the tests of failure handling (loaded by `model._target_`)."""
+"""Models that fail on purpose, for the tests of failure handling (loaded by `model._target_`)."""
 
 from __future__ import annotations
 
 import os
+import signal
 
 import torch
 
 from experiments.models import LeNet
 
 
-class FailsInProcess1(LeNet):
-    """LeNet that raises at its third training step in torchrun's process 1."""
+class FailsAtThirdStep(LeNet):
+    """LeNet that raises at its third training step (in the processes `failing` picks)."""
 
     def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
         super().__init__(in_channels, image_size, num_classes)
         self.steps = 0
 
+    def failing(self) -> bool:
+        return True
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.training and os.environ.get("RANK") == "1":
+        if self.training and self.failing():
             self.steps += 1
             if self.steps == 3:
-                raise RuntimeError("deliberate failure in process 1")
+                raise RuntimeError(f"deliberate failure in process {os.environ.get('RANK', 0)}")
+        return super().forward(x)
+
+
+class FailsInProcess1(FailsAtThirdStep):
+    """Fails at its third training step in torchrun's process 1 only."""
+
+    def failing(self) -> bool:
+        return os.environ.get("RANK") == "1"
+
+
+class KillsItsProcess(LeNet):
+    """LeNet whose first training step kills its own process, as the system's OOM killer would."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            os.kill(os.getpid(), signal.SIGKILL)
         return super().forward(x)

@@ -11,21 +11,24 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from hydra import compose, initialize_config_dir
+from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
-from experiments.cli import CONF_DIR
+from experiments.cli import CONFIG_PACKAGE
 from experiments.config import new_tag, register_configs
 
 ROOT = Path(__file__).resolve().parents[1]
+# Switches that would turn one-line errors into tracebacks: a test sets them itself, or not at all.
+TRACEBACK_SWITCHES = ("HYDRA_FULL_ERROR", "EXPERIMENTS_TRACEBACKS")
 
 register_configs(datetime.now(), new_tag())
 
 
-def compose_config(*overrides: str) -> DictConfig:
-    """The config `python train.py <overrides>` would run, composed by Hydra's compose API."""
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose(config_name="train", overrides=list(overrides))
+def compose_config(*overrides: str, config_name: str = "train", hydra: bool = False) -> DictConfig:
+    """The config `python train.py <overrides>` would run, composed by Hydra's compose API (with
+    Hydra's own node, `hydra`, when asked)."""
+    with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
+        return compose(config_name, overrides=list(overrides), return_hydra_config=hydra)
 
 
 @dataclass
@@ -75,7 +78,7 @@ def torchrun_cli(
 
 
 def _run(cwd: Path, command: list[str], env: dict[str, str] | None) -> Finished:
-    environment = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}
+    environment = {k: v for k, v in os.environ.items() if k not in TRACEBACK_SWITCHES}
     environment.update(env or {})
     cwd.mkdir(parents=True, exist_ok=True)
     done = subprocess.run(

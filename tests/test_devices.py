@@ -1,13 +1,21 @@
-"""Device requests resolved for machines with 0, 1 and 4 GPUs, by passing the machine in."""
+"""Device decisions tested for machines with 0, 1 and 4 GPUs by passing the machine in: requests
+resolved, GPUs handed out to parallel sweep jobs, and the GPUs a job lets CUDA see."""
 
 from __future__ import annotations
 
+import fcntl
+import threading
+import time
+from pathlib import Path
+
 import pytest
 
-from experiments.config import DeviceConfig
-from experiments.devices import DevicePlan, Machine, requested, resolve
-from experiments.distributed import Processes
+from experiments.config import DeviceConfig, DeviceName
+from experiments.devices import DevicePlan, Machine, request_text, resolve, wants_any_gpu
+from experiments.distributed import ProcessGroup
 from experiments.errors import ExperimentError
+from experiments.process import visible_mask
+from experiments.sweep import FreeGpus
 
 NO_GPU = Machine(0, "torch found no CUDA GPU or driver")
 ONE_GPU = Machine(1)
@@ -15,7 +23,7 @@ FOUR_GPUS = Machine(4)
 
 
 def request(name: str, index: int | None = None, ids: list[int] | None = None) -> DeviceConfig:
-    return DeviceConfig(name=name, index=index, ids=ids)
+    return DeviceConfig(name=DeviceName(name), index=index, ids=ids)
 
 
 @pytest.mark.parametrize(
@@ -26,7 +34,6 @@ def request(name: str, index: int | None = None, ids: list[int] | None = None) -
         (ONE_GPU, request("cuda"), DevicePlan("cuda", 0)),
         (FOUR_GPUS, request("cuda"), DevicePlan("cuda", 0)),
         (FOUR_GPUS, request("cuda", 3), DevicePlan("cuda", 3)),
-        (FOUR_GPUS, request("cuda:2"), DevicePlan("cuda", 2)),
         (ONE_GPU, request("cuda", 0), DevicePlan("cuda", 0)),
         (FOUR_GPUS, request("dp"), DevicePlan("cuda", 0, (0, 1, 2, 3))),
         (FOUR_GPUS, request("dp", ids=[2, 0]), DevicePlan("cuda", 2, (2, 0))),
@@ -71,7 +78,6 @@ def test_auto_falls_back_to_the_cpu_and_says_why() -> None:
             request("cuda", 4),
             "device=cuda:4 is out of range: this machine has 4 CUDA GPUs (cuda:0 to cuda:3)",
         ),
-        (FOUR_GPUS, request("cuda:9"), "device=cuda:9 is out of range"),
         (
             FOUR_GPUS,
             request("dp", ids=[]),
@@ -89,9 +95,6 @@ def test_auto_falls_back_to_the_cpu_and_says_why() -> None:
             "device.ids=[0, 4] names GPU 4, but this machine has 4 CUDA GPUs (cuda:0 to cuda:3)",
         ),
         (ONE_GPU, request("dp", ids=[-1]), "device.ids=[-1] names GPU -1"),
-        (FOUR_GPUS, request("tpu"), "device.name=tpu is not a device; valid: cpu, cuda, cuda:N"),
-        (FOUR_GPUS, request("cuda:x"), "device.name=cuda:x is not a device"),
-        (FOUR_GPUS, request("cuda:1", 2), "device.name=cuda:1 and device.index=2 disagree"),
         (FOUR_GPUS, request("cpu", 1), "device.index applies to device=cuda only, not device=cpu"),
         (FOUR_GPUS, request("cuda", ids=[0]), "device.ids applies to device=dp or ddp only"),
     ],
@@ -106,8 +109,8 @@ def test_impossible_requests_say_why_in_one_line(
 
 
 def test_requests_are_shown_as_typed() -> None:
-    assert requested(request("cuda", 3)) == "cuda:3"
-    assert requested(request("dp")) == "dp"
+    assert request_text(request("cuda", 3)) == "cuda:3"
+    assert request_text(request("dp")) == "dp"
 
 
 def test_plans_read_as_torch_devices() -> None:
@@ -117,26 +120,95 @@ def test_plans_read_as_torch_devices() -> None:
 
 
 @pytest.mark.parametrize(
-    ("wanted", "slot", "index"),
+    ("wanted", "open_gpu"),
     [
-        (request("cuda"), 0, 0),
-        (request("cuda"), 5, 1),
-        (request("auto"), 6, 2),
-        (request("cuda", 3), 1, 3),  # an explicit GPU stays put
+        (request("cuda"), True),
+        (request("auto"), True),
+        (request("cuda", 3), False),
+        (request("cpu"), False),
+        (request("dp"), False),
+        (request("ddp"), False),
     ],
 )
-def test_parallel_sweep_jobs_spread_over_the_gpus(
-    wanted: DeviceConfig, slot: int, index: int
+def test_only_requests_that_leave_the_gpu_open_take_a_free_one(
+    wanted: DeviceConfig, open_gpu: bool
 ) -> None:
-    assert resolve(wanted, FOUR_GPUS, job_slot=slot).index == index
+    assert wants_any_gpu(wanted) is open_gpu
+
+
+def test_a_gpu_handed_out_by_the_sweep_is_used_and_said() -> None:
+    plan = resolve(request("cuda"), FOUR_GPUS, free_gpu=2)
+    assert (plan.index, plan.reason) == (2, "no other job of this sweep held cuda:2")
+    plan = resolve(request("auto"), FOUR_GPUS, free_gpu=3)
+    assert plan.index == 3
+    assert plan.reason == (
+        "this machine has 4 CUDA GPUs (cuda:0 to cuda:3), and no other job of this sweep held "
+        "cuda:3"
+    )
+    assert resolve(request("cuda", 1), FOUR_GPUS, free_gpu=3).index == 1  # named: stays put
 
 
 def test_parallel_sweep_jobs_on_a_cpu_machine_stay_on_the_cpu() -> None:
-    assert resolve(request("auto"), NO_GPU, job_slot=3).type == "cpu"
+    assert resolve(request("auto"), NO_GPU).type == "cpu"
 
 
-def torchrun_process(local_rank: int, local_world: int) -> Processes:
-    return Processes(local_rank, local_world, local_rank, local_world, torchrun=True)
+def test_free_gpus_never_hands_one_gpu_to_two_running_jobs(tmp_path: Path) -> None:
+    with FreeGpus(tmp_path) as first, FreeGpus(tmp_path) as second:
+        assert (first.take(2), second.take(2)) == (0, 1)
+        # A third job waits until one of them ends; then it takes that GPU.
+        third = FreeGpus(tmp_path, poll_seconds=0.05)
+        taken: list[int] = []
+        waiting = threading.Thread(target=lambda: taken.append(third.take(2)))
+        waiting.start()
+        time.sleep(0.3)
+        assert taken == []
+        second.__exit__(None, None, None)
+        waiting.join(timeout=10)
+        assert taken == [1]
+        third.__exit__(None, None, None)
+
+
+def test_a_gpu_held_by_a_job_that_died_comes_free(tmp_path: Path) -> None:
+    # The lock is the system's: closing the file (as a dying process does) releases it.
+    (tmp_path / ".gpus").mkdir()
+    lock = open(tmp_path / ".gpus" / "0.lock", "w")  # noqa: SIM115
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with FreeGpus(tmp_path) as job:
+        assert job.take(2) == 1
+    lock.close()
+    with FreeGpus(tmp_path) as job:
+        assert job.take(2) == 0
+
+
+@pytest.mark.parametrize(
+    ("inherited", "visible", "mask"),
+    [
+        (None, None, None),
+        (None, [2, 3], "2,3"),
+        ("4,5", None, "4,5"),
+        # A scheduler gave the job GPUs 4 and 5: device.visible counts among those.
+        ("4,5", [1], "5"),
+        ("4,5", [1, 0], "5,4"),
+        ("GPU-8f3c,GPU-11aa", [1], "GPU-11aa"),
+    ],
+)
+def test_visible_gpus_are_counted_among_those_the_process_may_see(
+    inherited: str | None, visible: list[int] | None, mask: str | None
+) -> None:
+    assert visible_mask(inherited, visible) == mask
+
+
+def test_visible_gpus_beyond_a_schedulers_share_are_refused() -> None:
+    with pytest.raises(ExperimentError) as error:
+        visible_mask("4,5", [2])
+    assert str(error.value) == (
+        "device.visible=[2] names GPU 2, but CUDA_VISIBLE_DEVICES=4,5 lets this process see 2 "
+        "GPU(s), numbered from 0; device.visible counts among those"
+    )
+
+
+def torchrun_process(local_rank: int, local_world: int) -> ProcessGroup:
+    return ProcessGroup(local_rank, local_world, local_rank, local_world, torchrun=True)
 
 
 @pytest.mark.parametrize(
@@ -153,19 +225,19 @@ def torchrun_process(local_rank: int, local_world: int) -> Processes:
     ],
 )
 def test_ddp_gives_each_process_its_own_gpu(
-    machine: Machine, wanted: DeviceConfig, process: Processes, plan: DevicePlan
+    machine: Machine, wanted: DeviceConfig, process: ProcessGroup, plan: DevicePlan
 ) -> None:
-    assert resolve(wanted, machine, processes=process) == plan
+    assert resolve(wanted, machine, process) == plan
 
 
 def test_ddp_without_a_gpu_uses_gloo_on_the_cpu() -> None:
-    plan = resolve(request("ddp"), NO_GPU, processes=torchrun_process(1, 2))
+    plan = resolve(request("ddp"), NO_GPU, group=torchrun_process(1, 2))
     assert (plan.type, plan.backend) == ("cpu", "gloo")
 
 
 def test_ddp_with_more_processes_than_gpus_is_refused() -> None:
     with pytest.raises(ExperimentError) as error:
-        resolve(request("ddp"), Machine(2), processes=torchrun_process(3, 4))
+        resolve(request("ddp"), Machine(2), group=torchrun_process(3, 4))
     assert str(error.value) == (
         "device=ddp has 2 GPU(s) (cuda:0, cuda:1) for 4 processes on this machine; start at most "
         "2 (torchrun --nproc-per-node) or name more in device.ids"
@@ -174,4 +246,4 @@ def test_ddp_with_more_processes_than_gpus_is_refused() -> None:
 
 def test_ddp_ids_are_checked_like_dp_ids() -> None:
     with pytest.raises(ExperimentError, match=r"device.ids=\[1, 1\] repeats GPU 1"):
-        resolve(request("ddp", ids=[1, 1]), FOUR_GPUS, processes=torchrun_process(0, 2))
+        resolve(request("ddp", ids=[1, 1]), FOUR_GPUS, group=torchrun_process(0, 2))

@@ -11,14 +11,15 @@ import pytest
 import torch
 from torch import nn
 
-from experiments import data
-from experiments.config import check_trainer
-from experiments.devices import DevicePlan, audit
-from experiments.devices import main as devices_main
-from experiments.distributed import Processes
+from experiments.batches import Batches
+from experiments.cli import devices_main
+from experiments.config import validate
+from experiments.datasets import Split
+from experiments.devices import DevicePlan
+from experiments.distributed import ProcessGroup
 from experiments.errors import ExperimentError
 from experiments.models import Tudui
-from experiments.placement import ToDevice
+from experiments.placement import ToDevice, audit
 from helpers import ROOT, compose_config, metrics, results, torchrun_cli, train_cli
 
 SHORT = (
@@ -78,6 +79,9 @@ def test_a_process_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path)
     result = results(done.run_dir)
     assert (result["status"], result["reason"]) == ("failed", reason)
     assert f"Error: {reason}" in (done.run_dir / "train.log").read_text()
+    # torchrun's own summary names the root cause too (written for it by @record).
+    summary = done.stderr[done.stderr.index("Root Cause") :]
+    assert reason in summary and "To enable traceback" not in summary
 
 
 def test_ddp_outside_torchrun_says_how_to_start_it(tmp_path: Path) -> None:
@@ -96,35 +100,36 @@ def test_torchrun_with_a_one_process_device_says_to_use_ddp(tmp_path: Path) -> N
     assert results(done.run_dir)["reason"].endswith(message)
 
 
+def batches(split: Split, group: ProcessGroup, **options: object) -> Batches:
+    cpu = ToDevice(torch.device("cpu"))
+    return Batches(
+        split, batch_size=4, mean=[0.5], std=[0.5], placement=cpu, group=group, **options
+    )
+
+
 def test_the_processes_share_every_batch_without_overlap() -> None:
-    split = data.Split(torch.zeros(10, 1, 1, 1, dtype=torch.uint8), torch.arange(10))
-    dataset = data.ImageData("test", split, split, ["a"], [0.5], [0.5])
-    placement = ToDevice(torch.device("cpu"))
+    split = Split(torch.zeros(10, 1, 1, 1, dtype=torch.uint8), torch.arange(10))
 
-    def labels(processes: Processes) -> list[list[int]]:
+    def labels(group: ProcessGroup) -> list[list[int]]:
         shuffle = torch.Generator().manual_seed(3)
-        batches = data.Batches(split, 4, dataset, placement, processes, shuffle)
-        return [batch.tolist() for _, batch in batches]
+        return [batch.tolist() for _, batch in batches(split, group, shuffle=shuffle)]
 
-    whole = labels(Processes())
-    halves = [labels(Processes(rank, 2, rank, 2, torchrun=True)) for rank in (0, 1)]
+    whole = labels(ProcessGroup())
+    halves = [labels(ProcessGroup(rank, 2, rank, 2, torchrun=True)) for rank in (0, 1)]
     assert [first + second for first, second in zip(*halves, strict=True)] == whole
     assert [len(batch) for batch in halves[0]] == [2, 2, 1]
 
 
 def test_a_last_batch_too_small_to_share_is_left_out() -> None:
-    split = data.Split(torch.zeros(9, 1, 1, 1, dtype=torch.uint8), torch.arange(9))
-    dataset = data.ImageData("test", split, split, ["a"], [0.5], [0.5])
-    placement = ToDevice(torch.device("cpu"))
-    three = Processes(0, 3, 0, 3, torchrun=True)
-    assert data.Batches(split, 4, dataset, placement, three).sizes == [4, 4]
-    assert data.Batches(split, 4, dataset, placement).sizes == [4, 4, 1]
+    split = Split(torch.zeros(9, 1, 1, 1, dtype=torch.uint8), torch.arange(9))
+    assert batches(split, ProcessGroup(0, 3, 0, 3, torchrun=True)).sizes == [4, 4]
+    assert batches(split, ProcessGroup()).sizes == [4, 4, 1]
 
 
 def test_the_global_batch_must_divide_among_the_processes() -> None:
     cfg = compose_config("trainer.batch_size=65")
     with pytest.raises(ExperimentError) as error:
-        check_trainer(cfg.trainer, processes=2)
+        validate(cfg, processes=2)
     assert str(error.value) == (
         "trainer.batch_size=65 is the batch of all 2 processes together; make it a multiple of 2"
     )

@@ -8,7 +8,7 @@ import pytest
 
 from experiments.errors import ExperimentError
 from experiments.train import train
-from helpers import QUICK, compose_config, results, train_cli
+from helpers import QUICK, ROOT, compose_config, results, train_cli
 
 # Hydra refuses these while composing the config, before a run folder exists.
 COMPOSITION_ERRORS = [
@@ -52,6 +52,28 @@ COMPOSITION_ERRORS = [
         "Error: trainer.epochs=ten: Value 'ten' of type 'str' could not be converted to Integer",
     ),
     ("trainer.epoch=3", "Error: Could not override 'trainer.epoch'."),
+    (
+        "trainer.precision=bf17",
+        "Error: trainer.precision=bf17: Invalid value 'bf17', expected one of [fp32, bf16, fp16]",
+    ),
+    (
+        "dataset.preload=gpu",
+        "Error: dataset.preload=gpu: Invalid value 'gpu', expected one of [host, device]",
+    ),
+    (
+        "device=1",
+        "Error: device=1 is not an option of 'device'; a GPU is device=cuda:N, here device=cuda:1",
+    ),
+    (
+        "device=0,1",
+        "Error: device=0,1 is not an option of 'device'; a GPU is device=cuda:N, here "
+        "device=cuda:0,cuda:1",
+    ),
+    (
+        "model=2",
+        "Error: model=2 is not an option of 'model': options have names; python train.py --help "
+        "lists them",
+    ),
 ]
 
 
@@ -89,6 +111,12 @@ RUN_ERRORS = [
     ),
     (["dataset=cifar10", "dataset.root=empty"], "CIFAR10 files not found in "),
     (["dataset=fashion_mnist", "dataset.root=empty"], "FashionMNIST files not found in "),
+    (["+trainer.foo=1"], "+trainer.foo: 'trainer' has no key 'foo'; its keys are epochs, "),
+    (
+        ["device=dp", "trainer.compile=inductor"],
+        "trainer.compile=inductor cannot compile device=dp's DataParallel (it copies the model "
+        "to every GPU at every step); use device=ddp",
+    ),
 ]
 
 
@@ -107,7 +135,9 @@ def test_run_errors_are_recorded_in_the_run_folder(
     )
 
 
-@pytest.mark.parametrize(("overrides", "message"), [RUN_ERRORS[0], RUN_ERRORS[3], RUN_ERRORS[7]])
+@pytest.mark.parametrize(
+    ("overrides", "message"), [RUN_ERRORS[0], RUN_ERRORS[3], RUN_ERRORS[7], RUN_ERRORS[9]]
+)
 def test_run_errors_are_one_line_on_the_command_line(
     tmp_path: Path, overrides: list[str], message: str
 ) -> None:
@@ -134,11 +164,16 @@ def test_composition_errors_show_the_traceback_when_asked(tmp_path: Path) -> Non
 
 
 def test_an_unexpected_error_keeps_its_traceback_in_the_results(tmp_path: Path) -> None:
-    done = train_cli(tmp_path, *QUICK, "+model.dropout=0.5")
-    assert done.returncode == 1
-    assert done.last_line.endswith(
-        "Error: TypeError: Tudui.__init__() got an unexpected keyword argument 'dropout'"
+    done = train_cli(
+        tmp_path,
+        *QUICK,
+        "model=lenet",
+        "model._target_=failing.FailsAtThirdStep",
+        env={"PYTHONPATH": str(ROOT / "tests")},
     )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.last_line.endswith("Error: RuntimeError: deliberate failure in process 0")
     result = results(done.run_dir)
     assert result["status"] == "failed"
-    assert "Traceback" in result["traceback"] and "TypeError" in result["traceback"]
+    assert "Traceback" in result["traceback"] and "failing.py" in result["traceback"]

@@ -11,12 +11,11 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
+import torch
 from PIL import Image
 
-from experiments.cli import CONF_DIR
 from experiments.sweep import safe_name
-from helpers import QUICK, ROOT, results, train_cli
+from helpers import QUICK, ROOT, Finished, compose_config, results, train_cli
 
 QUICK_SWEEP = [override for override in QUICK if override != "device=cpu"]
 
@@ -82,23 +81,100 @@ def test_a_two_by_two_sweep_reports_four_rows_and_plots(tmp_path: Path) -> None:
     assert "4 run(s) in " in done.stderr and ": 4 completed" in done.stderr
 
 
-def test_a_job_that_fails_leaves_the_others_and_the_report_says_why(tmp_path: Path) -> None:
-    done = train_cli(tmp_path, "-m", "device=cpu,cuda:1", "model=lenet", *QUICK_SWEEP)
+def assert_one_failed_and_reported(done: Finished, cwd: Path) -> None:
     assert done.returncode == 1
-    folder = sweep_dir(tmp_path)
+    folder = sweep_dir(cwd)
     completed, failed = summary(folder)
     assert (completed["run"], completed["status"]) == ("0_device=cpu", "completed")
-    assert results(folder / "0_device=cpu")["epochs_completed"] == 2
-    assert (failed["run"], failed["status"], failed["device"]) == (
-        "1_device=cuda-1",
-        "failed",
-        "cuda:1",
+    assert (failed["run"], failed["status"]) == ("1_device=cuda-7", "failed")
+    assert failed["reason"].startswith("device=cuda:7 needs a CUDA GPU, but this machine has no")
+    assert f"| failed | {failed['reason']} |" in (folder / "summary.md").read_text()
+    assert ": 1 completed, 1 failed" in done.stderr and done.last_line.startswith("report: ")
+    assert "Error executing job" not in done.stderr and "Traceback" not in done.stderr
+    assert_plot(folder / "throughput.png")
+
+
+LAUNCHERS = {
+    "basic": [],
+    "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+    "submitit_local": ["hydra/launcher=submitit_local"],
+}
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_job_that_fails_leaves_the_others_and_the_report_says_why(
+    tmp_path: Path, launcher: str
+) -> None:
+    done = train_cli(
+        tmp_path,
+        "-m",
+        *LAUNCHERS[launcher],
+        "device=cpu,cuda:7",
+        "model=lenet",
+        *QUICK_SWEEP,
     )
-    assert failed["reason"].startswith("device=cuda:1 needs a CUDA GPU, but this machine has no")
-    assert "failed: device=cuda:1 needs a CUDA GPU" in (folder / "summary.md").read_text()
-    assert ": 1 completed, 1 failed" in done.stderr
-    assert done.last_line.startswith("report: ")
-    assert "Traceback" not in done.stderr
+    assert_one_failed_and_reported(done, tmp_path)
+
+
+def test_the_users_full_error_does_not_cost_a_sweep_its_report(tmp_path: Path) -> None:
+    done = train_cli(
+        tmp_path,
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "device=cpu,cuda:7",
+        "model=lenet",
+        *QUICK_SWEEP,
+        env={"HYDRA_FULL_ERROR": "1"},
+    )
+    assert done.returncode == 1
+    assert [row["status"] for row in summary(sweep_dir(tmp_path))] == ["completed", "failed"]
+    assert "Traceback" in done.stderr  # asked for: the failed job's, in its log line
+
+
+def test_a_worker_killed_by_the_system_still_leaves_the_report(tmp_path: Path) -> None:
+    done = train_cli(
+        tmp_path,
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "model=lenet",
+        "model._target_=experiments.models.LeNet,failing.KillsItsProcess",
+        "device=cpu",
+        *QUICK_SWEEP,
+        env={"PYTHONPATH": str(ROOT / "tests")},
+    )
+    assert done.returncode == 1
+    statuses = {row["run"].split("_")[0]: row["status"] for row in summary(sweep_dir(tmp_path))}
+    # joblib stops the other worker too when one dies: job 0 may not have finished by then.
+    assert statuses["1"] == "crashed" and statuses["0"] in ("completed", "crashed")
+    assert "\nError: TerminatedWorkerError: A worker process" in done.stderr
+
+
+def test_jobs_that_share_a_process_each_start_from_its_defaults(tmp_path: Path) -> None:
+    done = train_cli(
+        tmp_path,
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=1",
+        "trainer.deterministic=true,false",
+        "trainer.threads=1,null",
+        "model=lenet",
+        "device=cpu",
+        *QUICK_SWEEP,
+    )
+    assert done.returncode == 0, done.stderr
+    folder = sweep_dir(tmp_path)
+    runs = [results(folder / row["run"]) for row in summary(folder)]
+    assert len({run["process"]["pid"] for run in runs}) == 1  # one process ran them all
+    default_threads = torch.get_num_threads()
+    # (deterministic, threads) as each job asked, not as the job before it left the process.
+    assert [(run["deterministic"], run["device"]["threads"]) for run in runs] == [
+        (True, 1),
+        (True, default_threads),
+        (False, 1),
+        (False, default_threads),
+    ]
 
 
 def test_the_joblib_launcher_runs_two_jobs_side_by_side(tmp_path: Path) -> None:
@@ -166,12 +242,14 @@ def test_report_refuses_a_folder_without_runs(tmp_path: Path) -> None:
     )
 
 
-def test_the_slurm_launcher_config_composes() -> None:
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=["hydra/launcher=slurm"], return_hydra_config=True)
-    launcher = cfg.hydra.launcher
-    assert launcher._target_.endswith("submitit_launcher.SlurmLauncher")
-    assert (launcher.gpus_per_node, launcher.cpus_per_task, launcher.timeout_min) == (1, 4, 60)
+def test_the_slurm_launcher_says_in_one_line_where_there_is_no_slurm(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, "-m", "hydra/launcher=slurm", "model=tudui,lenet", *QUICK)
+    assert done.returncode == 1
+    assert done.last_line == (
+        'Error: RuntimeError: Could not detect "srun", are you indeed on a slurm cluster?'
+    )
+    assert "Traceback" not in done.stderr
+    assert not list((tmp_path / "outputs").rglob(".hydra"))  # no job started
 
 
 def test_the_optuna_search_maximizes_best_test_accuracy(tmp_path: Path) -> None:
@@ -191,8 +269,7 @@ def test_the_optuna_search_maximizes_best_test_accuracy(tmp_path: Path) -> None:
     assert all(row["run"].split("_", 1)[1].split(",")[0].startswith("optimizer=") for row in rows)
     best = max(float(row["best_test_accuracy"]) for row in rows)
     assert f"Best value: {best}" in done.stdout + done.stderr
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=["hparams_search=optuna"], return_hydra_config=True)
+    cfg = compose_config("hparams_search=optuna", hydra=True)
     assert cfg.hydra.sweeper.direction == "maximize"
     assert set(cfg.hydra.sweeper.params) == {"optimizer", "optimizer.lr", "trainer.batch_size"}
 

@@ -14,11 +14,12 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch import nn
 
-from experiments import data, loop
+from experiments import datasets, loop
+from experiments.batches import Batches
 from experiments.config import build
+from experiments.distributed import ONE_PROCESS
 from experiments.models import build_for
 from experiments.placement import ToDevice
-from experiments.tuning import Precision
 from helpers import QUICK, ROOT, metrics, results, train_cli
 
 MODELS = ["tudui", "lenet", "network", "mlp"]
@@ -83,7 +84,8 @@ def test_every_model_and_placement_leaves_complete_records(
 
     # The checkpoint: plain state_dicts and data, loadable with weights_only=True.
     checkpoint = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
-    assert set(checkpoint) == {"model", "optimizer", "epoch", "config", "history", "rng"}
+    assert set(checkpoint) == {"model", "optimizer", "scaler", "epoch", "config", "history", "rng"}
+    assert "cuda" not in checkpoint["rng"]  # a CPU run draws from no GPU's generator
     assert checkpoint["epoch"] == 2
     assert checkpoint["config"]["model"]["name"] == model
     assert not list(run_dir.glob("checkpoints/.*"))  # no temporary file left behind
@@ -126,6 +128,8 @@ def test_every_model_and_placement_leaves_complete_records(
 def test_both_placements_give_identical_numbers(
     sweep: dict[tuple[str, str], Path], model: str
 ) -> None:
+    # A smoke test: on the CPU, .to(cpu) and .cpu() move nothing, so this shows only that both
+    # methods run the same path; test_gpu.py checks the claim where they do move tensors.
     def numbers(run_dir: Path) -> list[list[float]]:
         keys = ("train_loss", "test_loss", "test_accuracy", "class_accuracy")
         rows = metrics(run_dir, "step") + metrics(run_dir, "epoch")
@@ -138,22 +142,28 @@ def test_the_checkpoint_restores_the_models_outputs(sweep: dict[tuple[str, str],
     run_dir = sweep["lenet", "to_device"]
     checkpoint = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
     config = OmegaConf.create(checkpoint["config"])
-    dataset = data.load(config.dataset)
+    dataset = datasets.load(config.dataset)
     model = build_for(config.model, dataset.shape, len(dataset.classes), dataset.name)
     model.load_state_dict(checkpoint["model"])
     build(config.optimizer)(model.parameters()).load_state_dict(checkpoint["optimizer"])
 
     placement = ToDevice(torch.device("cpu"))
-    test_batches = data.Batches(
+    test_batches = Batches(
         dataset.test,
-        config.trainer.batch_size,
-        dataset,
-        placement,
+        batch_size=config.trainer.batch_size,
+        mean=dataset.mean,
+        std=dataset.std,
+        placement=placement,
         limit=config.trainer.limit_eval_batches,
     )
-    precision = Precision("32", placement.device)
     evaluation = loop.evaluate(
-        model, nn.CrossEntropyLoss(), precision, test_batches, len(dataset.classes)
+        model=model,
+        loss_fn=nn.CrossEntropyLoss(),
+        autocast_dtype=None,
+        batches=test_batches,
+        device=placement.device,
+        group=ONE_PROCESS,
+        num_classes=len(dataset.classes),
     )
     last = metrics(run_dir, "epoch")[-1]
     assert evaluation.accuracy == last["test_accuracy"]
@@ -175,6 +185,28 @@ def test_the_default_run_learns_and_names_its_folder(tmp_path: Path) -> None:
         done.last_line,
     )
     assert "device: cpu, chosen by device=auto because this machine has no CUDA GPU" in done.stderr
+
+
+def test_the_lenet_tutorial_setup_trains_as_the_tutorial_does(tmp_path: Path) -> None:
+    """experiment=lenet_cifar10 on the shipped sample: batches of 4, SGD with momentum 0.9 at
+    lr 0.001, as the PyTorch tutorial trains, read back from what the run did."""
+    done = train_cli(
+        tmp_path,
+        "experiment=lenet_cifar10",
+        "dataset=cifar10_sample",
+        "device=cpu",
+        "trainer.epochs=1",
+        "trainer.limit_train_batches=50",
+        "trainer.limit_eval_batches=5",
+    )
+    assert done.returncode == 0, done.stderr
+    (epoch,) = metrics(done.run_dir, "epoch")
+    assert epoch["train_images"] == 50 * 4
+    checkpoint = torch.load(done.run_dir / "checkpoints" / "last.pt", weights_only=True)
+    assert len(checkpoint["model"]) == 10  # LeNet: 2 conv and 3 linear layers
+    (group,) = checkpoint["optimizer"]["param_groups"]
+    assert (group["lr"], group["momentum"]) == (0.001, 0.9)
+    assert all("momentum_buffer" in state for state in checkpoint["optimizer"]["state"].values())
 
 
 def test_runs_started_together_never_share_a_folder(tmp_path: Path) -> None:

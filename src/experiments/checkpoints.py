@@ -1,8 +1,8 @@
 """Checkpoints: state_dicts and plain data, written atomically, read without running any code.
 
-A checkpoint (`checkpoints/last.pt` in a run folder) holds the model's and the optimizer's
-state_dicts, the epoch, the resolved config, the epochs' numbers so far and the state of every
-random generator, so a run resumes exactly where it stopped. It is read with
+A checkpoint (`checkpoints/last.pt` in a run folder) holds the model's, the optimizer's and the
+gradient scaler's state_dicts, the epoch, the resolved config, the epochs' numbers so far and the
+state of every random generator, so a run resumes exactly where it stopped. It is read with
 `torch.load(weights_only=True)`, which refuses anything but tensors and plain data: a damaged or
 altered file gives one line saying so, never a traceback, and never runs what it holds.
 """
@@ -41,8 +41,42 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
             os.close(directory)
 
 
-def save(path: Path, state: dict[str, Any]) -> None:
+def save(
+    path: Path,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+    epoch: int,
+    config: dict[str, Any],
+    history: list[dict[str, Any]],
+    rng: dict[str, Any],
+) -> None:
+    """Save what resuming after `epoch` needs (`model` unwrapped, so it loads anywhere)."""
+    state = {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        # fp16's loss scale and its growth tracker (empty for a disabled scaler), so a resumed
+        # run skips exactly the steps the uninterrupted one would.
+        "scaler": scaler.state_dict(),
+        "epoch": epoch,
+        "config": config,
+        "history": history,
+        "rng": rng,
+    }
     write_atomically(path, lambda file: torch.save(state, file))
+
+
+def to_resume(run: str, epochs: int) -> dict[str, Any]:
+    """The checkpoint `resume=<run>` names, if it has epochs left of `epochs` (checked before the
+    run's records are touched, so a refused resume leaves them as they were)."""
+    checkpoint = load(find(run))
+    if checkpoint["epoch"] >= epochs:
+        raise ExperimentError(
+            f"resume={run} has trained {checkpoint['epoch']} epochs of trainer.epochs={epochs} "
+            "already; ask for more with trainer.epochs=N"
+        )
+    return checkpoint
 
 
 def find(path_or_run: str | Path) -> Path:

@@ -1,9 +1,16 @@
-"""The command lines: `python train.py` and `python eval.py` (also experiments-train and -eval).
+"""The command lines, and what every job goes through.
 
-Hydra composes the config from the project's `conf/` folder and makes the run folder; this module
-turns every failure into one line on stderr and a non-zero exit. `HYDRA_FULL_ERROR=1` shows the
-traceback instead. Under torchrun, all processes name the same run folder, and only process 0
-writes Hydra's snapshot and the log file.
+    python train.py ...             experiments-train, python -m experiments
+    python eval.py ckpt=...         experiments-eval
+    python -m experiments.devices   experiments-devices: the machine, and how a device resolves
+    python -m experiments.report    experiments-report: the report on a folder of runs
+
+Hydra composes the config from `conf/` (the package `experiments.conf` once installed) and makes
+the run folder. Every failure becomes one line on stderr and a non-zero exit; `HYDRA_FULL_ERROR=1`
+shows the traceback instead. In a sweep, a failed job is recorded in its folder and the sweep goes
+on to its report, under every launcher. Under torchrun, all processes name the same run folder,
+only process 0 writes Hydra's snapshot and the log file, and a failure is also written where
+torchrun's own summary finds it (`@record`).
 """
 
 from __future__ import annotations
@@ -11,9 +18,12 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from datetime import datetime
+from importlib import resources
 from pathlib import Path
 
 import hydra
@@ -23,54 +33,76 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import new_tag, register_configs
 from experiments.errors import ExperimentError, one_line
+from experiments.sweep import FreeGpus, report_unfinished_sweeps
 
 log = logging.getLogger(__name__)
 
-# Whether the user asked for tracebacks, read before `main` sets HYDRA_FULL_ERROR for itself.
-TRACEBACKS = os.environ.get("HYDRA_FULL_ERROR") == "1"
+# The configs: conf/ in a checkout (an editable install maps the package there), or the copy an
+# installed wheel carries.
+CONFIG_PACKAGE = "experiments.conf"
 
-# The project's `conf/` folder, two levels above this file (src/experiments/cli.py).
-CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+# Whether the user asked for tracebacks. `_command_line` sets HYDRA_FULL_ERROR for Hydra, and
+# workers that run sweep jobs inherit it; they read the user's own choice from USER_TRACEBACKS.
+USER_TRACEBACKS = "EXPERIMENTS_TRACEBACKS"
+TRACEBACKS = os.environ.get(USER_TRACEBACKS, os.environ.get("HYDRA_FULL_ERROR")) == "1"
 
 # torchrun's processes other than 0: no .hydra/ snapshot, no train.log, warnings and errors only.
 WORKER_OVERRIDES = ["hydra.output_subdir=null", "hydra/job_logging=worker"]
 
 
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="train")
+class JobFailed(BaseException):
+    """Ends the command after a job's failure was said in one line (on the console and in the
+    run's log). Like SystemExit, it is no Exception, so Hydra passes it on without a word."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class RunFailed(Exception):
+    """The run's first failure, for torchrun's summary (its `@record` writes Exceptions only)."""
+
+
+@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="train")
 def _train(cfg: DictConfig) -> float:
     # Imported here, not at the top, so `--help` and `--cfg job` never load torch.
     from experiments.train import train
 
-    return _run_task(lambda run_dir, job_slot: train(cfg, run_dir, job_slot))
+    return _run_job(lambda run_dir, free_gpus: train(cfg, run_dir, free_gpus))
 
 
-@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="eval")
+@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="eval")
 def _evaluate(cfg: DictConfig) -> float:
     from experiments.evaluate import evaluate
 
-    return _run_task(lambda run_dir, job_slot: evaluate(cfg, run_dir))
+    return _run_job(lambda run_dir, free_gpus: evaluate(cfg, run_dir, free_gpus))
 
 
-def _run_task(task: Callable[[Path, int | None], float]) -> float:
-    """Run one job in the folder Hydra made; a failure is logged in one line and ends the process
-    with exit code 1 (in a sweep, the job is recorded as failed and the sweep goes on)."""
-    from experiments import distributed
+def _run_job(task: Callable[[Path, FreeGpus | None], float]) -> float:
+    """Run one job in the folder Hydra made, and leave the process as the job found it. A failure
+    is logged in one line; in a sweep the job is then recorded as failed and the sweep goes on,
+    otherwise the command ends with exit code 1."""
+    from experiments import process
+    from experiments.distributed import ProcessGroup, first_failure
 
     hydra_cfg = HydraConfig.get()
     in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
     # Hydra's basic launcher runs jobs one after another; any other runs them side by side.
     side_by_side = in_sweep and not hydra_cfg.launcher._target_.endswith(".BasicLauncher")
+    free_gpus = FreeGpus(Path(hydra_cfg.sweep.dir)) if side_by_side else None
     try:
-        return task(Path(hydra_cfg.runtime.output_dir), hydra_cfg.job.num if side_by_side else None)
+        with process.restored(), free_gpus or nullcontext():
+            return task(Path(hydra_cfg.runtime.output_dir), free_gpus)
     except Exception as error:
-        processes = distributed.Processes.from_env()
-        log.error("Error: %s", distributed.first_failure(processes, one_line(error)))
-        if TRACEBACKS:
-            raise
+        reason = first_failure(ProcessGroup.from_env(), one_line(error))
         if in_sweep:
             # Recorded as failed in its folder; the sweep goes on, and its report says why.
+            log.error("Error: %s", reason, exc_info=TRACEBACKS)
             return math.nan
-        raise SystemExit(1) from None
+        log.error("Error: %s", reason)
+        if TRACEBACKS:
+            raise
+        raise JobFailed(reason) from error
 
 
 def main() -> None:
@@ -86,23 +118,52 @@ def evaluate_main() -> None:
 def _command_line(
     hydra_main: Callable[[], object], expand: Callable[[list[str]], list[str]]
 ) -> None:
+    os.environ[USER_TRACEBACKS] = "1" if TRACEBACKS else "0"
     # Hydra reports its own errors (unknown option, bad override, wrong type) over several lines;
     # asked for the full error, it raises instead, and we say it in one line.
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
-        sys.argv[1:] = expand(sys.argv[1:])
-        register_configs(*_start_of_run())
-        hydra_main()
+        _recorded_by_torchrun(_compose_and_run)(hydra_main, expand)
     except KeyboardInterrupt:
         if TRACEBACKS:
             raise
         print("Interrupted", file=sys.stderr)
         sys.exit(130)
+    except (JobFailed, RunFailed):
+        sys.exit(1)
     except Exception as error:
+        # A sweep its launcher gave up on (a worker killed by the system) still gets its report.
+        report_unfinished_sweeps()
         if TRACEBACKS:
             raise
         print(f"Error: {one_line(error)}", file=sys.stderr)
         sys.exit(1)
+
+
+def _compose_and_run(
+    hydra_main: Callable[[], object], expand: Callable[[list[str]], list[str]]
+) -> None:
+    sys.argv[1:] = expand(sys.argv[1:])
+    refuse_numbers_for_groups(sys.argv[1:])
+    register_configs(*_start_of_run())
+    hydra_main()
+
+
+def _recorded_by_torchrun(function: Callable[..., None]) -> Callable[..., None]:
+    """Under torchrun, `function` wrapped in torch.distributed.elastic's `@record`: a failure is
+    written to the file torchrun reads, so its own summary names the root cause."""
+    if "TORCHELASTIC_ERROR_FILE" not in os.environ:
+        return function
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    @record
+    def recorded(*arguments: Callable[..., object]) -> None:
+        try:
+            function(*arguments)
+        except JobFailed as failed:
+            raise RunFailed(failed.reason) from failed.__cause__
+
+    return recorded
 
 
 def _start_of_run() -> tuple[datetime, str]:
@@ -112,10 +173,44 @@ def _start_of_run() -> tuple[datetime, str]:
         return started, tag
     from experiments import distributed  # loads torch: only under torchrun
 
-    processes = distributed.Processes.from_env()
-    if not processes.is_main:
+    group = distributed.ProcessGroup.from_env()
+    if not group.is_main:
         sys.argv += WORKER_OVERRIDES
-    return distributed.agree_on_start(processes, started, tag)
+    return distributed.agree_on_start(group, started, tag)
+
+
+def config_groups() -> list[str]:
+    """The config groups a user picks options of (model, dataset, device, ...)."""
+    root = resources.files(CONFIG_PACKAGE)
+    return sorted(
+        entry.name
+        for entry in root.iterdir()
+        if entry.is_dir() and entry.name not in ("hydra", "__pycache__")
+    )
+
+
+NUMBERS = re.compile(r"[-+]?\d+(\.\d*)?(,[-+]?\d+(\.\d*)?)*")
+
+
+def refuse_numbers_for_groups(arguments: Sequence[str]) -> None:
+    """Hydra answers `device=1` with "Config group override must be a string or a list. Got int";
+    name the override instead, and what was probably meant."""
+    groups = config_groups()
+    for argument in arguments:
+        key, equals, value = argument.partition("=")
+        group = key.lstrip("+~")
+        if not equals or group not in groups or not NUMBERS.fullmatch(value):
+            continue
+        if group == "device":
+            meant = ",".join(f"cuda:{number}" for number in value.split(","))
+            raise ExperimentError(
+                f"{argument} is not an option of 'device'; a GPU is device=cuda:N, "
+                f"here device={meant}"
+            )
+        raise ExperimentError(
+            f"{argument} is not an option of '{group}': options have names; "
+            "python train.py --help lists them"
+        )
 
 
 def with_saved_overrides(arguments: list[str]) -> list[str]:
@@ -152,3 +247,85 @@ def _last_of_each_key(overrides: list[str]) -> list[str]:
     """Of overrides of the same key, keep the last (the one Hydra would apply), in its place."""
     keys = [override.partition("=")[0] for override in overrides]
     return [override for i, override in enumerate(overrides) if keys[i] not in keys[i + 1 :]]
+
+
+def devices_main(argv: Sequence[str] | None = None) -> int:
+    """`python -m experiments.devices [device overrides]`: what this machine offers, and how the
+    device a `python train.py` with these overrides would ask for resolves here (or why not)."""
+    from experiments import process
+
+    process.number_gpus_by_bus()  # as every job does, so cuda:N names the same GPU here
+    import torch
+
+    from experiments.config import DeviceConfig, DeviceName
+    from experiments.devices import Machine, gpu, request_text, resolve
+    from experiments.distributed import ProcessGroup
+    from experiments.environment import cpu_name, torch_build
+
+    overrides = list(sys.argv[1:] if argv is None else argv)
+    machine = Machine.detect()
+    print(f"torch {torch.__version__} ({torch_build()})")
+    cores, threads = os.cpu_count(), torch.get_num_threads()
+    print(f"cpu: {cpu_name()}, {cores} logical cores, torch uses {threads} threads")
+    if machine.cuda_count == 0:
+        print(f"cuda: none ({machine.no_cuda_reason})")
+    for index in range(machine.cuda_count):
+        properties = torch.cuda.get_device_properties(index)
+        print(
+            f"{gpu(index)}: {properties.name}, {properties.total_memory / 2**30:.1f} GiB, "
+            f"compute capability {properties.major}.{properties.minor}"
+        )
+    auto = resolve(DeviceConfig(DeviceName.auto), machine)
+    print(f"device=auto picks {auto}: {auto.reason}")
+    if not overrides:
+        return 0
+    try:
+        refuse_numbers_for_groups(overrides)
+        request = _composed_device(overrides)
+        if request.name == DeviceName.ddp:
+            # What each of torchrun's processes would get, one per GPU (or two on the CPU).
+            count = max(machine.cuda_count, 2)
+            for rank in range(count):
+                group = ProcessGroup(rank, count, rank, count, torchrun=True)
+                plan = resolve(request, machine, group)
+                print(f"device=ddp, process {rank} of {count}: {plan}")
+        else:
+            print(f"device={request_text(request)}: {resolve(request, machine)}")
+    except Exception as error:
+        print(f"Error: {one_line(error)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _composed_device(overrides: list[str]) -> DictConfig:
+    """The device config `python train.py <overrides>` would get."""
+    from hydra import compose, initialize_config_module
+
+    register_configs(datetime.now(), new_tag())
+    with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
+        return compose(config_name="train", overrides=overrides).device
+
+
+def report_main(argv: Sequence[str] | None = None) -> int:
+    """`python -m experiments.report <folder>`: summary.csv/.md and plots for a folder of runs."""
+    from experiments.report import find_runs, table, write_report
+
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if len(arguments) != 1 or arguments[0] in ("-h", "--help"):
+        print("The report on a folder of runs: a row per run, and plots.", file=sys.stderr)
+        print("usage: python -m experiments.report <folder of runs>", file=sys.stderr)
+        return 2
+    folder = Path(arguments[0])
+    if not folder.is_dir():
+        print(
+            f"Error: {folder} is not a folder; give a run or sweep folder, or outputs/",
+            file=sys.stderr,
+        )
+        return 1
+    if not find_runs(folder):
+        print(f"Error: no runs in {folder} (a run folder has a .hydra/ snapshot)", file=sys.stderr)
+        return 1
+    rows = write_report(folder)
+    print(table(rows, folder), file=sys.stderr)
+    print(f"report: {folder}/summary.csv, summary.md, throughput.png, curves.png", file=sys.stderr)
+    return 0

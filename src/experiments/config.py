@@ -1,21 +1,26 @@
-"""Typed schemas for every config group, registered in Hydra's ConfigStore.
+"""Typed schemas for every config group, registered in Hydra's ConfigStore, and the checks their
+types cannot make.
 
-Each YAML option starts from its schema (e.g. `defaults: [/model_schema@_here_]`), so
-a wrong type or an unknown key fails when Hydra composes the config, with Hydra's own message.
-This module must not import torch: `python train.py --cfg job` and `--help` stay fast.
+Each YAML option starts from its schema (e.g. `defaults: [/model_schema@_here_]`) and holds only
+what differs from it, so a default lives in one place, and a wrong type, an unknown key or a value
+outside a closed choice (an Enum) fails while Hydra composes the config, before any run folder
+exists. `validate` refuses the rest: keys appended with `+` that no schema has, and numbers out of
+range. This module must not import torch: `python train.py --cfg job` and `--help` stay fast.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import II, MISSING, DictConfig, OmegaConf
 
 from experiments.errors import ExperimentError
 from experiments.sweep import job_folder_name
@@ -25,13 +30,42 @@ from experiments.sweep import job_folder_name
 CUDA_OPTIONS = 16
 
 
+class Choice(str, Enum):
+    """A closed choice: equal to its name, and printed as it (in messages, JSON and YAML)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+class DeviceName(Choice):
+    auto = "auto"  # CUDA if the machine has it, else the CPU
+    cpu = "cpu"
+    cuda = "cuda"  # one GPU: device.index, or the current one
+    dp = "dp"  # nn.DataParallel over device.ids
+    ddp = "ddp"  # DistributedDataParallel, a process per device, under torchrun
+
+
+class Precision(Choice):
+    fp32 = "fp32"
+    bf16 = "bf16"  # autocast to bfloat16
+    fp16 = "fp16"  # autocast to float16, with gradient scaling (CUDA only)
+
+
+class Preload(Choice):
+    host = "host"  # pinned host memory for a GPU; a copy per batch
+    device = "device"  # the whole uint8 dataset on the device, copied there once
+
+
 @dataclass
 class ModelConfig:
     name: str = MISSING
     _target_: str = MISSING
-    in_channels: int = MISSING
-    image_size: int = MISSING
-    num_classes: int = MISSING
+    # Sized from the dataset, so every model runs on every dataset its layers can take.
+    in_channels: int = II("dataset.channels")
+    image_size: int = II("dataset.image_size")
+    num_classes: int = II("dataset.num_classes")
 
 
 @dataclass
@@ -55,25 +89,30 @@ class DatasetConfig:
     num_classes: int = MISSING
     # Class names in label order; null names them by number.
     classes: list[str] | None = None
-    # Per-channel normalization: x = (pixel / 255 - mean) / std.
-    mean: list[float] = MISSING
-    std: list[float] = MISSING
+    # Per-channel normalization: x = (pixel / 255 - mean) / std; one value serves every channel.
+    mean: list[float] = field(default_factory=lambda: [0.5])
+    std: list[float] = field(default_factory=lambda: [0.5])
     # What loads the images: a `_target_` returning the train and test `Split`s.
     source: Any = MISSING
-    # Where the whole uint8 dataset waits for batches: host (pinned, for a GPU) or device.
-    preload: str = "host"
+    # Where the whole uint8 dataset waits for batches.
+    preload: Preload = Preload.host
     # Batch-wise augmentation of the training images, on the device (off by default).
     augment: AugmentConfig = field(default_factory=AugmentConfig)
 
 
 @dataclass
 class TorchvisionDatasetConfig(DatasetConfig):
+    # Where torchvision finds (or, with download, fetches) the files; relative to the working
+    # directory.
     root: str = "data"
     download: bool = False
 
 
 @dataclass
 class SyntheticDatasetConfig(DatasetConfig):
+    channels: int = 3
+    image_size: int = 32
+    num_classes: int = 10
     train_size: int = 2048
     test_size: int = 512
     # Seed of the generated images, separate from the training seed so they stay fixed.
@@ -82,15 +121,16 @@ class SyntheticDatasetConfig(DatasetConfig):
 
 @dataclass
 class DeviceConfig:
-    # cpu | cuda | auto | dp | ddp (a torch-style "cuda:N" is read as cuda with index N)
-    name: str = MISSING
-    # With `cuda`: the GPU's index (null: the current CUDA device). `device=cuda:N` sets it.
+    name: DeviceName = MISSING
+    # With `cuda`: the GPU's index (null: the current one, or a free one in a parallel sweep).
+    # `device=cuda:N` sets it.
     index: int | None = None
-    # GPUs for `dp` (null: every visible GPU; batches go to the first), or for `ddp` (process
-    # with LOCAL_RANK r takes ids[r]; null: GPU r).
+    # GPUs for `dp` (null: every GPU; batches go to the first), or for `ddp` (the process with
+    # LOCAL_RANK r takes ids[r]; null: GPU r).
     ids: list[int] | None = None
-    # Sets CUDA_VISIBLE_DEVICES (in PCI bus order) before CUDA starts, e.g. [2, 3].
-    visible: list[str] | None = None
+    # The GPUs this process may use, e.g. [2, 3]: CUDA_VISIBLE_DEVICES before CUDA starts, the
+    # GPUs numbered from 0 after. Counted among those a scheduler's CUDA_VISIBLE_DEVICES allows.
+    visible: list[int] | None = None
     # With `ddp`: seconds before joining the processes, or any collective, gives up.
     timeout: float = 300.0
 
@@ -135,10 +175,9 @@ class TrainerConfig:
     checkpoint_every: int = 1
     # CPU threads torch may use (null: torch's default, one per core); 1 suits parallel sweeps.
     threads: int | None = None
-    # 32, bf16 (autocast) or fp16 (autocast with gradient scaling; CUDA only).
-    precision: str = "32"
+    precision: Precision = Precision.fp32
     # Model and input in channels-last memory format; null: on the CPU, where it measured much
-    # faster (bench/RESULTS.md), and off on GPUs, where it is not measured here.
+    # faster (docs/speed.md), and off on GPUs, where it is not measured here.
     channels_last: bool | None = None
     # torch.compile the model with this backend (e.g. inductor; null: eager).
     compile: str | None = None
@@ -153,7 +192,8 @@ class TrainerConfig:
 
 @dataclass
 class TrainSchema:
-    model: ModelConfig = MISSING
+    # Any: a model of the user's own may bring fields of its own (the shipped ones are typed).
+    model: Any = MISSING
     dataset: DatasetConfig = MISSING
     device: DeviceConfig = MISSING
     placement: PlacementConfig = MISSING
@@ -174,7 +214,25 @@ class EvalSchema:
     device: DeviceConfig = MISSING
     placement: PlacementConfig = MISSING
     batch_size: int = 256
+    # Stop after this many test batches (null: the whole test split).
     limit_batches: int | None = None
+
+
+# The schemas by the name an option's defaults list gives them (`/model_schema@_here_`).
+SCHEMAS: dict[str, type] = {
+    "train_schema": TrainSchema,
+    "eval_schema": EvalSchema,
+    "model_schema": ModelConfig,
+    "mlp_schema": MLPConfig,
+    "dataset_schema": DatasetConfig,
+    "torchvision_dataset_schema": TorchvisionDatasetConfig,
+    "synthetic_dataset_schema": SyntheticDatasetConfig,
+    "device_schema": DeviceConfig,
+    "placement_schema": PlacementConfig,
+    "sgd_schema": SGDConfig,
+    "adam_schema": AdamConfig,
+    "trainer_schema": TrainerConfig,
+}
 
 
 def register_configs(started: datetime, tag: str) -> None:
@@ -185,24 +243,10 @@ def register_configs(started: datetime, tag: str) -> None:
     """
     store = ConfigStore.instance()
     # Outside any group, so they are not offered as options (`--help` lists groups).
-    schemas = {
-        "train_schema": TrainSchema,
-        "eval_schema": EvalSchema,
-        "model_schema": ModelConfig,
-        "mlp_schema": MLPConfig,
-        "dataset_schema": DatasetConfig,
-        "torchvision_dataset_schema": TorchvisionDatasetConfig,
-        "synthetic_dataset_schema": SyntheticDatasetConfig,
-        "device_schema": DeviceConfig,
-        "placement_schema": PlacementConfig,
-        "sgd_schema": SGDConfig,
-        "adam_schema": AdamConfig,
-        "trainer_schema": TrainerConfig,
-    }
-    for name, node in schemas.items():
+    for name, node in SCHEMAS.items():
         store.store(name=name, node=node)
     for index in range(CUDA_OPTIONS):
-        store.store(group="device", name=f"cuda:{index}", node=DeviceConfig("cuda", index))
+        store.store(group="device", name=f"cuda:{index}", node=DeviceConfig(DeviceName.cuda, index))
     OmegaConf.register_new_resolver("started", started.strftime, replace=True)
     OmegaConf.register_new_resolver("unique", lambda: tag, replace=True)
     OmegaConf.register_new_resolver("sweep_job", job_folder_name, replace=True)
@@ -218,8 +262,7 @@ def build(node: DictConfig, **kwargs: Any) -> Any:
 
     An error raised by the target itself comes out as it was raised, not wrapped by Hydra.
     """
-    fields = OmegaConf.to_container(node, resolve=True)
-    assert isinstance(fields, dict)
+    fields = plain(node)
     fields.pop("name", None)
     try:
         return instantiate(fields, **kwargs)
@@ -229,22 +272,94 @@ def build(node: DictConfig, **kwargs: Any) -> Any:
         raise error.__cause__ from None
 
 
-def check_trainer(trainer: TrainerConfig, processes: int = 1) -> None:
-    """Refuse trainer settings that cannot run, naming the field and what it needs.
+def plain(node: DictConfig) -> dict[str, Any]:
+    """A config as plain data (Enums as their names), for JSON, checkpoints and instantiate."""
+    container = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+    assert isinstance(container, dict)
+    return container
 
-    `trainer.batch_size` is the global batch: the `processes` of a distributed run share it.
+
+def validate(cfg: DictConfig, processes: int = 1) -> None:
+    """Refuse, in one line naming the key and what is valid, what composing let through.
+
+    Shared by training and evaluation configs (a section a config lacks is skipped);
+    `trainer.batch_size` is the global batch, shared by the `processes` of a distributed run.
     """
-    for key in ("epochs", "batch_size", "log_interval", "checkpoint_every"):
-        if getattr(trainer, key) < 1:
+    _refuse_unknown_keys(cfg, "")
+    if "trainer" in cfg:
+        trainer = cfg.trainer
+        _at_least_one(
+            "trainer", trainer, "epochs", "batch_size", "log_interval", "checkpoint_every"
+        )
+        _at_least_one_or_null(
+            "trainer", trainer, "threads", "limit_train_batches", "limit_eval_batches"
+        )
+        if trainer.compile and cfg.device.name == DeviceName.dp:
             raise ExperimentError(
-                f"trainer.{key}={getattr(trainer, key)} must be a whole number >= 1"
+                f"trainer.compile={trainer.compile} cannot compile device=dp's DataParallel (it "
+                "copies the model to every GPU at every step); use device=ddp"
             )
-    for key in ("threads", "limit_train_batches", "limit_eval_batches"):
-        limit = getattr(trainer, key)
-        if limit is not None and limit < 1:
-            raise ExperimentError(f"trainer.{key}={limit} must be >= 1, or null")
-    if trainer.batch_size % processes:
+        if trainer.batch_size % processes:
+            raise ExperimentError(
+                f"trainer.batch_size={trainer.batch_size} is the batch of all {processes} "
+                f"processes together; make it a multiple of {processes}"
+            )
+    if "limit_batches" in cfg:
+        _at_least_one("", cfg, "batch_size")
+        _at_least_one_or_null("", cfg, "limit_batches")
+    if cfg.get("dataset") is not None:
+        _check_dataset(cfg.dataset)
+    visible = cfg.device.visible or []
+    if any(gpu < 0 for gpu in visible):
         raise ExperimentError(
-            f"trainer.batch_size={trainer.batch_size} is the batch of all {processes} processes "
-            f"together; make it a multiple of {processes}"
+            f"device.visible={list(visible)} names a negative GPU; GPUs are numbered from 0"
+        )
+
+
+def _refuse_unknown_keys(node: DictConfig, path: str) -> None:
+    """Hydra lets `+section.key=value` append a key to any section; refuse one its schema lacks."""
+    schema = OmegaConf.get_type(node)
+    if not dataclasses.is_dataclass(schema):
+        return  # a free-form section (a data source's arguments, a model of the user's own)
+    known = [entry.name for entry in dataclasses.fields(schema)]
+    for key in node:
+        name = f"{path}.{key}" if path else str(key)
+        if key not in known:
+            section = f"'{path}'" if path else "the config"
+            raise ExperimentError(
+                f"+{name}: {section} has no key '{key}'; its keys are {', '.join(known)}"
+            )
+        if not OmegaConf.is_missing(node, key) and isinstance(node[key], DictConfig):
+            _refuse_unknown_keys(node[key], name)
+
+
+def _at_least_one(section: str, node: DictConfig, *keys: str) -> None:
+    for key in keys:
+        if node[key] < 1:
+            name = f"{section}.{key}" if section else key
+            raise ExperimentError(f"{name}={node[key]} must be a whole number >= 1")
+
+
+def _at_least_one_or_null(section: str, node: DictConfig, *keys: str) -> None:
+    for key in keys:
+        if node[key] is not None and node[key] < 1:
+            name = f"{section}.{key}" if section else key
+            raise ExperimentError(f"{name}={node[key]} must be >= 1, or null")
+
+
+def _check_dataset(dataset: DictConfig) -> None:
+    for key in ("mean", "std"):
+        values = list(dataset[key])
+        if len(values) not in (1, dataset.channels):
+            raise ExperimentError(
+                f"dataset.{key}={values} needs 1 or {dataset.channels} values (one per channel)"
+            )
+    if dataset.classes is not None and len(dataset.classes) != dataset.num_classes:
+        raise ExperimentError(
+            f"dataset.classes names {len(dataset.classes)} classes, "
+            f"but dataset.num_classes={dataset.num_classes}"
+        )
+    if dataset.augment.crop_padding < 0:
+        raise ExperimentError(
+            f"dataset.augment.crop_padding={dataset.augment.crop_padding} must be >= 0"
         )

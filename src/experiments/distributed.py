@@ -1,5 +1,7 @@
-"""Several processes training one model: DistributedDataParallel, launched by torchrun.
+"""Several devices training one model: DataParallel in one process, or DistributedDataParallel
+over processes launched by torchrun.
 
+    python train.py device=dp 'device.ids=[0,1]'                # one process, two GPUs
     torchrun --nproc-per-node=2 train.py device=ddp             # on 2 GPUs (NCCL), or CPUs (gloo)
     torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \\
              --rdzv-endpoint=node0:29500 --rdzv-id=run42 train.py device=ddp
@@ -7,7 +9,8 @@
 torchrun starts every process with RANK, LOCAL_RANK and WORLD_SIZE, and hosts a key-value store
 they all reach. Through it the processes agree, before Hydra starts, on when the run started and on
 its random tag, so they name the same run folder; and a process that fails leaves its reason there
-for the others, so the run's records say which process failed first and why.
+for the others, so the run's records say which process failed first and why. docs/distributed.md
+tells the whole story.
 """
 
 from __future__ import annotations
@@ -20,11 +23,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
+from torch import nn
 
 from experiments.errors import ExperimentError
+
+if TYPE_CHECKING:
+    from experiments.devices import DevicePlan
 
 STORE_TIMEOUT = timedelta(seconds=60)
 
@@ -34,8 +42,9 @@ class Stopped(Exception):
 
 
 @dataclass(frozen=True)
-class Processes:
-    """This process's place among the processes of one run (one process: rank 0 of 1)."""
+class ProcessGroup:
+    """The processes that train one model together, seen from one of them: its rank among them
+    (a lone process is rank 0 of 1)."""
 
     rank: int = 0
     world_size: int = 1
@@ -45,7 +54,7 @@ class Processes:
     torchrun: bool = False
 
     @classmethod
-    def from_env(cls) -> Processes:
+    def from_env(cls) -> ProcessGroup:
         env = os.environ
         if "WORLD_SIZE" not in env:
             return cls()
@@ -69,7 +78,50 @@ class Processes:
         return tensor
 
 
-ONE_PROCESS = Processes()
+ONE_PROCESS = ProcessGroup()
+
+
+def parallelize(
+    model: nn.Module, plan: DevicePlan, autocast_dtype: torch.dtype | None
+) -> nn.Module:
+    """Wrap the (already placed) model for several GPUs or processes, as the plan says."""
+    if plan.ids:
+        if autocast_dtype is not None:
+            # DataParallel's replicas run in threads of their own and re-enter autocast there
+            # without its dtype (so bf16 would run as fp16): each replica enters it itself.
+            model = AutocastForward(model, autocast_dtype)
+        return nn.DataParallel(model, device_ids=list(plan.ids), output_device=plan.index)
+    if plan.backend:
+        device_ids = [plan.index] if plan.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+    return model
+
+
+class AutocastForward(nn.Module):
+    """A module whose forward runs under CUDA autocast to `dtype`, in whatever thread calls it."""
+
+    def __init__(self, module: nn.Module, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.module = module
+        self.dtype = dtype
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cuda", dtype=self.dtype):
+            return self.module(*inputs)
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The model inside its DataParallel, DDP, autocast and torch.compile wrappers, whose
+    state_dict loads into a single-device model."""
+    while True:
+        if isinstance(
+            model, (nn.DataParallel, nn.parallel.DistributedDataParallel, AutocastForward)
+        ):
+            model = model.module
+        elif isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
+            model = model._orig_mod
+        else:
+            return model
 
 
 def _store() -> dist.TCPStore:
@@ -94,33 +146,33 @@ def _key(name: str) -> str:
     return f"experiments/{run}/{attempt}/{name}"
 
 
-def agree_on_start(processes: Processes, started: datetime, tag: str) -> tuple[datetime, str]:
+def agree_on_start(group: ProcessGroup, started: datetime, tag: str) -> tuple[datetime, str]:
     """The start time and random tag of process 0, for every process (they name the run folder)."""
-    if processes.world_size == 1:
+    if group.world_size == 1:
         return started, tag
     store = _store()
-    if processes.is_main:
+    if group.is_main:
         store.set(_key("start"), f"{started.isoformat()} {tag}")
     started_text, tag = store.get(_key("start")).decode().split(" ")
     return datetime.fromisoformat(started_text), tag
 
 
-def first_failure(processes: Processes, reason: str) -> str:
+def first_failure(group: ProcessGroup, reason: str) -> str:
     """Announce this process's failure to the others, and return the run's first failure: this
     one, or one another process announced before (which is then why this one failed too)."""
-    if processes.world_size == 1:
+    if group.world_size == 1:
         return reason
-    announced = f"process {processes.rank}: {reason}"
+    announced = f"process {group.rank}: {reason}"
     return _store().compare_set(_key("failure"), "", announced).decode()
 
 
-def start(processes: Processes, backend: str, device: torch.device, timeout: float) -> None:
+def start(group: ProcessGroup, backend: str, device: torch.device, timeout: float) -> None:
     """Join the process group; setup and every collective give up after `timeout` seconds."""
     signal.signal(signal.SIGTERM, _raise_stopped)
     dist.init_process_group(
         backend,
-        rank=processes.rank,
-        world_size=processes.world_size,
+        rank=group.rank,
+        world_size=group.world_size,
         timeout=timedelta(seconds=timeout),
         device_id=device if device.type == "cuda" else None,
     )

@@ -1,12 +1,14 @@
-"""What a run ran on and with, so a result can be traced to what produced it.
+"""What a job ran on and with, so a result can be traced to what produced it.
 
 Each run folder gets `environment.json` (the command line, host, CPU and GPUs, every installed
 package's version, the source's git commit) and, when the source had uncommitted changes,
-`git.diff` with them.
+`git.diff` with them; results.json gets the device actually used (`device_record`). These ask
+torch.cuda, so they come after the job has set which GPUs it sees (`experiments.process`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import shutil
@@ -15,13 +17,70 @@ import subprocess
 import sys
 from importlib.metadata import distributions, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from experiments.devices import cpu_name
+from experiments.devices import request_text
+
+if TYPE_CHECKING:
+    from experiments.config import DeviceConfig
+    from experiments.devices import DevicePlan
 
 SOURCE = Path(__file__).resolve().parent
+
+
+def write(run_dir: Path) -> None:
+    """environment.json, and git.diff when the source has uncommitted changes."""
+    (run_dir / "environment.json").write_text(json.dumps(environment(), indent=2) + "\n")
+    diff = git_diff()
+    if diff:
+        (run_dir / "git.diff").write_text(diff + "\n")
+
+
+def device_record(request: DeviceConfig, plan: DevicePlan) -> dict[str, Any]:
+    """The device asked for and the one actually used, for results.json: type, index, name, and
+    for a GPU its UUID (which tells identical GPUs apart); the DataParallel GPUs and the DDP
+    backend if any."""
+    record: dict[str, Any] = {
+        "requested": request_text(request),
+        "used": str(plan),
+        "type": plan.type,
+        "index": plan.index,
+    }
+    if plan.type == "cuda":
+        properties = torch.cuda.get_device_properties(plan.index)
+        record.update(name=properties.name, uuid=str(properties.uuid))
+    else:
+        record.update(name=cpu_name(), threads=torch.get_num_threads())
+    if plan.ids:
+        record["ids"] = list(plan.ids)
+    if plan.backend:
+        record["backend"] = plan.backend
+    if plan.reason:
+        record["reason"] = plan.reason
+    return record
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def torch_build() -> str:
+    """Which accelerator this torch was built for: "CUDA 12.4 build", "ROCm 6.2 build" or
+    "CPU-only build"."""
+    if torch.version.cuda:
+        return f"CUDA {torch.version.cuda} build"
+    if torch.version.hip:
+        return f"ROCm {torch.version.hip} build"
+    return "CPU-only build"
 
 
 def environment() -> dict[str, Any]:
@@ -38,6 +97,7 @@ def environment() -> dict[str, Any]:
         },
         "torch": torch.__version__,
         "cuda_build": torch.version.cuda,
+        "rocm_build": torch.version.hip,
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "gpus": _gpus(),
         "gpu_driver": _gpu_driver(),
@@ -71,6 +131,7 @@ def _gpus() -> list[dict[str, Any]]:
                 "name": properties.name,
                 "memory_gib": round(properties.total_memory / 2**30, 1),
                 "compute_capability": f"{properties.major}.{properties.minor}",
+                "uuid": str(properties.uuid),
             }
         )
     return gpus

@@ -13,45 +13,61 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from experiments import checkpoints, devices, loop, models, tuning
-from experiments import data as datasets
-from experiments.config import build
+from experiments import checkpoints, environment, job, loop, models, process
+from experiments.batches import Batches
+from experiments.config import build, validate
+from experiments.devices import DevicePlan, request_text
+from experiments.distributed import ONE_PROCESS
 from experiments.errors import ExperimentError
-from experiments.records import Results, per_class_text, shown
+from experiments.placement import audit
+from experiments.results import Results, display_path, per_class_text
+from experiments.sweep import FreeGpus
 
 log = logging.getLogger("experiments")
 
 
-def evaluate(cfg: DictConfig, run_dir: Path) -> float:
+def evaluate(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float:
     """Evaluate the checkpoint `cfg.ckpt` names; returns its test accuracy."""
     if OmegaConf.is_missing(cfg, "ckpt"):
         raise ExperimentError("ckpt is required: python eval.py ckpt=<run folder or checkpoint>")
     path = checkpoints.find(cfg.ckpt)
-    fields = {"kind": "evaluation", "checkpoint": str(path.resolve())}
+    fields = {
+        "kind": "evaluation",
+        "checkpoint": str(path.resolve()),
+        "device": {"requested": request_text(cfg.device)},
+    }
     with Results(run_dir, fields) as results:
-        if cfg.batch_size < 1:
-            raise ExperimentError(f"batch_size={cfg.batch_size} must be a whole number >= 1")
-        if cfg.limit_batches is not None and cfg.limit_batches < 1:
-            raise ExperimentError(f"limit_batches={cfg.limit_batches} must be >= 1, or null")
-        plan = devices.resolve(cfg.device, devices.Machine.detect())
-        devices.select(plan)
-        results.fields["device"] = {"requested": devices.requested(cfg.device)}
-        results.fields["device"].update(devices.describe(plan))
+        validate(cfg)
+        process.apply(cfg.device.visible, threads=None, deterministic=False)
+        plan = job.prepare_device(cfg.device, ONE_PROCESS, free_gpus)
+        results.add(device=environment.device_record(cfg.device, plan))
         state = checkpoints.load(path, map_location=plan.device)
         trained = OmegaConf.create(state["config"])
-        data = datasets.load(cfg.dataset if cfg.dataset is not None else trained.dataset)
+        placement = build(cfg.placement, device=plan.device)
+        data = job.load_data(cfg.dataset if cfg.dataset is not None else trained.dataset, placement)
 
         model = models.build_for(trained.model, data.shape, len(data.classes), data.name)
         model.load_state_dict(state["model"])
-        placement = build(cfg.placement, device=plan.device)
-        model = placement.module(model)
+        model = job.place_model(model, placement, plan)
         loss_fn = placement.module(nn.CrossEntropyLoss())
-        test_batches = datasets.Batches(
-            data.test, cfg.batch_size, data, placement, limit=cfg.limit_batches
+        test_batches = Batches(
+            data.test,
+            batch_size=cfg.batch_size,
+            mean=data.mean,
+            std=data.std,
+            placement=placement,
+            limit=cfg.limit_batches,
         )
-        devices.audit(model, loss_fn, next(iter(test_batches)), plan)
-        precision = tuning.Precision("32", plan.device)
-        evaluation = loop.evaluate(model, loss_fn, precision, test_batches, len(data.classes))
+        audit(model, loss_fn, next(iter(test_batches)), plan)
+        evaluation = loop.evaluate(
+            model=model,
+            loss_fn=loss_fn,
+            autocast_dtype=None,
+            batches=test_batches,
+            device=plan.device,
+            group=ONE_PROCESS,
+            num_classes=len(data.classes),
+        )
         outcome = results.finish(
             "completed",
             None,
@@ -69,7 +85,7 @@ def evaluate(cfg: DictConfig, run_dir: Path) -> float:
     return evaluation.accuracy
 
 
-def _log_outcome(outcome: dict[str, Any], plan: devices.DevicePlan, run_dir: Path) -> None:
+def _log_outcome(outcome: dict[str, Any], plan: DevicePlan, run_dir: Path) -> None:
     log.info("test accuracy per class: %s", per_class_text(outcome["class_accuracy"]))
     log.info(
         "evaluated %s (%d epochs on %s) on %s: test accuracy %.1f%%, test loss %.4f, "
@@ -82,5 +98,5 @@ def _log_outcome(outcome: dict[str, Any], plan: devices.DevicePlan, run_dir: Pat
         outcome["test_loss"],
         outcome["test_images"],
         plan,
-        shown(run_dir),
+        display_path(run_dir),
     )

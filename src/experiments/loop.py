@@ -14,16 +14,16 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from experiments.data import Batches
+from experiments.batches import Batches
+from experiments.distributed import ProcessGroup
 from experiments.measure import DeviceTimer
-from experiments.tuning import Precision
 
 # Called every log interval with (step within the epoch, mean loss since the last call, images/s).
 StepLogger = Callable[[int, float, float], None]
 
 
 @dataclass
-class Training:
+class TrainingResult:
     """One epoch of training, and where its time went."""
 
     loss: float  # mean over the epoch's images
@@ -39,7 +39,7 @@ class Training:
 
 
 @dataclass
-class Evaluation:
+class EvaluationResult:
     loss: float  # mean over the images
     accuracy: float  # fraction correct
     class_accuracy: list[float | None]  # per class; None for a class with no images
@@ -47,20 +47,26 @@ class Evaluation:
 
 
 def train_epoch(
+    *,
     model: nn.Module,
     loss_fn: nn.Module,
     optimizer: torch.optim.Optimizer,
-    precision: Precision,
+    scaler: torch.amp.GradScaler,
+    autocast_dtype: torch.dtype | None,
     batches: Batches,
+    device: torch.device,
+    group: ProcessGroup,
     log_interval: int,
     log_step: StepLogger,
     description: str,
-) -> Training:
-    """One pass of optimizer steps over `batches`; losses and speeds count every process."""
+) -> TrainingResult:
+    """One pass of optimizer steps over `batches`; losses and speeds count every process.
+
+    `autocast_dtype` (None: fp32) is what the forward pass and the loss run in; `scaler` scales
+    the loss for fp16 and passes it through otherwise."""
     model.train()
-    processes = batches.processes
-    compute = DeviceTimer(batches.placement.device)
-    interval_loss = batches.placement.tensor(torch.zeros(()))  # summed over the images
+    compute = DeviceTimer(device)
+    interval_loss = torch.zeros((), device=device)  # summed over the images
     epoch_loss = 0.0
     interval_first = 0
     started = interval_started = time.perf_counter()
@@ -69,20 +75,22 @@ def train_epoch(
         desc=description,
         unit="batch",
         leave=False,
-        disable=None if processes.is_main else True,
+        disable=None if group.is_main else True,
     )
     for step, (images, labels) in enumerate(progress, start=1):
         span = compute.start()
         optimizer.zero_grad(set_to_none=True)
-        with precision.autocast():
+        with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
             loss = loss_fn(model(images), labels)
-        precision.step(loss, optimizer)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
         compute.stop(span)
 
         interval_loss.add_(loss.detach(), alpha=len(labels))
         if step % log_interval == 0 or step == len(batches):
             images_seen = sum(batches.sizes[interval_first:step])
-            interval_total = processes.sum(interval_loss).item()  # waits for the device
+            interval_total = group.sum(interval_loss).item()  # waits for the device
             epoch_loss += interval_total
             mean_loss = interval_total / images_seen
             now = time.perf_counter()
@@ -95,37 +103,39 @@ def train_epoch(
     seconds = time.perf_counter() - started
     images = batches.count_images()
     waited, copying = batches.times()
-    return Training(epoch_loss / images, images, seconds, waited, copying, compute.take())
+    return TrainingResult(epoch_loss / images, images, seconds, waited, copying, compute.take())
 
 
 @torch.no_grad()
 def evaluate(
+    *,
     model: nn.Module,
     loss_fn: nn.Module,
-    precision: Precision,
+    autocast_dtype: torch.dtype | None,
     batches: Batches,
+    device: torch.device,
+    group: ProcessGroup,
     num_classes: int,
-) -> Evaluation:
+) -> EvaluationResult:
     """Loss and accuracy (overall and per class) over `batches`, counting every process."""
     model.eval()
     started = time.perf_counter()
-    loss_sum = batches.placement.tensor(torch.zeros(()))
-    seen = batches.placement.tensor(torch.zeros(num_classes, dtype=torch.int64))
+    loss_sum = torch.zeros((), device=device)
+    seen = torch.zeros(num_classes, dtype=torch.int64, device=device)
     correct = torch.zeros_like(seen)
     for images, labels in batches:
-        with precision.autocast():
+        with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
             outputs = model(images)
             loss_sum += loss_fn(outputs, labels).float() * len(labels)
         per_class = nn.functional.one_hot(labels, num_classes)
         seen += per_class.sum(0)
         correct += (per_class * (outputs.argmax(1) == labels).unsqueeze(1)).sum(0)
     batches.times()  # evaluation's waits are part of its seconds
-    processes = batches.processes
-    seen_list = processes.sum(seen).tolist()
-    correct_list = processes.sum(correct).tolist()
+    seen_list = group.sum(seen).tolist()
+    correct_list = group.sum(correct).tolist()
     images = sum(seen_list)
-    return Evaluation(
-        loss=processes.sum(loss_sum).item() / images,
+    return EvaluationResult(
+        loss=group.sum(loss_sum).item() / images,
         accuracy=sum(correct_list) / images,
         class_accuracy=[c / n if n else None for c, n in zip(correct_list, seen_list, strict=True)],
         seconds=time.perf_counter() - started,

@@ -1,16 +1,23 @@
-"""How model, loss module and batches get onto the device: the tutorials' two methods.
+"""How model, loss module and batches get onto the device - the tutorials' two methods - and the
+audit that checks they all got there.
 
-Both put every tensor in the same place, so for the same seed on the same device they give the same
-numbers; a sweep over `placement` measures whether the method itself costs anything.
+Both methods put every tensor in the same place, so for the same seed on the same device they give
+the same numbers; a sweep over `placement` measures whether the method itself costs anything.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TypeVar
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 from torch import nn
+
+from experiments.errors import ExperimentError
+
+if TYPE_CHECKING:
+    from experiments.devices import DevicePlan
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
@@ -50,3 +57,28 @@ class CudaCall(Placement):
         if self.device.type == "cuda":
             return tensor.cuda(self.device.index, non_blocking=True)
         return tensor.cpu()
+
+
+def audit(
+    model: nn.Module, loss_fn: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], plan: DevicePlan
+) -> None:
+    """Before the first step: check that every parameter and buffer of the (wrapped) model and of
+    the loss module, and a batch, are on the plan's device; otherwise name the first that is not,
+    and both places (what would surface mid-step as "expected device cuda:0 but got cpu")."""
+    expected = plan.device
+    for name, tensor in _placed_tensors(model, loss_fn, batch):
+        if tensor.device != expected:
+            raise ExperimentError(
+                f"placement audit: {name} is on {tensor.device}, but device={plan} puts "
+                f"everything on {expected}"
+            )
+
+
+def _placed_tensors(
+    model: nn.Module, loss_fn: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
+) -> Iterator[tuple[str, torch.Tensor]]:
+    for owner, module in (("model", model), ("loss", loss_fn)):
+        yield from ((f"{owner} parameter {n}", t) for n, t in module.named_parameters())
+        yield from ((f"{owner} buffer {n}", t) for n, t in module.named_buffers())
+    yield "batch images", batch[0]
+    yield "batch labels", batch[1]

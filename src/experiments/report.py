@@ -3,6 +3,8 @@
     python -m experiments.report outputs/2026-11-22/10-00-00_ab12cd34    # a sweep, or one run
     python -m experiments.report outputs                                 # everything
 
+(The command line is `experiments.cli.report_main`.)
+
 Every multirun writes it into its sweep folder at the end (`experiments.sweep.SweepReport`). A run
 folder is any folder with a `.hydra/` snapshot; runs still going, killed, or without results are
 listed as such, not left out.
@@ -22,29 +24,52 @@ import json
 import os
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
+Row = dict[str, Any]
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of summary.csv, summary.md and the console table: the row's `key`, its header,
+    and how a value looks (the console leaves out the reasons, listed beneath it instead)."""
+
+    key: str
+    header: str
+    show: Callable[[Any], str] = str
+    in_console: bool = True
+
+    def cell(self, row: Row) -> str:
+        value = row[self.key]
+        return "" if value is None else self.show(value)
+
+
 COLUMNS = [
-    "run",
-    "model",
-    "dataset",
-    "device",
-    "placement",
-    "status",
-    "reason",
-    "best_test_accuracy",
-    "final_test_accuracy",
-    "train_images_per_second",
-    "seconds_per_epoch",
-    "peak_host_memory_mb",
-    "peak_cuda_memory_mb",
-    "wait_share",
-    "copy_share",
-    "compute_share",
+    Column("run", "run"),
+    Column("model", "model"),
+    Column("dataset", "dataset"),
+    Column("device", "device"),
+    Column("placement", "placement"),
+    Column("status", "status"),
+    Column("reason", "reason", in_console=False),
+    Column("best_test_accuracy", "best acc", _percent),
+    Column("final_test_accuracy", "final acc", _percent),
+    Column("train_images_per_second", "train img/s", "{:,.0f}".format),
+    Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
+    Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
+    Column("peak_cuda_memory_mb", "cuda MiB", "{:,.0f}".format),
+    Column("wait_share", "data wait", _percent),
+    Column("copy_share", "copy to device", _percent),
+    Column("compute_share", "compute", _percent),
 ]
 
 
@@ -66,11 +91,11 @@ def _natural_key(path: Path) -> list[Any]:
     ]
 
 
-def describe(run_dir: Path, folder: Path) -> dict[str, Any]:
+def summary_row(run_dir: Path, folder: Path) -> Row:
     """One summary row for a run folder, from its results.json, or what its folder shows."""
     config = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
     history = epochs(run_dir)
-    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row: Row = dict.fromkeys(column.key for column in COLUMNS)
     row.update(
         run=str(run_dir.relative_to(folder)) if run_dir != folder else run_dir.name,
         model=OmegaConf.select(config, "model.name"),
@@ -83,11 +108,11 @@ def describe(run_dir: Path, folder: Path) -> dict[str, Any]:
     row["status"] = _status(results)
     row["reason"] = results.get("reason")
     if "device" in results:
-        row["device"] = _device_label(results["device"])
-    for key in ("best_test_accuracy", "final_test_accuracy", "train_images_per_second"):
-        row[key] = results.get(key)
-    for key in ("peak_host_memory_mb", "peak_cuda_memory_mb", *COLUMNS[-3:]):
-        row[key] = results.get(key)
+        device = results["device"]
+        row["device"] = device.get("used", device.get("requested"))
+    for key in row:
+        if key in results and key not in ("model", "dataset", "device", "placement", "status"):
+            row[key] = results[key]
     if history:
         accuracies = [epoch["test_accuracy"] for epoch in history]
         row["best_test_accuracy"] = row["best_test_accuracy"] or max(accuracies)
@@ -115,14 +140,6 @@ def _status(results: dict[str, Any]) -> str:
     return "running"
 
 
-def _device_label(device: dict[str, Any]) -> str:
-    if "type" not in device:
-        return device.get("requested", "")
-    if device.get("ids"):
-        return "dp:" + "+".join(map(str, device["ids"]))
-    return device["type"] if device.get("index") is None else f"{device['type']}:{device['index']}"
-
-
 def epochs(run_dir: Path) -> list[dict[str, Any]]:
     """The epoch rows of a run's metrics.jsonl (none if it has not finished an epoch)."""
     path = run_dir / "metrics.jsonl"
@@ -135,9 +152,9 @@ def epochs(run_dir: Path) -> list[dict[str, Any]]:
 def write_report(folder: Path) -> list[dict[str, Any]]:
     """Write summary.csv, summary.md and the plots into `folder`; return the rows."""
     runs = find_runs(folder)
-    rows = [describe(run, folder) for run in runs]
+    rows = [summary_row(run, folder) for run in runs]
     with open(folder / "summary.csv", "w", newline="", encoding="utf-8") as file:
-        writer = csv.DictWriter(file, fieldnames=COLUMNS)
+        writer = csv.DictWriter(file, fieldnames=[column.key for column in COLUMNS])
         writer.writeheader()
         writer.writerows(rows)
     (folder / "summary.md").write_text(markdown(rows), encoding="utf-8")
@@ -145,54 +162,22 @@ def write_report(folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _cells(row: dict[str, Any], reasons: bool = True) -> list[str]:
-    status = f"{row['status']}: {row['reason']}" if reasons and row["reason"] else row["status"]
-    return [
-        row["run"],
-        row["model"] or "",
-        row["dataset"] or "",
-        row["device"] or "",
-        row["placement"] or "",
-        status,
-        _percent(row["best_test_accuracy"]),
-        _percent(row["final_test_accuracy"]),
-        _number(row["train_images_per_second"], "{:,.0f}"),
-        _number(row["seconds_per_epoch"], "{:.2f}"),
-        _memory(row),
-        _percent(row["wait_share"]),
-        _percent(row["copy_share"]),
-        _percent(row["compute_share"]),
-    ]
-
-
-HEADERS = [
-    "run",
-    "model",
-    "dataset",
-    "device",
-    "placement",
-    "status",
-    "best acc",
-    "final acc",
-    "train img/s",
-    "s/epoch",
-    "peak memory (MiB)",
-    "data wait",
-    "copy to device",
-    "compute",
-]
-
-
-def markdown(rows: Sequence[dict[str, Any]]) -> str:
-    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(_cells(row)) + " |" for row in rows]
+def markdown(rows: Sequence[Row]) -> str:
+    lines = ["| " + " | ".join(column.header for column in COLUMNS) + " |"]
+    lines.append("|" + "---|" * len(COLUMNS))
+    lines += ["| " + " | ".join(column.cell(row) for column in COLUMNS) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
-def table(rows: Sequence[dict[str, Any]], folder: Path) -> str:
-    """A plain-text table for the console: a count by status, the runs, then why any failed."""
-    body = [HEADERS, *(_cells(row, reasons=False) for row in rows)]
-    widths = [max(len(line[i]) for line in body) for i in range(len(HEADERS))]
+def table(rows: Sequence[Row], folder: Path) -> str:
+    """A plain-text table for the console: a count by status, the runs, then why any failed.
+    Columns empty in every row (CUDA memory on the CPU) are left out."""
+    shown = [
+        column for column in COLUMNS if column.in_console and any(column.cell(row) for row in rows)
+    ]
+    body = [[column.header for column in shown]]
+    body += [[column.cell(row) for column in shown] for row in rows]
+    widths = [max(len(line[i]) for line in body) for i in range(len(shown))]
     lines = [
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
         for line in body
@@ -203,20 +188,6 @@ def table(rows: Sequence[dict[str, Any]], folder: Path) -> str:
     tally = ", ".join(f"{count} {status}" for status, count in counts.items())
     reasons = [f"{row['run']}: {row['reason']}" for row in rows if row["reason"]]
     return "\n".join([f"{len(rows)} run(s) in {folder}: {tally}", *lines, *reasons])
-
-
-def _percent(value: float | None) -> str:
-    return "" if value is None else f"{100 * value:.1f}%"
-
-
-def _number(value: float | None, template: str) -> str:
-    return "" if value is None else template.format(value)
-
-
-def _memory(row: dict[str, Any]) -> str:
-    host = _number(row["peak_host_memory_mb"], "{:,.0f}")
-    cuda = _number(row["peak_cuda_memory_mb"], "{:,.0f}")
-    return f"{host} host, {cuda} cuda" if cuda else host
 
 
 def _plot(folder: Path, runs: Sequence[Path], rows: Sequence[dict[str, Any]]) -> None:
@@ -293,27 +264,7 @@ def _curves_figure(plt: Any, histories: Sequence[tuple[str, list[dict[str, Any]]
     return figure
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if len(arguments) != 1 or arguments[0] in ("-h", "--help"):
-        print(__doc__.strip().splitlines()[0], file=sys.stderr)
-        print("usage: python -m experiments.report <folder of runs>", file=sys.stderr)
-        return 2
-    folder = Path(arguments[0])
-    if not folder.is_dir():
-        print(
-            f"Error: {folder} is not a folder; give a run or sweep folder, or outputs/",
-            file=sys.stderr,
-        )
-        return 1
-    if not find_runs(folder):
-        print(f"Error: no runs in {folder} (a run folder has a .hydra/ snapshot)", file=sys.stderr)
-        return 1
-    rows = write_report(folder)
-    print(table(rows, folder), file=sys.stderr)
-    print(f"report: {folder}/summary.csv, summary.md, throughput.png, curves.png", file=sys.stderr)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from experiments.cli import report_main
+
+    sys.exit(report_main())

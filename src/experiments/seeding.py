@@ -1,22 +1,19 @@
 """Every source of randomness a run draws from: seeded at the start, saved in each checkpoint, and
 put back on resume, so a run repeats itself exactly on the same machine.
 
-The sources: Python's `random`, NumPy's global generator, torch's CPU and CUDA generators (weights,
-any random layer), and the generator that shuffles the training batches. There are no DataLoader
-workers: batches are cut from tensors in the training process.
+The sources: Python's `random`, NumPy's global generator, torch's CPU generator and the generators
+of the GPUs the run computes on (weights, any random layer), and the generator that shuffles the
+training batches. There are no DataLoader workers: batches are cut from tensors in the training
+process.
 """
 
 from __future__ import annotations
 
-import os
 import random
 from typing import Any
 
 import numpy as np
 import torch
-
-# cuBLAS needs a fixed workspace to be deterministic; it reads this when CUDA starts.
-CUBLAS_WORKSPACE = ":4096:8"
 
 
 def seed_everything(seed: int) -> None:
@@ -25,16 +22,13 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)  # every CUDA device too
 
 
-def make_deterministic() -> None:
-    """Ask torch for deterministic algorithms only (an error names any op that has none)."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
-    torch.use_deterministic_algorithms(True)
-    torch.backends.cudnn.benchmark = False
-    torch.backends.cudnn.deterministic = True
+def capture(shuffle: torch.Generator, gpus: tuple[int, ...] = ()) -> dict[str, Any]:
+    """The state of every generator the run draws from, `gpus` being the GPUs it computes on, as
+    tensors and plain data (loadable with weights_only).
 
-
-def capture(shuffle: torch.Generator) -> dict[str, Any]:
-    """The state of every generator, as tensors and plain data (loadable with weights_only)."""
+    Only those GPUs' states are saved, in the run's order, not every visible GPU's: a resumed run
+    may see fewer GPUs, or run on another one (a run moved from cuda:1 to cuda:0 continues with
+    the state cuda:1 had)."""
     kind, keys, position, has_gauss, cached_gaussian = np.random.get_state()
     state: dict[str, Any] = {
         "python": random.getstate(),
@@ -48,13 +42,14 @@ def capture(shuffle: torch.Generator) -> dict[str, Any]:
         "torch": torch.get_rng_state(),
         "shuffle": shuffle.get_state(),
     }
-    if torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    if gpus:
+        state["cuda"] = [torch.cuda.get_rng_state(index) for index in gpus]
     return state
 
 
-def restore(state: dict[str, Any], shuffle: torch.Generator) -> None:
-    """Put every generator back as `capture` found it."""
+def restore(state: dict[str, Any], shuffle: torch.Generator, gpus: tuple[int, ...] = ()) -> None:
+    """Put every generator back as `capture` found it; the saved GPU states go to `gpus`, the
+    GPUs of the resumed run, in order."""
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     numpy = state["numpy"]
@@ -69,5 +64,5 @@ def restore(state: dict[str, Any], shuffle: torch.Generator) -> None:
     )
     torch.set_rng_state(state["torch"])
     shuffle.set_state(state["shuffle"])
-    if "cuda" in state:
-        torch.cuda.set_rng_state_all(state["cuda"])
+    for saved, index in zip(state.get("cuda", []), gpus, strict=False):
+        torch.cuda.set_rng_state(saved, index)

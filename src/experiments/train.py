@@ -1,4 +1,5 @@
-"""The story of one run: check the request, load the data, build, train, evaluate, record.
+"""The story of one run: check the config, set up the process and the device, load the data,
+build, train and evaluate epoch by epoch, record.
 
 `experiments.cli` calls `train` with the config Hydra composed and the run folder it made.
 """
@@ -14,165 +15,177 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
-from experiments import checkpoints, devices, distributed, loop, measure, models, seeding, tuning
-from experiments import data as datasets
-from experiments.config import build, check_trainer
-from experiments.errors import ExperimentError
-from experiments.placement import Placement
-from experiments.records import RunRecord, per_class_text, shown
+from experiments import (
+    checkpoints,
+    environment,
+    job,
+    loop,
+    measure,
+    models,
+    process,
+    seeding,
+    speed,
+)
+from experiments.batches import Augment, Batches
+from experiments.config import build, plain, validate
+from experiments.devices import DevicePlan
+from experiments.distributed import ProcessGroup, teardown, unwrap
+from experiments.metrics import Metrics
+from experiments.placement import audit
+from experiments.results import (
+    Results,
+    display_path,
+    per_class_text,
+    training_fields,
+    training_summary,
+)
+from experiments.sweep import FreeGpus
 
 log = logging.getLogger("experiments")
 
 
-def train(cfg: DictConfig, run_dir: Path, job_slot: int | None = None) -> float:
-    """Train as `cfg` says, recording everything in `run_dir`; returns the best test accuracy.
+def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float:
+    """Train as `cfg` says, recording everything in `run_dir`; returns the best test accuracy
+    (what a hyperparameter search maximizes).
 
-    `job_slot` is the job's number when sweep jobs run side by side; it spreads them over the GPUs.
-    Under torchrun, every process runs this; process 0 writes the records.
+    `free_gpus` hands out GPUs when sweep jobs run side by side. Under torchrun, every process
+    runs this; process 0 writes the records.
     """
     trainer = cfg.trainer
-    processes = distributed.Processes.from_env()
-    resumed = _checkpoint_to_resume(cfg) if cfg.resume else None
-    # The process group (if any) is left last, after the records are written.
-    with distributed.teardown(), RunRecord(run_dir, cfg, processes) as record:
-        check_trainer(trainer, processes.world_size)
-        datasets.check_options(cfg.dataset)
+    group = ProcessGroup.from_env()
+    resumed = checkpoints.to_resume(cfg.resume, trainer.epochs) if cfg.resume else None
+    # The process group, if any, is left last, after the records are written.
+    with (
+        teardown(),
+        Results(run_dir, training_fields(cfg, group), group) as results,
+        Metrics(run_dir, writes=group.is_main) as metrics,
+    ):
+        validate(cfg, group.world_size)
+        process.apply(cfg.device.visible, trainer.threads, trainer.deterministic)
+        results.add(deterministic=torch.are_deterministic_algorithms_enabled())
+        if group.is_main:
+            environment.write(run_dir)
         if trainer.keep_freed_memory:
-            record.fields["keep_freed_memory"] = tuning.keep_freed_memory()
-        plan = _prepare_device(cfg, processes, job_slot)
-        record.device(devices.describe(plan))
-        precision = tuning.Precision(trainer.precision, plan.device)
-        channels_last = tuning.channels_last(trainer.channels_last, plan.device)
-        record.fields["channels_last"] = channels_last
-        placement = build(cfg.placement, device=plan.device)
+            results.add(keep_freed_memory=speed.keep_freed_memory())
+        plan = job.prepare_device(cfg.device, group, free_gpus)
+        device = plan.device
+        results.add(device=environment.device_record(cfg.device, plan))
+        autocast_dtype, scaler = speed.precision(trainer.precision, device)
+        if note := speed.emulated_bf16(trainer.precision, plan):
+            log.warning(note)
+            results.add(precision_note=note)
+        channels_last = speed.channels_last(trainer.channels_last, device)
+        results.add(channels_last=channels_last)
+        placement = build(cfg.placement, device=device)
+        data = job.load_data(cfg.dataset, placement)
 
-        data = datasets.load(cfg.dataset)
-        if cfg.dataset.preload == "device":
-            data = datasets.preload(data, placement)
         seeding.seed_everything(trainer.seed)  # the same weights on every device and placement
-        model = _build_model(cfg, data, placement, plan, channels_last)
+        model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
+        model = job.place_model(
+            model,
+            placement,
+            plan,
+            channels_last=channels_last,
+            autocast_dtype=autocast_dtype,
+            compile_backend=trainer.compile,
+        )
         loss_fn = placement.module(nn.CrossEntropyLoss())
         optimizer = build(cfg.optimizer)(model.parameters())
 
         # The same shuffle (and augmentation) in every process; each takes its share of a batch.
         shuffle = torch.Generator().manual_seed(trainer.seed)
-        augment = datasets.Augment(**cfg.dataset.augment, generator=shuffle)
         batches = partial(
-            datasets.Batches,
+            Batches,
             batch_size=trainer.batch_size,
-            data=data,
+            mean=data.mean,
+            std=data.std,
             placement=placement,
-            processes=processes,
+            group=group,
             channels_last=channels_last,
         )
+        augment = Augment(**cfg.dataset.augment, generator=shuffle)
         train_batches = batches(
             data.train, shuffle=shuffle, limit=trainer.limit_train_batches, augment=augment
         )
         test_batches = batches(data.test, limit=trainer.limit_eval_batches)
-        devices.audit(model, loss_fn, next(iter(test_batches)), plan)
+        audit(model, loss_fn, next(iter(test_batches)), plan)
 
-        first_epoch = 1
+        history: list[dict[str, Any]] = []
         if resumed is not None:
-            devices.unwrap(model).load_state_dict(resumed["model"])
+            unwrap(model).load_state_dict(resumed["model"])
             optimizer.load_state_dict(resumed["optimizer"])
-            seeding.restore(resumed["rng"], shuffle)
-            record.resume(resumed, len(train_batches))
-            first_epoch = resumed["epoch"] + 1
-            log.info("resuming %s after epoch %d", shown(Path(cfg.resume)), resumed["epoch"])
-        _log_start(cfg, data, train_batches, test_batches, plan, processes)
+            if resumed.get("scaler"):
+                scaler.load_state_dict(resumed["scaler"])
+            seeding.restore(resumed["rng"], shuffle, plan.gpus)
+            history = list(resumed["history"])
+            metrics.resume_after(resumed["epoch"], len(train_batches))
+            results.add(epochs_completed=resumed["epoch"], resumed_after_epochs=[resumed["epoch"]])
+            log.info("resuming %s after epoch %d", display_path(Path(cfg.resume)), resumed["epoch"])
+        _log_start(cfg, data.shape, train_batches, test_batches, plan, group)
 
-        for epoch in range(first_epoch, trainer.epochs + 1):
+        for epoch in range(len(history) + 1, trainer.epochs + 1):
             steps_before = (epoch - 1) * len(train_batches)
             training = loop.train_epoch(
-                model,
-                loss_fn,
-                optimizer,
-                precision,
-                train_batches,
-                trainer.log_interval,
-                partial(record.step, epoch, steps_before),
-                f"epoch {epoch}/{trainer.epochs}",
+                model=model,
+                loss_fn=loss_fn,
+                optimizer=optimizer,
+                scaler=scaler,
+                autocast_dtype=autocast_dtype,
+                batches=train_batches,
+                device=device,
+                group=group,
+                log_interval=trainer.log_interval,
+                log_step=partial(metrics.step, epoch, steps_before),
+                description=f"epoch {epoch}/{trainer.epochs}",
             )
-            evaluation = loop.evaluate(model, loss_fn, precision, test_batches, len(data.classes))
-            record.epoch(
-                epoch, steps_before + len(train_batches), training, evaluation, data.classes
+            evaluation = loop.evaluate(
+                model=model,
+                loss_fn=loss_fn,
+                autocast_dtype=autocast_dtype,
+                batches=test_batches,
+                device=device,
+                group=group,
+                num_classes=len(data.classes),
             )
-            if epoch % trainer.checkpoint_every == 0 or epoch == trainer.epochs:
-                record.checkpoint(devices.unwrap(model), optimizer, epoch, seeding.capture(shuffle))
+            steps = steps_before + len(train_batches)
+            history.append(metrics.epoch(epoch, steps, training, evaluation, data.classes))
+            results.add(epochs_completed=epoch)
+            if group.is_main and (epoch % trainer.checkpoint_every == 0 or epoch == trainer.epochs):
+                checkpoints.save(
+                    run_dir / checkpoints.LAST,
+                    model=unwrap(model),
+                    optimizer=optimizer,
+                    scaler=scaler,
+                    epoch=epoch,
+                    config=plain(cfg),
+                    history=history,
+                    rng=seeding.capture(shuffle, plan.gpus),
+                )
             _log_epoch(epoch, trainer.epochs, training, evaluation)
-        results = record.complete(measure.peak_memory_mb(plan.device))
-
-    _log_summary(results, plan, run_dir)
-    return results["best_test_accuracy"]
-
-
-def _build_model(
-    cfg: DictConfig,
-    data: datasets.ImageData,
-    placement: Placement,
-    plan: devices.DevicePlan,
-    channels_last: bool,
-) -> nn.Module:
-    """The model on its device, in its memory format, wrapped for several GPUs or processes,
-    and compiled, as the config asks."""
-    model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
-    model = placement.module(model)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    model = devices.parallelize(model, plan)
-    if cfg.trainer.compile:
-        model = torch.compile(model, backend=cfg.trainer.compile)
-    return model
-
-
-def _checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any]:
-    """The checkpoint `resume=` names, if it has epochs left to train (checked before the run's
-    records are touched, so a refused resume leaves them as they were)."""
-    checkpoint = checkpoints.load(checkpoints.find(cfg.resume))
-    if checkpoint["epoch"] >= cfg.trainer.epochs:
-        raise ExperimentError(
-            f"resume={cfg.resume} has trained {checkpoint['epoch']} epochs of "
-            f"trainer.epochs={cfg.trainer.epochs} already; ask for more with trainer.epochs=N"
+        summary = results.finish(
+            "completed", None, **training_summary(history), **measure.peak_memory_mb(device)
         )
-    return checkpoint
 
-
-def _prepare_device(
-    cfg: DictConfig, processes: distributed.Processes, job_slot: int | None
-) -> devices.DevicePlan:
-    """Threads, visible GPUs and deterministic algorithms first (before CUDA starts); then the
-    device for this process, and the process group when there are several."""
-    if cfg.trainer.threads is not None:
-        torch.set_num_threads(cfg.trainer.threads)
-    devices.set_visible(cfg.device.visible)
-    if cfg.trainer.deterministic:
-        seeding.make_deterministic()
-    plan = devices.resolve(cfg.device, devices.Machine.detect(), job_slot, processes)
-    devices.select(plan)
-    if plan.backend:
-        distributed.start(processes, plan.backend, plan.device, cfg.device.timeout)
-    chosen = f", chosen by device={cfg.device.name} because {plan.reason}" if plan.reason else ""
-    log.info("device: %s%s", plan, chosen)
-    measure.reset_peak_memory(plan.device)
-    return plan
+    _log_summary(summary, plan, run_dir)
+    return summary["best_test_accuracy"]
 
 
 def _log_start(
     cfg: DictConfig,
-    data: datasets.ImageData,
-    train_batches: datasets.Batches,
-    test_batches: datasets.Batches,
-    plan: devices.DevicePlan,
-    processes: distributed.Processes,
+    shape: tuple[int, int, int],
+    train_batches: Batches,
+    test_batches: Batches,
+    plan: DevicePlan,
+    group: ProcessGroup,
 ) -> None:
-    shared = f" over {processes.world_size} processes ({plan.backend})" if plan.backend else ""
+    shared = f" over {group.world_size} processes ({plan.backend})" if plan.backend else ""
     log.info(
         "training %s on %s (%d train / %d test images, %s) with %s placement, %s, batch %d%s",
         cfg.model.name,
-        data.name,
+        cfg.dataset.name,
         train_batches.count_images(),
         test_batches.count_images(),
-        "x".join(map(str, data.shape)),
+        "x".join(map(str, shape)),
         cfg.placement.name,
         cfg.optimizer.name,
         cfg.trainer.batch_size,
@@ -181,7 +194,7 @@ def _log_start(
 
 
 def _log_epoch(
-    epoch: int, epochs: int, training: loop.Training, evaluation: loop.Evaluation
+    epoch: int, epochs: int, training: loop.TrainingResult, evaluation: loop.EvaluationResult
 ) -> None:
     log.info(
         "epoch %d/%d: train loss %.4f, test loss %.4f, test accuracy %.1f%%, %s img/s, %.1f s",
@@ -195,17 +208,17 @@ def _log_epoch(
     )
 
 
-def _log_summary(results: dict[str, Any], plan: devices.DevicePlan, run_dir: Path) -> None:
-    log.info("test accuracy per class: %s", per_class_text(results["class_accuracy"]))
+def _log_summary(summary: dict[str, Any], plan: DevicePlan, run_dir: Path) -> None:
+    log.info("test accuracy per class: %s", per_class_text(summary["class_accuracy"]))
     log.info(
         "completed: test accuracy %.1f%% (best %.1f%% at epoch %d), %s img/s on %s, "
         "%d epoch(s) in %.1f s -> %s",
-        100 * results["final_test_accuracy"],
-        100 * results["best_test_accuracy"],
-        results["best_epoch"],
-        f"{results['train_images_per_second']:,.0f}",
+        100 * summary["final_test_accuracy"],
+        100 * summary["best_test_accuracy"],
+        summary["best_epoch"],
+        f"{summary['train_images_per_second']:,.0f}",
         plan,
-        results["epochs"],
-        results["total_seconds"],
-        shown(run_dir),
+        summary["epochs"],
+        summary["total_seconds"],
+        display_path(run_dir),
     )

@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from experiments import data
+from experiments import datasets as data
+from experiments.batches import Batches
+from experiments.config import validate
 from experiments.errors import ExperimentError
 from experiments.placement import ToDevice
 from helpers import compose_config
@@ -109,10 +111,10 @@ def test_load_checks_the_data_against_the_declared_shape() -> None:
     )
 
 
-def test_load_wants_one_mean_per_channel_or_one_for_all() -> None:
+def test_a_dataset_wants_one_mean_per_channel_or_one_for_all() -> None:
     cfg = compose_config("dataset.mean=[0.5,0.5]")
     with pytest.raises(ExperimentError, match=r"dataset.mean=\[0.5, 0.5\] needs 1 or 3 values"):
-        data.load(cfg.dataset)
+        validate(cfg)
 
 
 def test_synthetic_data_has_the_configured_shape_and_is_the_same_every_time() -> None:
@@ -131,9 +133,9 @@ def test_synthetic_data_has_the_configured_shape_and_is_the_same_every_time() ->
     assert first.classes == ["0", "1", "2", "3"]
 
 
-def batches(split: data.Split, **kwargs: object) -> data.Batches:
-    dataset = data.ImageData("test", split, split, ["a", "b"], [0.5], [0.25])
-    return data.Batches(split, 4, dataset, ToDevice(torch.device("cpu")), **kwargs)
+def batches(split: data.Split, **kwargs: object) -> Batches:
+    cpu = ToDevice(torch.device("cpu"))
+    return Batches(split, batch_size=4, mean=[0.5], std=[0.25], placement=cpu, **kwargs)
 
 
 def test_batches_are_normalized_floats_in_order_without_shuffle() -> None:

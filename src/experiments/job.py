@@ -1,0 +1,71 @@
+"""What a training run and an evaluation both set up before their first batch: the device,
+decided once and passed on from there; the dataset, where the config wants it; and the model on
+the device, wrapped for several GPUs or processes and compiled as asked. (The audit that checks
+it all arrived is `experiments.placement.audit`.)
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch import nn
+
+from experiments import datasets, distributed, measure
+from experiments.config import DatasetConfig, DeviceConfig, Preload
+from experiments.datasets import ImageData
+from experiments.devices import DevicePlan, Machine, resolve, wants_any_gpu
+from experiments.distributed import ProcessGroup
+from experiments.placement import Placement
+from experiments.sweep import FreeGpus
+
+log = logging.getLogger("experiments")
+
+
+def prepare_device(
+    request: DeviceConfig, group: ProcessGroup, free_gpus: FreeGpus | None = None
+) -> DevicePlan:
+    """The device this process computes on: the request resolved against this machine (in a
+    parallel sweep, a GPU no other job holds, if the request leaves it open), made the current
+    one, and joined to the process group when the run spans processes."""
+    machine = Machine.detect()
+    free_gpu = None
+    if free_gpus is not None and wants_any_gpu(request) and machine.cuda_count:
+        free_gpu = free_gpus.take(machine.cuda_count)
+    plan = resolve(request, machine, group, free_gpu)
+    if plan.type == "cuda":
+        torch.cuda.set_device(plan.index)  # so nothing lands on cuda:0 by default
+    if plan.backend:
+        distributed.start(group, plan.backend, plan.device, request.timeout)
+    chosen = f", chosen by device={request.name} because {plan.reason}" if plan.reason else ""
+    log.info("device: %s%s", plan, chosen)
+    measure.reset_peak_memory(plan.device)
+    return plan
+
+
+def load_data(config: DatasetConfig, placement: Placement) -> ImageData:
+    """The dataset, its uint8 splits moved to the device once if `dataset.preload=device`."""
+    data = datasets.load(config)
+    if config.preload == Preload.device:
+        data = datasets.preload(data, placement)
+    return data
+
+
+def place_model(
+    model: nn.Module,
+    placement: Placement,
+    plan: DevicePlan,
+    *,
+    channels_last: bool = False,
+    autocast_dtype: torch.dtype | None = None,
+    compile_backend: str | None = None,
+) -> nn.Module:
+    """The model on its device, in its memory format, wrapped for several GPUs or processes, and
+    compiled, as asked."""
+    model = placement.module(model)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    model = distributed.parallelize(model, plan, autocast_dtype)
+    if compile_backend:
+        model = torch.compile(model, backend=compile_backend)
+    return model

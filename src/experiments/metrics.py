@@ -1,0 +1,120 @@
+"""A run's numbers as it trains, for people and for TensorBoard.
+
+    metrics.jsonl          one JSON object per logged step and per epoch
+    events.out.tfevents.*  TensorBoard scalars: train_loss, test_loss, test_accuracy
+
+Of several processes, only the main one writes. A resumed run first drops what the epoch cut
+short had logged (metrics.jsonl's rows; TensorBoard hides its events), then carries on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from torch.utils.tensorboard import SummaryWriter
+
+from experiments import checkpoints
+from experiments.distributed import sigterm_held
+from experiments.loop import EvaluationResult, TrainingResult
+
+
+class Metrics:
+    """metrics.jsonl and the TensorBoard events of one run folder; a context manager that closes
+    them."""
+
+    def __init__(self, run_dir: Path, writes: bool) -> None:
+        self.dir = run_dir
+        self.writes = writes
+        self._jsonl: IO[str] | None = None
+        self._tensorboard: SummaryWriter | None = None
+        # TensorBoard hides events from this step on: those of an epoch cut short before a resume.
+        self._purge_step: int | None = None
+
+    def __enter__(self) -> Metrics:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with sigterm_held():
+            if self._jsonl is not None:
+                self._jsonl.close()
+            if self._tensorboard is not None:
+                self._tensorboard.close()
+
+    def resume_after(self, epoch: int, steps_per_epoch: int) -> None:
+        """Continue after `epoch`: what was logged after it is about to be done again."""
+        self._purge_step = epoch * steps_per_epoch + 1
+        path = self.dir / "metrics.jsonl"
+        if not self.writes or not path.is_file():
+            return
+        rows = [line for line in path.read_text().splitlines() if line.strip()]
+        kept = [line for line in rows if json.loads(line)["epoch"] <= epoch]
+        text = "".join(f"{line}\n" for line in kept)
+        checkpoints.write_atomically(path, lambda file: file.write(text.encode()))
+
+    def step(self, epoch: int, steps_before: int, step: int, loss: float, speed: float) -> None:
+        """A training loss, logged at `step` of `epoch`, after `steps_before` steps in all."""
+        global_step = steps_before + step
+        self._write(
+            kind="step",
+            epoch=epoch,
+            step=step,
+            global_step=global_step,
+            train_loss=loss,
+            images_per_second=speed,
+        )
+        self._scalar("train_loss", loss, global_step)
+
+    def epoch(
+        self,
+        epoch: int,
+        global_step: int,
+        training: TrainingResult,
+        evaluation: EvaluationResult,
+        classes: list[str],
+    ) -> dict[str, Any]:
+        """Log an epoch's numbers; returns them as its row of the run's history."""
+        row = {
+            "epoch": epoch,
+            "global_step": global_step,
+            "train_loss": training.loss,
+            "test_loss": evaluation.loss,
+            "test_accuracy": evaluation.accuracy,
+            "class_accuracy": dict(zip(classes, evaluation.class_accuracy, strict=True)),
+            "images_per_second": training.images_per_second,
+            "train_images": training.images,
+            "train_seconds": training.seconds,
+            "wait_seconds": training.wait_seconds,
+            "copy_seconds": training.copy_seconds,
+            "compute_seconds": training.compute_seconds,
+            "eval_seconds": evaluation.seconds,
+            "epoch_seconds": training.seconds + evaluation.seconds,
+        }
+        self._write(kind="epoch", **row)
+        self._scalar("test_loss", evaluation.loss, global_step)
+        self._scalar("test_accuracy", evaluation.accuracy, global_step)
+        return row
+
+    def _write(self, **row: Any) -> None:
+        if not self.writes:
+            return
+        if self._jsonl is None:
+            self._jsonl = open(self.dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._jsonl.write(json.dumps({**row, "time": time.time()}) + "\n")
+        self._jsonl.flush()
+
+    def _scalar(self, tag: str, value: float, step: int) -> None:
+        if not self.writes:
+            return
+        if self._tensorboard is None:
+            self._tensorboard = SummaryWriter(self.dir, purge_step=self._purge_step)
+        self._tensorboard.add_scalar(tag, value, step)
+        self._tensorboard.flush()

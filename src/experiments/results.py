@@ -1,0 +1,162 @@
+"""results.json: a job's status and numbers, rewritten (atomically) as the job goes.
+
+    running    from the start, with the host and pid, so a report can tell a job in progress
+               from one that was killed
+    completed  with the job's numbers
+    failed     with the reason in one line (and, for a crash, the traceback)
+
+Of several processes, only the main one writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from omegaconf import DictConfig
+
+from experiments import checkpoints
+from experiments.devices import request_text
+from experiments.distributed import ONE_PROCESS, ProcessGroup, first_failure, sigterm_held
+from experiments.environment import versions
+from experiments.errors import ExperimentError, one_line
+
+
+class Results:
+    """results.json through a job's life. As a context manager: "running" on entry, and "failed"
+    with the reason (and, for a crash, the traceback) if the block raises."""
+
+    def __init__(
+        self, run_dir: Path, fields: dict[str, Any], group: ProcessGroup = ONE_PROCESS
+    ) -> None:
+        self.path = run_dir / "results.json"
+        self.group = group
+        self.started = time.time()
+        self._fields: dict[str, Any] = {
+            "status": "running",
+            "reason": None,
+            "run_dir": str(run_dir),
+            **fields,
+            "started_at": _timestamp(self.started),
+            # Who runs it, so a report can tell a run in progress from one that was killed.
+            "process": {"host": socket.gethostname(), "pid": os.getpid()},
+            "environment": versions(),
+        }
+
+    def __enter__(self) -> Results:
+        self._write()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if error is None:
+            return
+        with sigterm_held():
+            if isinstance(error, KeyboardInterrupt):
+                self.finish("failed", "interrupted")
+                return
+            if not isinstance(error, ExperimentError):  # a bug or a crash: keep where it was
+                self._fields["traceback"] = "".join(traceback.format_exception(error))
+            # When another process failed first, its failure is why this one stopped.
+            self.finish("failed", first_failure(self.group, one_line(error)))
+
+    def add(self, **fields: Any) -> None:
+        """Record what the job has learned so far (the device it got, a setting it applied)."""
+        self._fields.update(fields)
+        self._write()
+
+    def get(self, key: str) -> Any:
+        return self._fields.get(key)
+
+    def finish(self, status: str, reason: str | None, **numbers: Any) -> dict[str, Any]:
+        finished = time.time()
+        self._fields.update(
+            numbers,
+            status=status,
+            reason=reason,
+            finished_at=_timestamp(finished),
+            total_seconds=finished - self.started,
+        )
+        self._write()
+        return dict(self._fields)
+
+    def _write(self) -> None:
+        if self.group.is_main:
+            text = json.dumps(self._fields, indent=2) + "\n"
+            checkpoints.write_atomically(self.path, lambda file: file.write(text.encode()))
+
+
+def training_fields(cfg: DictConfig, group: ProcessGroup) -> dict[str, Any]:
+    """What results.json says of a training run before it starts."""
+    return {
+        "model": cfg.model.name,
+        "dataset": cfg.dataset.name,
+        "placement": cfg.placement.name,
+        "optimizer": cfg.optimizer.name,
+        # Completed with what was used once the request is resolved.
+        "device": {"requested": request_text(cfg.device)},
+        "seed": cfg.trainer.seed,
+        "precision": str(cfg.trainer.precision),
+        "epochs": cfg.trainer.epochs,
+        # trainer.batch_size is the batch of all processes together.
+        "batch_size": cfg.trainer.batch_size,
+        "world_size": group.world_size,
+        "per_process_batch_size": cfg.trainer.batch_size // group.world_size,
+        "epochs_completed": 0,
+        "replay_of": cfg.replay,
+    }
+
+
+def training_summary(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """A finished run's numbers, from its epochs' rows."""
+    last = history[-1]
+    best = max(history, key=lambda row: row["test_accuracy"])
+    train_seconds = sum(row["train_seconds"] for row in history)
+    return {
+        "final_test_accuracy": last["test_accuracy"],
+        "best_test_accuracy": best["test_accuracy"],
+        "best_epoch": best["epoch"],
+        "class_accuracy": last["class_accuracy"],
+        "train_loss": last["train_loss"],
+        "test_loss": last["test_loss"],
+        "train_images_per_second": sum(row["train_images"] for row in history) / train_seconds,
+        "epoch_seconds": [row["epoch_seconds"] for row in history],
+        # Where training time went: waiting for batches (of which copying them to the device),
+        # and computing. Copies and compute share one CUDA stream: they never overlap.
+        **{
+            f"{part}_share": sum(row[f"{part}_seconds"] for row in history) / train_seconds
+            for part in ("wait", "copy", "compute")
+        },
+        "checkpoint": str(checkpoints.LAST),
+    }
+
+
+def per_class_text(class_accuracy: dict[str, float | None]) -> str:
+    """ "airplane 38%, automobile 45%, ..." ("-" for a class without test images)."""
+    return ", ".join(
+        f"{name} {'-' if accuracy is None else f'{100 * accuracy:.0f}%'}"
+        for name, accuracy in class_accuracy.items()
+    )
+
+
+def display_path(path: Path) -> str:
+    """The path relative to the working directory when it lies below it, as a user would type it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
