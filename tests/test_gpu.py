@@ -1,65 +1,161 @@
-"""CUDA runs, written for real and skipped on machines without a CUDA GPU (marker `gpu`)."""
+"""CUDA runs, written for real and skipped on machines without a CUDA GPU (marker `gpu`).
+
+Each test here can fail on a GPU machine if the bug it names comes back; the CPU tests of the
+same paths (placement, preloading) only show that the code runs.
+"""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 import torch
 from omegaconf import OmegaConf
 
-from experiments.models import build_for
-from helpers import QUICK, eval_cli, metrics, results, torchrun_cli, train_cli
+from experiments import datasets, job, speed
+from experiments.batches import Augment, Batches
+from experiments.config import Precision
+from experiments.devices import DevicePlan
+from experiments.distributed import unwrap
+from experiments.models import LeNet, build_for
+from experiments.placement import ToDevice
+from helpers import (
+    QUICK,
+    ROOT,
+    compose_config,
+    eval_cli,
+    metrics,
+    results,
+    torchrun_cli,
+    train_cli,
+)
 
 pytestmark = pytest.mark.gpu
 
 ON_GPU = [override for override in QUICK if not override.startswith("device=")]
+# Long enough to compare epochs, and exactly repeatable on a GPU.
+EXACT = (
+    "trainer.deterministic=true",
+    "trainer.epochs=2",
+    "trainer.limit_train_batches=20",
+    "trainer.limit_eval_batches=4",
+    "trainer.log_interval=5",
+)
+GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
+two_gpus = pytest.mark.skipif(GPUS < 2, reason="needs two GPUs")
+
+
+def numbers(run_dir: Path) -> list[tuple[float, float, float]]:
+    return [
+        (row["train_loss"], row["test_loss"], row["test_accuracy"])
+        for row in metrics(run_dir, "epoch")
+    ]
+
+
+def uuid(index: int) -> str:
+    # The test process numbers GPUs in PCI bus order, as every run does (conftest.py).
+    return str(torch.cuda.get_device_properties(index).uuid)
 
 
 def test_auto_chooses_cuda_and_records_the_gpu(tmp_path: Path) -> None:
     done = train_cli(tmp_path, *ON_GPU, "device=auto")
     assert done.returncode == 0, done.stderr
     device = results(done.run_dir)["device"]
-    assert (device["type"], device["index"]) == ("cuda", 0)
-    assert device["name"] == torch.cuda.get_device_name(0)
+    assert (device["type"], device["index"], device["uuid"]) == ("cuda", 0, uuid(0))
 
 
 @pytest.mark.parametrize("placement", ["to_device", "cuda_call"])
 def test_the_last_gpu_trains_with_either_placement(tmp_path: Path, placement: str) -> None:
-    last = torch.cuda.device_count() - 1
+    last = GPUS - 1
     done = train_cli(tmp_path, *ON_GPU, f"device=cuda:{last}", f"placement={placement}")
     assert done.returncode == 0, done.stderr
     result = results(done.run_dir)
-    assert (result["status"], result["device"]["index"]) == ("completed", last)
+    assert (result["status"], result["device"]["uuid"]) == ("completed", uuid(last))
 
 
 def test_both_placements_give_the_same_numbers_on_a_gpu(tmp_path: Path) -> None:
-    numbers = []
+    found = []
     for placement in ("to_device", "cuda_call"):
-        done = train_cli(tmp_path / placement, *ON_GPU, "device=cuda:0", f"placement={placement}")
+        done = train_cli(tmp_path / placement, *EXACT, "device=cuda:0", f"placement={placement}")
         assert done.returncode == 0, done.stderr
-        numbers.append([row["test_loss"] for row in metrics(done.run_dir, "epoch")])
-    # cuDNN may pick non-deterministic kernels, so "the same" is up to float rounding here.
-    assert numbers[0] == pytest.approx(numbers[1], rel=1e-4)
+        found.append(numbers(done.run_dir))
+    assert found[0] == found[1]
+
+
+def test_preloading_on_the_gpu_gives_the_batches_a_host_copy_gives() -> None:
+    gpu = ToDevice(torch.device("cuda", 0))
+    sample = datasets.load(compose_config().dataset)
+    preloaded = datasets.preload(sample, gpu)
+    assert preloaded.train.images.device.type == "cuda"
+
+    def cut(data: datasets.ImageData) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        shuffle = torch.Generator().manual_seed(0)
+        options = {"mean": [0.5], "std": [0.5], "placement": gpu, "shuffle": shuffle, "limit": 5}
+        return list(Batches(data.train, batch_size=64, **options))
+
+    for (images, labels), (theirs, their_labels) in zip(cut(sample), cut(preloaded), strict=True):
+        assert images.device.type == "cuda" and theirs.device.type == "cuda"
+        assert torch.equal(images, theirs) and torch.equal(labels, their_labels)
+
+
+def test_preloading_on_the_gpu_trains_to_the_same_numbers(tmp_path: Path) -> None:
+    found = []
+    for preload in ("host", "device"):
+        done = train_cli(tmp_path / preload, *EXACT, "device=cuda:0", f"dataset.preload={preload}")
+        assert done.returncode == 0, done.stderr
+        found.append(numbers(done.run_dir))
+    assert found[0] == found[1]
+
+
+def test_batches_never_make_the_host_wait_for_the_gpu() -> None:
+    gpu = ToDevice(torch.device("cuda", 0))
+    images = torch.randint(0, 256, (512, 3, 32, 32), dtype=torch.uint8)
+    split = datasets.Split(images, torch.randint(0, 10, (512,)))
+    shuffle = torch.Generator().manual_seed(0)
+    batches = Batches(
+        split,
+        batch_size=64,
+        mean=[0.5],
+        std=[0.5],
+        placement=gpu,
+        shuffle=shuffle,
+        augment=Augment(4, True, shuffle),
+    )
+    list(batches)  # warm up: CUDA's first calls may synchronize once
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in batches:  # a synchronizing call in cutting, copying or augmenting raises here
+            pass
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
 
 
 def test_an_index_beyond_the_gpus_present_is_refused(tmp_path: Path) -> None:
-    count = torch.cuda.device_count()
-    if count >= 16:
+    if GPUS >= 16:
         pytest.skip("this machine has every cuda:N option the config offers")
-    done = train_cli(tmp_path, *ON_GPU, f"device=cuda:{count}")
+    done = train_cli(tmp_path, *ON_GPU, f"device=cuda:{GPUS}")
     assert done.returncode == 1
-    assert done.last_line.endswith(
-        f"Error: device=cuda:{count} is out of range: this machine has "
-        + (
-            "1 CUDA GPU (cuda:0)"
-            if count == 1
-            else f"{count} CUDA GPUs (cuda:0 to cuda:{count - 1})"
-        )
+    assert f"Error: device=cuda:{GPUS} is out of range: this machine has {GPUS} CUDA GPU" in (
+        done.last_line
     )
+    assert results(done.run_dir)["status"] == "failed"
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="DataParallel needs two GPUs")
+def test_emulated_bf16_is_said_on_gpus_without_bfloat16_units() -> None:
+    for index in range(GPUS):
+        note = speed.emulated_bf16(Precision.bf16, DevicePlan("cuda", index))
+        native = torch.cuda.get_device_capability(index) >= (8, 0)  # Ampere and later
+        assert (note is None) is native, (index, note)
+        assert speed.emulated_bf16(Precision.fp32, DevicePlan("cuda", index)) is None
+
+
+@two_gpus
 def test_data_parallel_checkpoint_loads_into_a_single_device_model(tmp_path: Path) -> None:
     done = train_cli(tmp_path, *ON_GPU, "device=dp", "device.ids=[0,1]")
     assert done.returncode == 0, done.stderr
@@ -72,41 +168,171 @@ def test_data_parallel_checkpoint_loads_into_a_single_device_model(tmp_path: Pat
     model.load_state_dict(checkpoint["model"])  # strict: no "module." prefixes
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs to hide one")
-def test_visible_devices_renumber_the_gpus(tmp_path: Path) -> None:
-    last = torch.cuda.device_count() - 1
+@two_gpus
+def test_data_parallel_replicas_compute_in_bf16_when_asked() -> None:
+    plan = DevicePlan("cuda", 0, (0, 1))
+    model = job.place_model(
+        LeNet(3, 32, 10), ToDevice(plan.device), plan, autocast_dtype=torch.bfloat16
+    )
+    seen: list[tuple[torch.device, torch.dtype]] = []
+    unwrap(model).features[0].register_forward_hook(
+        lambda module, inputs, output: seen.append((output.device, output.dtype))
+    )
+    with torch.autocast("cuda", dtype=torch.bfloat16):  # as the training loop enters it
+        model(torch.randn(8, 3, 32, 32, device=plan.device))
+    assert {device.index for device, _ in seen} == {0, 1}  # every replica ran
+    assert {dtype for _, dtype in seen} == {torch.bfloat16}
+
+
+@two_gpus
+def test_visible_gpus_are_the_ones_the_run_uses(tmp_path: Path) -> None:
+    last = GPUS - 1
     done = train_cli(tmp_path, *ON_GPU, "device=cuda:0", f"device.visible=[{last}]")
     assert done.returncode == 0, done.stderr
-    assert results(done.run_dir)["device"]["name"] == torch.cuda.get_device_name(last)
+    assert results(done.run_dir)["device"]["uuid"] == uuid(last)  # names can't tell twins apart
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs to spread over")
-def test_jobs_run_side_by_side_each_take_a_gpu_of_their_own(tmp_path: Path) -> None:
+@two_gpus
+def test_visible_gpus_count_among_a_schedulers_share(tmp_path: Path) -> None:
+    done = train_cli(
+        tmp_path,
+        *ON_GPU,
+        "device=cuda:0",
+        "device.visible=[1]",
+        env={"CUDA_VISIBLE_DEVICES": "0,1"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert results(done.run_dir)["device"]["uuid"] == uuid(1)
+
+
+@two_gpus
+def test_a_run_on_cuda_1_leaves_gpu_0_without_a_context(tmp_path: Path) -> None:
+    pytest.importorskip("pynvml")
+    command = [sys.executable, str(ROOT / "train.py"), "device=cuda:1", "trainer.epochs=100"]
+    process = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list((tmp_path / "outputs").rglob("metrics.jsonl")):
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.5)
+        on_gpu_1 = torch.cuda.list_gpu_processes(1)
+        if f"process {process.pid:>10d}" not in on_gpu_1:
+            pytest.skip("NVML reports other process ids here (a container's pid namespace)")
+        assert f"process {process.pid:>10d}" not in torch.cuda.list_gpu_processes(0)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+
+@two_gpus
+def test_parallel_jobs_never_share_a_gpu(tmp_path: Path) -> None:
+    # More parallel jobs than GPUs: the third waits for a GPU to come free.
+    jobs = min(GPUS, 4) + 1
     done = train_cli(
         tmp_path,
         "-m",
         "hydra/launcher=joblib",
-        "hydra.launcher.n_jobs=2",
-        "model=tudui,lenet",
+        f"hydra.launcher.n_jobs={jobs}",
+        f"trainer.seed={','.join(map(str, range(jobs)))}",
         *ON_GPU,
         "device=cuda",
     )
     assert done.returncode == 0, done.stderr
-    indexes = sorted(results(run)["device"]["index"] for run in done.run_dirs)
-    assert indexes == [0, 1]
+    runs = [results(run) for run in done.run_dirs]
+    assert len({run["device"]["index"] for run in runs}) == min(GPUS, 4)
+
+    def span(run: dict) -> tuple[datetime, datetime]:
+        return datetime.fromisoformat(run["started_at"]), datetime.fromisoformat(run["finished_at"])
+
+    for first in runs:
+        for second in runs:
+            if first is not second and first["device"]["index"] == second["device"]["index"]:
+                (a_start, a_end), (b_start, b_end) = span(first), span(second)
+                assert a_end <= b_start or b_end <= a_start  # one after the other
 
 
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs for two processes")
+@two_gpus
 def test_ddp_puts_each_process_on_its_own_gpu_with_nccl(tmp_path: Path) -> None:
     done = torchrun_cli(tmp_path, 2, *ON_GPU, "device=ddp")
     assert done.returncode == 0, done.stderr
     result = results(done.run_dir)
     assert (result["world_size"], result["device"]["backend"]) == (2, "nccl")
-    assert result["device"]["index"] == 0  # process 0's GPU; process 1 has GPU 1
+    assert result["device"]["uuid"] == uuid(0)  # process 0's GPU; process 1 has GPU 1
+
+
+@two_gpus
+def test_an_nccl_peer_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path) -> None:
+    began = time.monotonic()
+    done = torchrun_cli(
+        tmp_path,
+        2,
+        *ON_GPU,
+        "device=ddp",
+        "model=lenet",
+        "model._target_=failing.FailsInProcess1",
+        "trainer.limit_train_batches=6",
+        env={"PYTHONPATH": str(ROOT / "tests")},
+    )
+    assert time.monotonic() - began < 180
+    assert done.returncode != 0
+    reason = "process 1: RuntimeError: deliberate failure in process 1"
+    assert results(done.run_dir)["reason"] == reason
+
+
+@two_gpus
+def test_resume_on_fewer_visible_gpus_and_another_index(tmp_path: Path) -> None:
+    """Saved on cuda:1 of two; resumed where only that GPU is visible, as cuda:0."""
+    reference = train_cli(tmp_path / "reference", *EXACT, "device=cuda:1")
+    assert reference.returncode == 0, reference.stderr
+    first = train_cli(tmp_path / "resumed", *EXACT, "device=cuda:1", "trainer.epochs=1")
+    assert first.returncode == 0, first.stderr
+    done = train_cli(
+        tmp_path / "resumed",
+        f"resume={first.run_dir}",
+        "device=cuda:0",
+        "trainer.epochs=2",
+        env={"CUDA_VISIBLE_DEVICES": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert results(first.run_dir)["device"]["uuid"] == uuid(1)
+    assert numbers(first.run_dir) == numbers(reference.run_dir)
+
+
+def test_fp16_killed_and_resumed_ends_as_the_uninterrupted_run(tmp_path: Path) -> None:
+    # A large learning rate overflows fp16 early on, so the loss scale has moved from 2**16 by
+    # the end of epoch 1: a resume that started it afresh would skip other steps.
+    run = (*EXACT, "device=cuda:0", "trainer.precision=fp16", "optimizer.lr=1.0")
+    reference = train_cli(tmp_path / "reference", *run)
+    assert reference.returncode == 0, reference.stderr
+    command = [sys.executable, str(ROOT / "train.py"), *run]
+    (tmp_path / "killed").mkdir()
+    process = subprocess.Popen(command, cwd=tmp_path / "killed", stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not _epoch_two_started(tmp_path / "killed"):
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.05)
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    (run_dir,) = (path.parent for path in (tmp_path / "killed" / "outputs").rglob("results.json"))
+    checkpoint = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+    assert checkpoint["scaler"]["scale"] < 2.0**16  # the scenario this test is about
+    done = train_cli(tmp_path / "killed", f"resume={run_dir}")
+    assert done.returncode == 0, done.stderr
+    assert numbers(run_dir) == numbers(reference.run_dir)
+
+
+def _epoch_two_started(cwd: Path) -> bool:
+    for path in cwd.glob("outputs/*/*/metrics.jsonl"):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+        if any(row["epoch"] == 2 for row in rows):
+            return True
+    return False
 
 
 def test_a_checkpoint_saved_on_a_gpu_evaluates_on_the_cpu(tmp_path: Path) -> None:
-    last = torch.cuda.device_count() - 1
+    last = GPUS - 1
     trained = train_cli(tmp_path / "train", *ON_GPU, f"device=cuda:{last}")
     assert trained.returncode == 0, trained.stderr
     done = eval_cli(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import os
 import signal
 import subprocess
 import sys
@@ -114,6 +113,8 @@ def test_a_job_that_fails_leaves_the_others_and_the_report_says_why(
         *QUICK_SWEEP,
     )
     assert_one_failed_and_reported(done, tmp_path)
+    pids = {results(run)["process"]["pid"] for run in done.run_dirs}
+    assert len(pids) == (1 if launcher == "basic" else 2)  # side by side: a process per job
 
 
 def test_the_users_full_error_does_not_cost_a_sweep_its_report(tmp_path: Path) -> None:
@@ -175,27 +176,6 @@ def test_jobs_that_share_a_process_each_start_from_its_defaults(tmp_path: Path) 
         (False, 1),
         (False, default_threads),
     ]
-
-
-def test_the_joblib_launcher_runs_two_jobs_side_by_side(tmp_path: Path) -> None:
-    done = train_cli(
-        tmp_path,
-        "-m",
-        "hydra/launcher=joblib",
-        "hydra.launcher.n_jobs=2",
-        "model=tudui,lenet",
-        "device=cpu",
-        *QUICK_SWEEP,
-    )
-    assert done.returncode == 0, done.stderr
-    folder = sweep_dir(tmp_path)
-    rows = summary(folder)
-    assert [(row["run"], row["status"]) for row in rows] == [
-        ("0_model=tudui", "completed"),
-        ("1_model=lenet", "completed"),
-    ]
-    pids = {results(folder / row["run"])["process"]["pid"] for row in rows}
-    assert len(pids) == 2 and os.getpid() not in pids  # each job in a worker process of its own
 
 
 def test_report_on_a_folder_shows_runs_without_results(tmp_path: Path) -> None:
