@@ -14,8 +14,7 @@ from typing import Any
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
-from experiments.cli import CONFIG_PACKAGE
-from experiments.config import new_tag, register_configs
+from experiments.config import CONFIG_PACKAGE, new_tag, register_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 # Switches that would turn one-line errors into tracebacks: a test sets them itself, or not at all.

@@ -11,8 +11,7 @@ import yaml
 from hydra.errors import ConfigCompositionException
 from omegaconf import MISSING, OmegaConf
 
-from experiments.cli import CONFIG_PACKAGE
-from experiments.config import CUDA_OPTIONS, SCHEMAS, validate
+from experiments.config import CONFIG_PACKAGE, CUDA_OPTIONS, SCHEMAS, validate
 from experiments.errors import ExperimentError
 from helpers import compose_config
 

@@ -25,6 +25,10 @@ from omegaconf import II, MISSING, DictConfig, OmegaConf
 from experiments.errors import ExperimentError
 from experiments.sweep import job_folder_name
 
+# The configs: conf/ in a checkout (an editable install maps the package there), or the copy an
+# installed wheel carries.
+CONFIG_PACKAGE = "experiments.conf"
+
 # `device=cuda:N` is an option of the device group for every index up to this; beyond it,
 # `device=cuda device.index=N` asks for the same thing.
 CUDA_OPTIONS = 16

@@ -1,0 +1,87 @@
+"""What the command line's overrides mean before Hydra reads them.
+
+`resume=<run>` and `replay=<run>` stand for that run's own overrides, and a number where a
+group's option belongs (`device=1`) is refused in words Hydra has not got.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from experiments.config import CONFIG_PACKAGE
+from experiments.errors import ExperimentError
+
+
+def config_groups() -> list[str]:
+    """The config groups a user picks options of (model, dataset, device, ...)."""
+    root = resources.files(CONFIG_PACKAGE)
+    return sorted(
+        entry.name
+        for entry in root.iterdir()
+        if entry.is_dir() and entry.name not in ("hydra", "__pycache__")
+    )
+
+
+NUMBERS = re.compile(r"[-+]?\d+(\.\d*)?(,[-+]?\d+(\.\d*)?)*")
+
+
+def refuse_numbers_for_groups(arguments: Sequence[str]) -> None:
+    """Hydra answers `device=1` with "Config group override must be a string or a list. Got int";
+    name the override instead, and what was probably meant."""
+    groups = config_groups()
+    for argument in arguments:
+        key, equals, value = argument.partition("=")
+        group = key.lstrip("+~")
+        if not equals or group not in groups or not NUMBERS.fullmatch(value):
+            continue
+        if group == "device":
+            meant = ",".join(f"cuda:{number}" for number in value.split(","))
+            raise ExperimentError(
+                f"{argument} is not an option of 'device'; a GPU is device=cuda:N, "
+                f"here device={meant}"
+            )
+        raise ExperimentError(
+            f"{argument} is not an option of '{group}': options have names; "
+            "python train.py --help lists them"
+        )
+
+
+def with_saved_overrides(arguments: list[str]) -> list[str]:
+    """Expand `resume=<run folder>` and `replay=<run folder>` into that run's saved overrides.
+
+    Both compose the run's config afresh from `.hydra/overrides.yaml` (against today's configs
+    and schemas), followed by any other overrides given now (e.g. `trainer.epochs=20`). `resume`
+    continues in the run's own folder; `replay` repeats the run in a new one.
+    """
+    for key in ("resume", "replay"):
+        given = [argument for argument in arguments if argument.startswith(f"{key}=")]
+        if not given:
+            continue
+        folder = Path(given[-1].partition("=")[2]).resolve()
+        saved = folder / ".hydra" / "overrides.yaml"
+        if not saved.is_file():
+            raise ExperimentError(
+                f"{key}={given[-1].partition('=')[2]} is not a run folder (it has no {saved.name} "
+                "in .hydra/); give a folder under outputs/ that a run made"
+            )
+        previous = [
+            str(override)
+            for override in OmegaConf.load(saved)
+            if not str(override).startswith(("resume=", "replay=", "hydra.run.dir="))
+        ]
+        others = [argument for argument in arguments if argument not in given]
+        arguments = _last_of_each_key([*previous, *others, f"{key}={folder}"])
+        if key == "resume":
+            arguments.append(f"hydra.run.dir={folder}")
+    return arguments
+
+
+def _last_of_each_key(overrides: list[str]) -> list[str]:
+    """Of overrides of the same key, keep the last (the one Hydra would apply), in its place."""
+    keys = [override.partition("=")[0] for override in overrides]
+    return [override for i, override in enumerate(overrides) if keys[i] not in keys[i + 1 :]]
