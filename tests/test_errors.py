@@ -51,7 +51,20 @@ COMPOSITION_ERRORS = [
         "trainer.epochs=ten",
         "Error: trainer.epochs=ten: Value 'ten' of type 'str' could not be converted to Integer",
     ),
-    ("trainer.epoch=3", "Error: Could not override 'trainer.epoch'."),
+    (
+        "trainer.epoch=3",
+        "Error: trainer.epoch=3: 'trainer' has no key 'epoch'; its keys are epochs, batch_size, ",
+    ),
+    (
+        "+trainer.epochs=3",
+        "Error: +trainer.epochs: trainer.epochs is there already; set it with trainer.epochs=... "
+        "(+ adds a key)",
+    ),
+    (
+        "model=tudui,lenet",
+        "Error: model=tudui,lenet gives several values: to sweep over them, add -m (python "
+        "train.py -m model=tudui,lenet); for one list value, write key=[a,b]",
+    ),
     (
         "trainer.precision=bf17",
         "Error: trainer.precision=bf17: Invalid value 'bf17', expected one of [fp32, bf16, fp16]",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -130,6 +131,35 @@ def test_resuming_a_finished_run_asks_for_more_epochs(reference: Path, tmp_path:
     assert (reference / "results.json").read_text() == before  # its records are untouched
 
 
+def test_resuming_with_another_model_says_so_and_keeps_the_epochs(
+    reference: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "copy"
+    shutil.copytree(reference, run_dir)
+    done = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=3", "model=lenet")
+    assert done.returncode == 1
+    message = (
+        f"resume={run_dir}: its checkpoint (model tudui) does not fit the model and optimizer "
+        "configured now (Error(s) in loading state_dict for LeNet); resume with the run's own "
+        "model and optimizer settings, or start a new run"
+    )
+    assert done.last_line.endswith(f"Error: {message}")
+    result = results(run_dir)
+    assert (result["status"], result["reason"]) == ("failed", message)
+    assert result["epochs_completed"] == 2  # what the checkpoint holds, still there to resume
+
+
+def test_resuming_a_run_without_a_checkpoint_says_to_replay_it(tmp_path: Path) -> None:
+    failed = train_cli(tmp_path, "device=cuda:3", "trainer.epochs=1").run_dir
+    done = train_cli(tmp_path, f"resume={failed}")
+    assert done.returncode == 1
+    assert done.last_line.endswith(
+        f"Error: resume={failed} has no checkpoint to resume from (checkpoints/last.pt is "
+        f"missing: the run stopped before its first checkpoint); start it afresh with "
+        f"replay={failed}"
+    )
+
+
 def test_resume_and_replay_need_a_run_folder(tmp_path: Path) -> None:
     done = train_cli(tmp_path, f"replay={tmp_path}")
     assert done.returncode == 1
@@ -160,7 +190,8 @@ def test_a_truncated_checkpoint_is_refused_in_one_line(reference: Path, tmp_path
     with pytest.raises(ExperimentError) as error:
         checkpoints.load(truncated)
     assert str(error.value).startswith(
-        f"checkpoint {truncated} is damaged (truncated or corrupted) and cannot be read: "
+        f"checkpoint {truncated} cannot be read: it is truncated, corrupted or not a checkpoint "
+        "at all (torch.load: "
     )
     done = eval_cli(tmp_path, f"ckpt={truncated}")
     assert done.returncode == 1 and "Traceback" not in done.stderr
@@ -176,6 +207,30 @@ class RunsCode:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ([], "ckpt is required: python eval.py ckpt=<run folder or checkpoint>"),
+        (["ckpt=nowhere"], "no checkpoint at nowhere (give a .pt file or a run folder)"),
+    ],
+)
+def test_an_evaluation_that_cannot_start_records_why(
+    tmp_path: Path, overrides: list[str], message: str
+) -> None:
+    done = eval_cli(tmp_path, *overrides)
+    assert done.returncode == 1 and done.last_line.endswith(f"Error: {message}")
+    assert results(done.run_dir)["reason"] == message
+
+
+def test_eval_refuses_ddp_in_one_line(reference: Path, tmp_path: Path) -> None:
+    done = eval_cli(tmp_path, f"ckpt={reference}", "device=ddp")
+    assert done.returncode == 1
+    assert done.last_line.endswith(
+        "Error: device=ddp trains under torchrun; eval.py evaluates in one process: use "
+        "device=cuda, device=dp or device=cpu"
+    )
 
 
 def test_a_checkpoint_that_would_run_code_is_refused(reference: Path, tmp_path: Path) -> None:

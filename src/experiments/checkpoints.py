@@ -67,13 +67,43 @@ def save(
     write_atomically(path, lambda file: torch.save(state, file))
 
 
+def restore(
+    checkpoint: dict[str, Any],
+    run: str,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler,
+) -> None:
+    """Load a checkpoint's states into the resumed run's model (unwrapped), optimizer and scaler,
+    or say in one line that the run is not the one the checkpoint was saved from."""
+    try:
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+    except (RuntimeError, ValueError) as error:
+        saved = checkpoint["config"]["model"]["name"]
+        raise ExperimentError(
+            f"resume={run}: its checkpoint (model {saved}) does not fit the model and optimizer "
+            f"configured now ({str(error).splitlines()[0].rstrip(':')}); resume with the run's "
+            "own model and optimizer settings, or start a new run"
+        ) from error
+    if checkpoint.get("scaler"):
+        scaler.load_state_dict(checkpoint["scaler"])
+
+
 def to_resume(run: str, epochs: int) -> dict[str, Any]:
     """The checkpoint `resume=<run>` names, if it has epochs left of `epochs` (checked before the
     run's records are touched, so a refused resume leaves them as they were)."""
-    checkpoint = load(find(run))
-    if checkpoint["epoch"] >= epochs:
+    path = Path(run) / LAST
+    if not path.is_file():
         raise ExperimentError(
-            f"resume={run} has trained {checkpoint['epoch']} epochs of trainer.epochs={epochs} "
+            f"resume={run} has no checkpoint to resume from ({LAST} is missing: the run stopped "
+            f"before its first checkpoint); start it afresh with replay={run}"
+        )
+    checkpoint = load(path)
+    done = checkpoint["epoch"]
+    if done >= epochs:
+        raise ExperimentError(
+            f"resume={run} has trained {done} epoch{'s' * (done != 1)} of trainer.epochs={epochs} "
             "already; ask for more with trainer.epochs=N"
         )
     return checkpoint
@@ -103,8 +133,8 @@ def load(path: Path, map_location: torch.device | str = "cpu") -> dict[str, Any]
     except Exception as error:  # a torn zip, a truncated file, bytes that are not a checkpoint
         first_sentence = one_line(error).split(". ")[0]
         raise ExperimentError(
-            f"checkpoint {path} is damaged (truncated or corrupted) and cannot be read: "
-            f"{first_sentence}"
+            f"checkpoint {path} cannot be read: it is truncated, corrupted or not a checkpoint "
+            f"at all (torch.load: {first_sentence})"
         ) from error
     missing = KEYS - set(state) if isinstance(state, dict) else KEYS
     if missing:

@@ -89,12 +89,14 @@ def _run_job(task: Callable[[Path, FreeGpus | None], float]) -> float:
         with process.restored(), free_gpus or nullcontext():
             return task(Path(hydra_cfg.runtime.output_dir), free_gpus)
     except Exception as error:
-        reason = first_failure(ProcessGroup.from_env(), one_line(error))
+        group = ProcessGroup.from_env()
+        reason = first_failure(group, one_line(error))
         if in_sweep:
             # Recorded as failed in its folder; the sweep goes on, and its report says why.
             log.error("Error: %s", reason, exc_info=TRACEBACKS)
             return math.nan
-        log.error("Error: %s", reason)
+        if group.is_main:  # the run's first failure, said once (torchrun's summary says it too)
+            log.error("Error: %s", reason)
         if TRACEBACKS:
             raise
         raise JobFailed(reason) from error

@@ -308,9 +308,14 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
                 f"trainer.batch_size={trainer.batch_size} is the batch of all {processes} "
                 f"processes together; make it a multiple of {processes}"
             )
-    if "limit_batches" in cfg:
+    if "limit_batches" in cfg:  # an evaluation
         _at_least_one("", cfg, "batch_size")
         _at_least_one_or_null("", cfg, "limit_batches")
+        if cfg.device.name == DeviceName.ddp:
+            raise ExperimentError(
+                "device=ddp trains under torchrun; eval.py evaluates in one process: use "
+                "device=cuda, device=dp or device=cpu"
+            )
     if cfg.get("dataset") is not None:
         _check_dataset(cfg.dataset)
     visible = cfg.device.visible or []

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
-from hydra.errors import HydraException, MissingConfigException, OverrideParseException
-from omegaconf.errors import OmegaConfBaseException
+import dataclasses
+import re
+
+from hydra.errors import (
+    ConfigCompositionException,
+    HydraException,
+    MissingConfigException,
+    OverrideParseException,
+)
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 
 class ExperimentError(Exception):
@@ -16,6 +24,10 @@ def one_line(error: BaseException) -> str:
         return _unknown_option(error)
     if isinstance(error, OverrideParseException):
         return _malformed_override(error)
+    if isinstance(error, ConfigCompositionException):
+        designed = _composition(error)
+        if designed:
+            return designed
     # "Error merging override trainer.epochs=abc" becomes "trainer.epochs=abc".
     message = _flatten(str(error)).removeprefix("Error merging override ")
     cause = error.__cause__
@@ -26,6 +38,34 @@ def one_line(error: BaseException) -> str:
     if isinstance(error, (ExperimentError, HydraException)):
         return message
     return f"{type(error).__name__}: {message}"
+
+
+def _composition(error: ConfigCompositionException) -> str | None:
+    """Hydra's several-line advice on an override it cannot apply, said in one line."""
+    text = str(error)
+    if text.startswith("Ambiguous value for argument"):
+        given = text.split("'")[1]
+        return (
+            f"{given} gives several values: to sweep over them, add -m "
+            f"(python train.py -m {given}); for one list value, write key=[a,b]"
+        )
+    if text.startswith("Could not append to config"):
+        key = text.split("'")[1]
+        return f"+{key}: {key} is there already; set it with {key}=... (+ adds a key)"
+    cause = error.__cause__
+    unknown = re.match(r"Could not override '(.+?)'\.\nTo append to your config use \+(\S+)", text)
+    if unknown and isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
+        given = unknown[2]
+        section, _, key = str(cause.full_key or unknown[1]).rpartition(".")
+        where = f"'{section}'" if section else "the config"
+        schema = cause.object_type
+        keys = (
+            f"; its keys are {', '.join(entry.name for entry in dataclasses.fields(schema))}"
+            if schema is not None and dataclasses.is_dataclass(schema)
+            else ""
+        )
+        return f"{given}: {where} has no key '{key}'{keys}"
+    return None
 
 
 def _unknown_option(error: MissingConfigException) -> str:

@@ -28,15 +28,14 @@ log = logging.getLogger("experiments")
 
 def evaluate(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float:
     """Evaluate the checkpoint `cfg.ckpt` names; returns its test accuracy."""
-    if OmegaConf.is_missing(cfg, "ckpt"):
-        raise ExperimentError("ckpt is required: python eval.py ckpt=<run folder or checkpoint>")
-    path = checkpoints.find(cfg.ckpt)
-    fields = {
-        "kind": "evaluation",
-        "checkpoint": str(path.resolve()),
-        "device": {"requested": request_text(cfg.device)},
-    }
+    fields = {"kind": "evaluation", "device": {"requested": request_text(cfg.device)}}
     with Results(run_dir, fields) as results:
+        if OmegaConf.is_missing(cfg, "ckpt"):
+            raise ExperimentError(
+                "ckpt is required: python eval.py ckpt=<run folder or checkpoint>"
+            )
+        path = checkpoints.find(cfg.ckpt)
+        results.add(checkpoint=str(path.resolve()))
         validate(cfg)
         process.apply(cfg.device.visible, threads=None, deterministic=False)
         plan = job.prepare_device(cfg.device, ONE_PROCESS, free_gpus)

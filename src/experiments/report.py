@@ -247,6 +247,7 @@ def _mean(values: Any) -> float:
 
 
 def _curves_figure(plt: Any, histories: Sequence[tuple[str, list[dict[str, Any]]]]) -> Any:
+    # No layout engine: the legend sits beside the axes, and savefig's tight box takes it in.
     figure, (accuracy, loss) = plt.subplots(1, 2, figsize=(12, 4.5))
     for number, (name, history) in enumerate(histories):
         # Runs with identical numbers (e.g. two placements) overlap; dashes keep both visible.
@@ -260,7 +261,6 @@ def _curves_figure(plt: Any, histories: Sequence[tuple[str, list[dict[str, Any]]
         axis.grid(alpha=0.3)
         axis.xaxis.get_major_locator().set_params(integer=True)
     loss.legend(title="run", loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
-    figure.tight_layout()
     return figure
 
 

@@ -97,8 +97,11 @@ class Results:
             checkpoints.write_atomically(self.path, lambda file: file.write(text.encode()))
 
 
-def training_fields(cfg: DictConfig, group: ProcessGroup) -> dict[str, Any]:
-    """What results.json says of a training run before it starts."""
+def training_fields(
+    cfg: DictConfig, group: ProcessGroup, resumed: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What results.json says of a training run before it starts (or resumes from `resumed`)."""
+    done = 0 if resumed is None else resumed["epoch"]
     return {
         "model": cfg.model.name,
         "dataset": cfg.dataset.name,
@@ -113,7 +116,8 @@ def training_fields(cfg: DictConfig, group: ProcessGroup) -> dict[str, Any]:
         "batch_size": cfg.trainer.batch_size,
         "world_size": group.world_size,
         "per_process_batch_size": cfg.trainer.batch_size // group.world_size,
-        "epochs_completed": 0,
+        "epochs_completed": done,
+        **({"resumed_after_epochs": [done]} if resumed is not None else {}),
         "replay_of": cfg.replay,
     }
 

@@ -153,6 +153,10 @@ def report_unfinished_sweeps() -> None:
         sweep_dir = _unreported.pop()
         if find_runs(sweep_dir):
             report(sweep_dir)
+        elif [entry.name for entry in sweep_dir.iterdir()] == ["multirun.yaml"]:
+            # No job started (a typo in a swept value, no cluster): leave no empty sweep behind.
+            (sweep_dir / "multirun.yaml").unlink()
+            sweep_dir.rmdir()
 
 
 def report(sweep_dir: Path) -> bool:

@@ -57,7 +57,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     # The process group, if any, is left last, after the records are written.
     with (
         teardown(),
-        Results(run_dir, training_fields(cfg, group), group) as results,
+        Results(run_dir, training_fields(cfg, group, resumed), group) as results,
         Metrics(run_dir, writes=group.is_main) as metrics,
     ):
         validate(cfg, group.world_size)
@@ -112,14 +112,10 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
 
         history: list[dict[str, Any]] = []
         if resumed is not None:
-            unwrap(model).load_state_dict(resumed["model"])
-            optimizer.load_state_dict(resumed["optimizer"])
-            if resumed.get("scaler"):
-                scaler.load_state_dict(resumed["scaler"])
+            checkpoints.restore(resumed, cfg.resume, unwrap(model), optimizer, scaler)
             seeding.restore(resumed["rng"], shuffle, plan.gpus)
             history = list(resumed["history"])
             metrics.resume_after(resumed["epoch"], len(train_batches))
-            results.add(epochs_completed=resumed["epoch"], resumed_after_epochs=[resumed["epoch"]])
             log.info("resuming %s after epoch %d", display_path(Path(cfg.resume)), resumed["epoch"])
         _log_start(cfg, data.shape, train_batches, test_batches, plan, group)
 
