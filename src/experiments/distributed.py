@@ -71,6 +71,12 @@ class ProcessGroup:
         """The process that writes the run's records."""
         return self.rank == 0
 
+    def wait_for_all(self) -> None:
+        """Wait until every process gets here (nothing to wait for alone): at the end of a run,
+        so none tears down its connections while another still uses them."""
+        if self.world_size > 1:
+            dist.barrier()
+
     def sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """Add `tensor` up over all processes, in place (nothing to do for one process)."""
         if self.world_size > 1:

@@ -65,7 +65,8 @@ def restored() -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        torch.set_num_threads(threads)
+        if torch.get_num_threads() != threads:  # resizing torch's thread pools is not free
+            torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(algorithms[0], warn_only=algorithms[1])
         torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = cudnn
         if torch.cuda.is_initialized():

@@ -161,6 +161,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
         summary = results.finish(
             "completed", None, **training_summary(history), **measure.peak_memory_mb(device)
         )
+        group.wait_for_all()
 
     _log_summary(summary, plan, run_dir)
     return summary["best_test_accuracy"]
