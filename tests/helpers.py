@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -103,3 +104,22 @@ def results(run_dir: Path) -> dict[str, Any]:
 def metrics(run_dir: Path, kind: str) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return [row for row in rows if row["kind"] == kind]
+
+
+# Process 1 of a torchrun run raises at its third training step (tests/failing.py).
+FAILS_IN_PROCESS_1 = ("model=lenet", "model._target_=failing.FailsInProcess1")
+PROCESS_1_FAILURE = "process 1: RuntimeError: deliberate failure in process 1"
+
+
+def failing_torchrun(cwd: Path, *overrides: str) -> tuple[Finished, float]:
+    """Two torchrun processes of which process 1 fails; the run, and how long it took."""
+    began = time.monotonic()
+    done = torchrun_cli(
+        cwd,
+        2,
+        "device=ddp",
+        *FAILS_IN_PROCESS_1,
+        *overrides,
+        env={"PYTHONPATH": str(ROOT / "tests")},
+    )
+    return done, time.monotonic() - began

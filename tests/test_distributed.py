@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,15 @@ from experiments.distributed import ProcessGroup
 from experiments.errors import ExperimentError
 from experiments.models import Tudui
 from experiments.placement import ToDevice, audit
-from helpers import ROOT, compose_config, metrics, results, torchrun_cli, train_cli
+from helpers import (
+    PROCESS_1_FAILURE,
+    compose_config,
+    failing_torchrun,
+    metrics,
+    results,
+    torchrun_cli,
+    train_cli,
+)
 
 SHORT = (
     "trainer.epochs=2",
@@ -63,25 +70,15 @@ def test_two_processes_write_one_folder_and_match_one_process(tmp_path: Path) ->
 
 
 def test_a_process_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path) -> None:
-    began = time.monotonic()
-    done = torchrun_cli(
-        tmp_path,
-        2,
-        "device=ddp",
-        "model=lenet",
-        "model._target_=failing.FailsInProcess1",
-        *SHORT,
-        env={"PYTHONPATH": str(ROOT / "tests")},
-    )
-    assert time.monotonic() - began < 120
+    done, seconds = failing_torchrun(tmp_path, *SHORT)
+    assert seconds < 120
     assert done.returncode != 0
-    reason = "process 1: RuntimeError: deliberate failure in process 1"
     result = results(done.run_dir)
-    assert (result["status"], result["reason"]) == ("failed", reason)
-    assert f"Error: {reason}" in (done.run_dir / "train.log").read_text()
+    assert (result["status"], result["reason"]) == ("failed", PROCESS_1_FAILURE)
+    assert f"Error: {PROCESS_1_FAILURE}" in (done.run_dir / "train.log").read_text()
     # torchrun's own summary names the root cause too (written for it by @record).
     summary = done.stderr[done.stderr.index("Root Cause") :]
-    assert reason in summary and "To enable traceback" not in summary
+    assert PROCESS_1_FAILURE in summary and "To enable traceback" not in summary
 
 
 def test_ddp_outside_torchrun_says_how_to_start_it(tmp_path: Path) -> None:

@@ -26,10 +26,12 @@ from experiments.distributed import unwrap
 from experiments.models import LeNet, build_for
 from experiments.placement import ToDevice
 from helpers import (
+    PROCESS_1_FAILURE,
     QUICK,
     ROOT,
     compose_config,
     eval_cli,
+    failing_torchrun,
     metrics,
     results,
     torchrun_cli,
@@ -262,21 +264,11 @@ def test_ddp_puts_each_process_on_its_own_gpu_with_nccl(tmp_path: Path) -> None:
 
 @two_gpus
 def test_an_nccl_peer_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path) -> None:
-    began = time.monotonic()
-    done = torchrun_cli(
-        tmp_path,
-        2,
-        *ON_GPU,
-        "device=ddp",
-        "model=lenet",
-        "model._target_=failing.FailsInProcess1",
-        "trainer.limit_train_batches=6",
-        env={"PYTHONPATH": str(ROOT / "tests")},
-    )
-    assert time.monotonic() - began < 180
+    done, seconds = failing_torchrun(tmp_path, *ON_GPU, "trainer.limit_train_batches=6")
+    assert seconds < 180
     assert done.returncode != 0
-    reason = "process 1: RuntimeError: deliberate failure in process 1"
-    assert results(done.run_dir)["reason"] == reason
+    result = results(done.run_dir)
+    assert (result["device"]["backend"], result["reason"]) == ("nccl", PROCESS_1_FAILURE)
 
 
 @two_gpus

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
 from torch.utils.tensorboard import SummaryWriter
@@ -37,12 +36,7 @@ class Metrics:
     def __enter__(self) -> Metrics:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exception: object) -> None:
         with sigterm_held():
             if self._jsonl is not None:
                 self._jsonl.close()

@@ -17,7 +17,6 @@ import re
 import sys
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import IO, Any
 
 from hydra.core.hydra_config import HydraConfig
@@ -85,12 +84,7 @@ class FreeGpus:
     def __enter__(self) -> FreeGpus:
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exception: object) -> None:
         if self._held is not None:
             self._held.close()  # releases the lock
             self._held = None
