@@ -81,13 +81,19 @@ def test_the_last_gpu_trains_with_either_placement(tmp_path: Path, placement: st
     assert (result["status"], result["device"]["uuid"]) == ("completed", uuid(last))
 
 
-def test_both_placements_give_the_same_numbers_on_a_gpu(tmp_path: Path) -> None:
+def numbers_with_each(tmp_path: Path, key: str, values: list[str]) -> list[list[tuple]]:
+    """The epochs' numbers of one exact run on cuda:0 per value of `key`."""
     found = []
-    for placement in ("to_device", "cuda_call"):
-        done = train_cli(tmp_path / placement, *EXACT, "device=cuda:0", f"placement={placement}")
+    for value in values:
+        done = train_cli(tmp_path / value, *EXACT, "device=cuda:0", f"{key}={value}")
         assert done.returncode == 0, done.stderr
         found.append(numbers(done.run_dir))
-    assert found[0] == found[1]
+    return found
+
+
+def test_both_placements_give_the_same_numbers_on_a_gpu(tmp_path: Path) -> None:
+    to_device, cuda_call = numbers_with_each(tmp_path, "placement", ["to_device", "cuda_call"])
+    assert to_device == cuda_call
 
 
 def test_preloading_on_the_gpu_gives_the_batches_a_host_copy_gives() -> None:
@@ -107,12 +113,8 @@ def test_preloading_on_the_gpu_gives_the_batches_a_host_copy_gives() -> None:
 
 
 def test_preloading_on_the_gpu_trains_to_the_same_numbers(tmp_path: Path) -> None:
-    found = []
-    for preload in ("host", "device"):
-        done = train_cli(tmp_path / preload, *EXACT, "device=cuda:0", f"dataset.preload={preload}")
-        assert done.returncode == 0, done.stderr
-        found.append(numbers(done.run_dir))
-    assert found[0] == found[1]
+    host, device = numbers_with_each(tmp_path, "dataset.preload", ["host", "device"])
+    assert host == device
 
 
 def test_batches_never_make_the_host_wait_for_the_gpu() -> None:
