@@ -28,11 +28,23 @@ def options(group: str) -> list[str]:
     return found
 
 
+# The fields a user's own data fills in when it loads (and what a user must name).
+WHAT_THE_DATA_TELLS = {
+    "dataset=image_folder": ("dataset.root=data/my_images", "dataset.num_classes=10"),
+    "dataset=custom": (
+        "dataset.source._target_=my_pkg.make_splits",
+        "dataset.channels=3",
+        "dataset.image_size=32",
+        "dataset.num_classes=10",
+    ),
+}
+
+
 @pytest.mark.parametrize(
     "override", [f"{group}={option}" for group in GROUPS for option in options(group)]
 )
 def test_every_option_composes_and_resolves(override: str) -> None:
-    cfg = compose_config(override)
+    cfg = compose_config(override, *WHAT_THE_DATA_TELLS.get(override, ()))
     resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     assert set(resolved) == {
         "model",
@@ -55,7 +67,9 @@ def test_the_groups_have_the_options_the_readme_promises() -> None:
     assert options("dataset") == [
         "cifar10",
         "cifar10_sample",
+        "custom",
         "fashion_mnist",
+        "image_folder",
         "mnist",
         "mnist_sample",
         "synthetic",

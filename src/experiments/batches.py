@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from itertools import accumulate
 
 import torch
 from torch import nn
@@ -18,7 +19,9 @@ from torch import nn
 from experiments.datasets import Split
 from experiments.distributed import ONE_PROCESS, ProcessGroup
 from experiments.measure import DeviceTimer
+from experiments.own_data import Streamed
 from experiments.placement import Placement
+from experiments.streaming import StreamRows
 
 
 def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -63,22 +66,58 @@ class Augment:
         return images
 
 
+class TensorRows:
+    """The in-memory path: each batch's rows gathered from the split's uint8 tensors (on the
+    host, or on the device with `dataset.preload=device`)."""
+
+    def __init__(self, split: Split, *, channels_last: bool, pin: bool) -> None:
+        # For channels-last batches, a copy stored as (N, H, W, C): a batch of its rows, seen as
+        # (N, C, H, W), is channels-last already (converting every batch costs more).
+        self.images = (
+            split.images.permute(0, 2, 3, 1).contiguous() if channels_last else split.images
+        )
+        self.labels = split.labels
+        # Pinned host memory lets copies to a GPU run without holding up the host.
+        self.pin = pin and self.images.device.type == "cpu"
+
+    def batches(
+        self, order: torch.Tensor | None, bounds: list[tuple[int, int]]
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """For each (low, high) of `bounds`: rows `low` to `high` of the pass's order."""
+        if order is not None:
+            order = to_device_async(order, self.images.device)
+        for low, high in bounds:
+            if order is None:
+                images, labels = self.images[low:high], self.labels[low:high]
+            else:
+                # index_select: a tenth of the time of indexing with a tensor, on the CPU.
+                rows = order[low:high]
+                images, labels = (
+                    self.images.index_select(0, rows),
+                    self.labels.index_select(0, rows),
+                )
+            if self.pin:
+                images, labels = images.pin_memory(), labels.pin_memory()
+            yield images, labels
+
+
 class Batches:
     """One pass over a split in batches of normalized float images and labels, on the device.
 
     With a `shuffle` generator, every pass draws a new permutation from it; without, the order is
     the split's. The last batch may be smaller. Of several processes in `group`, each takes its
-    contiguous share of every batch (so together they see the batch one process would); a last
-    batch too small to give every process an image is left out.
+    contiguous share of every batch (so together they see the batch one process would, and no
+    two the same image); a last batch too small to give every process an image is left out.
 
-    The split may wait on the host (copied per batch) or already on the device
-    (`dataset.preload=device`). Per pass, `times()` tells how long the loop waited for batches
-    (host clock) and how long copying them to the device took.
+    The split is whole uint8 tensors (`Split`: on the host, copied per batch, or already on the
+    device with `dataset.preload=device`), or a Dataset that DataLoader workers decode
+    (`Streamed`): the same rows in the same order either way. Per pass, `times()` tells how long
+    the loop waited for batches (host clock) and how long copying them to the device took.
     """
 
     def __init__(
         self,
-        split: Split,
+        split: Split | Streamed,
         *,
         batch_size: int,
         mean: list[float],
@@ -90,23 +129,24 @@ class Batches:
         augment: Augment | None = None,
         channels_last: bool = False,
     ) -> None:
-        self.split = split
+        self.length = len(split)
         self.placement = placement
         self.group = group
         self.shuffle = shuffle
         self.augment = augment
         self.channels_last = channels_last
-        # For channels-last batches, a copy stored as (N, H, W, C): a batch of its rows, seen as
-        # (N, C, H, W), is channels-last already (converting every batch costs more).
-        self.images = (
-            split.images.permute(0, 2, 3, 1).contiguous() if channels_last else split.images
-        )
-        full, rest = divmod(len(split), batch_size)
+        pin = placement.device.type == "cuda"
+        if isinstance(split, Streamed):
+            seed = shuffle.initial_seed() if shuffle is not None else 0
+            self.rows: TensorRows | StreamRows = StreamRows(
+                split, pin_memory=pin, channels_last=channels_last, seed=seed
+            )
+        else:
+            self.rows = TensorRows(split, channels_last=channels_last, pin=pin)
+        full, rest = divmod(self.length, batch_size)
         sizes = [batch_size] * full + ([rest] if rest >= group.world_size else [])
         self.sizes = sizes[:limit]  # of each batch, over all processes
-        self.scale, self.shift = self._normalization(mean, std, split.images.shape[1])
-        # Pinned host memory lets copies to a GPU run without holding up the host.
-        self.pin = placement.device.type == "cuda" and self.images.device.type == "cpu"
+        self.scale, self.shift = self._normalization(mean, std, max(len(mean), len(std)))
         self.copy_timer = DeviceTimer(placement.device)
         self.wait_seconds = 0.0
 
@@ -124,47 +164,36 @@ class Batches:
         return waited, self.copy_timer.take()
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        order = self._order()
-        start = 0
-        for size in self.sizes:
-            began = time.perf_counter()
-            share = self._share(size)
-            images, labels = self._gather(order, start + share.start, start + share.stop)
+        shares = [self._share(size) for size in self.sizes]
+        starts = accumulate(self.sizes[:-1], initial=0)
+        bounds = [
+            (start + s.start, start + s.stop) for start, s in zip(starts, shares, strict=True)
+        ]
+        rows = self.rows.batches(self._order(), bounds)
+        began = time.perf_counter()
+        for (images, labels), size, share in zip(rows, self.sizes, shares, strict=True):
             images, labels = self._to_device(images, labels)
             if self.augment:
                 images = self._augment(images, size, share)
             images = self._normalize(images)
-            start += size
             self.wait_seconds += time.perf_counter() - began
             yield images, labels
+            began = time.perf_counter()
 
     def _order(self) -> torch.Tensor | None:
         """This pass's order of the split's rows (None: as stored)."""
         if self.shuffle is None:
             return None
-        order = torch.randperm(len(self.split), generator=self.shuffle)
-        return to_device_async(order, self.images.device)
+        return torch.randperm(self.length, generator=self.shuffle)
 
     def _share(self, size: int) -> slice:
         """This process's contiguous part of a batch of `size` images of all processes."""
         rank, world = self.group.rank, self.group.world_size
         return slice(size * rank // world, size * (rank + 1) // world)
 
-    def _gather(
-        self, order: torch.Tensor | None, low: int, high: int
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rows `low` to `high` of the pass's order, as uint8 images and labels."""
-        if order is None:
-            return self.images[low:high], self.split.labels[low:high]
-        # index_select: a tenth of the time of indexing with a tensor, on the CPU.
-        rows = order[low:high]
-        return self.images.index_select(0, rows), self.split.labels.index_select(0, rows)
-
     def _to_device(
         self, images: torch.Tensor, labels: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.pin:
-            images, labels = images.pin_memory(), labels.pin_memory()
         span = self.copy_timer.start()
         images, labels = self.placement.tensor(images), self.placement.tensor(labels)
         self.copy_timer.stop(span)

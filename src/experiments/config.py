@@ -62,6 +62,12 @@ class Preload(Choice):
     device = "device"  # the whole uint8 dataset on the device, copied there once
 
 
+class Loader(Choice):
+    auto = "auto"  # memory when the decoded images fit dataset.cache_max_gb, else stream
+    memory = "memory"  # decoded once (through the cache) into one uint8 array; batches cut from it
+    stream = "stream"  # DataLoader workers decode the images of every batch, every epoch
+
+
 @dataclass
 class ModelConfig:
     name: str = MISSING
@@ -88,15 +94,17 @@ class AugmentConfig:
 @dataclass
 class DatasetConfig:
     name: str = MISSING
-    channels: int = MISSING
-    image_size: int = MISSING
-    num_classes: int = MISSING
+    # Null only where the data tells (UserDatasetConfig).
+    channels: int | None = MISSING
+    image_size: int | None = MISSING
+    num_classes: int | None = MISSING
     # Class names in label order; null names them by number.
     classes: list[str] | None = None
     # Per-channel normalization: x = (pixel / 255 - mean) / std; one value serves every channel.
-    mean: list[float] = field(default_factory=lambda: [0.5])
-    std: list[float] = field(default_factory=lambda: [0.5])
-    # What loads the images: a `_target_` returning the train and test `Split`s.
+    mean: list[float] | None = field(default_factory=lambda: [0.5])
+    std: list[float] | None = field(default_factory=lambda: [0.5])
+    # What loads the images: a `_target_` returning the train and test splits, as `Split`s of
+    # whole tensors or as torch Datasets (see UserDatasetConfig).
     source: Any = MISSING
     # Where the whole uint8 dataset waits for batches.
     preload: Preload = Preload.host
@@ -110,6 +118,40 @@ class TorchvisionDatasetConfig(DatasetConfig):
     # directory.
     root: str = "data"
     download: bool = False
+
+
+@dataclass
+class UserDatasetConfig(DatasetConfig):
+    """Data of the user's own (dataset=image_folder, dataset=custom): a source returning torch
+    Datasets of (image, label). What is left null is derived from the data: the image shape from
+    the first training image, the classes from the train Dataset's `classes`, mean and std from
+    the training images (computed once, cached, and recorded)."""
+
+    channels: int | None = None
+    image_size: int | None = None
+    num_classes: int | None = None
+    mean: list[float] | None = None
+    std: list[float] | None = None
+    loader: Loader = Loader.auto
+    # DataLoader worker processes decoding images (null: one per core this process may use, at
+    # most 8, shared among the processes of a torchrun run on this machine).
+    workers: int | None = None
+    # Keep the decoded images in cache_dir (memory-mapped), so only the first run decodes them.
+    cache: bool = True
+    # Relative to the working directory.
+    cache_dir: str = "data/cache"
+    # loader=auto decodes into memory up to this size (per split) and streams beyond it.
+    cache_max_gb: float = 4.0
+
+
+@dataclass
+class ImageFolderDatasetConfig(UserDatasetConfig):
+    # DIR/train/<class>/*, DIR/test/<class>/* and optionally DIR/val/<class>/*; relative to the
+    # working directory.
+    root: str = MISSING
+    # Every image is converted (grey <-> RGB), resized and center-cropped to this.
+    channels: int | None = 3
+    image_size: int | None = 32
 
 
 @dataclass
@@ -230,6 +272,8 @@ SCHEMAS: dict[str, type] = {
     "mlp_schema": MLPConfig,
     "dataset_schema": DatasetConfig,
     "torchvision_dataset_schema": TorchvisionDatasetConfig,
+    "user_dataset_schema": UserDatasetConfig,
+    "image_folder_dataset_schema": ImageFolderDatasetConfig,
     "synthetic_dataset_schema": SyntheticDatasetConfig,
     "device_schema": DeviceConfig,
     "placement_schema": PlacementConfig,
@@ -338,7 +382,11 @@ def _refuse_unknown_keys(node: DictConfig, path: str) -> None:
             raise ExperimentError(
                 f"+{name}: {section} has no key '{key}'; its keys are {', '.join(known)}"
             )
-        if not OmegaConf.is_missing(node, key) and isinstance(node[key], DictConfig):
+        # An interpolation is left unresolved: it may name a field derived later (a model's
+        # num_classes from an image folder's classes).
+        if OmegaConf.is_missing(node, key) or OmegaConf.is_interpolation(node, key):
+            continue
+        if isinstance(node[key], DictConfig):
             _refuse_unknown_keys(node[key], name)
 
 
@@ -357,13 +405,27 @@ def _at_least_one_or_null(section: str, node: DictConfig, *keys: str) -> None:
 
 
 def _check_dataset(dataset: DictConfig) -> None:
+    if dataset.channels not in (None, 1, 3):
+        raise ExperimentError(f"dataset.channels={dataset.channels} must be 1 (grey) or 3 (RGB)")
+    _at_least_one_or_null("dataset", dataset, "image_size")
+    if "loader" in dataset:  # data of the user's own
+        if dataset.workers is not None and dataset.workers < 0:
+            raise ExperimentError(f"dataset.workers={dataset.workers} must be >= 0, or null")
+        if dataset.cache_max_gb < 0:
+            raise ExperimentError(f"dataset.cache_max_gb={dataset.cache_max_gb} must be >= 0")
     for key in ("mean", "std"):
+        if dataset[key] is None:
+            continue  # computed from the training images
         values = list(dataset[key])
-        if len(values) not in (1, dataset.channels):
+        if len(values) not in (1, dataset.channels or len(values)):
             raise ExperimentError(
                 f"dataset.{key}={values} needs 1 or {dataset.channels} values (one per channel)"
             )
-    if dataset.classes is not None and len(dataset.classes) != dataset.num_classes:
+    if (
+        dataset.classes is not None
+        and dataset.num_classes is not None
+        and len(dataset.classes) != dataset.num_classes
+    ):
         raise ExperimentError(
             f"dataset.classes names {len(dataset.classes)} classes, "
             f"but dataset.num_classes={dataset.num_classes}"

@@ -1,26 +1,41 @@
-"""Datasets as whole uint8 tensors: each split loaded once, then cut into batches by
-`experiments.batches`.
+"""A dataset's splits, ready to be cut into batches by `experiments.batches`.
 
-Each split is one uint8 tensor (N, C, H, W) and int64 labels, from a source named by the dataset
-config's `source._target_`: the files shipped in `sample_data/`, torchvision's dataset classes, or
-generated images. `load` checks what a source returns against the shape the config declares.
+A source, named by the dataset config's `source._target_`, returns the splits in one of two forms:
+
+- whole uint8 tensors (`Split`: (N, C, H, W) images and int64 labels): the files shipped in
+  `sample_data/`, torchvision's dataset classes, generated images. Loaded once, batches cut from
+  them.
+- torch Datasets of (image, label): an image folder, or a function of the user's own
+  (`experiments.own_data`), decoded into such tensors through the cache, or streamed by
+  DataLoader workers (`Streamed`).
+
+`load` checks what a source returns against the shape the config declares or derives.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
-from dataclasses import dataclass
+import logging
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
+from hydra.errors import InstantiationException
 from hydra.utils import get_class
 from PIL import Image
 
-from experiments.config import DatasetConfig, build
+from experiments import own_data
+from experiments.config import DatasetConfig, Loader, build
 from experiments.errors import ExperimentError, one_line
+from experiments.own_data import Items, Streamed
 from experiments.placement import Placement
+
+log = logging.getLogger("experiments")
 
 SAMPLE_DATA = Path(__file__).parent / "sample_data"
 
@@ -37,22 +52,55 @@ class Split:
 @dataclass
 class ImageData:
     name: str
-    train: Split
-    test: Split
+    train: Split | Streamed | None  # None: not loaded (an evaluation)
+    test: Split | Streamed
     classes: list[str]
     mean: list[float]
     std: list[float]
+    shape: tuple[int, int, int]  # (channels, height, width) of every image
+    val: Split | Streamed | None = None  # an image folder's val/, if it has one
+    # How the data was loaded (the loader and why, the cache, derived statistics), for results.
+    record: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        channels, height, width = self.train.images.shape[1:]
-        return channels, height, width
+    def derived(self) -> dict[str, Any]:
+        """The dataset config's fields as this data filled them in."""
+        channels, size, _ = self.shape
+        return {
+            "channels": channels,
+            "image_size": size,
+            "num_classes": len(self.classes),
+            "classes": self.classes,
+            "mean": self.mean,
+            "std": self.std,
+        }
 
 
-def load(config: DatasetConfig) -> ImageData:
-    """Load both splits as the dataset config says, and check them against its declared shape."""
+def load(config: DatasetConfig, *, processes_here: int = 1, training: bool = True) -> ImageData:
+    """Load the splits as the dataset config says (for an evaluation, `training=False`, only the
+    test split), and check them against its declared shape."""
+    made = _made_by_source(config)
+    if isinstance(made, (tuple, list)) and all(isinstance(split, Split) for split in made):
+        return _whole_tensors(config, made)
+    return _datasets(config, made, processes_here, training)
+
+
+def _made_by_source(config: DatasetConfig) -> Any:
+    target = config.source.get("_target_")
+    try:
+        return build(config.source)
+    except (ImportError, InstantiationException) as error:
+        if not isinstance(error, ImportError) and "Error locating target" not in str(error):
+            raise
+        cause = error.__cause__ or error
+        raise ExperimentError(
+            f"dataset.source._target_={target} cannot be imported ({one_line(cause)}); "
+            "its module must be on PYTHONPATH"
+        ) from None
+
+
+def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
     channels, size, classes = config.channels, config.image_size, config.num_classes
-    train, test = build(config.source)
+    train, test = made
     for split_name, split in (("train", train), ("test", test)):
         if len(split) == 0:
             raise ExperimentError(f"dataset {config.name} has no {split_name} images")
@@ -68,17 +116,83 @@ def load(config: DatasetConfig) -> ImageData:
                 f"dataset.num_classes={classes}"
             )
     names = list(config.classes) if config.classes is not None else [str(k) for k in range(classes)]
-    return ImageData(config.name, train, test, names, list(config.mean), list(config.std))
+    return ImageData(
+        config.name,
+        train,
+        test,
+        names,
+        list(config.mean),
+        list(config.std),
+        (channels, size, size),
+        record={"loader": "memory", "loader_reason": "the source gives whole tensors"},
+    )
+
+
+def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> ImageData:
+    """Torch Datasets from an image folder or the user's code: decoded into memory or streamed."""
+    target = config.source._target_
+    found = own_data.splits(made, target)
+    shape = own_data.shape_of(config, found["train"], target)
+    classes = own_data.class_names(config, found["train"], target)
+    wanted = [name for name in found if training or name == "test"]
+    items = {
+        name: Items(found[name], f"{target}'s {name} split", shape, len(classes)) for name in wanted
+    }
+    decoded_bytes = sum(len(split) for split in items.values()) * math.prod(shape)
+    loader, reason = own_data.choose_loader(config.loader, decoded_bytes, config.cache_max_gb)
+    workers = (
+        config.workers if config.workers is not None else own_data.default_workers(processes_here)
+    )
+    log.info("dataset %s: %s (%s)", config.name, loader, reason)
+    record: dict[str, Any] = {
+        "loader": str(loader),
+        "loader_reason": reason,
+        "workers": workers,
+        "images": {name: len(split) for name, split in items.items()},
+    }
+    loaded: dict[str, Split | Streamed] = {}
+    for name, split in items.items():
+        if loader == Loader.memory:
+            images, labels, cached = own_data.in_memory(split, config, config.name, name, workers)
+            loaded[name] = Split(images, labels)
+            record.setdefault("cache", {})[name] = cached
+        else:
+            loaded[name] = Streamed(split, workers)
+    mean, std = config.mean, config.std
+    if mean is None or std is None:
+        if "train" not in loaded:
+            raise ExperimentError("dataset.mean and dataset.std are needed to evaluate")
+        train = loaded["train"]
+        computed = own_data.statistics(
+            train.images if isinstance(train, Split) else train, shape[0]
+        )
+        mean, std = mean or computed[0], std or computed[1]
+        record["statistics"] = f"mean and std computed from {computed[2]:,} training images"
+        log.info("dataset %s: mean %s, std %s (%s)", config.name, mean, std, record["statistics"])
+    return ImageData(
+        config.name,
+        loaded.get("train"),
+        loaded["test"],
+        classes,
+        list(mean),
+        list(std),
+        shape,
+        val=loaded.get("val"),
+        record=record,
+    )
 
 
 def preload(data: ImageData, placement: Placement) -> ImageData:
-    """The dataset with both splits' uint8 tensors on the device, copied there once."""
+    """The dataset with its in-memory splits' uint8 tensors on the device, copied there once
+    (streamed splits stay streamed)."""
 
-    def moved(split: Split) -> Split:
+    def moved(split: Any) -> Any:
+        if not isinstance(split, Split):
+            return split
         return Split(placement.tensor(split.images), placement.tensor(split.labels))
 
-    return ImageData(
-        data.name, moved(data.train), moved(data.test), data.classes, data.mean, data.std
+    return dataclasses.replace(
+        data, train=moved(data.train), test=moved(data.test), val=moved(data.val)
     )
 
 

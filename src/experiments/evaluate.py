@@ -43,7 +43,10 @@ def evaluate(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) 
         state = checkpoints.load(path, map_location=plan.device)
         trained = OmegaConf.create(state["config"])
         placement = build(cfg.placement, device=plan.device)
-        data = job.load_data(cfg.dataset if cfg.dataset is not None else trained.dataset, placement)
+        dataset = _dataset_to_evaluate(cfg.dataset, trained.dataset)
+        data = job.load_data(dataset, placement, training=False)
+        _check_classes(data.classes, trained.dataset, dataset.name)
+        results.add(data={**data.record, **data.derived()})
 
         model = models.build_for(trained.model, data.shape, len(data.classes), data.name)
         model.load_state_dict(state["model"])
@@ -82,6 +85,35 @@ def evaluate(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) 
         )
     _log_outcome(outcome, plan, run_dir)
     return evaluation.accuracy
+
+
+def _dataset_to_evaluate(asked: DictConfig | None, trained: DictConfig) -> DictConfig:
+    """The dataset the evaluation asks for (by default the one trained on), normalized as the
+    training images were unless it says otherwise."""
+    if asked is None:
+        return trained
+    for key in ("mean", "std"):
+        if asked[key] is None:
+            asked[key] = trained[key]
+    return asked
+
+
+def _check_classes(classes: list[str], trained: DictConfig, dataset: str) -> None:
+    known = list(trained.classes or [str(label) for label in range(trained.num_classes)])
+    if classes == known:
+        return
+    missing, extra = sorted(set(known) - set(classes)), sorted(set(classes) - set(known))
+    if not missing and not extra:
+        raise ExperimentError(
+            f"dataset {dataset} has the classes the model was trained on in another order "
+            f"({', '.join(classes)}; trained: {', '.join(known)})"
+        )
+    parts = [f"missing {', '.join(missing)}"] if missing else []
+    parts += [f"not trained on {', '.join(extra)}"] if extra else []
+    raise ExperimentError(
+        f"dataset {dataset}'s classes differ from those the model was trained on "
+        f"({trained.name}): {'; '.join(parts)}"
+    )
 
 
 def _log_outcome(outcome: dict[str, Any], plan: DevicePlan, run_dir: Path) -> None:

@@ -43,9 +43,18 @@ def prepare_device(
     return plan
 
 
-def load_data(config: DatasetConfig, placement: Placement) -> ImageData:
-    """The dataset, its uint8 splits moved to the device once if `dataset.preload=device`."""
-    data = datasets.load(config)
+def load_data(
+    config: DatasetConfig, placement: Placement, *, processes_here: int = 1, training: bool = True
+) -> ImageData:
+    """The dataset (for an evaluation, only its test split), its in-memory splits moved to the
+    device once if `dataset.preload=device`.
+
+    What the data told (its classes, image shape, computed mean and std) is written into
+    `config`, so the model is sized from it and a checkpoint's config holds it: an evaluation
+    then normalizes as training did, and knows the classes it was trained on."""
+    data = datasets.load(config, processes_here=processes_here, training=training)
+    for key, value in data.derived().items():
+        config[key] = value
     if config.preload == Preload.device:
         data = datasets.preload(data, placement)
     return data

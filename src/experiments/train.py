@@ -77,7 +77,8 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
         channels_last = speed.channels_last(trainer.channels_last, device)
         results.add(channels_last=channels_last)
         placement = build(cfg.placement, device=device)
-        data = job.load_data(cfg.dataset, placement)
+        data = job.load_data(cfg.dataset, placement, processes_here=group.local_world_size)
+        results.add(data={**data.record, **data.derived()})
 
         seeding.seed_everything(trainer.seed)  # the same weights on every device and placement
         model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
@@ -104,6 +105,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
             channels_last=channels_last,
         )
         augment = Augment(**cfg.dataset.augment, generator=shuffle)
+        assert data.train is not None
         train_batches = batches(
             data.train, shuffle=shuffle, limit=trainer.limit_train_batches, augment=augment
         )

@@ -1,0 +1,115 @@
+"""`dataset=image_folder`: a folder of the user's images in torchvision's ImageFolder layout.
+
+    DIR/train/<class>/*.png|jpg|...   DIR/test/<class>/*   and optionally DIR/val/<class>/*
+
+The classes are the folder names, sorted, and must be the same in every split. Each image is
+decoded with PIL, converted to grey or RGB, resized (shorter side) and center-cropped to a square,
+and returned as a uint8 (C, H, W) tensor: the same whether a DataLoader worker decodes it every
+epoch or the cache decodes it once. The layout is checked before any image is read, so a wrong
+folder fails in one line naming what is wrong.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import torchvision.transforms.functional as F
+from PIL import Image
+from torchvision.datasets import ImageFolder
+from torchvision.datasets.folder import IMG_EXTENSIONS
+
+from experiments.errors import ExperimentError
+
+SPLITS = ("train", "test", "val")
+LAYOUT = "an image folder holds train/<class>/*, test/<class>/* and optionally val/<class>/*"
+
+
+class ImageFolderSplit(ImageFolder):
+    """One split of an image folder: torchvision's ImageFolder, whose items are uint8 tensors of
+    one size, and whose images are ordered by file name (then class), so numbered files keep
+    their numbering, rather than class by class."""
+
+    def __init__(self, root: Path, image_size: int, channels: int) -> None:
+        self.image_size = image_size
+        self.channels = channels
+        super().__init__(str(root), is_valid_file=_image_file, allow_empty=True)
+        self.samples.sort(key=lambda sample: (Path(sample[0]).name, sample[1]))
+        self.imgs = self.samples
+        self.targets = [label for _, label in self.samples]
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        path, label = self.samples[index]
+        return decode(Path(path), self.image_size, self.channels), label
+
+
+def image_folder(root: str, image_size: int, channels: int) -> tuple[ImageFolderSplit, ...]:
+    """The train and test splits (and val, if the folder has one) of the folder at `root`."""
+    folder = Path(root).expanduser()
+    if not folder.is_dir():
+        raise ExperimentError(f"dataset.root={root}: no such folder; {LAYOUT}")
+    present = [split for split in SPLITS if (folder / split).is_dir()]
+    for required in ("train", "test"):
+        if required not in present:
+            found = ", ".join(sorted(p.name for p in folder.iterdir() if p.is_dir())) or "none"
+            raise ExperimentError(
+                f"dataset.root={root} has no {required}/ folder (its folders: {found}); {LAYOUT}"
+            )
+    classes = {split: _class_folders(folder / split) for split in present}
+    for split in present[1:]:
+        _same_classes(root, classes["train"], split, classes[split])
+    splits = tuple(ImageFolderSplit(folder / split, image_size, channels) for split in present)
+    for split, dataset in zip(present, splits, strict=True):
+        counts = np.bincount(dataset.targets, minlength=len(dataset.classes))
+        for name, count in zip(dataset.classes, counts, strict=True):
+            if count == 0:
+                raise ExperimentError(
+                    f"dataset.root={root}: class folder {split}/{name} has no images "
+                    f"({', '.join(IMG_EXTENSIONS)})"
+                )
+    return splits
+
+
+def decode(path: Path, image_size: int, channels: int) -> torch.Tensor:
+    """The image at `path` as a uint8 (channels, image_size, image_size) tensor."""
+    try:
+        with Image.open(path) as opened:
+            image = opened.convert("RGB" if channels == 3 else "L")
+    except (OSError, SyntaxError, ValueError) as error:  # PIL's UnidentifiedImageError: OSError
+        raise ExperimentError(f"{path} cannot be decoded as an image ({error})") from None
+    if image.size != (image_size, image_size):
+        image = F.center_crop(F.resize(image, image_size), [image_size, image_size])
+    return F.pil_to_tensor(image)
+
+
+def _image_file(path: str) -> bool:
+    """True for an image; False for hidden files (.DS_Store and the like); anything else in a
+    class folder is a mistake worth naming."""
+    name = Path(path).name
+    if name.startswith("."):
+        return False
+    if not name.lower().endswith(IMG_EXTENSIONS):
+        raise ExperimentError(
+            f"{path} is not an image; class folders hold only images ({', '.join(IMG_EXTENSIONS)})"
+        )
+    return True
+
+
+def _class_folders(split: Path) -> list[str]:
+    names = sorted(entry.name for entry in split.iterdir() if entry.is_dir())
+    if not names:
+        raise ExperimentError(f"{split} has no class folders; {LAYOUT}")
+    return names
+
+
+def _same_classes(root: str, train: list[str], split: str, other: list[str]) -> None:
+    if train == other:
+        return
+    only_train = sorted(set(train) - set(other))
+    only_other = sorted(set(other) - set(train))
+    parts = [f"only in train/: {', '.join(only_train)}"] if only_train else []
+    parts += [f"only in {split}/: {', '.join(only_other)}"] if only_other else []
+    raise ExperimentError(
+        f"dataset.root={root}: train/ and {split}/ have different classes ({'; '.join(parts)})"
+    )
