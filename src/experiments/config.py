@@ -405,6 +405,11 @@ def _at_least_one_or_null(section: str, node: DictConfig, *keys: str) -> None:
 
 
 def _check_dataset(dataset: DictConfig) -> None:
+    if OmegaConf.is_missing(dataset.source, "_target_"):
+        raise ExperimentError(
+            f"dataset={dataset.name} needs dataset.source._target_=<module>.<function>, a "
+            "function returning (train, test) torch Datasets (docs/own-data.md)"
+        )
     if dataset.channels not in (None, 1, 3):
         raise ExperimentError(f"dataset.channels={dataset.channels} must be 1 (grey) or 3 (RGB)")
     _at_least_one_or_null("dataset", dataset, "image_size")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import importlib
 import json
 import logging
 import math
@@ -25,7 +26,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from hydra.errors import InstantiationException
 from hydra.utils import get_class
 from PIL import Image
 
@@ -85,17 +85,18 @@ def load(config: DatasetConfig, *, processes_here: int = 1, training: bool = Tru
 
 
 def _made_by_source(config: DatasetConfig) -> Any:
-    target = config.source.get("_target_")
-    try:
-        return build(config.source)
-    except (ImportError, InstantiationException) as error:
-        if not isinstance(error, ImportError) and "Error locating target" not in str(error):
-            raise
-        cause = error.__cause__ or error
+    target = config.source._target_
+    module_name, _, attribute = target.rpartition(".")
+    try:  # before Hydra does, to say plainly what is missing
+        if not module_name:
+            raise ImportError("give it as <module>.<function>")
+        getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, ValueError) as error:
         raise ExperimentError(
-            f"dataset.source._target_={target} cannot be imported ({one_line(cause)}); "
-            "its module must be on PYTHONPATH"
+            f"dataset.source._target_={target} cannot be imported ({error}); its module must be "
+            "on PYTHONPATH"
         ) from None
+    return build(config.source)
 
 
 def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
@@ -143,7 +144,7 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
     workers = (
         config.workers if config.workers is not None else own_data.default_workers(processes_here)
     )
-    log.info("dataset %s: %s (%s)", config.name, loader, reason)
+    log.info("dataset %s: loader=%s (%s)", config.name, loader, reason)
     record: dict[str, Any] = {
         "loader": str(loader),
         "loader_reason": reason,

@@ -166,7 +166,7 @@ def choose_loader(requested: Loader, decoded_bytes: int, max_gb: float) -> tuple
     """The path a dataset takes, and why, for the log and results.json."""
     if requested != Loader.auto:
         return requested, f"dataset.loader={requested}"
-    size = f"{decoded_bytes / 1e9:.3g} GB decoded"
+    size = f"{decoded_bytes / 1e6:,.1f} MB decoded"
     if decoded_bytes <= max_gb * 1e9:
         return Loader.memory, f"auto: {size} fits dataset.cache_max_gb={max_gb:g}"
     return Loader.stream, f"auto: {size} exceeds dataset.cache_max_gb={max_gb:g}"
@@ -216,10 +216,13 @@ def _first_shape(streamed: Streamed) -> tuple[int, int, int]:
 
 
 def _describe(value: Any) -> str:
+    """ "a tuple of 2 (Tensor, str)", "an int", "a my_data.Digits"."""
     if isinstance(value, (tuple, list)):
         kinds = ", ".join(type(item).__name__ for item in value[:4])
-        return f"a {type(value).__name__} of {len(value)} ({kinds})"
-    return f"a {type(value).__module__}.{type(value).__qualname__}".replace("builtins.", "")
+        what = f"{type(value).__name__} of {len(value)} ({kinds})"
+    else:
+        what = f"{type(value).__module__}.{type(value).__qualname__}".removeprefix("builtins.")
+    return f"{'an' if what[0] in 'aeiou' else 'a'} {what}"
 
 
 def _shape(shape: tuple[int, ...]) -> str:

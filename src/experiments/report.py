@@ -59,6 +59,7 @@ COLUMNS = [
     Column("dataset", "dataset"),
     Column("device", "device"),
     Column("placement", "placement"),
+    Column("loader", "loader"),  # memory or stream (dataset.loader)
     Column("status", "status"),
     Column("reason", "reason", in_console=False),
     Column("best_test_accuracy", "best acc", _percent),
@@ -107,6 +108,7 @@ def summary_row(run_dir: Path, folder: Path) -> Row:
     results = json.loads(results_file.read_text()) if results_file.is_file() else {}
     row["status"] = _status(results)
     row["reason"] = results.get("reason")
+    row["loader"] = results.get("data", {}).get("loader")
     if "device" in results:
         device = results["device"]
         row["device"] = device.get("used", device.get("requested"))
