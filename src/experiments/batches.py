@@ -1,10 +1,11 @@
 """A split cut into batches of normalized float images on the training device.
 
 A batch is made in five visible steps (`Batches.__iter__`): which rows this process takes, in the
-pass's seeded order; gathering them from the uint8 split; copying them to the device as uint8 (a
+pass's seeded order; gathering them from the uint8 split (`TensorRows`), or having DataLoader
+workers decode them (`experiments.streaming.StreamRows`); copying them to the device as uint8 (a
 quarter of float32's traffic, from pinned memory for a GPU, without the host waiting); augmenting
-them batch-wise on the device; converting and normalizing them there. No per-image Python work,
-unlike a DataLoader over PIL images, and no step that makes the host wait for a GPU.
+them batch-wise on the device; converting and normalizing them there. No per-image Python work
+in memory, and no step that makes the host wait for a GPU.
 """
 
 from __future__ import annotations

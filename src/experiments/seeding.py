@@ -3,8 +3,9 @@ put back on resume, so a run repeats itself exactly on the same machine.
 
 The sources: Python's `random`, NumPy's global generator, torch's CPU generator and the generators
 of the GPUs the run computes on (weights, any random layer), and the generator that shuffles the
-training batches. There are no DataLoader workers: batches are cut from tensors in the training
-process.
+training batches (and draws their augmentation). On the stream path, DataLoader workers only
+decode the rows that generator chose; they are seeded from the run's seed
+(`experiments.streaming`).
 """
 
 from __future__ import annotations
