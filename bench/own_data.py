@@ -285,7 +285,8 @@ def _check_paths(numbers: dict[str, list[dict[str, Any]]]) -> None:
     }
     for name, (loader, built) in expected.items():
         for got in numbers[name]:
-            built_ok = not got["cache_built"] if built is None else set(got["cache_built"]) == {built}
+            cache = set(got["cache_built"])
+            built_ok = not cache if built is None else cache == {built}
             if got["loader"] != loader or not built_ok:
                 raise SystemExit(
                     f"{name} took loader {got['loader']} with cache built {got['cache_built']}; "
@@ -330,16 +331,17 @@ def machine() -> str:
 def tables(rows: dict[str, dict[str, float]], workers: int) -> list[str]:
     seconds = [
         "Seconds from dataset construction to the end of the last epoch (cache build included), "
-        "and the torchvision loop's over each (× its speed):",
+        "and the speed-up: the torchvision loop's seconds over each one's:",
         "",
-        "| model | torchvision s | image_folder s | × | warm cache s | × | stream s | × "
+        "| model | torchvision s | image_folder s | speed-up | warm cache s | speed-up | stream s "
+        "| speed-up "
         "| cache build s | cache MB |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     speeds = [
-        "Train images/s of the epochs (÷ mem: over cifar10_sample's, in memory):",
+        "Train images/s of the epochs (/ mem: over cifar10_sample's, in memory):",
         "",
-        "| model | torchvision | cifar10_sample | image_folder | ÷ mem | warm cache | ÷ mem "
+        "| model | torchvision | cifar10_sample | image_folder | / mem | warm cache | / mem "
         "| stream |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
@@ -358,9 +360,9 @@ def tables(rows: dict[str, dict[str, float]], workers: int) -> list[str]:
         )
         target = SPEEDUP_TARGET.get(model)
         for label, value, wanted in (
-            ("image_folder (empty cache) × torchvision, seconds", s["image_folder x"], target),
-            ("image_folder epochs ÷ cifar10_sample, img/s", s["image_folder /mem"], EPOCHS_TARGET),
-            (f"stream ({workers} workers) × torchvision, seconds", s["stream x"], STREAM_TARGET),
+            ("image_folder (empty cache) speed-up over torchvision", s["image_folder x"], target),
+            ("image_folder epochs / in-memory, img/s", s["image_folder /mem"], EPOCHS_TARGET),
+            (f"stream ({workers} workers) speed-up over torchvision", s["stream x"], STREAM_TARGET),
         ):
             if wanted is not None:
                 verdict = "met" if value >= wanted else "NOT met"

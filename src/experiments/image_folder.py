@@ -12,6 +12,7 @@ folder fails in one line naming what is wrong.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,6 +21,7 @@ from PIL import Image
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
+from experiments.config import build
 from experiments.errors import ExperimentError
 
 SPLITS = ("train", "test", "val")
@@ -71,6 +73,21 @@ def image_folder(root: str, image_size: int, channels: int) -> tuple[ImageFolder
     return splits
 
 
+def export(splits: dict[str, Any], classes: list[str], root: Path, suffix: str = ".png") -> None:
+    """Write uint8 splits (`experiments.datasets.Split`s, by split name) as an image folder under
+    `root`, each image named by its index, so the folder keeps the splits' order: a shipped
+    sample, say, to try `dataset=image_folder` on (`python -m experiments.image_folder DIR`)."""
+    for split, data in splits.items():
+        for name in classes:
+            (root / split / name).mkdir(parents=True, exist_ok=True)
+        digits = len(str(len(data) - 1))
+        for index, (image, label) in enumerate(zip(data.images, data.labels.tolist(), strict=True)):
+            pixels = image.permute(1, 2, 0).squeeze(2).numpy()
+            Image.fromarray(pixels).save(
+                root / split / classes[label] / f"{index:0{digits}d}{suffix}"
+            )
+
+
 def decode(path: Path, image_size: int, channels: int) -> torch.Tensor:
     """The image at `path` as a uint8 (channels, image_size, image_size) tensor."""
     try:
@@ -113,3 +130,29 @@ def _same_classes(root: str, train: list[str], split: str, other: list[str]) -> 
     raise ExperimentError(
         f"dataset.root={root}: train/ and {split}/ have different classes ({'; '.join(parts)})"
     )
+
+
+def main() -> None:
+    """python -m experiments.image_folder DIR [--dataset mnist_sample] [--suffix .jpg]"""
+    import argparse
+    from importlib.resources import files
+
+    from omegaconf import OmegaConf
+
+    from experiments.config import CONFIG_PACKAGE
+
+    parser = argparse.ArgumentParser(description="Write a shipped sample as an image folder.")
+    parser.add_argument("root", type=Path)
+    parser.add_argument("--dataset", choices=["cifar10_sample", "mnist_sample"])
+    parser.add_argument("--suffix", default=".png", help=".png or .jpg")
+    arguments = parser.parse_args()
+    name = arguments.dataset or "cifar10_sample"
+    config = OmegaConf.load(files(CONFIG_PACKAGE) / "dataset" / f"{name}.yaml")
+    train, test = build(config.source)
+    classes = list(config.classes)
+    export({"train": train, "test": test}, classes, arguments.root, arguments.suffix)
+    print(f"{len(train):,} train and {len(test):,} test images in {arguments.root}")
+
+
+if __name__ == "__main__":
+    main()
