@@ -84,12 +84,9 @@ def decoded(
         meta = json.loads((entry / "meta.json").read_text())
     images = torch.from_numpy(np.load(entry / "images.npy", mmap_mode="c"))
     labels = torch.from_numpy(np.load(entry / "labels.npy"))
-    record = {
-        "path": str(entry),
-        "built": built,
-        "megabytes": round(meta["images_bytes"] / 1e6, 1),
-        "build_seconds": round(meta["seconds"], 2),
-    }
+    record = {"path": str(entry), "built": built, "megabytes": round(meta["images_bytes"] / 1e6, 1)}
+    if built:
+        record["build_seconds"] = round(meta["seconds"], 2)
     return images, labels, record
 
 
@@ -139,6 +136,13 @@ def _problem(entry: Path) -> str | None:
     if sizes != [meta["images_bytes"], meta["labels_bytes"]]:
         return "torn (a file is not the size it was written with)"
     return None
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write `path` whole or not at all (a temporary file renamed into place)."""
+    temporary = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    temporary.write_text(text)
+    os.replace(temporary, path)
 
 
 @contextlib.contextmanager

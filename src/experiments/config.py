@@ -405,7 +405,7 @@ def _at_least_one_or_null(section: str, node: DictConfig, *keys: str) -> None:
 
 
 def _check_dataset(dataset: DictConfig) -> None:
-    if "root" in dataset.keys() and OmegaConf.is_missing(dataset, "root"):
+    if OmegaConf.is_missing(dataset, "root"):  # an image folder without its folder
         raise ExperimentError(
             f"dataset={dataset.name} needs dataset.root=<folder>, holding train/<class>/* and "
             "test/<class>/* (docs/own-data.md)"

@@ -20,6 +20,7 @@ import importlib
 import json
 import logging
 import math
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,7 @@ def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
 
 def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> ImageData:
     """Torch Datasets from an image folder or the user's code: decoded into memory or streamed."""
+    began = time.perf_counter()
     target = config.source._target_
     found = own_data.splits(made, target)
     shape = own_data.shape_of(config, found["train"], target)
@@ -164,12 +166,13 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
         if "train" not in loaded:
             raise ExperimentError("dataset.mean and dataset.std are needed to evaluate")
         train = loaded["train"]
-        computed = own_data.statistics(
-            train.images if isinstance(train, Split) else train, shape[0]
+        found_mean, found_std, source = own_data.normalization(
+            train.images if isinstance(train, Split) else train, items["train"], config, config.name
         )
-        mean, std = mean or computed[0], std or computed[1]
-        record["statistics"] = f"mean and std computed from {computed[2]:,} training images"
-        log.info("dataset %s: mean %s, std %s (%s)", config.name, mean, std, record["statistics"])
+        mean, std = mean or found_mean, std or found_std
+        record["statistics"] = source
+        log.info("dataset %s: mean %s, std %s (%s)", config.name, mean, std, source)
+    record["seconds"] = round(time.perf_counter() - began, 2)
     return ImageData(
         config.name,
         loaded.get("train"),

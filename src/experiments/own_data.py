@@ -14,6 +14,8 @@ images fit `dataset.cache_max_gb`.
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import os
 from dataclasses import dataclass
@@ -64,6 +66,11 @@ class Items(Dataset):
     def samples(self) -> Any:
         """The underlying Dataset's files, if it names them (what the cache key hashes)."""
         return getattr(self.dataset, "samples", None)
+
+    @functools.cached_property
+    def key(self) -> str | None:
+        """The cache key of these items' decoded images (None: they cannot be cached)."""
+        return cache.fingerprint(self, self.shape)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         item = self.dataset[index]
@@ -177,14 +184,35 @@ def in_memory(
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     """A split decoded into one uint8 tensor: memory-mapped from the cache when it can be
     cached, else decoded into memory, this run only."""
-    key = cache.fingerprint(items, items.shape) if config.cache else None
-    if key is not None:
+    if config.cache and items.key is not None:
         folder = cache.usable_folder(config.cache_dir)
-        return cache.decoded(items, folder / f"{dataset_name}-{split}-{key}", items.shape, workers)
+        entry = folder / f"{dataset_name}-{split}-{items.key}"
+        return cache.decoded(items, entry, items.shape, workers)
     why = "dataset.cache=false" if not config.cache else "the Dataset names no files to key it by"
     log.info("decoding %s %s images into memory (not cached: %s)", f"{len(items):,}", split, why)
     images, labels = decode_all(items, items.shape, workers)
     return torch.from_numpy(images), torch.from_numpy(labels), {"cached": False, "why": why}
+
+
+def normalization(
+    train: torch.Tensor | Streamed, items: Items, config: UserDatasetConfig, dataset_name: str
+) -> tuple[list[float], list[float], str]:
+    """Mean and std of the training images, and where they come from: computed once per set of
+    files and kept beside the cache (or, uncached, computed every run)."""
+    kept = None
+    if config.cache and items.key is not None:
+        kept = (
+            cache.usable_folder(config.cache_dir)
+            / f"{dataset_name}-train-{items.key}-statistics.json"
+        )
+        if kept.is_file():
+            saved = json.loads(kept.read_text())
+            return saved["mean"], saved["std"], f"{saved['source']}, read from {kept}"
+    mean, std, count = statistics(train, items.shape[0])
+    source = f"computed from {count:,} training images"
+    if kept is not None:
+        cache.write_text_atomically(kept, json.dumps({"mean": mean, "std": std, "source": source}))
+    return mean, std, source
 
 
 def statistics(
