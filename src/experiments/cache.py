@@ -37,14 +37,15 @@ log = logging.getLogger("experiments")
 FORMAT = 1
 
 
-def fingerprint(dataset: Dataset, shape: tuple[int, int, int]) -> str | None:
+def fingerprint(dataset: Dataset, shape: tuple[int, int, int], source: str) -> str | None:
     """The key of a split's decoded images, from its files (a Dataset with torchvision's
-    `samples` list of (path, label)); None for a Dataset that names no files, which cannot be
-    told apart from a changed one and so is never cached."""
+    `samples` list of (path, label)) and `source`, what made the Dataset (its function and
+    arguments: a transform's switch changes the images); None for a Dataset that names no files,
+    which cannot be told apart from a changed one and so is never cached."""
     samples = getattr(dataset, "samples", None)
     if not isinstance(samples, list):
         return None
-    digest = hashlib.sha256(f"{FORMAT} {shape}".encode())
+    digest = hashlib.sha256(f"{FORMAT} {shape} {source}".encode())
     for path, label in samples:
         status = os.stat(path)
         file = f"{os.path.abspath(path)} {status.st_size} {status.st_mtime_ns} {label}"
@@ -95,6 +96,23 @@ def _build(dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: 
         shutil.rmtree(stale, ignore_errors=True)
     temporary = entry.with_name(f"{entry.name}.tmp-{os.getpid()}")
     temporary.mkdir()
+    try:
+        _write(dataset, temporary, shape, workers)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    os.rename(temporary, entry)
+    meta = json.loads((entry / "meta.json").read_text())
+    log.info(
+        "decoded %s images into %s (%.1f MB) in %.1f s",
+        f"{meta['count']:,}",
+        entry,
+        meta["images_bytes"] / 1e6,
+        meta["seconds"],
+    )
+
+
+def _write(dataset: Dataset, temporary: Path, shape: tuple[int, int, int], workers: int) -> None:
     began = time.perf_counter()
     count = len(dataset)  # type: ignore[arg-type]
     images_file = np.lib.format.open_memmap(
@@ -116,14 +134,6 @@ def _build(dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: 
     for name in ("images.npy", "labels.npy", "meta.json"):
         with open(temporary / name, "rb") as file:
             os.fsync(file.fileno())
-    os.rename(temporary, entry)
-    log.info(
-        "decoded %s images into %s (%.1f MB) in %.1f s",
-        f"{count:,}",
-        entry,
-        meta["images_bytes"] / 1e6,
-        meta["seconds"],
-    )
 
 
 def _problem(entry: Path) -> str | None:

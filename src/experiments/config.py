@@ -140,7 +140,7 @@ class UserDatasetConfig(DatasetConfig):
     cache: bool = True
     # Relative to the working directory.
     cache_dir: str = "data/cache"
-    # loader=auto decodes into memory up to this size (per split) and streams beyond it.
+    # loader=auto decodes into memory up to this size (all splits together), streams beyond it.
     cache_max_gb: float = 4.0
 
 

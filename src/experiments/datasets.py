@@ -31,7 +31,7 @@ from hydra.utils import get_class
 from PIL import Image
 
 from experiments import own_data
-from experiments.config import DatasetConfig, Loader, build
+from experiments.config import DatasetConfig, Loader, build, plain
 from experiments.errors import ExperimentError, one_line
 from experiments.own_data import Items, Streamed
 from experiments.placement import Placement
@@ -92,7 +92,9 @@ def _made_by_source(config: DatasetConfig) -> Any:
         if not module_name:
             raise ImportError("give it as <module>.<function>")
         getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError, ValueError) as error:
+    except AttributeError as error:
+        raise ExperimentError(f"dataset.source._target_={target}: {error}") from None
+    except (ImportError, ValueError) as error:
         raise ExperimentError(
             f"dataset.source._target_={target} cannot be imported ({error}); its module must be "
             "on PYTHONPATH"
@@ -126,20 +128,22 @@ def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
         list(config.mean),
         list(config.std),
         (channels, size, size),
-        record={"loader": "memory", "loader_reason": "the source gives whole tensors"},
     )
 
 
 def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> ImageData:
     """Torch Datasets from an image folder or the user's code: decoded into memory or streamed."""
     began = time.perf_counter()
-    target = config.source._target_
+    # What messages call the data: the folder, or the user's function.
+    target = f"dataset.root={config.root}" if "root" in config else config.source._target_
     found = own_data.splits(made, target)
     shape = own_data.shape_of(config, found["train"], target)
     classes = own_data.class_names(config, found["train"], target)
     wanted = [name for name in found if training or name == "test"]
+    source = json.dumps(plain(config.source), sort_keys=True)
     items = {
-        name: Items(found[name], f"{target}'s {name} split", shape, len(classes)) for name in wanted
+        name: Items(found[name], f"{target}'s {name}", shape, len(classes), source)
+        for name in wanted
     }
     decoded_bytes = sum(len(split) for split in items.values()) * math.prod(shape)
     loader, reason = own_data.choose_loader(config.loader, decoded_bytes, config.cache_max_gb)

@@ -45,7 +45,7 @@ def evaluate(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) 
         placement = build(cfg.placement, device=plan.device)
         dataset = _dataset_to_evaluate(cfg.dataset, trained.dataset)
         data = job.load_data(dataset, placement, training=False)
-        _check_classes(data.classes, trained.dataset, dataset.name)
+        _check_classes(data.classes, trained.dataset, dataset)
         results.add(data={**data.record, **data.derived()})
 
         model = models.build_for(trained.model, data.shape, len(data.classes), data.name)
@@ -89,29 +89,33 @@ def evaluate(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) 
 
 def _dataset_to_evaluate(asked: DictConfig | None, trained: DictConfig) -> DictConfig:
     """The dataset the evaluation asks for (by default the one trained on), normalized as the
-    training images were unless it says otherwise."""
+    training images were unless it says otherwise; images of the user's own are made the size
+    and channels the model was trained on (it takes no other)."""
     if asked is None:
         return trained
     for key in ("mean", "std"):
         if asked[key] is None:
             asked[key] = trained[key]
+    if "loader" in asked:  # data of the user's own
+        asked.channels, asked.image_size = trained.channels, trained.image_size
     return asked
 
 
-def _check_classes(classes: list[str], trained: DictConfig, dataset: str) -> None:
+def _check_classes(classes: list[str], trained: DictConfig, dataset: DictConfig) -> None:
     known = list(trained.classes or [str(label) for label in range(trained.num_classes)])
     if classes == known:
         return
     missing, extra = sorted(set(known) - set(classes)), sorted(set(classes) - set(known))
+    where = f"dataset.root={dataset.root}" if "root" in dataset else f"dataset {dataset.name}"
     if not missing and not extra:
         raise ExperimentError(
-            f"dataset {dataset} has the classes the model was trained on in another order "
+            f"{where} has the classes the model was trained on in another order "
             f"({', '.join(classes)}; trained: {', '.join(known)})"
         )
     parts = [f"missing {', '.join(missing)}"] if missing else []
     parts += [f"not trained on {', '.join(extra)}"] if extra else []
     raise ExperimentError(
-        f"dataset {dataset}'s classes differ from those the model was trained on "
+        f"{where} has other classes than those the model was trained on "
         f"({trained.name}): {'; '.join(parts)}"
     )
 

@@ -41,6 +41,10 @@ class ImageFolderSplit(ImageFolder):
         self.imgs = self.samples
         self.targets = [label for _, label in self.samples]
 
+    def find_classes(self, directory: str) -> tuple[list[str], dict[str, int]]:
+        classes = _class_folders(Path(directory))
+        return classes, {name: label for label, name in enumerate(classes)}
+
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         path, label = self.samples[index]
         return decode(Path(path), self.image_size, self.channels), label
@@ -114,7 +118,10 @@ def _image_file(path: str) -> bool:
 
 
 def _class_folders(split: Path) -> list[str]:
-    names = sorted(entry.name for entry in split.iterdir() if entry.is_dir())
+    """The class folders' names, sorted; hidden folders (.ipynb_checkpoints) are not classes."""
+    names = sorted(
+        entry.name for entry in split.iterdir() if entry.is_dir() and not entry.name.startswith(".")
+    )
     if not names:
         raise ExperimentError(f"{split} has no class folders; {LAYOUT}")
     return names

@@ -52,12 +52,18 @@ class Items(Dataset):
     """A user's Dataset whose items are checked and converted to (uint8 (C, S, S), int)."""
 
     def __init__(
-        self, dataset: Dataset, name: str, shape: tuple[int, int, int], num_classes: int
+        self,
+        dataset: Dataset,
+        name: str,
+        shape: tuple[int, int, int],
+        num_classes: int,
+        source: str,
     ) -> None:
         self.dataset = dataset
-        self.name = name  # "<source>'s train split"
+        self.name = name  # "<source>'s train"
         self.shape = shape
         self.num_classes = num_classes
+        self.source = source  # what made the Dataset: its function and arguments
 
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
@@ -70,7 +76,7 @@ class Items(Dataset):
     @functools.cached_property
     def key(self) -> str | None:
         """The cache key of these items' decoded images (None: they cannot be cached)."""
-        return cache.fingerprint(self, self.shape)
+        return cache.fingerprint(self, self.shape, self.source)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         item = self.dataset[index]
@@ -150,11 +156,18 @@ def shape_of(config: UserDatasetConfig, train: Dataset, target: str) -> tuple[in
 
 def class_names(config: UserDatasetConfig, train: Dataset, target: str) -> list[str]:
     """The classes in label order: the config's, the train Dataset's `classes`, or numbers."""
-    if config.classes is not None:
-        return list(config.classes)
     found = getattr(train, "classes", None)
     if isinstance(found, (list, tuple)) and found:
-        return [str(name) for name in found]
+        names = [str(name) for name in found]
+        given = list(config.classes) if config.classes is not None else names
+        if given != names or config.num_classes not in (None, len(names)):
+            raise ExperimentError(
+                f"{target}: the train split has {len(names)} classes ({', '.join(names)}); leave "
+                "dataset.classes and dataset.num_classes null to take them"
+            )
+        return names
+    if config.classes is not None:
+        return list(config.classes)
     if config.num_classes is None:
         raise ExperimentError(
             f"dataset.num_classes is needed: {target}'s train Dataset has no `classes` list"

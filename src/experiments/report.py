@@ -59,7 +59,7 @@ COLUMNS = [
     Column("dataset", "dataset"),
     Column("device", "device"),
     Column("placement", "placement"),
-    Column("loader", "loader"),  # memory or stream (dataset.loader)
+    Column("loader", "loader"),  # memory or stream, for data of the user's own
     Column("status", "status"),
     Column("reason", "reason", in_console=False),
     Column("best_test_accuracy", "best acc", _percent),
