@@ -35,11 +35,11 @@ class StreamRows:
     def __init__(
         self, streamed: Streamed, *, pin_memory: bool, channels_last: bool, seed: int
     ) -> None:
-        self._rows: list[list[int]] = []  # this pass's rows, batch by batch
+        self._pass = _PassRows()
         workers = streamed.workers
         self.loader = DataLoader(
             streamed.dataset,
-            batch_sampler=_PassRows(self),
+            batch_sampler=self._pass,
             num_workers=workers,
             collate_fn=partial(stack, channels_last=channels_last),
             pin_memory=pin_memory,
@@ -52,7 +52,7 @@ class StreamRows:
         self, order: torch.Tensor | None, bounds: list[tuple[int, int]]
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """For each (low, high) of `bounds`: rows `low` to `high` of the pass's order, decoded."""
-        self._rows = [
+        self._pass.rows = [
             order[low:high].tolist() if order is not None else list(range(low, high))
             for low, high in bounds
         ]
@@ -63,16 +63,17 @@ class StreamRows:
 
 
 class _PassRows:
-    """The DataLoader's batch sampler: the rows of the pass `StreamRows.batches` set up."""
+    """The DataLoader's batch sampler: the rows of the pass `StreamRows.batches` set up, batch by
+    batch. (It holds no reference back, so dropping a split lets its workers go at once.)"""
 
-    def __init__(self, owner: StreamRows) -> None:
-        self.owner = owner
+    def __init__(self) -> None:
+        self.rows: list[list[int]] = []
 
     def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.owner._rows)
+        return iter(self.rows)
 
     def __len__(self) -> int:
-        return len(self.owner._rows)
+        return len(self.rows)
 
 
 def stack(
