@@ -106,6 +106,53 @@ def metrics(run_dir: Path, kind: str) -> list[dict[str, Any]]:
     return [row for row in rows if row["kind"] == kind]
 
 
+# What depends on the machine's speed rather than on the computation.
+TIMING = {
+    "time",
+    "images_per_second",
+    "train_seconds",
+    "wait_seconds",
+    "copy_seconds",
+    "compute_seconds",
+    "eval_seconds",
+    "epoch_seconds",
+}
+
+
+def numbers(run_dir: Path) -> list[dict[str, Any]]:
+    """Every metrics.jsonl row, without the timings."""
+    rows = metrics(run_dir, "step") + metrics(run_dir, "epoch")
+    return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
+
+
+def steps_so_far(cwd: Path) -> list[dict[str, Any]]:
+    """The step rows the runs under `cwd` have logged so far (a line still being written left
+    out), for a test that kills a run part-way."""
+    rows = []
+    for path in (cwd / "outputs").rglob("metrics.jsonl"):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
+    return [row for row in rows if row["kind"] == "step"]
+
+
+def write_image_folder(
+    root: Path, splits: dict[str, Any], classes: list[str], suffix: str = ".png", size: int = 0
+) -> Path:
+    """Write uint8 splits (`Split`s of (N, C, H, W) images, by split name) as an ImageFolder with
+    PIL: root/<split>/<class>/<index>.<suffix>, the index zero-padded so that the files' order is
+    the splits' order; resized to `size` x `size` first if `size` is given."""
+    from PIL import Image
+
+    for split, data in splits.items():
+        for index, (image, label) in enumerate(zip(data.images, data.labels.tolist(), strict=True)):
+            picture = Image.fromarray(image.permute(1, 2, 0).squeeze(2).numpy())
+            if size:
+                picture = picture.resize((size, size), Image.Resampling.BICUBIC)
+            folder = root / split / classes[label]
+            folder.mkdir(parents=True, exist_ok=True)
+            picture.save(folder / f"{index:05d}{suffix}")
+    return root
+
+
 # Process 1 of a torchrun run raises at its third training step (tests/failing.py).
 FAILS_IN_PROCESS_1 = ("model=lenet", "model._target_=failing.FailsInProcess1")
 PROCESS_1_FAILURE = "process 1: RuntimeError: deliberate failure in process 1"

@@ -20,7 +20,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from experiments import checkpoints, seeding
 from experiments.errors import ExperimentError
-from helpers import ROOT, eval_cli, metrics, results, train_cli
+from helpers import ROOT, eval_cli, metrics, numbers, results, steps_so_far, train_cli
 
 # Long enough epochs (30 steps of Tudui) to kill one in the middle.
 RUN = (
@@ -31,23 +31,6 @@ RUN = (
     "trainer.limit_eval_batches=4",
     "trainer.log_interval=5",
 )
-# What depends on the machine's speed rather than on the computation.
-TIMING = {
-    "time",
-    "images_per_second",
-    "train_seconds",
-    "wait_seconds",
-    "copy_seconds",
-    "compute_seconds",
-    "eval_seconds",
-    "epoch_seconds",
-}
-
-
-def numbers(run_dir: Path) -> list[dict[str, Any]]:
-    """Every metrics.jsonl row, without the timings."""
-    rows = metrics(run_dir, "step") + metrics(run_dir, "epoch")
-    return [{k: v for k, v in row.items() if k not in TIMING} for row in rows]
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +67,7 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_pat
     process = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
-        while not any(row["epoch"] == 2 for row in _steps_so_far(tmp_path)):
+        while not any(row["epoch"] == 2 for row in steps_so_far(tmp_path)):
             assert time.monotonic() < deadline and process.poll() is None
             time.sleep(0.02)
     finally:
@@ -111,13 +94,6 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_pat
         return [(event.step, event.value) for event in events.Scalars("train_loss")]
 
     assert train_loss(run_dir) == train_loss(reference)
-
-
-def _steps_so_far(cwd: Path) -> list[dict[str, Any]]:
-    rows = []
-    for path in (cwd / "outputs").rglob("metrics.jsonl"):
-        rows += [json.loads(line) for line in path.read_text().splitlines() if line.endswith("}")]
-    return [row for row in rows if row["kind"] == "step"]
 
 
 def test_resuming_a_finished_run_asks_for_more_epochs(reference: Path, tmp_path: Path) -> None:

@@ -46,8 +46,12 @@ def fingerprint(dataset: Dataset, shape: tuple[int, int, int], source: str) -> s
     if not isinstance(samples, list):
         return None
     digest = hashlib.sha256(f"{FORMAT} {shape} {source}".encode())
-    for path, label in samples:
-        status = os.stat(path)
+    for sample in samples:
+        try:
+            path, label = sample
+            status = os.stat(path)
+        except (OSError, TypeError, ValueError):
+            return None  # not a list of (file, label): nothing to key by
         file = f"{os.path.abspath(path)} {status.st_size} {status.st_mtime_ns} {label}"
         digest.update(f"\n{file}".encode())
     return digest.hexdigest()[:16]
@@ -64,7 +68,7 @@ def usable_folder(cache_dir: str) -> Path:
     except OSError as error:
         raise ExperimentError(
             f"dataset.cache_dir={cache_dir} is not a writable folder ({error.strerror}); name "
-            "another folder, or set dataset.cache=false to decode into memory every run"
+            "another folder, or set dataset.cache=false to keep nothing there"
         ) from None
     return folder
 
@@ -85,7 +89,11 @@ def decoded(
         meta = json.loads((entry / "meta.json").read_text())
     images = torch.from_numpy(np.load(entry / "images.npy", mmap_mode="c"))
     labels = torch.from_numpy(np.load(entry / "labels.npy"))
-    record = {"path": str(entry), "built": built, "megabytes": round(meta["images_bytes"] / 1e6, 1)}
+    record = {
+        "path": str(entry.resolve()),
+        "built": built,
+        "megabytes": round(meta["images_bytes"] / 1e6, 1),
+    }
     if built:
         record["build_seconds"] = round(meta["seconds"], 2)
     return images, labels, record

@@ -140,7 +140,10 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
     shape = own_data.shape_of(config, found["train"], target)
     classes = own_data.class_names(config, found["train"], target)
     wanted = [name for name in found if training or name == "test"]
-    source = json.dumps(plain(config.source), sort_keys=True)
+    made_by = plain(config.source)
+    if "root" in made_by:  # the same folder, however it is written
+        made_by["root"] = str(Path(made_by["root"]).expanduser().resolve())
+    source = json.dumps(made_by, sort_keys=True)
     items = {
         name: Items(found[name], f"{target}'s {name}", shape, len(classes), source)
         for name in wanted

@@ -10,6 +10,7 @@ memory for a GPU, and are converted and normalized on the device like in-memory 
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterator
 from functools import partial
 from typing import TYPE_CHECKING
@@ -59,7 +60,10 @@ class StreamRows:
         try:
             yield from self.loader
         except ExperimentError as error:
-            raise ExperimentError(from_worker(error)) from None
+            message = from_worker(error)
+        else:
+            return
+        raise ExperimentError(message)
 
 
 class _PassRows:
@@ -96,20 +100,26 @@ def decode_all(
     images = np.empty((count, *shape), dtype=np.uint8) if into is None else into
     labels = np.empty(count, dtype=np.int64)
     loader = DataLoader(dataset, batch_size=DECODE_BATCH, num_workers=workers, collate_fn=stack)
+    batches = iter(loader)
     start = 0
     try:
-        for batch_images, batch_labels in loader:
+        for batch_images, batch_labels in batches:
             images[start : start + len(batch_labels)] = batch_images.numpy()
             labels[start : start + len(batch_labels)] = batch_labels.numpy()
             start += len(batch_labels)
     except ExperimentError as error:
-        raise ExperimentError(from_worker(error)) from None
-    return images, labels
+        message = from_worker(error)
+    else:
+        return images, labels
+    del batches  # its workers stop now, rather than when the garbage collector gets to them
+    raise ExperimentError(message)
 
 
 def from_worker(error: ExperimentError) -> str:
     """The one line a worker raised: the DataLoader raises it again in this process with the
-    worker's traceback before it."""
+    worker's traceback before it. (Clears the frames the error holds, which hold the loader's
+    iterator and so its workers.)"""
+    traceback.clear_frames(error.__traceback__)
     text = str(error).rstrip()
     marker = "ExperimentError: "
     return text[text.rindex(marker) + len(marker) :] if marker in text else text
