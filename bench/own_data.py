@@ -225,10 +225,10 @@ def run_train(
         "setup_seconds": _logged_at(log_text, "training ") - started,
         "train_images_per_second": results["train_images_per_second"],
         "final_test_accuracy": results["final_test_accuracy"],
-        "loader": results["data"]["loader"],
+        "loader": results["data"].get("loader", "memory"),  # shipped: always in memory
         "workers": results["data"].get("workers"),
         "cache_built": [entry["built"] for entry in cache.values()],
-        "build_seconds": sum(entry["build_seconds"] for entry in cache.values()),
+        "build_seconds": sum(entry.get("build_seconds", 0) for entry in cache.values()),
         "megabytes": sum(entry["megabytes"] for entry in cache.values()),
     }
 

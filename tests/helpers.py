@@ -137,19 +137,11 @@ def steps_so_far(cwd: Path) -> list[dict[str, Any]]:
 def write_image_folder(
     root: Path, splits: dict[str, Any], classes: list[str], suffix: str = ".png", size: int = 0
 ) -> Path:
-    """Write uint8 splits (`Split`s of (N, C, H, W) images, by split name) as an ImageFolder with
-    PIL: root/<split>/<class>/<index>.<suffix>, the index zero-padded so that the files' order is
-    the splits' order; resized to `size` x `size` first if `size` is given."""
-    from PIL import Image
+    """Write uint8 splits as an image folder at `root` (`experiments.image_folder.export`: files
+    named by index, in the splits' order), resized to `size` x `size` if given; returns `root`."""
+    from experiments.image_folder import export
 
-    for split, data in splits.items():
-        for index, (image, label) in enumerate(zip(data.images, data.labels.tolist(), strict=True)):
-            picture = Image.fromarray(image.permute(1, 2, 0).squeeze(2).numpy())
-            if size:
-                picture = picture.resize((size, size), Image.Resampling.BICUBIC)
-            folder = root / split / classes[label]
-            folder.mkdir(parents=True, exist_ok=True)
-            picture.save(folder / f"{index:05d}{suffix}")
+    export(splits, classes, root, suffix, size or None)
     return root
 
 

@@ -77,19 +77,26 @@ def image_folder(root: str, image_size: int, channels: int) -> tuple[ImageFolder
     return splits
 
 
-def export(splits: dict[str, Any], classes: list[str], root: Path, suffix: str = ".png") -> None:
+def export(
+    splits: dict[str, Any],
+    classes: list[str],
+    root: Path,
+    suffix: str = ".png",
+    size: int | None = None,
+) -> None:
     """Write uint8 splits (`experiments.datasets.Split`s, by split name) as an image folder under
-    `root`, each image named by its index, so the folder keeps the splits' order: a shipped
-    sample, say, to try `dataset=image_folder` on (`python -m experiments.image_folder DIR`)."""
+    `root`, each image named by its index, so the folder keeps the splits' order (and resized to
+    `size` x `size` if given): a shipped sample, say, to try `dataset=image_folder` on
+    (`python -m experiments.image_folder DIR`)."""
     for split, data in splits.items():
         for name in classes:
             (root / split / name).mkdir(parents=True, exist_ok=True)
         digits = len(str(len(data) - 1))
         for index, (image, label) in enumerate(zip(data.images, data.labels.tolist(), strict=True)):
-            pixels = image.permute(1, 2, 0).squeeze(2).numpy()
-            Image.fromarray(pixels).save(
-                root / split / classes[label] / f"{index:0{digits}d}{suffix}"
-            )
+            picture = Image.fromarray(image.permute(1, 2, 0).squeeze(2).numpy())
+            if size is not None:
+                picture = picture.resize((size, size), Image.Resampling.BICUBIC)
+            picture.save(root / split / classes[label] / f"{index:0{digits}d}{suffix}")
 
 
 def decode(path: Path, image_size: int, channels: int) -> torch.Tensor:
