@@ -116,6 +116,7 @@ def torchvision_loop(
     from omegaconf import OmegaConf
     from torch import nn
     from torch.utils.data import DataLoader
+    from tutorial import tutorial_steps
 
     from experiments import models
 
@@ -144,14 +145,7 @@ def torchvision_loop(
     for _ in range(epochs):
         model.train()
         began = time.perf_counter()
-        for images, targets in train_loader:
-            images, targets = images.to(device), targets.to(device)
-            loss = loss_fn(model(images), targets)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            loss.item()  # the tutorials log (or print) it every step
-            train_images += len(targets)
+        train_images += tutorial_steps(model, train_loader, device, loss_fn, optimizer)
         train_seconds += time.perf_counter() - began
         model.eval()
         test_loss, correct = 0.0, 0

@@ -38,6 +38,7 @@ import torchvision
 from torch import nn
 from torch.utils.data import DataLoader
 from torchvision import transforms
+from tutorial import tutorial_steps
 
 from experiments import datasets, loop, models
 from experiments.batches import Batches
@@ -66,16 +67,8 @@ class TutorialCIFAR10(torchvision.datasets.CIFAR10):
 def tutorial_pass(model: nn.Module, loader: DataLoader, device: torch.device) -> float:
     loss_fn = nn.CrossEntropyLoss().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    images_seen = 0
     started = time.perf_counter()
-    for images, targets in loader:
-        images, targets = images.to(device), targets.to(device)
-        loss = loss_fn(model(images), targets)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        loss.item()  # the tutorials log (or print) it every step
-        images_seen += len(targets)
+    images_seen = tutorial_steps(model, loader, device, loss_fn, optimizer)
     return images_seen / (time.perf_counter() - started)
 
 

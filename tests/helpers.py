@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
@@ -162,3 +164,34 @@ def failing_torchrun(cwd: Path, *overrides: str) -> tuple[Finished, float]:
         env={"PYTHONPATH": str(ROOT / "tests")},
     )
     return done, time.monotonic() - began
+
+
+def killed_in_epoch_2(cwd: Path, *overrides: str) -> Path:
+    """Start `python train.py <overrides>` in `cwd`, SIGKILL it once it has logged a step of epoch
+    2, and return its run folder."""
+    command = [sys.executable, str(ROOT / "train.py"), *overrides]
+    started = subprocess.Popen(command, cwd=cwd, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not any(row["epoch"] == 2 for row in steps_so_far(cwd)):
+            assert time.monotonic() < deadline and started.poll() is None
+            time.sleep(0.02)
+    finally:
+        started.send_signal(signal.SIGKILL)
+        started.wait()
+    (run_dir,) = (path.parent for path in (cwd / "outputs").rglob("results.json"))
+    return run_dir
+
+
+def assert_same_epochs_as_one_process(
+    run_dir: Path, single: Path, *, epochs: int, train_images: int
+) -> None:
+    """The epochs of a run over several processes are those of one process with the same global
+    batch: the same batches, so the same numbers up to the order of floating point additions."""
+    ours_all, theirs_all = metrics(run_dir, "epoch"), metrics(single, "epoch")
+    assert len(ours_all) == len(theirs_all) == epochs
+    for ours, theirs in zip(ours_all, theirs_all, strict=True):
+        assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-4)
+        assert ours["test_loss"] == pytest.approx(theirs["test_loss"], rel=1e-4)
+        assert ours["test_accuracy"] == pytest.approx(theirs["test_accuracy"], abs=0.005)
+        assert ours["train_images"] == theirs["train_images"] == train_images

@@ -21,9 +21,9 @@ from experiments.models import Tudui
 from experiments.placement import ToDevice, audit
 from helpers import (
     PROCESS_1_FAILURE,
+    assert_same_epochs_as_one_process,
     compose_config,
     failing_torchrun,
-    metrics,
     results,
     torchrun_cli,
     train_cli,
@@ -60,13 +60,7 @@ def test_two_processes_write_one_folder_and_match_one_process(tmp_path: Path) ->
 
     # The two processes together take the same batches one process takes: the same numbers,
     # up to the order of floating point additions.
-    ddp_epochs, single_epochs = metrics(run_dir, "epoch"), metrics(single.run_dir, "epoch")
-    assert len(ddp_epochs) == len(single_epochs) == 2
-    for ours, theirs in zip(ddp_epochs, single_epochs, strict=True):
-        assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-4)
-        assert ours["test_loss"] == pytest.approx(theirs["test_loss"], rel=1e-4)
-        assert ours["test_accuracy"] == pytest.approx(theirs["test_accuracy"], abs=0.005)
-        assert ours["train_images"] == theirs["train_images"] == 6 * 64
+    assert_same_epochs_as_one_process(run_dir, single.run_dir, epochs=2, train_images=6 * 64)
 
 
 def test_a_process_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path) -> None:

@@ -9,8 +9,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
@@ -32,11 +30,12 @@ from experiments.evaluate import evaluate
 from experiments.placement import ToDevice
 from helpers import (
     ROOT,
+    assert_same_epochs_as_one_process,
     compose_config,
+    killed_in_epoch_2,
     metrics,
     numbers,
     results,
-    steps_so_far,
     torchrun_cli,
     train_cli,
     write_image_folder,
@@ -260,30 +259,14 @@ def test_two_processes_streaming_match_one(sweep: Sweep, folders: Folders, tmp_p
     # numbers, up to the order of floating point additions.
     single = sweep.runs["png_auto"]
     assert data["mean"] == results(single)["data"]["mean"]
-    ddp_epochs, single_epochs = metrics(ddp.run_dir, "epoch"), metrics(single, "epoch")
-    assert len(ddp_epochs) == len(single_epochs) == 2
-    for ours, theirs in zip(ddp_epochs, single_epochs, strict=True):
-        assert ours["train_loss"] == pytest.approx(theirs["train_loss"], rel=1e-4)
-        assert ours["test_loss"] == pytest.approx(theirs["test_loss"], rel=1e-4)
-        assert ours["test_accuracy"] == pytest.approx(theirs["test_accuracy"], abs=0.005)
-        assert ours["train_images"] == theirs["train_images"] == 4 * 64
+    assert_same_epochs_as_one_process(ddp.run_dir, single, epochs=2, train_images=4 * 64)
 
 
 def test_a_streamed_run_killed_mid_epoch_resumes_to_the_same_end(
     sweep: Sweep, folders: Folders, tmp_path: Path
 ) -> None:
     overrides = ("dataset=image_folder", f"dataset.root={folders.png}", "dataset.loader=stream")
-    command = [sys.executable, str(ROOT / "train.py"), *TRAIN, *overrides]
-    started = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while not any(row["epoch"] == 2 for row in steps_so_far(tmp_path)):
-            assert time.monotonic() < deadline and started.poll() is None
-            time.sleep(0.02)
-    finally:
-        started.send_signal(signal.SIGKILL)
-        started.wait()
-    (run_dir,) = (path.parent for path in (tmp_path / "outputs").rglob("results.json"))
+    run_dir = killed_in_epoch_2(tmp_path, *TRAIN, *overrides)
     assert results(run_dir)["status"] == "running"
     assert [row["epoch"] for row in metrics(run_dir, "epoch")] == [1]
 
@@ -716,13 +699,7 @@ def test_a_worker_that_cannot_decode_an_image_names_it_and_is_let_go(tmp_path: P
         "dataset.workers=1",  # decoded by a worker process
     )
     assert message == f"{bad} cannot be decoded as an image (cannot identify image file '{bad}')"
-    workers = set(multiprocessing.active_children()) - before
-    deadline = time.monotonic() + 0.5
-    while any(worker.is_alive() for worker in workers) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    lingering = [worker for worker in workers if worker.is_alive()]
-    gc.collect()  # if they linger, let them go before the next test rather than in it
-    assert lingering == []
+    assert lingering(set(multiprocessing.active_children()) - before) == []
 
 
 def test_an_image_that_cannot_be_decoded_while_streaming_is_named(tmp_path: Path) -> None:
@@ -762,7 +739,7 @@ def test_a_cache_dir_that_cannot_be_written_is_refused(folders: Folders, tmp_pat
 def test_a_bad_folder_fails_the_run_in_one_line(folders: Folders, tmp_path: Path) -> None:
     root = tmp_path / "folder"
     shutil.copytree(folders.png, root)
-    (bad,) = (root / "test").glob("*/00003.png")  # in the first test batch
+    (bad,) = (root / "test").glob("*/03.png")  # in the first test batch
     bad.write_bytes(b"GIF89a, or so it says")
     done = train_cli(
         tmp_path,
@@ -820,13 +797,13 @@ def test_a_changed_folder_gets_a_new_cache_entry(folders: Folders, tmp_path: Pat
     assert all(built for _, built in first.values())
     assert entries() == {split: (name, False) for split, (name, _) in first.items()}
 
-    touched = next((root / "train").glob("*/00010.png"))
+    touched = next((root / "train").glob("*/010.png"))
     os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 10**9))
     second = entries()
     assert second["test"] == (first["test"][0], False)
     assert second["train"][0] != first["train"][0] and second["train"][1] is True
 
-    replaced = next((root / "test").glob("*/00020.png"))
+    replaced = next((root / "test").glob("*/20.png"))
     Image.new("RGB", (32, 32), "white").save(replaced)
     third = entries()
     assert third["train"] == (second["train"][0], False)
@@ -901,9 +878,14 @@ def test_a_streamed_split_lets_its_workers_go_when_it_is_dropped(folders: Folder
     workers = set(multiprocessing.active_children()) - before
     assert len(workers) == 1
     del batches  # at once, not when the garbage collector finds it (5 s a worker, then)
+    assert lingering(workers) == []
+
+
+def lingering(workers: set[multiprocessing.process.BaseProcess]) -> list[Any]:
+    """The worker processes still alive half a second from now."""
     deadline = time.monotonic() + 0.5
     while any(worker.is_alive() for worker in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
-    lingering = [worker for worker in workers if worker.is_alive()]
+    alive = [worker for worker in workers if worker.is_alive()]
     gc.collect()  # if they linger, let them go before the next test rather than in it
-    assert lingering == []
+    return alive

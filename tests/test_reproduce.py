@@ -6,10 +6,6 @@ import json
 import os
 import random
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from experiments import checkpoints, seeding
 from experiments.errors import ExperimentError
-from helpers import ROOT, eval_cli, metrics, numbers, results, steps_so_far, train_cli
+from helpers import ROOT, eval_cli, killed_in_epoch_2, metrics, numbers, results, train_cli
 
 # Long enough epochs (30 steps of Tudui) to kill one in the middle.
 RUN = (
@@ -63,17 +59,7 @@ def test_the_same_config_again_by_replay_gives_identical_metrics(
 
 
 def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_path: Path) -> None:
-    command = [sys.executable, str(ROOT / "train.py"), *RUN]
-    process = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 120
-        while not any(row["epoch"] == 2 for row in steps_so_far(tmp_path)):
-            assert time.monotonic() < deadline and process.poll() is None
-            time.sleep(0.02)
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    (run_dir,) = (path.parent for path in (tmp_path / "outputs").rglob("results.json"))
+    run_dir = killed_in_epoch_2(tmp_path, *RUN)
     # Killed in the middle of epoch 2: steps of it logged, the epoch not finished.
     assert results(run_dir)["status"] == "running"
     assert [row["epoch"] for row in metrics(run_dir, "epoch")] == [1]
