@@ -4,11 +4,11 @@ in-memory samples.
 
 An entry is a folder `<cache_dir>/<dataset>-<split>-<key>/` holding `images.npy` (N, C, H, W),
 `labels.npy` and `meta.json`. The key hashes what the decoded images depend on: the split's file
-paths, sizes and modification times, the image size and the channels; a changed folder gets a
-new entry. An entry is built in a temporary folder and renamed into place, so a kill mid-build
-leaves none; one whose files do not have the sizes its meta.json records (truncated, say) is
-rebuilt. A lock file per entry makes a second run (or torchrun process) building the same entry
-wait for the first and then use it.
+paths, sizes and modification times, the image size and the channels, and what made the Dataset
+(its function and arguments); a changed folder gets a new entry. An entry is built in a
+temporary folder and renamed into place, so a kill mid-build leaves none; one whose files do not
+have the sizes its meta.json records (truncated, say) is rebuilt. A lock file per entry makes a
+second run (or torchrun process) building the same entry wait for the first and then use it.
 """
 
 from __future__ import annotations

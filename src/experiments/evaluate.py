@@ -106,7 +106,8 @@ def _check_classes(classes: list[str], trained: DictConfig, dataset: DictConfig)
     if classes == known:
         return
     missing, extra = sorted(set(known) - set(classes)), sorted(set(classes) - set(known))
-    where = f"dataset.root={dataset.root}" if "root" in dataset else f"dataset {dataset.name}"
+    folder = "loader" in dataset and "root" in dataset  # an image folder
+    where = f"dataset.root={dataset.root}" if folder else f"dataset {dataset.name}"
     if not missing and not extra:
         raise ExperimentError(
             f"{where} has the classes the model was trained on in another order "

@@ -11,6 +11,7 @@ folder fails in one line naming what is wrong.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,8 @@ class ImageFolderSplit(ImageFolder):
     def __init__(self, root: Path, image_size: int, channels: int) -> None:
         self.image_size = image_size
         self.channels = channels
-        super().__init__(str(root), is_valid_file=_image_file, allow_empty=True)
+        valid = functools.partial(_image_file, root)
+        super().__init__(str(root), is_valid_file=valid, allow_empty=True)
         self.samples.sort(key=lambda sample: (Path(sample[0]).name, sample[1]))
         self.imgs = self.samples
         self.targets = [label for _, label in self.samples]
@@ -111,11 +113,11 @@ def decode(path: Path, image_size: int, channels: int) -> torch.Tensor:
     return F.pil_to_tensor(image)
 
 
-def _image_file(path: str) -> bool:
-    """True for an image; False for hidden files (.DS_Store and the like); anything else in a
-    class folder is a mistake worth naming."""
+def _image_file(split: Path, path: str) -> bool:
+    """True for an image; False for what is hidden (.DS_Store, .ipynb_checkpoints/ and the like)
+    below the split's folder; anything else in a class folder is a mistake worth naming."""
     name = Path(path).name
-    if name.startswith("."):
+    if any(part.startswith(".") for part in Path(path).relative_to(split).parts):
         return False
     if not name.lower().endswith(IMG_EXTENSIONS):
         raise ExperimentError(

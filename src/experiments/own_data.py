@@ -220,7 +220,7 @@ def normalization(
         )
         if kept.is_file():
             saved = json.loads(kept.read_text())
-            return saved["mean"], saved["std"], f"{saved['source']}, read from {kept}"
+            return saved["mean"], saved["std"], f"{saved['source']}, read from {kept.resolve()}"
     mean, std, count = statistics(train, items.shape[0])
     source = f"computed from {count:,} training images"
     if kept is not None:
