@@ -173,12 +173,12 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
         if "train" not in loaded:
             raise ExperimentError("dataset.mean and dataset.std are needed to evaluate")
         train = loaded["train"]
-        found_mean, found_std, source = own_data.normalization(
+        found_mean, found_std, origin = own_data.normalization(
             train.images if isinstance(train, Split) else train, items["train"], config, config.name
         )
         mean, std = mean or found_mean, std or found_std
-        record["statistics"] = source
-        log.info("dataset %s: mean %s, std %s (%s)", config.name, mean, std, source)
+        record["statistics"] = origin
+        log.info("dataset %s: mean %s, std %s (%s)", config.name, mean, std, origin)
     record["seconds"] = round(time.perf_counter() - began, 2)
     return ImageData(
         config.name,
