@@ -324,6 +324,36 @@ def test_eval_on_a_folder_normalizes_as_training_did_and_rebuilds_a_torn_cache(
     assert evaluation["test_loss"] == pytest.approx(training["test_loss"], rel=1e-6)
 
 
+def test_eval_needs_only_a_folders_test_split(
+    sweep: Sweep, folders: Folders, tmp_path: Path
+) -> None:
+    trained = sweep.runs["png_memory"]
+    only_test = tmp_path / "photos"
+    shutil.copytree(folders.png / "test", only_test / "test")
+    out = tmp_path / "eval"
+    out.mkdir()
+    cfg = compose_config(
+        f"ckpt='{trained}'",
+        "device=cpu",
+        "dataset=image_folder",
+        f"dataset.root={only_test}",
+        f"dataset.cache_dir={tmp_path / 'cache'}",
+        "dataset.workers=0",
+        "limit_batches=2",
+        "batch_size=64",
+        config_name="eval",
+    )
+    with process.restored():
+        accuracy = evaluate(cfg, out)
+    evaluation = results(out)
+    assert evaluation["data"]["images"] == {"test": 100}
+    assert accuracy == results(trained)["final_test_accuracy"]
+    # Training on it still needs its train/ folder.
+    assert load_error("dataset=image_folder", f"dataset.root={only_test}") == (
+        f"dataset.root={only_test} has no train/ folder (its folders: test); {LAYOUT}"
+    )
+
+
 def test_eval_refuses_a_folder_whose_classes_differ_from_the_trained_ones(
     sweep: Sweep, folders: Folders, tmp_path: Path
 ) -> None:

@@ -79,13 +79,18 @@ class ImageData:
 def load(config: DatasetConfig, *, processes_here: int = 1, training: bool = True) -> ImageData:
     """Load the splits as the dataset config says (for an evaluation, `training=False`, only the
     test split), and check them against its declared shape."""
-    made = _made_by_source(config)
+    # An evaluation reads only an image folder's test/ (it needs no train/ folder).
+    made = _made_by_source(config, evaluating=not training and is_image_folder(config))
     if isinstance(made, (tuple, list)) and all(isinstance(split, Split) for split in made):
         return _whole_tensors(config, made)
     return _datasets(config, made, processes_here, training)
 
 
-def _made_by_source(config: DatasetConfig) -> Any:
+def is_image_folder(config: DatasetConfig) -> bool:
+    return "root" in config and "loader" in config  # dataset=image_folder, or a variant of it
+
+
+def _made_by_source(config: DatasetConfig, evaluating: bool) -> Any:
     target = config.source._target_
     module_name, _, attribute = target.rpartition(".")
     try:  # before Hydra does, to say plainly what is missing
@@ -99,7 +104,7 @@ def _made_by_source(config: DatasetConfig) -> Any:
             f"dataset.source._target_={target} cannot be imported ({error}); its module must be "
             "on PYTHONPATH"
         ) from None
-    return build(config.source)
+    return build(config.source, **({"evaluating": True} if evaluating else {}))
 
 
 def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
@@ -135,7 +140,7 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
     """Torch Datasets from an image folder or the user's code: decoded into memory or streamed."""
     began = time.perf_counter()
     # What messages call the data: the folder, or the user's function.
-    target = f"dataset.root={config.root}" if "root" in config else config.source._target_
+    target = f"dataset.root={config.root}" if is_image_folder(config) else config.source._target_
     found = own_data.splits(made, target)
     shape = own_data.shape_of(config, found["train"], target)
     classes = own_data.class_names(config, found["train"], target)

@@ -16,6 +16,7 @@ from torch import nn
 from experiments import checkpoints, environment, job, loop, models, process
 from experiments.batches import Batches
 from experiments.config import build, validate
+from experiments.datasets import is_image_folder
 from experiments.devices import DevicePlan, request_text
 from experiments.distributed import ONE_PROCESS
 from experiments.errors import ExperimentError
@@ -106,8 +107,9 @@ def _check_classes(classes: list[str], trained: DictConfig, dataset: DictConfig)
     if classes == known:
         return
     missing, extra = sorted(set(known) - set(classes)), sorted(set(classes) - set(known))
-    folder = "loader" in dataset and "root" in dataset  # an image folder
-    where = f"dataset.root={dataset.root}" if folder else f"dataset {dataset.name}"
+    where = (
+        f"dataset.root={dataset.root}" if is_image_folder(dataset) else f"dataset {dataset.name}"
+    )
     if not missing and not extra:
         raise ExperimentError(
             f"{where} has the classes the model was trained on in another order "

@@ -52,18 +52,24 @@ class ImageFolderSplit(ImageFolder):
         return decode(Path(path), self.image_size, self.channels), label
 
 
-def image_folder(root: str, image_size: int, channels: int) -> tuple[ImageFolderSplit, ...]:
-    """The train and test splits (and val, if the folder has one) of the folder at `root`."""
+def image_folder(
+    root: str, image_size: int, channels: int, evaluating: bool = False
+) -> tuple[ImageFolderSplit, ...]:
+    """The train and test splits (and val, if the folder has one) of the folder at `root`.
+
+    `evaluating`: only test/ is needed, and read; it is returned in train's place too (what the
+    images and classes look like), as `(test, test)`."""
     folder = Path(root).expanduser()
     if not folder.is_dir():
         raise ExperimentError(f"dataset.root={root}: no such folder; {LAYOUT}")
-    present = [split for split in SPLITS if (folder / split).is_dir()]
-    for required in ("train", "test"):
-        if required not in present:
+    required = ("test",) if evaluating else ("train", "test")
+    for split in required:
+        if not (folder / split).is_dir():
             found = ", ".join(sorted(p.name for p in folder.iterdir() if p.is_dir())) or "none"
             raise ExperimentError(
-                f"dataset.root={root} has no {required}/ folder (its folders: {found}); {LAYOUT}"
+                f"dataset.root={root} has no {split}/ folder (its folders: {found}); {LAYOUT}"
             )
+    present = ["test"] if evaluating else [s for s in SPLITS if (folder / s).is_dir()]
     classes = {split: _class_folders(folder / split) for split in present}
     for split in present[1:]:
         _same_classes(root, classes["train"], split, classes[split])
@@ -76,7 +82,7 @@ def image_folder(root: str, image_size: int, channels: int) -> tuple[ImageFolder
                     f"dataset.root={root}: class folder {split}/{name} has no images "
                     f"({', '.join(IMG_EXTENSIONS)})"
                 )
-    return splits
+    return (splits[0], *splits) if evaluating else splits
 
 
 def export(
