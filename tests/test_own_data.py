@@ -281,6 +281,23 @@ def test_a_streamed_run_killed_mid_epoch_resumes_to_the_same_end(
     assert result["final_test_accuracy"] == results(reference)["final_test_accuracy"]
 
 
+def evaluate_on_folder(trained: Path, root: Path, out: Path, *overrides: str) -> float:
+    """`python eval.py ckpt=<trained> dataset=image_folder dataset.root=<root>` on the CPU, in this
+    process, recording in `out`; its test accuracy."""
+    out.mkdir()
+    cfg = compose_config(
+        f"ckpt='{trained}'",  # quoted: a sweep's job folder has = in its name
+        "device=cpu",
+        "dataset=image_folder",
+        f"dataset.root={root}",
+        "dataset.workers=0",
+        *overrides,
+        config_name="eval",
+    )
+    with process.restored():
+        return evaluate(cfg, out)
+
+
 def test_eval_on_a_folder_normalizes_as_training_did_and_rebuilds_a_torn_cache(
     sweep: Sweep, folders: Folders, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -295,21 +312,15 @@ def test_eval_on_a_folder_normalizes_as_training_did_and_rebuilds_a_torn_cache(
         file.truncate(images.stat().st_size // 2)
 
     out = tmp_path / "eval"
-    out.mkdir()
-    cfg = compose_config(
-        f"ckpt='{trained}'",  # quoted: a sweep's job folder has = in its name
-        "device=cpu",
-        "dataset=image_folder",
-        f"dataset.root={folders.png}",
+    accuracy = evaluate_on_folder(
+        trained,
+        folders.png,
+        out,
         "dataset.loader=memory",
         f"dataset.cache_dir={cache_dir}",
-        "dataset.workers=0",
         "limit_batches=2",
         "batch_size=64",
-        config_name="eval",
     )
-    with process.restored():
-        accuracy = evaluate(cfg, out)
 
     torn = (
         f"cache {test_entry} is torn (a file is not the size it was written with): decoding again"
@@ -331,20 +342,14 @@ def test_eval_needs_only_a_folders_test_split(
     only_test = tmp_path / "photos"
     shutil.copytree(folders.png / "test", only_test / "test")
     out = tmp_path / "eval"
-    out.mkdir()
-    cfg = compose_config(
-        f"ckpt='{trained}'",
-        "device=cpu",
-        "dataset=image_folder",
-        f"dataset.root={only_test}",
+    accuracy = evaluate_on_folder(
+        trained,
+        only_test,
+        out,
         f"dataset.cache_dir={tmp_path / 'cache'}",
-        "dataset.workers=0",
         "limit_batches=2",
         "batch_size=64",
-        config_name="eval",
     )
-    with process.restored():
-        accuracy = evaluate(cfg, out)
     evaluation = results(out)
     assert evaluation["data"]["images"] == {"test": 100}
     assert accuracy == results(trained)["final_test_accuracy"]
@@ -360,20 +365,11 @@ def test_eval_refuses_a_folder_whose_classes_differ_from_the_trained_ones(
     other = tmp_path / "other"
     shutil.copytree(folders.png / "test", other / "test")
     (other / "test" / "cat").rename(other / "test" / "kitten")
-    shutil.copytree(other / "test", other / "train")
     out = tmp_path / "eval"
-    out.mkdir()
-    cfg = compose_config(
-        f"ckpt='{sweep.runs['png_memory']}'",
-        "device=cpu",
-        "dataset=image_folder",
-        f"dataset.root={other}",
-        f"dataset.cache_dir={tmp_path / 'cache'}",
-        "dataset.workers=0",
-        config_name="eval",
-    )
-    with process.restored(), pytest.raises(ExperimentError) as error:
-        evaluate(cfg, out)
+    with pytest.raises(ExperimentError) as error:
+        evaluate_on_folder(
+            sweep.runs["png_memory"], other, out, f"dataset.cache_dir={tmp_path / 'cache'}"
+        )
     message = (
         f"dataset.root={other} has other classes than those the model was trained on "
         "(png_memory): missing cat; not trained on kitten"
