@@ -16,7 +16,16 @@ from experiments.errors import ExperimentError
 from helpers import compose_config
 
 CONF = resources.files(CONFIG_PACKAGE)
-GROUPS = ["model", "dataset", "device", "placement", "optimizer", "trainer", "experiment"]
+GROUPS = [
+    "model",
+    "dataset",
+    "device",
+    "placement",
+    "optimizer",
+    "scheduler",
+    "trainer",
+    "experiment",
+]
 
 
 def options(group: str) -> list[str]:
@@ -52,12 +61,14 @@ def test_every_option_composes_and_resolves(override: str) -> None:
         "device",
         "placement",
         "optimizer",
+        "scheduler",
         "trainer",
+        "optimized_metric",
         "resume",
         "replay",
     }
     group, _, option = override.partition("=")
-    if group in ("model", "dataset", "placement", "optimizer"):
+    if group in ("model", "dataset", "placement", "optimizer", "scheduler"):
         assert resolved[group]["name"] == option
     validate(cfg)
 
@@ -77,6 +88,7 @@ def test_the_groups_have_the_options_the_readme_promises() -> None:
     assert {"cpu", "cuda", "auto", "dp", "ddp", "cuda:0", "cuda:15"} <= set(options("device"))
     assert options("placement") == ["cuda_call", "to_device"]
     assert options("optimizer") == ["adam", "sgd", "sgd_momentum"]
+    assert options("scheduler") == ["cosine", "none", "onecycle", "step", "warmup_cosine"]
     assert options("experiment") == ["lenet_cifar10", "tudui_cifar10"]
 
 

@@ -63,7 +63,9 @@ def test_a_two_by_two_sweep_reports_four_rows_and_plots(tmp_path: Path) -> None:
             "cpu",
         )
         assert row["status"] == "completed" and row["reason"] == ""
-        assert float(row["best_test_accuracy"]) == result["best_test_accuracy"]
+        assert int(row["selected_epoch"]) == result["selected_epoch"] == 2
+        assert float(row["test_accuracy"]) == result["test_accuracy"]
+        assert row["val_accuracy"] == ""  # no validation split
         assert float(row["final_test_accuracy"]) == result["final_test_accuracy"]
         assert float(row["train_images_per_second"]) == result["train_images_per_second"]
         assert float(row["seconds_per_epoch"]) == pytest.approx(
@@ -232,13 +234,14 @@ def test_the_slurm_launcher_says_in_one_line_where_there_is_no_slurm(tmp_path: P
     assert not list((tmp_path / "outputs").rglob(".hydra"))  # no job started
 
 
-def test_the_optuna_search_maximizes_best_test_accuracy(tmp_path: Path) -> None:
+def test_the_optuna_search_maximizes_validation_accuracy(tmp_path: Path) -> None:
     done = train_cli(
         tmp_path,
         "-m",
         "hparams_search=optuna",
         "hydra.sweeper.n_trials=2",
         "model=lenet",
+        "dataset.val_fraction=0.1",
         *QUICK,
     )
     assert done.returncode == 0, done.stderr
@@ -247,11 +250,43 @@ def test_the_optuna_search_maximizes_best_test_accuracy(tmp_path: Path) -> None:
     assert len(rows) == 2 and all(row["status"] == "completed" for row in rows)
     # The job folders name the searched parameters, and nothing else.
     assert all(row["run"].split("_", 1)[1].split(",")[0].startswith("optimizer=") for row in rows)
-    best = max(float(row["best_test_accuracy"]) for row in rows)
+    best = max(float(row["val_accuracy"]) for row in rows)
     assert f"Best value: {best}" in done.stdout + done.stderr
     cfg = compose_config("hparams_search=optuna", hydra=True)
+    assert cfg.optimized_metric == "val_accuracy"
     assert cfg.hydra.sweeper.direction == "maximize"
     assert set(cfg.hydra.sweeper.params) == {"optimizer", "optimizer.lr", "trainer.batch_size"}
+    # A loss is minimized.
+    loss = compose_config("hparams_search=optuna", "optimized_metric=val_loss", hydra=True)
+    assert loss.hydra.sweeper.direction == "minimize"
+
+
+def test_the_optuna_search_refuses_test_accuracy_and_needs_validation(tmp_path: Path) -> None:
+    search = ("-m", "hparams_search=optuna", "hydra.sweeper.n_trials=2", "model=lenet", *QUICK)
+    done = train_cli(tmp_path / "test", *search, "optimized_metric=test_accuracy")
+    assert done.returncode == 1
+    assert done.stderr == (
+        "Error: optimized_metric=test_accuracy would choose hyperparameters on the test split: "
+        "the test split would then no longer measure the model on images nothing was chosen "
+        "by; optimize val_accuracy, val_loss, train_loss, train_images_per_second\n"
+    )
+    assert not (tmp_path / "test" / "outputs").exists()  # refused before the first trial
+
+    # Without a validation split, each trial fails saying why; the search goes on to the end.
+    done = train_cli(tmp_path / "none", *search)
+    assert (
+        done.returncode == 1 and done.last_line == "Error: ValueError: No trials are completed yet."
+    )
+    rows = summary(sweep_dir(tmp_path / "none"))
+    assert len(rows) == 2
+    assert (
+        rows[0]["reason"]
+        == rows[1]["reason"]
+        == (
+            "optimized_metric=val_accuracy needs a validation split: add dataset.val_fraction=0.1 "
+            "(or a val/ folder to an image folder), or optimize train_images_per_second"
+        )
+    )
 
 
 @pytest.mark.parametrize(

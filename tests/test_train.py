@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch import nn
 
-from experiments import datasets, loop
+from experiments import checkpoints, datasets, loop
 from experiments.batches import Batches
 from experiments.config import build
 from experiments.distributed import ONE_PROCESS
@@ -73,7 +73,8 @@ def test_every_model_and_placement_leaves_complete_records(
     # TensorBoard, read back with TensorBoard's own reader.
     events = EventAccumulator(str(run_dir))
     events.Reload()
-    assert {"train_loss", "test_loss", "test_accuracy"} <= set(events.Tags()["scalars"])
+    assert {"train_loss", "lr", "test_loss", "test_accuracy"} <= set(events.Tags()["scalars"])
+    assert [e.value for e in events.Scalars("lr")] == pytest.approx([0.01] * 4)  # no schedule
     assert [e.step for e in events.Scalars("train_loss")] == [2, 3, 5, 6]
     assert [e.value for e in events.Scalars("test_accuracy")] == pytest.approx(
         [row["test_accuracy"] for row in epochs]
@@ -84,7 +85,18 @@ def test_every_model_and_placement_leaves_complete_records(
 
     # The checkpoint: plain state_dicts and data, loadable with weights_only=True.
     checkpoint = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
-    assert set(checkpoint) == {"model", "optimizer", "scaler", "epoch", "config", "history", "rng"}
+    assert set(checkpoint) == {
+        "model",
+        "optimizer",
+        "scheduler",
+        "scaler",
+        "epoch",
+        "config",
+        "history",
+        "rng",
+        "selected_confusion",
+    }
+    assert not (run_dir / checkpoints.BEST).exists()  # nothing to select without validation
     assert "cuda" not in checkpoint["rng"]  # a CPU run draws from no GPU's generator
     assert checkpoint["epoch"] == 2
     assert checkpoint["config"]["model"]["name"] == model
@@ -98,8 +110,12 @@ def test_every_model_and_placement_leaves_complete_records(
         placement,
         "cifar10_sample",
     )
-    assert result["final_test_accuracy"] == epochs[-1]["test_accuracy"]
-    assert result["best_test_accuracy"] == max(row["test_accuracy"] for row in epochs)
+    # Without a validation split, the final epoch's numbers: nothing is picked on test.
+    assert result["selected_epoch"] == 2
+    assert result["selected_by"] == "final epoch (no validation split)"
+    assert result["test_accuracy"] == result["final_test_accuracy"] == epochs[-1]["test_accuracy"]
+    assert result["val_accuracy"] is None and result["best_checkpoint"] is None
+    assert sum(map(sum, checkpoint["selected_confusion"])) == 2 * 64  # the test images seen
     assert result["train_loss"] == epochs[-1]["train_loss"]
     assert result["test_loss"] == epochs[-1]["test_loss"]
     assert list(result["class_accuracy"]) == [
@@ -180,7 +196,8 @@ def test_the_default_run_learns_and_names_its_folder(tmp_path: Path) -> None:
     assert result["model"] == "tudui" and result["dataset"] == "cifar10_sample"
     assert result["final_test_accuracy"] > 0.25  # chance is 0.10
     assert re.search(
-        rf"completed: test accuracy \d+\.\d% \(best \d+\.\d% at epoch \d\), [\d,]+ img/s on cpu, "
+        rf"completed: test accuracy \d+\.\d% at the final epoch \(no validation split to select "
+        rf"one\), [\d,]+ img/s on cpu, "
         rf"4 epoch\(s\) in [\d.]+ s -> {re.escape(str(relative))}$",
         done.last_line,
     )

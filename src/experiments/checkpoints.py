@@ -1,8 +1,10 @@
 """Checkpoints: state_dicts and plain data, written atomically, read without running any code.
 
-A checkpoint (`checkpoints/last.pt` in a run folder) holds the model's, the optimizer's and the
-gradient scaler's state_dicts, the epoch, the resolved config, the epochs' numbers so far and the
-state of every random generator, so a run resumes exactly where it stopped. It is read with
+A checkpoint (`checkpoints/last.pt` in a run folder) holds the model's, the optimizer's, the
+learning-rate scheduler's and the gradient scaler's state_dicts, the epoch, the resolved config,
+the epochs' numbers so far, the selected epoch's confusion matrix and the state of every random
+generator, so a run resumes exactly where it stopped. `checkpoints/best.pt`, in runs with a
+validation split, is the same of the selected epoch. It is read with
 `torch.load(weights_only=True)`, which refuses anything but tensors and plain data: a damaged or
 altered file gives one line saying so, never a traceback, and never runs what it holds.
 """
@@ -16,10 +18,12 @@ from pathlib import Path
 from typing import IO, Any
 
 import torch
+from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.errors import ExperimentError, one_line
 
 LAST = Path("checkpoints") / "last.pt"
+BEST = Path("checkpoints") / "best.pt"
 KEYS = {"model", "optimizer", "epoch", "config"}
 
 
@@ -41,21 +45,23 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
             os.close(directory)
 
 
-def save(
-    path: Path,
+def state(
     *,
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
+    scheduler: LRScheduler,
     scaler: torch.amp.GradScaler,
     epoch: int,
     config: dict[str, Any],
     history: list[dict[str, Any]],
     rng: dict[str, Any],
-) -> None:
-    """Save what resuming after `epoch` needs (`model` unwrapped, so it loads anywhere)."""
-    state = {
+    selected_confusion: list[list[int]],
+) -> dict[str, Any]:
+    """What resuming after `epoch` needs (`model` unwrapped, so it loads anywhere), for `save`."""
+    return {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
         # fp16's loss scale and its growth tracker (empty for a disabled scaler), so a resumed
         # run skips exactly the steps the uninterrupted one would.
         "scaler": scaler.state_dict(),
@@ -63,8 +69,13 @@ def save(
         "config": config,
         "history": history,
         "rng": rng,
+        # The test split's, at the epoch selected so far: the run's confusion matrix at its end.
+        "selected_confusion": selected_confusion,
     }
-    write_atomically(path, lambda file: torch.save(state, file))
+
+
+def save(path: Path, checkpoint: dict[str, Any]) -> None:
+    write_atomically(path, lambda file: torch.save(checkpoint, file))
 
 
 def restore(
@@ -72,10 +83,11 @@ def restore(
     run: str,
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
+    scheduler: LRScheduler,
     scaler: torch.amp.GradScaler,
 ) -> None:
-    """Load a checkpoint's states into the resumed run's model (unwrapped), optimizer and scaler,
-    or say in one line that the run is not the one the checkpoint was saved from."""
+    """Load a checkpoint's states into the resumed run's model (unwrapped), optimizer, scheduler
+    and scaler, or say in one line that the run is not the one the checkpoint was saved from."""
     try:
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
@@ -86,13 +98,16 @@ def restore(
             f"configured now ({str(error).splitlines()[0].rstrip(':')}); resume with the run's "
             "own model and optimizer settings, or start a new run"
         ) from error
+    if "scheduler" in checkpoint:  # (checkpoints from before schedules had none: constant lr)
+        scheduler.load_state_dict(checkpoint["scheduler"])
     if checkpoint.get("scaler"):
         scaler.load_state_dict(checkpoint["scaler"])
 
 
-def to_resume(run: str, epochs: int) -> dict[str, Any]:
-    """The checkpoint `resume=<run>` names, if it has epochs left of `epochs` (checked before the
-    run's records are touched, so a refused resume leaves them as they were)."""
+def to_resume(run: str, epochs: int, scheduler: str) -> dict[str, Any]:
+    """The checkpoint `resume=<run>` names, if it has epochs left of `epochs` and was trained
+    with the same `scheduler` (checked before the run's records are touched, so a refused resume
+    leaves them as they were)."""
     path = Path(run) / LAST
     if not path.is_file():
         raise ExperimentError(
@@ -106,14 +121,21 @@ def to_resume(run: str, epochs: int) -> dict[str, Any]:
             f"resume={run} has trained {done} epoch{'s' * (done != 1)} of trainer.epochs={epochs} "
             "already; ask for more with trainer.epochs=N"
         )
+    saved = checkpoint["config"].get("scheduler", {}).get("name", "none")
+    if saved != scheduler:
+        raise ExperimentError(
+            f"resume={run} was trained with scheduler={saved}, not scheduler={scheduler}; a "
+            "schedule cannot change part-way: resume with its own, or start a new run"
+        )
     return checkpoint
 
 
 def find(path_or_run: str | Path) -> Path:
-    """The checkpoint a path names: a .pt file, or a run folder's checkpoints/last.pt."""
+    """The checkpoint a path names: a .pt file, or a run folder's checkpoints/best.pt (its
+    selected epoch), else its checkpoints/last.pt."""
     path = Path(path_or_run)
     if path.is_dir():
-        path = path / LAST
+        path = path / BEST if (path / BEST).is_file() else path / LAST
     if not path.is_file():
         raise ExperimentError(f"no checkpoint at {path} (give a .pt file or a run folder)")
     return path

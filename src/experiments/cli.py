@@ -16,7 +16,6 @@ torchrun's own summary finds it (`@record`).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -31,7 +30,11 @@ from omegaconf import DictConfig
 
 from experiments.config import CONFIG_PACKAGE, new_tag, register_configs
 from experiments.errors import one_line
-from experiments.overrides import refuse_numbers_for_groups, with_saved_overrides
+from experiments.overrides import (
+    refuse_numbers_for_groups,
+    refuse_optimizing_on_test,
+    with_saved_overrides,
+)
 from experiments.sweep import FreeGpus, report_unfinished_sweeps
 
 log = logging.getLogger(__name__)
@@ -59,7 +62,7 @@ class RunFailed(Exception):
 
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="train")
-def _train(cfg: DictConfig) -> float:
+def _train(cfg: DictConfig) -> float | None:
     # Imported here, not at the top, so `--help` and `--cfg job` never load torch.
     from experiments.train import train
 
@@ -67,13 +70,13 @@ def _train(cfg: DictConfig) -> float:
 
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="eval")
-def _evaluate(cfg: DictConfig) -> float:
+def _evaluate(cfg: DictConfig) -> float | None:
     from experiments.evaluate import evaluate
 
     return _run_job(lambda run_dir, free_gpus: evaluate(cfg, run_dir, free_gpus))
 
 
-def _run_job(task: Callable[[Path, FreeGpus | None], float]) -> float:
+def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | None:
     """Run one job in the folder Hydra made, and leave the process as the job found it. A failure
     is logged in one line; in a sweep the job is then recorded as failed and the sweep goes on,
     otherwise the command ends with exit code 1."""
@@ -94,7 +97,7 @@ def _run_job(task: Callable[[Path, FreeGpus | None], float]) -> float:
         if in_sweep:
             # Recorded as failed in its folder; the sweep goes on, and its report says why.
             log.error("Error: %s", reason, exc_info=TRACEBACKS)
-            return math.nan
+            return None
         if group.is_main:  # the run's first failure, said once (torchrun's summary says it too)
             log.error("Error: %s", reason)
         if TRACEBACKS:
@@ -142,6 +145,7 @@ def _compose_and_run(
 ) -> None:
     sys.argv[1:] = expand(sys.argv[1:])
     refuse_numbers_for_groups(sys.argv[1:])
+    refuse_optimizing_on_test(sys.argv[1:])
     register_configs(*_start_of_run())
     hydra_main()
 

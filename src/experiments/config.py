@@ -29,6 +29,11 @@ from experiments.sweep import job_folder_name
 # installed wheel carries.
 CONFIG_PACKAGE = "experiments.conf"
 
+# What trainer.monitor may select on, and what a run may return to a sweeper.
+MONITORED = ("val_accuracy", "val_loss")
+OPTIMIZABLE = (*MONITORED, "train_loss", "train_images_per_second")
+TEST_METRICS = ("test_accuracy", "test_loss", "final_test_accuracy")
+
 # `device=cuda:N` is an option of the device group for every index up to this; beyond it,
 # `device=cuda device.index=N` asks for the same thing.
 CUDA_OPTIONS = 16
@@ -60,6 +65,17 @@ class Precision(Choice):
 class Preload(Choice):
     host = "host"  # pinned host memory for a GPU; a copy per batch
     device = "device"  # the whole uint8 dataset on the device, copied there once
+
+
+class Mode(Choice):
+    auto = "auto"  # max for an accuracy, min for a loss
+    max = "max"
+    min = "min"
+
+
+class Interval(Choice):
+    epoch = "epoch"  # the learning rate changes after every epoch
+    step = "step"  # after every optimizer step
 
 
 class Loader(Choice):
@@ -110,6 +126,13 @@ class DatasetConfig:
     preload: Preload = Preload.host
     # Batch-wise augmentation of the training images, on the device (off by default).
     augment: AugmentConfig = field(default_factory=AugmentConfig)
+    # Share of the training images held out for validation, the same share of every class (0:
+    # train on all of them). A dataset with a validation split of its own (an image folder's
+    # val/) uses that instead.
+    val_fraction: float = 0.0
+    # Seed of the held-out images, apart from the training seed, so every run of a sweep
+    # validates on the same ones.
+    val_seed: int = 0
 
 
 @dataclass
@@ -210,6 +233,55 @@ class AdamConfig(OptimizerConfig):
 
 
 @dataclass
+class SchedulerConfig:
+    """A learning-rate schedule: `_target_` is built with the optimizer and the number of times
+    it will be stepped in the whole run (epochs, or optimizer steps)."""
+
+    name: str = MISSING
+    _target_: str = MISSING
+    _partial_: bool = True
+    interval: Interval = Interval.epoch
+
+
+@dataclass
+class StepSchedulerConfig(SchedulerConfig):
+    # Where the learning rate is multiplied by gamma, as shares of the run.
+    milestones: list[float] = field(default_factory=lambda: [0.5, 0.75])
+    gamma: float = 0.1
+
+
+@dataclass
+class CosineSchedulerConfig(SchedulerConfig):
+    interval: Interval = Interval.step
+    # The learning rate at the end of the run.
+    min_lr: float = 0.0
+
+
+@dataclass
+class WarmupCosineSchedulerConfig(CosineSchedulerConfig):
+    # Share of the run spent rising linearly from lr * start_factor to lr.
+    warmup_fraction: float = 0.1
+    start_factor: float = 0.01
+
+
+@dataclass
+class OneCycleSchedulerConfig(SchedulerConfig):
+    interval: Interval = Interval.step
+    # The peak (null: 10x the optimizer's lr).
+    max_lr: float | None = None
+    # Share of the run spent rising to max_lr.
+    pct_start: float = 0.3
+
+
+@dataclass
+class EarlyStoppingConfig:
+    # Stop when trainer.monitor has not improved by more than min_delta for this many epochs
+    # (null: never). Needs a validation split.
+    patience: int | None = None
+    min_delta: float = 0.0
+
+
+@dataclass
 class TrainerConfig:
     epochs: int = 10
     # The batch of one optimizer step (of all processes together under torchrun).
@@ -234,6 +306,15 @@ class TrainerConfig:
     # Stop each epoch's training / evaluation after this many batches (null: all).
     limit_train_batches: int | None = None
     limit_eval_batches: int | None = None
+    # The validation metric that selects the run's epoch (checkpoints/best.pt); with mode auto,
+    # the highest accuracy or the lowest loss. Never a test metric.
+    monitor: str = "val_accuracy"
+    monitor_mode: Mode = Mode.auto
+    early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
+    # Clip the gradients' total norm to this before each step (null: no clipping).
+    gradient_clip: float | None = None
+    # Label smoothing of the training loss (validation and test losses are plain cross-entropy).
+    label_smoothing: float = 0.0
 
 
 @dataclass
@@ -244,7 +325,11 @@ class TrainSchema:
     device: DeviceConfig = MISSING
     placement: PlacementConfig = MISSING
     optimizer: OptimizerConfig = MISSING
+    scheduler: SchedulerConfig = MISSING
     trainer: TrainerConfig = MISSING
+    # What a run returns to a sweeper (hparams_search=optuna maximizes it): val_accuracy,
+    # val_loss, train_loss or train_images_per_second (null: nothing).
+    optimized_metric: str | None = None
     # A run folder to continue from its last checkpoint, in that folder (resume=<run folder>).
     resume: str | None = None
     # The run folder this run repeats (replay=<run folder>): its overrides, a new folder.
@@ -279,6 +364,11 @@ SCHEMAS: dict[str, type] = {
     "placement_schema": PlacementConfig,
     "sgd_schema": SGDConfig,
     "adam_schema": AdamConfig,
+    "scheduler_schema": SchedulerConfig,
+    "step_scheduler_schema": StepSchedulerConfig,
+    "cosine_scheduler_schema": CosineSchedulerConfig,
+    "warmup_cosine_scheduler_schema": WarmupCosineSchedulerConfig,
+    "onecycle_scheduler_schema": OneCycleSchedulerConfig,
     "trainer_schema": TrainerConfig,
 }
 
@@ -298,6 +388,12 @@ def register_configs(started: datetime, tag: str) -> None:
     OmegaConf.register_new_resolver("started", started.strftime, replace=True)
     OmegaConf.register_new_resolver("unique", lambda: tag, replace=True)
     OmegaConf.register_new_resolver("sweep_job", job_folder_name, replace=True)
+    OmegaConf.register_new_resolver("direction_of", direction_of, replace=True)
+
+
+def direction_of(metric: str) -> str:
+    """Resolver for a sweeper's direction: down for a loss, up for the rest."""
+    return "minimize" if metric.endswith("loss") else "maximize"
 
 
 def new_tag() -> str:
@@ -305,13 +401,15 @@ def new_tag() -> str:
     return secrets.token_hex(4)
 
 
-def build(node: DictConfig, **kwargs: Any) -> Any:
-    """Instantiate a node's `_target_` with its fields, except `name` (which only labels it).
+def build(node: DictConfig, *, leave_out: tuple[str, ...] = (), **kwargs: Any) -> Any:
+    """Instantiate a node's `_target_` with its fields, except `name` (which only labels it) and
+    those in `leave_out` (which tell the caller how to use what is built).
 
     An error raised by the target itself comes out as it was raised, not wrapped by Hydra.
     """
     fields = plain(node)
-    fields.pop("name", None)
+    for key in ("name", *leave_out):
+        fields.pop(key, None)
     try:
         return instantiate(fields, **kwargs)
     except InstantiationException as error:
@@ -347,6 +445,7 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
                 f"trainer.compile={trainer.compile} cannot compile device=dp's DataParallel (it "
                 "copies the model to every GPU at every step); use device=ddp"
             )
+        _check_selection(cfg)
         if trainer.batch_size % processes:
             raise ExperimentError(
                 f"trainer.batch_size={trainer.batch_size} is the batch of all {processes} "
@@ -404,7 +503,73 @@ def _at_least_one_or_null(section: str, node: DictConfig, *keys: str) -> None:
             raise ExperimentError(f"{name}={node[key]} must be >= 1, or null")
 
 
+WHY_NOT_TEST = (
+    "the test split would then no longer measure the model on images nothing was chosen by"
+)
+
+
+def check_optimized_metric(metric: str | None) -> None:
+    """What a run returns to a sweeper is a validation (or training) number, never a test one.
+    (Also checked when a sweep starts, before its first trial.)"""
+    if metric in TEST_METRICS:
+        raise ExperimentError(
+            f"optimized_metric={metric} would choose hyperparameters on the test split: "
+            f"{WHY_NOT_TEST}; optimize {', '.join(OPTIMIZABLE)}"
+        )
+    if metric is not None and metric not in OPTIMIZABLE:
+        raise ExperimentError(
+            f"optimized_metric={metric} is not a metric a run reports; choose "
+            f"{', '.join(OPTIMIZABLE)}"
+        )
+
+
+def _check_selection(cfg: DictConfig) -> None:
+    """Validation metrics select epochs and hyperparameters; test metrics never do."""
+    trainer = cfg.trainer
+    if trainer.monitor in TEST_METRICS:
+        raise ExperimentError(
+            f"trainer.monitor={trainer.monitor} would pick the epoch on the test split: "
+            f"{WHY_NOT_TEST}; monitor {' or '.join(MONITORED)} (with dataset.val_fraction=0.1)"
+        )
+    if trainer.monitor not in MONITORED:
+        raise ExperimentError(
+            f"trainer.monitor={trainer.monitor} is not a metric it can monitor; choose "
+            f"{' or '.join(MONITORED)}"
+        )
+    check_optimized_metric(cfg.optimized_metric)
+    _at_least_one_or_null("trainer.early_stopping", trainer.early_stopping, "patience")
+    if trainer.early_stopping.min_delta < 0:
+        raise ExperimentError(
+            f"trainer.early_stopping.min_delta={trainer.early_stopping.min_delta} must be >= 0"
+        )
+    if trainer.gradient_clip is not None and trainer.gradient_clip <= 0:
+        raise ExperimentError(
+            f"trainer.gradient_clip={trainer.gradient_clip} must be > 0 (a gradient norm), or null"
+        )
+    if not 0 <= trainer.label_smoothing < 1:
+        raise ExperimentError(
+            f"trainer.label_smoothing={trainer.label_smoothing} must be in [0, 1)"
+        )
+    scheduler = cfg.scheduler
+    milestones = list(scheduler.get("milestones", []))
+    if not all(0 < share <= 1 for share in milestones):
+        raise ExperimentError(
+            f"scheduler.milestones={milestones} are shares of the run, each in (0, 1]"
+        )
+    if not 0 < scheduler.get("pct_start", 0.5) < 1:
+        raise ExperimentError(f"scheduler.pct_start={scheduler.pct_start} must be in (0, 1)")
+    if not 0 <= scheduler.get("warmup_fraction", 0) < 1:
+        raise ExperimentError(
+            f"scheduler.warmup_fraction={scheduler.warmup_fraction} must be in [0, 1)"
+        )
+
+
 def _check_dataset(dataset: DictConfig) -> None:
+    if not 0 <= dataset.val_fraction < 1:
+        raise ExperimentError(
+            f"dataset.val_fraction={dataset.val_fraction} must be in [0, 1): the share of the "
+            "training images held out for validation"
+        )
     if OmegaConf.is_missing(dataset, "root"):  # an image folder without its folder
         raise ExperimentError(
             f"dataset={dataset.name} needs dataset.root=<folder>, holding train/<class>/* and "

@@ -22,6 +22,7 @@ from experiments.distributed import ONE_PROCESS
 from experiments.errors import ExperimentError
 from experiments.placement import audit
 from experiments.results import Results, display_path, per_class_text
+from experiments.selection import Monitor
 from experiments.sweep import FreeGpus
 
 log = logging.getLogger("experiments")
@@ -43,6 +44,7 @@ def evaluate(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) 
         results.add(device=environment.device_record(cfg.device, plan))
         state = checkpoints.load(path, map_location=plan.device)
         trained = OmegaConf.create(state["config"])
+        log.info("evaluating %s: %s", display_path(path), _which_epoch(path, state, trained))
         placement = build(cfg.placement, device=plan.device)
         dataset = _dataset_to_evaluate(cfg.dataset, trained.dataset)
         data = job.load_data(dataset, placement, training=False)
@@ -86,6 +88,15 @@ def evaluate(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) 
         )
     _log_outcome(outcome, plan, run_dir)
     return evaluation.accuracy
+
+
+def _which_epoch(path: Path, state: dict[str, Any], trained: DictConfig) -> str:
+    """What the checkpoint holds: a run's selected epoch (best.pt), or its latest."""
+    if path.name == checkpoints.BEST.name:
+        return f"epoch {state['epoch']}, selected by {Monitor.of(trained.trainer)}"
+    if path.name == checkpoints.LAST.name:
+        return f"epoch {state['epoch']}, the last its run saved"
+    return f"epoch {state['epoch']}"
 
 
 def _dataset_to_evaluate(asked: DictConfig | None, trained: DictConfig) -> DictConfig:

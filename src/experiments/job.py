@@ -11,7 +11,7 @@ import logging
 import torch
 from torch import nn
 
-from experiments import datasets, distributed, measure
+from experiments import datasets, distributed, measure, validation
 from experiments.config import DatasetConfig, DeviceConfig, Preload
 from experiments.datasets import ImageData
 from experiments.devices import DevicePlan, Machine, resolve, wants_any_gpu
@@ -46,13 +46,14 @@ def prepare_device(
 def load_data(
     config: DatasetConfig, placement: Placement, *, processes_here: int = 1, training: bool = True
 ) -> ImageData:
-    """The dataset (for an evaluation, only its test split), its in-memory splits moved to the
-    device once if `dataset.preload=device`.
+    """The dataset (for an evaluation, only its test split) with its validation split, if any,
+    its in-memory splits moved to the device once if `dataset.preload=device`.
 
     What the data told (its classes, image shape, computed mean and std) is written into
     `config`, so the model is sized from it and a checkpoint's config holds it: an evaluation
     then normalizes as training did, and knows the classes it was trained on."""
     data = datasets.load(config, processes_here=processes_here, training=training)
+    data = validation.with_validation(data, config)
     for key, value in data.derived().items():
         config[key] = value
     if config.preload == Preload.device:

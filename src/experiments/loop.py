@@ -1,4 +1,4 @@
-"""The training loop: one epoch of optimizer steps, and evaluation on the test split.
+"""The training loop: one epoch of optimizer steps, and evaluation on a split.
 
 Losses and correct counts add up on the device; they come back to the host (`.item()`, `.tolist()`)
 only at log intervals and at the end of a pass, so the loop never waits for the device per step.
@@ -12,14 +12,17 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.optim.lr_scheduler import LRScheduler
 from tqdm import tqdm
 
+from experiments import confusion
 from experiments.batches import Batches
 from experiments.distributed import ProcessGroup
 from experiments.measure import DeviceTimer
 
-# Called every log interval with (step within the epoch, mean loss since the last call, images/s).
-StepLogger = Callable[[int, float, float], None]
+# Called every log interval with (step within the epoch, mean loss since the last call, images/s,
+# the step's learning rate).
+StepLogger = Callable[[int, float, float, float], None]
 
 
 @dataclass
@@ -32,6 +35,7 @@ class TrainingResult:
     wait_seconds: float  # the loop waiting for batches (host clock)
     copy_seconds: float  # of which, copying them to the device
     compute_seconds: float  # forward, backward and optimizer step (on the device)
+    lr: float  # of the epoch's last step
 
     @property
     def images_per_second(self) -> float:
@@ -43,6 +47,7 @@ class EvaluationResult:
     loss: float  # mean over the images
     accuracy: float  # fraction correct
     class_accuracy: list[float | None]  # per class; None for a class with no images
+    confusion: list[list[int]]  # images of true class i predicted as class j
     seconds: float
 
 
@@ -59,11 +64,14 @@ def train_epoch(
     log_interval: int,
     log_step: StepLogger,
     description: str,
+    gradient_clip: float | None = None,
+    scheduler: LRScheduler | None = None,
 ) -> TrainingResult:
     """One pass of optimizer steps over `batches`; losses and speeds count every process.
 
     `autocast_dtype` (None: fp32) is what the forward pass and the loss run in; `scaler` scales
-    the loss for fp16 and passes it through otherwise."""
+    the loss for fp16 and passes it through otherwise. `gradient_clip` bounds the gradients'
+    total norm; `scheduler`, if given, is stepped after every optimizer step."""
     model.train()
     compute = DeviceTimer(device)
     interval_loss = torch.zeros((), device=device)  # summed over the images
@@ -79,12 +87,18 @@ def train_epoch(
     )
     for step, (images, labels) in enumerate(progress, start=1):
         span = compute.start()
+        lr = optimizer.param_groups[0]["lr"]
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
             loss = loss_fn(model(images), labels)
         scaler.scale(loss).backward()
+        if gradient_clip is not None:
+            scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
+            nn.utils.clip_grad_norm_(model.parameters(), gradient_clip)
         scaler.step(optimizer)
         scaler.update()
+        if scheduler is not None:
+            scheduler.step()
         compute.stop(span)
 
         interval_loss.add_(loss.detach(), alpha=len(labels))
@@ -96,14 +110,14 @@ def train_epoch(
             now = time.perf_counter()
             speed = images_seen / (now - interval_started)
             progress.set_postfix(loss=f"{mean_loss:.3f}", img_per_s=f"{speed:,.0f}")
-            log_step(step, mean_loss, speed)
+            log_step(step, mean_loss, speed, lr)
             interval_loss.zero_()
             interval_first, interval_started = step, now
     # The last step always logs, so the device has finished by now.
     seconds = time.perf_counter() - started
     images = batches.count_images()
     waited, copying = batches.times()
-    return TrainingResult(epoch_loss / images, images, seconds, waited, copying, compute.take())
+    return TrainingResult(epoch_loss / images, images, seconds, waited, copying, compute.take(), lr)
 
 
 @torch.no_grad()
@@ -117,26 +131,26 @@ def evaluate(
     group: ProcessGroup,
     num_classes: int,
 ) -> EvaluationResult:
-    """Loss and accuracy (overall and per class) over `batches`, counting every process."""
+    """Loss, accuracy (overall and per class) and confusion matrix over `batches`, counting
+    every process."""
     model.eval()
     started = time.perf_counter()
     loss_sum = torch.zeros((), device=device)
-    seen = torch.zeros(num_classes, dtype=torch.int64, device=device)
-    correct = torch.zeros_like(seen)
+    counts = torch.zeros(num_classes, num_classes, dtype=torch.int64, device=device)
     for images, labels in batches:
         with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
             outputs = model(images)
             loss_sum += loss_fn(outputs, labels).float() * len(labels)
-        per_class = nn.functional.one_hot(labels, num_classes)
-        seen += per_class.sum(0)
-        correct += (per_class * (outputs.argmax(1) == labels).unsqueeze(1)).sum(0)
+        counts += confusion.matrix(labels, outputs.argmax(1), num_classes)
     batches.times()  # evaluation's waits are part of its seconds
-    seen_list = group.sum(seen).tolist()
-    correct_list = group.sum(correct).tolist()
-    images = sum(seen_list)
+    matrix = group.sum(counts).tolist()
+    seen = [sum(row) for row in matrix]
+    correct = [row[label] for label, row in enumerate(matrix)]
+    images = sum(seen)
     return EvaluationResult(
         loss=group.sum(loss_sum).item() / images,
-        accuracy=sum(correct_list) / images,
-        class_accuracy=[c / n if n else None for c, n in zip(correct_list, seen_list, strict=True)],
+        accuracy=sum(correct) / images,
+        class_accuracy=[c / n if n else None for c, n in zip(correct, seen, strict=True)],
+        confusion=matrix,
         seconds=time.perf_counter() - started,
     )

@@ -1,7 +1,9 @@
 """A run's numbers as it trains, for people and for TensorBoard.
 
     metrics.jsonl          one JSON object per logged step and per epoch
-    events.out.tfevents.*  TensorBoard scalars: train_loss, test_loss, test_accuracy
+    events.out.tfevents.*  TensorBoard: the scalars train_loss, lr, test_loss, test_accuracy
+                           (and val_loss, val_accuracy with a validation split); at the end,
+                           the run's HParams and the confusion matrix
 
 Of several processes, only the main one writes. A resumed run first drops what the epoch cut
 short had logged (metrics.jsonl's rows; TensorBoard hides its events), then carries on.
@@ -16,7 +18,7 @@ from typing import IO, Any
 
 from torch.utils.tensorboard import SummaryWriter
 
-from experiments import checkpoints
+from experiments import checkpoints, confusion, hparams
 from experiments.distributed import sigterm_held
 from experiments.loop import EvaluationResult, TrainingResult
 
@@ -54,7 +56,9 @@ class Metrics:
         text = "".join(f"{line}\n" for line in kept)
         checkpoints.write_atomically(path, lambda file: file.write(text.encode()))
 
-    def step(self, epoch: int, steps_before: int, step: int, loss: float, speed: float) -> None:
+    def step(
+        self, epoch: int, steps_before: int, step: int, loss: float, speed: float, lr: float
+    ) -> None:
         """A training loss, logged at `step` of `epoch`, after `steps_before` steps in all."""
         global_step = steps_before + step
         self._write(
@@ -63,39 +67,66 @@ class Metrics:
             step=step,
             global_step=global_step,
             train_loss=loss,
+            lr=lr,
             images_per_second=speed,
         )
         self._scalar("train_loss", loss, global_step)
+        self._scalar("lr", lr, global_step)
 
     def epoch(
         self,
         epoch: int,
         global_step: int,
         training: TrainingResult,
-        evaluation: EvaluationResult,
+        test: EvaluationResult,
+        val: EvaluationResult | None,
         classes: list[str],
     ) -> dict[str, Any]:
         """Log an epoch's numbers; returns them as its row of the run's history."""
+        validation = {} if val is None else {"val_loss": val.loss, "val_accuracy": val.accuracy}
         row = {
             "epoch": epoch,
             "global_step": global_step,
             "train_loss": training.loss,
-            "test_loss": evaluation.loss,
-            "test_accuracy": evaluation.accuracy,
-            "class_accuracy": dict(zip(classes, evaluation.class_accuracy, strict=True)),
+            "lr": training.lr,
+            **validation,
+            "test_loss": test.loss,
+            "test_accuracy": test.accuracy,
+            "class_accuracy": dict(zip(classes, test.class_accuracy, strict=True)),
             "images_per_second": training.images_per_second,
             "train_images": training.images,
             "train_seconds": training.seconds,
             "wait_seconds": training.wait_seconds,
             "copy_seconds": training.copy_seconds,
             "compute_seconds": training.compute_seconds,
-            "eval_seconds": evaluation.seconds,
-            "epoch_seconds": training.seconds + evaluation.seconds,
+            "eval_seconds": test.seconds + (val.seconds if val else 0.0),
+            "epoch_seconds": training.seconds + test.seconds + (val.seconds if val else 0.0),
         }
         self._write(kind="epoch", **row)
-        self._scalar("test_loss", evaluation.loss, global_step)
-        self._scalar("test_accuracy", evaluation.accuracy, global_step)
+        for tag in ("val_loss", "val_accuracy", "test_loss", "test_accuracy"):
+            if tag in row:
+                self._scalar(tag, row[tag], global_step)
         return row
+
+    def finish(
+        self,
+        hyperparameters: dict[str, bool | int | float | str],
+        numbers: dict[str, float | None],
+        confusion_matrix: list[list[int]],
+        classes: list[str],
+        title: str,
+        global_step: int,
+    ) -> None:
+        """At the end of the run: its hyperparameters and final `numbers` for TensorBoard's
+        HParams tab, and the test split's confusion matrix, as an image there and as
+        confusion_matrix.png."""
+        if not self.writes:
+            return
+        writer = self._writer()
+        hparams.write(writer, hyperparameters, numbers, global_step)
+        confusion.save(
+            confusion_matrix, classes, title, self.dir / "confusion_matrix.png", writer, global_step
+        )
 
     def _write(self, **row: Any) -> None:
         if not self.writes:
@@ -108,7 +139,11 @@ class Metrics:
     def _scalar(self, tag: str, value: float, step: int) -> None:
         if not self.writes:
             return
+        writer = self._writer()
+        writer.add_scalar(tag, value, step)
+        writer.flush()
+
+    def _writer(self) -> SummaryWriter:
         if self._tensorboard is None:
             self._tensorboard = SummaryWriter(self.dir, purge_step=self._purge_step)
-        self._tensorboard.add_scalar(tag, value, step)
-        self._tensorboard.flush()
+        return self._tensorboard

@@ -1,7 +1,8 @@
 """What the command line's overrides mean before Hydra reads them.
 
-`resume=<run>` and `replay=<run>` stand for that run's own overrides, and a number where a
-group's option belongs (`device=1`) is refused in words Hydra has not got.
+`resume=<run>` and `replay=<run>` stand for that run's own overrides, a number where a
+group's option belongs (`device=1`) is refused in words Hydra has not got, and so is a search on
+a test metric (`optimized_metric=test_accuracy`), once, before its first trial.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from experiments.config import CONFIG_PACKAGE
+from experiments.config import CONFIG_PACKAGE, check_optimized_metric
 from experiments.errors import ExperimentError
 
 
@@ -49,6 +50,15 @@ def refuse_numbers_for_groups(arguments: Sequence[str]) -> None:
             f"{argument} is not an option of '{group}': options have names; "
             "python train.py --help lists them"
         )
+
+
+def refuse_optimizing_on_test(arguments: Sequence[str]) -> None:
+    """Every run refuses `optimized_metric=test_accuracy`; a search is told before it starts,
+    rather than by each of its trials (Hydra only warns of a callback's error)."""
+    for argument in arguments:
+        key, _, value = argument.partition("=")
+        if key.lstrip("+") == "optimized_metric" and value not in ("", "null"):
+            check_optimized_metric(value)
 
 
 def with_saved_overrides(arguments: list[str]) -> list[str]:

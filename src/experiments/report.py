@@ -9,12 +9,15 @@ Every multirun writes it into its sweep folder at the end (`experiments.sweep.Sw
 folder is any folder with a `.hydra/` snapshot; runs still going, killed, or without results are
 listed as such, not left out.
 
-    summary.csv, summary.md   model, dataset, device, placement, status (and why it failed), best
-                              and final test accuracy, train images/s, seconds per epoch, peak
-                              memory, and where training time went: waiting for batches, copying
-                              them to the device (the share spent moving data), computing
+    summary.csv, summary.md   model, dataset, device, placement, status (and why it failed), the
+                              selected epoch with its validation and test accuracy (the final
+                              epoch without a validation split), the final test accuracy, train
+                              images/s, seconds per epoch, peak memory, and where training time
+                              went: waiting for batches, copying them to the device (the share
+                              spent moving data), computing
     throughput.png            train images/s by device and placement
-    curves.png                test accuracy and train loss per epoch, a line per run
+    curves.png                test (and validation) accuracy and train loss per epoch, a line
+                              per run
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
+
+from experiments.selection import Monitor
 
 Row = dict[str, Any]
 
@@ -62,8 +67,11 @@ COLUMNS = [
     Column("loader", "loader"),  # memory or stream, for data of the user's own
     Column("status", "status"),
     Column("reason", "reason", in_console=False),
-    Column("best_test_accuracy", "best acc", _percent),
-    Column("final_test_accuracy", "final acc", _percent),
+    # The epoch selected on the validation split (the final one without), and its accuracies.
+    Column("selected_epoch", "epoch"),
+    Column("val_accuracy", "val acc", _percent),
+    Column("test_accuracy", "test acc", _percent),
+    Column("final_test_accuracy", "final test acc", _percent),
     Column("train_images_per_second", "train img/s", "{:,.0f}".format),
     Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
     Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
@@ -116,9 +124,17 @@ def summary_row(run_dir: Path, folder: Path) -> Row:
         if key in results and key not in ("model", "dataset", "device", "placement", "status"):
             row[key] = results[key]
     if history:
-        accuracies = [epoch["test_accuracy"] for epoch in history]
-        row["best_test_accuracy"] = row["best_test_accuracy"] or max(accuracies)
-        row["final_test_accuracy"] = row["final_test_accuracy"] or accuracies[-1]
+        if row["selected_epoch"] is None:  # a run still going, or stopped: its epochs so far
+            has_validation = "val_accuracy" in history[-1]
+            selected = (
+                Monitor.of(config.trainer).selected(history) if has_validation else history[-1]
+            )
+            row.update(
+                selected_epoch=selected["epoch"],
+                val_accuracy=selected.get("val_accuracy"),
+                test_accuracy=selected["test_accuracy"],
+                final_test_accuracy=history[-1]["test_accuracy"],
+            )
         row["seconds_per_epoch"] = sum(e["epoch_seconds"] for e in history) / len(history)
     return row
 
@@ -255,9 +271,14 @@ def _curves_figure(plt: Any, histories: Sequence[tuple[str, list[dict[str, Any]]
         # Runs with identical numbers (e.g. two placements) overlap; dashes keep both visible.
         style = {"marker": "o", "linestyle": ("-", "--", ":", "-.")[number % 4]}
         epoch_numbers = [row["epoch"] for row in history]
-        accuracy.plot(epoch_numbers, [row["test_accuracy"] for row in history], **style)
+        line = accuracy.plot(epoch_numbers, [row["test_accuracy"] for row in history], **style)
+        if "val_accuracy" in history[-1]:  # the same colour, lighter, for validation
+            validation = [row["val_accuracy"] for row in history]
+            accuracy.plot(epoch_numbers, validation, color=line[0].get_color(), alpha=0.4, **style)
         loss.plot(epoch_numbers, [row["train_loss"] for row in history], label=name, **style)
-    accuracy.set(title="Test accuracy", xlabel="epoch", ylabel="accuracy")
+    validated = any("val_accuracy" in history[-1] for _, history in histories)
+    title = "Test accuracy (faint: validation)" if validated else "Test accuracy"
+    accuracy.set(title=title, xlabel="epoch", ylabel="accuracy")
     loss.set(title="Train loss", xlabel="epoch", ylabel="loss")
     for axis in (accuracy, loss):
         axis.grid(alpha=0.3)

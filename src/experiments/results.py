@@ -27,6 +27,7 @@ from experiments.devices import request_text
 from experiments.distributed import ONE_PROCESS, ProcessGroup, first_failure, sigterm_held
 from experiments.environment import versions
 from experiments.errors import ExperimentError, one_line
+from experiments.selection import Monitor
 
 
 class Results:
@@ -107,6 +108,7 @@ def training_fields(
         "dataset": cfg.dataset.name,
         "placement": cfg.placement.name,
         "optimizer": cfg.optimizer.name,
+        "scheduler": cfg.scheduler.name,
         # Completed with what was used once the request is resolved.
         "device": {"requested": request_text(cfg.device)},
         "seed": cfg.trainer.seed,
@@ -117,23 +119,29 @@ def training_fields(
         "world_size": group.world_size,
         "per_process_batch_size": cfg.trainer.batch_size // group.world_size,
         "epochs_completed": done,
+        "stopped_early": None,
         **({"resumed_after_epochs": [done]} if resumed is not None else {}),
         "replay_of": cfg.replay,
     }
 
 
-def training_summary(history: list[dict[str, Any]]) -> dict[str, Any]:
-    """A finished run's numbers, from its epochs' rows."""
+def training_summary(history: list[dict[str, Any]], monitor: Monitor | None) -> dict[str, Any]:
+    """A finished run's numbers, from its epochs' rows: those of the epoch `monitor` selects on
+    the validation split, or without one (`monitor` None) of the final epoch."""
     last = history[-1]
-    best = max(history, key=lambda row: row["test_accuracy"])
+    selected = monitor.selected(history) if monitor else last
     train_seconds = sum(row["train_seconds"] for row in history)
     return {
+        "selected_epoch": selected["epoch"],
+        "selected_by": str(monitor) if monitor else "final epoch (no validation split)",
+        "val_accuracy": selected.get("val_accuracy"),
+        "val_loss": selected.get("val_loss"),
+        "test_accuracy": selected["test_accuracy"],
+        "test_loss": selected["test_loss"],
+        "class_accuracy": selected["class_accuracy"],
+        "final_val_accuracy": last.get("val_accuracy"),
         "final_test_accuracy": last["test_accuracy"],
-        "best_test_accuracy": best["test_accuracy"],
-        "best_epoch": best["epoch"],
-        "class_accuracy": last["class_accuracy"],
         "train_loss": last["train_loss"],
-        "test_loss": last["test_loss"],
         "train_images_per_second": sum(row["train_images"] for row in history) / train_seconds,
         "epoch_seconds": [row["epoch_seconds"] for row in history],
         # Where training time went: waiting for batches (of which copying them to the device),
@@ -143,6 +151,7 @@ def training_summary(history: list[dict[str, Any]]) -> dict[str, Any]:
             for part in ("wait", "copy", "compute")
         },
         "checkpoint": str(checkpoints.LAST),
+        "best_checkpoint": str(checkpoints.BEST) if monitor else None,
     }
 
 

@@ -1,0 +1,158 @@
+"""A run's hyperparameters and final numbers for TensorBoard's HParams dashboard.
+
+    tensorboard --logdir outputs/2026-11-22/10-00-00_ab12cd34    # a sweep: a row per job
+
+Written on the run's own SummaryWriter, into the event file of the run folder itself: torch's
+`SummaryWriter.add_hparams` would open a sub-run folder of its own, a second row in every view.
+The dashboard's metric columns are scalars of the same run folder, tagged `hparams/<name>`.
+
+The three HParams summaries (experiment, session start, session end) are built here from
+TensorBoard's own protos rather than with `torch.utils.tensorboard.summary.hparams`, which
+records a bool as the number 1.0 (it checks for int before bool).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from enum import Enum
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+from torch.utils.tensorboard import SummaryWriter
+
+Value = bool | int | float | str
+
+# Overrides that say where a run came from, not how it trains.
+NOT_HYPERPARAMETERS = ("resume", "replay")
+
+
+def hyperparameters(cfg: DictConfig, device: str, overrides: Sequence[str]) -> dict[str, Value]:
+    """What a run is, as the dashboard's columns: model, dataset, device (`device`, the one the
+    run resolved to, e.g. cuda:1), placement, optimizer, lr, batch_size, precision, scheduler and
+    seed, then each key the command line set (Hydra's task overrides: what a sweep varies).
+
+    An override's key takes the composed config's value there; a config group its option's
+    `name`; a list, a mapping or a deleted key the str of the override's value (`[0, 1]`,
+    `None`). The fixed columns win over an override of the same key (`device=auto` stays the
+    device the run chose)."""
+    values: dict[str, Value] = {
+        "model": _plain(cfg.model.name),
+        "dataset": _plain(cfg.dataset.name),
+        "device": device,
+        "placement": _plain(cfg.placement.name),
+        "optimizer": _plain(cfg.optimizer.name),
+        "lr": _plain(cfg.optimizer.lr),
+        "batch_size": _plain(cfg.trainer.batch_size),
+        "precision": str(cfg.trainer.precision),
+        "scheduler": _plain(cfg.scheduler.name),
+        "seed": _plain(cfg.trainer.seed),
+    }
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        key = override.key_or_group.lstrip("+~")
+        if key in values or key in NOT_HYPERPARAMETERS or override.is_hydra_override():
+            continue
+        values[key] = _composed(cfg, key, str(override.value()))
+    return values
+
+
+def _composed(cfg: DictConfig, key: str, given: str) -> Value:
+    """The config's value at an override's key, or the override's value as `given` where that is
+    no single value (nested groups are named with /, their package with .)."""
+    value = OmegaConf.select(cfg, key.replace("/", "."), default=None)
+    if isinstance(value, DictConfig) and "name" in value:
+        value = value.name
+    if isinstance(value, bool | int | float | str):
+        return _plain(value)
+    return given
+
+
+def _plain(value: Any) -> Value:
+    """An Enum as its str (a `Choice` is a str subclass the protos would keep as such)."""
+    if isinstance(value, Enum | str):
+        return str(value)
+    if isinstance(value, bool | int | float):
+        return value
+    raise TypeError(f"a hyperparameter is a bool, int, float or str, not {value!r}")
+
+
+def write(
+    writer: SummaryWriter,
+    hyperparameters: dict[str, Value],
+    metrics: dict[str, float | None],
+    step: int,
+) -> None:
+    """Record the run's `hyperparameters` and its `metrics` at `step`, in the run folder `writer`
+    writes to. Every metric is a column, even one this run has no value for (None: a run without
+    a validation split has no val_accuracy): of the runs under one --logdir, TensorBoard takes
+    one run's columns for all of them."""
+    file_writer = writer._get_file_writer()
+    for summary in (
+        _experiment(hyperparameters, [f"hparams/{name}" for name in metrics]),
+        _session_start(hyperparameters),
+        _session_end(),
+    ):
+        file_writer.add_summary(summary, step)
+    for name, value in metrics.items():
+        if value is not None:
+            writer.add_scalar(f"hparams/{name}", value, step)
+    writer.flush()
+
+
+def _type(value: Value) -> api_pb2.DataType:
+    if isinstance(value, bool):  # before int: True is an int too
+        return api_pb2.DATA_TYPE_BOOL
+    if isinstance(value, int | float):
+        return api_pb2.DATA_TYPE_FLOAT64
+    return api_pb2.DATA_TYPE_STRING
+
+
+def _experiment(hyperparameters: dict[str, Value], tags: list[str]) -> Summary:
+    """The dashboard's columns: every hyperparameter with its type, and the metric tags."""
+    experiment = api_pb2.Experiment(
+        hparam_infos=[
+            api_pb2.HParamInfo(name=name, type=_type(value))
+            for name, value in hyperparameters.items()
+        ],
+        metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag)) for tag in tags],
+        time_created_secs=time.time(),
+    )
+    return _summary(
+        metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(experiment=experiment)
+    )
+
+
+def _session_start(hyperparameters: dict[str, Value]) -> Summary:
+    """This run's row. No group name: each run folder is a row of its own, even when two runs
+    share every hyperparameter (a repeat), rather than one row of their averages."""
+    start = plugin_data_pb2.SessionStartInfo()
+    for name, value in hyperparameters.items():
+        if isinstance(value, bool):
+            start.hparams[name].bool_value = value
+        elif isinstance(value, int | float):
+            start.hparams[name].number_value = value
+        else:
+            start.hparams[name].string_value = value
+    return _summary(
+        metadata.SESSION_START_INFO_TAG,
+        plugin_data_pb2.HParamsPluginData(session_start_info=start),
+    )
+
+
+def _session_end() -> Summary:
+    end = plugin_data_pb2.SessionEndInfo(status=api_pb2.STATUS_SUCCESS, end_time_secs=time.time())
+    return _summary(
+        metadata.SESSION_END_INFO_TAG, plugin_data_pb2.HParamsPluginData(session_end_info=end)
+    )
+
+
+def _summary(tag: str, data: plugin_data_pb2.HParamsPluginData) -> Summary:
+    """A summary as TensorBoard's own HParams writer makes it (summary_v2._summary_pb)."""
+    summary = Summary()
+    summary.value.add(
+        tag=tag, metadata=metadata.create_summary_metadata(data), tensor=metadata.NULL_TENSOR
+    )
+    return summary
