@@ -18,10 +18,13 @@ from experiments import checkpoints, seeding
 from experiments.errors import ExperimentError
 from helpers import ROOT, eval_cli, killed_in_epoch_2, metrics, numbers, results, train_cli
 
-# Long enough epochs (30 steps of Tudui) to kill one in the middle.
+# Long enough epochs (30 steps of Tudui) to kill one in the middle; with a validation split that
+# selects the epoch, and a learning rate changing at every step.
 RUN = (
     "model=tudui",
     "device=cpu",
+    "dataset.val_fraction=0.1",
+    "scheduler=cosine",
     "trainer.epochs=2",
     "trainer.limit_train_batches=30",
     "trainer.limit_eval_batches=4",
@@ -54,6 +57,10 @@ def test_the_same_config_again_by_replay_gives_identical_metrics(
     assert numbers(done.run_dir) == numbers(reference)
     assert len(numbers(reference)) == 2 * (6 + 1)  # 6 logged steps and 1 epoch row per epoch
     assert results(done.run_dir)["replay_of"] == str(reference)
+    # The same images held out for validation.
+    validation = results(reference)["data"]["validation"]
+    assert results(done.run_dir)["data"]["validation"] == validation
+    assert validation["images"] == 400 and sum(validation["per_class"].values()) == 400
     overrides = (done.run_dir / ".hydra" / "overrides.yaml").read_text()
     assert "trainer.limit_train_batches=30" in overrides  # composed afresh from the overrides
 
@@ -70,16 +77,21 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_pat
     assert done.run_dir == run_dir
     result = results(run_dir)
     assert (result["status"], result["resumed_after_epochs"]) == ("completed", [1])
+    # Every number again, the learning rates and the validation metrics included.
     assert numbers(run_dir) == numbers(reference)
-    assert result["final_test_accuracy"] == results(reference)["final_test_accuracy"]
+    assert len({row["lr"] for row in metrics(run_dir, "step")}) == 12  # it changed every time
+    assert result["data"]["validation"] == results(reference)["data"]["validation"]
+    for key in ("final_test_accuracy", "selected_epoch", "val_accuracy", "test_accuracy"):
+        assert result[key] == results(reference)[key]
 
     # TensorBoard hides the steps of the epoch cut short: each step once, as in the reference.
-    def train_loss(folder: Path) -> list[tuple[int, float]]:
+    def scalars(folder: Path, tag: str) -> list[tuple[int, float]]:
         events = EventAccumulator(str(folder))
         events.Reload()
-        return [(event.step, event.value) for event in events.Scalars("train_loss")]
+        return [(event.step, event.value) for event in events.Scalars(tag)]
 
-    assert train_loss(run_dir) == train_loss(reference)
+    for tag in ("train_loss", "lr", "val_accuracy"):
+        assert scalars(run_dir, tag) == scalars(reference, tag)
 
 
 def test_resuming_a_finished_run_asks_for_more_epochs(reference: Path, tmp_path: Path) -> None:
@@ -98,6 +110,10 @@ def test_resuming_with_another_model_says_so_and_keeps_the_epochs(
 ) -> None:
     run_dir = tmp_path / "copy"
     shutil.copytree(reference, run_dir)
+    # As if it had been planned for 3 epochs: now the model is what does not fit.
+    checkpoint = checkpoints.load(run_dir / checkpoints.LAST)
+    checkpoint["config"]["trainer"]["epochs"] = 3
+    checkpoints.save(run_dir / checkpoints.LAST, checkpoint)
     done = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=3", "model=lenet")
     assert done.returncode == 1
     message = (
@@ -109,6 +125,31 @@ def test_resuming_with_another_model_says_so_and_keeps_the_epochs(
     result = results(run_dir)
     assert (result["status"], result["reason"]) == ("failed", message)
     assert result["epochs_completed"] == 2  # what the checkpoint holds, still there to resume
+
+
+def test_a_schedule_neither_changes_nor_stretches_on_resume(
+    reference: Path, tmp_path: Path
+) -> None:
+    for number, (overrides, message) in enumerate(
+        [
+            (
+                ["trainer.epochs=3"],
+                ": its scheduler=cosine spans the trainer.epochs=2 it was planned for, and cannot "
+                "stretch to trainer.epochs=3 part-way; train 3 epochs afresh with "
+                "replay={run} trainer.epochs=3",
+            ),
+            (
+                ["trainer.epochs=3", "scheduler=none"],
+                " was trained with scheduler=cosine, not scheduler=none; a schedule cannot "
+                "change part-way: resume with its own, or start a new run",
+            ),
+        ]
+    ):
+        run_dir = tmp_path / str(number)
+        shutil.copytree(reference, run_dir)
+        done = train_cli(tmp_path, f"resume={run_dir}", *overrides)
+        assert done.returncode == 1
+        assert done.last_line.endswith(f"Error: resume={run_dir}{message.format(run=run_dir)}")
 
 
 def test_resuming_a_run_without_a_checkpoint_says_to_replay_it(tmp_path: Path) -> None:
@@ -131,18 +172,24 @@ def test_resume_and_replay_need_a_run_folder(tmp_path: Path) -> None:
     )
 
 
-def test_eval_gives_the_runs_final_test_accuracy(reference: Path, tmp_path: Path) -> None:
+def test_eval_gives_the_selected_epochs_test_accuracy(reference: Path, tmp_path: Path) -> None:
     done = eval_cli(tmp_path, f"ckpt={reference}", "limit_batches=4", "batch_size=64")
     assert done.returncode == 0, done.stderr
     assert done.run_dir.name.endswith("_eval")
     evaluation = results(done.run_dir)
     trained = results(reference)
+    epoch = trained["selected_epoch"]
+    assert evaluation["checkpoint"] == str((reference / checkpoints.BEST).resolve())
+    assert (
+        f"evaluating {reference / checkpoints.BEST}: epoch {epoch}, selected by val_accuracy (max)"
+        in done.stderr
+    )
     assert evaluation["status"] == "completed" and evaluation["kind"] == "evaluation"
-    assert evaluation["test_accuracy"] == trained["final_test_accuracy"]
+    assert evaluation["test_accuracy"] == trained["test_accuracy"]
     assert evaluation["test_loss"] == pytest.approx(trained["test_loss"], rel=1e-6)
     assert evaluation["class_accuracy"] == trained["class_accuracy"]
-    assert (evaluation["model"], evaluation["trained_epochs"]) == ("tudui", 2)
-    assert "evaluated tudui (2 epochs on cifar10_sample) on cifar10_sample" in done.stderr
+    assert (evaluation["model"], evaluation["trained_epochs"]) == ("tudui", epoch)
+    assert f"evaluated tudui ({epoch} epochs on cifar10_sample) on cifar10_sample" in done.stderr
 
 
 def test_a_truncated_checkpoint_is_refused_in_one_line(reference: Path, tmp_path: Path) -> None:

@@ -127,6 +127,13 @@ def to_resume(run: str, epochs: int, scheduler: str) -> dict[str, Any]:
             f"resume={run} was trained with scheduler={saved}, not scheduler={scheduler}; a "
             "schedule cannot change part-way: resume with its own, or start a new run"
         )
+    planned = checkpoint["config"]["trainer"]["epochs"]
+    if saved != "none" and planned != epochs:
+        raise ExperimentError(
+            f"resume={run}: its scheduler={saved} spans the trainer.epochs={planned} it was "
+            f"planned for, and cannot stretch to trainer.epochs={epochs} part-way; train "
+            f"{epochs} epochs afresh with replay={run} trainer.epochs={epochs}"
+        )
     return checkpoint
 
 

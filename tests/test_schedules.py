@@ -1,0 +1,297 @@
+"""Learning-rate schedules, gradient clipping and label smoothing: the lr curve of every
+`scheduler=` option, a schedule continued from saved states, and what `loop.train_epoch` does
+with a clip, a per-step schedule and a smoothed loss."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from functools import cache
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import DictConfig
+from torch import nn
+from torch.optim import SGD, Optimizer
+from torch.optim.lr_scheduler import LRScheduler
+
+from experiments import loop, schedules
+from experiments.batches import Batches
+from experiments.config import Interval
+from experiments.datasets import Split
+from experiments.distributed import ONE_PROCESS
+from experiments.placement import ToDevice
+from helpers import compose_config
+
+LR = 0.1
+EPOCHS, STEPS_PER_EPOCH = 4, 5
+TOTAL = EPOCHS * STEPS_PER_EPOCH
+CPU = torch.device("cpu")
+
+
+def sgd(lr: float = LR) -> SGD:
+    return SGD([nn.Parameter(torch.zeros(2))], lr=lr)
+
+
+def lr_of(optimizer: Optimizer) -> float:
+    return optimizer.param_groups[0]["lr"]
+
+
+def curve(optimizer: Optimizer, scheduler: LRScheduler, steps: int) -> list[float]:
+    """The lr now and after each of `steps` optimizer + scheduler steps."""
+    lrs = [lr_of(optimizer)]
+    for _ in range(steps):
+        optimizer.step()
+        scheduler.step()
+        lrs.append(lr_of(optimizer))
+    return lrs
+
+
+@cache
+def scheduler_config(name: str) -> DictConfig:
+    """`scheduler=<name>` as the train config composes it (once per option: composing is slow)."""
+    return compose_config(f"scheduler={name}").scheduler
+
+
+def for_run(name: str, optimizer: Optimizer) -> tuple[LRScheduler, Interval]:
+    return schedules.for_run(
+        scheduler_config(name), optimizer, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH
+    )
+
+
+def half_cosine(start: float, end: float, done: int, of: int) -> float:
+    return end + (start - end) * (1 + math.cos(math.pi * done / of)) / 2
+
+
+def test_none_keeps_the_lr_every_epoch() -> None:
+    optimizer = sgd()
+    scheduler, interval = for_run("none", optimizer)
+    assert interval == Interval.epoch
+    assert curve(optimizer, scheduler, EPOCHS) == [LR] * (EPOCHS + 1)
+
+
+def test_step_divides_the_lr_by_ten_half_way_and_at_three_quarters() -> None:
+    optimizer = sgd()
+    scheduler, interval = for_run("step", optimizer)
+    assert interval == Interval.epoch
+    lrs = curve(optimizer, scheduler, EPOCHS)
+    # lrs[i] is what epoch i + 1 trains with; the last is after the run.
+    assert lrs == pytest.approx([0.1, 0.1, 0.01, 0.001, 0.001], rel=1e-12)
+
+
+def test_cosine_falls_from_the_lr_to_min_lr_over_every_step() -> None:
+    optimizer = sgd()
+    scheduler, interval = for_run("cosine", optimizer)
+    assert interval == Interval.step
+    lrs = curve(optimizer, scheduler, TOTAL)
+    expected = [half_cosine(LR, 0.0, t, TOTAL) for t in range(TOTAL + 1)]
+    assert lrs == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    assert lrs[0] == LR
+    assert all(later < earlier for earlier, later in pairwise(lrs))
+    assert lrs[-1] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_warmup_cosine_rises_linearly_then_falls_along_a_cosine() -> None:
+    optimizer = sgd()
+    scheduler, interval = for_run("warmup_cosine", optimizer)
+    assert interval == Interval.step
+    lrs = curve(optimizer, scheduler, TOTAL)
+    warmup = round(0.1 * TOTAL)  # 2 steps, from 0.1 * 0.01 to 0.1
+    rising = [LR * (0.01 + 0.99 * t / warmup) for t in range(warmup + 1)]
+    falling = [half_cosine(LR, 0.0, t, TOTAL - warmup) for t in range(1, TOTAL - warmup + 1)]
+    assert lrs == pytest.approx(rising + falling, rel=1e-9, abs=1e-12)
+    assert lrs[0] == pytest.approx(LR * 0.01)
+    assert lrs[warmup] == pytest.approx(LR) == max(lrs)
+    assert all(later < earlier for earlier, later in pairwise(lrs[warmup:]))
+    assert lrs[-1] == pytest.approx(0.0, abs=1e-12)
+
+
+def test_onecycle_peaks_at_ten_times_the_lr_then_ends_far_below_its_start() -> None:
+    optimizer = sgd()
+    scheduler, interval = for_run("onecycle", optimizer)
+    assert interval == Interval.step
+    lrs = curve(optimizer, scheduler, TOTAL)
+    peak = 10 * LR
+    top = lrs.index(max(lrs))
+    assert max(lrs) == pytest.approx(peak)
+    assert abs(top - round(0.3 * TOTAL)) <= 1
+    assert lrs[0] == pytest.approx(peak / 25)  # OneCycleLR's start
+    assert all(later > earlier for earlier, later in pairwise(lrs[: top + 1]))
+    # The last step the run trains with is at the bottom: the peak / 25e4.
+    assert lrs[TOTAL - 1] == pytest.approx(peak / 25e4)
+    assert lrs[TOTAL - 1] < lrs[0] / 1000
+
+
+@pytest.mark.parametrize(
+    ("name", "saved_after"), [("cosine", 7), ("warmup_cosine", 1), ("warmup_cosine", 7)]
+)
+def test_a_schedule_continues_from_its_saved_state(
+    name: str, saved_after: int, tmp_path: Path
+) -> None:
+    """Saved part-way and loaded as a resumed run does (the schedule built first, then the
+    optimizer's and the scheduler's states loaded), the rest of the curve is the same."""
+    optimizer = sgd()
+    scheduler, _ = for_run(name, optimizer)
+    uninterrupted = curve(optimizer, scheduler, TOTAL)
+
+    optimizer = sgd()
+    scheduler, _ = for_run(name, optimizer)
+    before = curve(optimizer, scheduler, saved_after)
+    path = tmp_path / "states.pt"
+    torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()}, path)
+
+    optimizer = sgd()
+    scheduler, _ = for_run(name, optimizer)
+    states = torch.load(path, weights_only=True)
+    optimizer.load_state_dict(states["optimizer"])
+    scheduler.load_state_dict(states["scheduler"])
+    after = curve(optimizer, scheduler, TOTAL - saved_after)
+
+    assert before[-1] == after[0]
+    assert before + after[1:] == uninterrupted
+
+
+def tiny_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Flatten(), nn.Linear(3 * 4 * 4, 3))
+
+
+def tiny_batches(batches: int = 3, batch_size: int = 4) -> Batches:
+    generator = torch.Generator().manual_seed(0)
+    count = batches * batch_size
+    images = torch.randint(0, 256, (count, 3, 4, 4), generator=generator, dtype=torch.uint8)
+    labels = torch.randint(0, 3, (count,), generator=generator)
+    return Batches(
+        Split(images, labels),
+        batch_size=batch_size,
+        mean=[0.5],
+        std=[0.5],
+        placement=ToDevice(CPU),
+    )
+
+
+Logged = list[tuple[int, float, float, float]]
+
+
+def train(
+    model: nn.Module,
+    optimizer: Optimizer,
+    batches: Batches,
+    *,
+    loss_fn: nn.Module | None = None,
+    gradient_clip: float | None = None,
+    scheduler: LRScheduler | None = None,
+    on_step: Callable[[], None] = lambda: None,
+) -> tuple[loop.TrainingResult, Logged]:
+    """One epoch of the real loop in fp32 on the CPU, logging every step."""
+    logged: Logged = []
+
+    def log_step(step: int, loss: float, speed: float, lr: float) -> None:
+        logged.append((step, loss, speed, lr))
+        on_step()
+
+    result = loop.train_epoch(
+        model=model,
+        loss_fn=loss_fn or nn.CrossEntropyLoss(),
+        optimizer=optimizer,
+        scaler=torch.amp.GradScaler("cpu", enabled=False),
+        autocast_dtype=None,
+        batches=batches,
+        device=CPU,
+        group=ONE_PROCESS,
+        log_interval=1,
+        log_step=log_step,
+        description="t",
+        gradient_clip=gradient_clip,
+        scheduler=scheduler,
+    )
+    return result, logged
+
+
+def flat(model: nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+@pytest.mark.parametrize("clip", [1e-3, None])
+def test_gradient_clip_bounds_each_step_of_the_parameters(clip: float | None) -> None:
+    model = tiny_model()
+    optimizer = SGD(model.parameters(), lr=1.0)
+    snapshots = [flat(model)]
+    train(
+        model,
+        optimizer,
+        tiny_batches(),
+        gradient_clip=clip,
+        on_step=lambda: snapshots.append(flat(model)),
+    )
+    moves = [(b - a).norm().item() for a, b in pairwise(snapshots)]
+    total = (snapshots[-1] - snapshots[0]).norm().item()
+    assert len(moves) == 3
+    if clip is not None:
+        # SGD with lr 1: a step moves the parameters by the clipped gradient, of norm <= clip.
+        assert total <= 3 * 1.0 * clip + 1e-7
+        # The gradients are far larger than the clip, so every step is clipped to it, not to 0.
+        assert moves == pytest.approx([clip] * 3, rel=1e-3)
+    else:
+        assert total > 100 * 3 * 1e-3
+
+
+def test_a_per_step_schedule_steps_once_per_batch_and_logs_each_steps_lr() -> None:
+    model = tiny_model()
+    optimizer = SGD(model.parameters(), lr=LR)
+    config = scheduler_config("cosine")
+    scheduler, interval = schedules.for_run(config, optimizer, epochs=2, steps_per_epoch=3)
+    assert interval == Interval.step
+    expected = [half_cosine(LR, 0.0, t, 6) for t in range(4)]
+    snapshots = [[p.detach().clone() for p in model.parameters()]]
+    result, logged = train(
+        model,
+        optimizer,
+        tiny_batches(),
+        scheduler=scheduler,
+        on_step=lambda: snapshots.append([p.detach().clone() for p in model.parameters()]),
+    )
+    lrs = [lr for _, _, _, lr in logged]
+    assert [step for step, *_ in logged] == [1, 2, 3]
+    assert lrs[0] == LR
+    assert lrs == pytest.approx(expected[:3], rel=1e-9)
+    assert result.lr == lrs[-1]
+    assert lr_of(optimizer) == pytest.approx(expected[3], rel=1e-9)
+
+    # Each step trained with the lr it logged: SGD moved its parameters by lr x gradient.
+    replay = tiny_model()
+    steps = zip(tiny_batches(), lrs, pairwise(snapshots), strict=True)
+    for (images, labels), lr, (before, after) in steps:
+        with torch.no_grad():
+            for parameter, value in zip(replay.parameters(), before, strict=True):
+                parameter.copy_(value)
+        replay.zero_grad()
+        nn.functional.cross_entropy(replay(images), labels).backward()
+        for parameter, old, new in zip(replay.parameters(), before, after, strict=True):
+            assert parameter.grad is not None
+            torch.testing.assert_close(new, old - lr * parameter.grad)
+
+
+def test_label_smoothing_changes_the_trained_loss_to_the_smoothed_cross_entropy() -> None:
+    smoothing, classes = 0.2, 3
+    model = tiny_model()
+    batches = tiny_batches(batches=1)
+    ((images, labels),) = list(batches)
+    with torch.no_grad():
+        log_p = torch.log_softmax(model(images), dim=1)
+    picked = log_p.gather(1, labels[:, None]).squeeze(1)
+    unsmoothed = -picked.mean().item()
+    smoothed = (-(1 - smoothing) * picked - smoothing / classes * log_p.sum(1)).mean().item()
+
+    result, _ = train(
+        model,
+        SGD(model.parameters(), lr=LR),
+        batches,
+        loss_fn=nn.CrossEntropyLoss(label_smoothing=smoothing),
+    )
+    assert result.images == 4
+    assert result.loss == pytest.approx(smoothed, rel=1e-5)
+    assert abs(smoothed - unsmoothed) > 1e-3
+    assert result.loss != pytest.approx(unsmoothed, rel=1e-3)
