@@ -126,6 +126,38 @@ RUN_ERRORS = [
     (["dataset=fashion_mnist", "dataset.root=empty"], "FashionMNIST files not found in "),
     (["+trainer.foo=1"], "+trainer.foo: 'trainer' has no key 'foo'; its keys are epochs, "),
     (
+        ["trainer.monitor=test_accuracy"],
+        "trainer.monitor=test_accuracy would pick the epoch on the test split: the test split "
+        "would then no longer measure the model on images nothing was chosen by; monitor "
+        "val_accuracy or val_loss (with dataset.val_fraction=0.1)",
+    ),
+    (
+        ["trainer.monitor=val_acc"],
+        "trainer.monitor=val_acc is not a metric it can monitor; choose val_accuracy or val_loss",
+    ),
+    (
+        ["trainer.early_stopping.patience=3"],
+        "trainer.early_stopping.patience=3 stops on trainer.monitor=val_accuracy, which needs a "
+        "validation split: add dataset.val_fraction=0.1 (or a val/ folder to an image folder)",
+    ),
+    (
+        ["dataset.val_fraction=1.0"],
+        "dataset.val_fraction=1.0 must be in [0, 1): the share of the training images held out "
+        "for validation",
+    ),
+    (
+        ["dataset.val_fraction=0.999"],
+        "dataset.val_fraction=0.999 would leave class airplane no training image (it has 396)",
+    ),
+    (
+        ["trainer.gradient_clip=0"],
+        "trainer.gradient_clip=0.0 must be > 0 (a gradient norm), or null",
+    ),
+    (
+        ["scheduler=step", "scheduler.milestones=[0.5,2]"],
+        "scheduler.milestones=[0.5, 2.0] are shares of the run, each in (0, 1]",
+    ),
+    (
         ["device=dp", "trainer.compile=inductor"],
         "trainer.compile=inductor cannot compile device=dp's DataParallel (it copies the model "
         "to every GPU at every step); use device=ddp",
@@ -148,7 +180,7 @@ def test_run_errors_are_recorded_in_the_run_folder(
     )
 
 
-@pytest.mark.parametrize(("overrides", "message"), [RUN_ERRORS[0], RUN_ERRORS[9]])
+@pytest.mark.parametrize(("overrides", "message"), [RUN_ERRORS[0], RUN_ERRORS[9], RUN_ERRORS[12]])
 def test_run_errors_are_one_line_on_the_command_line(
     tmp_path: Path, overrides: list[str], message: str
 ) -> None:

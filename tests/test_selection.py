@@ -1,0 +1,301 @@
+"""Results to trust: a validation split held out of train (or an image folder's val/), the epoch
+selected on it (checkpoints/best.pt), early stopping, and the run in TensorBoard's HParams tab."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import metadata
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+from torch.utils.data import Dataset
+
+from experiments import checkpoints, datasets, selection, validation
+from experiments.datasets import ImageData, Split
+from experiments.errors import ExperimentError
+from experiments.own_data import Streamed
+from helpers import compose_config, eval_cli, metrics, results, train_cli, write_image_folder
+
+CLASSES = [
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+]
+
+
+@pytest.fixture(scope="module")
+def sample() -> tuple[Split, Split]:
+    return datasets.cifar10_sample()
+
+
+def test_the_held_out_images_are_disjoint_stratified_and_seeded(
+    sample: tuple[Split, Split],
+) -> None:
+    labels = sample[0].labels
+    kept, held_out = validation.held_out_rows(labels, 0.1, seed=0, classes=CLASSES)
+    assert set(kept.tolist()).isdisjoint(held_out.tolist())
+    assert sorted(kept.tolist() + held_out.tolist()) == list(range(len(labels)))
+    per_class = torch.bincount(labels, minlength=10)
+    held_per_class = torch.bincount(labels[held_out], minlength=10)
+    assert held_per_class.tolist() == [int(0.1 * n + 0.5) for n in per_class.tolist()]
+    again, _ = validation.held_out_rows(labels, 0.1, seed=0, classes=CLASSES)
+    other, _ = validation.held_out_rows(labels, 0.1, seed=1, classes=CLASSES)
+    assert torch.equal(again, kept) and not torch.equal(other, kept)
+
+
+def test_a_share_that_leaves_a_class_no_training_image_is_refused(
+    sample: tuple[Split, Split],
+) -> None:
+    with pytest.raises(ExperimentError) as error:
+        validation.held_out_rows(sample[0].labels, 0.999, seed=0, classes=CLASSES)
+    assert str(error.value) == (
+        "dataset.val_fraction=0.999 would leave class airplane no training image (it has 396); "
+        "lower dataset.val_fraction, or give the class more images"
+    )
+
+
+@pytest.fixture(scope="module")
+def folder_with_val(tmp_path_factory: pytest.TempPathFactory, sample: tuple[Split, Split]) -> Path:
+    train, test = sample
+    splits = {
+        "train": Split(train.images[:200], train.labels[:200]),
+        "val": Split(train.images[200:260], train.labels[200:260]),
+        "test": Split(test.images[:50], test.labels[:50]),
+    }
+    return write_image_folder(tmp_path_factory.mktemp("folder") / "images", splits, CLASSES)
+
+
+@pytest.mark.parametrize("loader", ["memory", "stream"])
+def test_an_image_folder_validates_on_its_own_val_folder(
+    folder_with_val: Path, tmp_path: Path, loader: str, sample: tuple[Split, Split]
+) -> None:
+    config = compose_config(
+        "dataset=image_folder",
+        f"dataset.root={folder_with_val}",
+        f"dataset.loader={loader}",
+        f"dataset.cache_dir={tmp_path}",
+        "dataset.workers=0",
+    ).dataset
+    data = validation.with_validation(datasets.load(config), config)
+    assert data.val is not None and len(data.val) == 60 and len(data.train) == 200
+    counts = torch.bincount(sample[0].labels[200:260], minlength=10).tolist()
+    assert data.record["validation"] == {
+        "origin": "the dataset's own",
+        "images": 60,
+        "per_class": dict(zip(CLASSES, counts, strict=True)),
+    }
+
+    config.val_fraction = 0.2
+    with pytest.raises(ExperimentError) as error:
+        validation.with_validation(datasets.load(config), config)
+    assert str(error.value) == (
+        "dataset.val_fraction=0.2: dataset image_folder has a validation split of its own "
+        "(val/), which the run validates on; leave dataset.val_fraction at 0"
+    )
+
+
+def test_a_streamed_train_split_is_held_out_by_its_labels(
+    folder_with_val: Path, tmp_path: Path
+) -> None:
+    config = compose_config(
+        "dataset=image_folder",
+        f"dataset.root={folder_with_val}",
+        "dataset.loader=stream",
+        "dataset.workers=0",
+        "dataset.val_fraction=0.25",
+    ).dataset
+    loaded = dataclasses.replace(datasets.load(config), val=None)  # as if it had no val/
+    data = validation.with_validation(loaded, config)
+    assert isinstance(data.train, Streamed) and isinstance(data.val, Streamed)
+    assert len(data.train) + len(data.val) == 200
+    train_labels, val_labels = validation.labels_of(data.train), validation.labels_of(data.val)
+    assert train_labels is not None and val_labels is not None
+    everything = validation.labels_of(loaded.train)
+    assert everything is not None
+    assert (torch.bincount(train_labels) + torch.bincount(val_labels)).tolist() == (
+        torch.bincount(everything).tolist()
+    )
+    # The streamed subsets decode the rows the split chose: the same image, by its label.
+    image, label = data.val.dataset[0]
+    assert image.shape == (3, 32, 32) and label == val_labels[0].item()
+
+
+class Unlabelled(Dataset):
+    """A user's Dataset that does not list its labels."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return torch.zeros(1, 4, 4, dtype=torch.uint8), index % 2
+
+
+def test_holding_out_from_a_dataset_without_targets_says_what_it_needs() -> None:
+    streamed = Streamed(Unlabelled(), workers=0)
+    data = ImageData("mine", streamed, streamed, ["a", "b"], [0.5], [0.5], (1, 4, 4))
+    config = compose_config("dataset.val_fraction=0.25").dataset
+    with pytest.raises(ExperimentError) as error:
+        validation.with_validation(data, config)
+    assert str(error.value) == (
+        "dataset.val_fraction=0.25 needs the training labels without decoding every image: give "
+        "the train Dataset of mine a `targets` list (as torchvision's have), or return a "
+        "validation split of its own"
+    )
+
+
+# LeNet for three short epochs with a validation split. Selecting the epoch of the *lowest*
+# validation accuracy picks an early one of a run that learns, so best.pt is not last.pt.
+LEARNING = (
+    "model=lenet",
+    "device=cpu",
+    "dataset.val_fraction=0.1",
+    "trainer.epochs=3",
+    "trainer.limit_train_batches=15",
+    "trainer.monitor_mode=min",
+    "optimizer.lr=0.05",
+)
+
+
+@pytest.fixture(scope="module")
+def learning(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    done = train_cli(tmp_path_factory.mktemp("learning"), *LEARNING)
+    assert done.returncode == 0, done.stderr
+    return done.run_dir
+
+
+def test_best_pt_holds_the_selected_epoch_and_results_report_it(learning: Path) -> None:
+    result, epochs = results(learning), metrics(learning, "epoch")
+    selected = min(epochs, key=lambda row: row["val_accuracy"])
+    assert result["selected_epoch"] == selected["epoch"] < 3
+    assert result["selected_by"] == "val_accuracy (min)"
+    assert result["val_accuracy"] == selected["val_accuracy"]
+    assert result["test_accuracy"] == selected["test_accuracy"]  # at that epoch, not the best
+    assert result["class_accuracy"] == selected["class_accuracy"]
+    assert result["final_test_accuracy"] == epochs[-1]["test_accuracy"]
+    assert result["best_checkpoint"] == "checkpoints/best.pt"
+    assert all({"val_loss", "val_accuracy", "lr"} <= set(row) for row in epochs)
+
+    best = checkpoints.load(learning / checkpoints.BEST)
+    last = checkpoints.load(learning / checkpoints.LAST)
+    assert (best["epoch"], last["epoch"]) == (selected["epoch"], 3)
+    assert any(not torch.equal(best["model"][k], last["model"][k]) for k in best["model"])
+    # The confusion matrix of the selected epoch: all 1,000 test images, its accuracy on the
+    # diagonal.
+    matrix = last["selected_confusion"]
+    assert sum(map(sum, matrix)) == 1000
+    assert sum(matrix[k][k] for k in range(10)) / 1000 == result["test_accuracy"]
+
+
+def test_eval_evaluates_best_pt_and_says_so(learning: Path, tmp_path: Path) -> None:
+    done = eval_cli(tmp_path, f"ckpt={learning}", "device=cpu", "batch_size=64")
+    assert done.returncode == 0, done.stderr
+    epoch = results(learning)["selected_epoch"]
+    assert (
+        f"evaluating {learning / checkpoints.BEST}: epoch {epoch}, selected by val_accuracy (min)"
+        in done.stderr
+    )
+    assert results(done.run_dir)["test_accuracy"] == results(learning)["test_accuracy"]
+
+
+def test_tensorboard_holds_the_runs_hparams_and_confusion_matrix(learning: Path) -> None:
+    # No sub-run folder for the hyperparameters: they are in the run's own event file.
+    folders = sorted(path.name for path in learning.iterdir() if path.is_dir())
+    assert folders == [".hydra", "checkpoints"]
+    events = EventAccumulator(str(learning), size_guidance={"images": 0})
+    events.Reload()
+    content = events.PluginTagToContent(metadata.PLUGIN_NAME)
+    start = HParamsPluginData.FromString(content[metadata.SESSION_START_INFO_TAG])
+    hparams = {
+        name: getattr(value, value.WhichOneof("kind"))
+        for name, value in start.session_start_info.hparams.items()
+    }
+    assert hparams == {
+        "model": "lenet",
+        "dataset": "cifar10_sample",
+        "device": "cpu",
+        "placement": "to_device",
+        "optimizer": "sgd",
+        "lr": 0.05,
+        "optimizer.lr": 0.05,
+        "batch_size": 64,
+        "precision": "fp32",
+        "scheduler": "none",
+        "seed": 0,
+        # The keys set on the command line (what a sweep varies).
+        "dataset.val_fraction": 0.1,
+        "trainer.epochs": 3,
+        "trainer.limit_train_batches": 15,
+        "trainer.monitor_mode": "min",
+    }
+    result = results(learning)
+    last_step = metrics(learning, "epoch")[-1]["global_step"]
+    for name in ("val_accuracy", "test_accuracy", "final_test_accuracy", "train_images_per_second"):
+        (scalar,) = events.Scalars(f"hparams/{name}")
+        assert scalar.step == last_step
+        assert math.isclose(scalar.value, result[name], rel_tol=1e-6)
+    assert {"val_loss", "val_accuracy", "lr"} <= set(events.Tags()["scalars"])
+    (image,) = events.Images("confusion_matrix")
+    assert image.step == last_step and image.width > 400
+    with Image.open(learning / "confusion_matrix.png") as png:
+        assert (png.width, png.height) == (image.width, image.height)
+
+
+# LeNet that cannot learn (lr 0): its validation accuracy never improves on epoch 1's.
+PLATEAU = (
+    "model=lenet",
+    "device=cpu",
+    "optimizer.lr=0",
+    "dataset.val_fraction=0.1",
+    "trainer.early_stopping.patience=2",
+    "trainer.epochs=10",
+    "trainer.limit_train_batches=2",
+    "trainer.limit_eval_batches=2",
+)
+
+
+def test_early_stopping_stops_a_plateau_and_resume_respects_it(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, *PLATEAU)
+    assert done.returncode == 0, done.stderr
+    run_dir = done.run_dir
+    result = results(run_dir)
+    accuracy = metrics(run_dir, "epoch")[0]["val_accuracy"]
+    reason = (
+        "val_accuracy has not improved by more than 0.0 for 2 epochs "
+        f"(trainer.early_stopping.patience=2; best {accuracy:.4f} at epoch 1)"
+    )
+    assert result["stopped_early"] == {"epoch": 3, "reason": reason}
+    assert (result["status"], result["epochs_completed"], result["selected_epoch"]) == (
+        "completed",
+        3,
+        1,
+    )
+    assert [row["epoch"] for row in metrics(run_dir, "epoch")] == [1, 2, 3]
+    assert checkpoints.load(run_dir / checkpoints.LAST)["epoch"] == 3
+    assert f"stopping early after epoch 3: {reason}" in done.stderr
+
+    # Resumed as it is, it stays stopped (refused before its records are touched); with more
+    # patience, it goes on until that runs out.
+    checkpoint = checkpoints.load(run_dir / checkpoints.LAST)
+    trainer = compose_config(*PLATEAU).trainer
+    with pytest.raises(ExperimentError) as error:
+        selection.refuse_stopped(checkpoint["history"], trainer, str(run_dir))
+    assert str(error.value) == (
+        f"resume={run_dir} stopped early after epoch 3: {reason}; raise "
+        "trainer.early_stopping.patience (or set it to null) to train on"
+    )
+    resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.early_stopping.patience=4")
+    assert resumed.returncode == 0, resumed.stderr
+    assert results(run_dir)["stopped_early"]["epoch"] == 5
+    assert [row["epoch"] for row in metrics(run_dir, "epoch")] == [1, 2, 3, 4, 5]
