@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from hydra import compose, initialize_config_module
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import CONFIG_PACKAGE, new_tag, register_configs
 
@@ -24,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 TRACEBACK_SWITCHES = ("HYDRA_FULL_ERROR", "EXPERIMENTS_TRACEBACKS")
 
 register_configs(datetime.now(), new_tag())
+
+# The shipped CIFAR-10 sample's classes, in label order.
+CIFAR10_CLASSES = list(OmegaConf.load(ROOT / "conf" / "dataset" / "cifar10_sample.yaml").classes)
 
 
 def compose_config(*overrides: str, config_name: str = "train", hydra: bool = False) -> DictConfig:

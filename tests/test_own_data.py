@@ -29,7 +29,7 @@ from experiments.errors import ExperimentError
 from experiments.evaluate import evaluate
 from experiments.placement import ToDevice
 from helpers import (
-    ROOT,
+    CIFAR10_CLASSES,
     assert_same_epochs_as_one_process,
     compose_config,
     killed_in_epoch_2,
@@ -41,7 +41,7 @@ from helpers import (
     write_image_folder,
 )
 
-CLASSES = list(OmegaConf.load(ROOT / "conf" / "dataset" / "cifar10_sample.yaml").classes)
+CLASSES = CIFAR10_CLASSES
 # Two epochs of four steps of LeNet, each step logged: two seconds or so a run, and a second epoch
 # to kill a run in.
 TRAIN = (

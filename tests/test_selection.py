@@ -19,20 +19,17 @@ from experiments import checkpoints, datasets, selection, validation
 from experiments.datasets import ImageData, Split
 from experiments.errors import ExperimentError
 from experiments.own_data import Streamed
-from helpers import compose_config, eval_cli, metrics, results, train_cli, write_image_folder
+from helpers import (
+    CIFAR10_CLASSES,
+    compose_config,
+    eval_cli,
+    metrics,
+    results,
+    train_cli,
+    write_image_folder,
+)
 
-CLASSES = [
-    "airplane",
-    "automobile",
-    "bird",
-    "cat",
-    "deer",
-    "dog",
-    "frog",
-    "horse",
-    "ship",
-    "truck",
-]
+CLASSES = CIFAR10_CLASSES
 
 
 @pytest.fixture(scope="module")

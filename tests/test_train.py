@@ -20,7 +20,7 @@ from experiments.config import build
 from experiments.distributed import ONE_PROCESS
 from experiments.models import build_for
 from experiments.placement import ToDevice
-from helpers import QUICK, ROOT, metrics, results, train_cli
+from helpers import CIFAR10_CLASSES, QUICK, ROOT, metrics, results, train_cli
 
 MODELS = ["tudui", "lenet", "network", "mlp"]
 PLACEMENTS = ["to_device", "cuda_call"]
@@ -118,18 +118,7 @@ def test_every_model_and_placement_leaves_complete_records(
     assert sum(map(sum, checkpoint["selected_confusion"])) == 2 * 64  # the test images seen
     assert result["train_loss"] == epochs[-1]["train_loss"]
     assert result["test_loss"] == epochs[-1]["test_loss"]
-    assert list(result["class_accuracy"]) == [
-        "airplane",
-        "automobile",
-        "bird",
-        "cat",
-        "deer",
-        "dog",
-        "frog",
-        "horse",
-        "ship",
-        "truck",
-    ]
+    assert list(result["class_accuracy"]) == CIFAR10_CLASSES
     assert result["device"]["requested"] == "cpu"
     assert result["device"]["type"] == "cpu" and result["device"]["name"]
     assert result["seed"] == 0 and result["epochs_completed"] == 2
