@@ -158,7 +158,7 @@ def tiny_model() -> nn.Module:
     return nn.Sequential(nn.Flatten(), nn.Linear(3 * 4 * 4, 3))
 
 
-def tiny_batches(batches: int = 3, batch_size: int = 4) -> Batches:
+def tiny_batches(batches: int = 3, batch_size: int = 4, device: torch.device = CPU) -> Batches:
     generator = torch.Generator().manual_seed(0)
     count = batches * batch_size
     images = torch.randint(0, 256, (count, 3, 4, 4), generator=generator, dtype=torch.uint8)
@@ -168,7 +168,7 @@ def tiny_batches(batches: int = 3, batch_size: int = 4) -> Batches:
         batch_size=batch_size,
         mean=[0.5],
         std=[0.5],
-        placement=ToDevice(CPU),
+        placement=ToDevice(device),
     )
 
 
@@ -184,8 +184,10 @@ def train(
     gradient_clip: float | None = None,
     scheduler: LRScheduler | None = None,
     on_step: Callable[[], None] = lambda: None,
+    device: torch.device = CPU,
+    fp16: bool = False,
 ) -> tuple[loop.TrainingResult, Logged]:
-    """One epoch of the real loop in fp32 on the CPU, logging every step."""
+    """One epoch of the real loop (in fp32, or fp16 with loss scaling), logging every step."""
     logged: Logged = []
 
     def log_step(step: int, loss: float, speed: float, lr: float) -> None:
@@ -196,10 +198,10 @@ def train(
         model=model,
         loss_fn=loss_fn or nn.CrossEntropyLoss(),
         optimizer=optimizer,
-        scaler=torch.amp.GradScaler("cpu", enabled=False),
-        autocast_dtype=None,
+        scaler=torch.amp.GradScaler(device.type, enabled=fp16),
+        autocast_dtype=torch.float16 if fp16 else None,
         batches=batches,
-        device=CPU,
+        device=device,
         group=ONE_PROCESS,
         log_interval=1,
         log_step=log_step,
@@ -236,6 +238,26 @@ def test_gradient_clip_bounds_each_step_of_the_parameters(clip: float | None) ->
         assert moves == pytest.approx([clip] * 3, rel=1e-3)
     else:
         assert total > 100 * 3 * 1e-3
+
+
+@pytest.mark.gpu
+def test_fp16_clips_the_unscaled_gradients() -> None:
+    # Clipped while still scaled (x65536), the steps would be 65536 times smaller than the clip.
+    cuda = torch.device("cuda")
+    model = tiny_model().to(cuda)
+    optimizer = SGD(model.parameters(), lr=1.0)
+    snapshots = [flat(model)]
+    train(
+        model,
+        optimizer,
+        tiny_batches(device=cuda),
+        gradient_clip=1e-3,
+        on_step=lambda: snapshots.append(flat(model)),
+        device=cuda,
+        fp16=True,
+    )
+    moves = [(b - a).norm().item() for a, b in pairwise(snapshots)]
+    assert moves == pytest.approx([1e-3] * 3, rel=1e-2)
 
 
 def test_a_per_step_schedule_steps_once_per_batch_and_logs_each_steps_lr() -> None:
