@@ -84,7 +84,14 @@ def test_hyperparameters_of_a_composed_config_with_its_swept_keys() -> None:
         "device.visible=[1,2]",
     ]
     cfg = compose_config(*overrides)
-    command_line = [*overrides, "resume=outputs/a_run", "hydra.verbose=true", "+note=hi", "~x"]
+    command_line = [
+        *overrides,
+        "resume=outputs/a_run",
+        "hparams_search=optuna",
+        "hydra.verbose=true",
+        "+note=hi",
+        "~x",
+    ]
 
     chosen = hparams.hyperparameters(cfg, "cuda:1", command_line)
 
@@ -99,18 +106,16 @@ def test_hyperparameters_of_a_composed_config_with_its_swept_keys() -> None:
         "precision": "bf16",
         "scheduler": "none",
         "seed": 0,
-        "optimizer.lr": 0.05,
-        "trainer.batch_size": 32,
+        # Overrides of the columns above are those columns; the others are columns of their own.
         "trainer.deterministic": True,
-        "trainer.precision": "bf16",
         "trainer": "default",  # a group without a name: the option as given
         "device.visible": "[1, 2]",  # a list: the override's text
         "note": "hi",
         "x": "None",  # deleted
     }
     types = {name: type(value) for name, value in chosen.items()}
-    assert types["lr"] is types["optimizer.lr"] is float
-    assert types["batch_size"] is types["trainer.batch_size"] is int
+    assert types["lr"] is float
+    assert types["batch_size"] is int
     assert types["trainer.deterministic"] is bool
     assert types["precision"] is str  # not the Precision Enum
 

@@ -94,15 +94,19 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_pat
         assert scalars(run_dir, tag) == scalars(reference, tag)
 
 
-def test_resuming_a_finished_run_asks_for_more_epochs(reference: Path, tmp_path: Path) -> None:
-    before = (reference / "results.json").read_text()
-    done = train_cli(tmp_path, f"resume={reference}")
+def test_a_refused_resume_leaves_the_run_as_it_was(reference: Path, tmp_path: Path) -> None:
+    records = [reference / "results.json", *sorted((reference / ".hydra").iterdir())]
+    before = [path.read_text() for path in records]
+    done = train_cli(tmp_path, f"resume={reference}", "trainer.seed=5")
     assert done.returncode == 1
     assert done.last_line.endswith(
-        f"Error: resume={reference} has trained 2 epochs of trainer.epochs=2 already; "
-        "ask for more with trainer.epochs=N"
+        f"Error: resume={reference} has trained 2 epochs of trainer.epochs=2 already; its "
+        f"scheduler=cosine ends there: train longer afresh with replay={reference} "
+        "trainer.epochs=N"
     )
-    assert (reference / "results.json").read_text() == before  # its records are untouched
+    # Its records are untouched, its config snapshot too (a later resume= or replay= brings
+    # back the run's own overrides, not the refused ones).
+    assert [path.read_text() for path in records] == before
 
 
 def test_resuming_with_another_model_says_so_and_keeps_the_epochs(

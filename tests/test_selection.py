@@ -63,6 +63,16 @@ def test_a_share_that_leaves_a_class_no_training_image_is_refused(
     )
 
 
+def test_a_share_too_small_to_hold_out_an_image_is_refused() -> None:
+    config = compose_config("dataset.val_fraction=0.001").dataset
+    with pytest.raises(ExperimentError) as error:
+        validation.with_validation(datasets.load(config), config)
+    assert str(error.value) == (
+        "dataset.val_fraction=0.001 holds out no image (the largest class has 422); raise it, "
+        "or leave it at 0 for no validation split"
+    )
+
+
 @pytest.fixture(scope="module")
 def folder_with_val(tmp_path_factory: pytest.TempPathFactory, sample: tuple[Split, Split]) -> Path:
     train, test = sample
@@ -225,7 +235,6 @@ def test_tensorboard_holds_the_runs_hparams_and_confusion_matrix(learning: Path)
         "placement": "to_device",
         "optimizer": "sgd",
         "lr": 0.05,
-        "optimizer.lr": 0.05,
         "batch_size": 64,
         "precision": "fp32",
         "scheduler": "none",
@@ -289,8 +298,8 @@ def test_early_stopping_stops_a_plateau_and_resume_respects_it(tmp_path: Path) -
     with pytest.raises(ExperimentError) as error:
         selection.refuse_stopped(checkpoint["history"], trainer, str(run_dir))
     assert str(error.value) == (
-        f"resume={run_dir} stopped early after epoch 3: {reason}; raise "
-        "trainer.early_stopping.patience (or set it to null) to train on"
+        f"resume={run_dir}: {reason}, so early stopping ends it after epoch 3, where it is; "
+        "raise trainer.early_stopping.patience (or set it to null) to train on"
     )
     resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.early_stopping.patience=4")
     assert resumed.returncode == 0, resumed.stderr

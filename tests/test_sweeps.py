@@ -284,7 +284,8 @@ def test_the_optuna_search_refuses_test_accuracy_and_needs_validation(tmp_path: 
         == rows[1]["reason"]
         == (
             "optimized_metric=val_accuracy needs a validation split: add dataset.val_fraction=0.1 "
-            "(or a val/ folder to an image folder), or optimize train_images_per_second"
+            "(or a val/ folder to an image folder), or optimize train_loss or "
+            "train_images_per_second"
         )
     )
 

@@ -116,12 +116,18 @@ def to_resume(run: str, epochs: int, scheduler: str) -> dict[str, Any]:
         )
     checkpoint = load(path)
     done = checkpoint["epoch"]
+    saved = checkpoint["config"].get("scheduler", {}).get("name", "none")
     if done >= epochs:
+        more = (
+            "ask for more with trainer.epochs=N"
+            if saved == "none"
+            else f"its scheduler={saved} ends there: train longer afresh with replay={run} "
+            "trainer.epochs=N"
+        )
         raise ExperimentError(
             f"resume={run} has trained {done} epoch{'s' * (done != 1)} of trainer.epochs={epochs} "
-            "already; ask for more with trainer.epochs=N"
+            f"already; {more}"
         )
-    saved = checkpoint["config"].get("scheduler", {}).get("name", "none")
     if saved != scheduler:
         raise ExperimentError(
             f"resume={run} was trained with scheduler={saved}, not scheduler={scheduler}; a "

@@ -142,6 +142,10 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
     # What messages call the data: the folder, or the user's function.
     target = f"dataset.root={config.root}" if is_image_folder(config) else config.source._target_
     found = own_data.splits(made, target)
+    if "val" in found:
+        from experiments.validation import refuse_a_second  # (it imports this module)
+
+        refuse_a_second(config.name, config.val_fraction)
     shape = own_data.shape_of(config, found["train"], target)
     classes = own_data.class_names(config, found["train"], target)
     wanted = [name for name in found if training or name == "test"]

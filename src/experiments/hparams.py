@@ -26,34 +26,42 @@ from torch.utils.tensorboard import SummaryWriter
 
 Value = bool | int | float | str
 
-# Overrides that say where a run came from, not how it trains.
-NOT_HYPERPARAMETERS = ("resume", "replay")
+# Overrides that say where a run came from or how it was searched, not how it trains.
+NOT_HYPERPARAMETERS = ("resume", "replay", "hparams_search")
+
+# The columns every run has, by the config key they come from (an override of one of these keys
+# is that column, not another).
+COLUMNS = {
+    "model": "model.name",
+    "dataset": "dataset.name",
+    "device": "device",
+    "placement": "placement.name",
+    "optimizer": "optimizer.name",
+    "lr": "optimizer.lr",
+    "batch_size": "trainer.batch_size",
+    "precision": "trainer.precision",
+    "scheduler": "scheduler.name",
+    "seed": "trainer.seed",
+}
 
 
 def hyperparameters(cfg: DictConfig, device: str, overrides: Sequence[str]) -> dict[str, Value]:
     """What a run is, as the dashboard's columns: model, dataset, device (`device`, the one the
     run resolved to, e.g. cuda:1), placement, optimizer, lr, batch_size, precision, scheduler and
-    seed, then each key the command line set (Hydra's task overrides: what a sweep varies).
+    seed, then each other key the command line set (Hydra's task overrides: what a sweep varies).
 
     An override's key takes the composed config's value there; a config group its option's
     `name`; a list, a mapping or a deleted key the str of the override's value (`[0, 1]`,
-    `None`). The fixed columns win over an override of the same key (`device=auto` stays the
-    device the run chose)."""
+    `None`). An override of a column's own key (`optimizer.lr=0.1`, `device=auto`) is that
+    column, which keeps the device the run chose."""
     values: dict[str, Value] = {
-        "model": _plain(cfg.model.name),
-        "dataset": _plain(cfg.dataset.name),
-        "device": device,
-        "placement": _plain(cfg.placement.name),
-        "optimizer": _plain(cfg.optimizer.name),
-        "lr": _plain(cfg.optimizer.lr),
-        "batch_size": _plain(cfg.trainer.batch_size),
-        "precision": str(cfg.trainer.precision),
-        "scheduler": _plain(cfg.scheduler.name),
-        "seed": _plain(cfg.trainer.seed),
+        column: device if column == "device" else _plain(OmegaConf.select(cfg, key))
+        for column, key in COLUMNS.items()
     }
+    covered = {*COLUMNS, *COLUMNS.values(), *NOT_HYPERPARAMETERS}
     for override in OverridesParser.create().parse_overrides(list(overrides)):
         key = override.key_or_group.lstrip("+~")
-        if key in values or key in NOT_HYPERPARAMETERS or override.is_hydra_override():
+        if key in covered or override.is_hydra_override():
             continue
         values[key] = _composed(cfg, key, str(override.value()))
     return values

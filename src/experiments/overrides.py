@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from omegaconf import OmegaConf
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import CONFIG_PACKAGE, check_optimized_metric
 from experiments.errors import ExperimentError
@@ -87,8 +88,22 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
         others = [argument for argument in arguments if argument not in given]
         arguments = _last_of_each_key([*previous, *others, f"{key}={folder}"])
         if key == "resume":
-            arguments.append(f"hydra.run.dir={folder}")
+            # In the run's own folder, whose snapshot is left to `save_snapshot` (a refused
+            # resume must not overwrite it).
+            arguments += [f"hydra.run.dir={folder}", "hydra.output_subdir=null"]
     return arguments
+
+
+def save_snapshot(cfg: DictConfig, run_dir: Path) -> None:
+    """Write the config snapshot (.hydra/) of an accepted resume, as Hydra writes a run's: the
+    overrides a later resume= or replay= brings back are then those the run trained with."""
+    if not HydraConfig.initialized():
+        return
+    hydra = HydraConfig.get()
+    folder = run_dir / ".hydra"
+    OmegaConf.save(cfg, folder / "config.yaml")
+    OmegaConf.save(OmegaConf.create({"hydra": hydra}), folder / "hydra.yaml")
+    OmegaConf.save(hydra.overrides.task, folder / "overrides.yaml")
 
 
 def _last_of_each_key(overrides: list[str]) -> list[str]:

@@ -83,18 +83,19 @@ def require_validation(cfg: DictConfig, has_validation: bool) -> None:
     if metric is not None and metric.startswith("val_"):
         raise ExperimentError(
             f"optimized_metric={metric} needs a validation split: {ADD_VALIDATION}, or optimize "
-            "train_images_per_second"
+            "train_loss or train_images_per_second"
         )
 
 
 def refuse_stopped(history: list[Row], trainer: DictConfig, run: str) -> None:
-    """A resumed run that stopped early stays stopped, unless the early stopping asked for now
-    would have gone on."""
+    """A run that stopped early stays stopped when resumed, unless the early stopping asked for
+    now would have gone on (and a resume that early stopping would end at once is refused)."""
     if not history or "val_accuracy" not in history[-1]:
         return
     reason = early_stop(history, Monitor.of(trainer), trainer.early_stopping)
     if reason is not None:
         raise ExperimentError(
-            f"resume={run} stopped early after epoch {history[-1]['epoch']}: {reason}; raise "
-            "trainer.early_stopping.patience (or set it to null) to train on"
+            f"resume={run}: {reason}, so early stopping ends it after epoch "
+            f"{history[-1]['epoch']}, where it is; raise trainer.early_stopping.patience (or set "
+            "it to null) to train on"
         )

@@ -25,6 +25,7 @@ from experiments import (
     loop,
     measure,
     models,
+    overrides,
     process,
     schedules,
     seeding,
@@ -67,7 +68,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     """
     trainer = cfg.trainer
     group = ProcessGroup.from_env()
-    resumed = _to_resume(cfg)
+    resumed = _to_resume(cfg, run_dir, group)
     # The process group, if any, is left last, after the records are written.
     with (
         teardown(),
@@ -223,12 +224,15 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
 
 
-def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:
-    """The checkpoint `resume=` continues from, if the run can go on as configured now."""
+def _to_resume(cfg: DictConfig, run_dir: Path, group: ProcessGroup) -> dict[str, Any] | None:
+    """The checkpoint `resume=` continues from, if the run can go on as configured now (then,
+    and only then, the run's config snapshot becomes this one)."""
     if not cfg.resume:
         return None
     resumed = checkpoints.to_resume(cfg.resume, cfg.trainer.epochs, cfg.scheduler.name)
     selection.refuse_stopped(resumed["history"], cfg.trainer, cfg.resume)
+    if group.is_main:
+        overrides.save_snapshot(cfg, run_dir)
     return resumed
 
 
@@ -300,8 +304,8 @@ def _log_summary(summary: dict[str, Any], plan: DevicePlan, run_dir: Path) -> No
     else:
         selected = (
             f"epoch {epoch} selected by {summary['selected_by']}: val accuracy "
-            f"{100 * summary['val_accuracy']:.1f}%, test accuracy "
-            f"{100 * summary['test_accuracy']:.1f}% (final epoch: "
+            f"{100 * summary['val_accuracy']:.1f}%, val loss {summary['val_loss']:.4f}, test "
+            f"accuracy {100 * summary['test_accuracy']:.1f}% (final epoch: "
             f"{100 * summary['final_test_accuracy']:.1f}%)"
         )
     log.info(

@@ -26,11 +26,7 @@ def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
     `dataset.val_fraction` asks; the split is described in `data.record["validation"]`."""
     fraction = config.val_fraction
     if data.val is not None:
-        if fraction:
-            raise ExperimentError(
-                f"dataset.val_fraction={fraction}: dataset {data.name} has a validation split of "
-                "its own (val/), which the run validates on; leave dataset.val_fraction at 0"
-            )
+        refuse_a_second(data.name, fraction)
         described = _described(data.val, data.classes, "the dataset's own")
         return dataclasses.replace(data, record={**data.record, "validation": described})
     if data.train is None:  # an evaluation
@@ -45,12 +41,28 @@ def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
             "have), or return a validation split of its own"
         )
     train_rows, val_rows = held_out_rows(labels, fraction, config.val_seed, data.classes)
+    if len(val_rows) == 0:
+        smallest = int(torch.bincount(labels, minlength=len(data.classes)).max())
+        raise ExperimentError(
+            f"dataset.val_fraction={fraction} holds out no image (the largest class has "
+            f"{smallest}); raise it, or leave it at 0 for no validation split"
+        )
     train, val = _rows(data.train, train_rows), _rows(data.train, val_rows)
     origin = f"held out of train: val_fraction={fraction}, val_seed={config.val_seed}"
     described = {**_described(val, data.classes, origin), "rows": _digest(val_rows)}
     return dataclasses.replace(
         data, train=train, val=val, record={**data.record, "validation": described}
     )
+
+
+def refuse_a_second(name: str, fraction: float) -> None:
+    """A dataset with a validation split of its own validates on it, and holds out no other
+    (checked too before its images are decoded)."""
+    if fraction:
+        raise ExperimentError(
+            f"dataset.val_fraction={fraction}: dataset {name} has a validation split of its own "
+            "(val/), which the run validates on; leave dataset.val_fraction at 0"
+        )
 
 
 def held_out_rows(
