@@ -108,12 +108,12 @@ def test_warmup_cosine_rises_linearly_then_falls_along_a_cosine() -> None:
     assert lrs[-1] == pytest.approx(0.0, abs=1e-12)
 
 
-def test_onecycle_peaks_at_ten_times_the_lr_then_ends_far_below_its_start() -> None:
+def test_onecycle_peaks_at_the_lr_then_ends_far_below_its_start() -> None:
     optimizer = sgd()
     scheduler, interval = for_run("onecycle", optimizer)
     assert interval == Interval.step
     lrs = curve(optimizer, scheduler, TOTAL)
-    peak = 10 * LR
+    peak = LR  # by default, never faster than the optimizer's lr
     top = lrs.index(max(lrs))
     assert max(lrs) == pytest.approx(peak)
     assert abs(top - round(0.3 * TOTAL)) <= 1

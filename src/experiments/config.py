@@ -267,7 +267,8 @@ class WarmupCosineSchedulerConfig(CosineSchedulerConfig):
 @dataclass
 class OneCycleSchedulerConfig(SchedulerConfig):
     interval: Interval = Interval.step
-    # The peak (null: 10x the optimizer's lr).
+    # The peak (null: the optimizer's lr; one cycle is often run with a peak several times the
+    # lr a constant schedule could take, e.g. 0.1 for Tudui with sgd_momentum).
     max_lr: float | None = None
     # Share of the run spent rising to max_lr.
     pct_start: float = 0.3

@@ -63,10 +63,10 @@ def warmup_cosine(
 def onecycle(
     optimizer: Optimizer, total_steps: int, max_lr: float | None, pct_start: float
 ) -> LRScheduler:
-    """Leslie Smith's one cycle: up to `max_lr` (None: 10x the optimizer's lr) over `pct_start`
-    of the run, then far below where it started (OneCycleLR's defaults: the peak / 25, down to
-    the peak / 25e4)."""
-    peak = max_lr if max_lr is not None else 10 * optimizer.param_groups[0]["lr"]
+    """Leslie Smith's one cycle: up to `max_lr` (None: the optimizer's lr, so the default never
+    trains faster than the lr asked for) over `pct_start` of the run, then far below where it
+    started (OneCycleLR's defaults: from the peak / 25, down to the peak / 25e4)."""
+    peak = max_lr if max_lr is not None else optimizer.param_groups[0]["lr"]
     return OneCycleLR(optimizer, max_lr=peak, total_steps=total_steps, pct_start=pct_start)
 
 
