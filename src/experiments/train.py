@@ -184,7 +184,8 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                 selection.early_stop(history, monitor, trainer.early_stopping) if monitor else None
             )
             results.add(epochs_completed=epoch)
-            due = epoch % trainer.checkpoint_every == 0 or epoch == trainer.epochs or stop
+            last = epoch == trainer.epochs or stop is not None
+            due = epoch % trainer.checkpoint_every == 0 or last
             best = monitor is not None and selected
             if group.is_main and (due or best):
                 checkpoint = checkpoints.state(
