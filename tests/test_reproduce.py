@@ -114,6 +114,7 @@ def test_resuming_with_another_model_says_so_and_keeps_the_epochs(
 ) -> None:
     run_dir = tmp_path / "copy"
     shutil.copytree(reference, run_dir)
+    snapshot = (run_dir / ".hydra" / "overrides.yaml").read_text()
     # As if it had been planned for 3 epochs: now the model is what does not fit.
     checkpoint = checkpoints.load(run_dir / checkpoints.LAST)
     checkpoint["config"]["trainer"]["epochs"] = 3
@@ -129,6 +130,7 @@ def test_resuming_with_another_model_says_so_and_keeps_the_epochs(
     result = results(run_dir)
     assert (result["status"], result["reason"]) == ("failed", message)
     assert result["epochs_completed"] == 2  # what the checkpoint holds, still there to resume
+    assert (run_dir / ".hydra" / "overrides.yaml").read_text() == snapshot  # not model=lenet
 
 
 def test_a_schedule_neither_changes_nor_stretches_on_resume(

@@ -108,8 +108,8 @@ def test_an_image_folder_validates_on_its_own_val_folder(
     with pytest.raises(ExperimentError) as error:
         validation.with_validation(datasets.load(config), config)
     assert str(error.value) == (
-        "dataset.val_fraction=0.2: dataset image_folder has a validation split of its own "
-        "(val/), which the run validates on; leave dataset.val_fraction at 0"
+        "dataset.val_fraction=0.2: dataset image_folder has a validation split of its own (its "
+        "val/ folder), which the run validates on; leave dataset.val_fraction at 0"
     )
 
 
@@ -121,9 +121,9 @@ def test_a_streamed_train_split_is_held_out_by_its_labels(
         f"dataset.root={folder_with_val}",
         "dataset.loader=stream",
         "dataset.workers=0",
-        "dataset.val_fraction=0.25",
     ).dataset
     loaded = dataclasses.replace(datasets.load(config), val=None)  # as if it had no val/
+    config.val_fraction = 0.25
     data = validation.with_validation(loaded, config)
     assert isinstance(data.train, Streamed) and isinstance(data.val, Streamed)
     assert len(data.train) + len(data.val) == 200

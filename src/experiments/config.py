@@ -329,8 +329,8 @@ class TrainSchema:
     scheduler: SchedulerConfig = MISSING
     trainer: TrainerConfig = MISSING
     # What a run returns to a sweeper (hparams_search=optuna optimizes it, minimizing a loss):
-    # val_accuracy, val_loss, train_loss or train_images_per_second, at the run's selected
-    # epoch (null: nothing).
+    # val_accuracy or val_loss at the selected epoch, the final train_loss, or the run's
+    # train_images_per_second (null: nothing).
     optimized_metric: str | None = None
     # A run folder to continue from its last checkpoint, in that folder (resume=<run folder>).
     resume: str | None = None

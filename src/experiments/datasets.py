@@ -145,7 +145,7 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
     if "val" in found:
         from experiments.validation import refuse_a_second  # (it imports this module)
 
-        refuse_a_second(config.name, config.val_fraction)
+        refuse_a_second(config, config.val_fraction)
     shape = own_data.shape_of(config, found["train"], target)
     classes = own_data.class_names(config, found["train"], target)
     wanted = [name for name in found if training or name == "test"]

@@ -7,6 +7,7 @@ asked), record.
 
 from __future__ import annotations
 
+import copy
 import logging
 from functools import partial
 from pathlib import Path
@@ -68,7 +69,8 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     """
     trainer = cfg.trainer
     group = ProcessGroup.from_env()
-    resumed = _to_resume(cfg, run_dir, group)
+    resumed = _to_resume(cfg)
+    snapshot = copy.deepcopy(cfg) if resumed else None  # as composed (the data fills in some)
     # The process group, if any, is left last, after the records are written.
     with (
         teardown(),
@@ -147,6 +149,8 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
         selected_confusion: list[list[int]] = []  # the test split's, at the selected epoch
         if resumed is not None:
             checkpoints.restore(resumed, cfg.resume, unwrap(model), optimizer, scheduler, scaler)
+            if group.is_main and snapshot:  # accepted: now the run's config is the resumed one
+                overrides.save_snapshot(snapshot, run_dir)
             seeding.restore(resumed["rng"], shuffle, plan.gpus)
             history = list(resumed["history"])
             selected_confusion = resumed.get("selected_confusion", [])
@@ -225,15 +229,12 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
 
 
-def _to_resume(cfg: DictConfig, run_dir: Path, group: ProcessGroup) -> dict[str, Any] | None:
-    """The checkpoint `resume=` continues from, if the run can go on as configured now (then,
-    and only then, the run's config snapshot becomes this one)."""
+def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:
+    """The checkpoint `resume=` continues from, if the run can go on as configured now."""
     if not cfg.resume:
         return None
     resumed = checkpoints.to_resume(cfg.resume, cfg.trainer.epochs, cfg.scheduler.name)
     selection.refuse_stopped(resumed["history"], cfg.trainer, cfg.resume)
-    if group.is_main:
-        overrides.save_snapshot(cfg, run_dir)
     return resumed
 
 

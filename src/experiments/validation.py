@@ -16,7 +16,7 @@ import torch
 from torch.utils.data import Subset
 
 from experiments.config import DatasetConfig
-from experiments.datasets import ImageData, Split
+from experiments.datasets import ImageData, Split, is_image_folder
 from experiments.errors import ExperimentError
 from experiments.own_data import Streamed
 
@@ -26,7 +26,7 @@ def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
     `dataset.val_fraction` asks; the split is described in `data.record["validation"]`."""
     fraction = config.val_fraction
     if data.val is not None:
-        refuse_a_second(data.name, fraction)
+        refuse_a_second(config, fraction)
         described = _described(data.val, data.classes, "the dataset's own")
         return dataclasses.replace(data, record={**data.record, "validation": described})
     if data.train is None:  # an evaluation
@@ -42,10 +42,10 @@ def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
         )
     train_rows, val_rows = held_out_rows(labels, fraction, config.val_seed, data.classes)
     if len(val_rows) == 0:
-        smallest = int(torch.bincount(labels, minlength=len(data.classes)).max())
+        largest = int(torch.bincount(labels, minlength=len(data.classes)).max())
         raise ExperimentError(
             f"dataset.val_fraction={fraction} holds out no image (the largest class has "
-            f"{smallest}); raise it, or leave it at 0 for no validation split"
+            f"{largest}); raise it, or leave it at 0 for no validation split"
         )
     train, val = _rows(data.train, train_rows), _rows(data.train, val_rows)
     origin = f"held out of train: val_fraction={fraction}, val_seed={config.val_seed}"
@@ -55,13 +55,14 @@ def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
     )
 
 
-def refuse_a_second(name: str, fraction: float) -> None:
+def refuse_a_second(config: DatasetConfig, fraction: float) -> None:
     """A dataset with a validation split of its own validates on it, and holds out no other
     (checked too before its images are decoded)."""
     if fraction:
+        own = "its val/ folder" if is_image_folder(config) else "the val split its source returns"
         raise ExperimentError(
-            f"dataset.val_fraction={fraction}: dataset {name} has a validation split of its own "
-            "(val/), which the run validates on; leave dataset.val_fraction at 0"
+            f"dataset.val_fraction={fraction}: dataset {config.name} has a validation split of "
+            f"its own ({own}), which the run validates on; leave dataset.val_fraction at 0"
         )
 
 
