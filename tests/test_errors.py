@@ -180,7 +180,7 @@ def test_run_errors_are_recorded_in_the_run_folder(
     )
 
 
-@pytest.mark.parametrize(("overrides", "message"), [RUN_ERRORS[0], RUN_ERRORS[9], RUN_ERRORS[12]])
+@pytest.mark.parametrize(("overrides", "message"), [RUN_ERRORS[0], RUN_ERRORS[9]])
 def test_run_errors_are_one_line_on_the_command_line(
     tmp_path: Path, overrides: list[str], message: str
 ) -> None:

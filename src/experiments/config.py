@@ -316,6 +316,9 @@ class TrainerConfig:
     gradient_clip: float | None = None
     # Label smoothing of the training loss (validation and test losses are plain cross-entropy).
     label_smoothing: float = 0.0
+    # At the end, draw the test split's confusion matrix at the selected epoch (TensorBoard and
+    # confusion_matrix.png; up to 100 classes). Its counts are in the checkpoint either way.
+    confusion_matrix: bool = True
 
 
 @dataclass

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 # Above this many classes the cells are too small to print their counts in.
 MOST_ANNOTATED_CLASSES = 20
+# Above this many, too small to see at all (and the figure too large to draw quickly).
+MOST_DRAWN_CLASSES = 100
 
 
 def matrix(labels: torch.Tensor, predictions: torch.Tensor, num_classes: int) -> torch.Tensor:

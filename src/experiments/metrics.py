@@ -12,6 +12,7 @@ short had logged (metrics.jsonl's rows; TensorBoard hides its events), then carr
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -21,6 +22,8 @@ from torch.utils.tensorboard import SummaryWriter
 from experiments import checkpoints, confusion, hparams
 from experiments.distributed import sigterm_held
 from experiments.loop import EvaluationResult, TrainingResult
+
+log = logging.getLogger("experiments")
 
 
 class Metrics:
@@ -108,25 +111,32 @@ class Metrics:
                 self._scalar(tag, row[tag], global_step)
         return row
 
-    def finish(
+    def hparams(
         self,
         hyperparameters: dict[str, bool | int | float | str],
         numbers: dict[str, float | None],
-        confusion_matrix: list[list[int]],
-        classes: list[str],
-        title: str,
         global_step: int,
     ) -> None:
-        """At the end of the run: its hyperparameters and final `numbers` for TensorBoard's
-        HParams tab, and the test split's confusion matrix, as an image there and as
-        confusion_matrix.png."""
+        """The run's hyperparameters and final `numbers`, for TensorBoard's HParams tab."""
+        if self.writes:
+            hparams.write(self._writer(), hyperparameters, numbers, global_step)
+
+    def confusion_matrix(
+        self, counts: list[list[int]], classes: list[str], title: str, global_step: int
+    ) -> None:
+        """A confusion matrix as an image in TensorBoard and as confusion_matrix.png (up to
+        `confusion.MOST_DRAWN_CLASSES` classes: beyond, its cells would be too small to see)."""
         if not self.writes:
             return
-        writer = self._writer()
-        hparams.write(writer, hyperparameters, numbers, global_step)
-        confusion.save(
-            confusion_matrix, classes, title, self.dir / "confusion_matrix.png", writer, global_step
-        )
+        if len(classes) > confusion.MOST_DRAWN_CLASSES:
+            log.info(
+                "confusion matrix not drawn: %d classes (it is drawn for up to %d)",
+                len(classes),
+                confusion.MOST_DRAWN_CLASSES,
+            )
+            return
+        path = self.dir / "confusion_matrix.png"
+        confusion.save(counts, classes, title, path, self._writer(), global_step)
 
     def _write(self, **row: Any) -> None:
         if not self.writes:

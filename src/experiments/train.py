@@ -214,14 +214,17 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                 break
 
         summary = training_summary(history, monitor)
-        metrics.finish(
+        last_step = history[-1]["global_step"]
+        metrics.hparams(
             hparams.hyperparameters(cfg, results.get("device")["used"], _overrides()),
             {key: summary[key] for key in HPARAMS_METRICS},
-            selected_confusion,
-            data.classes,
-            f"{cfg.model.name} on {cfg.dataset.name}: test, epoch {summary['selected_epoch']}",
-            history[-1]["global_step"],
+            last_step,
         )
+        if trainer.confusion_matrix:
+            title = (
+                f"{cfg.model.name} on {cfg.dataset.name}: test, epoch {summary['selected_epoch']}"
+            )
+            metrics.confusion_matrix(selected_confusion, data.classes, title, last_step)
         summary = results.finish("completed", None, **summary, **measure.peak_memory_mb(device))
         group.wait_for_all()
 
