@@ -4,6 +4,7 @@ selected on it (checkpoints/best.pt), early stopping, and the run in TensorBoard
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from pathlib import Path
 
@@ -15,14 +16,14 @@ from tensorboard.plugins.hparams import metadata
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.data import Dataset
 
-from experiments import checkpoints, datasets, selection, validation
+from experiments import checkpoints, datasets, process, selection, validation
 from experiments.datasets import ImageData, Split
 from experiments.errors import ExperimentError
+from experiments.evaluate import evaluate
 from experiments.own_data import Streamed
 from helpers import (
     CIFAR10_CLASSES,
     compose_config,
-    eval_cli,
     metrics,
     results,
     train_cli,
@@ -205,15 +206,18 @@ def test_best_pt_holds_the_selected_epoch_and_results_report_it(learning: Path) 
     assert sum(matrix[k][k] for k in range(10)) / 1000 == result["test_accuracy"]
 
 
-def test_eval_evaluates_best_pt_and_says_so(learning: Path, tmp_path: Path) -> None:
-    done = eval_cli(tmp_path, f"ckpt={learning}", "device=cpu", "batch_size=64")
-    assert done.returncode == 0, done.stderr
+def test_eval_evaluates_best_pt_and_says_so(
+    learning: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = compose_config(f"ckpt={learning}", "device=cpu", "batch_size=64", config_name="eval")
+    with caplog.at_level(logging.INFO, logger="experiments"), process.restored():
+        accuracy = evaluate(cfg, tmp_path)
     epoch = results(learning)["selected_epoch"]
     assert (
         f"evaluating {learning / checkpoints.BEST}: epoch {epoch}, selected by val_accuracy (min)"
-        in done.stderr
+        in caplog.text
     )
-    assert results(done.run_dir)["test_accuracy"] == results(learning)["test_accuracy"]
+    assert accuracy == results(tmp_path)["test_accuracy"] == results(learning)["test_accuracy"]
 
 
 def test_tensorboard_holds_the_runs_hparams_and_confusion_matrix(learning: Path) -> None:
