@@ -149,7 +149,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
         selected_confusion: list[list[int]] = []  # the test split's, at the selected epoch
         if resumed is not None:
             checkpoints.restore(resumed, cfg.resume, unwrap(model), optimizer, scheduler, scaler)
-            if group.is_main and snapshot:  # accepted: now the run's config is the resumed one
+            if group.is_main and snapshot is not None:  # accepted: the run now has this config
                 overrides.save_snapshot(snapshot, run_dir)
             seeding.restore(resumed["rng"], shuffle, plan.gpus)
             history = list(resumed["history"])
