@@ -451,6 +451,7 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
                 "copies the model to every GPU at every step); use device=ddp"
             )
         _check_selection(cfg)
+        _check_optimization(cfg)
         if trainer.batch_size % processes:
             raise ExperimentError(
                 f"trainer.batch_size={trainer.batch_size} is the batch of all {processes} "
@@ -547,6 +548,11 @@ def _check_selection(cfg: DictConfig) -> None:
         raise ExperimentError(
             f"trainer.early_stopping.min_delta={trainer.early_stopping.min_delta} must be >= 0"
         )
+
+
+def _check_optimization(cfg: DictConfig) -> None:
+    """The loss, the gradients and the learning-rate schedule."""
+    trainer = cfg.trainer
     if trainer.gradient_clip is not None and trainer.gradient_clip <= 0:
         raise ExperimentError(
             f"trainer.gradient_clip={trainer.gradient_clip} must be > 0 (a gradient norm), or null"

@@ -111,7 +111,7 @@ class Metrics:
                 self._scalar(tag, row[tag], global_step)
         return row
 
-    def hparams(
+    def hyperparameters(
         self,
         hyperparameters: dict[str, bool | int | float | str],
         numbers: dict[str, float | None],

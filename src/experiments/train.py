@@ -215,7 +215,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
 
         summary = training_summary(history, monitor)
         last_step = history[-1]["global_step"]
-        metrics.hparams(
+        metrics.hyperparameters(
             hparams.hyperparameters(cfg, results.get("device")["used"], _overrides()),
             {key: summary[key] for key in HPARAMS_METRICS},
             last_step,
