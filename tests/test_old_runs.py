@@ -1,0 +1,71 @@
+"""Runs made before the packages were layered still evaluate, resume and replay.
+
+tests/fixtures/flat_layout_run.tar.gz is a run folder made by main at commit 32c61cd (the flat
+layout: `_target_`s such as experiments.models.LeNet and experiments.datasets.cifar10_sample in
+its checkpoints and config snapshot), with
+
+    python train.py model=lenet trainer.epochs=1 trainer.limit_train_batches=3 \\
+        trainer.limit_eval_batches=2 dataset.val_fraction=0.05 trainer.confusion_matrix=false
+
+(its TensorBoard events file left out). Its one epoch: val accuracy 12.5%, test accuracy 14.8%
+(19 of the first 128 test images).
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from helpers import ROOT, eval_cli, metrics, results, train_cli
+
+FIXTURE = ROOT / "tests" / "fixtures" / "flat_layout_run.tar.gz"
+
+
+@pytest.fixture
+def old_run(tmp_path: Path) -> Path:
+    """A fresh copy of the old run folder (resume writes into it)."""
+    with tarfile.open(FIXTURE) as archive:
+        archive.extractall(tmp_path, filter="data")
+    return tmp_path / "flat_layout_run"
+
+
+def test_an_old_checkpoint_evaluates_to_its_recorded_numbers(old_run: Path) -> None:
+    recorded = json.loads((old_run / "results.json").read_text())
+    done = eval_cli(
+        old_run.parent, f"ckpt={old_run}", "device=cpu", "batch_size=64", "limit_batches=2"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "best.pt: epoch 1, selected by val_accuracy (max)" in done.stderr
+    (evaluation,) = (path for path in done.run_dirs if path != old_run)
+    outcome = results(evaluation)
+    assert outcome["status"] == "completed"
+    assert (outcome["model"], outcome["trained_epochs"]) == ("lenet", 1)
+    assert outcome["test_accuracy"] == recorded["test_accuracy"] == 19 / 128
+
+
+def test_an_old_run_resumes_in_its_folder(old_run: Path) -> None:
+    before = metrics(old_run, "epoch")
+    done = train_cli(old_run.parent, f"resume={old_run}", "trainer.epochs=2", "device=cpu")
+    assert done.returncode == 0, done.stderr
+    resumed = results(old_run)
+    assert resumed["status"] == "completed"
+    assert resumed["resumed_after_epochs"] == [1]
+    assert resumed["epochs_completed"] == 2
+    epochs = metrics(old_run, "epoch")
+    assert [row["epoch"] for row in epochs] == [1, 2]
+    assert epochs[0] == before[0]  # the old epoch is kept as it was
+
+
+def test_an_old_run_replays_in_a_new_folder(old_run: Path) -> None:
+    (before,) = metrics(old_run, "epoch")
+    done = train_cli(old_run.parent, f"replay={old_run}", "device=cpu")
+    assert done.returncode == 0, done.stderr
+    (replay,) = (path for path in done.run_dirs if path != old_run)
+    assert results(replay)["replay_of"] == str(old_run.resolve())
+    (again,) = metrics(replay, "epoch")
+    # The same run again; another CPU may round the last digits differently.
+    assert again["train_loss"] == pytest.approx(before["train_loss"], rel=1e-4)
+    assert again["val_accuracy"] == before["val_accuracy"]
