@@ -5,7 +5,7 @@
     python train.py model=lenet placement=cuda_call device=cpu
     python train.py -m device=cpu,cuda model=tudui,lenet
 
-The story of a run is `src/experiments/train.py`; the configs are in `conf/`.
+The story of a run is `src/experiments/run/train.py`; the configs are in `conf/`.
 """
 
 from experiments.cli import main

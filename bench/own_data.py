@@ -1,8 +1,8 @@
 """Own data: `dataset=image_folder` against a loop written the torchvision way, on a PNG folder.
 
 The folder is written at bench time from the 4,000 + 1,000 shipped CIFAR-10 images
-(`experiments.datasets.cifar10_sample()`, written by `experiments.image_folder.export` as
-`python -m experiments.image_folder DIR` does): DIR/train/<class>/0000.png ... 3999.png and
+(`experiments.data.builtin.cifar10_sample()`, written by `experiments.data.image_folder.export` as
+`python -m experiments.data.image_folder DIR` does): DIR/train/<class>/0000.png ... 3999.png and
 DIR/test/<class>/000.png ... 999.png (zero-padded indices, the class names of
 conf/dataset/cifar10_sample.yaml). Every variant trains the same model for the same epochs at
 batch 64 on the CPU in fp32, with SGD at the lr of conf/optimizer/sgd.yaml, and evaluates on the
@@ -24,14 +24,14 @@ What each timing includes:
 
   seconds         from the start of dataset construction to the end of the last epoch (its test
                   evaluation included): for train.py, from the log line just before
-                  `job.load_data` ("device: ...", in the run's train.log, millisecond stamps) to
+                  `setup.load_data` ("device: ...", in the run's train.log, millisecond stamps) to
                   the last epoch's row of metrics.jsonl, so it counts the ImageFolder scan, the
                   cache build (decoding the PNGs), the mean/std computed from the training images,
                   the model set-up, every epoch with its evaluation, and the checkpoint each
                   epoch writes (trainer.checkpoint_every=1); for the torchvision loop, from
                   constructing the ImageFolders to the end of its last evaluation. Both windows
                   open with torch imported and torchvision not: train.py imports it (through
-                  `experiments.image_folder`, when Hydra builds `dataset.source`) inside its
+                  `experiments.data.image_folder`, when Hydra builds `dataset.source`) inside its
                   window, so the torchvision loop's window includes its `from torchvision import
                   datasets, transforms` too. Most of that import is torch._dynamo (over 1 s
                   here), which torchvision.ops imports, and which the first `torch.optim`
@@ -91,14 +91,14 @@ LOG_STAMP = "%Y-%m-%d %H:%M:%S,%f"
 
 def write_folder(root: Path) -> None:
     """The shipped CIFAR-10 sample as PNG files in ImageFolder layout under `root`, as
-    `python -m experiments.image_folder DIR` writes it."""
+    `python -m experiments.data.image_folder DIR` writes it."""
     from omegaconf import OmegaConf
 
-    from experiments import datasets
-    from experiments.image_folder import export
+    from experiments.data import builtin
+    from experiments.data.image_folder import export
 
     classes = list(OmegaConf.load(ROOT / "conf/dataset/cifar10_sample.yaml").classes)
-    train, test = datasets.cifar10_sample()
+    train, test = builtin.cifar10_sample()
     export({"train": train, "test": test}, classes, root)
 
 
@@ -118,13 +118,13 @@ def torchvision_loop(
     from torch.utils.data import DataLoader
     from tutorial import tutorial_steps
 
-    from experiments import models
+    from experiments.training import models
 
     lr = OmegaConf.load(ROOT / "conf/optimizer/sgd.yaml").lr
     device = torch.device("cpu")
     assert imported_first or "torchvision" not in sys.modules
     started = time.perf_counter()
-    # By default inside the window, as train.py imports torchvision (experiments.image_folder)
+    # By default inside the window, as train.py imports torchvision (experiments.data.image_folder)
     # inside its own.
     from torchvision import datasets, transforms
 
@@ -211,7 +211,7 @@ def run_train(
         raise SystemExit(f"{' '.join(command)}: {results['status']}: {results['reason']}")
     last_epoch = [row for row in rows if row.get("kind") == "epoch"][-1]
     cache = results["data"].get("cache", {})
-    # "device: ..." is logged just before `job.load_data` (what comes between is a results.json
+    # "device: ..." is logged just before `setup.load_data` (what comes between is a results.json
     # write and small settings); "training ..." just before the first epoch.
     started = _logged_at(log_text, "device: ")
     return {
@@ -332,7 +332,7 @@ def summary(numbers: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
 def machine() -> str:
     import torch
 
-    from experiments.environment import cpu_name
+    from experiments.devices.description import cpu_name
 
     return (
         f"{cpu_name()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "
@@ -411,7 +411,7 @@ def main() -> None:
 
     if arguments.torchvision_loop is not None:  # the subprocess of one torchvision run
         if not arguments.plain_malloc_torchvision:
-            from experiments.speed import keep_freed_memory
+            from experiments.devices.memory import keep_freed_memory
 
             keep_freed_memory()
         (model,) = arguments.models

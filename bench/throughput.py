@@ -3,8 +3,8 @@
   (a) tutorial  the tutorials' loop: a torchvision CIFAR10 dataset that makes a PIL image and
                 calls ToTensor (and Normalize) per item, a DataLoader with batch 64, `.to(device)`
                 per batch and `loss.item()` every step;
-  (b) framework this project's training path (`experiments.loop.train_epoch` over
-                `experiments.batches.Batches`), exactly as `python train.py` runs it;
+  (b) framework this project's training path (`experiments.training.loop.train_epoch`
+                over `experiments.data.batches.Batches`), exactly as `python train.py` runs it;
   (c) compute   the bound: forward, backward and step repeated on one fixed batch on the device.
 
 The three are measured in rounds, one pass over the 4,000 shipped CIFAR-10 training images each,
@@ -40,13 +40,16 @@ from torch.utils.data import DataLoader
 from torchvision import transforms
 from tutorial import tutorial_steps
 
-from experiments import datasets, loop, models
-from experiments.batches import Batches
-from experiments.config import Precision
-from experiments.distributed import ONE_PROCESS
-from experiments.environment import cpu_name
-from experiments.placement import ToDevice
-from experiments.speed import channels_last, keep_freed_memory, precision
+from experiments.config.choices import Precision
+from experiments.data import builtin
+from experiments.data.batches import Batches
+from experiments.data.types import Split
+from experiments.devices.description import cpu_name
+from experiments.devices.memory import channels_last, keep_freed_memory
+from experiments.devices.placement import ToDevice
+from experiments.devices.precision import precision
+from experiments.devices.process_group import ONE_PROCESS
+from experiments.training import loop, models
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
 MODELS = {"tudui": models.Tudui, "lenet": models.LeNet}
@@ -57,7 +60,7 @@ class TutorialCIFAR10(torchvision.datasets.CIFAR10):
     """torchvision's own CIFAR10 class and per-item code (PIL image, then the transform), over
     the shipped sample instead of the downloaded files."""
 
-    def __init__(self, split: datasets.Split, transform: Callable) -> None:
+    def __init__(self, split: Split, transform: Callable) -> None:
         torchvision.datasets.VisionDataset.__init__(self, root="", transform=transform)
         self.train = True
         self.data = split.images.permute(0, 2, 3, 1).numpy()  # (N, H, W, C), as CIFAR10 keeps it
@@ -114,7 +117,7 @@ def compute_pass(
 
 def measure(name: str, device: torch.device, rounds: int, options: argparse.Namespace) -> dict:
     """Median images/s of each way, and the medians of the per-round ratios b/a and b/c."""
-    train, _ = datasets.cifar10_sample()
+    train, _ = builtin.cifar10_sample()
     placement = ToDevice(device)
     precision_name = Precision(options.precision)
     asked = {"auto": None, "on": True, "off": False}[options.channels_last]

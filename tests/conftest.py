@@ -8,7 +8,7 @@ import pytest
 import torch
 
 # Before anything asks CUDA: the tests compare GPUs by index with what runs recorded, and runs
-# number them in PCI bus order (experiments.process.number_gpus_by_bus).
+# number them in PCI bus order (experiments.devices.process_settings.number_gpus_by_bus).
 os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
 

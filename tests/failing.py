@@ -7,7 +7,7 @@ import signal
 
 import torch
 
-from experiments.models import LeNet
+from experiments.training.models import LeNet
 
 
 class FailsAtThirdStep(LeNet):

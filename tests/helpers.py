@@ -17,7 +17,7 @@ import pytest
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import CONFIG_PACKAGE, new_tag, register_configs
+from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
 
 ROOT = Path(__file__).resolve().parents[1]
 # Switches that would turn one-line errors into tracebacks: a test sets them itself, or not at all.
@@ -144,9 +144,10 @@ def steps_so_far(cwd: Path) -> list[dict[str, Any]]:
 def write_image_folder(
     root: Path, splits: dict[str, Any], classes: list[str], suffix: str = ".png", size: int = 0
 ) -> Path:
-    """Write uint8 splits as an image folder at `root` (`experiments.image_folder.export`: files
-    named by index, in the splits' order), resized to `size` x `size` if given; returns `root`."""
-    from experiments.image_folder import export
+    """Write uint8 splits as an image folder at `root` (`experiments.data.image_folder.export`:
+    files named by index, in the splits' order), resized to `size` x `size` if given; returns
+    `root`."""
+    from experiments.data.image_folder import export
 
     export(splits, classes, root, suffix, size or None)
     return root

@@ -11,8 +11,10 @@ import yaml
 from hydra.errors import ConfigCompositionException
 from omegaconf import MISSING, OmegaConf
 
-from experiments.config import CONFIG_PACKAGE, CUDA_OPTIONS, SCHEMAS, validate
-from experiments.errors import ExperimentError
+from experiments.config.schemas import SCHEMAS
+from experiments.config.store import CONFIG_PACKAGE, CUDA_OPTIONS
+from experiments.config.validate import validate
+from experiments.core.errors import ExperimentError
 from helpers import compose_config
 
 CONF = resources.files(CONFIG_PACKAGE)

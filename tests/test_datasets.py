@@ -11,17 +11,18 @@ import numpy as np
 import pytest
 import torch
 
-from experiments import datasets as data
-from experiments.batches import Batches
-from experiments.config import validate
-from experiments.errors import ExperimentError
-from experiments.placement import ToDevice
+from experiments.config.validate import validate
+from experiments.core.errors import ExperimentError
+from experiments.data import builtin, loading
+from experiments.data.batches import Batches
+from experiments.data.types import Split
+from experiments.devices.placement import ToDevice
 from helpers import compose_config
 
 
 @pytest.mark.parametrize("folder", ["cifar10", "mnist"])
 def test_shipped_files_match_their_provenance(folder: str) -> None:
-    root = data.SAMPLE_DATA / folder
+    root = builtin.SAMPLE_DATA / folder
     table = re.findall(
         r"^\| (\S+) +\| +[\d]+ \| ([0-9a-f]{64}) \|", (root / "PROVENANCE.md").read_text(), re.M
     )
@@ -31,7 +32,7 @@ def test_shipped_files_match_their_provenance(folder: str) -> None:
 
 
 def test_cifar10_sample_is_4000_train_and_1000_test_images_in_canonical_order() -> None:
-    train, test = data.cifar10_sample()
+    train, test = builtin.cifar10_sample()
     assert train.images.shape == (4000, 3, 32, 32) and train.images.dtype == torch.uint8
     assert test.images.shape == (1000, 3, 32, 32)
     # The label orders and class counts PROVENANCE.md gives for data_batch_1 and test_batch.
@@ -75,14 +76,14 @@ def test_cifar10_sample_is_4000_train_and_1000_test_images_in_canonical_order() 
 
 def test_cifar10_sample_images_are_whole_pictures_not_scrambled_rows() -> None:
     # Neighbouring pixels of a natural image are close; a wrong reshape would scatter them.
-    images = data.cifar10_sample()[0].images.float()
+    images = builtin.cifar10_sample()[0].images.float()
     neighbour = (images[..., 1:] - images[..., :-1]).abs().mean()
     shuffled = (images[..., torch.randperm(32)][..., 1:] - images[..., :-1]).abs().mean()
     assert neighbour < 0.6 * shuffled
 
 
 def test_mnist_sample_holds_out_every_fifth_image() -> None:
-    train, test = data.mnist_sample(test_every=5)
+    train, test = builtin.mnist_sample(test_every=5)
     assert train.images.shape == (8000, 1, 28, 28) and test.images.shape == (2000, 1, 28, 28)
     # MNIST's first 20 test labels are 7 2 1 0 4 1 4 9 5 9 ...: indexes 4, 9, 14, 19 go to test.
     assert test.labels[:4].tolist() == [4, 9, 1, 4]
@@ -104,7 +105,7 @@ def test_mnist_sample_holds_out_every_fifth_image() -> None:
 def test_load_checks_the_data_against_the_declared_shape() -> None:
     cfg = compose_config("dataset=mnist_sample", "dataset.image_size=32")
     with pytest.raises(ExperimentError) as error:
-        data.load(cfg.dataset)
+        loading.load(cfg.dataset)
     assert str(error.value) == (
         "dataset mnist_sample has 1x28x28 train images, but its config says 1x32x32 "
         "(dataset.channels, dataset.image_size)"
@@ -126,21 +127,21 @@ def test_synthetic_data_has_the_configured_shape_and_is_the_same_every_time() ->
         "dataset.train_size=100",
         "dataset.test_size=30",
     )
-    first, second = data.load(cfg.dataset), data.load(cfg.dataset)
+    first, second = loading.load(cfg.dataset), loading.load(cfg.dataset)
     assert first.train.images.shape == (100, 1, 28, 28) and len(first.test) == 30
     assert set(first.train.labels.tolist()) == {0, 1, 2, 3}
     assert torch.equal(first.train.images, second.train.images)
     assert first.classes == ["0", "1", "2", "3"]
 
 
-def batches(split: data.Split, **kwargs: object) -> Batches:
+def batches(split: Split, **kwargs: object) -> Batches:
     cpu = ToDevice(torch.device("cpu"))
     return Batches(split, batch_size=4, mean=[0.5], std=[0.25], placement=cpu, **kwargs)
 
 
 def test_batches_are_normalized_floats_in_order_without_shuffle() -> None:
     images = torch.randint(0, 256, (10, 3, 2, 2), dtype=torch.uint8)
-    split = data.Split(images, torch.arange(10) % 2)
+    split = Split(images, torch.arange(10) % 2)
     cut = list(batches(split))
     assert [len(labels) for _, labels in cut] == [4, 4, 2]
     expected = (images.float() / 255 - 0.5) / 0.25
@@ -149,7 +150,7 @@ def test_batches_are_normalized_floats_in_order_without_shuffle() -> None:
 
 
 def test_shuffled_batches_cover_the_split_once_in_a_new_order_each_pass() -> None:
-    split = data.Split(torch.zeros(10, 1, 1, 1, dtype=torch.uint8), torch.arange(10))
+    split = Split(torch.zeros(10, 1, 1, 1, dtype=torch.uint8), torch.arange(10))
     passes = batches(split, shuffle=torch.Generator().manual_seed(0))
     first = torch.cat([y for _, y in passes])
     second = torch.cat([y for _, y in passes])
@@ -158,7 +159,7 @@ def test_shuffled_batches_cover_the_split_once_in_a_new_order_each_pass() -> Non
 
 
 def test_limit_cuts_a_pass_short() -> None:
-    split = data.Split(torch.zeros(10, 1, 1, 1, dtype=torch.uint8), torch.arange(10))
+    split = Split(torch.zeros(10, 1, 1, 1, dtype=torch.uint8), torch.arange(10))
     limited = batches(split, limit=2)
     assert len(limited) == 2 and limited.count_images() == 8
     assert len(list(limited)) == 2
@@ -180,15 +181,15 @@ def test_torchvision_datasets_load_through_the_real_classes(
     raw = tmp_path / folder / "raw"
     raw.mkdir(parents=True)
     for name in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
-        shipped = gzip.decompress((data.SAMPLE_DATA / "mnist" / f"{name}.gz").read_bytes())
+        shipped = gzip.decompress((builtin.SAMPLE_DATA / "mnist" / f"{name}.gz").read_bytes())
         (raw / name).write_bytes(shipped)
-    images = data.read_idx(data.SAMPLE_DATA / "mnist" / "t10k-images-idx3-ubyte.gz")
-    labels = data.read_idx(data.SAMPLE_DATA / "mnist" / "t10k-labels-idx1-ubyte.gz")
+    images = builtin.read_idx(builtin.SAMPLE_DATA / "mnist" / "t10k-images-idx3-ubyte.gz")
+    labels = builtin.read_idx(builtin.SAMPLE_DATA / "mnist" / "t10k-labels-idx1-ubyte.gz")
     write_idx(raw / "train-images-idx3-ubyte", images[:300])
     write_idx(raw / "train-labels-idx1-ubyte", labels[:300])
 
     cfg = compose_config(f"dataset={option}", f"dataset.root={tmp_path}")
-    loaded = data.load(cfg.dataset)
+    loaded = loading.load(cfg.dataset)
     assert loaded.train.images.shape == (300, 1, 28, 28)
     assert loaded.test.images.shape == (10000, 1, 28, 28)
     assert torch.equal(loaded.test.labels, torch.from_numpy(labels).long())
@@ -197,7 +198,7 @@ def test_torchvision_datasets_load_through_the_real_classes(
 def test_missing_cifar10_files_say_which_files_and_where(tmp_path: Path) -> None:
     cfg = compose_config("dataset=cifar10", f"dataset.root={tmp_path}")
     with pytest.raises(ExperimentError) as error:
-        data.load(cfg.dataset)
+        loading.load(cfg.dataset)
     assert str(error.value) == (
         f"CIFAR10 files not found in {tmp_path}; put cifar-10-python.tar.gz (from "
         f"https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz) in {tmp_path} and run with "
@@ -210,4 +211,4 @@ def test_missing_mnist_files_name_the_raw_folder(tmp_path: Path) -> None:
     with pytest.raises(
         ExperimentError, match=f"put train-images-idx3-ubyte.gz, .* in {tmp_path}/MNIST/raw"
     ):
-        data.load(cfg.dataset)
+        loading.load(cfg.dataset)

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from experiments.config import DeviceConfig, DeviceName
-from experiments.devices import DevicePlan, Machine, request_text, resolve, wants_any_gpu
-from experiments.distributed import ProcessGroup
-from experiments.errors import ExperimentError
-from experiments.process import visible_mask
-from experiments.sweep import FreeGpus
+from experiments.config.choices import DeviceName
+from experiments.config.schemas import DeviceConfig
+from experiments.core.errors import ExperimentError
+from experiments.devices.free_gpus import FreeGpus
+from experiments.devices.plan import DevicePlan, Machine, request_text, resolve, wants_any_gpu
+from experiments.devices.process_group import ProcessGroup
+from experiments.devices.process_settings import visible_mask
 
 NO_GPU = Machine(0, "torch found no CUDA GPU or driver")
 ONE_GPU = Machine(1)

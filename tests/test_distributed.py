@@ -10,15 +10,15 @@ import pytest
 import torch
 from torch import nn
 
-from experiments.batches import Batches
-from experiments.cli import devices_main
-from experiments.config import validate
-from experiments.datasets import Split
-from experiments.devices import DevicePlan
-from experiments.distributed import ProcessGroup
-from experiments.errors import ExperimentError
-from experiments.models import Tudui
-from experiments.placement import ToDevice, audit
+from experiments.config.validate import validate
+from experiments.core.errors import ExperimentError
+from experiments.data.batches import Batches
+from experiments.data.types import Split
+from experiments.devices.command import main as devices_main
+from experiments.devices.placement import ToDevice, audit
+from experiments.devices.plan import DevicePlan
+from experiments.devices.process_group import ProcessGroup
+from experiments.training.models import Tudui
 from helpers import (
     PROCESS_1_FAILURE,
     assert_same_epochs_as_one_process,

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.errors import ExperimentError
-from experiments.train import train
+from experiments.core.errors import ExperimentError
+from experiments.run.train import train
 from helpers import QUICK, ROOT, compose_config, results, train_cli
 
 # Hydra refuses these while composing the config, before a run folder exists.

@@ -18,13 +18,16 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from experiments import datasets, job, speed
-from experiments.batches import Augment, Batches
-from experiments.config import Precision
-from experiments.devices import DevicePlan
-from experiments.distributed import unwrap
-from experiments.models import LeNet, build_for
-from experiments.placement import ToDevice
+from experiments.config.choices import Precision
+from experiments.data import loading
+from experiments.data.batches import Augment, Batches
+from experiments.data.types import ImageData, Split
+from experiments.devices import precision
+from experiments.devices.placement import ToDevice
+from experiments.devices.plan import DevicePlan
+from experiments.devices.wrapping import unwrap
+from experiments.run import setup
+from experiments.training.models import LeNet, build_for
 from helpers import (
     PROCESS_1_FAILURE,
     QUICK,
@@ -98,11 +101,11 @@ def test_both_placements_give_the_same_numbers_on_a_gpu(tmp_path: Path) -> None:
 
 def test_preloading_on_the_gpu_gives_the_batches_a_host_copy_gives() -> None:
     gpu = ToDevice(torch.device("cuda", 0))
-    sample = datasets.load(compose_config().dataset)
-    preloaded = datasets.preload(sample, gpu)
+    sample = loading.load(compose_config().dataset)
+    preloaded = loading.preload(sample, gpu)
     assert preloaded.train.images.device.type == "cuda"
 
-    def cut(data: datasets.ImageData) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def cut(data: ImageData) -> list[tuple[torch.Tensor, torch.Tensor]]:
         shuffle = torch.Generator().manual_seed(0)
         options = {"mean": [0.5], "std": [0.5], "placement": gpu, "shuffle": shuffle, "limit": 5}
         return list(Batches(data.train, batch_size=64, **options))
@@ -120,7 +123,7 @@ def test_preloading_on_the_gpu_trains_to_the_same_numbers(tmp_path: Path) -> Non
 def test_batches_never_make_the_host_wait_for_the_gpu() -> None:
     gpu = ToDevice(torch.device("cuda", 0))
     images = torch.randint(0, 256, (512, 3, 32, 32), dtype=torch.uint8)
-    split = datasets.Split(images, torch.randint(0, 10, (512,)))
+    split = Split(images, torch.randint(0, 10, (512,)))
     shuffle = torch.Generator().manual_seed(0)
     batches = Batches(
         split,
@@ -153,10 +156,10 @@ def test_an_index_beyond_the_gpus_present_is_refused(tmp_path: Path) -> None:
 
 def test_emulated_bf16_is_said_on_gpus_without_bfloat16_units() -> None:
     for index in range(GPUS):
-        note = speed.emulated_bf16(Precision.bf16, DevicePlan("cuda", index))
+        note = precision.emulated_bf16(Precision.bf16, DevicePlan("cuda", index))
         native = torch.cuda.get_device_capability(index) >= (8, 0)  # Ampere and later
         assert (note is None) is native, (index, note)
-        assert speed.emulated_bf16(Precision.fp32, DevicePlan("cuda", index)) is None
+        assert precision.emulated_bf16(Precision.fp32, DevicePlan("cuda", index)) is None
 
 
 @two_gpus
@@ -175,7 +178,7 @@ def test_data_parallel_checkpoint_loads_into_a_single_device_model(tmp_path: Pat
 @two_gpus
 def test_data_parallel_replicas_compute_in_bf16_when_asked() -> None:
     plan = DevicePlan("cuda", 0, (0, 1))
-    model = job.place_model(
+    model = setup.place_model(
         LeNet(3, 32, 10), ToDevice(plan.device), plan, autocast_dtype=torch.bfloat16
     )
     seen: list[tuple[torch.device, torch.dtype]] = []

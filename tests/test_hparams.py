@@ -13,7 +13,8 @@ from tensorboard.plugins.hparams import api_pb2, metadata
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard import SummaryWriter
 
-from experiments import confusion, hparams
+from experiments.records import confusion, hparams
+from experiments.training.loop import confusion_counts
 from helpers import compose_config
 
 
@@ -124,7 +125,7 @@ def test_confusion_matrix_counts_pairs_of_true_and_predicted_class() -> None:
     labels = torch.tensor([0, 0, 1, 1, 2, 2, 2])
     predictions = torch.tensor([0, 1, 1, 1, 2, 0, 2])
 
-    counts = confusion.matrix(labels, predictions, num_classes=3)
+    counts = confusion_counts(labels, predictions, num_classes=3)
 
     assert counts.dtype == torch.int64
     assert counts.tolist() == [[1, 1, 0], [0, 2, 0], [1, 0, 2]]
@@ -136,9 +137,9 @@ def test_confusion_matrix_counts_pairs_of_true_and_predicted_class() -> None:
 def test_confusion_matrix_counts_on_the_gpu() -> None:
     labels = torch.randint(0, 10, (1000,))
     predictions = torch.randint(0, 10, (1000,))
-    expected = confusion.matrix(labels, predictions, 10)
+    expected = confusion_counts(labels, predictions, 10)
 
-    counts = confusion.matrix(labels.cuda(), predictions.cuda(), 10)
+    counts = confusion_counts(labels.cuda(), predictions.cuda(), 10)
 
     assert counts.device.type == "cuda"
     assert torch.equal(counts.cpu(), expected)
@@ -163,7 +164,7 @@ def test_confusion_matrix_is_saved_as_png_and_tensorboard_image(tmp_path: Path) 
 
 
 def test_a_class_without_images_is_a_row_of_zeros(tmp_path: Path) -> None:
-    counts = confusion.matrix(torch.tensor([0, 0, 1]), torch.tensor([0, 1, 1]), num_classes=3)
+    counts = confusion_counts(torch.tensor([0, 0, 1]), torch.tensor([0, 1, 1]), num_classes=3)
     assert counts[2].tolist() == [0, 0, 0]
 
     fig = confusion.figure(counts.tolist(), ["a", "b", "never seen"], "test")

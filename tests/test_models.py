@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from experiments.errors import ExperimentError
-from experiments.models import MLP, LeNet, Network, ShapeError, Tudui, build_for
+from experiments.core.errors import ExperimentError
+from experiments.training.models import MLP, LeNet, Network, ShapeError, Tudui, build_for
 from helpers import compose_config
 
 

@@ -21,13 +21,16 @@ import torch
 from omegaconf import OmegaConf
 from PIL import Image
 
-from experiments import checkpoints, datasets, own_data, process
-from experiments.batches import Batches
-from experiments.config import DatasetConfig, Loader
-from experiments.datasets import ImageData, Split
-from experiments.errors import ExperimentError
-from experiments.evaluate import evaluate
-from experiments.placement import ToDevice
+from experiments.config.choices import Loader
+from experiments.config.schemas import DatasetConfig
+from experiments.core.errors import ExperimentError
+from experiments.data import builtin, loading, own_data
+from experiments.data.batches import Batches
+from experiments.data.types import ImageData, Split
+from experiments.devices import process_settings
+from experiments.devices.placement import ToDevice
+from experiments.records import checkpoints
+from experiments.run.evaluate import evaluate
 from helpers import (
     CIFAR10_CLASSES,
     assert_same_epochs_as_one_process,
@@ -66,7 +69,7 @@ class Folders:
 
 @pytest.fixture(scope="module")
 def sample() -> tuple[Split, Split]:
-    return datasets.cifar10_sample()
+    return builtin.cifar10_sample()
 
 
 @pytest.fixture(scope="module")
@@ -294,7 +297,7 @@ def evaluate_on_folder(trained: Path, root: Path, out: Path, *overrides: str) ->
         *overrides,
         config_name="eval",
     )
-    with process.restored():
+    with process_settings.restored():
         return evaluate(cfg, out)
 
 
@@ -495,7 +498,7 @@ def test_a_custom_dataset_trains_with_what_its_data_tells(source: Path) -> None:
 def load(*overrides: str) -> ImageData:
     """What `python train.py <overrides>` would train on, loaded in this process (without
     DataLoader worker processes unless the overrides ask for them)."""
-    return datasets.load(compose_config("dataset.workers=0", *overrides).dataset)
+    return loading.load(compose_config("dataset.workers=0", *overrides).dataset)
 
 
 def load_error(*overrides: str) -> str:
@@ -842,7 +845,7 @@ def _build_cache(config: DatasetConfig, start: Any, records: Any) -> None:
     """In a process of its own: load `config` once the other builder is ready too."""
     torch.set_num_threads(1)  # as DataLoader workers do: the pool forked with them is unusable
     start.wait()
-    records.put(datasets.load(config).record["cache"])
+    records.put(loading.load(config).record["cache"])
 
 
 def test_two_processes_building_the_same_cache_at_once_share_one_entry(

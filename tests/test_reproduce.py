@@ -14,8 +14,9 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from experiments import checkpoints, seeding
-from experiments.errors import ExperimentError
+from experiments.core.errors import ExperimentError
+from experiments.records import checkpoints
+from experiments.training import seeding
 from helpers import ROOT, eval_cli, killed_in_epoch_2, metrics, numbers, results, train_cli
 
 # Long enough epochs (30 steps of Tudui) to kill one in the middle; with a validation split that

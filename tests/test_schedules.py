@@ -17,12 +17,12 @@ from torch import nn
 from torch.optim import SGD, Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
-from experiments import loop, schedules
-from experiments.batches import Batches
-from experiments.config import Interval
-from experiments.datasets import Split
-from experiments.distributed import ONE_PROCESS
-from experiments.placement import ToDevice
+from experiments.config.choices import Interval
+from experiments.data.batches import Batches
+from experiments.data.types import Split
+from experiments.devices.placement import ToDevice
+from experiments.devices.process_group import ONE_PROCESS
+from experiments.training import loop, schedules
 from helpers import compose_config
 
 LR = 0.1

@@ -16,11 +16,13 @@ from tensorboard.plugins.hparams import metadata
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.data import Dataset
 
-from experiments import checkpoints, datasets, process, selection, validation
-from experiments.datasets import ImageData, Split
-from experiments.errors import ExperimentError
-from experiments.evaluate import evaluate
-from experiments.own_data import Streamed
+from experiments.core.errors import ExperimentError
+from experiments.data import builtin, loading, validation
+from experiments.data.types import ImageData, Split, Streamed
+from experiments.devices import process_settings
+from experiments.records import checkpoints
+from experiments.run.evaluate import evaluate
+from experiments.training import selection
 from helpers import (
     CIFAR10_CLASSES,
     compose_config,
@@ -35,7 +37,7 @@ CLASSES = CIFAR10_CLASSES
 
 @pytest.fixture(scope="module")
 def sample() -> tuple[Split, Split]:
-    return datasets.cifar10_sample()
+    return builtin.cifar10_sample()
 
 
 def test_the_held_out_images_are_disjoint_stratified_and_seeded(
@@ -67,7 +69,7 @@ def test_a_share_that_leaves_a_class_no_training_image_is_refused(
 def test_a_share_too_small_to_hold_out_an_image_is_refused() -> None:
     config = compose_config("dataset.val_fraction=0.001").dataset
     with pytest.raises(ExperimentError) as error:
-        validation.with_validation(datasets.load(config), config)
+        validation.with_validation(loading.load(config), config)
     assert str(error.value) == (
         "dataset.val_fraction=0.001 holds out no image (the largest class has 422); raise it, "
         "or leave it at 0 for no validation split"
@@ -96,7 +98,7 @@ def test_an_image_folder_validates_on_its_own_val_folder(
         f"dataset.cache_dir={tmp_path}",
         "dataset.workers=0",
     ).dataset
-    data = validation.with_validation(datasets.load(config), config)
+    data = validation.with_validation(loading.load(config), config)
     assert data.val is not None and len(data.val) == 60 and len(data.train) == 200
     counts = torch.bincount(sample[0].labels[200:260], minlength=10).tolist()
     assert data.record["validation"] == {
@@ -107,7 +109,7 @@ def test_an_image_folder_validates_on_its_own_val_folder(
 
     config.val_fraction = 0.2
     with pytest.raises(ExperimentError) as error:
-        validation.with_validation(datasets.load(config), config)
+        validation.with_validation(loading.load(config), config)
     assert str(error.value) == (
         "dataset.val_fraction=0.2: dataset image_folder has a validation split of its own (its "
         "val/ folder), which the run validates on; leave dataset.val_fraction at 0"
@@ -123,7 +125,7 @@ def test_a_streamed_train_split_is_held_out_by_its_labels(
         "dataset.loader=stream",
         "dataset.workers=0",
     ).dataset
-    loaded = dataclasses.replace(datasets.load(config), val=None)  # as if it had no val/
+    loaded = dataclasses.replace(loading.load(config), val=None)  # as if it had no val/
     config.val_fraction = 0.25
     data = validation.with_validation(loaded, config)
     assert isinstance(data.train, Streamed) and isinstance(data.val, Streamed)
@@ -210,7 +212,7 @@ def test_eval_evaluates_best_pt_and_says_so(
     learning: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     cfg = compose_config(f"ckpt={learning}", "device=cpu", "batch_size=64", config_name="eval")
-    with caplog.at_level(logging.INFO, logger="experiments"), process.restored():
+    with caplog.at_level(logging.INFO, logger="experiments"), process_settings.restored():
         accuracy = evaluate(cfg, tmp_path)
     epoch = results(learning)["selected_epoch"]
     assert (

@@ -12,14 +12,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments import datasets, job, speed
-from experiments.batches import Augment, Batches
-from experiments.config import Precision
-from experiments.devices import DevicePlan
-from experiments.errors import ExperimentError
-from experiments.models import Tudui
-from experiments.placement import ToDevice
-from experiments.train import train
+from experiments.config.choices import Precision
+from experiments.core.errors import ExperimentError
+from experiments.data import loading
+from experiments.data.batches import Augment, Batches
+from experiments.data.types import ImageData
+from experiments.devices import precision
+from experiments.devices.placement import ToDevice
+from experiments.devices.plan import DevicePlan
+from experiments.run import setup
+from experiments.run.train import train
+from experiments.training.models import Tudui
 from helpers import QUICK, ROOT, compose_config, metrics, results
 
 CPU = ToDevice(torch.device("cpu"))
@@ -39,12 +42,12 @@ def test_showing_the_config_does_not_import_torch() -> None:
 
 
 @pytest.fixture(scope="module")
-def sample() -> datasets.ImageData:
-    return datasets.load(compose_config().dataset)
+def sample() -> ImageData:
+    return loading.load(compose_config().dataset)
 
 
 def batches(
-    sample: datasets.ImageData, seed: int = 0, **options: object
+    sample: ImageData, seed: int = 0, **options: object
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     shuffle = torch.Generator().manual_seed(seed)
     passes = Batches(
@@ -60,7 +63,7 @@ def batches(
     return list(passes)
 
 
-def test_channels_last_batches_hold_the_same_numbers(sample: datasets.ImageData) -> None:
+def test_channels_last_batches_hold_the_same_numbers(sample: ImageData) -> None:
     plain, last = batches(sample), batches(sample, channels_last=True)
     for (images, labels), (images_cl, labels_cl) in zip(plain, last, strict=True):
         assert images_cl.is_contiguous(memory_format=torch.channels_last)
@@ -70,7 +73,7 @@ def test_channels_last_batches_hold_the_same_numbers(sample: datasets.ImageData)
 
 def test_channels_last_puts_the_model_in_that_format() -> None:
     def conv_weight(channels_last: bool) -> torch.Tensor:
-        model = job.place_model(
+        model = setup.place_model(
             Tudui(3, 32, 10), CPU, DevicePlan("cpu"), channels_last=channels_last
         )
         return model.features[0].weight
@@ -80,16 +83,16 @@ def test_channels_last_puts_the_model_in_that_format() -> None:
 
 
 def test_a_dataset_preloaded_on_the_cpu_gives_the_same_batches(
-    sample: datasets.ImageData,
+    sample: ImageData,
 ) -> None:
     # A smoke test only: on the CPU preloading moves nothing (test_gpu.py has the real claim).
-    preloaded = datasets.preload(sample, CPU)
+    preloaded = loading.preload(sample, CPU)
     for ours, theirs in zip(batches(sample), batches(preloaded), strict=True):
         assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
 
 
 def expected_augmented(
-    sample: datasets.ImageData, seed: int, padding: int, count: int
+    sample: ImageData, seed: int, padding: int, count: int
 ) -> list[torch.Tensor]:
     """What crops and flips should make of the first `count` batches of 64, written image by image
     with plain slicing, drawing from the generator in the order the batches do: the pass's
@@ -112,7 +115,7 @@ def expected_augmented(
 
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_augmented_batches_are_exactly_crops_and_flips_of_the_plain_ones(
-    sample: datasets.ImageData, channels_last: bool
+    sample: ImageData, channels_last: bool
 ) -> None:
     augment = Augment(4, True, torch.Generator().manual_seed(7))
     shuffle = augment.generator
@@ -135,7 +138,7 @@ def test_augmented_batches_are_exactly_crops_and_flips_of_the_plain_ones(
     assert not torch.allclose(got[0], plain[0][0])
 
 
-def test_flips_mirror_some_images_and_leave_the_others(sample: datasets.ImageData) -> None:
+def test_flips_mirror_some_images_and_leave_the_others(sample: ImageData) -> None:
     flip = Augment(crop_padding=0, flip=True, generator=torch.Generator().manual_seed(1))
     images = sample.train.images[:64]
     flipped = flip(images, 64, slice(0, 64))
@@ -146,7 +149,7 @@ def test_flips_mirror_some_images_and_leave_the_others(sample: datasets.ImageDat
 
 
 def test_augmentation_draws_for_the_whole_batch_so_shares_add_up(
-    sample: datasets.ImageData,
+    sample: ImageData,
 ) -> None:
     def augment(seed: int, share: slice) -> torch.Tensor:
         augment = Augment(4, True, torch.Generator().manual_seed(seed))
@@ -157,7 +160,7 @@ def test_augmentation_draws_for_the_whole_batch_so_shares_add_up(
     assert torch.equal(whole, halves)
 
 
-def test_per_channel_statistics_normalize_each_channel(sample: datasets.ImageData) -> None:
+def test_per_channel_statistics_normalize_each_channel(sample: ImageData) -> None:
     mean, std = [0.4914, 0.4822, 0.4465], [0.247, 0.243, 0.261]
     for channels_last in (False, True):
         cut = Batches(
@@ -217,7 +220,7 @@ def test_each_epoch_says_where_its_time_went(plain_run: Path) -> None:
 
 def test_fp16_needs_a_gpu() -> None:
     with pytest.raises(ExperimentError) as error:
-        speed.precision(Precision.fp16, torch.device("cpu"))
+        precision.autocast_and_scaler(Precision.fp16, torch.device("cpu"))
     assert str(error.value) == (
         "trainer.precision=fp16 needs a CUDA device (its gradient scaling runs there); "
         "on cpu use bf16 or fp32"
@@ -231,5 +234,5 @@ def test_fp16_needs_a_gpu() -> None:
 def test_precision_is_an_autocast_dtype_and_a_scaler(
     name: Precision, dtype: torch.dtype | None, scaled: bool
 ) -> None:
-    autocast_dtype, scaler = speed.precision(name, torch.device("cpu"))
+    autocast_dtype, scaler = precision.autocast_and_scaler(name, torch.device("cpu"))
     assert autocast_dtype == dtype and scaler.is_enabled() is scaled

@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from experiments.sweep import safe_name
+from experiments.config.naming import safe_name
 from helpers import QUICK, ROOT, Finished, compose_config, results, train_cli
 
 QUICK_SWEEP = [override for override in QUICK if override != "device=cpu"]
@@ -142,7 +142,7 @@ def test_a_worker_killed_by_the_system_still_leaves_the_report(tmp_path: Path) -
         "hydra/launcher=joblib",
         "hydra.launcher.n_jobs=2",
         "model=lenet",
-        "model._target_=experiments.models.LeNet,failing.KillsItsProcess",
+        "model._target_=experiments.training.models.LeNet,failing.KillsItsProcess",
         "device=cpu",
         *QUICK_SWEEP,
         env={"PYTHONPATH": str(ROOT / "tests")},

@@ -14,12 +14,14 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch import nn
 
-from experiments import checkpoints, datasets, loop
-from experiments.batches import Batches
-from experiments.config import build
-from experiments.distributed import ONE_PROCESS
-from experiments.models import build_for
-from experiments.placement import ToDevice
+from experiments.config.build import build
+from experiments.data import loading
+from experiments.data.batches import Batches
+from experiments.devices.placement import ToDevice
+from experiments.devices.process_group import ONE_PROCESS
+from experiments.records import checkpoints
+from experiments.training import loop
+from experiments.training.models import build_for
 from helpers import CIFAR10_CLASSES, QUICK, ROOT, metrics, results, train_cli
 
 MODELS = ["tudui", "lenet", "network", "mlp"]
@@ -147,7 +149,7 @@ def test_the_checkpoint_restores_the_models_outputs(sweep: dict[tuple[str, str],
     run_dir = sweep["lenet", "to_device"]
     checkpoint = torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
     config = OmegaConf.create(checkpoint["config"])
-    dataset = datasets.load(config.dataset)
+    dataset = loading.load(config.dataset)
     model = build_for(config.model, dataset.shape, len(dataset.classes), dataset.name)
     model.load_state_dict(checkpoint["model"])
     build(config.optimizer)(model.parameters()).load_state_dict(checkpoint["optimizer"])

@@ -1,0 +1,180 @@
+"""The command lines of training and evaluation, and what every job goes through.
+
+    python train.py ...             experiments-train, python -m experiments
+    python eval.py ckpt=...         experiments-eval
+
+Hydra composes the config from `conf/` (the package `experiments.conf` once installed) and makes
+the run folder. Every failure becomes one line on stderr and a non-zero exit; `HYDRA_FULL_ERROR=1`
+shows the traceback instead. In a sweep, a failed job is recorded in its folder and the sweep goes
+on to its report, under every launcher. Under torchrun, all processes name the same run folder,
+only process 0 writes Hydra's snapshot and the log file, and a failure is also written where
+torchrun's own summary finds it (`@record`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from contextlib import nullcontext
+from datetime import datetime
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from experiments.config.overrides import (
+    refuse_numbers_for_groups,
+    refuse_optimizing_on_test,
+    with_saved_overrides,
+)
+from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
+from experiments.core.errors import one_line
+from experiments.devices.free_gpus import FreeGpus
+from experiments.devices.process_group import ProcessGroup
+from experiments.report.sweep_end import report_unfinished_sweeps
+
+log = logging.getLogger(__name__)
+
+# Whether the user asked for tracebacks. `_command_line` sets HYDRA_FULL_ERROR for Hydra, and
+# workers that run sweep jobs inherit it; they read the user's own choice from USER_TRACEBACKS.
+USER_TRACEBACKS = "EXPERIMENTS_TRACEBACKS"
+TRACEBACKS = os.environ.get(USER_TRACEBACKS, os.environ.get("HYDRA_FULL_ERROR")) == "1"
+
+# torchrun's processes other than 0: no .hydra/ snapshot, no train.log, warnings and errors only.
+WORKER_OVERRIDES = ["hydra.output_subdir=null", "hydra/job_logging=worker"]
+
+
+class JobFailed(BaseException):
+    """Ends the command after a job's failure was said in one line (on the console and in the
+    run's log). Like SystemExit, it is no Exception, so Hydra passes it on without a word."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class RunFailed(Exception):
+    """The run's first failure, for torchrun's summary (its `@record` writes Exceptions only)."""
+
+
+@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="train")
+def _train(cfg: DictConfig) -> float | None:
+    # Imported here, not at the top, so `--help` and `--cfg job` never load torch.
+    from experiments.run.train import train
+
+    return _run_job(lambda run_dir, free_gpus: train(cfg, run_dir, free_gpus))
+
+
+@hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="eval")
+def _evaluate(cfg: DictConfig) -> float | None:
+    from experiments.run.evaluate import evaluate  # (no torch for --help, as above)
+
+    return _run_job(lambda run_dir, free_gpus: evaluate(cfg, run_dir, free_gpus))
+
+
+def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | None:
+    """Run one job in the folder Hydra made, and leave the process as the job found it. A failure
+    is logged in one line; in a sweep the job is then recorded as failed and the sweep goes on,
+    otherwise the command ends with exit code 1."""
+    from experiments.devices.distributed import first_failure  # (no torch for --help)
+    from experiments.devices.process_settings import restored
+
+    hydra_cfg = HydraConfig.get()
+    in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
+    # Hydra's basic launcher runs jobs one after another; any other runs them side by side.
+    side_by_side = in_sweep and not hydra_cfg.launcher._target_.endswith(".BasicLauncher")
+    free_gpus = FreeGpus(Path(hydra_cfg.sweep.dir)) if side_by_side else None
+    try:
+        with restored(), free_gpus or nullcontext():
+            return task(Path(hydra_cfg.runtime.output_dir), free_gpus)
+    except Exception as error:
+        group = ProcessGroup.from_env()
+        reason = first_failure(group, one_line(error))
+        if in_sweep:
+            # Recorded as failed in its folder; the sweep goes on, and its report says why.
+            log.error("Error: %s", reason, exc_info=TRACEBACKS)
+            return None
+        if group.is_main:  # the run's first failure, said once (torchrun's summary says it too)
+            log.error("Error: %s", reason)
+        if TRACEBACKS:
+            raise
+        raise JobFailed(reason) from error
+
+
+def main() -> None:
+    """`python train.py`: `resume=` and `replay=` bring back a run's own overrides first."""
+    _command_line(_train, with_saved_overrides)
+
+
+def evaluate_main() -> None:
+    """`python eval.py`."""
+    _command_line(_evaluate, lambda arguments: arguments)
+
+
+def _command_line(
+    hydra_main: Callable[[], object], expand: Callable[[list[str]], list[str]]
+) -> None:
+    os.environ[USER_TRACEBACKS] = "1" if TRACEBACKS else "0"
+    # Hydra reports its own errors (unknown option, bad override, wrong type) over several lines;
+    # asked for the full error, it raises instead, and we say it in one line.
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        _recorded_by_torchrun(_compose_and_run)(hydra_main, expand)
+    except KeyboardInterrupt:
+        if TRACEBACKS:
+            raise
+        print("Interrupted", file=sys.stderr)
+        sys.exit(130)
+    except (JobFailed, RunFailed):
+        sys.exit(1)
+    except Exception as error:
+        # A sweep its launcher gave up on (a worker killed by the system) still gets its report.
+        report_unfinished_sweeps()
+        if TRACEBACKS:
+            raise
+        print(f"Error: {one_line(error)}", file=sys.stderr)
+        sys.exit(1)
+
+
+def _compose_and_run(
+    hydra_main: Callable[[], object], expand: Callable[[list[str]], list[str]]
+) -> None:
+    sys.argv[1:] = expand(sys.argv[1:])
+    refuse_numbers_for_groups(sys.argv[1:])
+    refuse_optimizing_on_test(sys.argv[1:])
+    register_configs(*_start_of_run())
+    hydra_main()
+
+
+def _recorded_by_torchrun(function: Callable[..., None]) -> Callable[..., None]:
+    """Under torchrun, `function` wrapped in torch.distributed.elastic's `@record`: a failure is
+    written to the file torchrun reads, so its own summary names the root cause."""
+    if "TORCHELASTIC_ERROR_FILE" not in os.environ:
+        return function
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    @record
+    def recorded(*arguments: Callable[..., object]) -> None:
+        try:
+            function(*arguments)
+        except JobFailed as failed:
+            raise RunFailed(failed.reason) from failed.__cause__
+
+    return recorded
+
+
+def _start_of_run() -> tuple[datetime, str]:
+    """When the run started and its random tag: this process's, or torchrun's process 0's."""
+    started, tag = datetime.now(), new_tag()
+    if "WORLD_SIZE" not in os.environ:
+        return started, tag
+    from experiments.devices.distributed import agree_on_start  # loads torch: only under torchrun
+
+    group = ProcessGroup.from_env()
+    if not group.is_main:
+        sys.argv += WORKER_OVERRIDES
+    return agree_on_start(group, started, tag)

@@ -1,0 +1,64 @@
+"""Objects built from config nodes (`hydra.utils.instantiate`), and configs as plain data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+
+def build(node: DictConfig, *, leave_out: tuple[str, ...] = (), **kwargs: Any) -> Any:
+    """Instantiate a node's `_target_` with its fields, except `name` (which only labels it) and
+    those in `leave_out` (which tell the caller how to use what is built).
+
+    An error raised by the target itself comes out as it was raised, not wrapped by Hydra.
+    """
+    fields = plain(node)
+    for key in ("name", *leave_out):
+        fields.pop(key, None)
+    try:
+        return instantiate(fields, **kwargs)
+    except InstantiationException as error:
+        if error.__cause__ is None:
+            raise
+        raise error.__cause__ from None
+
+
+def plain(node: DictConfig) -> dict[str, Any]:
+    """A config as plain data (Enums as their names), for JSON, checkpoints and instantiate."""
+    container = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+    assert isinstance(container, dict)
+    return container
+
+
+# Where the `_target_`s of the shipped options lived before the packages were layered (0.1's
+# flat modules): a checkpoint's config written then names them, and still builds.
+MOVED_TARGETS = {
+    "experiments.models.": "experiments.training.models.",
+    "experiments.schedules.": "experiments.training.schedules.",
+    "experiments.placement.": "experiments.devices.placement.",
+    "experiments.datasets.torchvision_splits": (
+        "experiments.data.torchvision_sources.torchvision_splits"
+    ),
+    "experiments.datasets.": "experiments.data.builtin.",
+    "experiments.image_folder.": "experiments.data.image_folder.",
+}
+
+
+def with_current_targets(config: Any) -> Any:
+    """`config` (plain data) with every `_target_` a moved module named rewritten to where it
+    lives now; anything else as it was."""
+    if isinstance(config, list):
+        return [with_current_targets(item) for item in config]
+    if not isinstance(config, dict):
+        return config
+    updated = {key: with_current_targets(value) for key, value in config.items()}
+    target = updated.get("_target_")
+    if isinstance(target, str):
+        for old, new in MOVED_TARGETS.items():
+            if target.startswith(old):
+                updated["_target_"] = new + target.removeprefix(old)
+                break
+    return updated

@@ -1,0 +1,56 @@
+"""The closed choices of the configs (Enums: a typo fails while Hydra composes), and the names of
+the metrics a run may select epochs and hyperparameters by."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+# What trainer.monitor may select on, and what a run may return to a sweeper.
+MONITORED = ("val_accuracy", "val_loss")
+OPTIMIZABLE = (*MONITORED, "train_loss", "train_images_per_second")
+TEST_METRICS = ("test_accuracy", "test_loss", "final_test_accuracy")
+
+
+class Choice(str, Enum):
+    """A closed choice: equal to its name, and printed as it (in messages, JSON and YAML)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    __format__ = str.__format__
+
+
+class DeviceName(Choice):
+    auto = "auto"  # CUDA if the machine has it, else the CPU
+    cpu = "cpu"
+    cuda = "cuda"  # one GPU: device.index, or the current one
+    dp = "dp"  # nn.DataParallel over device.ids
+    ddp = "ddp"  # DistributedDataParallel, a process per device, under torchrun
+
+
+class Precision(Choice):
+    fp32 = "fp32"
+    bf16 = "bf16"  # autocast to bfloat16
+    fp16 = "fp16"  # autocast to float16, with gradient scaling (CUDA only)
+
+
+class Preload(Choice):
+    host = "host"  # pinned host memory for a GPU; a copy per batch
+    device = "device"  # the whole uint8 dataset on the device, copied there once
+
+
+class Mode(Choice):
+    auto = "auto"  # max for an accuracy, min for a loss
+    max = "max"
+    min = "min"
+
+
+class Interval(Choice):
+    epoch = "epoch"  # the learning rate changes after every epoch
+    step = "step"  # after every optimizer step
+
+
+class Loader(Choice):
+    auto = "auto"  # memory when the decoded images fit dataset.cache_max_gb, else stream
+    memory = "memory"  # decoded once (through the cache) into one uint8 array; batches cut from it
+    stream = "stream"  # DataLoader workers decode the images of every batch, every epoch

@@ -1,0 +1,113 @@
+"""What the command line's overrides mean before Hydra reads them.
+
+`resume=<run>` and `replay=<run>` stand for that run's own overrides, a number where a
+group's option belongs (`device=1`) is refused in words Hydra has not got, and so is a search on
+a test metric (`optimized_metric=test_accuracy`), once, before its first trial.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.config.store import CONFIG_PACKAGE
+from experiments.config.validate import check_optimized_metric
+from experiments.core.errors import ExperimentError
+
+
+def config_groups() -> list[str]:
+    """The config groups a user picks options of (model, dataset, device, ...)."""
+    root = resources.files(CONFIG_PACKAGE)
+    return sorted(
+        entry.name
+        for entry in root.iterdir()
+        if entry.is_dir() and entry.name not in ("hydra", "__pycache__")
+    )
+
+
+NUMBERS = re.compile(r"[-+]?\d+(\.\d*)?(,[-+]?\d+(\.\d*)?)*")
+
+
+def refuse_numbers_for_groups(arguments: Sequence[str]) -> None:
+    """Hydra answers `device=1` with "Config group override must be a string or a list. Got int";
+    name the override instead, and what was probably meant."""
+    groups = config_groups()
+    for argument in arguments:
+        key, equals, value = argument.partition("=")
+        group = key.lstrip("+~")
+        if not equals or group not in groups or not NUMBERS.fullmatch(value):
+            continue
+        if group == "device":
+            meant = ",".join(f"cuda:{number}" for number in value.split(","))
+            raise ExperimentError(
+                f"{argument} is not an option of 'device'; a GPU is device=cuda:N, "
+                f"here device={meant}"
+            )
+        raise ExperimentError(
+            f"{argument} is not an option of '{group}': options have names; "
+            "python train.py --help lists them"
+        )
+
+
+def refuse_optimizing_on_test(arguments: Sequence[str]) -> None:
+    """Every run refuses `optimized_metric=test_accuracy`; a search is told before it starts,
+    rather than by each of its trials (Hydra only warns of a callback's error)."""
+    for argument in arguments:
+        key, _, value = argument.partition("=")
+        if key.lstrip("+") == "optimized_metric" and value not in ("", "null"):
+            check_optimized_metric(value)
+
+
+def with_saved_overrides(arguments: list[str]) -> list[str]:
+    """Expand `resume=<run folder>` and `replay=<run folder>` into that run's saved overrides.
+
+    Both compose the run's config afresh from `.hydra/overrides.yaml` (against today's configs
+    and schemas), followed by any other overrides given now (e.g. `trainer.epochs=20`). `resume`
+    continues in the run's own folder; `replay` repeats the run in a new one.
+    """
+    for key in ("resume", "replay"):
+        given = [argument for argument in arguments if argument.startswith(f"{key}=")]
+        if not given:
+            continue
+        folder = Path(given[-1].partition("=")[2]).resolve()
+        saved = folder / ".hydra" / "overrides.yaml"
+        if not saved.is_file():
+            raise ExperimentError(
+                f"{key}={given[-1].partition('=')[2]} is not a run folder (it has no {saved.name} "
+                "in .hydra/); give a folder under outputs/ that a run made"
+            )
+        previous = [
+            str(override)
+            for override in OmegaConf.load(saved)
+            if not str(override).startswith(("resume=", "replay=", "hydra.run.dir="))
+        ]
+        others = [argument for argument in arguments if argument not in given]
+        arguments = _last_of_each_key([*previous, *others, f"{key}={folder}"])
+        if key == "resume":
+            # In the run's own folder, whose snapshot is left to `save_snapshot` (a refused
+            # resume must not overwrite it).
+            arguments += [f"hydra.run.dir={folder}", "hydra.output_subdir=null"]
+    return arguments
+
+
+def save_snapshot(cfg: DictConfig, run_dir: Path) -> None:
+    """Write the config snapshot (.hydra/) of an accepted resume, as Hydra writes a run's: the
+    overrides a later resume= or replay= brings back are then those the run trained with."""
+    if not HydraConfig.initialized():
+        return
+    hydra = HydraConfig.get()
+    folder = run_dir / ".hydra"
+    OmegaConf.save(cfg, folder / "config.yaml")
+    OmegaConf.save(OmegaConf.create({"hydra": hydra}), folder / "hydra.yaml")
+    OmegaConf.save(hydra.overrides.task, folder / "overrides.yaml")
+
+
+def _last_of_each_key(overrides: list[str]) -> list[str]:
+    """Of overrides of the same key, keep the last (the one Hydra would apply), in its place."""
+    keys = [override.partition("=")[0] for override in overrides]
+    return [override for i, override in enumerate(overrides) if keys[i] not in keys[i + 1 :]]

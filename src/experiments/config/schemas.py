@@ -1,0 +1,320 @@
+"""Typed schemas for every config group: each YAML option starts from its schema (e.g.
+`defaults: [/model_schema@_here_]`) and holds only what differs from it, so a default lives in
+one place, and a wrong type, an unknown key or a value outside a closed choice fails while Hydra
+composes the config, before any run folder exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import II, MISSING, DictConfig
+
+from experiments.config.choices import DeviceName, Interval, Loader, Mode, Precision, Preload
+
+
+@dataclass
+class ModelConfig:
+    name: str = MISSING
+    _target_: str = MISSING
+    # Sized from the dataset, so every model runs on every dataset its layers can take.
+    in_channels: int = II("dataset.channels")
+    image_size: int = II("dataset.image_size")
+    num_classes: int = II("dataset.num_classes")
+
+
+@dataclass
+class MLPConfig(ModelConfig):
+    hidden_sizes: list[int] = MISSING
+
+
+@dataclass
+class AugmentConfig:
+    # Random crop after padding each side by this many pixels (0: no crop).
+    crop_padding: int = 0
+    # Random horizontal flip of half the images.
+    flip: bool = False
+
+
+@dataclass
+class DatasetConfig:
+    name: str = MISSING
+    # Null only where the data tells (UserDatasetConfig).
+    channels: int | None = MISSING
+    image_size: int | None = MISSING
+    num_classes: int | None = MISSING
+    # Class names in label order; null names them by number.
+    classes: list[str] | None = None
+    # Per-channel normalization: x = (pixel / 255 - mean) / std; one value serves every channel.
+    mean: list[float] | None = field(default_factory=lambda: [0.5])
+    std: list[float] | None = field(default_factory=lambda: [0.5])
+    # What loads the images: a `_target_` returning the train and test splits, as `Split`s of
+    # whole tensors or as torch Datasets (see UserDatasetConfig).
+    source: Any = MISSING
+    # Where the whole uint8 dataset waits for batches.
+    preload: Preload = Preload.host
+    # Batch-wise augmentation of the training images, on the device (off by default).
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    # Share of the training images held out for validation, the same share of every class (0:
+    # train on all of them). A dataset with a validation split of its own (an image folder's
+    # val/) uses that instead.
+    val_fraction: float = 0.0
+    # Seed of the held-out images, apart from the training seed, so every run of a sweep
+    # validates on the same ones.
+    val_seed: int = 0
+
+
+@dataclass
+class TorchvisionDatasetConfig(DatasetConfig):
+    # Where torchvision finds (or, with download, fetches) the files; relative to the working
+    # directory.
+    root: str = "data"
+    download: bool = False
+
+
+@dataclass
+class UserDatasetConfig(DatasetConfig):
+    """Data of the user's own (dataset=image_folder, dataset=custom): a source returning torch
+    Datasets of (image, label). What is left null is derived from the data: the image shape from
+    the first training image, the classes from the train Dataset's `classes`, mean and std from
+    the training images (computed once, cached, and recorded)."""
+
+    channels: int | None = None
+    image_size: int | None = None
+    num_classes: int | None = None
+    mean: list[float] | None = None
+    std: list[float] | None = None
+    loader: Loader = Loader.auto
+    # DataLoader worker processes decoding images (null: one per core this process may use, at
+    # most 8, shared among the processes of a torchrun run on this machine).
+    workers: int | None = None
+    # Keep the decoded images in cache_dir (memory-mapped), so only the first run decodes them.
+    cache: bool = True
+    # Relative to the working directory.
+    cache_dir: str = "data/cache"
+    # loader=auto decodes into memory up to this size (all splits together), streams beyond it.
+    cache_max_gb: float = 4.0
+
+
+@dataclass
+class ImageFolderDatasetConfig(UserDatasetConfig):
+    # DIR/train/<class>/*, DIR/test/<class>/* and optionally DIR/val/<class>/*; relative to the
+    # working directory.
+    root: str = MISSING
+    # Every image is converted (grey <-> RGB), resized and center-cropped to this.
+    channels: int | None = 3
+    image_size: int | None = 32
+
+
+@dataclass
+class SyntheticDatasetConfig(DatasetConfig):
+    channels: int = 3
+    image_size: int = 32
+    num_classes: int = 10
+    train_size: int = 2048
+    test_size: int = 512
+    # Seed of the generated images, separate from the training seed so they stay fixed.
+    data_seed: int = 0
+
+
+@dataclass
+class DeviceConfig:
+    name: DeviceName = MISSING
+    # With `cuda`: the GPU's index (null: the current one, or a free one in a parallel sweep).
+    # `device=cuda:N` sets it.
+    index: int | None = None
+    # GPUs for `dp` (null: every GPU; batches go to the first), or for `ddp` (the process with
+    # LOCAL_RANK r takes ids[r]; null: GPU r).
+    ids: list[int] | None = None
+    # The GPUs this process may use, e.g. [2, 3]: CUDA_VISIBLE_DEVICES before CUDA starts, the
+    # GPUs numbered from 0 after. Counted among those a scheduler's CUDA_VISIBLE_DEVICES allows.
+    visible: list[int] | None = None
+    # With `ddp`: seconds before joining the processes, or any collective, gives up.
+    timeout: float = 300.0
+
+
+@dataclass
+class PlacementConfig:
+    name: str = MISSING
+    _target_: str = MISSING
+
+
+@dataclass
+class OptimizerConfig:
+    name: str = MISSING
+    _target_: str = MISSING
+    # Built with the model's parameters at run time.
+    _partial_: bool = True
+    lr: float = MISSING
+    weight_decay: float = 0.0
+
+
+@dataclass
+class SGDConfig(OptimizerConfig):
+    _target_: str = "torch.optim.SGD"
+    momentum: float = 0.0
+
+
+@dataclass
+class AdamConfig(OptimizerConfig):
+    _target_: str = "torch.optim.Adam"
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+
+
+@dataclass
+class SchedulerConfig:
+    """A learning-rate schedule: `_target_` is built with the optimizer and the number of times
+    it will be stepped in the whole run (epochs, or optimizer steps)."""
+
+    name: str = MISSING
+    _target_: str = MISSING
+    _partial_: bool = True
+    interval: Interval = Interval.epoch
+
+
+@dataclass
+class StepSchedulerConfig(SchedulerConfig):
+    # Where the learning rate is multiplied by gamma, as shares of the run.
+    milestones: list[float] = field(default_factory=lambda: [0.5, 0.75])
+    gamma: float = 0.1
+
+
+@dataclass
+class CosineSchedulerConfig(SchedulerConfig):
+    interval: Interval = Interval.step
+    # The learning rate at the end of the run.
+    min_lr: float = 0.0
+
+
+@dataclass
+class WarmupCosineSchedulerConfig(CosineSchedulerConfig):
+    # Share of the run spent rising linearly from lr * start_factor to lr.
+    warmup_fraction: float = 0.1
+    start_factor: float = 0.01
+
+
+@dataclass
+class OneCycleSchedulerConfig(SchedulerConfig):
+    interval: Interval = Interval.step
+    # The peak (null: the optimizer's lr; one cycle is often run with a peak several times the
+    # lr a constant schedule could take, e.g. 0.1 for Tudui with sgd_momentum).
+    max_lr: float | None = None
+    # Share of the run spent rising to max_lr.
+    pct_start: float = 0.3
+
+
+@dataclass
+class EarlyStoppingConfig:
+    # Stop when trainer.monitor has not improved by more than min_delta for this many epochs
+    # (null: never). Needs a validation split.
+    patience: int | None = None
+    min_delta: float = 0.0
+
+
+@dataclass
+class TrainerConfig:
+    epochs: int = 10
+    # The batch of one optimizer step (of all processes together under torchrun).
+    batch_size: int = 64
+    seed: int = 0
+    # Only deterministic algorithms (and cuBLAS's fixed workspace): slower on some GPU ops.
+    deterministic: bool = False
+    # Save checkpoints/last.pt every this many epochs (and always after the last).
+    checkpoint_every: int = 1
+    # CPU threads torch may use (null: torch's default, one per core); 1 suits parallel sweeps.
+    threads: int | None = None
+    precision: Precision = Precision.fp32
+    # Model and input in channels-last memory format; null: on the CPU, where it measured much
+    # faster (docs/speed.md), and off on GPUs, where it is not measured here.
+    channels_last: bool | None = None
+    # torch.compile the model with this backend (e.g. inductor; null: eager).
+    compile: str | None = None
+    # Let glibc's malloc keep freed memory for reuse (Linux): much faster on the CPU.
+    keep_freed_memory: bool = True
+    # Training steps between logged losses (console, metrics.jsonl, TensorBoard).
+    log_interval: int = 20
+    # Stop each epoch's training / evaluation after this many batches (null: all).
+    limit_train_batches: int | None = None
+    limit_eval_batches: int | None = None
+    # The validation metric that selects the run's epoch (checkpoints/best.pt); with mode auto,
+    # the highest accuracy or the lowest loss. Never a test metric.
+    monitor: str = "val_accuracy"
+    monitor_mode: Mode = Mode.auto
+    early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
+    # Clip the gradients' total norm to this before each step (null: no clipping).
+    gradient_clip: float | None = None
+    # Label smoothing of the training loss (validation and test losses are plain cross-entropy).
+    label_smoothing: float = 0.0
+    # At the end, draw the test split's confusion matrix at the selected epoch (TensorBoard and
+    # confusion_matrix.png; up to 100 classes). Its counts are in the checkpoint either way.
+    confusion_matrix: bool = True
+
+
+@dataclass
+class TrainSchema:
+    # Any: a model of the user's own may bring fields of its own (the shipped ones are typed).
+    model: Any = MISSING
+    dataset: DatasetConfig = MISSING
+    device: DeviceConfig = MISSING
+    placement: PlacementConfig = MISSING
+    optimizer: OptimizerConfig = MISSING
+    scheduler: SchedulerConfig = MISSING
+    trainer: TrainerConfig = MISSING
+    # What a run returns to a sweeper (hparams_search=optuna optimizes it, minimizing a loss):
+    # val_accuracy or val_loss at the selected epoch, the final train_loss, or the run's
+    # train_images_per_second (null: nothing).
+    optimized_metric: str | None = None
+    # A run folder to continue from its last checkpoint, in that folder (resume=<run folder>).
+    resume: str | None = None
+    # The run folder this run repeats (replay=<run folder>): its overrides, a new folder.
+    replay: str | None = None
+
+
+@dataclass
+class EvalSchema:
+    # A run folder (its checkpoints/last.pt) or a checkpoint file.
+    ckpt: str = MISSING
+    # None: the dataset the checkpoint was trained on.
+    dataset: DatasetConfig | None = None
+    device: DeviceConfig = MISSING
+    placement: PlacementConfig = MISSING
+    batch_size: int = 256
+    # Stop after this many test batches (null: the whole test split).
+    limit_batches: int | None = None
+
+
+# The schemas by the name an option's defaults list gives them (`/model_schema@_here_`).
+SCHEMAS: dict[str, type] = {
+    "train_schema": TrainSchema,
+    "eval_schema": EvalSchema,
+    "model_schema": ModelConfig,
+    "mlp_schema": MLPConfig,
+    "dataset_schema": DatasetConfig,
+    "torchvision_dataset_schema": TorchvisionDatasetConfig,
+    "user_dataset_schema": UserDatasetConfig,
+    "image_folder_dataset_schema": ImageFolderDatasetConfig,
+    "synthetic_dataset_schema": SyntheticDatasetConfig,
+    "device_schema": DeviceConfig,
+    "placement_schema": PlacementConfig,
+    "sgd_schema": SGDConfig,
+    "adam_schema": AdamConfig,
+    "scheduler_schema": SchedulerConfig,
+    "step_scheduler_schema": StepSchedulerConfig,
+    "cosine_scheduler_schema": CosineSchedulerConfig,
+    "warmup_cosine_scheduler_schema": WarmupCosineSchedulerConfig,
+    "onecycle_scheduler_schema": OneCycleSchedulerConfig,
+    "trainer_schema": TrainerConfig,
+}
+
+
+def is_users_data(dataset: DictConfig) -> bool:
+    """Data of the user's own (an image folder, a source of torch Datasets), whose config may
+    leave its shape, classes and statistics to the data. Told by its fields, which a
+    checkpoint's plain config keeps too."""
+    return "loader" in dataset
+
+
+def is_image_folder(dataset: DictConfig) -> bool:
+    """dataset=image_folder, or a variant of it."""
+    return is_users_data(dataset) and "root" in dataset

@@ -1,0 +1,205 @@
+"""The checks a config's types cannot make: keys appended with `+` that no schema has, numbers
+out of range, and what selects epochs and hyperparameters (never a test metric). Each refusal is
+one line naming the key and what is valid."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.config.choices import MONITORED, OPTIMIZABLE, TEST_METRICS, DeviceName
+from experiments.config.schemas import is_users_data
+from experiments.core.errors import ExperimentError
+
+
+def validate(cfg: DictConfig, processes: int = 1) -> None:
+    """Refuse, in one line naming the key and what is valid, what composing let through.
+
+    Shared by training and evaluation configs (a section a config lacks is skipped);
+    `trainer.batch_size` is the global batch, shared by the `processes` of a distributed run.
+    """
+    _refuse_unknown_keys(cfg, "")
+    if "trainer" in cfg:
+        trainer = cfg.trainer
+        _at_least_one(
+            "trainer", trainer, "epochs", "batch_size", "log_interval", "checkpoint_every"
+        )
+        _at_least_one_or_null(
+            "trainer", trainer, "threads", "limit_train_batches", "limit_eval_batches"
+        )
+        if trainer.compile and cfg.device.name == DeviceName.dp:
+            raise ExperimentError(
+                f"trainer.compile={trainer.compile} cannot compile device=dp's DataParallel (it "
+                "copies the model to every GPU at every step); use device=ddp"
+            )
+        _check_selection(cfg)
+        _check_optimization(cfg)
+        if trainer.batch_size % processes:
+            raise ExperimentError(
+                f"trainer.batch_size={trainer.batch_size} is the batch of all {processes} "
+                f"processes together; make it a multiple of {processes}"
+            )
+    if "limit_batches" in cfg:  # an evaluation
+        _at_least_one("", cfg, "batch_size")
+        _at_least_one_or_null("", cfg, "limit_batches")
+        if cfg.device.name == DeviceName.ddp:
+            raise ExperimentError(
+                "device=ddp trains under torchrun; eval.py evaluates in one process: use "
+                "device=cuda, device=dp or device=cpu"
+            )
+    if cfg.get("dataset") is not None:
+        _check_dataset(cfg.dataset)
+    visible = cfg.device.visible or []
+    if any(gpu < 0 for gpu in visible):
+        raise ExperimentError(
+            f"device.visible={list(visible)} names a negative GPU; GPUs are numbered from 0"
+        )
+
+
+def _refuse_unknown_keys(node: DictConfig, path: str) -> None:
+    """Hydra lets `+section.key=value` append a key to any section; refuse one its schema lacks."""
+    schema = OmegaConf.get_type(node)
+    if not dataclasses.is_dataclass(schema):
+        return  # a free-form section (a data source's arguments, a model of the user's own)
+    known = [entry.name for entry in dataclasses.fields(schema)]
+    for key in node:
+        name = f"{path}.{key}" if path else str(key)
+        if key not in known:
+            section = f"'{path}'" if path else "the config"
+            raise ExperimentError(
+                f"+{name}: {section} has no key '{key}'; its keys are {', '.join(known)}"
+            )
+        # An interpolation is left unresolved: it may name a field derived later (a model's
+        # num_classes from an image folder's classes).
+        if OmegaConf.is_missing(node, key) or OmegaConf.is_interpolation(node, key):
+            continue
+        if isinstance(node[key], DictConfig):
+            _refuse_unknown_keys(node[key], name)
+
+
+def _at_least_one(section: str, node: DictConfig, *keys: str) -> None:
+    for key in keys:
+        if node[key] < 1:
+            name = f"{section}.{key}" if section else key
+            raise ExperimentError(f"{name}={node[key]} must be a whole number >= 1")
+
+
+def _at_least_one_or_null(section: str, node: DictConfig, *keys: str) -> None:
+    for key in keys:
+        if node[key] is not None and node[key] < 1:
+            name = f"{section}.{key}" if section else key
+            raise ExperimentError(f"{name}={node[key]} must be >= 1, or null")
+
+
+WHY_NOT_TEST = (
+    "the test split would then no longer measure the model on images nothing was chosen by"
+)
+
+
+def check_optimized_metric(metric: str | None) -> None:
+    """What a run returns to a sweeper is a validation (or training) number, never a test one.
+    (Also checked when a sweep starts, before its first trial.)"""
+    if metric in TEST_METRICS:
+        raise ExperimentError(
+            f"optimized_metric={metric} would choose hyperparameters on the test split: "
+            f"{WHY_NOT_TEST}; optimize {', '.join(OPTIMIZABLE)}"
+        )
+    if metric is not None and metric not in OPTIMIZABLE:
+        raise ExperimentError(
+            f"optimized_metric={metric} is not a metric a run reports; choose "
+            f"{', '.join(OPTIMIZABLE)}"
+        )
+
+
+def _check_selection(cfg: DictConfig) -> None:
+    """Validation metrics select epochs and hyperparameters; test metrics never do."""
+    trainer = cfg.trainer
+    if trainer.monitor in TEST_METRICS:
+        raise ExperimentError(
+            f"trainer.monitor={trainer.monitor} would pick the epoch on the test split: "
+            f"{WHY_NOT_TEST}; monitor {' or '.join(MONITORED)} (with dataset.val_fraction=0.1)"
+        )
+    if trainer.monitor not in MONITORED:
+        raise ExperimentError(
+            f"trainer.monitor={trainer.monitor} is not a metric it can monitor; choose "
+            f"{' or '.join(MONITORED)}"
+        )
+    check_optimized_metric(cfg.optimized_metric)
+    _at_least_one_or_null("trainer.early_stopping", trainer.early_stopping, "patience")
+    if trainer.early_stopping.min_delta < 0:
+        raise ExperimentError(
+            f"trainer.early_stopping.min_delta={trainer.early_stopping.min_delta} must be >= 0"
+        )
+
+
+def _check_optimization(cfg: DictConfig) -> None:
+    """The loss, the gradients and the learning-rate schedule."""
+    trainer = cfg.trainer
+    if trainer.gradient_clip is not None and trainer.gradient_clip <= 0:
+        raise ExperimentError(
+            f"trainer.gradient_clip={trainer.gradient_clip} must be > 0 (a gradient norm), or null"
+        )
+    if not 0 <= trainer.label_smoothing < 1:
+        raise ExperimentError(
+            f"trainer.label_smoothing={trainer.label_smoothing} must be in [0, 1)"
+        )
+    scheduler = cfg.scheduler
+    milestones = list(scheduler.get("milestones", []))
+    if not all(0 < share <= 1 for share in milestones):
+        raise ExperimentError(
+            f"scheduler.milestones={milestones} are shares of the run, each in (0, 1]"
+        )
+    if not 0 < scheduler.get("pct_start", 0.5) < 1:
+        raise ExperimentError(f"scheduler.pct_start={scheduler.pct_start} must be in (0, 1)")
+    if not 0 <= scheduler.get("warmup_fraction", 0) < 1:
+        raise ExperimentError(
+            f"scheduler.warmup_fraction={scheduler.warmup_fraction} must be in [0, 1)"
+        )
+
+
+def _check_dataset(dataset: DictConfig) -> None:
+    if not 0 <= dataset.val_fraction < 1:
+        raise ExperimentError(
+            f"dataset.val_fraction={dataset.val_fraction} must be in [0, 1): the share of the "
+            "training images held out for validation"
+        )
+    if OmegaConf.is_missing(dataset, "root"):  # an image folder without its folder
+        raise ExperimentError(
+            f"dataset={dataset.name} needs dataset.root=<folder>, holding train/<class>/* and "
+            "test/<class>/* (docs/own-data.md)"
+        )
+    if OmegaConf.is_missing(dataset.source, "_target_"):
+        raise ExperimentError(
+            f"dataset={dataset.name} needs dataset.source._target_=<module>.<function>, a "
+            "function returning (train, test) torch Datasets (docs/own-data.md)"
+        )
+    if dataset.channels not in (None, 1, 3):
+        raise ExperimentError(f"dataset.channels={dataset.channels} must be 1 (grey) or 3 (RGB)")
+    _at_least_one_or_null("dataset", dataset, "image_size")
+    if is_users_data(dataset):
+        if dataset.workers is not None and dataset.workers < 0:
+            raise ExperimentError(f"dataset.workers={dataset.workers} must be >= 0, or null")
+        if dataset.cache_max_gb < 0:
+            raise ExperimentError(f"dataset.cache_max_gb={dataset.cache_max_gb} must be >= 0")
+    for key in ("mean", "std"):
+        if dataset[key] is None:
+            continue  # computed from the training images
+        values = list(dataset[key])
+        if len(values) not in (1, dataset.channels or len(values)):
+            raise ExperimentError(
+                f"dataset.{key}={values} needs 1 or {dataset.channels} values (one per channel)"
+            )
+    if (
+        dataset.classes is not None
+        and dataset.num_classes is not None
+        and len(dataset.classes) != dataset.num_classes
+    ):
+        raise ExperimentError(
+            f"dataset.classes names {len(dataset.classes)} classes, "
+            f"but dataset.num_classes={dataset.num_classes}"
+        )
+    if dataset.augment.crop_padding < 0:
+        raise ExperimentError(
+            f"dataset.augment.crop_padding={dataset.augment.crop_padding} must be >= 0"
+        )

@@ -1,0 +1,60 @@
+"""Files written whole or not at all, and locks between processes.
+
+Every record a run keeps (results.json, metrics.jsonl after a resume, checkpoints, the cache's
+statistics) is written by `write_atomically`, and every lock (a cache entry being built, a GPU a
+sweep job holds) is a POSIX file lock, which the system releases even if its process dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO
+
+
+def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
+    """Write to a temporary file beside `path`, sync it to disk, then rename it over `path`:
+    a crash leaves either the old file or the new one, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(temporary, "wb") as file:
+        write(file)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
+    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX)
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    write_atomically(path, lambda file: file.write(text.encode()))
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on `path` for the block, waiting for any other holder first."""
+    import fcntl  # POSIX only: imported here so that the module still loads on Windows
+
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def try_lock(path: Path) -> IO[str] | None:
+    """An exclusive lock on `path`, held until the returned file is closed; None at once if
+    another process holds it."""
+    import fcntl  # POSIX only, as above
+
+    lock = open(path, "w")  # noqa: SIM115 - the caller holds it open
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        return None
+    return lock

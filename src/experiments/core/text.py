@@ -1,0 +1,24 @@
+"""How shapes, GPUs and paths are written, the same in every message and record."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """(3, 32, 32) as 3x32x32."""
+    return "x".join(map(str, shape))
+
+
+def gpu_name(index: int) -> str:
+    """A GPU as it is written in options, messages and records alike: cuda:N."""
+    return f"cuda:{index}"
+
+
+def display_path(path: Path) -> str:
+    """The path relative to the working directory when it lies below it, as a user would type it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,77 @@
+"""The sources of the shipped samples and of generated images: each returns (train, test) splits
+as whole uint8 tensors. The sample files live in `experiments/sample_data/`, with their
+provenance."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from experiments.data.types import Split
+
+SAMPLE_DATA = Path(__file__).resolve().parents[1] / "sample_data"
+
+
+def cifar10_sample() -> tuple[Split, Split]:
+    """The 4,000 train + 1,000 test CIFAR-10 images shipped in the repo (see its PROVENANCE.md).
+
+    Each PNG holds 1,000 images, one per row: 1024 RGB pixels, a 32x32 image in row-major order.
+    """
+    root = SAMPLE_DATA / "cifar10"
+    text = (root / "cifar10_labels.js").read_text()
+    labels = torch.tensor(json.loads(text[text.index("[") : text.rindex("]") + 1]))
+
+    def batch(number: int) -> tuple[torch.Tensor, torch.Tensor]:
+        with Image.open(root / f"cifar10_batch_{number}.png") as strip:
+            pixels = torch.from_numpy(np.array(strip))  # (1000, 1024, 3): one image per row
+        images = pixels.reshape(1000, 32, 32, 3).permute(0, 3, 1, 2).contiguous()
+        return images, labels[1000 * number : 1000 * (number + 1)]
+
+    train = [batch(number) for number in range(4)]
+    test_images, test_labels = batch(50)
+    return (
+        Split(torch.cat([images for images, _ in train]), torch.cat([lab for _, lab in train])),
+        Split(test_images, test_labels),
+    )
+
+
+def mnist_sample(test_every: int) -> tuple[Split, Split]:
+    """The 10,000-image MNIST test set shipped in the repo, every `test_every`-th image held out.
+
+    Taking every k-th image (rather than the first or last part) keeps both halves of the set,
+    written by different groups of people, in both splits.
+    """
+    root = SAMPLE_DATA / "mnist"
+    images = torch.from_numpy(read_idx(root / "t10k-images-idx3-ubyte.gz")).unsqueeze(1)
+    labels = torch.from_numpy(read_idx(root / "t10k-labels-idx1-ubyte.gz")).long()
+    held_out = torch.arange(len(labels)) % test_every == test_every - 1
+    return Split(images[~held_out], labels[~held_out]), Split(images[held_out], labels[held_out])
+
+
+def read_idx(path: Path) -> np.ndarray:
+    """Read an idx file (big-endian: magic, one uint32 per dimension, then uint8 data)."""
+    raw = gzip.decompress(path.read_bytes())
+    dims = raw[3]
+    shape = np.frombuffer(raw, dtype=">u4", count=dims, offset=4)
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape).copy()
+
+
+def synthetic_splits(
+    channels: int, image_size: int, num_classes: int, train_size: int, test_size: int, seed: int
+) -> tuple[Split, Split]:
+    """Generated images: a fixed random pattern per class, blended with per-image noise."""
+    generator = torch.Generator().manual_seed(seed)
+    patterns = torch.rand(num_classes, channels, image_size, image_size, generator=generator)
+
+    def split(size: int) -> Split:
+        labels = torch.randint(num_classes, (size,), generator=generator)
+        noise = torch.rand(size, channels, image_size, image_size, generator=generator)
+        images = (0.6 * patterns[labels] + 0.4 * noise) * 255
+        return Split(images.to(torch.uint8), labels)
+
+    return split(train_size), split(test_size)

@@ -1,0 +1,155 @@
+"""The decoded cache: a split of the user's images decoded once into one uint8 array file, then
+memory-mapped by every later epoch and run, which cut their batches from it as from the shipped
+in-memory samples.
+
+An entry is a folder `<cache_dir>/<dataset>-<split>-<key>/` holding `images.npy` (N, C, H, W),
+`labels.npy` and `meta.json`. The key hashes what the decoded images depend on: the split's file
+paths, sizes and modification times, the image size and the channels, and what made the Dataset
+(its function and arguments); a changed folder gets a new entry. An entry is built in a
+temporary folder and renamed into place, so a kill mid-build leaves none; one whose files do not
+have the sizes its meta.json records (truncated, say) is rebuilt. A lock file per entry makes a
+second run (or torchrun process) building the same entry wait for the first and then use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from experiments.core.errors import ExperimentError
+from experiments.core.files import locked
+from experiments.data.streaming import decode_all
+
+log = logging.getLogger("experiments")
+
+# Bump when the decoding changes, so old entries are not taken for new ones.
+FORMAT = 1
+
+
+def fingerprint(dataset: Dataset, shape: tuple[int, int, int], source: str) -> str | None:
+    """The key of a split's decoded images, from its files (a Dataset with torchvision's
+    `samples` list of (path, label)) and `source`, what made the Dataset (its function and
+    arguments: a transform's switch changes the images); None for a Dataset that names no files,
+    which cannot be told apart from a changed one and so is never cached."""
+    samples = getattr(dataset, "samples", None)
+    if not isinstance(samples, list):
+        return None
+    digest = hashlib.sha256(f"{FORMAT} {shape} {source}".encode())
+    for sample in samples:
+        try:
+            path, label = sample
+            status = os.stat(path)
+        except (OSError, TypeError, ValueError):
+            return None  # not a list of (file, label): nothing to key by
+        file = f"{os.path.abspath(path)} {status.st_size} {status.st_mtime_ns} {label}"
+        digest.update(f"\n{file}".encode())
+    return digest.hexdigest()[:16]
+
+
+def usable_folder(cache_dir: str) -> Path:
+    """`cache_dir`, created if needed, after checking a file can be written there."""
+    folder = Path(cache_dir).expanduser()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".writable-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        raise ExperimentError(
+            f"dataset.cache_dir={cache_dir} is not a writable folder ({error.strerror}); name "
+            "another folder, or set dataset.cache=false to keep nothing there"
+        ) from None
+    return folder
+
+
+def decoded(
+    dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    """The split's images (memory-mapped) and labels from the cache entry `entry`, built first if
+    it is missing or torn; and what happened, for results.json."""
+    with locked(entry.with_name(entry.name + ".lock")):
+        problem = _problem(entry)
+        built = problem is not None
+        if built:
+            if entry.exists():
+                log.warning("cache %s is %s: decoding again", entry, problem)
+                shutil.rmtree(entry)
+            _build(dataset, entry, shape, workers)
+        meta = json.loads((entry / "meta.json").read_text())
+    images = torch.from_numpy(np.load(entry / "images.npy", mmap_mode="c"))
+    labels = torch.from_numpy(np.load(entry / "labels.npy"))
+    record = {
+        "path": str(entry.resolve()),
+        "built": built,
+        "megabytes": round(meta["images_bytes"] / 1e6, 1),
+    }
+    if built:
+        record["build_seconds"] = round(meta["seconds"], 2)
+    return images, labels, record
+
+
+def _build(dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int) -> None:
+    for stale in entry.parent.glob(f"{entry.name}.tmp-*"):  # a build killed before its rename
+        shutil.rmtree(stale, ignore_errors=True)
+    temporary = entry.with_name(f"{entry.name}.tmp-{os.getpid()}")
+    temporary.mkdir()
+    try:
+        _write(dataset, temporary, shape, workers)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    os.rename(temporary, entry)
+    meta = json.loads((entry / "meta.json").read_text())
+    log.info(
+        "decoded %s images into %s (%.1f MB) in %.1f s",
+        f"{meta['count']:,}",
+        entry,
+        meta["images_bytes"] / 1e6,
+        meta["seconds"],
+    )
+
+
+def _write(dataset: Dataset, temporary: Path, shape: tuple[int, int, int], workers: int) -> None:
+    began = time.perf_counter()
+    count = len(dataset)  # type: ignore[arg-type]
+    images_file = np.lib.format.open_memmap(
+        temporary / "images.npy", mode="w+", dtype=np.uint8, shape=(count, *shape)
+    )
+    _, labels = decode_all(dataset, shape, workers, into=images_file)
+    images_file.flush()
+    del images_file
+    np.save(temporary / "labels.npy", labels)
+    meta = {
+        "format": FORMAT,
+        "count": count,
+        "shape": list(shape),
+        "images_bytes": (temporary / "images.npy").stat().st_size,
+        "labels_bytes": (temporary / "labels.npy").stat().st_size,
+        "seconds": time.perf_counter() - began,
+    }
+    (temporary / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    for name in ("images.npy", "labels.npy", "meta.json"):
+        with open(temporary / name, "rb") as file:
+            os.fsync(file.fileno())
+
+
+def _problem(entry: Path) -> str | None:
+    """Why the entry cannot be used (missing, or a file of the wrong size), or None."""
+    try:
+        meta = json.loads((entry / "meta.json").read_text())
+        sizes = [(entry / name).stat().st_size for name in ("images.npy", "labels.npy")]
+    except (OSError, ValueError):
+        return "missing" if not entry.exists() else "incomplete"
+    if sizes != [meta["images_bytes"], meta["labels_bytes"]]:
+        return "torn (a file is not the size it was written with)"
+    return None

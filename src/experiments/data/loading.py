@@ -1,0 +1,172 @@
+"""A dataset's splits, ready to be cut into batches by `experiments.data.batches`.
+
+A source, named by the dataset config's `source._target_`, returns the splits in one of two forms:
+
+- whole uint8 tensors (`Split`: (N, C, H, W) images and int64 labels): the files shipped in
+  `sample_data/`, torchvision's dataset classes, generated images. Loaded once, batches cut from
+  them.
+- torch Datasets of (image, label): an image folder, or a function of the user's own
+  (`experiments.data.own_data`), decoded into such tensors through the cache, or streamed by
+  DataLoader workers (`Streamed`).
+
+`load` checks what a source returns against the shape the config declares or derives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from experiments.config.build import build, plain
+from experiments.config.choices import Loader
+from experiments.config.schemas import DatasetConfig, is_image_folder
+from experiments.core.errors import ExperimentError
+from experiments.core.text import shape_text
+from experiments.data import own_data
+from experiments.data.own_data import CheckedDataset
+from experiments.data.types import ImageData, Split, Streamed
+from experiments.data.validation import refuse_a_second
+from experiments.devices.placement import Placement
+
+log = logging.getLogger("experiments")
+
+
+def load(config: DatasetConfig, *, processes_here: int = 1, training: bool = True) -> ImageData:
+    """Load the splits as the dataset config says (for an evaluation, `training=False`, only the
+    test split), and check them against its declared shape."""
+    # An evaluation reads only an image folder's test/ (it needs no train/ folder).
+    made = _made_by_source(config, evaluating=not training and is_image_folder(config))
+    if isinstance(made, (tuple, list)) and all(isinstance(split, Split) for split in made):
+        return _whole_tensors(config, made)
+    return _datasets(config, made, processes_here, training)
+
+
+def _made_by_source(config: DatasetConfig, evaluating: bool) -> Any:
+    target = config.source._target_
+    module_name, _, attribute = target.rpartition(".")
+    try:  # before Hydra does, to say plainly what is missing
+        if not module_name:
+            raise ImportError("give it as <module>.<function>")
+        getattr(importlib.import_module(module_name), attribute)
+    except AttributeError as error:
+        raise ExperimentError(f"dataset.source._target_={target}: {error}") from None
+    except (ImportError, ValueError) as error:
+        raise ExperimentError(
+            f"dataset.source._target_={target} cannot be imported ({error}); its module must be "
+            "on PYTHONPATH"
+        ) from None
+    return build(config.source, **({"evaluating": True} if evaluating else {}))
+
+
+def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
+    channels, size, classes = config.channels, config.image_size, config.num_classes
+    train, test = made
+    for split_name, split in (("train", train), ("test", test)):
+        if len(split) == 0:
+            raise ExperimentError(f"dataset {config.name} has no {split_name} images")
+        found = tuple(split.images.shape[1:])
+        if found != (channels, size, size):
+            raise ExperimentError(
+                f"dataset {config.name} has {shape_text(found)} {split_name} images, but its "
+                f"config says {shape_text((channels, size, size))} (dataset.channels, "
+                "dataset.image_size)"
+            )
+        if int(split.labels.max()) >= classes:
+            raise ExperimentError(
+                f"dataset {config.name} has label {int(split.labels.max())}, but "
+                f"dataset.num_classes={classes}"
+            )
+    names = list(config.classes) if config.classes is not None else [str(k) for k in range(classes)]
+    return ImageData(
+        config.name,
+        train,
+        test,
+        names,
+        list(config.mean),
+        list(config.std),
+        (channels, size, size),
+    )
+
+
+def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> ImageData:
+    """Torch Datasets from an image folder or the user's code: decoded into memory or streamed."""
+    began = time.perf_counter()
+    # What messages call the data: the folder, or the user's function.
+    target = f"dataset.root={config.root}" if is_image_folder(config) else config.source._target_
+    found = own_data.splits(made, target)
+    if "val" in found:
+        refuse_a_second(config, config.val_fraction)
+    shape = own_data.shape_of(config, found["train"], target)
+    classes = own_data.class_names(config, found["train"], target)
+    wanted = [name for name in found if training or name == "test"]
+    made_by = plain(config.source)
+    if "root" in made_by:  # the same folder, however it is written
+        made_by["root"] = str(Path(made_by["root"]).expanduser().resolve())
+    source = json.dumps(made_by, sort_keys=True)
+    items = {
+        name: CheckedDataset(found[name], f"{target}'s {name}", shape, len(classes), source)
+        for name in wanted
+    }
+    decoded_bytes = sum(len(split) for split in items.values()) * math.prod(shape)
+    loader, reason = own_data.choose_loader(config.loader, decoded_bytes, config.cache_max_gb)
+    workers = (
+        config.workers if config.workers is not None else own_data.default_workers(processes_here)
+    )
+    log.info("dataset %s: loader=%s (%s)", config.name, loader, reason)
+    record: dict[str, Any] = {
+        "loader": str(loader),
+        "loader_reason": reason,
+        "workers": workers,
+        "images": {name: len(split) for name, split in items.items()},
+    }
+    loaded: dict[str, Split | Streamed] = {}
+    for name, split in items.items():
+        if loader == Loader.memory:
+            images, labels, cached = own_data.in_memory(split, config, config.name, name, workers)
+            loaded[name] = Split(images, labels)
+            record.setdefault("cache", {})[name] = cached
+        else:
+            loaded[name] = Streamed(split, workers)
+    mean, std = config.mean, config.std
+    if mean is None or std is None:
+        if "train" not in loaded:
+            raise ExperimentError("dataset.mean and dataset.std are needed to evaluate")
+        train = loaded["train"]
+        found_mean, found_std, origin = own_data.normalization(
+            train.images if isinstance(train, Split) else train, items["train"], config, config.name
+        )
+        mean, std = mean or found_mean, std or found_std
+        record["statistics"] = origin
+        log.info("dataset %s: mean %s, std %s (%s)", config.name, mean, std, origin)
+    record["seconds"] = round(time.perf_counter() - began, 2)
+    return ImageData(
+        config.name,
+        loaded.get("train"),
+        loaded["test"],
+        classes,
+        list(mean),
+        list(std),
+        shape,
+        val=loaded.get("val"),
+        record=record,
+    )
+
+
+def preload(data: ImageData, placement: Placement) -> ImageData:
+    """The dataset with its in-memory splits' uint8 tensors on the device, copied there once
+    (streamed splits stay streamed)."""
+
+    def moved(split: Any) -> Any:
+        if not isinstance(split, Split):
+            return split
+        return Split(placement.tensor(split.images), placement.tensor(split.labels))
+
+    return dataclasses.replace(
+        data, train=moved(data.train), test=moved(data.test), val=moved(data.val)
+    )

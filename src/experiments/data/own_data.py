@@ -1,0 +1,263 @@
+"""Data of the user's own: the torch Datasets an image folder or the user's code returns, held to
+one contract, then decoded into memory (through the cache) or streamed.
+
+The contract (docs/own-data.md): a source returns `(train, test)` or `(train, test, val)` torch
+Datasets whose items are `(image, label)`: the image a uint8 tensor (C, S, S), or a float one in
+[0, 1] (torchvision's ToTensor); the label an int below the number of classes. `CheckedDataset`
+checks every item as it is decoded, and the first training item before anything else.
+
+`dataset.loader` decides the path: `memory` decodes each split once into one uint8 tensor (kept
+in `dataset.cache_dir` when the Dataset names its files, so later runs only map it), `stream`
+hands the Datasets to DataLoader workers every epoch, and `auto` takes memory when the decoded
+images fit `dataset.cache_max_gb`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset, Subset
+
+from experiments.config.choices import Loader
+from experiments.config.schemas import UserDatasetConfig
+from experiments.core.errors import ExperimentError
+from experiments.core.files import write_text_atomically
+from experiments.core.text import shape_text
+from experiments.data import cache
+from experiments.data.streaming import decode_all
+from experiments.data.types import Streamed
+
+log = logging.getLogger("experiments")
+
+CONTRACT = "(train, test) or (train, test, val) torch Datasets of (image tensor, int label)"
+# Mean and std of streamed images are computed from at most this many training images.
+STATISTICS_SAMPLE = 10_000
+
+
+class CheckedDataset(Dataset):
+    """A user's Dataset whose items are checked and converted to (uint8 (C, S, S), int)."""
+
+    def __init__(
+        self,
+        dataset: Dataset,
+        name: str,
+        shape: tuple[int, int, int],
+        num_classes: int,
+        source: str,
+    ) -> None:
+        self.dataset = dataset
+        self.name = name  # "<source>'s train"
+        self.shape = shape
+        self.num_classes = num_classes
+        self.source = source  # what made the Dataset: its function and arguments
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    @property
+    def samples(self) -> Any:
+        """The underlying Dataset's files, if it names them (what the cache key hashes)."""
+        return getattr(self.dataset, "samples", None)
+
+    @functools.cached_property
+    def key(self) -> str | None:
+        """The cache key of these items' decoded images (None: they cannot be cached)."""
+        return cache.fingerprint(self, self.shape, self.source)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        item = self.dataset[index]
+        where = f"{self.name}[{index}]"
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+            raise ExperimentError(f"{where} is {_describe(item)}, not (image tensor, int label)")
+        image = as_uint8(item[0], where)
+        if tuple(image.shape) != self.shape:
+            raise ExperimentError(
+                f"{where} is a {shape_text(tuple(image.shape))} image; the split's images are "
+                f"{shape_text(self.shape)} (dataset.channels, dataset.image_size)"
+            )
+        label = item[1]
+        if isinstance(label, torch.Tensor) and label.numel() == 1:
+            label = label.item()
+        if not isinstance(label, (int, np.integer)) or not 0 <= label < self.num_classes:
+            raise ExperimentError(
+                f"{where} has label {label!r}; labels are ints from 0 to {self.num_classes - 1}"
+            )
+        return image, int(label)
+
+
+def as_uint8(image: Any, where: str) -> torch.Tensor:
+    """A (C, H, W) image tensor as uint8: as it is, or from floats in [0, 1]."""
+    if not isinstance(image, torch.Tensor):
+        raise ExperimentError(
+            f"{where} holds {_describe(image)}, not an image tensor; return a uint8 (C, H, W) "
+            "tensor (torchvision's PILToTensor) or a float one in [0, 1] (ToTensor)"
+        )
+    if image.ndim != 3:
+        raise ExperimentError(
+            f"{where} holds a {shape_text(tuple(image.shape))} tensor, not (C, H, W)"
+        )
+    if image.dtype == torch.uint8:
+        return image
+    if not image.is_floating_point():
+        raise ExperimentError(f"{where} holds a {image.dtype} image; use uint8 or float in [0, 1]")
+    low, high = image.min().item(), image.max().item()
+    if low < 0 or high > 1:
+        raise ExperimentError(
+            f"{where} holds values from {low:.3g} to {high:.3g}; return images before "
+            "normalizing (floats in [0, 1] or uint8): dataset.mean and dataset.std normalize them"
+        )
+    return image.mul(255).round_().to(torch.uint8)
+
+
+def splits(made: Any, target: str) -> dict[str, Dataset]:
+    """The Datasets a source returned, by split name, after checking their number and kind."""
+    if not isinstance(made, (tuple, list)) or len(made) not in (2, 3):
+        raise ExperimentError(f"{target} returned {_describe(made)}; it must return {CONTRACT}")
+    for name, dataset in zip(("train", "test", "val"), made, strict=False):
+        if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+            raise ExperimentError(
+                f"{target} returned {_describe(dataset)} as its {name} split; it must return "
+                f"{CONTRACT}"
+            )
+        if len(dataset) == 0:
+            raise ExperimentError(f"{target} returned an empty {name} split")
+    return dict(zip(("train", "test", "val"), made, strict=False))
+
+
+def shape_of(config: UserDatasetConfig, train: Dataset, target: str) -> tuple[int, int, int]:
+    """The images' shape: the config's, where it gives one, else the first training image's."""
+    first = train[0]
+    if not (isinstance(first, (tuple, list)) and len(first) == 2):
+        raise ExperimentError(
+            f"{target}'s train[0] is {_describe(first)}, not (image tensor, int label)"
+        )
+    image = as_uint8(first[0], f"{target}'s train[0]")
+    channels, height, width = image.shape
+    if height != width and config.image_size is None:
+        raise ExperimentError(
+            f"{target}'s train[0] is a {shape_text(tuple(image.shape))} image; the models take "
+            "square images: crop them in the Dataset"
+        )
+    size = config.image_size or height
+    return config.channels or channels, size, size
+
+
+def class_names(config: UserDatasetConfig, train: Dataset, target: str) -> list[str]:
+    """The classes in label order: the config's, the train Dataset's `classes`, or numbers."""
+    found = getattr(train, "classes", None)
+    if isinstance(found, (list, tuple)) and found:
+        names = [str(name) for name in found]
+        given = list(config.classes) if config.classes is not None else names
+        if given != names or config.num_classes not in (None, len(names)):
+            raise ExperimentError(
+                f"{target}: the train split has {len(names)} classes ({', '.join(names)}); leave "
+                "dataset.classes and dataset.num_classes null to take them"
+            )
+        return names
+    if config.classes is not None:
+        return list(config.classes)
+    if config.num_classes is None:
+        raise ExperimentError(
+            f"dataset.num_classes is needed: {target}'s train Dataset has no `classes` list"
+        )
+    return [str(label) for label in range(config.num_classes)]
+
+
+def default_workers(processes_here: int = 1) -> int:
+    """One DataLoader worker per core this process may use, shared among the processes of a run
+    on this machine, at most 8 (beyond that, decoding rarely limits a small model)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(8, (cores or 1) // processes_here))
+
+
+def choose_loader(requested: Loader, decoded_bytes: int, max_gb: float) -> tuple[Loader, str]:
+    """The path a dataset takes, and why, for the log and results.json."""
+    if requested != Loader.auto:
+        return requested, f"dataset.loader={requested}"
+    size = f"{decoded_bytes / 1e6:,.1f} MB decoded"
+    if decoded_bytes <= max_gb * 1e9:
+        return Loader.memory, f"auto: {size} fits dataset.cache_max_gb={max_gb:g}"
+    return Loader.stream, f"auto: {size} exceeds dataset.cache_max_gb={max_gb:g}"
+
+
+def in_memory(
+    items: CheckedDataset, config: UserDatasetConfig, dataset_name: str, split: str, workers: int
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    """A split decoded into one uint8 tensor: memory-mapped from the cache when it can be
+    cached, else decoded into memory, this run only."""
+    if config.cache and items.key is not None:
+        folder = cache.usable_folder(config.cache_dir)
+        entry = folder / f"{dataset_name}-{split}-{items.key}"
+        return cache.decoded(items, entry, items.shape, workers)
+    why = "dataset.cache=false" if not config.cache else "the Dataset names no files to key it by"
+    log.info("decoding %s %s images into memory (not cached: %s)", f"{len(items):,}", split, why)
+    images, labels = decode_all(items, items.shape, workers)
+    return torch.from_numpy(images), torch.from_numpy(labels), {"cached": False, "why": why}
+
+
+def normalization(
+    train: torch.Tensor | Streamed,
+    items: CheckedDataset,
+    config: UserDatasetConfig,
+    dataset_name: str,
+) -> tuple[list[float], list[float], str]:
+    """Mean and std of the training images, and where they come from: computed once per set of
+    files and kept beside the cache (or, uncached, computed every run)."""
+    kept = None
+    if config.cache and items.key is not None:
+        kept = (
+            cache.usable_folder(config.cache_dir)
+            / f"{dataset_name}-train-{items.key}-statistics.json"
+        )
+        if kept.is_file():
+            saved = json.loads(kept.read_text())
+            return saved["mean"], saved["std"], f"{saved['source']}, read from {kept.resolve()}"
+    mean, std, count = statistics(train, items.shape[0])
+    source = f"computed from {count:,} training images"
+    if kept is not None:
+        write_text_atomically(kept, json.dumps({"mean": mean, "std": std, "source": source}))
+    return mean, std, source
+
+
+def statistics(
+    train: torch.Tensor | Streamed, channels: int
+) -> tuple[list[float], list[float], int]:
+    """Per-channel mean and std of the training pixels (as fractions of 255), and how many
+    images they come from: every one in memory, an evenly spaced sample of a streamed split."""
+    if isinstance(train, Streamed):
+        count = min(len(train), STATISTICS_SAMPLE)
+        rows = np.linspace(0, len(train) - 1, count).round().astype(int).tolist()
+        sample = Subset(train.dataset, rows)
+        images = torch.from_numpy(decode_all(sample, _firstshape_text(train), train.workers)[0])
+    else:
+        images = train
+    sums = torch.zeros(channels, dtype=torch.float64)
+    squares = torch.zeros(channels, dtype=torch.float64)
+    for chunk in images.split(1024):
+        pixels = chunk.to(torch.float64).div_(255).transpose(0, 1).reshape(channels, -1)
+        sums += pixels.sum(1)
+        squares += pixels.square().sum(1)
+    pixels_per_channel = images.shape[0] * images.shape[2] * images.shape[3]
+    mean = sums / pixels_per_channel
+    std = (squares / pixels_per_channel - mean.square()).clamp_min(0).sqrt()
+    return [round(v, 4) for v in mean.tolist()], [round(v, 4) for v in std.tolist()], len(images)
+
+
+def _firstshape_text(streamed: Streamed) -> tuple[int, int, int]:
+    return tuple(streamed.dataset[0][0].shape)  # type: ignore[return-value]
+
+
+def _describe(value: Any) -> str:
+    """ "a tuple of 2 (Tensor, str)", "an int", "a my_data.Digits"."""
+    if isinstance(value, (tuple, list)):
+        kinds = ", ".join(type(item).__name__ for item in value[:4])
+        what = f"{type(value).__name__} of {len(value)} ({kinds})"
+    else:
+        what = f"{type(value).__module__}.{type(value).__qualname__}".removeprefix("builtins.")
+    return f"{'an' if what[0] in 'aeiou' else 'a'} {what}"

@@ -1,0 +1,122 @@
+"""DataLoader workers decoding a Dataset's images: every pass of training on the stream path
+(`dataset.loader=stream`), or once, into one array (the cache, and statistics).
+
+On the stream path `Batches` still decides which rows each batch holds, in its seeded order and
+this process's share (so a streamed run sees the same images in the same order as a cached one,
+and each torchrun process decodes only its own, disjoint share); the workers only decode them.
+Batches come back as uint8, stacked channels-last when the model runs channels-last, in pinned
+memory for a GPU, and are converted and normalized on the device like in-memory batches.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterator
+from functools import partial
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from experiments.core.errors import ExperimentError
+from experiments.data.types import Streamed
+
+DECODE_BATCH = 256
+
+
+class StreamRows:
+    """The stream path: persistent DataLoader workers decoding the rows `batches` is asked for.
+
+    The workers are seeded from `seed` (torch's, Python's and NumPy's generators in each), so a
+    Dataset that draws random numbers draws the same ones in every run with that seed."""
+
+    def __init__(
+        self, streamed: Streamed, *, pin_memory: bool, channels_last: bool, seed: int
+    ) -> None:
+        self._pass = _PassRows()
+        workers = streamed.workers
+        self.loader = DataLoader(
+            streamed.dataset,
+            batch_sampler=self._pass,
+            num_workers=workers,
+            collate_fn=partial(stack, channels_last=channels_last),
+            pin_memory=pin_memory,
+            persistent_workers=workers > 0,
+            prefetch_factor=4 if workers else None,
+            generator=torch.Generator().manual_seed(seed),
+        )
+
+    def batches(
+        self, order: torch.Tensor | None, bounds: list[tuple[int, int]]
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """For each (low, high) of `bounds`: rows `low` to `high` of the pass's order, decoded."""
+        self._pass.rows = [
+            order[low:high].tolist() if order is not None else list(range(low, high))
+            for low, high in bounds
+        ]
+        try:
+            yield from self.loader
+        except ExperimentError as error:
+            message = from_worker(error)
+        else:
+            return
+        raise ExperimentError(message)
+
+
+class _PassRows:
+    """The DataLoader's batch sampler: the rows of the pass `StreamRows.batches` set up, batch by
+    batch. (It holds no reference back, so dropping a split lets its workers go at once.)"""
+
+    def __init__(self) -> None:
+        self.rows: list[list[int]] = []
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def stack(
+    items: list[tuple[torch.Tensor, int]], channels_last: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch of (C, H, W) uint8 images and their labels; (N, H, W, C) when `channels_last`,
+    which seen as (N, C, H, W) is a channels-last batch."""
+    images, labels = zip(*items, strict=True)
+    if channels_last:
+        images = tuple(image.permute(1, 2, 0) for image in images)
+    return torch.stack(images), torch.tensor(labels, dtype=torch.int64)
+
+
+def decode_all(
+    dataset: Dataset, shape: tuple[int, ...], workers: int, into: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every image of `dataset` in order, decoded by `workers` processes, into `into` (a
+    memory-mapped file, say) or a new array; and the labels."""
+    count = len(dataset)  # type: ignore[arg-type]
+    images = np.empty((count, *shape), dtype=np.uint8) if into is None else into
+    labels = np.empty(count, dtype=np.int64)
+    loader = DataLoader(dataset, batch_size=DECODE_BATCH, num_workers=workers, collate_fn=stack)
+    batches = iter(loader)
+    start = 0
+    try:
+        for batch_images, batch_labels in batches:
+            images[start : start + len(batch_labels)] = batch_images.numpy()
+            labels[start : start + len(batch_labels)] = batch_labels.numpy()
+            start += len(batch_labels)
+    except ExperimentError as error:
+        message = from_worker(error)
+    else:
+        return images, labels
+    del batches  # its workers stop now, rather than when the garbage collector gets to them
+    raise ExperimentError(message)
+
+
+def from_worker(error: ExperimentError) -> str:
+    """The one line a worker raised: the DataLoader raises it again in this process with the
+    worker's traceback before it. (Clears the frames the error holds, which hold the loader's
+    iterator and so its workers.)"""
+    traceback.clear_frames(error.__traceback__)
+    text = str(error).rstrip()
+    marker = "ExperimentError: "
+    return text[text.rindex(marker) + len(marker) :] if marker in text else text

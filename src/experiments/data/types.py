@@ -1,0 +1,57 @@
+"""The forms a dataset's splits take between their source and their batches: whole uint8 tensors
+(`Split`), or a Dataset that DataLoader workers decode (`Streamed`); and the dataset as a whole
+(`ImageData`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+
+@dataclass
+class Split:
+    images: torch.Tensor  # uint8 (N, C, H, W)
+    labels: torch.Tensor  # int64 (N,)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+@dataclass
+class ImageData:
+    name: str
+    train: Split | Streamed | None  # None: not loaded (an evaluation)
+    test: Split | Streamed
+    classes: list[str]
+    mean: list[float]
+    std: list[float]
+    shape: tuple[int, int, int]  # (channels, height, width) of every image
+    val: Split | Streamed | None = None  # an image folder's val/, if it has one
+    # How the data was loaded (the loader and why, the cache, derived statistics), for results.
+    record: dict[str, Any] = field(default_factory=dict)
+
+    def derived(self) -> dict[str, Any]:
+        """The dataset config's fields as this data filled them in."""
+        channels, size, _ = self.shape
+        return {
+            "channels": channels,
+            "image_size": size,
+            "num_classes": len(self.classes),
+            "classes": self.classes,
+            "mean": self.mean,
+            "std": self.std,
+        }
+
+
+@dataclass
+class Streamed:
+    """A split that DataLoader workers decode batch by batch (`dataset.loader=stream`)."""
+
+    dataset: Dataset  # of (uint8 (C, H, W) tensor, int)
+    workers: int
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]

@@ -1,0 +1,127 @@
+"""The validation split: the images that pick a run's epoch, so the test split only measures.
+
+A dataset with a validation split of its own (an image folder's `val/`) uses it. Otherwise
+`dataset.val_fraction` holds out that share of every class of the training split, chosen by a
+generator seeded with `dataset.val_seed`: the same images on resume, on replay and in every run
+of a sweep. Without either there is no validation split, and a run reports its final epoch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any
+
+import torch
+from torch.utils.data import Subset
+
+from experiments.config.schemas import DatasetConfig, is_image_folder
+from experiments.core.errors import ExperimentError
+from experiments.data.types import ImageData, Split, Streamed
+
+
+def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
+    """`data` with its validation split (if any) in `data.val`, held out of `data.train` when
+    `dataset.val_fraction` asks; the split is described in `data.record["validation"]`."""
+    fraction = config.val_fraction
+    if data.val is not None:
+        refuse_a_second(config, fraction)
+        described = _described(data.val, data.classes, "the dataset's own")
+        return dataclasses.replace(data, record={**data.record, "validation": described})
+    if data.train is None:  # an evaluation
+        return data
+    if not fraction:
+        return dataclasses.replace(data, record={**data.record, "validation": None})
+    labels = labels_of(data.train)
+    if labels is None:
+        raise ExperimentError(
+            f"dataset.val_fraction={fraction} needs the training labels without decoding every "
+            f"image: give the train Dataset of {data.name} a `targets` list (as torchvision's "
+            "have), or return a validation split of its own"
+        )
+    train_rows, val_rows = held_out_rows(labels, fraction, config.val_seed, data.classes)
+    if len(val_rows) == 0:
+        largest = int(torch.bincount(labels, minlength=len(data.classes)).max())
+        raise ExperimentError(
+            f"dataset.val_fraction={fraction} holds out no image (the largest class has "
+            f"{largest}); raise it, or leave it at 0 for no validation split"
+        )
+    train, val = _rows(data.train, train_rows), _rows(data.train, val_rows)
+    origin = f"held out of train: val_fraction={fraction}, val_seed={config.val_seed}"
+    described = {**_described(val, data.classes, origin), "rows": _digest(val_rows)}
+    return dataclasses.replace(
+        data, train=train, val=val, record={**data.record, "validation": described}
+    )
+
+
+def refuse_a_second(config: DatasetConfig, fraction: float) -> None:
+    """A dataset with a validation split of its own validates on it, and holds out no other
+    (checked too before its images are decoded)."""
+    if fraction:
+        own = "its val/ folder" if is_image_folder(config) else "the val split its source returns"
+        raise ExperimentError(
+            f"dataset.val_fraction={fraction}: dataset {config.name} has a validation split of "
+            f"its own ({own}), which the run validates on; leave dataset.val_fraction at 0"
+        )
+
+
+def held_out_rows(
+    labels: torch.Tensor, fraction: float, seed: int, classes: list[str]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows kept for training and the rows held out, both ascending: `fraction` of each
+    class's rows (rounded), drawn at random by a generator seeded with `seed`."""
+    generator = torch.Generator().manual_seed(seed)
+    held_out = []
+    for label, name in enumerate(classes):
+        rows = (labels == label).nonzero().flatten()
+        count = int(fraction * len(rows) + 0.5)
+        if count and count >= len(rows):
+            raise ExperimentError(
+                f"dataset.val_fraction={fraction} would leave class {name} no training image (it "
+                f"has {len(rows)}); lower dataset.val_fraction, or give the class more images"
+            )
+        held_out.append(rows[torch.randperm(len(rows), generator=generator)[:count]])
+    val_rows = torch.cat(held_out).sort().values
+    kept = torch.ones(len(labels), dtype=torch.bool)
+    kept[val_rows] = False
+    return kept.nonzero().flatten(), val_rows
+
+
+def labels_of(split: Split | Streamed) -> torch.Tensor | None:
+    """A split's labels without decoding its images (None: the Dataset does not list them)."""
+    if isinstance(split, Split):
+        return split.labels.cpu()
+    return _targets(split.dataset)
+
+
+def _targets(dataset: Any) -> torch.Tensor | None:
+    if isinstance(dataset, Subset):
+        within = _targets(dataset.dataset)
+        return None if within is None else within[list(dataset.indices)]
+    if hasattr(dataset, "targets"):
+        return torch.as_tensor(dataset.targets, dtype=torch.int64)
+    if hasattr(dataset, "dataset"):  # through the checks (CheckedDataset) to the user's Dataset
+        return _targets(dataset.dataset)
+    return None
+
+
+def _rows(split: Split | Streamed, rows: torch.Tensor) -> Split | Streamed:
+    if isinstance(split, Split):
+        return Split(split.images[rows], split.labels[rows])
+    return Streamed(Subset(split.dataset, rows.tolist()), split.workers)
+
+
+def _described(split: Split | Streamed, classes: list[str], origin: str) -> dict[str, Any]:
+    """Where the validation split came from, and its images per class (for results.json)."""
+    labels = labels_of(split)
+    if labels is None:
+        return {"origin": origin, "images": len(split), "per_class": None}
+    counts = torch.bincount(labels, minlength=len(classes)).tolist()
+    per_class = dict(zip(classes, counts, strict=True))
+    return {"origin": origin, "images": len(split), "per_class": per_class}
+
+
+def _digest(rows: torch.Tensor) -> str:
+    """A fingerprint of the held-out rows: equal in two runs only if they hold out the same
+    images."""
+    return hashlib.sha256(rows.numpy().tobytes()).hexdigest()[:16]

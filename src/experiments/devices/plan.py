@@ -1,0 +1,174 @@
+"""Which device a job runs on: the request in the config, checked against this machine.
+
+`resolve` is pure: the request, a `Machine` (how many CUDA GPUs, and why none), this process's
+place in its process group and the GPU a parallel sweep handed the job go in, and a `DevicePlan`
+comes out, or one line saying why the request cannot run here. So every GPU count is tested
+without a GPU. `Machine.detect` is the one place that asks torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from experiments.config.choices import DeviceName
+from experiments.config.schemas import DeviceConfig
+from experiments.core.errors import ExperimentError
+from experiments.core.text import gpu_name
+from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
+
+
+@dataclass(frozen=True)
+class Machine:
+    cuda_count: int
+    # Why there is no CUDA GPU, for messages (empty when there is one).
+    no_cuda_reason: str = ""
+
+    @classmethod
+    def detect(cls) -> Machine:
+        # torch.cuda serves ROCm builds (torch.version.hip) as well as CUDA ones.
+        if torch.version.cuda is None and torch.version.hip is None:
+            return cls(0, f"this torch {torch.__version__} is a CPU-only build")
+        if not torch.cuda.is_available():
+            return cls(0, "torch found no CUDA GPU or driver")
+        return cls(torch.cuda.device_count())
+
+    def gpus(self) -> str:
+        """What the machine has, as in "4 CUDA GPUs (cuda:0 to cuda:3)"."""
+        if self.cuda_count == 0:
+            return f"no CUDA GPU ({self.no_cuda_reason})"
+        if self.cuda_count == 1:
+            return f"1 CUDA GPU ({gpu_name(0)})"
+        return f"{self.cuda_count} CUDA GPUs ({gpu_name(0)} to {gpu_name(self.cuda_count - 1)})"
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """The device a process trains on; `ids` are nn.DataParallel's GPUs (the first is `index`);
+    `backend` is DistributedDataParallel's (nccl or gloo) when the run spans processes."""
+
+    type: str
+    index: int | None = None
+    ids: tuple[int, ...] = ()
+    backend: str = ""
+    # Why `device=auto` (or `ddp`) chose this device.
+    reason: str = ""
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(self.type, self.index)
+
+    @property
+    def gpus(self) -> tuple[int, ...]:
+        """Every GPU the plan computes on (none on the CPU)."""
+        if self.ids:
+            return self.ids
+        return () if self.index is None else (self.index,)
+
+    def __str__(self) -> str:
+        if self.ids:
+            return f"dp over {', '.join(map(gpu_name, self.ids))}"
+        if self.backend:
+            return f"{self.device} (ddp, {self.backend})"
+        return str(self.device)
+
+
+def request_text(request: DeviceConfig) -> str:
+    """The request as the user would type it: cpu, cuda, cuda:1, auto, dp."""
+    if request.name == DeviceName.cuda and request.index is not None:
+        return gpu_name(request.index)
+    return str(request.name)
+
+
+def wants_any_gpu(request: DeviceConfig) -> bool:
+    """Whether the request leaves the GPU open (device=cuda, device=auto)."""
+    return request.name in (DeviceName.cuda, DeviceName.auto) and request.index is None
+
+
+def resolve(
+    request: DeviceConfig,
+    machine: Machine,
+    group: ProcessGroup = ONE_PROCESS,
+    free_gpu: int | None = None,
+) -> DevicePlan:
+    """Turn a device request into a plan for `machine`, or say in one line why it cannot run.
+
+    `group` places this process among torchrun's: `ddp` gives each its own GPU. `free_gpu` is the
+    GPU a parallel sweep handed this job, for a request that leaves the GPU open (None: GPU 0,
+    the current one of a new process).
+    """
+    name, index = request.name, request.index
+    if request.ids is not None and name not in (DeviceName.dp, DeviceName.ddp):
+        raise ExperimentError(f"device.ids applies to device=dp or ddp only, not device={name}")
+    if index is not None and name != DeviceName.cuda:
+        raise ExperimentError(f"device.index applies to device=cuda only, not device={name}")
+    if group.torchrun and name != DeviceName.ddp:
+        raise ExperimentError(
+            f"torchrun started {group.world_size} processes, but device={request_text(request)} "
+            "trains in one; use device=ddp"
+        )
+    handed = "" if free_gpu is None else f"no other job of this sweep held {gpu_name(free_gpu)}"
+    if name == DeviceName.ddp:
+        return _ddp_plan(request.ids, machine, group)
+    if name == DeviceName.cpu:
+        return DevicePlan("cpu")
+    if name == DeviceName.auto:
+        reason = f"this machine has {machine.gpus()}"
+        if machine.cuda_count == 0:
+            return DevicePlan("cpu", reason=reason)
+        return DevicePlan("cuda", free_gpu or 0, reason=f"{reason}{handed and ', and '}{handed}")
+    if machine.cuda_count == 0:
+        raise ExperimentError(
+            f"device={request_text(request)} needs a CUDA GPU, but this machine has "
+            f"{machine.gpus()}; use device=cpu or device=auto"
+        )
+    if name == DeviceName.dp:
+        gpus = _gpu_ids(request.ids, machine, "dp")
+        return DevicePlan("cuda", gpus[0], gpus)
+    if index is None:
+        return DevicePlan("cuda", free_gpu or 0, reason=handed)
+    if not 0 <= index < machine.cuda_count:
+        raise ExperimentError(
+            f"device={gpu_name(index)} is out of range: this machine has {machine.gpus()}"
+        )
+    return DevicePlan("cuda", index)
+
+
+def _ddp_plan(ids: list[int] | None, machine: Machine, group: ProcessGroup) -> DevicePlan:
+    """One GPU per process (NCCL): GPU LOCAL_RANK, or device.ids[LOCAL_RANK]; no GPU: gloo."""
+    if not group.torchrun:
+        raise ExperimentError(
+            "device=ddp runs one process per device under torchrun: "
+            "torchrun --nproc-per-node=2 train.py device=ddp"
+        )
+    if machine.cuda_count == 0:
+        return DevicePlan("cpu", backend="gloo", reason=f"this machine has {machine.gpus()}")
+    gpus = _gpu_ids(ids, machine, "ddp")
+    if group.local_rank >= len(gpus):
+        raise ExperimentError(
+            f"device=ddp has {len(gpus)} GPU(s) ({', '.join(map(gpu_name, gpus))}) for "
+            f"{group.local_world_size} processes on this machine; start at most {len(gpus)} "
+            "(torchrun --nproc-per-node) or name more in device.ids"
+        )
+    return DevicePlan("cuda", gpus[group.local_rank], backend="nccl")
+
+
+def _gpu_ids(ids: list[int] | None, machine: Machine, name: str) -> tuple[int, ...]:
+    """The GPUs a dp or ddp request names (null ids: every GPU), checked against the machine."""
+    gpus = tuple(range(machine.cuda_count)) if ids is None else tuple(ids)
+    given = f"device.ids={list(gpus)}"
+    if not gpus:
+        raise ExperimentError(
+            f"{given} names no GPU; device={name} needs at least one of this machine's "
+            f"{machine.gpus()}"
+        )
+    repeated = sorted({index for index in gpus if gpus.count(index) > 1})
+    if repeated:
+        raise ExperimentError(f"{given} repeats GPU {repeated[0]}; name each GPU once")
+    missing = [index for index in gpus if not 0 <= index < machine.cuda_count]
+    if missing:
+        raise ExperimentError(
+            f"{given} names GPU {missing[0]}, but this machine has {machine.gpus()}"
+        )
+    return gpus

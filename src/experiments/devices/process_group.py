@@ -1,0 +1,44 @@
+"""Where this process stands among those that train one model together: its rank, and theirs.
+
+Read from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE); no torch, so
+the command line and the sweep callback can ask it before torch is loaded.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ProcessGroup:
+    """The processes that train one model together, seen from one of them: its rank among them
+    (a lone process is rank 0 of 1)."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    # Started by torchrun (even as its only process).
+    torchrun: bool = False
+
+    @classmethod
+    def from_env(cls) -> ProcessGroup:
+        env = os.environ
+        if "WORLD_SIZE" not in env:
+            return cls()
+        return cls(
+            int(env["RANK"]),
+            int(env["WORLD_SIZE"]),
+            int(env.get("LOCAL_RANK", 0)),
+            int(env.get("LOCAL_WORLD_SIZE", env["WORLD_SIZE"])),
+            torchrun=True,
+        )
+
+    @property
+    def is_main(self) -> bool:
+        """The process that writes the run's records."""
+        return self.rank == 0
+
+
+ONE_PROCESS = ProcessGroup()

@@ -1,0 +1,116 @@
+"""What a job sets for its whole process - and takes back when it ends.
+
+A sweep's jobs may share a process: Hydra's basic launcher runs them one after another in the
+sweep's own process, and a joblib worker takes job after job. So what one job sets for the whole
+process - which GPUs CUDA sees and in which order, deterministic algorithms and cuDNN's flags,
+torch's CPU threads - is put back when it ends, and the GPU memory it cached is handed back, so the
+next job starts as a process of its own would.
+
+Which GPUs CUDA sees is the one setting a process cannot take back: CUDA reads
+CUDA_VISIBLE_DEVICES once, when it starts. So it is set first, before anything asks torch.cuda,
+and a later job that wants other GPUs than the process's CUDA started with says so in one line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+from experiments.core.errors import ExperimentError
+
+# cuBLAS needs a fixed workspace to be deterministic; it reads this when CUDA starts.
+CUBLAS_WORKSPACE = ":4096:8"
+SAVED_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG")
+
+# The CUDA_VISIBLE_DEVICES this process's CUDA started with (None: all GPUs): its first job's.
+_cuda_started_with: list[str | None] = []
+
+
+def number_gpus_by_bus() -> None:
+    """Number GPUs in PCI bus order, as nvidia-smi does (CUDA's own order puts the fastest
+    first), so cuda:N and device.visible name the same GPU in every process; an order set in the
+    environment stands."""
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+
+
+def apply(visible: list[int] | None, threads: int | None, deterministic: bool) -> None:
+    """A job's settings for its whole process; the GPUs first, before anything asks torch.cuda."""
+    number_gpus_by_bus()
+    set_visible_gpus(visible)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    if deterministic:
+        make_deterministic()
+
+
+@contextmanager
+def restored() -> Iterator[None]:
+    """Put back, when the block (a job) ends, every process-wide setting `apply` may change, and
+    hand back the GPU memory the job's tensors left cached."""
+    environment = {name: os.environ.get(name) for name in SAVED_ENVIRONMENT}
+    threads = torch.get_num_threads()
+    algorithms = (
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
+    cudnn = (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
+    try:
+        yield
+    finally:
+        for name, value in environment.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if torch.get_num_threads() != threads:  # resizing torch's thread pools is not free
+            torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(algorithms[0], warn_only=algorithms[1])
+        torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = cudnn
+        if torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+
+
+def set_visible_gpus(visible: list[int] | None) -> None:
+    """Let CUDA see only `device.visible`'s GPUs (all it may, for None): call before CUDA starts."""
+    mask = visible_mask(os.environ.get("CUDA_VISIBLE_DEVICES"), visible)
+    if _cuda_started_with and _cuda_started_with[0] != mask and torch.cuda.is_available():
+        started = _cuda_started_with[0]
+        raise ExperimentError(
+            f"device.visible={visible} needs CUDA_VISIBLE_DEVICES={mask or '(unset)'}, but CUDA "
+            f"started in this process with {started or 'every GPU'} for an earlier job and reads "
+            "it only once; sweep device.visible with a launcher that starts a process per job "
+            "(hydra/launcher=submitit_local)"
+        )
+    _cuda_started_with[:] = [mask]
+    if mask is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = mask
+
+
+def visible_mask(inherited: str | None, visible: list[int] | None) -> str | None:
+    """CUDA_VISIBLE_DEVICES for `device.visible`, given the one the process inherited (None:
+    unset, every GPU). The GPUs are counted among those the inherited mask allows - a scheduler
+    that gave the job GPUs 4 and 5 has them numbered 0 and 1 - so a job never leaves its share."""
+    if visible is None:
+        return inherited
+    if inherited is None:
+        return ",".join(map(str, visible))
+    allowed = [entry.strip() for entry in inherited.split(",") if entry.strip()]
+    beyond = [gpu for gpu in visible if gpu >= len(allowed)]
+    if beyond:
+        raise ExperimentError(
+            f"device.visible={list(visible)} names GPU {beyond[0]}, but CUDA_VISIBLE_DEVICES="
+            f"{inherited} lets this process see {len(allowed)} GPU(s), numbered from 0; "
+            "device.visible counts among those"
+        )
+    return ",".join(allowed[gpu] for gpu in visible)
+
+
+def make_deterministic() -> None:
+    """Ask torch for deterministic algorithms only (an error names any op that has none)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True

@@ -1,0 +1,52 @@
+"""The model wrapped for several GPUs (DataParallel) or processes (DistributedDataParallel), and
+unwrapped again for its state_dict."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from experiments.devices.plan import DevicePlan
+
+
+def parallelize(
+    model: nn.Module, plan: DevicePlan, autocast_dtype: torch.dtype | None
+) -> nn.Module:
+    """Wrap the (already placed) model for several GPUs or processes, as the plan says."""
+    if plan.ids:
+        if autocast_dtype is not None:
+            # DataParallel's replicas run in threads of their own and re-enter autocast there
+            # without its dtype (so bf16 would run as fp16): each replica enters it itself.
+            model = AutocastForward(model, autocast_dtype)
+        return nn.DataParallel(model, device_ids=list(plan.ids), output_device=plan.index)
+    if plan.backend:
+        device_ids = [plan.index] if plan.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
+    return model
+
+
+class AutocastForward(nn.Module):
+    """A module whose forward runs under CUDA autocast to `dtype`, in whatever thread calls it."""
+
+    def __init__(self, module: nn.Module, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.module = module
+        self.dtype = dtype
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cuda", dtype=self.dtype):
+            return self.module(*inputs)
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The model inside its DataParallel, DDP, autocast and torch.compile wrappers, whose
+    state_dict loads into a single-device model."""
+    while True:
+        if isinstance(
+            model, (nn.DataParallel, nn.parallel.DistributedDataParallel, AutocastForward)
+        ):
+            model = model.module
+        elif isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
+            model = model._orig_mod
+        else:
+            return model

@@ -1,0 +1,162 @@
+"""Checkpoints: state_dicts and plain data, written atomically, read without running any code.
+
+A checkpoint (`checkpoints/last.pt` in a run folder) holds the model's, the optimizer's, the
+learning-rate scheduler's and the gradient scaler's state_dicts, the epoch, the resolved config,
+the epochs' numbers so far, the selected epoch's confusion matrix and the state of every random
+generator, so a run resumes exactly where it stopped. `checkpoints/best.pt`, in runs with a
+validation split, is the same of the selected epoch. It is read with
+`torch.load(weights_only=True)`, which refuses anything but tensors and plain data: a damaged or
+altered file gives one line saying so, never a traceback, and never runs what it holds.
+"""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.optim.lr_scheduler import LRScheduler
+
+from experiments.config.build import with_current_targets
+from experiments.core.errors import ExperimentError, one_line
+from experiments.core.files import write_atomically
+
+LAST = Path("checkpoints") / "last.pt"
+BEST = Path("checkpoints") / "best.pt"
+KEYS = {"model", "optimizer", "epoch", "config"}
+
+
+def state(
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: LRScheduler,
+    scaler: torch.amp.GradScaler,
+    epoch: int,
+    config: dict[str, Any],
+    history: list[dict[str, Any]],
+    rng: dict[str, Any],
+    selected_confusion: list[list[int]],
+) -> dict[str, Any]:
+    """What resuming after `epoch` needs (`model` unwrapped, so it loads anywhere), for `save`."""
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        # fp16's loss scale and its growth tracker (empty for a disabled scaler), so a resumed
+        # run skips exactly the steps the uninterrupted one would.
+        "scaler": scaler.state_dict(),
+        "epoch": epoch,
+        "config": config,
+        "history": history,
+        "rng": rng,
+        # The test split's, at the epoch selected so far: the run's confusion matrix at its end.
+        "selected_confusion": selected_confusion,
+    }
+
+
+def save(path: Path, checkpoint: dict[str, Any]) -> None:
+    write_atomically(path, lambda file: torch.save(checkpoint, file))
+
+
+def restore(
+    checkpoint: dict[str, Any],
+    run: str,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: LRScheduler,
+    scaler: torch.amp.GradScaler,
+) -> None:
+    """Load a checkpoint's states into the resumed run's model (unwrapped), optimizer, scheduler
+    and scaler, or say in one line that the run is not the one the checkpoint was saved from."""
+    try:
+        model.load_state_dict(checkpoint["model"])
+        optimizer.load_state_dict(checkpoint["optimizer"])
+    except (RuntimeError, ValueError) as error:
+        saved = checkpoint["config"]["model"]["name"]
+        raise ExperimentError(
+            f"resume={run}: its checkpoint (model {saved}) does not fit the model and optimizer "
+            f"configured now ({str(error).splitlines()[0].rstrip(':')}); resume with the run's "
+            "own model and optimizer settings, or start a new run"
+        ) from error
+    if "scheduler" in checkpoint:  # (checkpoints from before schedules had none: constant lr)
+        scheduler.load_state_dict(checkpoint["scheduler"])
+    if checkpoint.get("scaler"):
+        scaler.load_state_dict(checkpoint["scaler"])
+
+
+def to_resume(run: str, epochs: int, scheduler: str) -> dict[str, Any]:
+    """The checkpoint `resume=<run>` names, if it has epochs left of `epochs` and was trained
+    with the same `scheduler` (checked before the run's records are touched, so a refused resume
+    leaves them as they were)."""
+    path = Path(run) / LAST
+    if not path.is_file():
+        raise ExperimentError(
+            f"resume={run} has no checkpoint to resume from ({LAST} is missing: the run stopped "
+            f"before its first checkpoint); start it afresh with replay={run}"
+        )
+    checkpoint = load(path)
+    done = checkpoint["epoch"]
+    saved = checkpoint["config"].get("scheduler", {}).get("name", "none")
+    if done >= epochs:
+        more = (
+            "ask for more with trainer.epochs=N"
+            if saved == "none"
+            else f"its scheduler={saved} ends there: train longer afresh with replay={run} "
+            "trainer.epochs=N"
+        )
+        raise ExperimentError(
+            f"resume={run} has trained {done} epoch{'s' * (done != 1)} of trainer.epochs={epochs} "
+            f"already; {more}"
+        )
+    if saved != scheduler:
+        raise ExperimentError(
+            f"resume={run} was trained with scheduler={saved}, not scheduler={scheduler}; a "
+            "schedule cannot change part-way: resume with its own, or start a new run"
+        )
+    planned = checkpoint["config"]["trainer"]["epochs"]
+    if saved != "none" and planned != epochs:
+        raise ExperimentError(
+            f"resume={run}: its scheduler={saved} spans the trainer.epochs={planned} it was "
+            f"planned for, and cannot stretch to trainer.epochs={epochs} part-way; train "
+            f"{epochs} epochs afresh with replay={run} trainer.epochs={epochs}"
+        )
+    return checkpoint
+
+
+def find(path_or_run: str | Path) -> Path:
+    """The checkpoint a path names: a .pt file, or a run folder's checkpoints/best.pt (its
+    selected epoch), else its checkpoints/last.pt."""
+    path = Path(path_or_run)
+    if path.is_dir():
+        path = path / BEST if (path / BEST).is_file() else path / LAST
+    if not path.is_file():
+        raise ExperimentError(f"no checkpoint at {path} (give a .pt file or a run folder)")
+    return path
+
+
+def load(path: Path, map_location: torch.device | str = "cpu") -> dict[str, Any]:
+    """Read a checkpoint written by `save`, or say in one line why it cannot be used."""
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        refused = next((line for line in str(error).splitlines() if "GLOBAL" in line), "")
+        what = f" ({refused.strip()})" if refused else ""
+        raise ExperimentError(
+            f"checkpoint {path} holds more than tensors and plain data{what}, so it was not "
+            "loaded: it was not written by this tool, or it was altered"
+        ) from error
+    except Exception as error:  # a torn zip, a truncated file, bytes that are not a checkpoint
+        first_sentence = one_line(error).split(". ")[0]
+        raise ExperimentError(
+            f"checkpoint {path} cannot be read: it is truncated, corrupted or not a checkpoint "
+            f"at all (torch.load: {first_sentence})"
+        ) from error
+    missing = KEYS - set(state) if isinstance(state, dict) else KEYS
+    if missing:
+        raise ExperimentError(
+            f"checkpoint {path} is not one of this tool's: it lacks {', '.join(sorted(missing))}"
+        )
+    # A checkpoint of an older version may name the modules of its day.
+    return {**state, "config": with_current_targets(state["config"])}

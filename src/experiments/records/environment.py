@@ -1,0 +1,128 @@
+"""What a job ran on and with, so a result can be traced to what produced it.
+
+Each run folder gets `environment.json` (the command line, host, CPU and GPUs, every installed
+package's version, the source's git commit) and, when the source had uncommitted changes,
+`git.diff` with them. These ask torch.cuda, so they come after the job has set which GPUs it
+sees (`experiments.devices.process_settings`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+from importlib.metadata import distributions, version
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from experiments.devices.description import cpu_name
+
+SOURCE = Path(__file__).resolve().parent
+
+
+def write(run_dir: Path) -> None:
+    """environment.json, and git.diff when the source has uncommitted changes."""
+    (run_dir / "environment.json").write_text(json.dumps(environment(), indent=2) + "\n")
+    diff = git_diff()
+    if diff:
+        (run_dir / "git.diff").write_text(diff + "\n")
+
+
+def environment() -> dict[str, Any]:
+    return {
+        "command": [sys.executable, *sys.argv],
+        "working_directory": os.getcwd(),
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": {
+            "name": cpu_name(),
+            "logical_cores": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+        },
+        "torch": torch.__version__,
+        "cuda_build": torch.version.cuda,
+        "rocm_build": torch.version.hip,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "gpus": _gpus(),
+        "gpu_driver": _gpu_driver(),
+        "packages": dict(sorted((d.metadata["Name"], d.version) for d in distributions())),
+        "git": git_state(),
+    }
+
+
+def versions() -> dict[str, Any]:
+    """The few versions results.json repeats, with the git state and the command."""
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda_build": torch.version.cuda,
+        # From the installed distributions: importing torchvision alone takes a second.
+        **{name: version(name) for name in ("torchvision", "hydra-core", "omegaconf")},
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "git": git_state(),
+    }
+
+
+def _gpus() -> list[dict[str, Any]]:
+    if not torch.cuda.is_available():
+        return []
+    gpus = []
+    for index in range(torch.cuda.device_count()):
+        properties = torch.cuda.get_device_properties(index)
+        gpus.append(
+            {
+                "index": index,
+                "name": properties.name,
+                "memory_gib": round(properties.total_memory / 2**30, 1),
+                "compute_capability": f"{properties.major}.{properties.minor}",
+                "uuid": str(properties.uuid),
+            }
+        )
+    return gpus
+
+
+def _gpu_driver() -> str | None:
+    if shutil.which("nvidia-smi") is None:
+        return None
+    answer = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    return answer.splitlines()[0] if answer else None
+
+
+def _git(*args: str) -> str | None:
+    return _run(["git", "-C", str(SOURCE), *args])
+
+
+def _run(command: list[str]) -> str | None:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_state() -> dict[str, Any]:
+    """The source tree's commit, and whether its tracked files have changed since (None outside
+    git); new files git does not track yet are listed apart."""
+    commit = _git("rev-parse", "HEAD")
+    if commit is None:
+        return {"commit": None, "dirty": None}
+    changed = _git("status", "--porcelain", "--untracked-files=no")
+    untracked = _git("ls-files", "--others", "--exclude-standard")
+    return {
+        "commit": commit,
+        "dirty": None if changed is None else bool(changed),
+        "untracked": untracked.splitlines() if untracked else [],
+    }
+
+
+def git_diff() -> str | None:
+    """The source tree's uncommitted changes to tracked files, as a patch (None if clean)."""
+    diff = _git("diff", "HEAD")
+    return diff or None

@@ -1,0 +1,159 @@
+"""A run's numbers as it trains, for people and for TensorBoard.
+
+    metrics.jsonl          one JSON object per logged step and per epoch
+    events.out.tfevents.*  TensorBoard: the scalars train_loss, lr, test_loss, test_accuracy
+                           (and val_loss, val_accuracy with a validation split); at the end,
+                           the run's HParams and the confusion matrix
+
+Of several processes, only the main one writes. A resumed run first drops what the epoch cut
+short had logged (metrics.jsonl's rows; TensorBoard hides its events), then carries on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from torch.utils.tensorboard import SummaryWriter
+
+from experiments.core.files import write_text_atomically
+from experiments.devices.distributed import sigterm_held
+from experiments.records import confusion, hparams
+from experiments.training.loop import EvaluationResult, TrainingResult
+
+log = logging.getLogger("experiments")
+
+
+class Metrics:
+    """metrics.jsonl and the TensorBoard events of one run folder; a context manager that closes
+    them."""
+
+    def __init__(self, run_dir: Path, writes: bool) -> None:
+        self.dir = run_dir
+        self.writes = writes
+        self._jsonl: IO[str] | None = None
+        self._tensorboard: SummaryWriter | None = None
+        # TensorBoard hides events from this step on: those of an epoch cut short before a resume.
+        self._purge_step: int | None = None
+
+    def __enter__(self) -> Metrics:
+        return self
+
+    def __exit__(self, *exception: object) -> None:
+        with sigterm_held():
+            if self._jsonl is not None:
+                self._jsonl.close()
+            if self._tensorboard is not None:
+                self._tensorboard.close()
+
+    def resume_after(self, epoch: int, steps_per_epoch: int) -> None:
+        """Continue after `epoch`: what was logged after it is about to be done again."""
+        self._purge_step = epoch * steps_per_epoch + 1
+        path = self.dir / "metrics.jsonl"
+        if not self.writes or not path.is_file():
+            return
+        rows = [line for line in path.read_text().splitlines() if line.strip()]
+        kept = [line for line in rows if json.loads(line)["epoch"] <= epoch]
+        write_text_atomically(path, "".join(f"{line}\n" for line in kept))
+
+    def step(
+        self, epoch: int, steps_before: int, step: int, loss: float, speed: float, lr: float
+    ) -> None:
+        """A training loss, logged at `step` of `epoch`, after `steps_before` steps in all."""
+        global_step = steps_before + step
+        self._write(
+            kind="step",
+            epoch=epoch,
+            step=step,
+            global_step=global_step,
+            train_loss=loss,
+            lr=lr,
+            images_per_second=speed,
+        )
+        self._scalar("train_loss", loss, global_step)
+        self._scalar("lr", lr, global_step)
+
+    def epoch(
+        self,
+        epoch: int,
+        global_step: int,
+        training: TrainingResult,
+        test: EvaluationResult,
+        val: EvaluationResult | None,
+        classes: list[str],
+    ) -> dict[str, Any]:
+        """Log an epoch's numbers; returns them as its row of the run's history."""
+        validation = {} if val is None else {"val_loss": val.loss, "val_accuracy": val.accuracy}
+        row = {
+            "epoch": epoch,
+            "global_step": global_step,
+            "train_loss": training.loss,
+            "lr": training.lr,
+            **validation,
+            "test_loss": test.loss,
+            "test_accuracy": test.accuracy,
+            "class_accuracy": dict(zip(classes, test.class_accuracy, strict=True)),
+            "images_per_second": training.images_per_second,
+            "train_images": training.images,
+            "train_seconds": training.seconds,
+            "wait_seconds": training.wait_seconds,
+            "copy_seconds": training.copy_seconds,
+            "compute_seconds": training.compute_seconds,
+            "eval_seconds": test.seconds + (val.seconds if val else 0.0),
+            "epoch_seconds": training.seconds + test.seconds + (val.seconds if val else 0.0),
+        }
+        self._write(kind="epoch", **row)
+        for tag in ("val_loss", "val_accuracy", "test_loss", "test_accuracy"):
+            if tag in row:
+                self._scalar(tag, row[tag], global_step)
+        return row
+
+    def hyperparameters(
+        self,
+        hyperparameters: dict[str, bool | int | float | str],
+        numbers: dict[str, float | None],
+        global_step: int,
+    ) -> None:
+        """The run's hyperparameters and final `numbers`, for TensorBoard's HParams tab."""
+        if self.writes:
+            hparams.write(self._writer(), hyperparameters, numbers, global_step)
+
+    def confusion_matrix(
+        self, counts: list[list[int]], classes: list[str], title: str, global_step: int
+    ) -> None:
+        """A confusion matrix as an image in TensorBoard and as confusion_matrix.png (up to
+        `confusion.MOST_DRAWN_CLASSES` classes: beyond, its cells would be too small to see)."""
+        if not self.writes:
+            return
+        if len(classes) > confusion.MOST_DRAWN_CLASSES:
+            log.info(
+                "confusion matrix not drawn: %d classes (it is drawn for up to %d)",
+                len(classes),
+                confusion.MOST_DRAWN_CLASSES,
+            )
+            return
+        path = self.dir / "confusion_matrix.png"
+        confusion.save(counts, classes, title, path, self._writer(), global_step)
+
+    def _write(self, **row: Any) -> None:
+        if not self.writes:
+            return
+        if self._jsonl is None:
+            self._jsonl = open(self.dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        self._jsonl.write(json.dumps({**row, "time": time.time()}) + "\n")
+        self._jsonl.flush()
+
+    def _scalar(self, tag: str, value: float, step: int) -> None:
+        if not self.writes:
+            return
+        writer = self._writer()
+        writer.add_scalar(tag, value, step)
+        writer.flush()
+
+    def _writer(self) -> SummaryWriter:
+        if self._tensorboard is None:
+            self._tensorboard = SummaryWriter(self.dir, purge_step=self._purge_step)
+        return self._tensorboard

@@ -1,0 +1,168 @@
+"""results.json: a job's status and numbers, rewritten (atomically) as the job goes.
+
+    running    from the start, with the host and pid, so a report can tell a job in progress
+               from one that was killed
+    completed  with the job's numbers
+    failed     with the reason in one line (and, for a crash, the traceback)
+
+Of several processes, only the main one writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import traceback
+from datetime import datetime, timezone
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from omegaconf import DictConfig
+
+from experiments.core.errors import ExperimentError, one_line
+from experiments.core.files import write_text_atomically
+from experiments.devices.distributed import first_failure, sigterm_held
+from experiments.devices.plan import request_text
+from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
+from experiments.records import checkpoints
+from experiments.records.environment import versions
+from experiments.training.selection import Monitor, selected_epoch
+
+
+class Results:
+    """results.json through a job's life. As a context manager: "running" on entry, and "failed"
+    with the reason (and, for a crash, the traceback) if the block raises."""
+
+    def __init__(
+        self, run_dir: Path, fields: dict[str, Any], group: ProcessGroup = ONE_PROCESS
+    ) -> None:
+        self.path = run_dir / "results.json"
+        self.group = group
+        self.started = time.time()
+        self._fields: dict[str, Any] = {
+            "status": "running",
+            "reason": None,
+            "run_dir": str(run_dir),
+            **fields,
+            "started_at": _timestamp(self.started),
+            # Who runs it, so a report can tell a run in progress from one that was killed.
+            "process": {"host": socket.gethostname(), "pid": os.getpid()},
+            "environment": versions(),
+        }
+
+    def __enter__(self) -> Results:
+        self._write()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if error is None:
+            return
+        with sigterm_held():
+            if isinstance(error, KeyboardInterrupt):
+                self.finish("failed", "interrupted")
+                return
+            if not isinstance(error, ExperimentError):  # a bug or a crash: keep where it was
+                self._fields["traceback"] = "".join(traceback.format_exception(error))
+            # When another process failed first, its failure is why this one stopped.
+            self.finish("failed", first_failure(self.group, one_line(error)))
+
+    def add(self, **fields: Any) -> None:
+        """Record what the job has learned so far (the device it got, a setting it applied)."""
+        self._fields.update(fields)
+        self._write()
+
+    def get(self, key: str) -> Any:
+        return self._fields.get(key)
+
+    def finish(self, status: str, reason: str | None, **numbers: Any) -> dict[str, Any]:
+        finished = time.time()
+        self._fields.update(
+            numbers,
+            status=status,
+            reason=reason,
+            finished_at=_timestamp(finished),
+            total_seconds=finished - self.started,
+        )
+        self._write()
+        return dict(self._fields)
+
+    def _write(self) -> None:
+        if self.group.is_main:
+            write_text_atomically(self.path, json.dumps(self._fields, indent=2) + "\n")
+
+
+def training_fields(
+    cfg: DictConfig, group: ProcessGroup, resumed: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What results.json says of a training run before it starts (or resumes from `resumed`)."""
+    done = 0 if resumed is None else resumed["epoch"]
+    return {
+        "model": cfg.model.name,
+        "dataset": cfg.dataset.name,
+        "placement": cfg.placement.name,
+        "optimizer": cfg.optimizer.name,
+        "scheduler": cfg.scheduler.name,
+        # Completed with what was used once the request is resolved.
+        "device": {"requested": request_text(cfg.device)},
+        "seed": cfg.trainer.seed,
+        "precision": str(cfg.trainer.precision),
+        "epochs": cfg.trainer.epochs,
+        # trainer.batch_size is the batch of all processes together.
+        "batch_size": cfg.trainer.batch_size,
+        "world_size": group.world_size,
+        "per_process_batch_size": cfg.trainer.batch_size // group.world_size,
+        "epochs_completed": done,
+        "stopped_early": None,
+        **({"resumed_after_epochs": [done]} if resumed is not None else {}),
+        "replay_of": cfg.replay,
+    }
+
+
+def training_summary(history: list[dict[str, Any]], monitor: Monitor | None) -> dict[str, Any]:
+    """A finished run's numbers, from its epochs' rows: those of the epoch `monitor` selects on
+    the validation split, or without one (`monitor` None) of the final epoch."""
+    last = history[-1]
+    selected = selected_epoch(history, monitor)
+    train_seconds = sum(row["train_seconds"] for row in history)
+    return {
+        "selected_epoch": selected["epoch"],
+        "selected_by": str(monitor) if monitor else "final epoch (no validation split)",
+        "val_accuracy": selected.get("val_accuracy"),
+        "val_loss": selected.get("val_loss"),
+        "test_accuracy": selected["test_accuracy"],
+        "test_loss": selected["test_loss"],
+        "class_accuracy": selected["class_accuracy"],
+        "final_val_accuracy": last.get("val_accuracy"),
+        "final_test_accuracy": last["test_accuracy"],
+        "train_loss": last["train_loss"],
+        "train_images_per_second": sum(row["train_images"] for row in history) / train_seconds,
+        "epoch_seconds": [row["epoch_seconds"] for row in history],
+        # Where training time went: waiting for batches (of which copying them to the device),
+        # and computing. Copies and compute share one CUDA stream: they never overlap.
+        **{
+            f"{part}_share": sum(row[f"{part}_seconds"] for row in history) / train_seconds
+            for part in ("wait", "copy", "compute")
+        },
+        "checkpoint": str(checkpoints.LAST),
+        "best_checkpoint": str(checkpoints.BEST) if monitor else None,
+    }
+
+
+def per_class_text(class_accuracy: dict[str, float | None]) -> str:
+    """ "airplane 38%, automobile 45%, ..." ("-" for a class without test images)."""
+    return ", ".join(
+        f"{name} {'-' if accuracy is None else f'{100 * accuracy:.0f}%'}"
+        for name, accuracy in class_accuracy.items()
+    )
+
+
+def _timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,207 @@
+"""The report on a folder of runs: a row per run, in CSV and Markdown, and plots to look at.
+
+    python -m experiments.report outputs/2026-11-22/10-00-00_ab12cd34    # a sweep, or one run
+    python -m experiments.report outputs                                 # everything
+
+(The command line is `experiments.report.command`.)
+
+Every multirun writes it into its sweep folder at the end (`experiments.report.sweep_end`). A run
+folder is any folder with a `.hydra/` snapshot; runs still going, killed, or without results are
+listed as such, not left out.
+
+    summary.csv, summary.md   model, dataset, device, placement, status (and why it failed), the
+                              selected epoch with its validation and test accuracy (the final
+                              epoch without a validation split), the final test accuracy, train
+                              images/s, seconds per epoch, peak memory, and where training time
+                              went: waiting for batches, copying them to the device (the share
+                              spent moving data), computing
+    throughput.png            train images/s by device and placement
+    curves.png                test (and validation) accuracy and train loss per epoch, a line
+                              per run
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from experiments.report import plots
+from experiments.training.selection import Monitor, selected_epoch
+
+Row = dict[str, Any]
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of summary.csv, summary.md and the console table: the row's `key`, its header,
+    and how a value looks (the console leaves out the reasons, listed beneath it instead)."""
+
+    key: str
+    header: str
+    show: Callable[[Any], str] = str
+    in_console: bool = True
+
+    def cell(self, row: Row) -> str:
+        value = row[self.key]
+        return "" if value is None else self.show(value)
+
+
+COLUMNS = [
+    Column("run", "run"),
+    Column("model", "model"),
+    Column("dataset", "dataset"),
+    Column("device", "device"),
+    Column("placement", "placement"),
+    Column("loader", "loader"),  # memory or stream, for data of the user's own
+    Column("status", "status"),
+    Column("reason", "reason", in_console=False),
+    # The epoch selected on the validation split (the final one without), and its accuracies.
+    Column("selected_epoch", "epoch"),
+    Column("val_accuracy", "val acc", _percent),
+    Column("test_accuracy", "test acc", _percent),
+    Column("final_test_accuracy", "final test acc", _percent),
+    Column("train_images_per_second", "train img/s", "{:,.0f}".format),
+    Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
+    Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
+    Column("peak_cuda_memory_mb", "cuda MiB", "{:,.0f}".format),
+    Column("wait_share", "data wait", _percent),
+    Column("copy_share", "copy to device", _percent),
+    Column("compute_share", "compute", _percent),
+]
+
+
+def find_runs(folder: Path) -> list[Path]:
+    """Every training run folder at or below `folder` (not evaluations), sweep jobs in order."""
+    runs = [
+        path.parent
+        for path in folder.rglob(".hydra")
+        if (path / "config.yaml").is_file() and "trainer" in OmegaConf.load(path / "config.yaml")
+    ]
+    return sorted(runs, key=lambda run: _natural_key(run.relative_to(folder)))
+
+
+def _natural_key(path: Path) -> list[Any]:
+    # "10_..." after "9_...": compare the leading job numbers as numbers.
+    return [
+        (0, int(part.split("_")[0])) if part.split("_")[0].isdigit() else (1, part)
+        for part in path.parts
+    ]
+
+
+def summary_row(run_dir: Path, folder: Path, history: list[Row]) -> Row:
+    """One summary row for a run folder, from its results.json, or what its folder and its
+    epochs' rows (`history`) show."""
+    config = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    row: Row = dict.fromkeys(column.key for column in COLUMNS)
+    row.update(
+        run=str(run_dir.relative_to(folder)) if run_dir != folder else run_dir.name,
+        model=OmegaConf.select(config, "model.name"),
+        dataset=OmegaConf.select(config, "dataset.name"),
+        device=OmegaConf.select(config, "device.name"),
+        placement=OmegaConf.select(config, "placement.name"),
+    )
+    results_file = run_dir / "results.json"
+    results = json.loads(results_file.read_text()) if results_file.is_file() else {}
+    row["status"] = _status(results)
+    row["reason"] = results.get("reason")
+    row["loader"] = results.get("data", {}).get("loader")
+    if "device" in results:
+        device = results["device"]
+        row["device"] = device.get("used", device.get("requested"))
+    for key in row:
+        if key in results and key not in ("model", "dataset", "device", "placement", "status"):
+            row[key] = results[key]
+    if history:
+        if row["selected_epoch"] is None:  # a run still going, or stopped: its epochs so far
+            validated = "val_accuracy" in history[-1]
+            selected = selected_epoch(history, Monitor.of(config.trainer) if validated else None)
+            row.update(
+                selected_epoch=selected["epoch"],
+                val_accuracy=selected.get("val_accuracy"),
+                test_accuracy=selected["test_accuracy"],
+                final_test_accuracy=history[-1]["test_accuracy"],
+            )
+        row["seconds_per_epoch"] = sum(e["epoch_seconds"] for e in history) / len(history)
+    return row
+
+
+def _status(results: dict[str, Any]) -> str:
+    """completed, failed, running, crashed (stopped without a word), or no results."""
+    status = results.get("status")
+    if status is None:
+        return "no results"
+    if status != "running":
+        return status
+    process = results.get("process", {})
+    if process.get("host") != socket.gethostname():
+        return "running"
+    try:
+        os.kill(process["pid"], 0)
+    except ProcessLookupError:
+        return "crashed"
+    except PermissionError:
+        pass  # alive, owned by someone else
+    return "running"
+
+
+def epochs(run_dir: Path) -> list[dict[str, Any]]:
+    """The epoch rows of a run's metrics.jsonl (none if it has not finished an epoch)."""
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [row for row in rows if row["kind"] == "epoch"]
+
+
+def write_report(folder: Path) -> list[dict[str, Any]]:
+    """Write summary.csv, summary.md and the plots into `folder`; return the rows."""
+    runs = find_runs(folder)
+    histories = [epochs(run) for run in runs]
+    rows = [summary_row(run, folder, history) for run, history in zip(runs, histories, strict=True)]
+    with open(folder / "summary.csv", "w", newline="", encoding="utf-8") as file:
+        writer = csv.DictWriter(file, fieldnames=[column.key for column in COLUMNS])
+        writer.writeheader()
+        writer.writerows(rows)
+    (folder / "summary.md").write_text(markdown(rows), encoding="utf-8")
+    plots.draw(folder, rows, histories)
+    return rows
+
+
+def markdown(rows: Sequence[Row]) -> str:
+    lines = ["| " + " | ".join(column.header for column in COLUMNS) + " |"]
+    lines.append("|" + "---|" * len(COLUMNS))
+    lines += ["| " + " | ".join(column.cell(row) for column in COLUMNS) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def table(rows: Sequence[Row], folder: Path) -> str:
+    """A plain-text table for the console: a count by status, the runs, then why any failed.
+    Columns empty in every row (CUDA memory on the CPU) are left out."""
+    shown = [
+        column for column in COLUMNS if column.in_console and any(column.cell(row) for row in rows)
+    ]
+    body = [[column.header for column in shown]]
+    body += [[column.cell(row) for column in shown] for row in rows]
+    widths = [max(len(line[i]) for line in body) for i in range(len(shown))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in body
+    ]
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    tally = ", ".join(f"{count} {status}" for status, count in counts.items())
+    reasons = [f"{row['run']}: {row['reason']}" for row in rows if row["reason"]]
+    return "\n".join([f"{len(rows)} run(s) in {folder}: {tally}", *lines, *reasons])

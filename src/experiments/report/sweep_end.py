@@ -1,0 +1,74 @@
+"""The report at the end of every sweep (a Hydra callback), and of a sweep its launcher gave up on.
+
+This module must not import torch or matplotlib: Hydra loads it for every run.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.devices.process_group import ProcessGroup
+
+log = logging.getLogger("experiments")
+
+# Sweeps started in this process whose end Hydra has not reached yet. When a launcher gives up
+# on a sweep (a joblib worker killed by the system, say), the command line still reports on it.
+_unreported: list[Path] = []
+
+
+class SweepReport(Callback):
+    """At the end of a multirun: the report in the sweep folder, a table of what completed and
+    what failed, and exit code 1 if any job failed (every job has run by then)."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if not _main_process():
+            return
+        # Hydra's basic sweeper saves the sweep's config too; other sweepers (Optuna) do not.
+        sweep_dir = Path(config.hydra.sweep.dir)
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(config, sweep_dir / "multirun.yaml")
+        _unreported.append(sweep_dir)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if not _main_process():
+            return
+        sweep_dir = Path(config.hydra.sweep.dir)
+        _unreported.remove(sweep_dir)
+        if not report(sweep_dir):
+            raise SystemExit(1)
+
+
+def report_unfinished_sweeps() -> None:
+    """Report on the sweeps this process started that never reached their end, if any of their
+    jobs started."""
+    from experiments.report.summary import find_runs  # loads matplotlib: only when needed
+
+    while _unreported:
+        sweep_dir = _unreported.pop()
+        if find_runs(sweep_dir):
+            report(sweep_dir)
+        elif [entry.name for entry in sweep_dir.iterdir()] == ["multirun.yaml"]:
+            # No job started (a typo in a swept value, no cluster): leave no empty sweep behind.
+            (sweep_dir / "multirun.yaml").unlink()
+            sweep_dir.rmdir()
+
+
+def report(sweep_dir: Path) -> bool:
+    """Write the sweep's report, show its table; whether every job completed."""
+    from experiments.report.summary import table, write_report  # loads matplotlib, as above
+
+    rows = write_report(sweep_dir)
+    print(table(rows, sweep_dir), file=sys.stderr)
+    print(f"report: {sweep_dir}/summary.md (and .csv, plots)", file=sys.stderr)
+    return all(row["status"] == "completed" for row in rows)
+
+
+def _main_process() -> bool:
+    """False in torchrun's processes other than 0, which leave the sweep's files to process 0."""
+    return ProcessGroup.from_env().is_main

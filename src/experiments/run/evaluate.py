@@ -1,0 +1,157 @@
+"""The story of one evaluation: a checkpoint's model on a test split, on a device.
+
+`experiments.cli` calls `evaluate` with the config Hydra composed (conf/eval.yaml) and the folder
+it made for this evaluation; results.json there holds overall and per-class accuracy and loss.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+
+from experiments.config.build import build
+from experiments.config.schemas import is_image_folder, is_users_data
+from experiments.config.validate import validate
+from experiments.core.errors import ExperimentError
+from experiments.core.text import display_path
+from experiments.data.batches import Batches
+from experiments.devices import process_settings
+from experiments.devices.description import device_record
+from experiments.devices.free_gpus import FreeGpus
+from experiments.devices.placement import audit
+from experiments.devices.plan import DevicePlan, request_text
+from experiments.devices.process_group import ONE_PROCESS
+from experiments.records import checkpoints
+from experiments.records.results import Results, per_class_text
+from experiments.run import setup
+from experiments.training import loop, models
+from experiments.training.selection import Monitor
+
+log = logging.getLogger("experiments")
+
+
+def evaluate(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float:
+    """Evaluate the checkpoint `cfg.ckpt` names; returns its test accuracy."""
+    fields = {"kind": "evaluation", "device": {"requested": request_text(cfg.device)}}
+    with Results(run_dir, fields) as results:
+        if OmegaConf.is_missing(cfg, "ckpt"):
+            raise ExperimentError(
+                "ckpt is required: python eval.py ckpt=<run folder or checkpoint>"
+            )
+        path = checkpoints.find(cfg.ckpt)
+        results.add(checkpoint=str(path.resolve()))
+        validate(cfg)
+        process_settings.apply(cfg.device.visible, threads=None, deterministic=False)
+        plan = setup.prepare_device(cfg.device, ONE_PROCESS, free_gpus)
+        results.add(device=device_record(cfg.device, plan))
+        state = checkpoints.load(path, map_location=plan.device)
+        trained = OmegaConf.create(state["config"])
+        log.info("evaluating %s: %s", display_path(path), _which_epoch(path, state, trained))
+        placement = build(cfg.placement, device=plan.device)
+        dataset = _dataset_to_evaluate(cfg.dataset, trained.dataset)
+        data = setup.load_data(dataset, placement, training=False)
+        _check_classes(data.classes, trained.dataset, dataset)
+        results.add(data={**data.record, **data.derived()})
+
+        model = models.build_for(trained.model, data.shape, len(data.classes), data.name)
+        model.load_state_dict(state["model"])
+        model = setup.place_model(model, placement, plan)
+        loss_fn = placement.module(nn.CrossEntropyLoss())
+        test_batches = Batches(
+            data.test,
+            batch_size=cfg.batch_size,
+            mean=data.mean,
+            std=data.std,
+            placement=placement,
+            limit=cfg.limit_batches,
+        )
+        audit(model, loss_fn, next(iter(test_batches)), plan)
+        evaluation = loop.evaluate(
+            model=model,
+            loss_fn=loss_fn,
+            autocast_dtype=None,
+            batches=test_batches,
+            device=plan.device,
+            group=ONE_PROCESS,
+            num_classes=len(data.classes),
+        )
+        outcome = results.finish(
+            "completed",
+            None,
+            model=trained.model.name,
+            trained_on=trained.dataset.name,
+            trained_epochs=state["epoch"],
+            dataset=data.name,
+            test_images=test_batches.count_images(),
+            test_accuracy=evaluation.accuracy,
+            test_loss=evaluation.loss,
+            class_accuracy=dict(zip(data.classes, evaluation.class_accuracy, strict=True)),
+            seconds=evaluation.seconds,
+        )
+    _log_outcome(outcome, plan, run_dir)
+    return evaluation.accuracy
+
+
+def _which_epoch(path: Path, state: dict[str, Any], trained: DictConfig) -> str:
+    """What the checkpoint holds: a run's selected epoch (best.pt), or its latest."""
+    if path.name == checkpoints.BEST.name:
+        return f"epoch {state['epoch']}, selected by {Monitor.of(trained.trainer)}"
+    if path.name == checkpoints.LAST.name:
+        return f"epoch {state['epoch']}, the last its run saved"
+    return f"epoch {state['epoch']}"
+
+
+def _dataset_to_evaluate(asked: DictConfig | None, trained: DictConfig) -> DictConfig:
+    """The dataset the evaluation asks for (by default the one trained on), normalized as the
+    training images were unless it says otherwise; images of the user's own are made the size
+    and channels the model was trained on (it takes no other)."""
+    if asked is None:
+        return trained
+    for key in ("mean", "std"):
+        if asked[key] is None:
+            asked[key] = trained[key]
+    if is_users_data(asked):
+        asked.channels, asked.image_size = trained.channels, trained.image_size
+    return asked
+
+
+def _check_classes(classes: list[str], trained: DictConfig, dataset: DictConfig) -> None:
+    known = list(trained.classes or [str(label) for label in range(trained.num_classes)])
+    if classes == known:
+        return
+    missing, extra = sorted(set(known) - set(classes)), sorted(set(classes) - set(known))
+    where = (
+        f"dataset.root={dataset.root}" if is_image_folder(dataset) else f"dataset {dataset.name}"
+    )
+    if not missing and not extra:
+        raise ExperimentError(
+            f"{where} has the classes the model was trained on in another order "
+            f"({', '.join(classes)}; trained: {', '.join(known)})"
+        )
+    parts = [f"missing {', '.join(missing)}"] if missing else []
+    parts += [f"not trained on {', '.join(extra)}"] if extra else []
+    raise ExperimentError(
+        f"{where} has other classes than those the model was trained on "
+        f"({trained.name}): {'; '.join(parts)}"
+    )
+
+
+def _log_outcome(outcome: dict[str, Any], plan: DevicePlan, run_dir: Path) -> None:
+    log.info("test accuracy per class: %s", per_class_text(outcome["class_accuracy"]))
+    log.info(
+        "evaluated %s (%d epochs on %s) on %s: test accuracy %.1f%%, test loss %.4f, "
+        "%d images on %s -> %s",
+        outcome["model"],
+        outcome["trained_epochs"],
+        outcome["trained_on"],
+        outcome["dataset"],
+        100 * outcome["test_accuracy"],
+        outcome["test_loss"],
+        outcome["test_images"],
+        plan,
+        display_path(run_dir),
+    )

@@ -1,0 +1,154 @@
+"""The models, each sized from the dataset's shape (channels, image size, classes).
+
+The layer lists follow the tutorials they come from; only the input of the first fully connected
+layer is computed from the image size, so every model runs on every dataset large enough for its
+convolutions and pooling. A dataset too small for a model raises `ShapeError` at construction.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from experiments.config.build import build
+from experiments.config.schemas import ModelConfig
+from experiments.core.errors import ExperimentError
+from experiments.core.text import shape_text
+
+
+class ShapeError(ValueError):
+    """The model cannot take images of the requested shape."""
+
+
+def build_for(
+    config: ModelConfig, image_shape: tuple[int, int, int], num_classes: int, dataset: str
+) -> nn.Module:
+    """Build the model the config names and check it takes the dataset's images and classes."""
+    cannot = f"model {config.name} cannot take dataset {dataset} ({shape_text(image_shape)} images)"
+    try:
+        model = build(config)
+        model.eval()  # the probe below must not change any state (batch-norm statistics)
+        with torch.no_grad():
+            outputs = model(torch.zeros(1, *image_shape))
+        model.train()
+    except (ShapeError, RuntimeError) as error:
+        raise ExperimentError(f"{cannot}: {error}".splitlines()[0]) from error
+    if outputs.shape != (1, num_classes):
+        raise ExperimentError(
+            f"{cannot}: it gives {outputs.shape[-1]} outputs per image for {num_classes} classes"
+        )
+    return model
+
+
+def _flattened_size(features: nn.Module, in_channels: int, image_size: int) -> int:
+    """Number of values `features` produce for one image, found by running it on one blank image."""
+    try:
+        with torch.no_grad():
+            return features(torch.zeros(1, in_channels, image_size, image_size)).numel()
+    except RuntimeError as error:
+        raise ShapeError(
+            f"its layers shrink {image_size}x{image_size} images to nothing"
+        ) from error
+
+
+class _ConvClassifier(nn.Module):
+    """Convolutional `features`, then flatten, then fully connected layers through `hidden`."""
+
+    def __init__(
+        self,
+        features: nn.Sequential,
+        hidden: Sequence[int],
+        in_channels: int,
+        image_size: int,
+        num_classes: int,
+        activation: bool,
+    ) -> None:
+        super().__init__()
+        self.features = features
+        flat = _flattened_size(features, in_channels, image_size)
+        self.classifier = _fully_connected([flat, *hidden, num_classes], activation)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+def _fully_connected(sizes: Sequence[int], activation: bool) -> nn.Sequential:
+    """Linear layers through `sizes`; with `activation`, a ReLU after each but the last."""
+    layers: list[nn.Module] = []
+    for index, (size_in, size_out) in enumerate(itertools.pairwise(sizes)):
+        layers.append(nn.Linear(size_in, size_out))
+        if activation and index < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return nn.Sequential(*layers)
+
+
+class Tudui(_ConvClassifier):
+    """The CIFAR-10 tutorial's "Tudui" CNN: three 5x5 conv + max-pool stages, then 64 → classes.
+
+    On 3x32x32 input: Conv(3→32) Pool Conv(32→32) Pool Conv(32→64) Pool Flatten Linear(1024→64)
+    Linear(64→10), with no activations, exactly as the tutorial wrote it.
+    """
+
+    def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
+        features = nn.Sequential(
+            nn.Conv2d(in_channels, 32, 5, padding=2),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 32, 5, padding=2),
+            nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 5, padding=2),
+            nn.MaxPool2d(2),
+        )
+        super().__init__(features, [64], in_channels, image_size, num_classes, activation=False)
+
+
+def _two_conv_relu_pool(in_channels: int, second_channels: int) -> nn.Sequential:
+    """Conv(in→6, 5) ReLU Pool Conv(6→second, 5) ReLU Pool: LeNet's features, and Network's."""
+    return nn.Sequential(
+        nn.Conv2d(in_channels, 6, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(6, second_channels, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+    )
+
+
+class LeNet(_ConvClassifier):
+    """The PyTorch CIFAR-10 tutorial's `Net`: LeNet-5 with ReLU.
+
+    On 3x32x32 input: Conv(3→6, 5) ReLU Pool Conv(6→16, 5) ReLU Pool Linear(400→120) ReLU
+    Linear(120→84) ReLU Linear(84→10).
+    """
+
+    def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
+        features = _two_conv_relu_pool(in_channels, 16)
+        super().__init__(features, [120, 84], in_channels, image_size, num_classes, activation=True)
+
+
+class Network(_ConvClassifier):
+    """The MNIST tutorial's `Network`.
+
+    On 1x28x28 input: Conv(1→6, 5) ReLU Pool Conv(6→12, 5) ReLU Pool Linear(192→120) ReLU
+    Linear(120→60) ReLU Linear(60→10).
+    """
+
+    def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
+        features = _two_conv_relu_pool(in_channels, 12)
+        super().__init__(features, [120, 60], in_channels, image_size, num_classes, activation=True)
+
+
+class MLP(nn.Module):
+    """Fully connected layers with ReLU over the flattened image, e.g. 12288→25→16→6 on 3x64x64."""
+
+    def __init__(
+        self, in_channels: int, image_size: int, num_classes: int, hidden_sizes: Sequence[int]
+    ) -> None:
+        super().__init__()
+        sizes = [in_channels * image_size * image_size, *hidden_sizes, num_classes]
+        self.layers = _fully_connected(sizes, activation=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(torch.flatten(x, 1))

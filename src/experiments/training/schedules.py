@@ -1,0 +1,81 @@
+"""Learning-rate schedules: the `_target_`s of the scheduler config group.
+
+Each is built with the optimizer and `total_steps`, the number of times the run will step it
+(its epochs, or its optimizer steps, as the option's `interval` says), so every schedule fits the
+run's length by itself: `trainer.epochs=30` stretches a cosine, it does not cut it short. Each
+returns a torch `LRScheduler`, whose state_dict goes into every checkpoint.
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import (
+    ConstantLR,
+    CosineAnnealingLR,
+    LinearLR,
+    LRScheduler,
+    MultiStepLR,
+    OneCycleLR,
+    SequentialLR,
+)
+
+from experiments.config.build import build
+from experiments.config.choices import Interval
+
+
+def constant(optimizer: Optimizer, total_steps: int) -> LRScheduler:
+    """`scheduler=none`: the optimizer's lr throughout, however many steps there are."""
+    return ConstantLR(optimizer, factor=1.0, total_iters=0)
+
+
+def step(
+    optimizer: Optimizer, total_steps: int, milestones: list[float], gamma: float
+) -> LRScheduler:
+    """The lr multiplied by `gamma` at each milestone, a share of the run (0.5: half-way)."""
+    return MultiStepLR(optimizer, [round(share * total_steps) for share in milestones], gamma=gamma)
+
+
+def cosine(optimizer: Optimizer, total_steps: int, min_lr: float) -> LRScheduler:
+    """From the optimizer's lr down to `min_lr` along half a cosine, over the whole run."""
+    return CosineAnnealingLR(optimizer, T_max=total_steps, eta_min=min_lr)
+
+
+def warmup_cosine(
+    optimizer: Optimizer,
+    total_steps: int,
+    min_lr: float,
+    warmup_fraction: float,
+    start_factor: float,
+) -> LRScheduler:
+    """A linear rise from lr * `start_factor` to lr over the first `warmup_fraction` of the run,
+    then the cosine of the rest down to `min_lr`."""
+    warmup = max(1, round(warmup_fraction * total_steps))
+    return SequentialLR(
+        optimizer,
+        [
+            LinearLR(optimizer, start_factor=start_factor, total_iters=warmup),
+            CosineAnnealingLR(optimizer, T_max=max(1, total_steps - warmup), eta_min=min_lr),
+        ],
+        milestones=[warmup],
+    )
+
+
+def onecycle(
+    optimizer: Optimizer, total_steps: int, max_lr: float | None, pct_start: float
+) -> LRScheduler:
+    """Leslie Smith's one cycle: up to `max_lr` (None: the optimizer's lr, so the default never
+    trains faster than the lr asked for) over `pct_start` of the run, then far below where it
+    started (OneCycleLR's defaults: from the peak / 25, down to the peak / 25e4)."""
+    peak = max_lr if max_lr is not None else optimizer.param_groups[0]["lr"]
+    return OneCycleLR(optimizer, max_lr=peak, total_steps=total_steps, pct_start=pct_start)
+
+
+def for_run(
+    config: DictConfig, optimizer: Optimizer, *, epochs: int, steps_per_epoch: int
+) -> tuple[LRScheduler, Interval]:
+    """The configured schedule for a run of `epochs` of `steps_per_epoch` optimizer steps, and
+    when to step it."""
+    interval = Interval(config.interval)
+    total_steps = epochs * (steps_per_epoch if interval == Interval.step else 1)
+    return build(config, leave_out=("interval",))(optimizer, total_steps=total_steps), interval

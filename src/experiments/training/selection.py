@@ -1,0 +1,107 @@
+"""Which epoch a run reports, and when it stops early: decided on the validation split alone,
+from the epochs' rows (so a resumed run decides as the uninterrupted one would have).
+
+`trainer.monitor` names the validation metric; the selected epoch is the first with its best
+value, and its model is kept as `checkpoints/best.pt`. Early stopping ends the run once the
+metric has gone `patience` epochs without improving by more than `min_delta`. Without a
+validation split nothing is selected: a run reports its final epoch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig
+
+from experiments.config.choices import Mode
+from experiments.core.errors import ExperimentError
+
+Row = dict[str, Any]
+ADD_VALIDATION = "add dataset.val_fraction=0.1 (or a val/ folder to an image folder)"
+
+
+@dataclass(frozen=True)
+class Monitor:
+    metric: str  # val_accuracy or val_loss
+    mode: Mode  # max or min
+
+    @classmethod
+    def of(cls, trainer: DictConfig) -> Monitor:
+        mode = trainer.monitor_mode
+        if mode == Mode.auto:
+            mode = Mode.max if trainer.monitor.endswith("accuracy") else Mode.min
+        return cls(trainer.monitor, Mode(mode))
+
+    def __str__(self) -> str:
+        return f"{self.metric} ({self.mode})"
+
+    def improves(self, value: float, on: float, by: float = 0.0) -> bool:
+        """Whether `value` is better than `on` by more than `by`."""
+        return value > on + by if self.mode == Mode.max else value < on - by
+
+    def selected(self, history: list[Row]) -> Row:
+        """The epoch with the best value (the first of equals)."""
+        best = history[0]
+        for row in history[1:]:
+            if self.improves(row[self.metric], best[self.metric]):
+                best = row
+        return best
+
+
+def selected_epoch(history: list[Row], monitor: Monitor | None) -> Row:
+    """The epoch a run reports: the one `monitor` selects on the validation split, or without
+    one (None) the final epoch."""
+    return monitor.selected(history) if monitor else history[-1]
+
+
+def early_stop(history: list[Row], monitor: Monitor, stopping: DictConfig) -> str | None:
+    """Why the run stops after its latest epoch (`stopping`: trainer.early_stopping), or None to
+    go on."""
+    if stopping.patience is None:
+        return None
+    best, waited = history[0], 0
+    for row in history[1:]:
+        if monitor.improves(row[monitor.metric], best[monitor.metric], stopping.min_delta):
+            best, waited = row, 0
+        else:
+            waited += 1
+    if waited < stopping.patience:
+        return None
+    return (
+        f"{monitor.metric} has not improved by more than {stopping.min_delta} for {waited} "
+        f"epochs (trainer.early_stopping.patience={stopping.patience}; best "
+        f"{best[monitor.metric]:.4f} at epoch {best['epoch']})"
+    )
+
+
+def require_validation(cfg: DictConfig, has_validation: bool) -> None:
+    """Refuse, in one line, what needs a validation split when the run has none."""
+    if has_validation:
+        return
+    patience = cfg.trainer.early_stopping.patience
+    if patience is not None:
+        raise ExperimentError(
+            f"trainer.early_stopping.patience={patience} stops on trainer.monitor="
+            f"{cfg.trainer.monitor}, which needs a validation split: {ADD_VALIDATION}"
+        )
+    metric = cfg.optimized_metric
+    if metric is not None and metric.startswith("val_"):
+        raise ExperimentError(
+            f"optimized_metric={metric} needs a validation split: {ADD_VALIDATION}, or optimize "
+            "train_loss or train_images_per_second"
+        )
+
+
+def refuse_stopped(history: list[Row], trainer: DictConfig, run: str) -> None:
+    """A run that stopped early stays stopped when resumed, unless the early stopping asked for
+    now would have gone on (and a resume that early stopping would end at once is refused)."""
+    if not history or "val_accuracy" not in history[-1]:
+        return
+    reason = early_stop(history, Monitor.of(trainer), trainer.early_stopping)
+    if reason is not None:
+        raise ExperimentError(
+            f"resume={run}: {reason}, so early stopping ends it after epoch "
+            f"{history[-1]['epoch']}, where it is; raise trainer.early_stopping.patience (or set "
+            "it to null) to train on"
+        )
