@@ -45,10 +45,11 @@ from experiments.data import builtin
 from experiments.data.batches import Batches
 from experiments.data.types import Split
 from experiments.devices.description import cpu_name
+from experiments.devices.device import Device
 from experiments.devices.memory import channels_last, keep_freed_memory
 from experiments.devices.placement import ToDevice
-from experiments.devices.precision import precision
-from experiments.devices.process_group import ONE_PROCESS
+from experiments.devices.plan import DevicePlan
+from experiments.devices.precision import autocast_and_scaler
 from experiments.training import loop, models
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
@@ -75,18 +76,14 @@ def tutorial_pass(model: nn.Module, loader: DataLoader, device: torch.device) ->
     return images_seen / (time.perf_counter() - started)
 
 
-def framework_pass(model: nn.Module, batches: Batches, name: Precision) -> float:
-    device = batches.placement.device
-    autocast_dtype, scaler = precision(name, device)
+def framework_pass(model: nn.Module, batches: Batches) -> float:
+    device = batches.device
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    learner = loop.Learner(model, device.placement.module(nn.CrossEntropyLoss()), optimizer)
     training = loop.train_epoch(
-        model=model,
-        loss_fn=batches.placement.module(nn.CrossEntropyLoss()),
-        optimizer=torch.optim.SGD(model.parameters(), lr=0.01),
-        scaler=scaler,
-        autocast_dtype=autocast_dtype,
-        batches=batches,
-        device=device,
-        group=ONE_PROCESS,
+        learner,
+        batches,
+        device,
         log_interval=20,
         log_step=lambda *logged: None,
         description="bench",
@@ -98,7 +95,7 @@ def compute_pass(
     model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], steps: int, name: Precision
 ) -> float:
     images, labels = batch
-    autocast_dtype, scaler = precision(name, images.device)
+    autocast_dtype, scaler = autocast_and_scaler(name, images.device)
     loss_fn = nn.CrossEntropyLoss().to(images.device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     started = time.perf_counter()
@@ -118,10 +115,17 @@ def compute_pass(
 def measure(name: str, device: torch.device, rounds: int, options: argparse.Namespace) -> dict:
     """Median images/s of each way, and the medians of the per-round ratios b/a and b/c."""
     train, _ = builtin.cifar10_sample()
-    placement = ToDevice(device)
     precision_name = Precision(options.precision)
     asked = {"auto": None, "on": True, "off": False}[options.channels_last]
     in_channels_last = channels_last(asked, device)
+    autocast_dtype, scaler = autocast_and_scaler(precision_name, device)
+    framework_device = Device(
+        DevicePlan(device.type, device.index),
+        ToDevice(device),
+        autocast_dtype=autocast_dtype,
+        scaler=scaler,
+        channels_last=in_channels_last,
+    )
 
     def model() -> nn.Module:
         torch.manual_seed(0)
@@ -141,14 +145,13 @@ def measure(name: str, device: torch.device, rounds: int, options: argparse.Name
         batch_size=BATCH,
         mean=[0.5],
         std=[0.5],
-        placement=placement,
+        device=framework_device,
         shuffle=shuffle,
-        channels_last=in_channels_last,
     )
     fixed = next(iter(batches))
     ways = {
         "tutorial": lambda: tutorial_pass(tutorial_model, loader, device),
-        "framework": lambda: framework_pass(framework_model, batches, precision_name),
+        "framework": lambda: framework_pass(framework_model, batches),
         "compute": lambda: compute_pass(framework_model, fixed, len(batches), precision_name),
     }
     for run in ways.values():  # warm-up (and compilation)

@@ -14,10 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
+from experiments.devices.device import Device
+from experiments.devices.placement import ToDevice
+from experiments.devices.plan import DevicePlan
 
 ROOT = Path(__file__).resolve().parents[1]
 # Switches that would turn one-line errors into tracebacks: a test sets them itself, or not at all.
@@ -34,6 +38,13 @@ def compose_config(*overrides: str, config_name: str = "train", hydra: bool = Fa
     Hydra's own node, `hydra`, when asked)."""
     with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
         return compose(config_name, overrides=list(overrides), return_hydra_config=hydra)
+
+
+def on(where: str = "cpu", **options: Any) -> Device:
+    """The `Device` a one-process job on `where` (cpu, cuda:0) gets with `.to(device)` placement;
+    `options` set its process group, precision or memory format."""
+    device = torch.device(where)
+    return Device(DevicePlan(device.type, device.index), ToDevice(device), **options)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from experiments.config.schemas import SCHEMAS
 from experiments.config.store import CONFIG_PACKAGE, CUDA_OPTIONS
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
+from experiments.data import loading
 from helpers import compose_config
 
 CONF = resources.files(CONFIG_PACKAGE)
@@ -196,6 +197,8 @@ def test_keys_appended_with_plus_must_be_in_the_schema(override: str, message: s
 
 
 def test_a_data_sources_arguments_are_its_own() -> None:
-    # `dataset.source` is free-form: its keys are the arguments of its `_target_`, checked when
-    # it is called.
-    validate(compose_config("+dataset.source.test_every=4"))
+    # `dataset.source` is free-form: its keys are the arguments of its `_target_`, which no
+    # schema knows; validate lets them through, and the source takes them.
+    cfg = compose_config("dataset=mnist_sample", "dataset.source.test_every=4")
+    validate(cfg)
+    assert len(loading.load(cfg.dataset).test) == 10_000 // 4

@@ -16,8 +16,7 @@ from experiments.core.errors import ExperimentError
 from experiments.data import builtin, loading
 from experiments.data.batches import Batches
 from experiments.data.types import Split
-from experiments.devices.placement import ToDevice
-from helpers import compose_config
+from helpers import compose_config, on
 
 
 @pytest.mark.parametrize("folder", ["cifar10", "mnist"])
@@ -135,8 +134,7 @@ def test_synthetic_data_has_the_configured_shape_and_is_the_same_every_time() ->
 
 
 def batches(split: Split, **kwargs: object) -> Batches:
-    cpu = ToDevice(torch.device("cpu"))
-    return Batches(split, batch_size=4, mean=[0.5], std=[0.25], placement=cpu, **kwargs)
+    return Batches(split, batch_size=4, mean=[0.5], std=[0.25], device=on("cpu"), **kwargs)
 
 
 def test_batches_are_normalized_floats_in_order_without_shuffle() -> None:

@@ -15,7 +15,7 @@ from experiments.core.errors import ExperimentError
 from experiments.data.batches import Batches
 from experiments.data.types import Split
 from experiments.devices.command import main as devices_main
-from experiments.devices.placement import ToDevice, audit
+from experiments.devices.placement import audit
 from experiments.devices.plan import DevicePlan
 from experiments.devices.process_group import ProcessGroup
 from experiments.training.models import Tudui
@@ -24,6 +24,7 @@ from helpers import (
     assert_same_epochs_as_one_process,
     compose_config,
     failing_torchrun,
+    on,
     results,
     torchrun_cli,
     train_cli,
@@ -92,9 +93,8 @@ def test_torchrun_with_a_one_process_device_says_to_use_ddp(tmp_path: Path) -> N
 
 
 def batches(split: Split, group: ProcessGroup, **options: object) -> Batches:
-    cpu = ToDevice(torch.device("cpu"))
     return Batches(
-        split, batch_size=4, mean=[0.5], std=[0.5], placement=cpu, group=group, **options
+        split, batch_size=4, mean=[0.5], std=[0.5], device=on("cpu", group=group), **options
     )
 
 

@@ -23,6 +23,7 @@ from experiments.data import loading
 from experiments.data.batches import Augment, Batches
 from experiments.data.types import ImageData, Split
 from experiments.devices import precision
+from experiments.devices.device import Device
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
 from experiments.devices.wrapping import unwrap
@@ -36,6 +37,7 @@ from helpers import (
     eval_cli,
     failing_torchrun,
     metrics,
+    on,
     results,
     torchrun_cli,
     train_cli,
@@ -107,7 +109,13 @@ def test_preloading_on_the_gpu_gives_the_batches_a_host_copy_gives() -> None:
 
     def cut(data: ImageData) -> list[tuple[torch.Tensor, torch.Tensor]]:
         shuffle = torch.Generator().manual_seed(0)
-        options = {"mean": [0.5], "std": [0.5], "placement": gpu, "shuffle": shuffle, "limit": 5}
+        options = {
+            "mean": [0.5],
+            "std": [0.5],
+            "device": on("cuda:0"),
+            "shuffle": shuffle,
+            "limit": 5,
+        }
         return list(Batches(data.train, batch_size=64, **options))
 
     for (images, labels), (theirs, their_labels) in zip(cut(sample), cut(preloaded), strict=True):
@@ -121,7 +129,6 @@ def test_preloading_on_the_gpu_trains_to_the_same_numbers(tmp_path: Path) -> Non
 
 
 def test_batches_never_make_the_host_wait_for_the_gpu() -> None:
-    gpu = ToDevice(torch.device("cuda", 0))
     images = torch.randint(0, 256, (512, 3, 32, 32), dtype=torch.uint8)
     split = Split(images, torch.randint(0, 10, (512,)))
     shuffle = torch.Generator().manual_seed(0)
@@ -130,7 +137,7 @@ def test_batches_never_make_the_host_wait_for_the_gpu() -> None:
         batch_size=64,
         mean=[0.5],
         std=[0.5],
-        placement=gpu,
+        device=on("cuda:0"),
         shuffle=shuffle,
         augment=Augment(4, True, shuffle),
     )
@@ -178,9 +185,8 @@ def test_data_parallel_checkpoint_loads_into_a_single_device_model(tmp_path: Pat
 @two_gpus
 def test_data_parallel_replicas_compute_in_bf16_when_asked() -> None:
     plan = DevicePlan("cuda", 0, (0, 1))
-    model = setup.place_model(
-        LeNet(3, 32, 10), ToDevice(plan.device), plan, autocast_dtype=torch.bfloat16
-    )
+    device = Device(plan, ToDevice(plan.device), autocast_dtype=torch.bfloat16)
+    model = setup.place_model(LeNet(3, 32, 10), device)
     seen: list[tuple[torch.device, torch.dtype]] = []
     unwrap(model).features[0].register_forward_hook(
         lambda module, inputs, output: seen.append((output.device, output.dtype))

@@ -28,7 +28,6 @@ from experiments.data import builtin, loading, own_data
 from experiments.data.batches import Batches
 from experiments.data.types import ImageData, Split
 from experiments.devices import process_settings
-from experiments.devices.placement import ToDevice
 from experiments.records import checkpoints
 from experiments.run.evaluate import evaluate
 from helpers import (
@@ -38,6 +37,7 @@ from helpers import (
     killed_in_epoch_2,
     metrics,
     numbers,
+    on,
     results,
     torchrun_cli,
     train_cli,
@@ -742,8 +742,7 @@ def test_an_image_that_cannot_be_decoded_while_streaming_is_named(tmp_path: Path
         "dataset.mean=[0.5]",
         "dataset.std=[0.5]",
     )
-    cpu = ToDevice(torch.device("cpu"))
-    batches = Batches(data.test, batch_size=2, mean=[0.5], std=[0.5], placement=cpu)
+    batches = Batches(data.test, batch_size=2, mean=[0.5], std=[0.5], device=on("cpu"))
     with pytest.raises(ExperimentError) as error:
         list(batches)
     assert str(error.value) == (
@@ -901,8 +900,7 @@ def test_a_streamed_split_lets_its_workers_go_when_it_is_dropped(folders: Folder
         "dataset.workers=1",
     )
     before = set(multiprocessing.active_children())
-    cpu = ToDevice(torch.device("cpu"))
-    batches = Batches(data.test, batch_size=64, mean=[0.5], std=[0.5], placement=cpu)
+    batches = Batches(data.test, batch_size=64, mean=[0.5], std=[0.5], device=on("cpu"))
     assert sum(len(labels) for _, labels in batches) == 100
     workers = set(multiprocessing.active_children()) - before
     assert len(workers) == 1

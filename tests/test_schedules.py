@@ -20,10 +20,8 @@ from torch.optim.lr_scheduler import LRScheduler
 from experiments.config.choices import Interval
 from experiments.data.batches import Batches
 from experiments.data.types import Split
-from experiments.devices.placement import ToDevice
-from experiments.devices.process_group import ONE_PROCESS
 from experiments.training import loop, schedules
-from helpers import compose_config
+from helpers import compose_config, on
 
 LR = 0.1
 EPOCHS, STEPS_PER_EPOCH = 4, 5
@@ -168,7 +166,7 @@ def tiny_batches(batches: int = 3, batch_size: int = 4, device: torch.device = C
         batch_size=batch_size,
         mean=[0.5],
         std=[0.5],
-        placement=ToDevice(device),
+        device=on(str(device)),
     )
 
 
@@ -194,20 +192,20 @@ def train(
         logged.append((step, loss, speed, lr))
         on_step()
 
+    learner = loop.Learner(
+        model, loss_fn or nn.CrossEntropyLoss(), optimizer, scheduler, gradient_clip
+    )
+    precision = {
+        "autocast_dtype": torch.float16 if fp16 else None,
+        "scaler": torch.amp.GradScaler(device.type, enabled=fp16),
+    }
     result = loop.train_epoch(
-        model=model,
-        loss_fn=loss_fn or nn.CrossEntropyLoss(),
-        optimizer=optimizer,
-        scaler=torch.amp.GradScaler(device.type, enabled=fp16),
-        autocast_dtype=torch.float16 if fp16 else None,
-        batches=batches,
-        device=device,
-        group=ONE_PROCESS,
+        learner,
+        batches,
+        on(str(device), **precision),
         log_interval=1,
         log_step=log_step,
         description="t",
-        gradient_clip=gradient_clip,
-        scheduler=scheduler,
     )
     return result, logged
 

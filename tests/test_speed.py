@@ -19,13 +19,10 @@ from experiments.data.batches import Augment, Batches
 from experiments.data.types import ImageData
 from experiments.devices import precision
 from experiments.devices.placement import ToDevice
-from experiments.devices.plan import DevicePlan
 from experiments.run import setup
 from experiments.run.train import train
 from experiments.training.models import Tudui
-from helpers import QUICK, ROOT, compose_config, metrics, results
-
-CPU = ToDevice(torch.device("cpu"))
+from helpers import QUICK, ROOT, compose_config, metrics, on, results
 
 
 def test_showing_the_config_does_not_import_torch() -> None:
@@ -47,7 +44,7 @@ def sample() -> ImageData:
 
 
 def batches(
-    sample: ImageData, seed: int = 0, **options: object
+    sample: ImageData, seed: int = 0, channels_last: bool = False
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     shuffle = torch.Generator().manual_seed(seed)
     passes = Batches(
@@ -55,10 +52,9 @@ def batches(
         batch_size=64,
         mean=[0.5],
         std=[0.5],
-        placement=CPU,
+        device=on("cpu", channels_last=channels_last),
         shuffle=shuffle,
         limit=5,
-        **options,
     )
     return list(passes)
 
@@ -73,9 +69,7 @@ def test_channels_last_batches_hold_the_same_numbers(sample: ImageData) -> None:
 
 def test_channels_last_puts_the_model_in_that_format() -> None:
     def conv_weight(channels_last: bool) -> torch.Tensor:
-        model = setup.place_model(
-            Tudui(3, 32, 10), CPU, DevicePlan("cpu"), channels_last=channels_last
-        )
+        model = setup.place_model(Tudui(3, 32, 10), on("cpu", channels_last=channels_last))
         return model.features[0].weight
 
     assert conv_weight(True).is_contiguous(memory_format=torch.channels_last)
@@ -86,7 +80,7 @@ def test_a_dataset_preloaded_on_the_cpu_gives_the_same_batches(
     sample: ImageData,
 ) -> None:
     # A smoke test only: on the CPU preloading moves nothing (test_gpu.py has the real claim).
-    preloaded = loading.preload(sample, CPU)
+    preloaded = loading.preload(sample, ToDevice(torch.device("cpu")))
     for ours, theirs in zip(batches(sample), batches(preloaded), strict=True):
         assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
 
@@ -124,11 +118,10 @@ def test_augmented_batches_are_exactly_crops_and_flips_of_the_plain_ones(
         batch_size=64,
         mean=[0.5],
         std=[0.5],
-        placement=CPU,
+        device=on("cpu", channels_last=channels_last),
         shuffle=shuffle,
         limit=3,
         augment=augment,
-        channels_last=channels_last,
     )
     got = [images for images, _ in augmented]
     for ours, theirs in zip(got, expected_augmented(sample, 7, 4, 3), strict=True):
@@ -168,9 +161,8 @@ def test_per_channel_statistics_normalize_each_channel(sample: ImageData) -> Non
             batch_size=100,
             mean=mean,
             std=std,
-            placement=CPU,
+            device=on("cpu", channels_last=channels_last),
             limit=1,
-            channels_last=channels_last,
         )
         images, _ = next(iter(cut))
         raw = sample.test.images[:100].float() / 255

@@ -12,17 +12,14 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from torch import nn
 
 from experiments.config.build import build
 from experiments.data import loading
 from experiments.data.batches import Batches
-from experiments.devices.placement import ToDevice
-from experiments.devices.process_group import ONE_PROCESS
 from experiments.records import checkpoints
 from experiments.training import loop
 from experiments.training.models import build_for
-from helpers import CIFAR10_CLASSES, QUICK, ROOT, metrics, results, train_cli
+from helpers import CIFAR10_CLASSES, QUICK, ROOT, metrics, on, results, train_cli
 
 MODELS = ["tudui", "lenet", "network", "mlp"]
 PLACEMENTS = ["to_device", "cuda_call"]
@@ -154,24 +151,15 @@ def test_the_checkpoint_restores_the_models_outputs(sweep: dict[tuple[str, str],
     model.load_state_dict(checkpoint["model"])
     build(config.optimizer)(model.parameters()).load_state_dict(checkpoint["optimizer"])
 
-    placement = ToDevice(torch.device("cpu"))
     test_batches = Batches(
         dataset.test,
         batch_size=config.trainer.batch_size,
         mean=dataset.mean,
         std=dataset.std,
-        placement=placement,
+        device=on("cpu"),
         limit=config.trainer.limit_eval_batches,
     )
-    evaluation = loop.evaluate(
-        model=model,
-        loss_fn=nn.CrossEntropyLoss(),
-        autocast_dtype=None,
-        batches=test_batches,
-        device=placement.device,
-        group=ONE_PROCESS,
-        num_classes=len(dataset.classes),
-    )
+    evaluation = loop.evaluate(model, test_batches, on("cpu"), len(dataset.classes))
     last = metrics(run_dir, "epoch")[-1]
     assert evaluation.accuracy == last["test_accuracy"]
     assert evaluation.loss == pytest.approx(last["test_loss"], rel=1e-6)

@@ -20,8 +20,7 @@ from torch import nn
 
 from experiments.data.streaming import StreamRows
 from experiments.data.types import Split, Streamed
-from experiments.devices.placement import Placement
-from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
+from experiments.devices.device import Device
 from experiments.devices.timing import DeviceTimer
 
 
@@ -106,9 +105,9 @@ class Batches:
     """One pass over a split in batches of normalized float images and labels, on the device.
 
     With a `shuffle` generator, every pass draws a new permutation from it; without, the order is
-    the split's. The last batch may be smaller. Of several processes in `group`, each takes its
-    contiguous share of every batch (so together they see the batch one process would, and no
-    two the same image); a last batch too small to give every process an image is left out.
+    the split's. The last batch may be smaller. Of several processes (`device.group`), each takes
+    its contiguous share of every batch (so together they see the batch one process would, and
+    no two the same image); a last batch too small to give every process an image is left out.
 
     The split is whole uint8 tensors (`Split`: on the host, copied per batch, or already on the
     device with `dataset.preload=device`), or a Dataset that DataLoader workers decode
@@ -123,32 +122,28 @@ class Batches:
         batch_size: int,
         mean: list[float],
         std: list[float],
-        placement: Placement,
-        group: ProcessGroup = ONE_PROCESS,
+        device: Device,
         shuffle: torch.Generator | None = None,
         limit: int | None = None,
         augment: Augment | None = None,
-        channels_last: bool = False,
     ) -> None:
         self.length = len(split)
-        self.placement = placement
-        self.group = group
+        self.device = device
         self.shuffle = shuffle
         self.augment = augment
-        self.channels_last = channels_last
-        pin = placement.device.type == "cuda"
+        pin = device.type == "cuda"
         if isinstance(split, Streamed):
             seed = shuffle.initial_seed() if shuffle is not None else 0
             self.rows: TensorRows | StreamRows = StreamRows(
-                split, pin_memory=pin, channels_last=channels_last, seed=seed
+                split, pin_memory=pin, channels_last=device.channels_last, seed=seed
             )
         else:
-            self.rows = TensorRows(split, channels_last=channels_last, pin=pin)
+            self.rows = TensorRows(split, channels_last=device.channels_last, pin=pin)
         full, rest = divmod(self.length, batch_size)
-        sizes = [batch_size] * full + ([rest] if rest >= group.world_size else [])
+        sizes = [batch_size] * full + ([rest] if rest >= device.group.world_size else [])
         self.sizes = sizes[:limit]  # of each batch, over all processes
         self.scale, self.shift = self._normalization(mean, std, max(len(mean), len(std)))
-        self.copy_timer = DeviceTimer(placement.device)
+        self.copy_timer = DeviceTimer(device.torch_device)
         self.wait_seconds = 0.0
 
     def __len__(self) -> int:
@@ -189,22 +184,24 @@ class Batches:
 
     def _share(self, size: int) -> slice:
         """This process's contiguous part of a batch of `size` images of all processes."""
-        rank, world = self.group.rank, self.group.world_size
+        rank, world = self.device.group.rank, self.device.group.world_size
         return slice(size * rank // world, size * (rank + 1) // world)
 
     def _to_device(
         self, images: torch.Tensor, labels: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         span = self.copy_timer.start()
-        images, labels = self.placement.tensor(images), self.placement.tensor(labels)
+        images, labels = self.device.placement.tensor(images), self.device.placement.tensor(labels)
         self.copy_timer.stop(span)
-        if self.channels_last:
+        if self.device.channels_last:
             images = images.permute(0, 3, 1, 2)  # the (N, H, W, C) rows seen as (N, C, H, W)
         return images, labels
 
     def _augment(self, images: torch.Tensor, size: int, share: slice) -> torch.Tensor:
         assert self.augment is not None
-        memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
+        memory_format = (
+            torch.channels_last if self.device.channels_last else torch.contiguous_format
+        )
         return self.augment(images, size, share).contiguous(memory_format=memory_format)
 
     def _normalize(self, images: torch.Tensor) -> torch.Tensor:
@@ -224,6 +221,6 @@ class Batches:
             return scale[0].item(), shift[0].item()
         per_channel = (1, channels, 1, 1)
         return (
-            self.placement.tensor(scale.float().reshape(per_channel)),
-            self.placement.tensor(shift.float().reshape(per_channel)),
+            self.device.placement.tensor(scale.float().reshape(per_channel)),
+            self.device.placement.tensor(shift.float().reshape(per_channel)),
         )

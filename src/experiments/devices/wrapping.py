@@ -3,6 +3,8 @@ unwrapped again for its state_dict."""
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from torch import nn
 
@@ -41,12 +43,15 @@ class AutocastForward(nn.Module):
 def unwrap(model: nn.Module) -> nn.Module:
     """The model inside its DataParallel, DDP, autocast and torch.compile wrappers, whose
     state_dict loads into a single-device model."""
+    # torch.compile's wrapper class lives in torch._dynamo, which takes seconds to import: a
+    # model can only be compiled once torch.compile has loaded it, so look only if it has.
+    compiled = sys.modules.get("torch._dynamo.eval_frame")
     while True:
         if isinstance(
             model, (nn.DataParallel, nn.parallel.DistributedDataParallel, AutocastForward)
         ):
             model = model.module
-        elif isinstance(model, torch._dynamo.eval_frame.OptimizedModule):
+        elif compiled is not None and isinstance(model, compiled.OptimizedModule):
             model = model._orig_mod
         else:
             return model

@@ -13,7 +13,6 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from experiments.config.build import build
 from experiments.config.schemas import is_image_folder, is_users_data
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
@@ -46,39 +45,29 @@ def evaluate(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) 
         results.add(checkpoint=str(path.resolve()))
         validate(cfg)
         process_settings.apply(cfg.device.visible, threads=None, deterministic=False)
-        plan = setup.prepare_device(cfg.device, ONE_PROCESS, free_gpus)
-        results.add(device=device_record(cfg.device, plan))
-        state = checkpoints.load(path, map_location=plan.device)
+        device = setup.prepare_device(cfg.device, cfg.placement, ONE_PROCESS, free_gpus)
+        results.add(device=device_record(cfg.device, device.plan))
+        state = checkpoints.load(path, map_location=device.torch_device)
         trained = OmegaConf.create(state["config"])
         log.info("evaluating %s: %s", display_path(path), _which_epoch(path, state, trained))
-        placement = build(cfg.placement, device=plan.device)
         dataset = _dataset_to_evaluate(cfg.dataset, trained.dataset)
-        data = setup.load_data(dataset, placement, training=False)
+        data = setup.load_data(dataset, device, training=False)
         _check_classes(data.classes, trained.dataset, dataset)
         results.add(data={**data.record, **data.derived()})
 
         model = models.build_for(trained.model, data.shape, len(data.classes), data.name)
         model.load_state_dict(state["model"])
-        model = setup.place_model(model, placement, plan)
-        loss_fn = placement.module(nn.CrossEntropyLoss())
+        model = setup.place_model(model, device)
         test_batches = Batches(
             data.test,
             batch_size=cfg.batch_size,
             mean=data.mean,
             std=data.std,
-            placement=placement,
+            device=device,
             limit=cfg.limit_batches,
         )
-        audit(model, loss_fn, next(iter(test_batches)), plan)
-        evaluation = loop.evaluate(
-            model=model,
-            loss_fn=loss_fn,
-            autocast_dtype=None,
-            batches=test_batches,
-            device=plan.device,
-            group=ONE_PROCESS,
-            num_classes=len(data.classes),
-        )
+        audit(model, nn.CrossEntropyLoss(), next(iter(test_batches)), device.plan)
+        evaluation = loop.evaluate(model, test_batches, device, len(data.classes))
         outcome = results.finish(
             "completed",
             None,
@@ -92,7 +81,7 @@ def evaluate(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) 
             class_accuracy=dict(zip(data.classes, evaluation.class_accuracy, strict=True)),
             seconds=evaluation.seconds,
         )
-    _log_outcome(outcome, plan, run_dir)
+    _log_outcome(outcome, device.plan, run_dir)
     return evaluation.accuracy
 
 

@@ -1,6 +1,7 @@
-"""The story of one run: check the config, set up the process and the device, load the data,
-build, train and evaluate epoch by epoch (selecting on the validation split, stopping early if
-asked), record.
+"""The story of one training run, as a recipe in three parts: `setup` decides the device and
+builds the data, model, optimizer and schedule (or takes them back from a checkpoint); `fit`
+trains epoch by epoch, evaluating, selecting on the validation split, checkpointing and stopping
+early if asked; `finish` records the outcome.
 
 `experiments.cli` calls `train` with the config Hydra composed and the run folder it made.
 """
@@ -22,10 +23,12 @@ from experiments.config import overrides
 from experiments.config.build import build, plain
 from experiments.config.choices import Interval
 from experiments.config.validate import validate
-from experiments.core.text import display_path
+from experiments.core.text import display_path, shape_text
 from experiments.data.batches import Augment, Batches
+from experiments.data.types import Split, Streamed
 from experiments.devices import memory, precision, process_settings
 from experiments.devices.description import device_record
+from experiments.devices.device import Device
 from experiments.devices.distributed import teardown, wait_for_all
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.placement import audit
@@ -62,169 +65,218 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     `free_gpus` hands out GPUs when sweep jobs run side by side. Under torchrun, every process
     runs this; process 0 writes the records.
     """
-    trainer = cfg.trainer
     group = ProcessGroup.from_env()
-    resumed = _to_resume(cfg)
-    snapshot = copy.deepcopy(cfg) if resumed else None  # as composed (the data fills in some)
+    resumed = _to_resume(cfg)  # before the records are touched: a refused resume leaves them
     # The process group, if any, is left last, after the records are written.
     with (
         teardown(),
         Results(run_dir, training_fields(cfg, group, resumed), group) as results,
         Metrics(run_dir, writes=group.is_main) as metrics,
     ):
+        run = TrainingRun(cfg, run_dir, results, metrics)
+        run.setup(group, free_gpus, resumed)
+        run.fit()
+        summary = run.finish()
+    _log_summary(summary, run.device.plan, run_dir)
+    return summary[cfg.optimized_metric] if cfg.optimized_metric else None
+
+
+class TrainingRun:
+    def __init__(self, cfg: DictConfig, run_dir: Path, results: Results, metrics: Metrics) -> None:
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.results = results
+        self.metrics = metrics
+        self.history: list[dict[str, Any]] = []  # a row per epoch trained
+        self.selected_confusion: list[list[int]] = []  # the test split's, at the selected epoch
+
+    def setup(
+        self, group: ProcessGroup, free_gpus: FreeGpus | None, resumed: dict[str, Any] | None
+    ) -> None:
+        """Everything the first step needs, on the device; a resumed run's state put back."""
+        cfg, trainer, results = self.cfg, self.cfg.trainer, self.results
+        # A resumed run's config snapshot, as composed (before the data fills in what it tells).
+        composed = copy.deepcopy(cfg) if resumed is not None else None
         validate(cfg, group.world_size)
         process_settings.apply(cfg.device.visible, trainer.threads, trainer.deterministic)
         results.add(deterministic=torch.are_deterministic_algorithms_enabled())
         if group.is_main:
-            environment.write(run_dir)
+            environment.write(self.run_dir)
         if trainer.keep_freed_memory:
             results.add(keep_freed_memory=memory.keep_freed_memory())
-        plan = setup.prepare_device(cfg.device, group, free_gpus)
-        device = plan.device
-        results.add(device=device_record(cfg.device, plan))
-        autocast_dtype, scaler = precision.autocast_and_scaler(trainer.precision, device)
-        if note := precision.emulated_bf16(trainer.precision, plan):
+        self.device = device = setup.prepare_device(
+            cfg.device,
+            cfg.placement,
+            group,
+            free_gpus,
+            precision_name=trainer.precision,
+            channels_last=trainer.channels_last,
+        )
+        results.add(device=device_record(cfg.device, device.plan))
+        if note := precision.emulated_bf16(trainer.precision, device.plan):
             log.warning(note)
             results.add(precision_note=note)
-        channels_last = memory.channels_last(trainer.channels_last, device)
-        results.add(channels_last=channels_last)
-        placement = build(cfg.placement, device=device)
-        data = setup.load_data(cfg.dataset, placement, processes_here=group.local_world_size)
+        results.add(channels_last=device.channels_last)
+        self.data = data = setup.load_data(cfg.dataset, device)
         results.add(data={**data.record, **data.derived()})
         # Epochs are selected (and runs stopped early) on the validation split, never on test.
         selection.require_validation(cfg, has_validation=data.val is not None)
-        monitor = Monitor.of(trainer) if data.val is not None else None
+        self.monitor = Monitor.of(trainer) if data.val is not None else None
 
         seeding.seed_everything(trainer.seed)  # the same weights on every device and placement
         model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
-        model = setup.place_model(
-            model,
-            placement,
-            plan,
-            channels_last=channels_last,
-            autocast_dtype=autocast_dtype,
-            compile_backend=trainer.compile,
+        model = setup.place_model(model, device, trainer.compile)
+        loss_fn = device.placement.module(
+            nn.CrossEntropyLoss(label_smoothing=trainer.label_smoothing)
         )
-        loss_fn = placement.module(nn.CrossEntropyLoss(label_smoothing=trainer.label_smoothing))
         optimizer = build(cfg.optimizer)(model.parameters())
-
         # The same shuffle (and augmentation) in every process; each takes its share of a batch.
-        shuffle = torch.Generator().manual_seed(trainer.seed)
-        batches = partial(
-            Batches,
-            batch_size=trainer.batch_size,
-            mean=data.mean,
-            std=data.std,
-            placement=placement,
-            group=group,
-            channels_last=channels_last,
-        )
-        augment = Augment(**cfg.dataset.augment, generator=shuffle)
+        self.shuffle = torch.Generator().manual_seed(trainer.seed)
+        augment = Augment(**cfg.dataset.augment, generator=self.shuffle)
         assert data.train is not None
-        train_batches = batches(
-            data.train, shuffle=shuffle, limit=trainer.limit_train_batches, augment=augment
+        self.train_batches = self._batches(data.train, self.shuffle, augment)
+        self.test_batches = self._batches(data.test)
+        self.val_batches = self._batches(data.val) if data.val is not None else None
+        self.scheduler, interval = schedules.for_run(
+            cfg.scheduler,
+            optimizer,
+            epochs=trainer.epochs,
+            steps_per_epoch=len(self.train_batches),
         )
-        test_batches = batches(data.test, limit=trainer.limit_eval_batches)
-        val_batches = batches(data.val, limit=trainer.limit_eval_batches) if data.val else None
-        scheduler, interval = schedules.for_run(
-            cfg.scheduler, optimizer, epochs=trainer.epochs, steps_per_epoch=len(train_batches)
+        step_scheduler = self.scheduler if interval == Interval.step else None
+        self.learner = loop.Learner(
+            model, loss_fn, optimizer, step_scheduler, trainer.gradient_clip
         )
-        audit(model, loss_fn, next(iter(test_batches)), plan)
-        evaluate = partial(
-            loop.evaluate,
-            model=model,
-            loss_fn=placement.module(nn.CrossEntropyLoss()),  # unsmoothed: comparable losses
-            autocast_dtype=autocast_dtype,
-            device=device,
-            group=group,
-            num_classes=len(data.classes),
-        )
+        audit(model, loss_fn, next(iter(self.test_batches)), device.plan)
+        if resumed is not None and composed is not None:
+            self._restore(resumed, composed)
+        _log_start(cfg, data.shape, self.train_batches, self.test_batches, self.val_batches, device)
 
-        history: list[dict[str, Any]] = []
-        selected_confusion: list[list[int]] = []  # the test split's, at the selected epoch
-        if resumed is not None:
-            checkpoints.restore(resumed, cfg.resume, unwrap(model), optimizer, scheduler, scaler)
-            if group.is_main and snapshot is not None:  # accepted: the run now has this config
-                overrides.save_snapshot(snapshot, run_dir)
-            seeding.restore(resumed["rng"], shuffle, plan.gpus)
-            history = list(resumed["history"])
-            selected_confusion = resumed.get("selected_confusion", [])
-            metrics.resume_after(resumed["epoch"], len(train_batches))
-            log.info("resuming %s after epoch %d", display_path(Path(cfg.resume)), resumed["epoch"])
-        _log_start(cfg, data.shape, train_batches, test_batches, val_batches, plan, group)
-
-        for epoch in range(len(history) + 1, trainer.epochs + 1):
-            steps_before = (epoch - 1) * len(train_batches)
+    def fit(self) -> None:
+        """Train the epochs left, each followed by evaluation, selection and checkpoints."""
+        trainer = self.cfg.trainer
+        for epoch in range(len(self.history) + 1, trainer.epochs + 1):
+            steps_before = (epoch - 1) * len(self.train_batches)
             training = loop.train_epoch(
-                model=model,
-                loss_fn=loss_fn,
-                optimizer=optimizer,
-                scaler=scaler,
-                autocast_dtype=autocast_dtype,
-                batches=train_batches,
-                device=device,
-                group=group,
+                self.learner,
+                self.train_batches,
+                self.device,
                 log_interval=trainer.log_interval,
-                log_step=partial(metrics.step, epoch, steps_before),
+                log_step=partial(self.metrics.step, epoch, steps_before),
                 description=f"epoch {epoch}/{trainer.epochs}",
-                gradient_clip=trainer.gradient_clip,
-                scheduler=scheduler if interval == Interval.step else None,
             )
-            if interval == Interval.epoch:
-                scheduler.step()
-            val = evaluate(batches=val_batches) if val_batches else None
-            test = evaluate(batches=test_batches)
-            steps = steps_before + len(train_batches)
-            history.append(metrics.epoch(epoch, steps, training, test, val, data.classes))
-            selected = monitor is None or monitor.selected(history) is history[-1]
+            if self.learner.step_scheduler is None:
+                self.scheduler.step()  # a schedule by epoch
+            val = self._evaluate(self.val_batches) if self.val_batches else None
+            test = self._evaluate(self.test_batches)
+            steps = steps_before + len(self.train_batches)
+            row = self.metrics.epoch(epoch, steps, training, test, val, self.data.classes)
+            self.history.append(row)
+            selected = self.monitor is None or self.monitor.selected(self.history) is row
             if selected:
-                selected_confusion = test.confusion
+                self.selected_confusion = test.confusion
             stop = (
-                selection.early_stop(history, monitor, trainer.early_stopping) if monitor else None
+                selection.early_stop(self.history, self.monitor, trainer.early_stopping)
+                if self.monitor
+                else None
             )
-            results.add(epochs_completed=epoch)
+            self.results.add(epochs_completed=epoch)
             last = epoch == trainer.epochs or stop is not None
-            due = epoch % trainer.checkpoint_every == 0 or last
-            best = monitor is not None and selected
-            if group.is_main and (due or best):
-                checkpoint = checkpoints.state(
-                    model=unwrap(model),
-                    optimizer=optimizer,
-                    scheduler=scheduler,
-                    scaler=scaler,
-                    epoch=epoch,
-                    config=plain(cfg),
-                    history=history,
-                    rng=seeding.capture(shuffle, plan.gpus),
-                    selected_confusion=selected_confusion,
-                )
-                if due:
-                    checkpoints.save(run_dir / checkpoints.LAST, checkpoint)
-                if best:
-                    checkpoints.save(run_dir / checkpoints.BEST, checkpoint)
-            _log_epoch(epoch, trainer.epochs, training, test, val, cfg.scheduler.name)
+            self._save_checkpoints(epoch, last=last, best=self.monitor is not None and selected)
+            _log_epoch(epoch, trainer.epochs, training, test, val, self.cfg.scheduler.name)
             if stop:
                 log.info("stopping early after epoch %d: %s", epoch, stop)
-                results.add(stopped_early={"epoch": epoch, "reason": stop})
+                self.results.add(stopped_early={"epoch": epoch, "reason": stop})
                 break
 
-        summary = training_summary(history, monitor)
-        last_step = history[-1]["global_step"]
-        metrics.hyperparameters(
-            hparams.hyperparameters(cfg, results.get("device")["used"], _overrides()),
+    def finish(self) -> dict[str, Any]:
+        """The outcome: the selected epoch's numbers in results.json, the HParams row and the
+        confusion matrix in TensorBoard; once every process has got here."""
+        cfg = self.cfg
+        summary = training_summary(self.history, self.monitor)
+        last_step = self.history[-1]["global_step"]
+        self.metrics.hyperparameters(
+            hparams.hyperparameters(cfg, str(self.device.plan), _overrides()),
             {key: summary[key] for key in HPARAMS_METRICS},
             last_step,
         )
-        if trainer.confusion_matrix:
+        if cfg.trainer.confusion_matrix:
             title = (
                 f"{cfg.model.name} on {cfg.dataset.name}: test, epoch {summary['selected_epoch']}"
             )
-            metrics.confusion_matrix(selected_confusion, data.classes, title, last_step)
-        summary = results.finish("completed", None, **summary, **memory.peak_memory_mb(device))
-        wait_for_all(group)
+            self.metrics.confusion_matrix(
+                self.selected_confusion, self.data.classes, title, last_step
+            )
+        peak_memory = memory.peak_memory_mb(self.device.torch_device)
+        summary = self.results.finish("completed", None, **summary, **peak_memory)
+        wait_for_all(self.device.group)
+        return summary
 
-    _log_summary(summary, plan, run_dir)
-    return summary[cfg.optimized_metric] if cfg.optimized_metric else None
+    def _batches(
+        self,
+        split: Split | Streamed,
+        shuffle: torch.Generator | None = None,
+        augment: Augment | None = None,
+    ) -> Batches:
+        trainer = self.cfg.trainer
+        training = shuffle is not None
+        return Batches(
+            split,
+            batch_size=trainer.batch_size,
+            mean=self.data.mean,
+            std=self.data.std,
+            device=self.device,
+            shuffle=shuffle,
+            limit=trainer.limit_train_batches if training else trainer.limit_eval_batches,
+            augment=augment,
+        )
+
+    def _evaluate(self, batches: Batches) -> loop.EvaluationResult:
+        return loop.evaluate(self.learner.model, batches, self.device, len(self.data.classes))
+
+    def _restore(self, resumed: dict[str, Any], composed: DictConfig) -> None:
+        """Continue from the checkpoint `resume=` named: every state as it was saved."""
+        learner, device = self.learner, self.device
+        checkpoints.restore(
+            resumed,
+            self.cfg.resume,
+            unwrap(learner.model),
+            learner.optimizer,
+            self.scheduler,
+            device.scaler,
+        )
+        if device.group.is_main:  # accepted: the run now has this config
+            overrides.save_snapshot(composed, self.run_dir)
+        seeding.restore(resumed["rng"], self.shuffle, device.plan.gpus)
+        self.history = list(resumed["history"])
+        self.selected_confusion = resumed.get("selected_confusion", [])
+        self.metrics.resume_after(resumed["epoch"], len(self.train_batches))
+        log.info(
+            "resuming %s after epoch %d", display_path(Path(self.cfg.resume)), resumed["epoch"]
+        )
+
+    def _save_checkpoints(self, epoch: int, *, last: bool, best: bool) -> None:
+        """last.pt every trainer.checkpoint_every epochs and at the last; best.pt at a newly
+        selected epoch."""
+        due = epoch % self.cfg.trainer.checkpoint_every == 0 or last
+        if not self.device.group.is_main or not (due or best):
+            return
+        learner = self.learner
+        checkpoint = checkpoints.state(
+            model=unwrap(learner.model),
+            optimizer=learner.optimizer,
+            scheduler=self.scheduler,
+            scaler=self.device.scaler,
+            epoch=epoch,
+            config=plain(self.cfg),
+            history=self.history,
+            rng=seeding.capture(self.shuffle, self.device.plan.gpus),
+            selected_confusion=self.selected_confusion,
+        )
+        if due:
+            checkpoints.save(self.run_dir / checkpoints.LAST, checkpoint)
+        if best:
+            checkpoints.save(self.run_dir / checkpoints.BEST, checkpoint)
 
 
 def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:
@@ -247,10 +299,10 @@ def _log_start(
     train_batches: Batches,
     test_batches: Batches,
     val_batches: Batches | None,
-    plan: DevicePlan,
-    group: ProcessGroup,
+    device: Device,
 ) -> None:
-    shared = f" over {group.world_size} processes ({plan.backend})" if plan.backend else ""
+    plan = device.plan
+    shared = f" over {device.group.world_size} processes ({plan.backend})" if plan.backend else ""
     val = f"{val_batches.count_images()} val / " if val_batches else ""
     log.info(
         "training %s on %s (%d train / %s%d test images, %s) with %s placement, %s, batch %d%s",
@@ -259,7 +311,7 @@ def _log_start(
         train_batches.count_images(),
         val,
         test_batches.count_images(),
-        "x".join(map(str, shape)),
+        shape_text(shape),
         cfg.placement.name,
         cfg.optimizer.name,
         cfg.trainer.batch_size,

@@ -16,8 +16,8 @@ from torch.optim.lr_scheduler import LRScheduler
 from tqdm import tqdm
 
 from experiments.data.batches import Batches
+from experiments.devices.device import Device
 from experiments.devices.distributed import summed
-from experiments.devices.process_group import ProcessGroup
 from experiments.devices.timing import DeviceTimer
 
 # Called every log interval with (step within the epoch, mean loss since the last call, images/s,
@@ -51,30 +51,36 @@ class EvaluationResult:
     seconds: float
 
 
+@dataclass
+class Learner:
+    """What the training step updates, and how: the model (wrapped for its device), the training
+    loss, the optimizer, a schedule stepped after every optimizer step (None: the caller steps
+    it per epoch), and the bound on the gradients' total norm (None: unclipped)."""
+
+    model: nn.Module
+    loss_fn: nn.Module
+    optimizer: torch.optim.Optimizer
+    step_scheduler: LRScheduler | None = None
+    gradient_clip: float | None = None
+
+
 def train_epoch(
-    *,
-    model: nn.Module,
-    loss_fn: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scaler: torch.amp.GradScaler,
-    autocast_dtype: torch.dtype | None,
+    learner: Learner,
     batches: Batches,
-    device: torch.device,
-    group: ProcessGroup,
+    device: Device,
+    *,
     log_interval: int,
     log_step: StepLogger,
     description: str,
-    gradient_clip: float | None = None,
-    scheduler: LRScheduler | None = None,
 ) -> TrainingResult:
-    """One pass of optimizer steps over `batches`; losses and speeds count every process.
-
-    `autocast_dtype` (None: fp32) is what the forward pass and the loss run in; `scaler` scales
-    the loss for fp16 and passes it through otherwise. `gradient_clip` bounds the gradients'
-    total norm; `scheduler`, if given, is stepped after every optimizer step."""
+    """One pass of optimizer steps over `batches`; losses and speeds count every process of
+    `device.group`. The forward pass and the loss run in `device.autocast()`; its scaler scales
+    the loss for fp16 and passes it through otherwise."""
+    model, loss_fn, optimizer = learner.model, learner.loss_fn, learner.optimizer
+    scaler, group = device.scaler, device.group
     model.train()
-    compute = DeviceTimer(device)
-    interval_loss = torch.zeros((), device=device)  # summed over the images
+    compute = DeviceTimer(device.torch_device)
+    interval_loss = torch.zeros((), device=device.torch_device)  # summed over the images
     epoch_loss = 0.0
     interval_first = 0
     started = interval_started = time.perf_counter()
@@ -89,16 +95,16 @@ def train_epoch(
         span = compute.start()
         lr = optimizer.param_groups[0]["lr"]
         optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+        with device.autocast():
             loss = loss_fn(model(images), labels)
         scaler.scale(loss).backward()
-        if gradient_clip is not None:
+        if learner.gradient_clip is not None:
             scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
-            nn.utils.clip_grad_norm_(model.parameters(), gradient_clip)
+            nn.utils.clip_grad_norm_(model.parameters(), learner.gradient_clip)
         scaler.step(optimizer)
         scaler.update()
-        if scheduler is not None:
-            scheduler.step()
+        if learner.step_scheduler is not None:
+            learner.step_scheduler.step()
         compute.stop(span)
 
         interval_loss.add_(loss.detach(), alpha=len(labels))
@@ -122,25 +128,19 @@ def train_epoch(
 
 @torch.no_grad()
 def evaluate(
-    *,
-    model: nn.Module,
-    loss_fn: nn.Module,
-    autocast_dtype: torch.dtype | None,
-    batches: Batches,
-    device: torch.device,
-    group: ProcessGroup,
-    num_classes: int,
+    model: nn.Module, batches: Batches, device: Device, num_classes: int
 ) -> EvaluationResult:
-    """Loss, accuracy (overall and per class) and confusion matrix over `batches`, counting
-    every process."""
+    """Loss (plain cross-entropy, so losses compare across training settings), accuracy
+    (overall and per class) and confusion matrix over `batches`, counting every process."""
     model.eval()
+    group = device.group
     started = time.perf_counter()
-    loss_sum = torch.zeros((), device=device)
-    counts = torch.zeros(num_classes, num_classes, dtype=torch.int64, device=device)
+    loss_sum = torch.zeros((), device=device.torch_device)
+    counts = torch.zeros(num_classes, num_classes, dtype=torch.int64, device=device.torch_device)
     for images, labels in batches:
-        with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
+        with device.autocast():
             outputs = model(images)
-            loss_sum += loss_fn(outputs, labels).float() * len(labels)
+            loss_sum += nn.functional.cross_entropy(outputs, labels).float() * len(labels)
         counts += confusion_counts(labels, outputs.argmax(1), num_classes)
     batches.times()  # evaluation's waits are part of its seconds
     matrix = summed(counts, group).tolist()

@@ -1,0 +1,116 @@
+"""How quickly a run starts, measured against its floor, side by side in one session.
+
+    (a) floor     `python -c "import torch"`: no run can start faster than torch loads
+    (b) one batch `python train.py trainer.epochs=1 trainer.limit_train_batches=1
+                  trainer.limit_eval_batches=1`, the whole process (target: b/a <= 2)
+    (c) a sweep   `python train.py -m model=lenet trainer.epochs=1 trainer.seed=0,...,7`, the
+                  whole command against the sum of its 8 jobs' own run times (results.json's
+                  total_seconds; target: at most 1.3x)
+
+Rounds are interleaved (a, b, c in turn, rotated each round) so drift in the machine's speed
+touches all three; the medians of each round's own ratios are reported. Appends to
+bench/RESULTS.md unless --no-save.
+
+    python bench/startup.py                 # 5 rounds
+    python bench/startup.py --rounds 9 --no-save
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+
+from experiments.devices.description import cpu_name
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).with_name("RESULTS.md")
+ONE_BATCH = [
+    "device=cpu",
+    "trainer.epochs=1",
+    "trainer.limit_train_batches=1",
+    "trainer.limit_eval_batches=1",
+]
+SWEEP_JOBS = 8
+SWEEP = ["-m", "device=cpu", "model=lenet", "trainer.epochs=1", "trainer.seed=0,1,2,3,4,5,6,7"]
+
+
+def timed(command: list[str], cwd: Path) -> float:
+    began = time.perf_counter()
+    subprocess.run(command, cwd=cwd, capture_output=True, check=True)
+    return time.perf_counter() - began
+
+
+def floor(scratch: Path) -> float:
+    return timed([sys.executable, "-c", "import torch"], scratch)
+
+
+def one_batch(scratch: Path) -> float:
+    return timed([sys.executable, str(ROOT / "train.py"), *ONE_BATCH], scratch)
+
+
+def sweep(scratch: Path) -> tuple[float, float]:
+    """The whole sweep's seconds, and the sum of its jobs' own run times."""
+    with tempfile.TemporaryDirectory(dir=scratch) as folder:
+        whole = timed([sys.executable, str(ROOT / "train.py"), *SWEEP], Path(folder))
+        jobs = [json.loads(path.read_text()) for path in Path(folder).rglob("results.json")]
+    if len(jobs) != SWEEP_JOBS or any(job["status"] != "completed" for job in jobs):
+        raise SystemExit(f"the sweep did not complete its {SWEEP_JOBS} jobs")
+    return whole, sum(job["total_seconds"] for job in jobs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--no-save", action="store_true", help="print only")
+    arguments = parser.parse_args()
+
+    seconds: dict[str, list[float]] = {"floor": [], "one_batch": [], "sweep": [], "jobs": []}
+    ratios: dict[str, list[float]] = {"one_batch": [], "sweep": []}
+    with tempfile.TemporaryDirectory() as folder:
+        scratch = Path(folder)
+        one_batch(scratch)  # warm-up: the file system's cache, Python's bytecode
+        ways: list[Callable[[], dict[str, float]]] = [
+            lambda: {"floor": floor(scratch)},
+            lambda: {"one_batch": one_batch(scratch)},
+            lambda: dict(zip(("sweep", "jobs"), sweep(scratch), strict=True)),
+        ]
+        for number in range(arguments.rounds):
+            measured: dict[str, float] = {}
+            for way in ways[number % 3 :] + ways[: number % 3]:
+                measured.update(way())
+            for key, value in measured.items():
+                seconds[key].append(value)
+            ratios["one_batch"].append(measured["one_batch"] / measured["floor"])
+            ratios["sweep"].append(measured["sweep"] / measured["jobs"])
+
+    median = {key: statistics.median(values) for key, values in seconds.items()}
+    lines = [
+        f"### {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, start-up, {cpu_name()}, Python "
+        f"{platform.python_version()}, median of {arguments.rounds} rounds",
+        "",
+        "| measure | seconds | against | ratio | target |",
+        "|---|---:|---|---:|---:|",
+        f"| one-batch run, whole process | {median['one_batch']:.2f} | `import torch` "
+        f"{median['floor']:.2f} s | {statistics.median(ratios['one_batch']):.2f} | <= 2 |",
+        f"| sweep of {SWEEP_JOBS} one-epoch LeNet jobs | {median['sweep']:.2f} | its jobs' run "
+        f"times, summed: {median['jobs']:.2f} s | {statistics.median(ratios['sweep']):.2f} "
+        "| <= 1.3 |",
+        "",
+    ]
+    print("\n".join(lines))
+    if not arguments.no_save:
+        with open(RESULTS, "a", encoding="utf-8") as results:
+            results.write("\n" + "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

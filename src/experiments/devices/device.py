@@ -1,0 +1,53 @@
+"""The device a job computes on, decided once (`experiments.run.setup.prepare_device`) and passed
+explicitly from there to the data, the model and the loop: the plan, the placement method, this
+process's place among torchrun's, and what the training step runs in (autocast dtype, gradient
+scaler, memory format).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from experiments.devices.placement import Placement
+from experiments.devices.plan import DevicePlan
+from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
+
+
+def _disabled_scaler() -> torch.amp.GradScaler:
+    return torch.amp.GradScaler("cpu", enabled=False)
+
+
+@dataclass(frozen=True)
+class Device:
+    plan: DevicePlan
+    placement: Placement  # how tensors and modules get onto plan.device
+    group: ProcessGroup = ONE_PROCESS
+    # What the forward pass and the loss run in (None: fp32), and the gradient scaler (enabled
+    # for fp16 only; a disabled one passes everything through).
+    autocast_dtype: torch.dtype | None = None
+    scaler: torch.amp.GradScaler = field(default_factory=_disabled_scaler)
+    # Model and batches in channels-last memory format.
+    channels_last: bool = False
+
+    def __post_init__(self) -> None:
+        if self.placement.device != self.plan.device:
+            raise ValueError(f"placement on {self.placement.device}, plan on {self.plan.device}")
+
+    @property
+    def torch_device(self) -> torch.device:
+        return self.plan.device
+
+    @property
+    def type(self) -> str:
+        """cuda or cpu."""
+        return self.plan.type
+
+    def autocast(self) -> torch.autocast:
+        """The context the forward pass and the loss run in."""
+        enabled = self.autocast_dtype is not None
+        return torch.autocast(self.type, dtype=self.autocast_dtype, enabled=enabled)
+
+    def __str__(self) -> str:
+        return str(self.plan)
