@@ -19,17 +19,17 @@ def draw(folder: Path, rows: Sequence[Row], histories: Sequence[list[Row]]) -> N
     """The plots of the report's `rows`, each run's epochs' rows in `histories`."""
     completed = [row for row in rows if row["train_images_per_second"] is not None]
     if completed:
-        figure = _throughput_figure(plt, completed)
+        figure = _throughput_figure(completed)
         figure.savefig(folder / "throughput.png", dpi=120, bbox_inches="tight")
         plt.close(figure)
     named = [(row["run"], history) for row, history in zip(rows, histories, strict=True) if history]
     if named:
-        figure = _curves_figure(plt, named)
+        figure = _curves_figure(named)
         figure.savefig(folder / "curves.png", dpi=120, bbox_inches="tight")
         plt.close(figure)
 
 
-def _throughput_figure(plt: Any, rows: Sequence[dict[str, Any]]) -> Any:
+def _throughput_figure(rows: Sequence[dict[str, Any]]) -> Any:
     """Grouped bars: a group per device, a bar per placement; a panel per model and dataset."""
     panels = sorted({(row["model"], row["dataset"]) for row in rows})
     figure, axes = plt.subplots(1, len(panels), figsize=(4 + 3 * len(panels), 4), squeeze=False)
@@ -66,7 +66,7 @@ def _mean(values: Any) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def _curves_figure(plt: Any, histories: Sequence[tuple[str, list[dict[str, Any]]]]) -> Any:
+def _curves_figure(histories: Sequence[tuple[str, list[dict[str, Any]]]]) -> Any:
     # No layout engine: the legend sits beside the axes, and savefig's tight box takes it in.
     figure, (accuracy, loss) = plt.subplots(1, 2, figsize=(12, 4.5))
     for number, (name, history) in enumerate(histories):
