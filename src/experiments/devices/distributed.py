@@ -15,6 +15,7 @@ tells the whole story.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -94,6 +95,11 @@ def first_failure(group: ProcessGroup, reason: str) -> str:
 
 def start(group: ProcessGroup, backend: str, device: torch.device, timeout: float) -> None:
     """Join the process group; setup and every collective give up after `timeout` seconds."""
+    # Before the group exists: torch.distributed.nn's functions take `group=group.WORLD` as a
+    # default, evaluated on import (DistributedDataParallel imports it, through torch._dynamo).
+    # Imported later, they would hold the group for good, and `teardown` could never end it.
+    import torch.distributed.nn  # noqa: F401
+
     signal.signal(signal.SIGTERM, _raise_stopped)
     dist.init_process_group(
         backend,
@@ -107,13 +113,25 @@ def start(group: ProcessGroup, backend: str, device: torch.device, timeout: floa
 @contextmanager
 def teardown() -> Iterator[None]:
     """Leave the process group (if this process joined one) when the block ends; from then on,
-    torchrun's SIGTERM ends the process as usual."""
+    torchrun's SIGTERM ends the process as usual. Whatever holds the group (a DDP model) must be
+    gone by then."""
     try:
         yield
     finally:
         if dist.is_initialized():
-            dist.destroy_process_group()
+            _leave()
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _leave() -> None:
+    """Destroy the process group, and with it gloo's worker threads. Left running, one of them
+    may still be dropping a finished collective's tensors when the interpreter shuts down: it
+    needs the GIL for that, and Python ends a thread that asks for it then inside a C++
+    destructor, so a completed run aborts (`terminate called without an active exception`)."""
+    world = dist.group.WORLD
+    dist.destroy_process_group()
+    gc.collect()  # DistributedDataParallel's Reducer, in reference cycles, holds the group too
+    del world  # the last reference: the group's destructor joins its threads, GIL released
 
 
 @contextmanager

@@ -77,7 +77,9 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
         run.setup(group, free_gpus, resumed)
         run.fit()
         summary = run.finish()
-    _log_summary(summary, run.device.plan, run_dir)
+        plan = run.device.plan
+        del run  # its DDP model holds the process group, which teardown() then ends
+    _log_summary(summary, plan, run_dir)
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
 
 
