@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +19,14 @@ import pytest
 import torch
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, OmegaConf
+from PIL import Image
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from torch.optim import Optimizer
 
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
+from experiments.core.errors import ExperimentError
+from experiments.data import loading
+from experiments.data.types import ImageData, Split
 from experiments.devices.device import Device
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
@@ -104,7 +112,7 @@ def _run(cwd: Path, command: list[str], env: dict[str, str] | None) -> Finished:
 
 
 # Few batches, so a run takes a second or two (drawing the confusion matrix takes more than
-# half a second: tests/test_selection.py checks it).
+# half a second: tests/training/test_selection.py checks it).
 QUICK = (
     "device=cpu",
     "trainer.epochs=2",
@@ -164,6 +172,58 @@ def write_image_folder(
     return root
 
 
+# Data of one's own (tests/data/): two epochs of four steps of LeNet, each step logged: two seconds
+# or so a run, and a second epoch to kill a run in.
+TRAIN = (
+    "model=lenet",
+    "device=cpu",
+    "trainer.epochs=2",
+    "trainer.limit_train_batches=4",
+    "trainer.limit_eval_batches=2",
+    "trainer.log_interval=1",
+    "trainer.deterministic=true",
+)
+
+
+@dataclass
+class Folders:
+    """The image folders tests/data/conftest.py writes once (its `folders` fixture)."""
+
+    png: Path  # the sample's first 300 train and 100 test images, as 32x32 PNG files
+    jpeg: Path  # the same images as 48x48 JPEG files (resized back to 32x32 when loaded)
+    whole: Path  # all 4,000 train and 1,000 test images of the sample, as 32x32 PNG files
+
+
+def first_images(split: Split, count: int) -> Split:
+    return Split(split.images[:count], split.labels[:count])
+
+
+def load(*overrides: str) -> ImageData:
+    """What `python train.py <overrides>` would train on, loaded in this process (without
+    DataLoader worker processes unless the overrides ask for them)."""
+    return loading.load(compose_config("dataset.workers=0", *overrides).dataset)
+
+
+def load_error(*overrides: str) -> str:
+    with pytest.raises(ExperimentError) as error:
+        load(*overrides)
+    return str(error.value)
+
+
+def small_folder(root: Path, layout: dict[str, list[str]], images: int = 2) -> Path:
+    """A tiny image folder: `images` 8x8 PNG files in each class folder of each split."""
+    for split, classes in layout.items():
+        for index, name in enumerate(classes):
+            (root / split / name).mkdir(parents=True)
+            for number in range(images):
+                colour = (40 * index, 20 * number, 100)
+                Image.new("RGB", (8, 8), colour).save(root / split / name / f"{number}.png")
+    return root
+
+
+CAT_DOG = {"train": ["cat", "dog"], "test": ["cat", "dog"]}
+
+
 # Process 1 of a torchrun run raises at its third training step (tests/failing.py).
 FAILS_IN_PROCESS_1 = ("model=lenet", "model._target_=failing.FailsInProcess1")
 PROCESS_1_FAILURE = "process 1: RuntimeError: deliberate failure in process 1"
@@ -212,3 +272,28 @@ def assert_same_epochs_as_one_process(
         assert ours["test_loss"] == pytest.approx(theirs["test_loss"], rel=1e-4)
         assert ours["test_accuracy"] == pytest.approx(theirs["test_accuracy"], abs=0.005)
         assert ours["train_images"] == theirs["train_images"] == train_images
+
+
+# Learning-rate schedules (tests/training/test_schedules.py and test_loop.py).
+LR = 0.1
+
+
+def lr_of(optimizer: Optimizer) -> float:
+    return optimizer.param_groups[0]["lr"]
+
+
+@cache
+def scheduler_config(name: str) -> DictConfig:
+    """`scheduler=<name>` as the train config composes it (once per option: composing is slow)."""
+    return compose_config(f"scheduler={name}").scheduler
+
+
+def half_cosine(start: float, end: float, done: int, of: int) -> float:
+    return end + (start - end) * (1 + math.cos(math.pi * done / of)) / 2
+
+
+def read_events(folder: Path) -> EventAccumulator:
+    """The events of one run folder, everything kept (TensorBoard's own reader)."""
+    events = EventAccumulator(str(folder), size_guidance={"scalars": 0, "images": 0, "tensors": 0})
+    events.Reload()
+    return events

@@ -1,22 +1,15 @@
-"""Device decisions tested for machines with 0, 1 and 4 GPUs by passing the machine in: requests
-resolved, GPUs handed out to parallel sweep jobs, and the GPUs a job lets CUDA see."""
+"""Device requests resolved for machines with 0, 1 and 4 GPUs, passed in: cuda, dp, ddp, auto, and a
+GPU a sweep hands out."""
 
 from __future__ import annotations
-
-import fcntl
-import threading
-import time
-from pathlib import Path
 
 import pytest
 
 from experiments.config.choices import DeviceName
 from experiments.config.schemas import DeviceConfig
 from experiments.core.errors import ExperimentError
-from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.plan import DevicePlan, Machine, request_text, resolve, wants_any_gpu
 from experiments.devices.process_group import ProcessGroup
-from experiments.devices.process_settings import visible_mask
 
 NO_GPU = Machine(0, "torch found no CUDA GPU or driver")
 ONE_GPU = Machine(1)
@@ -151,61 +144,6 @@ def test_a_gpu_handed_out_by_the_sweep_is_used_and_said() -> None:
 
 def test_parallel_sweep_jobs_on_a_cpu_machine_stay_on_the_cpu() -> None:
     assert resolve(request("auto"), NO_GPU).type == "cpu"
-
-
-def test_free_gpus_never_hands_one_gpu_to_two_running_jobs(tmp_path: Path) -> None:
-    with FreeGpus(tmp_path) as first, FreeGpus(tmp_path) as second:
-        assert (first.take(2), second.take(2)) == (0, 1)
-        # A third job waits until one of them ends; then it takes that GPU.
-        third = FreeGpus(tmp_path, poll_seconds=0.05)
-        taken: list[int] = []
-        waiting = threading.Thread(target=lambda: taken.append(third.take(2)))
-        waiting.start()
-        time.sleep(0.3)
-        assert taken == []
-        second.__exit__(None, None, None)
-        waiting.join(timeout=10)
-        assert taken == [1]
-        third.__exit__(None, None, None)
-
-
-def test_a_gpu_held_by_a_job_that_died_comes_free(tmp_path: Path) -> None:
-    # The lock is the system's: closing the file (as a dying process does) releases it.
-    (tmp_path / ".gpus").mkdir()
-    lock = open(tmp_path / ".gpus" / "0.lock", "w")  # noqa: SIM115
-    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    with FreeGpus(tmp_path) as job:
-        assert job.take(2) == 1
-    lock.close()
-    with FreeGpus(tmp_path) as job:
-        assert job.take(2) == 0
-
-
-@pytest.mark.parametrize(
-    ("inherited", "visible", "mask"),
-    [
-        (None, None, None),
-        (None, [2, 3], "2,3"),
-        ("4,5", None, "4,5"),
-        # A scheduler gave the job GPUs 4 and 5: device.visible counts among those.
-        ("4,5", [1], "5"),
-        ("4,5", [1, 0], "5,4"),
-        ("GPU-8f3c,GPU-11aa", [1], "GPU-11aa"),
-    ],
-)
-def test_visible_gpus_are_counted_among_those_the_process_may_see(
-    inherited: str | None, visible: list[int] | None, mask: str | None
-) -> None:
-    assert visible_mask(inherited, visible) == mask
-
-
-def test_visible_gpus_beyond_a_schedulers_share_are_refused() -> None:
-    with pytest.raises(ExperimentError) as error:
-        visible_mask("4,5", [2])
-    assert str(error.value) == (
-        "device.visible=[2] names GPU 2, but CUDA_VISIBLE_DEVICES=4,5 lets this process see 2 "
-        "GPU(s), numbered from 0; device.visible counts among those"
-    )
 
 
 def torchrun_process(local_rank: int, local_world: int) -> ProcessGroup:

@@ -1,4 +1,5 @@
-"""The shipped data is the published data, loads as whole uint8 tensors, and batches correctly."""
+"""The shipped data is the published data and loads as whole uint8 tensors; torchvision's datasets
+load, and missing files say where."""
 
 from __future__ import annotations
 
@@ -14,9 +15,7 @@ import torch
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
 from experiments.data import builtin, loading
-from experiments.data.batches import Batches
-from experiments.data.types import Split
-from helpers import compose_config, on
+from helpers import compose_config
 
 
 @pytest.mark.parametrize("folder", ["cifar10", "mnist"])
@@ -131,36 +130,6 @@ def test_synthetic_data_has_the_configured_shape_and_is_the_same_every_time() ->
     assert set(first.train.labels.tolist()) == {0, 1, 2, 3}
     assert torch.equal(first.train.images, second.train.images)
     assert first.classes == ["0", "1", "2", "3"]
-
-
-def batches(split: Split, **kwargs: object) -> Batches:
-    return Batches(split, batch_size=4, mean=[0.5], std=[0.25], device=on("cpu"), **kwargs)
-
-
-def test_batches_are_normalized_floats_in_order_without_shuffle() -> None:
-    images = torch.randint(0, 256, (10, 3, 2, 2), dtype=torch.uint8)
-    split = Split(images, torch.arange(10) % 2)
-    cut = list(batches(split))
-    assert [len(labels) for _, labels in cut] == [4, 4, 2]
-    expected = (images.float() / 255 - 0.5) / 0.25
-    assert torch.allclose(torch.cat([x for x, _ in cut]), expected, atol=1e-6)
-    assert torch.equal(torch.cat([y for _, y in cut]), split.labels)
-
-
-def test_shuffled_batches_cover_the_split_once_in_a_new_order_each_pass() -> None:
-    split = Split(torch.zeros(10, 1, 1, 1, dtype=torch.uint8), torch.arange(10))
-    passes = batches(split, shuffle=torch.Generator().manual_seed(0))
-    first = torch.cat([y for _, y in passes])
-    second = torch.cat([y for _, y in passes])
-    assert sorted(first.tolist()) == sorted(second.tolist()) == list(range(10))
-    assert not torch.equal(first, second)
-
-
-def test_limit_cuts_a_pass_short() -> None:
-    split = Split(torch.zeros(10, 1, 1, 1, dtype=torch.uint8), torch.arange(10))
-    limited = batches(split, limit=2)
-    assert len(limited) == 2 and limited.count_images() == 8
-    assert len(list(limited)) == 2
 
 
 def write_idx(path: Path, array: np.ndarray) -> None:

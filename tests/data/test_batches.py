@@ -1,41 +1,71 @@
-"""The fast paths do what they claim to, checked so that a broken one fails: batches in
-channels-last hold the same numbers, augmentation is exactly a crop and a flip, bf16 changes the
-numbers a little and no more, compilation changes nothing. (Speed itself is measured in bench/,
-not here; the GPU side of these claims is in test_gpu.py.)"""
+"""Batches: normalized, shuffled, cut short, shared among processes, channels-last, augmented."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from experiments.config.choices import Precision
-from experiments.core.errors import ExperimentError
 from experiments.data import loading
 from experiments.data.batches import Augment, Batches
-from experiments.data.types import ImageData
-from experiments.devices import precision
+from experiments.data.types import ImageData, Split
 from experiments.devices.placement import ToDevice
-from experiments.run import setup
-from experiments.run.train import train
-from experiments.training.models import Tudui
-from helpers import QUICK, ROOT, compose_config, metrics, on, results
+from experiments.devices.process_group import ProcessGroup
+from helpers import compose_config, on
 
 
-def test_showing_the_config_does_not_import_torch() -> None:
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", str(ROOT / "train.py"), "--cfg", "job"],
-        capture_output=True,
-        text=True,
-        check=True,
+def in_fours(split: Split, **kwargs: object) -> Batches:
+    return Batches(split, batch_size=4, mean=[0.5], std=[0.25], device=on("cpu"), **kwargs)
+
+
+def test_batches_are_normalized_floats_in_order_without_shuffle() -> None:
+    images = torch.randint(0, 256, (10, 3, 2, 2), dtype=torch.uint8)
+    split = Split(images, torch.arange(10) % 2)
+    cut = list(in_fours(split))
+    assert [len(labels) for _, labels in cut] == [4, 4, 2]
+    expected = (images.float() / 255 - 0.5) / 0.25
+    assert torch.allclose(torch.cat([x for x, _ in cut]), expected, atol=1e-6)
+    assert torch.equal(torch.cat([y for _, y in cut]), split.labels)
+
+
+def test_shuffled_batches_cover_the_split_once_in_a_new_order_each_pass() -> None:
+    split = Split(torch.zeros(10, 1, 1, 1, dtype=torch.uint8), torch.arange(10))
+    passes = in_fours(split, shuffle=torch.Generator().manual_seed(0))
+    first = torch.cat([y for _, y in passes])
+    second = torch.cat([y for _, y in passes])
+    assert sorted(first.tolist()) == sorted(second.tolist()) == list(range(10))
+    assert not torch.equal(first, second)
+
+
+def test_limit_cuts_a_pass_short() -> None:
+    split = Split(torch.zeros(10, 1, 1, 1, dtype=torch.uint8), torch.arange(10))
+    limited = in_fours(split, limit=2)
+    assert len(limited) == 2 and limited.count_images() == 8
+    assert len(list(limited)) == 2
+
+
+def shared_among(split: Split, group: ProcessGroup, **options: object) -> Batches:
+    return Batches(
+        split, batch_size=4, mean=[0.5], std=[0.5], device=on("cpu", group=group), **options
     )
-    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
-    assert "experiments.config" in imported
-    assert "torch" not in imported
-    assert "model:" in done.stdout
+
+
+def test_the_processes_share_every_batch_without_overlap() -> None:
+    split = Split(torch.zeros(10, 1, 1, 1, dtype=torch.uint8), torch.arange(10))
+
+    def labels(group: ProcessGroup) -> list[list[int]]:
+        shuffle = torch.Generator().manual_seed(3)
+        return [batch.tolist() for _, batch in shared_among(split, group, shuffle=shuffle)]
+
+    whole = labels(ProcessGroup())
+    halves = [labels(ProcessGroup(rank, 2, rank, 2, torchrun=True)) for rank in (0, 1)]
+    assert [first + second for first, second in zip(*halves, strict=True)] == whole
+    assert [len(batch) for batch in halves[0]] == [2, 2, 1]
+
+
+def test_a_last_batch_too_small_to_share_is_left_out() -> None:
+    split = Split(torch.zeros(9, 1, 1, 1, dtype=torch.uint8), torch.arange(9))
+    assert shared_among(split, ProcessGroup(0, 3, 0, 3, torchrun=True)).sizes == [4, 4]
+    assert shared_among(split, ProcessGroup()).sizes == [4, 4, 1]
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +73,7 @@ def sample() -> ImageData:
     return loading.load(compose_config().dataset)
 
 
-def batches(
+def first_batches(
     sample: ImageData, seed: int = 0, channels_last: bool = False
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     shuffle = torch.Generator().manual_seed(seed)
@@ -60,20 +90,11 @@ def batches(
 
 
 def test_channels_last_batches_hold_the_same_numbers(sample: ImageData) -> None:
-    plain, last = batches(sample), batches(sample, channels_last=True)
+    plain, last = first_batches(sample), first_batches(sample, channels_last=True)
     for (images, labels), (images_cl, labels_cl) in zip(plain, last, strict=True):
         assert images_cl.is_contiguous(memory_format=torch.channels_last)
         assert not images.is_contiguous(memory_format=torch.channels_last)
         assert torch.equal(images, images_cl) and torch.equal(labels, labels_cl)
-
-
-def test_channels_last_puts_the_model_in_that_format() -> None:
-    def conv_weight(channels_last: bool) -> torch.Tensor:
-        model = setup.place_model(Tudui(3, 32, 10), on("cpu", channels_last=channels_last))
-        return model.features[0].weight
-
-    assert conv_weight(True).is_contiguous(memory_format=torch.channels_last)
-    assert not conv_weight(False).is_contiguous(memory_format=torch.channels_last)
 
 
 def test_a_dataset_preloaded_on_the_cpu_gives_the_same_batches(
@@ -81,7 +102,7 @@ def test_a_dataset_preloaded_on_the_cpu_gives_the_same_batches(
 ) -> None:
     # A smoke test only: on the CPU preloading moves nothing (test_gpu.py has the real claim).
     preloaded = loading.preload(sample, ToDevice(torch.device("cpu")))
-    for ours, theirs in zip(batches(sample), batches(preloaded), strict=True):
+    for ours, theirs in zip(first_batches(sample), first_batches(preloaded), strict=True):
         assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
 
 
@@ -127,7 +148,7 @@ def test_augmented_batches_are_exactly_crops_and_flips_of_the_plain_ones(
     for ours, theirs in zip(got, expected_augmented(sample, 7, 4, 3), strict=True):
         assert torch.allclose(ours, theirs, atol=1e-6)
     # And it did change the images: a batch unlike the plain one of the same order.
-    plain = batches(sample, seed=7, channels_last=channels_last)
+    plain = first_batches(sample, seed=7, channels_last=channels_last)
     assert not torch.allclose(got[0], plain[0][0])
 
 
@@ -168,63 +189,3 @@ def test_per_channel_statistics_normalize_each_channel(sample: ImageData) -> Non
         raw = sample.test.images[:100].float() / 255
         expected = (raw - torch.tensor(mean)[:, None, None]) / torch.tensor(std)[:, None, None]
         assert torch.allclose(images, expected, atol=1e-5)
-
-
-@pytest.fixture(scope="module")
-def plain_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("plain")
-    train(compose_config(*QUICK), folder)
-    return folder
-
-
-def losses(run_dir: Path) -> list[float]:
-    return [row["train_loss"] for row in metrics(run_dir, "step")]
-
-
-def test_bf16_changes_the_numbers_a_little_and_no_more(tmp_path: Path, plain_run: Path) -> None:
-    train(compose_config(*QUICK, "trainer.precision=bf16"), tmp_path)
-    assert results(tmp_path)["precision"] == "bf16"
-    ours, plain = losses(tmp_path), losses(plain_run)
-    differences = [abs(a - b) for a, b in zip(ours, plain, strict=True)]
-    # bfloat16 keeps 8 bits of mantissa: the losses move, but by hundredths at most here.
-    assert all(0 < difference < 0.02 for difference in differences), differences
-
-
-def test_compiling_changes_no_number(tmp_path: Path, plain_run: Path) -> None:
-    train(compose_config(*QUICK, "trainer.compile=aot_eager"), tmp_path)
-    assert losses(tmp_path) == losses(plain_run)
-
-
-def test_channels_last_is_on_by_default_on_the_cpu(plain_run: Path) -> None:
-    result = results(plain_run)
-    assert result["channels_last"] is True
-    assert result["keep_freed_memory"] is (sys.platform == "linux")
-
-
-def test_each_epoch_says_where_its_time_went(plain_run: Path) -> None:
-    for row in metrics(plain_run, "epoch"):
-        assert 0 < row["wait_seconds"] < row["train_seconds"]
-        assert 0 <= row["copy_seconds"] <= row["wait_seconds"]
-        assert 0 < row["compute_seconds"] < row["train_seconds"]
-    result = results(plain_run)
-    assert 0 < result["wait_share"] + result["compute_share"] <= 1.01
-
-
-def test_fp16_needs_a_gpu() -> None:
-    with pytest.raises(ExperimentError) as error:
-        precision.autocast_and_scaler(Precision.fp16, torch.device("cpu"))
-    assert str(error.value) == (
-        "trainer.precision=fp16 needs a CUDA device (its gradient scaling runs there); "
-        "on cpu use bf16 or fp32"
-    )
-
-
-@pytest.mark.parametrize(
-    ("name", "dtype", "scaled"),
-    [(Precision.fp32, None, False), (Precision.bf16, torch.bfloat16, False)],
-)
-def test_precision_is_an_autocast_dtype_and_a_scaler(
-    name: Precision, dtype: torch.dtype | None, scaled: bool
-) -> None:
-    autocast_dtype, scaler = precision.autocast_and_scaler(name, torch.device("cpu"))
-    assert autocast_dtype == dtype and scaler.is_enabled() is scaled

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from experiments.core.errors import ExperimentError
 from experiments.records import checkpoints
-from experiments.training import seeding
 from helpers import ROOT, eval_cli, killed_in_epoch_2, metrics, numbers, results, train_cli
 
 # Long enough epochs (30 steps of Tudui) to kill one in the middle; with a validation split that
@@ -253,35 +250,6 @@ def test_a_checkpoint_that_would_run_code_is_refused(reference: Path, tmp_path: 
     )
     assert str(error.value).endswith("it was not written by this tool, or it was altered")
     assert not marker.exists()
-
-
-def test_every_random_generator_is_captured_and_restored() -> None:
-    shuffle = torch.Generator().manual_seed(5)
-    seeding.seed_everything(0)
-    state = seeding.capture(shuffle)
-    first = (
-        random.random(),
-        np.random.rand(),
-        torch.rand(1).item(),
-        torch.randperm(9, generator=shuffle),
-    )
-    seeding.restore(state, shuffle)
-    second = (
-        random.random(),
-        np.random.rand(),
-        torch.rand(1).item(),
-        torch.randperm(9, generator=shuffle),
-    )
-    assert first[:3] == second[:3] and torch.equal(first[3], second[3])
-
-
-def test_seed_zero_is_a_seed() -> None:
-    seeding.seed_everything(0)
-    zero = (random.random(), np.random.rand(), torch.rand(1).item())
-    seeding.seed_everything(1)
-    one = (random.random(), np.random.rand(), torch.rand(1).item())
-    seeding.seed_everything(0)
-    assert (random.random(), np.random.rand(), torch.rand(1).item()) == zero != one
 
 
 def test_each_run_records_its_environment(reference: Path) -> None:

@@ -1,0 +1,116 @@
+"""The decoded-image cache: an unwritable cache_dir, a changed folder, two processes building it."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from experiments.config.schemas import DatasetConfig
+from experiments.data import loading
+from experiments.data.types import Split
+from helpers import Folders, compose_config, load, load_error
+
+
+def test_a_cache_dir_that_cannot_be_written_is_refused(folders: Folders, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("a file, where the cache's parent folder should be")
+    cache_dir = tmp_path / "file" / "cache"
+    assert load_error(
+        "dataset=image_folder",
+        f"dataset.root={folders.png}",
+        "dataset.loader=memory",
+        f"dataset.cache_dir={cache_dir}",
+    ) == (
+        f"dataset.cache_dir={cache_dir} is not a writable folder (Not a directory); name another "
+        "folder, or set dataset.cache=false to keep nothing there"
+    )
+
+
+def test_a_changed_folder_gets_a_new_cache_entry(folders: Folders, tmp_path: Path) -> None:
+    root = tmp_path / "folder"
+    shutil.copytree(folders.png, root)
+    overrides = (
+        "dataset=image_folder",
+        f"dataset.root={root}",
+        "dataset.loader=memory",
+        f"dataset.cache_dir={tmp_path / 'cache'}",
+    )
+
+    def entries() -> dict[str, tuple[str, bool]]:
+        cache = load(*overrides).record["cache"]
+        return {split: (Path(cache[split]["path"]).name, cache[split]["built"]) for split in cache}
+
+    first = entries()
+    assert all(built for _, built in first.values())
+    assert entries() == {split: (name, False) for split, (name, _) in first.items()}
+
+    touched = next((root / "train").glob("*/010.png"))
+    os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 10**9))
+    second = entries()
+    assert second["test"] == (first["test"][0], False)
+    assert second["train"][0] != first["train"][0] and second["train"][1] is True
+
+    replaced = next((root / "test").glob("*/20.png"))
+    Image.new("RGB", (32, 32), "white").save(replaced)
+    third = entries()
+    assert third["train"] == (second["train"][0], False)
+    assert third["test"][0] != first["test"][0] and third["test"][1] is True
+    kept = {path.name for path in (tmp_path / "cache").iterdir() if path.is_dir()}
+    assert kept == {first["train"][0], first["test"][0], second["train"][0], third["test"][0]}
+
+
+def _build_cache(config: DatasetConfig, start: Any, records: Any) -> None:
+    """In a process of its own: load `config` once the other builder is ready too."""
+    torch.set_num_threads(1)  # as DataLoader workers do: the pool forked with them is unusable
+    start.wait()
+    records.put(loading.load(config).record["cache"])
+
+
+def test_two_processes_building_the_same_cache_at_once_share_one_entry(
+    folders: Folders, sample: tuple[Split, Split], tmp_path: Path
+) -> None:
+    cache_dir = tmp_path / "cache"
+    config = compose_config(
+        "dataset=image_folder",
+        f"dataset.root={folders.png}",
+        "dataset.loader=memory",
+        f"dataset.cache_dir={cache_dir}",
+        "dataset.workers=0",
+    ).dataset
+    # Forked, so both have everything imported already, and load at the same moment.
+    context = multiprocessing.get_context("fork")
+    start, records = context.Barrier(2), context.Queue()
+    builders = [
+        context.Process(target=_build_cache, args=(config, start, records)) for _ in range(2)
+    ]
+    for builder in builders:
+        builder.start()
+    try:
+        found = [records.get(timeout=120) for _ in builders]
+        for builder in builders:
+            builder.join(timeout=60)
+            assert builder.exitcode == 0
+    finally:
+        for builder in builders:
+            if builder.is_alive():
+                builder.kill()
+
+    for split, count, images in (("train", 300, sample[0].images), ("test", 100, sample[1].images)):
+        # One process built the entry; the other waited for it, and used it.
+        assert sorted(record[split]["built"] for record in found) == [False, True]
+        (path,) = {record[split]["path"] for record in found}
+        entry = Path(path)
+        meta = json.loads((entry / "meta.json").read_text())
+        assert meta["count"] == count
+        assert (entry / "images.npy").stat().st_size == meta["images_bytes"]
+        assert np.array_equal(np.load(entry / "images.npy"), images[:count].numpy())
+    assert sorted(path.name for path in cache_dir.iterdir() if path.is_dir()) == sorted(
+        Path(record[split]["path"]).name for record in found[:1] for split in ("train", "test")
+    )

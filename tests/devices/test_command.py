@@ -1,0 +1,47 @@
+"""The `devices` command: the machine listed and requests resolved, also as `python -m`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from experiments.devices.command import main as devices_main
+
+
+def test_devices_lists_the_machine_and_resolves_requests(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def devices(*overrides: str) -> tuple[int, list[str], str]:
+        code = devices_main(list(overrides))
+        printed = capsys.readouterr()
+        return code, printed.out.splitlines(), printed.err.strip()
+
+    code, lines, _ = devices()
+    assert code == 0
+    assert lines[0].startswith(f"torch {torch.__version__}")
+    assert (
+        lines[1].startswith("cpu: ") and f"torch uses {torch.get_num_threads()} threads" in lines[1]
+    )
+    assert devices("device=cpu")[1][-1] == "device=cpu: cpu"
+    if torch.cuda.is_available():
+        return
+    assert lines[2].startswith("cuda: none (")
+    assert lines[3].startswith("device=auto picks cpu: this machine has no CUDA GPU")
+    code, _, error = devices("device=cuda:1")
+    assert code == 1 and error.startswith("Error: device=cuda:1 needs a CUDA GPU")
+    assert devices("device=ddp")[1][-2:] == [
+        "device=ddp, process 0 of 2: cpu (ddp, gloo)",
+        "device=ddp, process 1 of 2: cpu (ddp, gloo)",
+    ]
+
+
+def test_devices_runs_as_a_module() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments.devices", "device=gpu"], capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith("Error: device=gpu is not an option of 'device'")
+    assert "device=auto picks" in done.stdout

@@ -1,0 +1,90 @@
+"""Several processes: DistributedDataParallel under real torchrun processes (gloo on the CPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from experiments.config.validate import validate
+from experiments.core.errors import ExperimentError
+from helpers import (
+    PROCESS_1_FAILURE,
+    assert_same_epochs_as_one_process,
+    compose_config,
+    failing_torchrun,
+    results,
+    torchrun_cli,
+    train_cli,
+)
+
+SHORT = (
+    "trainer.epochs=2",
+    "trainer.limit_train_batches=6",
+    "trainer.limit_eval_batches=4",
+    "trainer.log_interval=3",
+)
+
+
+def test_two_processes_write_one_folder_and_match_one_process(tmp_path: Path) -> None:
+    ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *SHORT)
+    assert ddp.returncode == 0, ddp.stderr
+    single = train_cli(tmp_path / "single", "device=cpu", *SHORT)
+    assert single.returncode == 0, single.stderr
+
+    run_dir = ddp.run_dir  # exactly one run folder for both processes
+    assert len(list((tmp_path / "ddp" / "outputs").glob("*/*"))) == 1
+    log = (run_dir / "train.log").read_text()
+    assert log.count("epoch 1/2:") == 1 and log.count("completed:") == 1
+    assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1
+    result = results(run_dir)
+    assert result["status"] == "completed"
+    assert (result["world_size"], result["batch_size"], result["per_process_batch_size"]) == (
+        2,
+        64,
+        32,
+    )
+    assert result["device"]["backend"] == "gloo"
+    torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
+
+    # The two processes together take the same batches one process takes: the same numbers,
+    # up to the order of floating point additions.
+    assert_same_epochs_as_one_process(run_dir, single.run_dir, epochs=2, train_images=6 * 64)
+
+
+def test_a_process_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path) -> None:
+    done, seconds = failing_torchrun(tmp_path, *SHORT)
+    assert seconds < 120
+    assert done.returncode != 0
+    result = results(done.run_dir)
+    assert (result["status"], result["reason"]) == ("failed", PROCESS_1_FAILURE)
+    assert f"Error: {PROCESS_1_FAILURE}" in (done.run_dir / "train.log").read_text()
+    # torchrun's own summary names the root cause too (written for it by @record).
+    summary = done.stderr[done.stderr.index("Root Cause") :]
+    assert PROCESS_1_FAILURE in summary and "To enable traceback" not in summary
+
+
+def test_ddp_outside_torchrun_says_how_to_start_it(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, "device=ddp", *SHORT)
+    assert done.returncode == 1
+    assert done.last_line.endswith(
+        "Error: device=ddp runs one process per device under torchrun: "
+        "torchrun --nproc-per-node=2 train.py device=ddp"
+    )
+
+
+def test_torchrun_with_a_one_process_device_says_to_use_ddp(tmp_path: Path) -> None:
+    done = torchrun_cli(tmp_path, 2, "device=cpu", *SHORT)
+    assert done.returncode != 0
+    message = "torchrun started 2 processes, but device=cpu trains in one; use device=ddp"
+    assert results(done.run_dir)["reason"].endswith(message)
+
+
+def test_the_global_batch_must_divide_among_the_processes() -> None:
+    cfg = compose_config("trainer.batch_size=65")
+    with pytest.raises(ExperimentError) as error:
+        validate(cfg, processes=2)
+    assert str(error.value) == (
+        "trainer.batch_size=65 is the batch of all 2 processes together; make it a multiple of 2"
+    )

@@ -1,0 +1,51 @@
+"""Speed settings change the numbers as claimed and no more; each epoch says where its time went."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.run.train import train
+from helpers import QUICK, compose_config, metrics, results
+
+
+@pytest.fixture(scope="module")
+def plain_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("plain")
+    train(compose_config(*QUICK), folder)
+    return folder
+
+
+def losses(run_dir: Path) -> list[float]:
+    return [row["train_loss"] for row in metrics(run_dir, "step")]
+
+
+def test_bf16_changes_the_numbers_a_little_and_no_more(tmp_path: Path, plain_run: Path) -> None:
+    train(compose_config(*QUICK, "trainer.precision=bf16"), tmp_path)
+    assert results(tmp_path)["precision"] == "bf16"
+    ours, plain = losses(tmp_path), losses(plain_run)
+    differences = [abs(a - b) for a, b in zip(ours, plain, strict=True)]
+    # bfloat16 keeps 8 bits of mantissa: the losses move, but by hundredths at most here.
+    assert all(0 < difference < 0.02 for difference in differences), differences
+
+
+def test_compiling_changes_no_number(tmp_path: Path, plain_run: Path) -> None:
+    train(compose_config(*QUICK, "trainer.compile=aot_eager"), tmp_path)
+    assert losses(tmp_path) == losses(plain_run)
+
+
+def test_channels_last_is_on_by_default_on_the_cpu(plain_run: Path) -> None:
+    result = results(plain_run)
+    assert result["channels_last"] is True
+    assert result["keep_freed_memory"] is (sys.platform == "linux")
+
+
+def test_each_epoch_says_where_its_time_went(plain_run: Path) -> None:
+    for row in metrics(plain_run, "epoch"):
+        assert 0 < row["wait_seconds"] < row["train_seconds"]
+        assert 0 <= row["copy_seconds"] <= row["wait_seconds"]
+        assert 0 < row["compute_seconds"] < row["train_seconds"]
+    result = results(plain_run)
+    assert 0 < result["wait_share"] + result["compute_share"] <= 1.01
