@@ -111,15 +111,13 @@ def _run(cwd: Path, command: list[str], env: dict[str, str] | None) -> Finished:
     return Finished(done.returncode, done.stdout, done.stderr, cwd)
 
 
-# Few batches, so a run takes a second or two (drawing the confusion matrix takes more than
-# half a second: tests/training/test_selection.py checks it).
+# Few batches, so a run takes a second or two.
 QUICK = (
     "device=cpu",
     "trainer.epochs=2",
     "trainer.limit_train_batches=3",
     "trainer.limit_eval_batches=2",
     "trainer.log_interval=2",
-    "trainer.confusion_matrix=false",
 )
 
 

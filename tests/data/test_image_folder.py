@@ -17,7 +17,7 @@ from experiments.data import own_data
 from experiments.data.types import Split
 from experiments.devices import process_settings
 from experiments.records import checkpoints
-from experiments.run.evaluate import evaluate
+from experiments.run.evaluate import evaluate_checkpoint
 from helpers import (
     CAT_DOG,
     CIFAR10_CLASSES,
@@ -214,7 +214,7 @@ def evaluate_on_folder(trained: Path, root: Path, out: Path, *overrides: str) ->
         config_name="eval",
     )
     with process_settings.restored():
-        return evaluate(cfg, out)
+        return evaluate_checkpoint(cfg, out)
 
 
 def test_eval_on_a_folder_normalizes_as_training_did_and_rebuilds_a_torn_cache(

@@ -10,16 +10,11 @@ import torch
 from torch.utils.data import Dataset
 
 from experiments.core.errors import ExperimentError
-from experiments.data import builtin, loading, validation
+from experiments.data import loading, validation
 from experiments.data.types import ImageData, Split, Streamed
 from helpers import CIFAR10_CLASSES, compose_config, write_image_folder
 
 CLASSES = CIFAR10_CLASSES
-
-
-@pytest.fixture(scope="module")
-def sample() -> tuple[Split, Split]:
-    return builtin.cifar10_sample()
 
 
 def test_the_held_out_images_are_disjoint_stratified_and_seeded(

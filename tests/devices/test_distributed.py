@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
+from experiments.devices.distributed import start, teardown
+from experiments.devices.process_group import ProcessGroup
 from helpers import (
     PROCESS_1_FAILURE,
     assert_same_epochs_as_one_process,
@@ -88,3 +92,25 @@ def test_the_global_batch_must_divide_among_the_processes() -> None:
     assert str(error.value) == (
         "trainer.batch_size=65 is the batch of all 2 processes together; make it a multiple of 2"
     )
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads thread names from /proc")
+def test_leaving_the_process_group_ends_gloos_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A gloo thread left running at exit can abort a completed run ("terminate called without
+    # an active exception"): after teardown, none may be left, even with a DDP model trained.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    with teardown():
+        start(ProcessGroup(0, 1, 0, 1, torchrun=True), "gloo", torch.device("cpu"), 60.0)
+        model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))
+        model(torch.ones(8, 4)).sum().backward()
+        assert "pt_gloo_runloop" in thread_names()
+        del model
+    assert not {"pt_gloo_runloop", "gloo_tcp_loop"} & thread_names()
+
+
+def thread_names() -> set[str]:
+    return {(task / "comm").read_text().strip() for task in Path("/proc/self/task").iterdir()}

@@ -17,7 +17,7 @@ from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from experiments.core.errors import ExperimentError
 from experiments.devices import process_settings
 from experiments.records import checkpoints
-from experiments.run.evaluate import evaluate
+from experiments.run.evaluate import evaluate_checkpoint
 from experiments.training import selection
 from helpers import compose_config, metrics, results, train_cli
 
@@ -69,7 +69,7 @@ def test_eval_evaluates_best_pt_and_says_so(
 ) -> None:
     cfg = compose_config(f"ckpt={learning}", "device=cpu", "batch_size=64", config_name="eval")
     with caplog.at_level(logging.INFO, logger="experiments"), process_settings.restored():
-        accuracy = evaluate(cfg, tmp_path)
+        accuracy = evaluate_checkpoint(cfg, tmp_path)
     epoch = results(learning)["selected_epoch"]
     assert (
         f"evaluating {learning / checkpoints.BEST}: epoch {epoch}, selected by val_accuracy (min)"

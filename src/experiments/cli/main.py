@@ -71,9 +71,9 @@ def _train(cfg: DictConfig) -> float | None:
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="eval")
 def _evaluate(cfg: DictConfig) -> float | None:
-    from experiments.run.evaluate import evaluate  # (no torch for --help, as above)
+    from experiments.run.evaluate import evaluate_checkpoint  # (no torch for --help, as above)
 
-    return _run_job(lambda run_dir, free_gpus: evaluate(cfg, run_dir, free_gpus))
+    return _run_job(lambda run_dir, free_gpus: evaluate_checkpoint(cfg, run_dir, free_gpus))
 
 
 def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | None:

@@ -1,7 +1,8 @@
 """The story of one evaluation: a checkpoint's model on a test split, on a device.
 
-`experiments.cli` calls `evaluate` with the config Hydra composed (conf/eval.yaml) and the folder
-it made for this evaluation; results.json there holds overall and per-class accuracy and loss.
+`experiments.cli` calls `evaluate_checkpoint` with the config Hydra composed (conf/eval.yaml) and
+the folder it made for this evaluation; results.json there holds overall and per-class accuracy
+and loss.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from experiments.training.selection import Monitor
 log = logging.getLogger("experiments")
 
 
-def evaluate(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float:
+def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float:
     """Evaluate the checkpoint `cfg.ckpt` names; returns its test accuracy."""
     fields = {"kind": "evaluation", "device": {"requested": request_text(cfg.device)}}
     with Results(run_dir, fields) as results:
