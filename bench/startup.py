@@ -1,6 +1,8 @@
 """How quickly a run starts, measured against its floor, side by side in one session.
 
     (a) floor     `python -c "import torch"`: no run can start faster than torch loads
+    (a') floor    the same and an optimizer built: torch's Optimizer imports torch._dynamo on
+                  its first parameter group, which every training script pays
     (b) one batch `python train.py trainer.epochs=1 trainer.limit_train_batches=1
                   trainer.limit_eval_batches=1`, the whole process (target: b/a <= 2)
     (c) a sweep   `python train.py -m model=lenet trainer.epochs=1 trainer.seed=0,...,7`, the
@@ -53,6 +55,11 @@ def floor(scratch: Path) -> float:
     return timed([sys.executable, "-c", "import torch"], scratch)
 
 
+def floor_with_optimizer(scratch: Path) -> float:
+    build = "import torch; torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)"
+    return timed([sys.executable, "-c", build], scratch)
+
+
 def one_batch(scratch: Path) -> float:
     return timed([sys.executable, str(ROOT / "train.py"), *ONE_BATCH], scratch)
 
@@ -73,13 +80,15 @@ def main() -> None:
     parser.add_argument("--no-save", action="store_true", help="print only")
     arguments = parser.parse_args()
 
-    seconds: dict[str, list[float]] = {"floor": [], "one_batch": [], "sweep": [], "jobs": []}
-    ratios: dict[str, list[float]] = {"one_batch": [], "sweep": []}
+    seconds: dict[str, list[float]] = {
+        key: [] for key in ("floor", "optimizer", "one_batch", "sweep", "jobs")
+    }
+    ratios: dict[str, list[float]] = {"one_batch": [], "over_optimizer": [], "sweep": []}
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
         one_batch(scratch)  # warm-up: the file system's cache, Python's bytecode
         ways: list[Callable[[], dict[str, float]]] = [
-            lambda: {"floor": floor(scratch)},
+            lambda: {"floor": floor(scratch), "optimizer": floor_with_optimizer(scratch)},
             lambda: {"one_batch": one_batch(scratch)},
             lambda: dict(zip(("sweep", "jobs"), sweep(scratch), strict=True)),
         ]
@@ -90,6 +99,7 @@ def main() -> None:
             for key, value in measured.items():
                 seconds[key].append(value)
             ratios["one_batch"].append(measured["one_batch"] / measured["floor"])
+            ratios["over_optimizer"].append(measured["one_batch"] / measured["optimizer"])
             ratios["sweep"].append(measured["sweep"] / measured["jobs"])
 
     median = {key: statistics.median(values) for key, values in seconds.items()}
@@ -101,6 +111,9 @@ def main() -> None:
         "|---|---:|---|---:|---:|",
         f"| one-batch run, whole process | {median['one_batch']:.2f} | `import torch` "
         f"{median['floor']:.2f} s | {statistics.median(ratios['one_batch']):.2f} | <= 2 |",
+        f"| one-batch run, whole process | {median['one_batch']:.2f} | `import torch` and an "
+        f"optimizer {median['optimizer']:.2f} s | "
+        f"{statistics.median(ratios['over_optimizer']):.2f} | |",
         f"| sweep of {SWEEP_JOBS} one-epoch LeNet jobs | {median['sweep']:.2f} | its jobs' run "
         f"times, summed: {median['jobs']:.2f} s | {statistics.median(ratios['sweep']):.2f} "
         "| <= 1.3 |",

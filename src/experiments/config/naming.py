@@ -8,6 +8,7 @@ common filesystems (`:` `/` `\\` and the like) become `-`.
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -23,11 +24,10 @@ UNSAFE = re.compile(r"[^\w.,=+-]")
 def job_folder_name() -> str:
     """Resolver for `hydra.sweep.subdir`: the job number and this job's varying choices."""
     hydra = HydraConfig.get()
-    parser = OverridesParser.create()
-    varying = _varying_keys(hydra, parser)
+    varying = _varying_keys(hydra)
     choices = [
         f"{override.key_or_group}={override.get_value_element_as_str()}"
-        for override in parser.parse_overrides(list(hydra.overrides.task))
+        for override in _parser().parse_overrides(list(hydra.overrides.task))
         if varying is None or override.key_or_group in varying
     ]
     name = f"{hydra.job.num}_{','.join(choices)}" if choices else str(hydra.job.num)
@@ -40,7 +40,7 @@ def safe_name(text: str) -> str:
     return UNSAFE.sub("-", text.translate(dropped))
 
 
-def _varying_keys(hydra: DictConfig, parser: OverridesParser) -> set[str] | None:
+def _varying_keys(hydra: DictConfig) -> set[str] | None:
     """Keys the sweep varies; None when it cannot tell (then every override names the job)."""
     keys: set[str] = set()
     params = OmegaConf.select(hydra, "sweeper.params")
@@ -49,7 +49,18 @@ def _varying_keys(hydra: DictConfig, parser: OverridesParser) -> set[str] | None
     saved = Path(hydra.sweep.dir) / "multirun.yaml"
     if not saved.is_file():
         return keys or None
-    overrides = OmegaConf.load(saved).hydra.overrides.task
-    parsed = parser.parse_overrides(list(overrides))
-    keys.update(o.key_or_group for o in parsed if o.is_sweep_override())
-    return keys
+    return keys | _swept_on_command_line(str(saved))
+
+
+# Every job of a sweep asks (twice): the sweep's file is read, and the parser built, once.
+@functools.cache
+def _swept_on_command_line(multirun_yaml: str) -> frozenset[str]:
+    """The keys the sweep's saved command line sweeps over (`model=tudui,lenet`)."""
+    overrides = OmegaConf.load(multirun_yaml).hydra.overrides.task
+    parsed = _parser().parse_overrides(list(overrides))
+    return frozenset(override.key_or_group for override in parsed if override.is_sweep_override())
+
+
+@functools.cache
+def _parser() -> OverridesParser:
+    return OverridesParser.create()
