@@ -155,7 +155,7 @@ def _recorded_by_torchrun(function: Callable[..., None]) -> Callable[..., None]:
     written to the file torchrun reads, so its own summary names the root cause."""
     if "TORCHELASTIC_ERROR_FILE" not in os.environ:
         return function
-    from torch.distributed.elastic.multiprocessing.errors import record
+    from torch.distributed.elastic.multiprocessing.errors import record  # torch: under torchrun
 
     @record
     def recorded(*arguments: Callable[..., object]) -> None:
