@@ -74,9 +74,15 @@ def sample() -> ImageData:
 
 
 def first_batches(
-    sample: ImageData, seed: int = 0, channels_last: bool = False
+    sample: ImageData,
+    seed: int = 0,
+    channels_last: bool = False,
+    *,
+    limit: int = 5,
+    augment: Augment | None = None,
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    shuffle = torch.Generator().manual_seed(seed)
+    """The first batches of 64 of a pass shuffled with `seed`, or by `augment`'s generator."""
+    shuffle = augment.generator if augment else torch.Generator().manual_seed(seed)
     passes = Batches(
         sample.train,
         batch_size=64,
@@ -84,7 +90,8 @@ def first_batches(
         std=[0.5],
         device=on("cpu", channels_last=channels_last),
         shuffle=shuffle,
-        limit=5,
+        limit=limit,
+        augment=augment,
     )
     return list(passes)
 
@@ -133,17 +140,7 @@ def test_augmented_batches_are_exactly_crops_and_flips_of_the_plain_ones(
     sample: ImageData, channels_last: bool
 ) -> None:
     augment = Augment(4, True, torch.Generator().manual_seed(7))
-    shuffle = augment.generator
-    augmented = Batches(
-        sample.train,
-        batch_size=64,
-        mean=[0.5],
-        std=[0.5],
-        device=on("cpu", channels_last=channels_last),
-        shuffle=shuffle,
-        limit=3,
-        augment=augment,
-    )
+    augmented = first_batches(sample, channels_last=channels_last, limit=3, augment=augment)
     got = [images for images, _ in augmented]
     for ours, theirs in zip(got, expected_augmented(sample, 7, 4, 3), strict=True):
         assert torch.allclose(ours, theirs, atol=1e-6)
