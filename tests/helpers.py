@@ -214,7 +214,7 @@ def small_folder(root: Path, layout: dict[str, list[str]], images: int = 2) -> P
         for index, name in enumerate(classes):
             (root / split / name).mkdir(parents=True)
             for number in range(images):
-                colour = (40 * index, 20 * number, 100)
+                colour = (40 * index, 20 * number, 100 + 10 * number)
                 Image.new("RGB", (8, 8), colour).save(root / split / name / f"{number}.png")
     return root
 

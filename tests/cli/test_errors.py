@@ -157,6 +157,21 @@ RUN_ERRORS = [
         ["scheduler=step", "scheduler.milestones=[0.5,2]"],
         "scheduler.milestones=[0.5, 2.0] are shares of the run, each in (0, 1]",
     ),
+    (["optimizer.lr=nan"], "optimizer.lr=nan must be a finite number >= 0"),
+    (["optimizer.lr=-0.1"], "optimizer.lr=-0.1 must be a finite number >= 0"),
+    (
+        ["trainer.gradient_clip=nan"],
+        "trainer.gradient_clip=nan must be > 0 (a gradient norm), or null",
+    ),
+    (
+        ["dataset.std=[0]"],
+        "dataset.std=[0.0] must hold numbers > 0 (pixels are divided by them)",
+    ),
+    (
+        ["model=lenet", "optimizer.lr=1e6"],
+        "diverged: train loss nan at epoch 1/2, step 3; lower optimizer.lr or set "
+        "trainer.gradient_clip",
+    ),
     (
         ["device=dp", "trainer.compile=inductor"],
         "trainer.compile=inductor cannot compile device=dp's DataParallel (it copies the model "

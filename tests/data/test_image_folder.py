@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from omegaconf import OmegaConf
+from PIL import Image
 
 from experiments.core.errors import ExperimentError
 from experiments.data import own_data
@@ -418,3 +419,18 @@ def test_a_folder_is_decoded_to_the_channels_and_size_asked_for(
     rgb = sample[0].images[:300].double().mean(dim=(0, 2, 3))
     luminance = (rgb * torch.tensor([0.299, 0.587, 0.114], dtype=torch.float64)).sum()
     assert data.train.images.double().mean().item() == pytest.approx(luminance.item(), abs=2)
+
+
+def test_training_images_of_one_value_are_refused_before_normalizing(tmp_path: Path) -> None:
+    # Their std is 0: normalizing would divide by it, and the run would train on nan.
+    root = tmp_path / "grey"
+    for split in ("train", "test"):
+        for name in ("cat", "dog"):
+            (root / split / name).mkdir(parents=True)
+            Image.new("RGB", (8, 8), (7, 7, 7)).save(root / split / name / "0.png")
+    message = load_error("dataset=image_folder", f"dataset.root={root}", "dataset.cache=false")
+    assert message == (
+        "dataset image_folder: channel 0 of its 2 training images holds one value only (its "
+        "std is 0), which cannot be normalized; set dataset.mean and dataset.std, or check the "
+        "images"
+    )

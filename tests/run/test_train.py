@@ -14,12 +14,23 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from experiments.config.build import build
+from experiments.core.errors import ExperimentError
 from experiments.data import loading
 from experiments.data.batches import Batches
 from experiments.records import checkpoints
+from experiments.run.train import train
 from experiments.training import loop
 from experiments.training.models import build_for
-from helpers import CIFAR10_CLASSES, QUICK, ROOT, metrics, on, results, train_cli
+from helpers import (
+    CIFAR10_CLASSES,
+    QUICK,
+    ROOT,
+    compose_config,
+    metrics,
+    on,
+    results,
+    train_cli,
+)
 
 MODELS = ["tudui", "lenet", "network", "mlp"]
 PLACEMENTS = ["to_device", "cuda_call"]
@@ -215,3 +226,33 @@ def test_runs_started_together_never_share_a_folder(tmp_path: Path) -> None:
         assert process.returncode == 0
     folders = [path.parent for path in (tmp_path / "outputs").rglob("results.json")]
     assert len(set(folders)) == 2
+
+
+# LeNet's lr multiplied by 1e8 half-way: epoch 1 trains, epoch 2 diverges at its third step.
+DIVERGES_IN_EPOCH_2 = (
+    *QUICK[1:],
+    "model=lenet",
+    "scheduler=step",
+    "scheduler.milestones=[0.5]",
+    "scheduler.gamma=1e8",
+)
+
+
+def test_a_run_that_diverges_fails_and_keeps_its_last_good_checkpoint(tmp_path: Path) -> None:
+    with pytest.raises(ExperimentError) as error:
+        train(compose_config(*DIVERGES_IN_EPOCH_2), tmp_path)
+    assert str(error.value).startswith("diverged: train loss nan at epoch 2/2, step 3;")
+    assert (results(tmp_path)["status"], results(tmp_path)["reason"]) == (
+        "failed",
+        str(error.value),
+    )
+    assert [row["epoch"] for row in metrics(tmp_path, "epoch")] == [1]
+    assert checkpoints.load(tmp_path / checkpoints.LAST)["epoch"] == 1
+
+
+def test_without_the_divergence_check_a_diverged_run_completes(tmp_path: Path) -> None:
+    cfg = compose_config(*DIVERGES_IN_EPOCH_2, "trainer.stop_on_divergence=false")
+    train(cfg, tmp_path)
+    result = results(tmp_path)
+    assert result["status"] == "completed"
+    assert math.isnan(result["train_loss"])

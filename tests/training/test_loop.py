@@ -1,7 +1,9 @@
-"""The training loop: gradient clipping (also in fp16), a per-step schedule, label smoothing."""
+"""The training loop: gradient clipping (also in fp16), a per-step schedule, label smoothing,
+and the end of a diverged run."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from itertools import pairwise
 
@@ -12,6 +14,7 @@ from torch.optim import SGD, Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.config.choices import Interval
+from experiments.core.errors import ExperimentError
 from experiments.data.batches import Batches
 from experiments.data.types import Split
 from experiments.training import loop, schedules
@@ -184,3 +187,52 @@ def test_label_smoothing_changes_the_trained_loss_to_the_smoothed_cross_entropy(
     assert result.loss == pytest.approx(smoothed, rel=1e-5)
     assert abs(smoothed - unsmoothed) > 1e-3
     assert result.loss != pytest.approx(unsmoothed, rel=1e-3)
+
+
+class NanFrom(nn.Module):
+    """`tiny_model`'s outputs, nan from the `step`-th call on."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.model = tiny_model()
+        self.calls = 0
+        self.step = step
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        outputs = self.model(images)
+        return outputs * float("nan") if self.calls >= self.step else outputs
+
+
+@pytest.mark.parametrize("log_interval", [1, 3])
+def test_a_loss_that_is_not_finite_ends_the_epoch_naming_its_first_step(log_interval: int) -> None:
+    model = NanFrom(step=2)
+    learner = loop.Learner(model, nn.CrossEntropyLoss(), SGD(model.parameters(), lr=LR))
+    with pytest.raises(ExperimentError) as error:
+        loop.train_epoch(
+            learner,
+            tiny_batches(),
+            on("cpu"),
+            log_interval=log_interval,
+            log_step=lambda *logged: None,
+            description="epoch 2/5",
+        )
+    assert str(error.value) == (
+        "diverged: train loss nan at epoch 2/5, step 2; lower optimizer.lr or set "
+        "trainer.gradient_clip"
+    )
+
+
+def test_without_the_divergence_check_the_epoch_trains_on() -> None:
+    model = NanFrom(step=2)
+    optimizer = SGD(model.parameters(), lr=LR)
+    learner = loop.Learner(model, nn.CrossEntropyLoss(), optimizer, stop_on_divergence=False)
+    result = loop.train_epoch(
+        learner,
+        tiny_batches(),
+        on("cpu"),
+        log_interval=1,
+        log_step=lambda *logged: None,
+        description="epoch 1/1",
+    )
+    assert math.isnan(result.loss) and result.images == 12

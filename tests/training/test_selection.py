@@ -14,11 +14,13 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import metadata
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 
+from experiments.config.choices import Mode
 from experiments.core.errors import ExperimentError
 from experiments.devices import process_settings
 from experiments.records import checkpoints
 from experiments.run.evaluate import evaluate_checkpoint
 from experiments.training import selection
+from experiments.training.selection import Monitor
 from helpers import compose_config, metrics, results, train_cli
 
 # LeNet for three short epochs with a validation split. Selecting the epoch of the *lowest*
@@ -167,3 +169,20 @@ def test_early_stopping_stops_a_plateau_and_resume_respects_it(tmp_path: Path) -
     assert resumed.returncode == 0, resumed.stderr
     assert results(run_dir)["stopped_early"]["epoch"] == 5
     assert [row["epoch"] for row in metrics(run_dir, "epoch")] == [1, 2, 3, 4, 5]
+
+
+def test_an_epoch_whose_value_is_not_finite_is_never_selected() -> None:
+    monitor = Monitor("val_accuracy", Mode.max)
+    history = [
+        {"epoch": 1, "val_accuracy": 0.3},
+        {"epoch": 2, "val_accuracy": float("nan")},
+        {"epoch": 3, "val_accuracy": 0.2},
+    ]
+    assert monitor.selected(history)["epoch"] == 1
+    assert monitor.selected([{**history[1], "epoch": 1}, history[2]])["epoch"] == 3
+    assert (
+        Monitor("val_loss", Mode.min).selected(
+            [{"epoch": 1, "val_loss": float("inf")}, {"epoch": 2, "val_loss": float("nan")}]
+        )["epoch"]
+        == 2
+    )  # none finite: the last

@@ -249,6 +249,10 @@ class TrainerConfig:
     # At the end, draw the test split's confusion matrix at the selected epoch (TensorBoard and
     # confusion_matrix.png; up to 100 classes). Its counts are in the checkpoint either way.
     confusion_matrix: bool = True
+    # End the run as failed (keeping its last checkpoint) once the training loss is not finite
+    # (nan or inf; checked at each log interval, with no extra wait for the device); false
+    # trains on, to see what a diverged run does.
+    stop_on_divergence: bool = True
 
 
 @dataclass

@@ -5,6 +5,7 @@ one line naming the key and what is valid."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -136,7 +137,10 @@ def _check_selection(cfg: DictConfig) -> None:
 def _check_optimization(cfg: DictConfig) -> None:
     """The loss, the gradients and the learning-rate schedule."""
     trainer = cfg.trainer
-    if trainer.gradient_clip is not None and trainer.gradient_clip <= 0:
+    lr = cfg.optimizer.lr
+    if not (math.isfinite(lr) and lr >= 0):
+        raise ExperimentError(f"optimizer.lr={lr} must be a finite number >= 0")
+    if trainer.gradient_clip is not None and not trainer.gradient_clip > 0:
         raise ExperimentError(
             f"trainer.gradient_clip={trainer.gradient_clip} must be > 0 (a gradient norm), or null"
         )
@@ -186,6 +190,11 @@ def _check_dataset(dataset: DictConfig) -> None:
         if dataset[key] is None:
             continue  # computed from the training images
         values = list(dataset[key])
+        if not all(math.isfinite(value) for value in values) or (
+            key == "std" and not all(value > 0 for value in values)
+        ):
+            valid = "numbers > 0 (pixels are divided by them)" if key == "std" else "finite numbers"
+            raise ExperimentError(f"dataset.{key}={values} must hold {valid}")
         if len(values) not in (1, dataset.channels or len(values)):
             raise ExperimentError(
                 f"dataset.{key}={values} needs 1 or {dataset.channels} values (one per channel)"

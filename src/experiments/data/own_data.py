@@ -219,6 +219,12 @@ def normalization(
             saved = json.loads(kept.read_text())
             return saved["mean"], saved["std"], f"{saved['source']}, read from {kept.resolve()}"
     mean, std, count = statistics(train, items.shape[0])
+    if 0 in std:  # every pixel the same: normalizing would divide by zero
+        raise ExperimentError(
+            f"dataset {dataset_name}: channel {std.index(0)} of its {count:,} training images "
+            "holds one value only (its std is 0), which cannot be normalized; set dataset.mean "
+            "and dataset.std, or check the images"
+        )
     source = f"computed from {count:,} training images"
     if kept is not None:
         write_text_atomically(kept, json.dumps({"mean": mean, "std": std, "source": source}))

@@ -147,7 +147,12 @@ class TrainingRun:
         )
         step_scheduler = self.scheduler if interval == Interval.step else None
         self.learner = loop.Learner(
-            model, loss_fn, optimizer, step_scheduler, trainer.gradient_clip
+            model,
+            loss_fn,
+            optimizer,
+            step_scheduler,
+            trainer.gradient_clip,
+            trainer.stop_on_divergence,
         )
         audit(model, loss_fn, next(iter(self.test_batches)), device.plan)
         if resumed is not None and composed is not None:

@@ -6,6 +6,7 @@ only at log intervals and at the end of a pass, so the loop never waits for the 
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
 from tqdm import tqdm
 
+from experiments.core.errors import ExperimentError
 from experiments.data.batches import Batches
 from experiments.devices.device import Device
 from experiments.devices.distributed import summed
@@ -62,6 +64,8 @@ class Learner:
     optimizer: torch.optim.Optimizer
     step_scheduler: LRScheduler | None = None
     gradient_clip: float | None = None
+    # Raise once the training loss is not finite (trainer.stop_on_divergence).
+    stop_on_divergence: bool = True
 
 
 def train_epoch(
@@ -81,6 +85,9 @@ def train_epoch(
     model.train()
     compute = DeviceTimer(device.torch_device)
     interval_loss = torch.zeros((), device=device.torch_device)  # summed over the images
+    # The first step whose loss was not finite (0: none), kept on the device: read only at the
+    # log interval, so no step waits for the device to know.
+    first_nonfinite = torch.zeros((), dtype=torch.int64, device=device.torch_device)
     epoch_loss = 0.0
     interval_first = 0
     started = interval_started = time.perf_counter()
@@ -108,6 +115,9 @@ def train_epoch(
         compute.stop(span)
 
         interval_loss.add_(loss.detach(), alpha=len(labels))
+        if learner.stop_on_divergence:
+            diverged = (first_nonfinite == 0) & ~torch.isfinite(loss.detach())
+            first_nonfinite = torch.where(diverged, step, first_nonfinite)
         if step % log_interval == 0 or step == len(batches):
             images_seen = sum(batches.sizes[interval_first:step])
             interval_total = summed(interval_loss, group).item()  # waits for the device
@@ -117,6 +127,12 @@ def train_epoch(
             speed = images_seen / (now - interval_started)
             progress.set_postfix(loss=f"{mean_loss:.3f}", img_per_s=f"{speed:,.0f}")
             log_step(step, mean_loss, speed, lr)
+            if learner.stop_on_divergence and not math.isfinite(mean_loss):
+                where = int(first_nonfinite.item()) or step  # another process's, under DDP
+                raise ExperimentError(
+                    f"diverged: train loss {mean_loss} at {description}, step {where}; lower "
+                    "optimizer.lr or set trainer.gradient_clip"
+                )
             interval_loss.zero_()
             interval_first, interval_started = step, now
     # The last step always logs, so the device has finished by now.

@@ -9,6 +9,7 @@ validation split nothing is selected: a run reports its final epoch.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,9 +42,12 @@ class Monitor:
         return value > on + by if self.mode == Mode.max else value < on - by
 
     def selected(self, history: list[Row]) -> Row:
-        """The epoch with the best value (the first of equals)."""
-        best = history[0]
-        for row in history[1:]:
+        """The epoch with the best value (the first of equals). An epoch whose value is not
+        finite (a diverged run trained on: trainer.stop_on_divergence=false) is never selected,
+        unless no epoch has a finite one: then the last."""
+        finite = [row for row in history if math.isfinite(row[self.metric])] or history[-1:]
+        best = finite[0]
+        for row in finite[1:]:
             if self.improves(row[self.metric], best[self.metric]):
                 best = row
         return best
