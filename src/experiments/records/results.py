@@ -34,13 +34,23 @@ from experiments.training.selection import Monitor, selected_epoch
 
 class Results:
     """results.json through a job's life. As a context manager: "running" on entry, and "failed"
-    with the reason (and, for a crash, the traceback) if the block raises."""
+    with the reason (and, for a crash, the traceback) if the block raises.
+
+    A resume's record is held back (`held`) until the resume is accepted (`accept`): a resume
+    refused on the way (a checkpoint that does not fit the model asked for now) leaves the run's
+    results.json as it was."""
 
     def __init__(
-        self, run_dir: Path, fields: dict[str, Any], group: ProcessGroup = ONE_PROCESS
+        self,
+        run_dir: Path,
+        fields: dict[str, Any],
+        group: ProcessGroup = ONE_PROCESS,
+        *,
+        held: bool = False,
     ) -> None:
         self.path = run_dir / "results.json"
         self.group = group
+        self._held = held
         self.started = time.time()
         self._fields: dict[str, Any] = {
             "status": "running",
@@ -63,7 +73,7 @@ class Results:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if error is None:
+        if error is None or self._held:
             return
         with sigterm_held():
             if isinstance(error, KeyboardInterrupt):
@@ -73,6 +83,11 @@ class Results:
                 self._fields["traceback"] = "".join(traceback.format_exception(error))
             # When another process failed first, its failure is why this one stopped.
             self.finish("failed", first_failure(self.group, one_line(error)))
+
+    def accept(self) -> None:
+        """The resume is accepted: from now on the record is the run's."""
+        self._held = False
+        self._write()
 
     def add(self, **fields: Any) -> None:
         """Record what the job has learned so far (the device it got, a setting it applied)."""
@@ -95,7 +110,7 @@ class Results:
         return dict(self._fields)
 
     def _write(self) -> None:
-        if self.group.is_main:
+        if self.group.is_main and not self._held:
             write_text_atomically(self.path, json.dumps(self._fields, indent=2) + "\n")
 
 

@@ -70,7 +70,9 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     # The process group, if any, is left last, after the records are written.
     with (
         teardown(),
-        Results(run_dir, training_fields(cfg, group, resumed), group) as results,
+        Results(
+            run_dir, training_fields(cfg, group, resumed), group, held=resumed is not None
+        ) as results,
         Metrics(run_dir, writes=group.is_main) as metrics,
     ):
         run = TrainingRun(cfg, run_dir, results, metrics)
@@ -102,7 +104,7 @@ class TrainingRun:
         validate(cfg, group.world_size)
         process_settings.apply(cfg.device.visible, trainer.threads, trainer.deterministic)
         results.add(deterministic=torch.are_deterministic_algorithms_enabled())
-        if group.is_main:
+        if group.is_main and resumed is None:  # a resume's, once it is accepted
             environment.write(self.run_dir)
         if trainer.keep_freed_memory:
             results.add(keep_freed_memory=memory.keep_freed_memory())
@@ -252,8 +254,11 @@ class TrainingRun:
             self.scheduler,
             device.scaler,
         )
-        if device.group.is_main:  # accepted: the run now has this config
+        # Accepted: the run now has this config, this environment, and records again.
+        self.results.accept()
+        if device.group.is_main:
             overrides.save_snapshot(composed, self.run_dir)
+            environment.write(self.run_dir)
         seeding.restore(resumed["rng"], self.shuffle, device.plan.gpus)
         self.history = list(resumed["history"])
         self.selected_confusion = resumed.get("selected_confusion", [])
