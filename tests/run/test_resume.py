@@ -168,6 +168,16 @@ def test_resume_and_replay_need_a_run_folder(tmp_path: Path) -> None:
     )
 
 
+def test_resume_and_replay_together_are_refused(reference: Path, tmp_path: Path) -> None:
+    done = train_cli(tmp_path, f"resume={reference}", f"replay={reference}")
+    assert done.returncode == 1
+    assert done.last_line == (
+        "Error: resume= and replay= together: resume=<run> continues a run in its own folder, "
+        "replay=<run> repeats one in a new folder; give one of them"
+    )
+    assert not (tmp_path / "outputs").exists()
+
+
 def test_eval_gives_the_selected_epochs_test_accuracy(reference: Path, tmp_path: Path) -> None:
     done = eval_cli(tmp_path, f"ckpt={reference}", "limit_batches=4", "batch_size=64")
     assert done.returncode == 0, done.stderr

@@ -70,6 +70,12 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
     and schemas), followed by any other overrides given now (e.g. `trainer.epochs=20`). `resume`
     continues in the run's own folder; `replay` repeats the run in a new one.
     """
+    asked = [key for key in ("resume", "replay") if any(a.startswith(f"{key}=") for a in arguments)]
+    if len(asked) == 2:
+        raise ExperimentError(
+            "resume= and replay= together: resume=<run> continues a run in its own folder, "
+            "replay=<run> repeats one in a new folder; give one of them"
+        )
     for key in ("resume", "replay"):
         given = [argument for argument in arguments if argument.startswith(f"{key}=")]
         if not given:
