@@ -85,9 +85,9 @@ def train_epoch(
     model.train()
     compute = DeviceTimer(device.torch_device)
     interval_loss = torch.zeros((), device=device.torch_device)  # summed over the images
-    # The first step whose loss was not finite (0: none), kept on the device: read only at the
-    # log interval, so no step waits for the device to know.
-    first_nonfinite = torch.zeros((), dtype=torch.int64, device=device.torch_device)
+    # This interval's losses, still on the device: looked at only when the interval's total is
+    # not finite, to name the first step that diverged (no step waits, or launches work, for it).
+    interval_losses: list[torch.Tensor] = []
     epoch_loss = 0.0
     interval_first = 0
     started = interval_started = time.perf_counter()
@@ -116,8 +116,7 @@ def train_epoch(
 
         interval_loss.add_(loss.detach(), alpha=len(labels))
         if learner.stop_on_divergence:
-            diverged = (first_nonfinite == 0) & ~torch.isfinite(loss.detach())
-            first_nonfinite = torch.where(diverged, step, first_nonfinite)
+            interval_losses.append(loss.detach())
         if step % log_interval == 0 or step == len(batches):
             images_seen = sum(batches.sizes[interval_first:step])
             interval_total = summed(interval_loss, group).item()  # waits for the device
@@ -128,12 +127,15 @@ def train_epoch(
             progress.set_postfix(loss=f"{mean_loss:.3f}", img_per_s=f"{speed:,.0f}")
             log_step(step, mean_loss, speed, lr)
             if learner.stop_on_divergence and not math.isfinite(mean_loss):
-                where = int(first_nonfinite.item()) or step  # another process's, under DDP
+                finite = torch.isfinite(torch.stack(interval_losses)).tolist()
+                # All finite here: another process's loss was not (under DDP).
+                where = interval_first + 1 + finite.index(False) if False in finite else step
                 raise ExperimentError(
                     f"diverged: train loss {mean_loss} at {description}, step {where}; lower "
                     "optimizer.lr or set trainer.gradient_clip"
                 )
             interval_loss.zero_()
+            interval_losses.clear()
             interval_first, interval_started = step, now
     # The last step always logs, so the device has finished by now.
     seconds = time.perf_counter() - started
