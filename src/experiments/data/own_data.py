@@ -18,6 +18,7 @@ import functools
 import json
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -215,9 +216,9 @@ def normalization(
             cache.usable_folder(config.cache_dir)
             / f"{dataset_name}-train-{items.key}-statistics.json"
         )
-        if kept.is_file():
-            saved = json.loads(kept.read_text())
-            return saved["mean"], saved["std"], f"{saved['source']}, read from {kept.resolve()}"
+        found = _kept_statistics(kept)
+        if found is not None:
+            return found
     mean, std, count = statistics(train, items.shape[0])
     if 0 in std:  # every pixel the same: normalizing would divide by zero
         raise ExperimentError(
@@ -229,6 +230,20 @@ def normalization(
     if kept is not None:
         write_text_atomically(kept, json.dumps({"mean": mean, "std": std, "source": source}))
     return mean, std, source
+
+
+def _kept_statistics(kept: Path) -> tuple[list[float], list[float], str] | None:
+    """The mean, std and source kept in `kept`; None where there is no such file, or where it
+    cannot be read (a copy cut short, say): then they are computed again, and written whole."""
+    if not kept.is_file():
+        return None
+    try:
+        saved = json.loads(kept.read_text())
+        mean, std, source = saved["mean"], saved["std"], saved["source"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        log.warning("statistics %s cannot be read (%r): computing them again", kept, error)
+        return None
+    return mean, std, f"{source}, read from {kept.resolve()}"
 
 
 def statistics(
