@@ -434,3 +434,20 @@ def test_training_images_of_one_value_are_refused_before_normalizing(tmp_path: P
         "std is 0), which cannot be normalized; set dataset.mean and dataset.std, or check the "
         "images"
     )
+
+
+def test_streamed_and_cached_statistics_come_from_the_same_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(own_data, "STATISTICS_SAMPLE", 5)  # as 10,000 of a larger folder
+    root = small_folder(tmp_path / "folder", CAT_DOG, images=6)
+    overrides = ("dataset=image_folder", f"dataset.root={root}", "dataset.cache=false")
+    cached = load(*overrides, "dataset.loader=memory")
+    streamed = load(*overrides, "dataset.loader=stream")
+    assert (cached.mean, cached.std) == (streamed.mean, streamed.std)
+    for data in (cached, streamed):
+        assert data.record["statistics"] == "computed from 5 of 12 training images, evenly spaced"
+    # And those of the five images (0, 3, 6, 8, 11 of the twelve in order) alone.
+    assert isinstance(cached.train, Split)
+    five = cached.train.images[[0, 3, 6, 8, 11]].double().div(255)
+    assert cached.mean == [round(v, 4) for v in five.mean(dim=(0, 2, 3)).tolist()]

@@ -37,7 +37,7 @@ from experiments.data.types import Streamed
 log = logging.getLogger("experiments")
 
 CONTRACT = "(train, test) or (train, test, val) torch Datasets of (image tensor, int label)"
-# Mean and std of streamed images are computed from at most this many training images.
+# Mean and std are computed from at most this many training images, in memory or streamed.
 STATISTICS_SAMPLE = 10_000
 
 
@@ -219,7 +219,7 @@ def normalization(
         found = _kept_statistics(kept)
         if found is not None:
             return found
-    mean, std, count = statistics(train, items.shape[0])
+    mean, std, count = statistics(train, items.shape)
     if 0 in std:  # every pixel the same: normalizing would divide by zero
         raise ExperimentError(
             f"dataset {dataset_name}: channel {std.index(0)} of its {count:,} training images "
@@ -227,6 +227,8 @@ def normalization(
             "and dataset.std, or check the images"
         )
     source = f"computed from {count:,} training images"
+    if count < len(train):
+        source = f"computed from {count:,} of {len(train):,} training images, evenly spaced"
     if kept is not None:
         write_text_atomically(kept, json.dumps({"mean": mean, "std": std, "source": source}))
     return mean, std, source
@@ -247,17 +249,19 @@ def _kept_statistics(kept: Path) -> tuple[list[float], list[float], str] | None:
 
 
 def statistics(
-    train: torch.Tensor | Streamed, channels: int
+    train: torch.Tensor | Streamed, shape: tuple[int, int, int]
 ) -> tuple[list[float], list[float], int]:
     """Per-channel mean and std of the training pixels (as fractions of 255), and how many
-    images they come from: every one in memory, an evenly spaced sample of a streamed split."""
+    images they come from: an evenly spaced sample of at most `STATISTICS_SAMPLE`, the same rows
+    in memory as streamed, so that both paths normalize alike (only the sample is decoded)."""
+    count = min(len(train), STATISTICS_SAMPLE)
+    rows = np.linspace(0, len(train) - 1, count).round().astype(int)
     if isinstance(train, Streamed):
-        count = min(len(train), STATISTICS_SAMPLE)
-        rows = np.linspace(0, len(train) - 1, count).round().astype(int).tolist()
-        sample = Subset(train.dataset, rows)
-        images = torch.from_numpy(decode_all(sample, _firstshape_text(train), train.workers)[0])
+        sample = Subset(train.dataset, rows.tolist())
+        images = torch.from_numpy(decode_all(sample, shape, train.workers)[0])
     else:
-        images = train
+        images = train if count == len(train) else train[torch.from_numpy(rows)]
+    channels = shape[0]
     sums = torch.zeros(channels, dtype=torch.float64)
     squares = torch.zeros(channels, dtype=torch.float64)
     for chunk in images.split(1024):
@@ -267,11 +271,7 @@ def statistics(
     pixels_per_channel = images.shape[0] * images.shape[2] * images.shape[3]
     mean = sums / pixels_per_channel
     std = (squares / pixels_per_channel - mean.square()).clamp_min(0).sqrt()
-    return [round(v, 4) for v in mean.tolist()], [round(v, 4) for v in std.tolist()], len(images)
-
-
-def _firstshape_text(streamed: Streamed) -> tuple[int, int, int]:
-    return tuple(streamed.dataset[0][0].shape)  # type: ignore[return-value]
+    return [round(v, 4) for v in mean.tolist()], [round(v, 4) for v in std.tolist()], count
 
 
 def _describe(value: Any) -> str:
