@@ -6,17 +6,19 @@ import json
 import multiprocessing
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 
 from experiments.config.schemas import DatasetConfig
 from experiments.data import loading
 from experiments.data.types import Split
-from helpers import Folders, compose_config, load, load_error
+from helpers import CAT_DOG, Folders, compose_config, load, load_error, small_folder
 
 
 def test_a_cache_dir_that_cannot_be_written_is_refused(folders: Folders, tmp_path: Path) -> None:
@@ -114,3 +116,84 @@ def test_two_processes_building_the_same_cache_at_once_share_one_entry(
     assert sorted(path.name for path in cache_dir.iterdir() if path.is_dir()) == sorted(
         Path(record[split]["path"]).name for record in found[:1] for split in ("train", "test")
     )
+
+
+def _overwrite(path: Path, old: bytes, new: bytes) -> None:
+    """Replace `old` with `new` (as long) in the file at `path`, its size kept."""
+    content = path.read_bytes()
+    assert old in content and len(old) == len(new)
+    path.write_bytes(content.replace(old, new, 1))
+
+
+def _zero_images(entry: Path) -> None:
+    images = entry / "images.npy"
+    header = len(images.read_bytes()) - np.load(images).nbytes
+    with open(images, "r+b") as file:  # the pixels zeroed in place: the same size
+        file.seek(header)
+        file.write(bytes(images.stat().st_size - header))
+
+
+@pytest.mark.parametrize(
+    ("spoil", "problem"),
+    [
+        (_zero_images, "images.npy is not what was written: its CRC-32 differs"),
+        # np.load's "This file contains pickled (object) data", once every later run.
+        (
+            lambda entry: _overwrite(entry / "labels.npy", b"'<i8'", b"'|O' "),
+            "labels.npy is not what was written: its CRC-32 differs",
+        ),
+        (
+            lambda entry: _overwrite(entry / "images.npy", b"'|u1'", b"'|O' "),
+            "images.npy is not what was written: its CRC-32 differs",
+        ),
+    ],
+)
+def test_a_cache_entry_changed_in_place_is_named_and_decoded_again(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    spoil: Callable[[Path], None],
+    problem: str,
+) -> None:
+    overrides = (
+        "dataset=image_folder",
+        f"dataset.root={small_folder(tmp_path / 'folder', CAT_DOG)}",
+        "dataset.loader=memory",
+        f"dataset.cache_dir={tmp_path / 'cache'}",
+    )
+    first = load(*overrides)
+    assert isinstance(first.train, Split)
+    images, labels = first.train.images.clone(), first.train.labels.clone()
+    entry = Path(first.record["cache"]["train"]["path"])
+    spoil(entry)
+
+    data = load(*overrides)
+
+    assert f"cache {entry} is corrupt ({problem}): decoding again" in caplog.messages
+    assert data.record["cache"]["train"]["built"] is True
+    assert data.record["cache"]["test"]["built"] is False
+    assert isinstance(data.train, Split)
+    assert torch.equal(data.train.images, images) and torch.equal(data.train.labels, labels)
+
+
+def test_torn_statistics_are_named_and_computed_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    overrides = (
+        "dataset=image_folder",
+        f"dataset.root={small_folder(tmp_path / 'folder', CAT_DOG)}",
+        "dataset.loader=memory",
+        f"dataset.cache_dir={tmp_path / 'cache'}",
+    )
+    first = load(*overrides)
+    (kept,) = (tmp_path / "cache").glob("*-statistics.json")
+    kept.write_text(kept.read_text()[:20])  # a copy cut short
+
+    again = load(*overrides)
+
+    assert (again.mean, again.std) == (first.mean, first.std)
+    assert again.record["statistics"] == "computed from 4 training images"
+    (warning,) = [message for message in caplog.messages if str(kept) in message]
+    assert warning.startswith(f"statistics {kept} cannot be read (")
+    assert warning.endswith("): computing them again")
+    assert json.loads(kept.read_text())["mean"] == first.mean  # written whole again
+    assert load(*overrides).record["statistics"].endswith(f"read from {kept.resolve()}")

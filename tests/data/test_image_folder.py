@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from omegaconf import OmegaConf
 from PIL import Image
 
 from experiments.core.errors import ExperimentError
-from experiments.data import own_data
+from experiments.data import image_folder, own_data
 from experiments.data.types import Split
 from experiments.devices import process_settings
 from experiments.records import checkpoints
@@ -434,3 +435,117 @@ def test_training_images_of_one_value_are_refused_before_normalizing(tmp_path: P
         "std is 0), which cannot be normalized; set dataset.mean and dataset.std, or check the "
         "images"
     )
+
+
+@pytest.mark.parametrize("suffix", [".png", ".pgm"])
+def test_16_bit_grey_images_decode_to_their_8_bit_values(tmp_path: Path, suffix: str) -> None:
+    eight_bit = np.arange(0, 256, 17, dtype=np.uint16).reshape(4, 4)
+    sixteen_bit = eight_bit * 257  # each 8-bit value in 16 bits: 255 is 65535
+    sixteen_bit[0, 1] = 1000  # between two: 1000 / 257 = 3.9, so 4 (the PNG spec's rounding)
+    eight_bit[0, 1] = 4
+    path = tmp_path / f"deep{suffix}"
+    Image.fromarray(sixteen_bit).save(path)
+    with Image.open(path) as written:
+        assert written.mode in ("I;16", "I")  # a real 16-bit file, as Pillow opens it
+    grey = image_folder.decode(path, 4, channels=1)
+    # Before: every value over 255 came out 255, white.
+    assert torch.equal(grey, torch.from_numpy(eight_bit.astype(np.uint8))[None])
+    rgb = image_folder.decode(path, 4, channels=3)
+    assert torch.equal(rgb, grey.expand(3, 4, 4))
+
+
+def test_an_image_too_large_to_decode_is_named_in_one_line(tmp_path: Path) -> None:
+    root = small_folder(tmp_path / "folder", CAT_DOG)
+    huge = root / "train" / "dog" / "1.png"
+    Image.new("1", (14000, 14000)).save(huge)  # 196 million pixels, 24 KB on disk
+    message = load_error(
+        "dataset=image_folder",
+        f"dataset.root={root}",
+        "dataset.cache=false",
+        "dataset.workers=1",  # decoded by a DataLoader worker process
+    )
+    assert message == (
+        f"{huge} is 14000x14000 (196,000,000 pixels): more than the 178,956,970 pixels Pillow "
+        "decodes, a guard against decompression bombs; shrink it"
+    )
+
+
+def test_a_symbolic_link_loop_in_a_folder_is_named(tmp_path: Path) -> None:
+    root = small_folder(tmp_path / "folder", CAT_DOG)
+    link = root / "train" / "cat" / "again"
+    link.symlink_to(root / "train" / "cat")
+    assert load_error("dataset=image_folder", f"dataset.root={root}") == (
+        f"{link} is a symbolic link loop: it leads back to {root / 'train' / 'cat'}, which "
+        "holds it; remove it"
+    )
+    link.unlink()
+    link.symlink_to(link)
+    assert load_error("dataset=image_folder", f"dataset.root={root}") == (
+        f"{link} is a symbolic link loop: it leads back to itself; remove it"
+    )
+
+
+def test_images_of_another_size_are_resized_and_the_log_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = small_folder(tmp_path / "folder", CAT_DOG)
+    for image in root.glob("*/*/*.png"):
+        Image.open(image).resize((64, 48)).save(image)
+    with caplog.at_level(logging.INFO, logger="experiments"):
+        data = load("dataset=image_folder", f"dataset.root={root}", "dataset.cache=false")
+    assert data.shape == (3, 32, 32)
+    first = root / "train" / "cat" / "0.png"
+    assert (
+        f"dataset.root={root}: its images are resized (shorter side) and center-cropped from "
+        f"64x48 ({first}, the first) to 32x32, the size the model is built for "
+        "(dataset.image_size=32)"
+    ) in caplog.messages
+    for image in root.glob("*/*/*.png"):
+        Image.open(image).resize((32, 32)).save(image)
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="experiments"):
+        load("dataset=image_folder", f"dataset.root={root}", "dataset.cache=false")
+    assert not [message for message in caplog.messages if "resized" in message]
+
+
+def test_a_folder_of_train_and_val_only_tests_on_val(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # ImageNet's layout: its val/ is the held-out split its accuracy is reported on.
+    root = small_folder(tmp_path / "imagenet", {"train": ["cat", "dog"], "val": ["cat", "dog"]})
+    Image.new("RGB", (8, 8), "white").save(root / "val" / "dog" / "2.png")
+    with caplog.at_level(logging.INFO, logger="experiments"):
+        data = load("dataset=image_folder", f"dataset.root={root}", "dataset.cache=false")
+    assert (len(data.train), len(data.test), data.val) == (4, 5, None)
+    assert data.record["images"] == {"train": 4, "test": 5}
+    assert (
+        f"dataset.root={root} has train/ and val/ but no test/ (ImageNet's layout): val/ is the "
+        "test split"
+    ) in caplog.messages
+    # A validation split is still there to hold out of train/, and eval.py tests on val/.
+    held_out = load(
+        "dataset=image_folder",
+        f"dataset.root={root}",
+        "dataset.cache=false",
+        "dataset.val_fraction=0.5",
+    )
+    assert len(held_out.test) == 5
+    evaluated = image_folder.image_folder(str(root), 8, 3, evaluating=True)
+    assert [len(split) for split in evaluated] == [5, 5]
+
+
+def test_streamed_and_cached_statistics_come_from_the_same_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(own_data, "STATISTICS_SAMPLE", 5)  # as 10,000 of a larger folder
+    root = small_folder(tmp_path / "folder", CAT_DOG, images=6)
+    overrides = ("dataset=image_folder", f"dataset.root={root}", "dataset.cache=false")
+    cached = load(*overrides, "dataset.loader=memory")
+    streamed = load(*overrides, "dataset.loader=stream")
+    assert (cached.mean, cached.std) == (streamed.mean, streamed.std)
+    for data in (cached, streamed):
+        assert data.record["statistics"] == "computed from 5 of 12 training images, evenly spaced"
+    # And those of the five images (0, 3, 6, 8, 11 of the twelve in order) alone.
+    assert isinstance(cached.train, Split)
+    five = cached.train.images[[0, 3, 6, 8, 11]].double().div(255)
+    assert cached.mean == [round(v, 4) for v in five.mean(dim=(0, 2, 3)).tolist()]

@@ -6,8 +6,10 @@ An entry is a folder `<cache_dir>/<dataset>-<split>-<key>/` holding `images.npy`
 `labels.npy` and `meta.json`. The key hashes what the decoded images depend on: the split's file
 paths, sizes and modification times, the image size and the channels, and what made the Dataset
 (its function and arguments); a changed folder gets a new entry. An entry is built in a
-temporary folder and renamed into place, so a kill mid-build leaves none; one whose files do not
-have the sizes its meta.json records (truncated, say) is rebuilt. A lock file per entry makes a
+temporary folder and renamed into place, so a kill mid-build leaves none. One whose files do not
+have the sizes or the CRC-32 checksums its meta.json records (truncated, zeroed in place, a
+garbled header) is decoded again: a check of every byte, which training in memory reads anyway,
+and quick (6 ms for the CIFAR-10 sample's 12 MB training entry). A lock file per entry makes a
 second run (or torchrun process) building the same entry wait for the first and then use it.
 """
 
@@ -19,6 +21,7 @@ import logging
 import os
 import shutil
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +35,11 @@ from experiments.data.streaming import decode_all
 
 log = logging.getLogger("experiments")
 
-# Bump when the decoding changes, so old entries are not taken for new ones.
-FORMAT = 1
+# Bump when the decoding or the entry's files change, so old entries are not taken for new ones.
+# 2: 16-bit images decoded to their 8-bit values (not white); checksums in meta.json.
+FORMAT = 2
+FILES = ("images.npy", "labels.npy")
+CHUNK = 16 * 2**20  # bytes checksummed at a time
 
 
 def fingerprint(dataset: Dataset, shape: tuple[int, int, int], source: str) -> str | None:
@@ -135,21 +141,34 @@ def _write(dataset: Dataset, temporary: Path, shape: tuple[int, int, int], worke
         "shape": list(shape),
         "images_bytes": (temporary / "images.npy").stat().st_size,
         "labels_bytes": (temporary / "labels.npy").stat().st_size,
+        "crc32": {name: _crc32(temporary / name) for name in FILES},
         "seconds": time.perf_counter() - began,
     }
     (temporary / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
-    for name in ("images.npy", "labels.npy", "meta.json"):
+    for name in (*FILES, "meta.json"):
         with open(temporary / name, "rb") as file:
             os.fsync(file.fileno())
 
 
 def _problem(entry: Path) -> str | None:
-    """Why the entry cannot be used (missing, or a file of the wrong size), or None."""
+    """Why the entry cannot be used (missing, a file of the wrong size or content), or None."""
     try:
         meta = json.loads((entry / "meta.json").read_text())
-        sizes = [(entry / name).stat().st_size for name in ("images.npy", "labels.npy")]
-    except (OSError, ValueError):
+        sizes = [(entry / name).stat().st_size for name in FILES]
+        sizes_written, checksums = [meta["images_bytes"], meta["labels_bytes"]], meta["crc32"]
+    except (OSError, ValueError, KeyError, TypeError):
         return "missing" if not entry.exists() else "incomplete"
-    if sizes != [meta["images_bytes"], meta["labels_bytes"]]:
+    if sizes != sizes_written:
         return "torn (a file is not the size it was written with)"
+    for name in FILES:
+        if _crc32(entry / name) != checksums.get(name):
+            return f"corrupt ({name} is not what was written: its CRC-32 differs)"
     return None
+
+
+def _crc32(path: Path) -> int:
+    checksum = 0
+    with open(path, "rb") as file:
+        while chunk := file.read(CHUNK):
+            checksum = zlib.crc32(chunk, checksum)
+    return checksum

@@ -2,17 +2,21 @@
 
     DIR/train/<class>/*.png|jpg|...   DIR/test/<class>/*   and optionally DIR/val/<class>/*
 
-The classes are the folder names, sorted, and must be the same in every split. Each image is
-decoded with PIL, converted to grey or RGB, resized (shorter side) and center-cropped to a square,
-and returned as a uint8 (C, H, W) tensor: the same whether a DataLoader worker decodes it every
-epoch or the cache decodes it once. The layout is checked before any image is read, so a wrong
-folder fails in one line naming what is wrong.
+or ImageNet's DIR/train/ and DIR/val/ alone, tested on val/. The classes are the folder names,
+sorted, and must be the same in every split. Each image is decoded with PIL (16-bit grey brought
+to 8 bits), converted to grey or RGB, resized (shorter side) and center-cropped to a square, and
+returned as a uint8 (C, H, W) tensor: the same whether a DataLoader worker decodes it every epoch
+or the cache decodes it once. The layout is checked before any image is read, so a wrong folder
+fails in one line naming what is wrong.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import functools
+import logging
+import os
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -29,7 +33,11 @@ from experiments.config.build import build
 from experiments.config.store import CONFIG_PACKAGE
 from experiments.core.errors import ExperimentError
 
+log = logging.getLogger("experiments")
+
 SPLITS = ("train", "test", "val")
+# PIL's modes of a 16-bit grey image: I;16 and its byte orders (PNG, TIFF), and I (PGM).
+SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 LAYOUT = "an image folder holds train/<class>/*, test/<class>/* and optionally val/<class>/*"
 
 
@@ -61,32 +69,67 @@ def image_folder(
 ) -> tuple[ImageFolderSplit, ...]:
     """The train and test splits (and val, if the folder has one) of the folder at `root`.
 
-    `evaluating`: only test/ is needed, and read; it is returned in train's place too (what the
-    images and classes look like), as `(test, test)`."""
+    A folder of train/ and val/ alone (ImageNet's layout) is tested on val/. `evaluating`: only
+    the test split is needed, and read; it is returned in train's place too (what the images and
+    classes look like), as `(test, test)`."""
     folder = Path(root).expanduser()
     if not folder.is_dir():
         raise ExperimentError(f"dataset.root={root}: no such folder; {LAYOUT}")
-    required = ("test",) if evaluating else ("train", "test")
-    for split in required:
-        if not (folder / split).is_dir():
+    # The folder each split is read from, in the order the splits are returned.
+    present = {split: split for split in SPLITS if (folder / split).is_dir()}
+    if "test" not in present and "val" in present:
+        present["test"] = present.pop("val")
+        log.info(
+            "dataset.root=%s has train/ and val/ but no test/ (ImageNet's layout): val/ is the "
+            "test split",
+            root,
+        )
+    if evaluating:
+        present = {"test": present["test"]} if "test" in present else {}
+    for split in ("test",) if evaluating else ("train", "test"):
+        if split not in present:
             found = ", ".join(sorted(p.name for p in folder.iterdir() if p.is_dir())) or "none"
             raise ExperimentError(
                 f"dataset.root={root} has no {split}/ folder (its folders: {found}); {LAYOUT}"
             )
-    present = ["test"] if evaluating else [s for s in SPLITS if (folder / s).is_dir()]
-    classes = {split: _class_folders(folder / split) for split in present}
-    for split in present[1:]:
-        _same_classes(root, classes["train"], split, classes[split])
-    splits = tuple(ImageFolderSplit(folder / split, image_size, channels) for split in present)
-    for split, dataset in zip(present, splits, strict=True):
+    names = list(present.values())
+    classes = {name: _class_folders(folder / name) for name in names}
+    for name in names[1:]:
+        _same_classes(root, classes[names[0]], name, classes[name])
+    splits = tuple(ImageFolderSplit(folder / name, image_size, channels) for name in names)
+    for name, dataset in zip(names, splits, strict=True):
         counts = np.bincount(dataset.targets, minlength=len(dataset.classes))
-        for name, count in zip(dataset.classes, counts, strict=True):
+        for class_name, count in zip(dataset.classes, counts, strict=True):
             if count == 0:
                 raise ExperimentError(
-                    f"dataset.root={root}: class folder {split}/{name} has no images "
+                    f"dataset.root={root}: class folder {name}/{class_name} has no images "
                     f"({', '.join(IMG_EXTENSIONS)})"
                 )
+    _say_if_resized(root, Path(splits[0].samples[0][0]), image_size)
     return (splits[0], *splits) if evaluating else splits
+
+
+def _say_if_resized(root: str, first: Path, image_size: int) -> None:
+    """Log that the images are resized, when the first one is not the size asked for: a folder
+    of larger images otherwise trains on shrunk ones without a word."""
+    try:
+        with Image.open(first) as opened:
+            width, height = opened.size
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        return  # decoding it names the file, and what is wrong with it
+    if (width, height) != (image_size, image_size):
+        log.info(
+            "dataset.root=%s: its images are resized (shorter side) and center-cropped from "
+            "%dx%d (%s, the first) to %dx%d, the size the model is built for "
+            "(dataset.image_size=%d)",
+            root,
+            width,
+            height,
+            first,
+            image_size,
+            image_size,
+            image_size,
+        )
 
 
 def export(
@@ -115,12 +158,39 @@ def decode(path: Path, image_size: int, channels: int) -> torch.Tensor:
     """The image at `path` as a uint8 (channels, image_size, image_size) tensor."""
     try:
         with Image.open(path) as opened:
-            image = opened.convert("RGB" if channels == 3 else "L")
+            image = _eight_bit(opened) if opened.mode in SIXTEEN_BIT else opened
+            image = image.convert("RGB" if channels == 3 else "L")
+    except Image.DecompressionBombError:
+        raise ExperimentError(_too_large(path)) from None
     except (OSError, SyntaxError, ValueError) as error:  # PIL's UnidentifiedImageError: OSError
         raise ExperimentError(f"{path} cannot be decoded as an image ({error})") from None
     if image.size != (image_size, image_size):
         image = F.center_crop(F.resize(image, image_size), [image_size, image_size])
     return F.pil_to_tensor(image)
+
+
+def _eight_bit(image: Image.Image) -> Image.Image:
+    """A 16-bit grey image as an 8-bit one, each value scaled by 255/65535 and rounded (as the
+    PNG specification reduces a sample's depth): PIL's own convert clips it at 255 instead, so
+    that nearly every pixel comes out white."""
+    values = np.asarray(image, dtype=np.float64) * (255 / 65535)
+    return Image.fromarray(np.clip(np.rint(values), 0, 255).astype(np.uint8), "L")
+
+
+def _too_large(path: Path) -> str:
+    """What to say of an image beyond the pixels PIL decodes (`Image.open` refuses it at twice
+    `MAX_IMAGE_PIXELS`, reading its size from the header, before it decodes anything)."""
+    limit = Image.MAX_IMAGE_PIXELS
+    Image.MAX_IMAGE_PIXELS = None  # PIL's only switch for the check; the header alone is read
+    try:
+        with Image.open(path) as opened:
+            width, height = opened.size
+    finally:
+        Image.MAX_IMAGE_PIXELS = limit
+    return (
+        f"{path} is {width}x{height} ({width * height:,} pixels): more than the {2 * limit:,} "
+        "pixels Pillow decodes, a guard against decompression bombs; shrink it"
+    )
 
 
 def _image_file(split: Path, path: str) -> bool:
@@ -130,10 +200,35 @@ def _image_file(split: Path, path: str) -> bool:
     if any(part.startswith(".") for part in Path(path).relative_to(split).parts):
         return False
     if not name.lower().endswith(IMG_EXTENSIONS):
+        _refuse_a_loop(split, Path(path))
         raise ExperimentError(
             f"{path} is not an image; class folders hold only images ({', '.join(IMG_EXTENSIONS)})"
         )
     return True
+
+
+def _refuse_a_loop(split: Path, path: Path) -> None:
+    """Name the symbolic link that makes `path` a loop, if one does: torchvision walks into such a
+    link until the system refuses (40 levels down), and hands over the last level as a file."""
+    parts = path.relative_to(split).parts
+    for link in (split.joinpath(*parts[:depth]) for depth in range(1, len(parts) + 1)):
+        if not link.is_symlink():
+            continue
+        try:
+            os.stat(link)
+        except OSError as error:
+            if error.errno == errno.ELOOP:  # links that lead to one another, never to a file
+                raise ExperimentError(
+                    f"{link} is a symbolic link loop: it leads back to itself; remove it"
+                ) from None
+            continue
+        target = Path(os.path.realpath(link))
+        holder = Path(os.path.realpath(link.parent))
+        if target == holder or target in holder.parents:
+            raise ExperimentError(
+                f"{link} is a symbolic link loop: it leads back to {target}, which holds it; "
+                "remove it"
+            )
 
 
 def _class_folders(split: Path) -> list[str]:

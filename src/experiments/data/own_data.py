@@ -18,6 +18,7 @@ import functools
 import json
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,7 @@ from experiments.data.types import Streamed
 log = logging.getLogger("experiments")
 
 CONTRACT = "(train, test) or (train, test, val) torch Datasets of (image tensor, int label)"
-# Mean and std of streamed images are computed from at most this many training images.
+# Mean and std are computed from at most this many training images, in memory or streamed.
 STATISTICS_SAMPLE = 10_000
 
 
@@ -215,10 +216,10 @@ def normalization(
             cache.usable_folder(config.cache_dir)
             / f"{dataset_name}-train-{items.key}-statistics.json"
         )
-        if kept.is_file():
-            saved = json.loads(kept.read_text())
-            return saved["mean"], saved["std"], f"{saved['source']}, read from {kept.resolve()}"
-    mean, std, count = statistics(train, items.shape[0])
+        found = _kept_statistics(kept)
+        if found is not None:
+            return found
+    mean, std, count = statistics(train, items.shape)
     if 0 in std:  # every pixel the same: normalizing would divide by zero
         raise ExperimentError(
             f"dataset {dataset_name}: channel {std.index(0)} of its {count:,} training images "
@@ -226,23 +227,41 @@ def normalization(
             "and dataset.std, or check the images"
         )
     source = f"computed from {count:,} training images"
+    if count < len(train):
+        source = f"computed from {count:,} of {len(train):,} training images, evenly spaced"
     if kept is not None:
         write_text_atomically(kept, json.dumps({"mean": mean, "std": std, "source": source}))
     return mean, std, source
 
 
+def _kept_statistics(kept: Path) -> tuple[list[float], list[float], str] | None:
+    """The mean, std and source kept in `kept`; None where there is no such file, or where it
+    cannot be read (a copy cut short, say): then they are computed again, and written whole."""
+    if not kept.is_file():
+        return None
+    try:
+        saved = json.loads(kept.read_text())
+        mean, std, source = saved["mean"], saved["std"], saved["source"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        log.warning("statistics %s cannot be read (%r): computing them again", kept, error)
+        return None
+    return mean, std, f"{source}, read from {kept.resolve()}"
+
+
 def statistics(
-    train: torch.Tensor | Streamed, channels: int
+    train: torch.Tensor | Streamed, shape: tuple[int, int, int]
 ) -> tuple[list[float], list[float], int]:
     """Per-channel mean and std of the training pixels (as fractions of 255), and how many
-    images they come from: every one in memory, an evenly spaced sample of a streamed split."""
+    images they come from: an evenly spaced sample of at most `STATISTICS_SAMPLE`, the same rows
+    in memory as streamed, so that both paths normalize alike (only the sample is decoded)."""
+    count = min(len(train), STATISTICS_SAMPLE)
+    rows = np.linspace(0, len(train) - 1, count).round().astype(int)
     if isinstance(train, Streamed):
-        count = min(len(train), STATISTICS_SAMPLE)
-        rows = np.linspace(0, len(train) - 1, count).round().astype(int).tolist()
-        sample = Subset(train.dataset, rows)
-        images = torch.from_numpy(decode_all(sample, _firstshape_text(train), train.workers)[0])
+        sample = Subset(train.dataset, rows.tolist())
+        images = torch.from_numpy(decode_all(sample, shape, train.workers)[0])
     else:
-        images = train
+        images = train if count == len(train) else train[torch.from_numpy(rows)]
+    channels = shape[0]
     sums = torch.zeros(channels, dtype=torch.float64)
     squares = torch.zeros(channels, dtype=torch.float64)
     for chunk in images.split(1024):
@@ -252,11 +271,7 @@ def statistics(
     pixels_per_channel = images.shape[0] * images.shape[2] * images.shape[3]
     mean = sums / pixels_per_channel
     std = (squares / pixels_per_channel - mean.square()).clamp_min(0).sqrt()
-    return [round(v, 4) for v in mean.tolist()], [round(v, 4) for v in std.tolist()], len(images)
-
-
-def _firstshape_text(streamed: Streamed) -> tuple[int, int, int]:
-    return tuple(streamed.dataset[0][0].shape)  # type: ignore[return-value]
+    return [round(v, 4) for v in mean.tolist()], [round(v, 4) for v in std.tolist()], count
 
 
 def _describe(value: Any) -> str:
