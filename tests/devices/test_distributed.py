@@ -18,6 +18,7 @@ from helpers import (
     assert_same_epochs_as_one_process,
     compose_config,
     failing_torchrun,
+    metrics,
     results,
     torchrun_cli,
     train_cli,
@@ -67,6 +68,32 @@ def test_a_process_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path)
     # torchrun's own summary names the root cause too (written for it by @record).
     summary = done.stderr[done.stderr.index("Root Cause") :]
     assert PROCESS_1_FAILURE in summary and "To enable traceback" not in summary
+
+
+def test_an_uneven_last_batch_trains_as_in_one_process(tmp_path: Path) -> None:
+    # 67 images in batches of 64: the last batch's 3 images split 1 and 2 between the processes,
+    # and each must weigh 1/3 of that step's loss, as in one process.
+    tiny = (
+        "model=lenet",
+        "dataset=synthetic",
+        "dataset.train_size=67",
+        "dataset.test_size=8",
+        "trainer.epochs=1",
+        "trainer.confusion_matrix=false",
+    )
+    ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *tiny)
+    assert ddp.returncode == 0, ddp.stderr
+    single = train_cli(tmp_path / "single", "device=cpu", *tiny)
+    assert single.returncode == 0, single.stderr
+    assert metrics(ddp.run_dir, "epoch")[0]["train_images"] == 67
+
+    ours, theirs = (
+        torch.load(done.run_dir / "checkpoints" / "last.pt", weights_only=True)["model"]
+        for done in (ddp, single)
+    )
+    assert ours.keys() == theirs.keys()
+    for name, weights in theirs.items():
+        torch.testing.assert_close(ours[name], weights, rtol=0, atol=1e-6, msg=name)
 
 
 def test_ddp_outside_torchrun_says_how_to_start_it(tmp_path: Path) -> None:

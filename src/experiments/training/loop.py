@@ -20,6 +20,7 @@ from experiments.core.errors import ExperimentError
 from experiments.data.batches import Batches
 from experiments.devices.device import Device
 from experiments.devices.distributed import summed
+from experiments.devices.process_group import ProcessGroup
 from experiments.devices.timing import DeviceTimer
 
 # Called every log interval with (step within the epoch, mean loss since the last call, images/s,
@@ -104,7 +105,7 @@ def train_epoch(
         optimizer.zero_grad(set_to_none=True)
         with device.autocast():
             loss = loss_fn(model(images), labels)
-        scaler.scale(loss).backward()
+        scaler.scale(_weighed(loss, len(labels), batches.sizes[step - 1], group)).backward()
         if learner.gradient_clip is not None:
             scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
             nn.utils.clip_grad_norm_(model.parameters(), learner.gradient_clip)
@@ -142,6 +143,18 @@ def train_epoch(
     images = batches.count_images()
     waited, copying = batches.times()
     return TrainingResult(epoch_loss / images, images, seconds, waited, copying, compute.take(), lr)
+
+
+def _weighed(
+    loss: torch.Tensor, images: int, batch_images: int, group: ProcessGroup
+) -> torch.Tensor:
+    """The loss to differentiate: this process's mean `loss` over its `images` of the step's
+    `batch_images`, weighed so that DDP's average of the processes' gradients is the gradient of
+    the whole batch's mean. A process's share counts images / batch_images of the whole; DDP
+    divides by world_size. Shares differ only in a last batch that does not divide evenly (3
+    images on 2 processes: 1 and 2), which would otherwise weigh its images 1/2 and 1/4."""
+    weight = images * group.world_size / batch_images
+    return loss if weight == 1 else loss * weight
 
 
 @torch.no_grad()
