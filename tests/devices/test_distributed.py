@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -11,10 +13,11 @@ from torch import nn
 
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
-from experiments.devices.distributed import start, teardown
+from experiments.devices.distributed import _ended, start, teardown
 from experiments.devices.process_group import ProcessGroup
 from helpers import (
     PROCESS_1_FAILURE,
+    ROOT,
     assert_same_epochs_as_one_process,
     compose_config,
     failing_torchrun,
@@ -22,6 +25,10 @@ from helpers import (
     results,
     torchrun_cli,
     train_cli,
+)
+
+PROCESS_1_DIED = (
+    "process 1 died without a word (killed by a signal, or by the system when out of memory)"
 )
 
 SHORT = (
@@ -94,6 +101,37 @@ def test_an_uneven_last_batch_trains_as_in_one_process(tmp_path: Path) -> None:
     assert ours.keys() == theirs.keys()
     for name, weights in theirs.items():
         torch.testing.assert_close(ours[name], weights, rtol=0, atol=1e-6, msg=name)
+
+
+def test_a_process_that_dies_without_a_word_is_named(tmp_path: Path) -> None:
+    done = torchrun_cli(
+        tmp_path,
+        2,
+        "device=ddp",
+        "model=lenet",
+        "model._target_=failing.KillsProcess1",
+        *SHORT,
+        env={"PYTHONPATH": str(ROOT / "tests")},
+    )
+    assert done.returncode != 0
+    reason = results(done.run_dir)["reason"]
+    assert reason == PROCESS_1_DIED, done.stderr
+    assert f"Error: {PROCESS_1_DIED}" in (done.run_dir / "train.log").read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads states from /proc")
+def test_a_process_that_ended_counts_as_ended_before_it_is_reaped() -> None:
+    # A killed process stays a zombie until torchrun's agent reaps it; the others see it ended.
+    child = subprocess.Popen(["sleep", "60"])
+    assert not _ended(child.pid)
+    child.kill()
+    deadline = time.monotonic() + 10
+    while not _ended(child.pid):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert Path(f"/proc/{child.pid}").exists()  # not reaped yet
+    child.wait()
+    assert _ended(child.pid)
 
 
 def test_ddp_outside_torchrun_says_how_to_start_it(tmp_path: Path) -> None:

@@ -93,7 +93,7 @@ def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | N
             return task(Path(hydra_cfg.runtime.output_dir), free_gpus)
     except Exception as error:
         group = ProcessGroup.from_env()
-        reason = first_failure(group, one_line(error))
+        reason = first_failure(group, error)
         if in_sweep:
             # Recorded as failed in its folder; the sweep goes on, and its report says why.
             log.error("Error: %s", reason, exc_info=TRACEBACKS)
