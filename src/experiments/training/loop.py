@@ -192,8 +192,11 @@ def confusion_counts(
 ) -> torch.Tensor:
     """(num_classes, num_classes) int64 counts: row = true class, column = predicted class.
 
-    One bincount over `label * K + prediction`, on whatever device the tensors are on (no copy
-    to the host per batch; deterministic on CUDA too, since no weights are given)."""
+    A one-dimensional scatter_add_ of ones at `label * K + prediction`, on whatever device the
+    tensors are on: no wait for a GPU (bincount would copy its minimum and maximum to the host,
+    two waits per batch), and deterministic on CUDA too (integer sums; torch's deterministic
+    mode has a one-dimensional scatter_add_)."""
     pairs = labels.reshape(-1).long() * num_classes + predictions.reshape(-1).long()
-    counts = torch.bincount(pairs, minlength=num_classes * num_classes)
+    counts = torch.zeros(num_classes * num_classes, dtype=torch.int64, device=pairs.device)
+    counts.scatter_add_(0, pairs, torch.ones_like(pairs))
     return counts.reshape(num_classes, num_classes)
