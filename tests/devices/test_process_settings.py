@@ -61,6 +61,21 @@ def test_a_failed_job_frees_its_memory_before_its_gpu_goes_to_the_next(tmp_path:
     assert not is_locked(gpu_lock)  # and released after all
 
 
+@pytest.mark.gpu
+def test_a_failed_job_leaves_no_gpu_memory_behind() -> None:
+    torch.cuda.empty_cache()
+    reserved = torch.cuda.memory_reserved()
+
+    def train_out_of_memory() -> None:
+        model = {"weights": torch.zeros(2**28, device="cuda")}  # 1 GiB
+        model["itself"] = model
+        raise RuntimeError("CUDA out of memory")
+
+    with pytest.raises(RuntimeError), job(None):
+        train_out_of_memory()
+    assert torch.cuda.memory_reserved() == reserved
+
+
 def is_locked(path: Path) -> bool:
     """Whether a lock on `path` is held (flock: by another open file, even of this process)."""
     lock = try_lock(path)
