@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -112,7 +114,8 @@ def train_epoch(
         scaler.step(optimizer)
         scaler.update()
         if learner.step_scheduler is not None:
-            learner.step_scheduler.step()
+            with _schedule_may_step_first() if step == 1 else nullcontext():
+                learner.step_scheduler.step()
         compute.stop(span)
 
         interval_loss.add_(loss.detach(), alpha=len(labels))
@@ -143,6 +146,19 @@ def train_epoch(
     images = batches.count_images()
     waited, copying = batches.times()
     return TrainingResult(epoch_loss / images, images, seconds, waited, copying, compute.take(), lr)
+
+
+@contextmanager
+def _schedule_may_step_first() -> Iterator[None]:
+    """fp16's scaler skips a step whose scaled gradients overflowed (often the very first, while
+    it finds its scale); the schedule steps all the same, so it keeps to the run's length. torch
+    warns, at a schedule's first step, when the optimizer has not stepped yet: true then, and
+    harmless. (Only around a first step: changing the filters makes other warnings repeat.)"""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before `optimizer"
+        )
+        yield
 
 
 def _weighed(
