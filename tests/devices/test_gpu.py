@@ -376,3 +376,19 @@ def test_eval_loads_the_checkpoint_on_the_host_not_beside_the_model_on_the_gpu(
         torch.cuda.reset_peak_memory_stats()
         evaluate_checkpoint(cfg, tmp_path / "eval")
         assert torch.cuda.max_memory_allocated() - before < 1.5 * weights
+
+
+def test_channels_last_batches_of_a_split_preloaded_on_the_gpu_keep_one_copy_of_it() -> None:
+    config = compose_config(
+        "dataset=synthetic",
+        "dataset.train_size=4096",
+        "dataset.test_size=4",
+        "dataset.preload=device",
+    ).dataset
+    device = on("cuda:0", channels_last=True)
+    before = torch.cuda.memory_allocated()
+    data = setup.load_data(config, device)
+    assert isinstance(data.train, Split)
+    batches = Batches(data.train, batch_size=64, mean=[0.5], std=[0.5], device=device)
+    assert torch.cuda.memory_allocated() - before < 1.5 * data.train.images.nbytes
+    assert next(iter(batches))[0].is_contiguous(memory_format=torch.channels_last)

@@ -79,7 +79,7 @@ def load_data(config: DatasetConfig, device: Device, *, training: bool = True) -
     for key, value in data.derived().items():
         config[key] = value
     if config.preload == Preload.device:
-        data = loading.preload(data, device.placement)
+        data = loading.preload(data, device.placement, channels_last=device.channels_last)
     return data
 
 
