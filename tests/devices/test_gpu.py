@@ -22,7 +22,7 @@ from experiments.config.choices import Precision
 from experiments.data import loading
 from experiments.data.batches import Augment, Batches
 from experiments.data.types import ImageData, Split
-from experiments.devices import precision, process_settings
+from experiments.devices import memory, precision, process_settings
 from experiments.devices.device import Device
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
@@ -392,3 +392,12 @@ def test_channels_last_batches_of_a_split_preloaded_on_the_gpu_keep_one_copy_of_
     batches = Batches(data.train, batch_size=64, mean=[0.5], std=[0.5], device=device)
     assert torch.cuda.memory_allocated() - before < 1.5 * data.train.images.nbytes
     assert next(iter(batches))[0].is_contiguous(memory_format=torch.channels_last)
+
+
+@two_gpus
+def test_peak_memory_counts_every_gpu_of_data_parallel() -> None:
+    plan = DevicePlan("cuda", 0, ids=(0, 1))
+    memory.reset_peak_memory(plan)
+    on_the_second = torch.zeros(2**28, device="cuda:1")  # 1 GiB, more than the first GPU holds
+    peak = memory.peak_memory_mb(plan)["peak_cuda_memory_mb"]
+    assert peak is not None and peak >= on_the_second.nbytes / memory.MIB

@@ -46,7 +46,7 @@ def prepare_device(
         distributed.start(group, plan.backend, plan.device, request.timeout)
     chosen = f", chosen by device={request.name} because {plan.reason}" if plan.reason else ""
     log.info("device: %s%s", plan, chosen)
-    memory.reset_peak_memory(plan.device)
+    memory.reset_peak_memory(plan)
     autocast_dtype, scaler = precision.autocast_and_scaler(precision_name, plan.device)
     return Device(
         plan,
