@@ -160,8 +160,8 @@ def start(group: ProcessGroup, backend: str, device: torch.device, timeout: floa
     import torch.distributed.nn  # noqa: F401
 
     signal.signal(signal.SIGTERM, _raise_stopped)
-    # Where this process runs, so the others can tell if it dies without a word.
-    _store().set(_key(f"process/{group.rank}"), f"{socket.gethostname()} {os.getpid()}")
+    if group.world_size > 1:  # where this process runs, so the others can tell if it dies
+        _store().set(_key(f"process/{group.rank}"), f"{socket.gethostname()} {os.getpid()}")
     dist.init_process_group(
         backend,
         rank=group.rank,
