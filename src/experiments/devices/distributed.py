@@ -144,12 +144,15 @@ def _ended(pid: int) -> bool:
     """Whether process `pid` of this machine has ended: gone, or a zombie not yet reaped."""
     try:
         os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # someone else's: not one of ours
+        return False
+    try:
         # Linux: a zombie still takes signals; its state, after the command's ")", says Z.
         return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] in ("Z", "X")
-    except (ProcessLookupError, FileNotFoundError):
-        return True
-    except OSError:  # not ours to signal, or no /proc (macOS): taken as running
-        return False
+    except FileNotFoundError:  # reaped just now; or no /proc at all (macOS): taken as running
+        return Path("/proc/self").exists()
 
 
 def start(group: ProcessGroup, backend: str, device: torch.device, timeout: float) -> None:
