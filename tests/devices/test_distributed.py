@@ -13,8 +13,11 @@ from torch import nn
 
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
+from experiments.devices import process_settings
 from experiments.devices.distributed import _ended, start, teardown
 from experiments.devices.process_group import ProcessGroup
+from experiments.records import checkpoints
+from experiments.run.train import train
 from helpers import (
     PROCESS_1_FAILURE,
     ROOT,
@@ -90,13 +93,13 @@ def test_an_uneven_last_batch_trains_as_in_one_process(tmp_path: Path) -> None:
     )
     ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *tiny)
     assert ddp.returncode == 0, ddp.stderr
-    single = train_cli(tmp_path / "single", "device=cpu", *tiny)
-    assert single.returncode == 0, single.stderr
     assert metrics(ddp.run_dir, "epoch")[0]["train_images"] == 67
+    with process_settings.restored():  # one process: this one
+        train(compose_config("device=cpu", *tiny), tmp_path / "single")
 
     ours, theirs = (
-        torch.load(done.run_dir / "checkpoints" / "last.pt", weights_only=True)["model"]
-        for done in (ddp, single)
+        checkpoints.load(run_dir / checkpoints.LAST)["model"]
+        for run_dir in (ddp.run_dir, tmp_path / "single")
     )
     assert ours.keys() == theirs.keys()
     for name, weights in theirs.items():
