@@ -42,3 +42,19 @@ class KillsItsProcess(LeNet):
         if self.training:
             os.kill(os.getpid(), signal.SIGKILL)
         return super().forward(x)
+
+
+class KillsProcess1(LeNet):
+    """LeNet whose second training step kills torchrun's process 1 (SIGKILL, as the system's OOM
+    killer would): it dies without a word, in the middle of the run."""
+
+    def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
+        super().__init__(in_channels, image_size, num_classes)
+        self.steps = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training and os.environ.get("RANK") == "1":
+            self.steps += 1
+            if self.steps == 2:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return super().forward(x)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -11,16 +13,25 @@ from torch import nn
 
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
-from experiments.devices.distributed import start, teardown
+from experiments.devices import process_settings
+from experiments.devices.distributed import _ended, start, teardown
 from experiments.devices.process_group import ProcessGroup
+from experiments.records import checkpoints
+from experiments.run.train import train
 from helpers import (
     PROCESS_1_FAILURE,
+    ROOT,
     assert_same_epochs_as_one_process,
     compose_config,
     failing_torchrun,
+    metrics,
     results,
     torchrun_cli,
     train_cli,
+)
+
+PROCESS_1_DIED = (
+    "process 1 died without a word (killed by a signal, or by the system when out of memory)"
 )
 
 SHORT = (
@@ -67,6 +78,63 @@ def test_a_process_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path)
     # torchrun's own summary names the root cause too (written for it by @record).
     summary = done.stderr[done.stderr.index("Root Cause") :]
     assert PROCESS_1_FAILURE in summary and "To enable traceback" not in summary
+
+
+def test_an_uneven_last_batch_trains_as_in_one_process(tmp_path: Path) -> None:
+    # 67 images in batches of 64: the last batch's 3 images split 1 and 2 between the processes,
+    # and each must weigh 1/3 of that step's loss, as in one process.
+    tiny = (
+        "model=lenet",
+        "dataset=synthetic",
+        "dataset.train_size=67",
+        "dataset.test_size=8",
+        "trainer.epochs=1",
+        "trainer.confusion_matrix=false",
+    )
+    ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *tiny)
+    assert ddp.returncode == 0, ddp.stderr
+    assert metrics(ddp.run_dir, "epoch")[0]["train_images"] == 67
+    with process_settings.restored():  # one process: this one
+        train(compose_config("device=cpu", *tiny), tmp_path / "single")
+
+    ours, theirs = (
+        checkpoints.load(run_dir / checkpoints.LAST)["model"]
+        for run_dir in (ddp.run_dir, tmp_path / "single")
+    )
+    assert ours.keys() == theirs.keys()
+    for name, weights in theirs.items():
+        torch.testing.assert_close(ours[name], weights, rtol=0, atol=1e-6, msg=name)
+
+
+def test_a_process_that_dies_without_a_word_is_named(tmp_path: Path) -> None:
+    done = torchrun_cli(
+        tmp_path,
+        2,
+        "device=ddp",
+        "model=lenet",
+        "model._target_=failing.KillsProcess1",
+        *SHORT,
+        env={"PYTHONPATH": str(ROOT / "tests")},
+    )
+    assert done.returncode != 0
+    reason = results(done.run_dir)["reason"]
+    assert reason == PROCESS_1_DIED, done.stderr
+    assert f"Error: {PROCESS_1_DIED}" in (done.run_dir / "train.log").read_text()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads states from /proc")
+def test_a_process_that_ended_counts_as_ended_before_it_is_reaped() -> None:
+    # A killed process stays a zombie until torchrun's agent reaps it; the others see it ended.
+    child = subprocess.Popen(["sleep", "60"])
+    assert not _ended(child.pid)
+    child.kill()
+    deadline = time.monotonic() + 10
+    while not _ended(child.pid):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert Path(f"/proc/{child.pid}").exists()  # not reaped yet
+    child.wait()
+    assert _ended(child.pid)
 
 
 def test_ddp_outside_torchrun_says_how_to_start_it(tmp_path: Path) -> None:

@@ -22,12 +22,15 @@ from experiments.config.choices import Precision
 from experiments.data import loading
 from experiments.data.batches import Augment, Batches
 from experiments.data.types import ImageData, Split
-from experiments.devices import precision
+from experiments.devices import memory, precision, process_settings
 from experiments.devices.device import Device
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
 from experiments.devices.wrapping import unwrap
+from experiments.records import checkpoints
 from experiments.run import setup
+from experiments.run.evaluate import evaluate_checkpoint
+from experiments.run.train import train
 from experiments.training.models import LeNet, build_for
 from helpers import (
     PROCESS_1_FAILURE,
@@ -351,3 +354,50 @@ def test_a_checkpoint_saved_on_a_gpu_evaluates_on_the_cpu(tmp_path: Path) -> Non
     assert evaluation["test_accuracy"] == pytest.approx(
         results(trained.run_dir)["final_test_accuracy"], abs=0.02
     )
+
+
+def test_eval_loads_the_checkpoint_on_the_host_not_beside_the_model_on_the_gpu(
+    tmp_path: Path,
+) -> None:
+    # Loaded onto the GPU, the checkpoint's weights would sit there beside the model's own.
+    wide = ("model=mlp", "model.hidden_sizes=[4096]")  # 50 MB of weights
+    with process_settings.restored():
+        train(compose_config(*wide, *QUICK, "trainer.epochs=1"), tmp_path / "run")
+        state = checkpoints.load(tmp_path / "run" / checkpoints.LAST)
+        weights = sum(t.numel() * t.element_size() for t in state["model"].values())
+        cfg = compose_config(
+            f"ckpt={tmp_path / 'run'}",
+            "device=cuda",
+            "batch_size=1",
+            "limit_batches=1",
+            config_name="eval",
+        )
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        evaluate_checkpoint(cfg, tmp_path / "eval")
+        assert torch.cuda.max_memory_allocated() - before < 1.5 * weights
+
+
+def test_channels_last_batches_of_a_split_preloaded_on_the_gpu_keep_one_copy_of_it() -> None:
+    config = compose_config(
+        "dataset=synthetic",
+        "dataset.train_size=4096",
+        "dataset.test_size=4",
+        "dataset.preload=device",
+    ).dataset
+    device = on("cuda:0", channels_last=True)
+    before = torch.cuda.memory_allocated()
+    data = setup.load_data(config, device)
+    assert isinstance(data.train, Split)
+    batches = Batches(data.train, batch_size=64, mean=[0.5], std=[0.5], device=device)
+    assert torch.cuda.memory_allocated() - before < 1.5 * data.train.images.nbytes
+    assert next(iter(batches))[0].is_contiguous(memory_format=torch.channels_last)
+
+
+@two_gpus
+def test_peak_memory_counts_every_gpu_of_data_parallel() -> None:
+    plan = DevicePlan("cuda", 0, ids=(0, 1))
+    memory.reset_peak_memory(plan)
+    on_the_second = torch.zeros(2**28, device="cuda:1")  # 1 GiB, more than the first GPU holds
+    peak = memory.peak_memory_mb(plan)["peak_cuda_memory_mb"]
+    assert peak is not None and peak >= on_the_second.nbytes / memory.MIB

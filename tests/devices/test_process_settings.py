@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import weakref
+from pathlib import Path
+
 import pytest
+import torch
 
 from experiments.core.errors import ExperimentError
-from experiments.devices.process_settings import visible_mask
+from experiments.core.files import try_lock
+from experiments.devices.free_gpus import FreeGpus
+from experiments.devices.process_settings import job, visible_mask
 
 
 @pytest.mark.parametrize(
@@ -33,3 +39,47 @@ def test_visible_gpus_beyond_a_schedulers_share_are_refused() -> None:
         "device.visible=[2] names GPU 2, but CUDA_VISIBLE_DEVICES=4,5 lets this process see 2 "
         "GPU(s), numbered from 0; device.visible counts among those"
     )
+
+
+def test_a_failed_job_frees_its_memory_before_its_gpu_goes_to_the_next(tmp_path: Path) -> None:
+    # Out of memory in a sweep job: its traceback still holds its model and data. The GPU may go
+    # to the next job only once they are freed (and, on a GPU, the cache emptied).
+    gpu_lock = tmp_path / ".gpus" / "0.lock"
+    freed_while_gpu_held: list[bool] = []
+
+    def train_out_of_memory() -> None:
+        model = {"weights": torch.zeros(1000)}
+        model["itself"] = model  # a reference cycle, as DDP's model has: only gc frees it
+        weakref.finalize(model["weights"], lambda: freed_while_gpu_held.append(is_locked(gpu_lock)))
+        raise RuntimeError("CUDA out of memory")
+
+    free_gpus = FreeGpus(tmp_path)
+    with pytest.raises(RuntimeError), job(free_gpus):
+        assert free_gpus.take(1) == 0
+        train_out_of_memory()
+    assert freed_while_gpu_held == [True]
+    assert not is_locked(gpu_lock)  # and released after all
+
+
+@pytest.mark.gpu
+def test_a_failed_job_leaves_no_gpu_memory_behind() -> None:
+    torch.cuda.empty_cache()
+    reserved = torch.cuda.memory_reserved()
+
+    def train_out_of_memory() -> None:
+        model = {"weights": torch.zeros(2**28, device="cuda")}  # 1 GiB
+        model["itself"] = model
+        raise RuntimeError("CUDA out of memory")
+
+    with pytest.raises(RuntimeError), job(None):
+        train_out_of_memory()
+    assert torch.cuda.memory_reserved() == reserved
+
+
+def is_locked(path: Path) -> bool:
+    """Whether a lock on `path` is held (flock: by another open file, even of this process)."""
+    lock = try_lock(path)
+    if lock is None:
+        return True
+    lock.close()
+    return False

@@ -39,6 +39,20 @@ def test_confusion_matrix_counts_on_the_gpu() -> None:
     assert torch.equal(counts.cpu(), expected)
 
 
+@pytest.mark.gpu
+def test_counting_a_batch_never_waits_for_the_gpu() -> None:
+    labels = torch.randint(0, 10, (1000,), device="cuda")
+    predictions = torch.randint(0, 10, (1000,), device="cuda")
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # any copy of a result to the host raises
+    try:
+        counts = confusion_counts(labels, predictions, 10)
+        counts += confusion_counts(labels, predictions, 10)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert counts.sum().item() == 2000
+
+
 def test_confusion_matrix_is_saved_as_png_and_tensorboard_image(tmp_path: Path) -> None:
     counts = [[5, 1, 0], [2, 7, 1], [0, 0, 9]]
     path = tmp_path / "confusion_matrix.png"

@@ -1,12 +1,14 @@
-"""Setting the run up: channels-last puts the model in that memory format."""
+"""Setting the run up: channels-last puts the model and a preloaded split in that format."""
 
 from __future__ import annotations
 
 import torch
 
+from experiments.data.batches import Batches, TensorRows
+from experiments.data.types import Split
 from experiments.run import setup
 from experiments.training.models import Tudui
-from helpers import on
+from helpers import compose_config, on
 
 
 def test_channels_last_puts_the_model_in_that_format() -> None:
@@ -16,3 +18,28 @@ def test_channels_last_puts_the_model_in_that_format() -> None:
 
     assert conv_weight(True).is_contiguous(memory_format=torch.channels_last)
     assert not conv_weight(False).is_contiguous(memory_format=torch.channels_last)
+
+
+def test_channels_last_batches_of_a_preloaded_split_keep_one_copy_of_it() -> None:
+    # dataset.preload=device: the split goes to the device once, already laid out channels-last,
+    # and the batches take their rows from that one copy (a second would double it on a GPU).
+    config = compose_config(
+        "dataset=synthetic",
+        "dataset.train_size=8",
+        "dataset.test_size=4",
+        "dataset.preload=device",
+    ).dataset
+    device = on("cpu", channels_last=True)
+    data = setup.load_data(config, device)
+    assert isinstance(data.train, Split)
+    preloaded = data.train.images
+
+    batches = Batches(data.train, batch_size=4, mean=[0.5], std=[0.5], device=device)
+
+    assert isinstance(batches.rows, TensorRows)
+    assert batches.rows.images.untyped_storage().data_ptr() == (
+        preloaded.untyped_storage().data_ptr()
+    )
+    (images, _), _ = batches
+    assert images.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(images, preloaded[:4].float() / 127.5 - 1)

@@ -4,6 +4,7 @@ and the end of a diverged run."""
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
 from itertools import pairwise
 
@@ -56,8 +57,10 @@ def train(
     on_step: Callable[[], None] = lambda: None,
     device: torch.device = CPU,
     fp16: bool = False,
+    initial_scale: float = 2.0**16,
 ) -> tuple[loop.TrainingResult, Logged]:
-    """One epoch of the real loop (in fp32, or fp16 with loss scaling), logging every step."""
+    """One epoch of the real loop (in fp32, or fp16 with loss scaling from `initial_scale`),
+    logging every step."""
     logged: Logged = []
 
     def log_step(step: int, loss: float, speed: float, lr: float) -> None:
@@ -69,7 +72,7 @@ def train(
     )
     precision = {
         "autocast_dtype": torch.float16 if fp16 else None,
-        "scaler": torch.amp.GradScaler(device.type, enabled=fp16),
+        "scaler": torch.amp.GradScaler(device.type, initial_scale, enabled=fp16),
     }
     result = loop.train_epoch(
         learner,
@@ -164,6 +167,28 @@ def test_a_per_step_schedule_steps_once_per_batch_and_logs_each_steps_lr() -> No
         for parameter, old, new in zip(replay.parameters(), before, after, strict=True):
             assert parameter.grad is not None
             torch.testing.assert_close(new, old - lr * parameter.grad)
+
+
+def test_an_fp16_step_skipped_for_overflow_brings_no_warning_about_the_schedule() -> None:
+    # fp16's scaler skips a step whose scaled gradients overflow (often the first, while it finds
+    # its scale); the schedule steps all the same, and torch would warn that it stepped first.
+    model = tiny_model()
+    optimizer = SGD(model.parameters(), lr=LR)
+    config = scheduler_config("cosine")
+    scheduler, _ = schedules.for_run(config, optimizer, epochs=1, steps_per_epoch=1)
+    before = flat(model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(
+            model,
+            optimizer,
+            tiny_batches(batches=1),
+            scheduler=scheduler,
+            fp16=True,
+            initial_scale=2.0**40,
+        )
+    assert torch.equal(flat(model), before)  # the step was skipped
+    assert [str(warning.message) for warning in caught] == []
 
 
 def test_label_smoothing_changes_the_trained_loss_to_the_smoothed_cross_entropy() -> None:

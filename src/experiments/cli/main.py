@@ -17,7 +17,6 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 
@@ -81,7 +80,7 @@ def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | N
     is logged in one line; in a sweep the job is then recorded as failed and the sweep goes on,
     otherwise the command ends with exit code 1."""
     from experiments.devices.distributed import first_failure  # (no torch for --help)
-    from experiments.devices.process_settings import restored
+    from experiments.devices.process_settings import job
 
     hydra_cfg = HydraConfig.get()
     in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
@@ -89,11 +88,11 @@ def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | N
     side_by_side = in_sweep and not hydra_cfg.launcher._target_.endswith(".BasicLauncher")
     free_gpus = FreeGpus(Path(hydra_cfg.sweep.dir)) if side_by_side else None
     try:
-        with restored(), free_gpus or nullcontext():
+        with job(free_gpus):
             return task(Path(hydra_cfg.runtime.output_dir), free_gpus)
     except Exception as error:
         group = ProcessGroup.from_env()
-        reason = first_failure(group, one_line(error))
+        reason = first_failure(group, error)
         if in_sweep:
             # Recorded as failed in its folder; the sweep goes on, and its report says why.
             log.error("Error: %s", reason, exc_info=TRACEBACKS)

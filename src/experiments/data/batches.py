@@ -71,10 +71,13 @@ class TensorRows:
     host, or on the device with `dataset.preload=device`)."""
 
     def __init__(self, split: Split, *, channels_last: bool, pin: bool) -> None:
-        # For channels-last batches, a copy stored as (N, H, W, C): a batch of its rows, seen as
-        # (N, C, H, W), is channels-last already (converting every batch costs more).
+        # For channels-last batches, the split stored as (N, H, W, C): a batch of its rows, seen
+        # as (N, C, H, W), is channels-last already (converting every batch costs more). A split
+        # laid out so already (preloaded: `loading.preload`) is only seen so, not copied.
         self.images = (
-            split.images.permute(0, 2, 3, 1).contiguous() if channels_last else split.images
+            split.images.contiguous(memory_format=torch.channels_last).permute(0, 2, 3, 1)
+            if channels_last
+            else split.images
         )
         self.labels = split.labels
         # Pinned host memory lets copies to a GPU run without holding up the host.

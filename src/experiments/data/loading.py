@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from experiments.config.build import build, plain
 from experiments.config.choices import Loader
 from experiments.config.schemas import DatasetConfig, is_image_folder
@@ -158,14 +160,18 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
     )
 
 
-def preload(data: ImageData, placement: Placement) -> ImageData:
+def preload(data: ImageData, placement: Placement, *, channels_last: bool = False) -> ImageData:
     """The dataset with its in-memory splits' uint8 tensors on the device, copied there once
-    (streamed splits stay streamed)."""
+    (streamed splits stay streamed); for channels-last batches, laid out channels-last on the
+    way, so the batches take their rows from that one copy on the device."""
 
     def moved(split: Any) -> Any:
         if not isinstance(split, Split):
             return split
-        return Split(placement.tensor(split.images), placement.tensor(split.labels))
+        images = split.images
+        if channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        return Split(placement.tensor(images), placement.tensor(split.labels))
 
     return dataclasses.replace(
         data, train=moved(data.train), test=moved(data.test), val=moved(data.val)

@@ -18,19 +18,31 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import socket
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
+from pathlib import Path
 from types import FrameType
 
 import torch
 import torch.distributed as dist
 
-from experiments.core.errors import ExperimentError
+from experiments.core.errors import ExperimentError, one_line
 from experiments.devices.process_group import ProcessGroup
 
 STORE_TIMEOUT = timedelta(seconds=60)
+# How long a process that lost another waits to learn why, before saying only what it saw.
+DEATH_GRACE_SECONDS = 5.0
+# What gloo and NCCL say when a collective finds another process gone.
+LOST_CONNECTION = (
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Broken pipe",
+    "remote process exited",
+)
 
 
 class Stopped(Exception):
@@ -84,13 +96,63 @@ def agree_on_start(group: ProcessGroup, started: datetime, tag: str) -> tuple[da
     return datetime.fromisoformat(started_text), tag
 
 
-def first_failure(group: ProcessGroup, reason: str) -> str:
-    """Announce this process's failure to the others, and return the run's first failure: this
-    one, or one another process announced before (which is then why this one failed too)."""
+def first_failure(group: ProcessGroup, error: BaseException) -> str:
+    """Announce this process's failure to the others, and return the run's first failure, in one
+    line: this one, or one another process announced before (which is then why this one failed
+    too), or, when this one only lost another, that the other died without a word."""
+    reason = one_line(error)
     if group.world_size == 1:
         return reason
+    store = _store()
     announced = f"process {group.rank}: {reason}"
-    return _store().compare_set(_key("failure"), "", announced).decode()
+    if _lost_another(error):
+        announced = _why_another_was_lost(group, store) or announced
+    return store.compare_set(_key("failure"), "", announced).decode()
+
+
+def _lost_another(error: BaseException) -> bool:
+    """Whether `error` says only that another process is gone: torchrun stopped this one, or a
+    collective found the connection to another closed (gloo, NCCL)."""
+    return isinstance(error, (Stopped, dist.DistNetworkError)) or any(
+        words in str(error) for words in LOST_CONNECTION
+    )
+
+
+def _why_another_was_lost(group: ProcessGroup, store: dist.TCPStore) -> str | None:
+    """Wait a little for the process this one lost: for its own announced failure (None), or for
+    it to be seen dead on this machine - killed without a word (SIGKILL, the system's OOM
+    killer), it announces nothing, and the lost connection is all the others would say."""
+    here = socket.gethostname()
+    others = [rank for rank in range(group.world_size) if rank != group.rank]
+    deadline = time.monotonic() + DEATH_GRACE_SECONDS
+    while not store.check([_key("failure")]):
+        for rank in others:
+            if store.check([_key(f"process/{rank}")]):
+                host, pid = store.get(_key(f"process/{rank}")).decode().split(" ")
+                if host == here and _ended(int(pid)):
+                    return (
+                        f"process {rank} died without a word (killed by a signal, or by the "
+                        "system when out of memory)"
+                    )
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    return None
+
+
+def _ended(pid: int) -> bool:
+    """Whether process `pid` of this machine has ended: gone, or a zombie not yet reaped."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # someone else's: not one of ours
+        return False
+    try:
+        # Linux: a zombie still takes signals; its state, after the command's ")", says Z.
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] in ("Z", "X")
+    except FileNotFoundError:  # reaped just now; or no /proc at all (macOS): taken as running
+        return Path("/proc/self").exists()
 
 
 def start(group: ProcessGroup, backend: str, device: torch.device, timeout: float) -> None:
@@ -101,6 +163,8 @@ def start(group: ProcessGroup, backend: str, device: torch.device, timeout: floa
     import torch.distributed.nn  # noqa: F401
 
     signal.signal(signal.SIGTERM, _raise_stopped)
+    if group.world_size > 1:  # where this process runs, so the others can tell if it dies
+        _store().set(_key(f"process/{group.rank}"), f"{socket.gethostname()} {os.getpid()}")
     dist.init_process_group(
         backend,
         rank=group.rank,

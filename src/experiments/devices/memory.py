@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from experiments.devices.plan import DevicePlan
+
 MIB = 2**20
 
 # mallopt(3) parameters, from glibc's malloc.h.
@@ -45,19 +47,22 @@ def channels_last(requested: bool | None, device: torch.device) -> bool:
     return device.type == "cpu" if requested is None else requested
 
 
-def reset_peak_memory(device: torch.device) -> None:
-    """Start counting peak memory from now: host RSS (Linux) and CUDA allocations."""
+def reset_peak_memory(plan: DevicePlan) -> None:
+    """Start counting peak memory from now: host RSS (Linux) and CUDA allocations on every GPU
+    of the plan."""
     # On Linux, writing 5 resets the kernel's record of this process's peak resident set (VmHWM);
     # elsewhere the peak counts from the start of the process.
     with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    for gpu in plan.gpus:
+        torch.cuda.reset_peak_memory_stats(gpu)
 
 
-def peak_memory_mb(device: torch.device) -> dict[str, float | None]:
-    """Peak host resident memory and, on a GPU, peak CUDA memory allocated, in MiB."""
-    cuda = torch.cuda.max_memory_allocated(device) / MIB if device.type == "cuda" else None
+def peak_memory_mb(plan: DevicePlan) -> dict[str, float | None]:
+    """Peak host resident memory and, on GPUs, the peak CUDA memory allocated on the fullest of
+    the plan's GPUs (DataParallel's replicas need memory on each; any may run out), in MiB."""
+    peaks = [torch.cuda.max_memory_allocated(gpu) / MIB for gpu in plan.gpus]
+    cuda = max(peaks) if peaks else None
     return {"peak_host_memory_mb": _peak_rss_bytes() / MIB, "peak_cuda_memory_mb": cuda}
 
 

@@ -13,13 +13,16 @@ and a later job that wants other GPUs than the process's CUDA started with says 
 
 from __future__ import annotations
 
+import gc
 import os
+import traceback
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import torch
 
 from experiments.core.errors import ExperimentError
+from experiments.devices.free_gpus import FreeGpus
 
 # cuBLAS needs a fixed workspace to be deterministic; it reads this when CUDA starts.
 CUBLAS_WORKSPACE = ":4096:8"
@@ -47,9 +50,19 @@ def apply(visible: list[int] | None, threads: int | None, deterministic: bool) -
 
 
 @contextmanager
+def job(free_gpus: FreeGpus | None) -> Iterator[None]:
+    """One job of this process: what it sets put back and the memory it used handed back when it
+    ends, and only then the GPU a parallel sweep's `free_gpus` handed it released (before, the
+    next job could start on a GPU still full of this one's tensors, and run out of memory)."""
+    with free_gpus or nullcontext(), restored():
+        yield
+
+
+@contextmanager
 def restored() -> Iterator[None]:
     """Put back, when the block (a job) ends, every process-wide setting `apply` may change, and
-    hand back the GPU memory the job's tensors left cached."""
+    hand back the memory of the job's tensors: freed (those of a failed job too, which its
+    traceback holds), and on a GPU no longer cached."""
     environment = {name: os.environ.get(name) for name in SAVED_ENVIRONMENT}
     threads = torch.get_num_threads()
     algorithms = (
@@ -59,6 +72,9 @@ def restored() -> Iterator[None]:
     cudnn = (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
     try:
         yield
+    except BaseException as error:
+        _let_go_of_frames(error)
+        raise
     finally:
         for name, value in environment.items():
             if value is None:
@@ -69,8 +85,24 @@ def restored() -> Iterator[None]:
             torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(algorithms[0], warn_only=algorithms[1])
         torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = cudnn
+        gc.collect()  # a model in reference cycles (DDP's) is freed only by the collector
         if torch.cuda.is_initialized():
             torch.cuda.empty_cache()
+
+
+def _let_go_of_frames(error: BaseException) -> None:
+    """Clear the locals of the finished frames in the tracebacks of `error` and of the errors it
+    came from: they hold the failed job's model and data for as long as the error is kept (it
+    still is, to be reported). The frames' code and lines stay, for a traceback to be shown."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)  # skips the frames still running
+        pending += [current.__cause__, current.__context__]
 
 
 def set_visible_gpus(visible: list[int] | None) -> None:

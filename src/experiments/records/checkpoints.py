@@ -136,10 +136,11 @@ def find(path_or_run: str | Path) -> Path:
     return path
 
 
-def load(path: Path, map_location: torch.device | str = "cpu") -> dict[str, Any]:
-    """Read a checkpoint written by `save`, or say in one line why it cannot be used."""
+def load(path: Path) -> dict[str, Any]:
+    """Read a checkpoint written by `save`, onto the host (whatever device saved it), or say in
+    one line why it cannot be used."""
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
         refused = next((line for line in str(error).splitlines() if "GLOBAL" in line), "")
         what = f" ({refused.strip()})" if refused else ""

@@ -22,7 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from experiments.core.errors import ExperimentError, one_line
+from experiments.core.errors import ExperimentError
 from experiments.core.files import write_text_atomically
 from experiments.devices.distributed import first_failure, sigterm_held
 from experiments.devices.plan import request_text
@@ -82,7 +82,7 @@ class Results:
             if not isinstance(error, ExperimentError):  # a bug or a crash: keep where it was
                 self._fields["traceback"] = "".join(traceback.format_exception(error))
             # When another process failed first, its failure is why this one stopped.
-            self.finish("failed", first_failure(self.group, one_line(error)))
+            self.finish("failed", first_failure(self.group, error))
 
     def accept(self) -> None:
         """The resume is accepted: from now on the record is the run's."""

@@ -48,7 +48,9 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         process_settings.apply(cfg.device.visible, threads=None, deterministic=False)
         device = setup.prepare_device(cfg.device, cfg.placement, ONE_PROCESS, free_gpus)
         results.add(device=device_record(cfg.device, device.plan))
-        state = checkpoints.load(path, map_location=device.torch_device)
+        # On the host: the model is built there, takes the weights, and then goes to the device
+        # (loaded onto a GPU, they would go there, back, and there again, and stay beside it).
+        state = checkpoints.load(path)
         trained = OmegaConf.create(state["config"])
         log.info("evaluating %s: %s", display_path(path), _which_epoch(path, state, trained))
         dataset = _dataset_to_evaluate(cfg.dataset, trained.dataset)

@@ -46,7 +46,7 @@ def prepare_device(
         distributed.start(group, plan.backend, plan.device, request.timeout)
     chosen = f", chosen by device={request.name} because {plan.reason}" if plan.reason else ""
     log.info("device: %s%s", plan, chosen)
-    memory.reset_peak_memory(plan.device)
+    memory.reset_peak_memory(plan)
     autocast_dtype, scaler = precision.autocast_and_scaler(precision_name, plan.device)
     return Device(
         plan,
@@ -79,7 +79,7 @@ def load_data(config: DatasetConfig, device: Device, *, training: bool = True) -
     for key, value in data.derived().items():
         config[key] = value
     if config.preload == Preload.device:
-        data = loading.preload(data, device.placement)
+        data = loading.preload(data, device.placement, channels_last=device.channels_last)
     return data
 
 

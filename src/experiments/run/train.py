@@ -216,7 +216,7 @@ class TrainingRun:
             self.metrics.confusion_matrix(
                 self.selected_confusion, self.data.classes, title, last_step
             )
-        peak_memory = memory.peak_memory_mb(self.device.torch_device)
+        peak_memory = memory.peak_memory_mb(self.device.plan)
         summary = self.results.finish("completed", None, **summary, **peak_memory)
         wait_for_all(self.device.group)
         return summary

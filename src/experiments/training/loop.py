@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +22,7 @@ from experiments.core.errors import ExperimentError
 from experiments.data.batches import Batches
 from experiments.devices.device import Device
 from experiments.devices.distributed import summed
+from experiments.devices.process_group import ProcessGroup
 from experiments.devices.timing import DeviceTimer
 
 # Called every log interval with (step within the epoch, mean loss since the last call, images/s,
@@ -104,14 +107,15 @@ def train_epoch(
         optimizer.zero_grad(set_to_none=True)
         with device.autocast():
             loss = loss_fn(model(images), labels)
-        scaler.scale(loss).backward()
+        scaler.scale(_weighed(loss, len(labels), batches.sizes[step - 1], group)).backward()
         if learner.gradient_clip is not None:
             scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
             nn.utils.clip_grad_norm_(model.parameters(), learner.gradient_clip)
         scaler.step(optimizer)
         scaler.update()
         if learner.step_scheduler is not None:
-            learner.step_scheduler.step()
+            with _schedule_may_step_first() if step == 1 else nullcontext():
+                learner.step_scheduler.step()
         compute.stop(span)
 
         interval_loss.add_(loss.detach(), alpha=len(labels))
@@ -142,6 +146,31 @@ def train_epoch(
     images = batches.count_images()
     waited, copying = batches.times()
     return TrainingResult(epoch_loss / images, images, seconds, waited, copying, compute.take(), lr)
+
+
+@contextmanager
+def _schedule_may_step_first() -> Iterator[None]:
+    """fp16's scaler skips a step whose scaled gradients overflowed (often the very first, while
+    it finds its scale); the schedule steps all the same, so it keeps to the run's length. torch
+    warns, at a schedule's first step, when the optimizer has not stepped yet: true then, and
+    harmless. (Only around a first step: changing the filters makes other warnings repeat.)"""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before `optimizer"
+        )
+        yield
+
+
+def _weighed(
+    loss: torch.Tensor, images: int, batch_images: int, group: ProcessGroup
+) -> torch.Tensor:
+    """The loss to differentiate: this process's mean `loss` over its `images` of the step's
+    `batch_images`, weighed so that DDP's average of the processes' gradients is the gradient of
+    the whole batch's mean. A process's share counts images / batch_images of the whole; DDP
+    divides by world_size. Shares differ only in a last batch that does not divide evenly (3
+    images on 2 processes: 1 and 2), which would otherwise weigh its images 1/2 and 1/4."""
+    weight = images * group.world_size / batch_images
+    return loss if weight == 1 else loss * weight
 
 
 @torch.no_grad()
@@ -179,8 +208,11 @@ def confusion_counts(
 ) -> torch.Tensor:
     """(num_classes, num_classes) int64 counts: row = true class, column = predicted class.
 
-    One bincount over `label * K + prediction`, on whatever device the tensors are on (no copy
-    to the host per batch; deterministic on CUDA too, since no weights are given)."""
+    A one-dimensional scatter_add_ of ones at `label * K + prediction`, on whatever device the
+    tensors are on: no wait for a GPU (bincount would copy its minimum and maximum to the host,
+    two waits per batch), and deterministic on CUDA too (integer sums; torch's deterministic
+    mode has a one-dimensional scatter_add_)."""
     pairs = labels.reshape(-1).long() * num_classes + predictions.reshape(-1).long()
-    counts = torch.bincount(pairs, minlength=num_classes * num_classes)
+    counts = torch.zeros(num_classes * num_classes, dtype=torch.int64, device=pairs.device)
+    counts.scatter_add_(0, pairs, torch.ones_like(pairs))
     return counts.reshape(num_classes, num_classes)
