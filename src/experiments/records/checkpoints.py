@@ -6,7 +6,10 @@ the epochs' numbers so far, the selected epoch's confusion matrix and the state 
 generator, so a run resumes exactly where it stopped. `checkpoints/best.pt`, in runs with a
 validation split, is the same of the selected epoch. It is read with
 `torch.load(weights_only=True)`, which refuses anything but tensors and plain data: a damaged or
-altered file gives one line saying so, never a traceback, and never runs what it holds.
+altered file gives one line saying so, never a traceback, and never runs what it holds. Each
+checkpoint carries a checksum of all it holds (`experiments.records.checksum`), checked on load:
+bytes changed inside the file since it was saved are refused, even where torch.load would read
+them. Checkpoints saved before checksums have none, and load unchecked.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from torch.optim.lr_scheduler import LRScheduler
 from experiments.config.build import with_current_targets
 from experiments.core.errors import ExperimentError, one_line
 from experiments.core.files import write_atomically
+from experiments.records import checksum
 
 LAST = Path("checkpoints") / "last.pt"
 BEST = Path("checkpoints") / "best.pt"
 KEYS = {"model", "optimizer", "epoch", "config"}
+CHECKSUM = "checksum"
 
 
 def state(
@@ -57,7 +62,9 @@ def state(
 
 
 def save(path: Path, checkpoint: dict[str, Any]) -> None:
-    write_atomically(path, lambda file: torch.save(checkpoint, file))
+    """Write `checkpoint`, with its checksum, whole or not at all."""
+    summed = {**checkpoint, CHECKSUM: checksum.digest(checkpoint)}
+    write_atomically(path, lambda file: torch.save(summed, file))
 
 
 def restore(
@@ -157,6 +164,13 @@ def load(path: Path, map_location: torch.device | str = "cpu") -> dict[str, Any]
     if missing:
         raise ExperimentError(
             f"checkpoint {path} is not one of this tool's: it lacks {', '.join(sorted(missing))}"
+        )
+    saved_sum = state.pop(CHECKSUM, None)
+    if saved_sum is not None and saved_sum != checksum.digest(state):
+        raise ExperimentError(
+            f"checkpoint {path} is corrupted: what it holds does not match the checksum saved in "
+            "it (damaged on disk or in a copy), so it was not loaded; use an intact copy, or "
+            "train afresh with replay=<run>"
         )
     # A checkpoint of an older version may name the modules of its day.
     return {**state, "config": with_current_targets(state["config"])}
