@@ -35,6 +35,8 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
         history=[{"epoch": 1, "train_loss": 2.3}],
         rng=seeding.capture(torch.Generator().manual_seed(0)),
         selected_confusion=[[1, 0], [0, 1]],
+        data={"dataset": "cifar10_sample", "images": {"train": 4000}, "held_out": None},
+        steps_per_epoch=3,
     )
     path = tmp_path_factory.mktemp("checkpoint") / "last.pt"
     checkpoints.save(path, state)

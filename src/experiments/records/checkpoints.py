@@ -43,8 +43,12 @@ def state(
     history: list[dict[str, Any]],
     rng: dict[str, Any],
     selected_confusion: list[list[int]],
+    data: dict[str, Any],
+    steps_per_epoch: int,
 ) -> dict[str, Any]:
-    """What resuming after `epoch` needs (`model` unwrapped, so it loads anywhere), for `save`."""
+    """What resuming after `epoch` needs (`model` unwrapped, so it loads anywhere), for `save`;
+    `data` and `steps_per_epoch` are what a resume may not change
+    (`experiments.records.resume_checks`)."""
     return {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -58,6 +62,10 @@ def state(
         "rng": rng,
         # The test split's, at the epoch selected so far: the run's confusion matrix at its end.
         "selected_confusion": selected_confusion,
+        # The data's fingerprint (experiments.data.fingerprint) and the optimizer steps of an
+        # epoch: a resume on other data, or with other steps, is refused.
+        "data": data,
+        "steps_per_epoch": steps_per_epoch,
     }
 
 
