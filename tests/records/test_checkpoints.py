@@ -70,3 +70,18 @@ def test_bytes_overwritten_inside_a_checkpoint_are_refused_in_one_line(
         "it (damaged on disk or in a copy), so it was not loaded; use an intact copy, or train "
         "afresh with replay=<run>"
     )
+
+
+@pytest.mark.gpu
+def test_a_checkpoint_saved_from_a_gpu_passes_its_check_on_the_gpu_and_the_cpu(
+    saved: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """Its checksum covers the tensors' bytes wherever they lie: a CUDA run's checkpoint, loaded
+    onto the GPU (eval.py) or the CPU, is the one saved."""
+    _, state = saved
+    path = tmp_path / "last.pt"
+    checkpoints.save(path, {**state, "model": {k: v.cuda() for k, v in state["model"].items()}})
+    for where in ("cuda:0", "cpu"):
+        weights = checkpoints.load(path, map_location=where)["model"]["features.0.weight"]
+        assert weights.device == torch.device(where)
+        assert torch.equal(weights.cpu(), state["model"]["features.0.weight"])

@@ -4,13 +4,15 @@ before any state is put back (so a refusal leaves the run's records as they were
 - the data its epochs were trained and selected on (`experiments.data.fingerprint`): another
   validation split would select epochs by other numbers;
 - the optimizer steps of an epoch: a per-step schedule was built for the run's total (OneCycleLR
-  would raise part-way, a cosine climb back up past its end), and the records number steps by it.
+  would raise part-way, a cosine would climb back up past its end), and the records number steps
+  by it.
 
 Checkpoints saved before these were recorded carry neither, and are not checked.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from experiments.core.errors import ExperimentError
@@ -34,7 +36,7 @@ def refuse_other_data(checkpoint: dict[str, Any], run: str, data: dict[str, Any]
 
 
 def refuse_other_steps(
-    checkpoint: dict[str, Any], run: str, steps_per_epoch: int, trainer: Any
+    checkpoint: dict[str, Any], run: str, steps_per_epoch: int, trainer: Mapping[str, Any]
 ) -> None:
     """Refuse to resume `run` with `steps_per_epoch` other than its checkpoint's (`trainer`: the
     trainer config now)."""
