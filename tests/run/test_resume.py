@@ -313,8 +313,8 @@ def test_a_resume_on_other_data_or_other_steps_per_epoch_is_refused(tmp_path: Pa
 
     assert refused("trainer.batch_size=1") == (
         f"resume={run_dir}: its epochs were 2 optimizer steps each, 4 now (trainer.batch_size=2 "
-        "then, 1 now); its schedule and the steps its records count go by 2: resume with the "
-        "run's own settings, or start a new run"
+        "then, 1 now); its schedule and its records' step numbers count 2 to an epoch: resume "
+        "with the run's own settings, or start a new run"
     )
     assert refused("dataset.val_fraction=0.5") == (
         f"resume={run_dir}: its data differs from the data it was trained on: validation split: "

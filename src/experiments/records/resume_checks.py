@@ -54,6 +54,6 @@ def refuse_other_steps(
     )
     raise ExperimentError(
         f"resume={run}: its epochs were {saved} optimizer steps each, {steps_per_epoch} now "
-        f"({why}); its schedule and the steps its records count go by {saved}: resume with the "
-        "run's own settings, or start a new run"
+        f"({why}); its schedule and its records' step numbers count {saved} to an epoch: resume "
+        "with the run's own settings, or start a new run"
     )
