@@ -10,11 +10,24 @@ from typing import Any
 
 import pytest
 import torch
+from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from experiments.core.errors import ExperimentError
 from experiments.records import checkpoints
-from helpers import ROOT, eval_cli, killed_in_epoch_2, metrics, numbers, results, train_cli
+from experiments.run.train import train
+from helpers import (
+    CAT_DOG,
+    ROOT,
+    compose_config,
+    eval_cli,
+    killed_in_epoch_2,
+    metrics,
+    numbers,
+    results,
+    small_folder,
+    train_cli,
+)
 
 # Long enough epochs (30 steps of Tudui) to kill one in the middle; with a validation split that
 # selects the epoch, and a learning rate changing at every step.
@@ -270,3 +283,48 @@ def test_each_run_records_its_environment(reference: Path) -> None:
     assert environment["cpu"]["logical_cores"] == os.cpu_count()
     dirty = environment["git"]["dirty"]
     assert (reference / "git.diff").exists() == bool(dirty)
+
+
+def test_a_resume_on_other_data_or_other_steps_per_epoch_is_refused(tmp_path: Path) -> None:
+    """Trained in this process for an epoch of two steps on a small image folder, then resumed
+    with what would select its epochs on other data, or stretch its steps: refused in one line,
+    the run's records left as they were."""
+    root = small_folder(tmp_path / "folder", CAT_DOG)  # 4 train and 4 test images
+    run_dir = tmp_path / "run"
+    run = (
+        "model=lenet",
+        "device=cpu",
+        "dataset=image_folder",
+        f"dataset.root={root}",
+        f"dataset.cache_dir={tmp_path / 'cache'}",
+        "dataset.workers=0",
+        "trainer.batch_size=2",
+    )
+    train(compose_config(*run, "trainer.epochs=1"), run_dir)
+    records = [run_dir / "results.json", run_dir / "environment.json"]
+    before = [path.read_text() for path in records]
+
+    def refused(*overrides: str) -> str:
+        cfg = compose_config(*run, "trainer.epochs=2", *overrides, f"resume={run_dir}")
+        with pytest.raises(ExperimentError) as error:
+            train(cfg, run_dir)
+        assert [path.read_text() for path in records] == before
+        return str(error.value)
+
+    assert refused("trainer.batch_size=1") == (
+        f"resume={run_dir}: its epochs were 2 optimizer steps each, 4 now (trainer.batch_size=2 "
+        "then, 1 now); its schedule and its records' step numbers count 2 to an epoch: resume "
+        "with the run's own settings, or start a new run"
+    )
+    assert refused("dataset.val_fraction=0.5") == (
+        f"resume={run_dir}: its data differs from the data it was trained on: validation split: "
+        "0 images then, 2 now (dataset.val_fraction=0.0 then, 0.5 now); its epochs were trained "
+        "and selected on that data: resume on it, or start a new run on this data"
+    )
+    Image.new("RGB", (8, 8), (1, 2, 3)).save(root / "train" / "dog" / "2.png")
+    assert refused() == (
+        f"resume={run_dir}: its data differs from the data it was trained on: train split: 4 "
+        "images then, 5 now (with the same settings: the data changed at its source); its "
+        "epochs were trained and selected on that data: resume on it, or start a new run on "
+        "this data"
+    )

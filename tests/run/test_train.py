@@ -105,6 +105,9 @@ def test_every_model_and_placement_leaves_complete_records(
         "history",
         "rng",
         "selected_confusion",
+        "data",
+        "steps_per_epoch",
+        "checksum",
     }
     assert not (run_dir / checkpoints.BEST).exists()  # nothing to select without validation
     assert "cuda" not in checkpoint["rng"]  # a CPU run draws from no GPU's generator

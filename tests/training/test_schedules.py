@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -126,3 +127,41 @@ def test_a_schedule_continues_from_its_saved_state(
 
     assert before[-1] == after[0]
     assert before + after[1:] == uninterrupted
+
+
+def momentum_curve(optimizer: Optimizer, scheduler: LRScheduler) -> list[float]:
+    """The momentum (Adam: beta1) of every step of the run."""
+    momenta = []
+    for _ in range(TOTAL):
+        group = optimizer.param_groups[0]
+        momenta.append(group["betas"][0] if "betas" in group else group["momentum"])
+        optimizer.step()
+        scheduler.step()
+    return momenta
+
+
+def test_onecycle_leaves_plain_sgd_without_momentum() -> None:
+    """SGD's defaults hold a momentum of 0: cycling it would train with momentum 0.95-0.85, while
+    the records say plain SGD."""
+    optimizer = sgd()
+    scheduler, _ = for_run("onecycle", optimizer)
+    assert momentum_curve(optimizer, scheduler) == [0.0] * TOTAL
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        lambda: SGD([nn.Parameter(torch.zeros(2))], lr=LR, momentum=0.9),
+        lambda: torch.optim.Adam([nn.Parameter(torch.zeros(2))], lr=LR),
+    ],
+    ids=["sgd_momentum", "adam"],
+)
+def test_onecycle_cycles_a_momentum_the_optimizer_was_given(optimizer: Any) -> None:
+    optimizer = optimizer()
+    scheduler, _ = for_run("onecycle", optimizer)
+    momenta = momentum_curve(optimizer, scheduler)
+    # Opposite to the lr: from 0.95 down to 0.85 at the peak, and back.
+    top = round(0.3 * TOTAL) - 1
+    assert momenta[0] == pytest.approx(0.95)
+    assert min(momenta) == pytest.approx(0.85) == momenta[top]
+    assert momenta[-1] == pytest.approx(0.95, abs=1e-3)

@@ -30,7 +30,7 @@ from experiments.config.choices import Loader
 from experiments.config.schemas import DatasetConfig, is_image_folder
 from experiments.core.errors import ExperimentError
 from experiments.core.text import shape_text
-from experiments.data import own_data
+from experiments.data import fingerprint, own_data
 from experiments.data.own_data import CheckedDataset
 from experiments.data.types import ImageData, Split, Streamed
 from experiments.data.validation import refuse_a_second
@@ -127,6 +127,7 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
         "workers": workers,
         "images": {name: len(split) for name, split in items.items()},
     }
+    files = {name: fingerprint.files_digest(split.samples) for name, split in items.items()}
     loaded: dict[str, Split | Streamed] = {}
     for name, split in items.items():
         if loader == Loader.memory:
@@ -157,6 +158,7 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
         shape,
         val=loaded.get("val"),
         record=record,
+        files={name: digest for name, digest in files.items() if digest is not None},
     )
 
 

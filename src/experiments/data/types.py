@@ -32,6 +32,9 @@ class ImageData:
     val: Split | Streamed | None = None  # an image folder's val/, if it has one
     # How the data was loaded (the loader and why, the cache, derived statistics), for results.
     record: dict[str, Any] = field(default_factory=dict)
+    # Digests of the files each split was read from, where its Dataset lists them (by split name:
+    # `experiments.data.fingerprint.files_digest`).
+    files: dict[str, str] = field(default_factory=dict)
 
     def derived(self) -> dict[str, Any]:
         """The dataset config's fields as this data filled them in."""

@@ -6,7 +6,10 @@ the epochs' numbers so far, the selected epoch's confusion matrix and the state 
 generator, so a run resumes exactly where it stopped. `checkpoints/best.pt`, in runs with a
 validation split, is the same of the selected epoch. It is read with
 `torch.load(weights_only=True)`, which refuses anything but tensors and plain data: a damaged or
-altered file gives one line saying so, never a traceback, and never runs what it holds.
+altered file gives one line saying so, never a traceback, and never runs what it holds. Each
+checkpoint carries a checksum of all it holds (`experiments.records.checksum`), checked on load:
+bytes changed inside the file since it was saved are refused, even where torch.load would read
+them. Checkpoints saved before checksums have none, and load unchecked.
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from torch.optim.lr_scheduler import LRScheduler
 from experiments.config.build import with_current_targets
 from experiments.core.errors import ExperimentError, one_line
 from experiments.core.files import write_atomically
+from experiments.records import checksum
 
 LAST = Path("checkpoints") / "last.pt"
 BEST = Path("checkpoints") / "best.pt"
 KEYS = {"model", "optimizer", "epoch", "config"}
+CHECKSUM = "checksum"
 
 
 def state(
@@ -38,8 +43,12 @@ def state(
     history: list[dict[str, Any]],
     rng: dict[str, Any],
     selected_confusion: list[list[int]],
+    data: dict[str, Any],
+    steps_per_epoch: int,
 ) -> dict[str, Any]:
-    """What resuming after `epoch` needs (`model` unwrapped, so it loads anywhere), for `save`."""
+    """What resuming after `epoch` needs (`model` unwrapped, so it loads anywhere), for `save`;
+    `data` and `steps_per_epoch` are what a resume may not change
+    (`experiments.records.resume_checks`)."""
     return {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -53,11 +62,17 @@ def state(
         "rng": rng,
         # The test split's, at the epoch selected so far: the run's confusion matrix at its end.
         "selected_confusion": selected_confusion,
+        # The data's fingerprint (experiments.data.fingerprint) and the optimizer steps of an
+        # epoch: a resume on other data, or with other steps, is refused.
+        "data": data,
+        "steps_per_epoch": steps_per_epoch,
     }
 
 
 def save(path: Path, checkpoint: dict[str, Any]) -> None:
-    write_atomically(path, lambda file: torch.save(checkpoint, file))
+    """Write `checkpoint`, with its checksum, whole or not at all."""
+    summed = {**checkpoint, CHECKSUM: checksum.digest(checkpoint)}
+    write_atomically(path, lambda file: torch.save(summed, file))
 
 
 def restore(
@@ -158,6 +173,13 @@ def load(path: Path) -> dict[str, Any]:
     if missing:
         raise ExperimentError(
             f"checkpoint {path} is not one of this tool's: it lacks {', '.join(sorted(missing))}"
+        )
+    saved_sum = state.pop(CHECKSUM, None)
+    if saved_sum is not None and saved_sum != checksum.digest(state):
+        raise ExperimentError(
+            f"checkpoint {path} is corrupted: what it holds does not match the checksum saved in "
+            "it (damaged on disk or in a copy), so it was not loaded; use an intact copy, or "
+            "train afresh with replay=<run>"
         )
     # A checkpoint of an older version may name the modules of its day.
     return {**state, "config": with_current_targets(state["config"])}

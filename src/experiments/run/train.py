@@ -24,6 +24,7 @@ from experiments.config.build import build, plain
 from experiments.config.choices import Interval
 from experiments.config.validate import validate
 from experiments.core.text import display_path, shape_text
+from experiments.data import fingerprint
 from experiments.data.batches import Augment, Batches
 from experiments.data.types import Split, Streamed
 from experiments.devices import memory, precision, process_settings
@@ -35,7 +36,7 @@ from experiments.devices.placement import audit
 from experiments.devices.plan import DevicePlan
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.wrapping import unwrap
-from experiments.records import checkpoints, environment, hparams
+from experiments.records import checkpoints, environment, hparams, resume_checks
 from experiments.records.metrics import Metrics
 from experiments.records.results import (
     Results,
@@ -123,6 +124,7 @@ class TrainingRun:
         results.add(channels_last=device.channels_last)
         self.data = data = setup.load_data(cfg.dataset, device)
         results.add(data={**data.record, **data.derived()})
+        self.data_fingerprint = fingerprint.of(data, cfg.dataset)
         # Epochs are selected (and runs stopped early) on the validation split, never on test.
         selection.require_validation(cfg, has_validation=data.val is not None)
         self.monitor = Monitor.of(trainer) if data.val is not None else None
@@ -245,10 +247,12 @@ class TrainingRun:
 
     def _restore(self, resumed: dict[str, Any], composed: DictConfig) -> None:
         """Continue from the checkpoint `resume=` named: every state as it was saved."""
-        learner, device = self.learner, self.device
+        learner, device, run = self.learner, self.device, self.cfg.resume
+        resume_checks.refuse_other_data(resumed, run, self.data_fingerprint)
+        resume_checks.refuse_other_steps(resumed, run, len(self.train_batches), self.cfg.trainer)
         checkpoints.restore(
             resumed,
-            self.cfg.resume,
+            run,
             unwrap(learner.model),
             learner.optimizer,
             self.scheduler,
@@ -284,6 +288,8 @@ class TrainingRun:
             history=self.history,
             rng=seeding.capture(self.shuffle, self.device.plan.gpus),
             selected_confusion=self.selected_confusion,
+            data=self.data_fingerprint,
+            steps_per_epoch=len(self.train_batches),
         )
         if due:
             checkpoints.save(self.run_dir / checkpoints.LAST, checkpoint)

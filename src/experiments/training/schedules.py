@@ -66,9 +66,18 @@ def onecycle(
 ) -> LRScheduler:
     """Leslie Smith's one cycle: up to `max_lr` (None: the optimizer's lr, so the default never
     trains faster than the lr asked for) over `pct_start` of the run, then far below where it
-    started (OneCycleLR's defaults: from the peak / 25, down to the peak / 25e4)."""
+    started (OneCycleLR's defaults: from the peak / 25, down to the peak / 25e4). A momentum the
+    optimizer was given (Adam's beta1) cycles the other way, 0.95 to 0.85 and back; plain SGD
+    stays plain (its defaults hold momentum 0, which OneCycleLR would otherwise cycle too)."""
     peak = max_lr if max_lr is not None else optimizer.param_groups[0]["lr"]
-    return OneCycleLR(optimizer, max_lr=peak, total_steps=total_steps, pct_start=pct_start)
+    given_momentum = "betas" in optimizer.defaults or bool(optimizer.defaults.get("momentum"))
+    return OneCycleLR(
+        optimizer,
+        max_lr=peak,
+        total_steps=total_steps,
+        pct_start=pct_start,
+        cycle_momentum=given_momentum,
+    )
 
 
 def for_run(

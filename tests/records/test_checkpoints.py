@@ -1,0 +1,87 @@
+"""Checkpoints: what is saved loads back as it was; a file damaged since is refused in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from experiments.config.build import build, plain
+from experiments.core.errors import ExperimentError
+from experiments.records import checkpoints
+from experiments.training import models, schedules, seeding
+from helpers import compose_config
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """A LeNet run's checkpoint after one optimizer step, as a run saves it; and what it holds."""
+    cfg = compose_config("model=lenet", "scheduler=cosine")
+    model = models.build_for(cfg.model, (3, 32, 32), 10, "cifar10_sample")
+    optimizer = build(cfg.optimizer)(model.parameters())
+    scheduler, _ = schedules.for_run(cfg.scheduler, optimizer, epochs=2, steps_per_epoch=3)
+    model(torch.zeros(2, 3, 32, 32)).sum().backward()
+    optimizer.step()
+    scheduler.step()
+    state = checkpoints.state(
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        scaler=torch.amp.GradScaler("cpu", enabled=False),
+        epoch=1,
+        config=plain(cfg),
+        history=[{"epoch": 1, "train_loss": 2.3}],
+        rng=seeding.capture(torch.Generator().manual_seed(0)),
+        selected_confusion=[[1, 0], [0, 1]],
+        data={"dataset": "cifar10_sample", "images": {"train": 4000}, "held_out": None},
+        steps_per_epoch=3,
+    )
+    path = tmp_path_factory.mktemp("checkpoint") / "last.pt"
+    checkpoints.save(path, state)
+    return path, state
+
+
+def test_a_saved_checkpoint_loads_back_as_it_was(saved: tuple[Path, dict[str, Any]]) -> None:
+    path, state = saved
+    loaded = checkpoints.load(path)
+    assert loaded["epoch"] == 1 and loaded["config"] == state["config"]
+    for name, weights in state["model"].items():
+        assert torch.equal(loaded["model"][name], weights)
+
+
+def test_bytes_overwritten_inside_a_checkpoint_are_refused_in_one_line(
+    saved: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """64 bytes of the first layer's weights overwritten in place: the file keeps its size, and
+    torch.load reads it without complaint (NaN weights)."""
+    path, state = saved
+    whole = bytearray(path.read_bytes())
+    at = whole.index(state["model"]["features.0.weight"].numpy().tobytes()[:256]) + 64
+    whole[at : at + 64] = b"\xff" * 64
+    damaged = tmp_path / "last.pt"
+    damaged.write_bytes(bytes(whole))
+    assert torch.load(damaged, weights_only=True)["model"]["features.0.weight"].isnan().any()
+    with pytest.raises(ExperimentError) as error:
+        checkpoints.load(damaged)
+    assert str(error.value) == (
+        f"checkpoint {damaged} is corrupted: what it holds does not match the checksum saved in "
+        "it (damaged on disk or in a copy), so it was not loaded; use an intact copy, or train "
+        "afresh with replay=<run>"
+    )
+
+
+@pytest.mark.gpu
+def test_a_checkpoint_saved_from_a_gpu_passes_its_check_on_the_gpu_and_the_cpu(
+    saved: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """Its checksum covers the tensors' bytes wherever they lie: a CUDA run's checkpoint, loaded
+    onto the GPU (eval.py) or the CPU, is the one saved."""
+    _, state = saved
+    path = tmp_path / "last.pt"
+    checkpoints.save(path, {**state, "model": {k: v.cuda() for k, v in state["model"].items()}})
+    for where in ("cuda:0", "cpu"):
+        weights = checkpoints.load(path, map_location=where)["model"]["features.0.weight"]
+        assert weights.device == torch.device(where)
+        assert torch.equal(weights.cpu(), state["model"]["features.0.weight"])
