@@ -72,6 +72,20 @@ def test_bytes_overwritten_inside_a_checkpoint_are_refused_in_one_line(
     )
 
 
+def test_a_checkpoint_whose_checksum_key_was_overwritten_is_refused(
+    saved: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    """Damage that hits the key's own name must not pass the file off as an older checkpoint,
+    which would load unchecked."""
+    path, _ = saved
+    whole = path.read_bytes()
+    assert whole.count(b"checksum") == 1
+    damaged = tmp_path / "last.pt"
+    damaged.write_bytes(whole.replace(b"checksum", b"checksuX"))
+    with pytest.raises(ExperimentError, match=f"checkpoint {damaged} is corrupted"):
+        checkpoints.load(damaged)
+
+
 @pytest.mark.gpu
 def test_a_checkpoint_saved_from_a_gpu_passes_its_check_on_the_gpu_and_the_cpu(
     saved: tuple[Path, dict[str, Any]], tmp_path: Path
