@@ -29,6 +29,7 @@ from omegaconf import DictConfig
 from experiments.config.overrides import (
     refuse_numbers_for_groups,
     refuse_optimizing_on_test,
+    with_paths_as_given,
     with_saved_overrides,
 )
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
@@ -112,7 +113,7 @@ def main() -> None:
 
 def evaluate_main() -> None:
     """`python eval.py`."""
-    _command_line(_evaluate, lambda arguments: arguments)
+    _command_line(_evaluate, with_paths_as_given)
 
 
 def _command_line(

@@ -1,15 +1,20 @@
 """The names of sweep job folders: `<job number>_<the choices that vary>`, e.g.
-`3_device=cuda-1,model=lenet`.
+`3_device-cuda-1+model-lenet`.
+
+A name is one plain value of Hydra's override grammar and of a shell, so the folder works as
+printed in `resume=`, `replay=` and `ckpt=`: a key and its value are joined by `-`, choices by
+`+`, and every character the grammar or common filesystems treat specially (`=` `,` `:` `/`
+brackets, quotes, spaces, `$`, ...) becomes `-` or is left out.
 
 The sweep's varying keys come from its command line (saved by Hydra in `multirun.yaml`) or from
-the sweeper's search space (`hydra.sweeper.params`, e.g. Optuna's). Characters that break on
-common filesystems (`:` `/` `\\` and the like) become `-`.
+the sweeper's search space (`hydra.sweeper.params`, e.g. Optuna's).
 """
 
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Sequence, Set
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
@@ -18,38 +23,43 @@ from omegaconf import DictConfig, OmegaConf
 
 # Longest job folder name; the job number alone keeps names unique, the rest is for people.
 MAX_NAME = 120
-UNSAFE = re.compile(r"[^\w.,=+-]")
+UNSAFE = re.compile(r"[^\w.+-]")
+CHOICES_JOINED_BY = "+"
 
 
 def job_folder_name() -> str:
     """Resolver for `hydra.sweep.subdir`: the job number and this job's varying choices."""
     hydra = HydraConfig.get()
-    varying = _varying_keys(hydra)
+    varying = _varying_keys(hydra, Path(hydra.sweep.dir) / "multirun.yaml")
+    return job_name(hydra.job.num, list(hydra.overrides.task), varying)
+
+
+def job_name(number: int, overrides: Sequence[str], varying: Set[str] | None) -> str:
+    """The folder name of job `number` of a sweep, given the job's overrides and the keys the
+    sweep varies (None: every override names the job)."""
     choices = [
-        f"{override.key_or_group}={override.get_value_element_as_str()}"
-        for override in _parser().parse_overrides(list(hydra.overrides.task))
+        safe_name(f"{override.key_or_group}={override.get_value_element_as_str()}")
+        for override in _parser().parse_overrides(list(overrides))
         if varying is None or override.key_or_group in varying
     ]
-    name = f"{hydra.job.num}_{','.join(choices)}" if choices else str(hydra.job.num)
-    return safe_name(name)[:MAX_NAME]
+    return f"{number}_{CHOICES_JOINED_BY.join(choices)}"[:MAX_NAME] if choices else str(number)
 
 
-def safe_name(text: str) -> str:
+def safe_name(choice: str) -> str:
     # Hydra escapes `:` in override values (`cuda\:1`); brackets and spaces only add noise.
     dropped = str.maketrans("", "", "\\[] ")
-    return UNSAFE.sub("-", text.translate(dropped))
+    return UNSAFE.sub("-", choice.translate(dropped))
 
 
-def _varying_keys(hydra: DictConfig) -> set[str] | None:
+def _varying_keys(hydra: DictConfig, multirun_yaml: Path) -> set[str] | None:
     """Keys the sweep varies; None when it cannot tell (then every override names the job)."""
     keys: set[str] = set()
     params = OmegaConf.select(hydra, "sweeper.params")
     if params:
         keys.update(params.keys())
-    saved = Path(hydra.sweep.dir) / "multirun.yaml"
-    if not saved.is_file():
+    if not multirun_yaml.is_file():
         return keys or None
-    return keys | _swept_on_command_line(str(saved))
+    return keys | _swept_on_command_line(str(multirun_yaml))
 
 
 # Every job of a sweep asks (twice): the sweep's file is read, and the parser built, once.
