@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from PIL import Image
 
+from experiments.report.summary import table, write_report
 from helpers import QUICK, ROOT, Finished, compose_config, results, train_cli
 
 QUICK_SWEEP = [override for override in QUICK if override != "device=cpu"]
@@ -135,22 +137,52 @@ def test_the_users_full_error_does_not_cost_a_sweep_its_report(tmp_path: Path) -
 
 
 def test_a_worker_killed_by_the_system_still_leaves_the_report(tmp_path: Path) -> None:
+    # Job 1 kills its worker at its first step while job 0 is still training; joblib then
+    # stops the sweep (and job 0's worker) before job 2 starts.
+    models = ["SlowLeNet", "KillsItsProcess", "SlowLeNet"]
     done = train_cli(
         tmp_path,
         "-m",
         "hydra/launcher=joblib",
         "hydra.launcher.n_jobs=2",
         "model=lenet",
-        "model._target_=experiments.training.models.LeNet,failing.KillsItsProcess",
+        f"model._target_={','.join(f'failing.{model}' for model in models)}",
         "device=cpu",
         *QUICK_SWEEP,
         env={"PYTHONPATH": str(ROOT / "tests")},
     )
     assert done.returncode == 1
-    statuses = {row["run"].split("_")[0]: row["status"] for row in summary(sweep_dir(tmp_path))}
-    # joblib stops the other worker too when one dies: job 0 may not have finished by then.
-    assert statuses["1"] == "crashed" and statuses["0"] in ("completed", "crashed")
-    assert "\nError: TerminatedWorkerError: A worker process" in done.stderr
+    rows = summary(sweep_dir(tmp_path))
+    assert [(row["run"], row["status"]) for row in rows] == [
+        ("0_model._target_-failing.SlowLeNet", "crashed"),
+        ("1_model._target_-failing.KillsItsProcess", "crashed"),
+        ("2_model._target_-failing.SlowLeNet", "not run"),
+    ]
+    assert ": 2 crashed, 1 not run" in done.stderr
+    assert done.last_line.startswith("Error: TerminatedWorkerError: A worker process")
+
+
+def test_the_report_lists_the_jobs_a_sweep_never_started(tmp_path: Path) -> None:
+    # A sweep of an earlier version, whose job folders were named `<number>_<key>=<value>`,
+    # stopped after its first job started: the others are matched by number, and not run.
+    sweeper = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+    command_line = ["model=tudui,lenet,mlp", "device=cpu"]
+    sweep = {"hydra": {"sweeper": {"_target_": sweeper}, "overrides": {"task": command_line}}}
+    OmegaConf.save(OmegaConf.create(sweep), tmp_path / "multirun.yaml")
+    started = tmp_path / "0_model=tudui" / ".hydra"
+    started.mkdir(parents=True)
+    OmegaConf.save(
+        OmegaConf.create({"trainer": {}, "model": {"name": "tudui"}}), started / "config.yaml"
+    )
+
+    rows = write_report(tmp_path)
+    assert [(row["run"], row["model"], row["status"]) for row in rows] == [
+        ("0_model=tudui", "tudui", "no results"),
+        ("1_model-lenet", None, "not run"),
+        ("2_model-mlp", None, "not run"),
+    ]
+    assert [row["status"] for row in summary(tmp_path)] == ["no results", "not run", "not run"]
+    assert ": 1 no results, 2 not run" in table(rows, tmp_path)
 
 
 def test_jobs_that_share_a_process_each_start_from_its_defaults(tmp_path: Path) -> None:

@@ -13,12 +13,14 @@ the sweeper's search space (`hydra.sweeper.params`, e.g. Optuna's).
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Sequence, Set
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 # Longest job folder name; the job number alone keeps names unique, the rest is for people.
@@ -49,6 +51,33 @@ def safe_name(choice: str) -> str:
     # Hydra escapes `:` in override values (`cuda\:1`); brackets and spaces only add noise.
     dropped = str.maketrans("", "", "\\[] ")
     return UNSAFE.sub("-", choice.translate(dropped))
+
+
+def planned_job_names(multirun_yaml: Path) -> list[str] | None:
+    """The folder names of every job, in order, of a sweep by Hydra's basic sweeper (from its
+    `multirun.yaml`); None for other sweepers, which decide their jobs as they go (Optuna)."""
+    hydra = OmegaConf.load(multirun_yaml).hydra
+    if not str(hydra.sweeper._target_).endswith(".BasicSweeper"):
+        return None
+    params = [f"{key}={value}" for key, value in (hydra.sweeper.get("params") or {}).items()]
+    # As the basic sweeper does: a key's last override counts, in the place of its first.
+    values: dict[str, list[str]] = {}
+    try:
+        for override in _parser().parse_overrides([*params, *hydra.overrides.task]):
+            key = override.get_key_element()
+            values[key] = [
+                f"{key}={value}"
+                for value in (
+                    override.sweep_string_iterator()
+                    if override.is_sweep_override()
+                    else [override.get_value_element_as_str()]
+                )
+            ]
+    except HydraException:  # glob(...) over a group's options: only Hydra's config loader knows
+        return None
+    varying = _varying_keys(hydra, multirun_yaml)
+    jobs = itertools.product(*values.values())
+    return [job_name(number, job, varying) for number, job in enumerate(jobs)]
 
 
 def _varying_keys(hydra: DictConfig, multirun_yaml: Path) -> set[str] | None:

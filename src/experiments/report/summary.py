@@ -7,7 +7,7 @@
 
 Every multirun writes it into its sweep folder at the end (`experiments.report.sweep_end`). A run
 folder is any folder with a `.hydra/` snapshot; runs still going, killed, or without results are
-listed as such, not left out.
+listed as such, not left out, and so are the jobs a sweep planned but never started (`not run`).
 
     summary.csv, summary.md   model, dataset, device, placement, status (and why it failed), the
                               selected epoch with its validation and test accuracy (the final
@@ -33,6 +33,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from experiments.config.naming import planned_job_names
 from experiments.report import plots
 from experiments.training.selection import Monitor, selected_epoch
 
@@ -167,9 +168,13 @@ def epochs(run_dir: Path) -> list[dict[str, Any]]:
 
 def write_report(folder: Path) -> list[dict[str, Any]]:
     """Write summary.csv, summary.md and the plots into `folder`; return the rows."""
-    runs = find_runs(folder)
-    histories = [epochs(run) for run in runs]
-    rows = [summary_row(run, folder, history) for run, history in zip(runs, histories, strict=True)]
+    pairs: list[tuple[Row, list[Row]]] = []  # a row and its run's epochs
+    for run in find_runs(folder):
+        history = epochs(run)
+        pairs.append((summary_row(run, folder, history), history))
+    pairs += [(_not_run_row(name), []) for name in not_started(folder)]
+    pairs.sort(key=lambda pair: _natural_key(Path(pair[0]["run"])))
+    rows, histories = [row for row, _ in pairs], [history for _, history in pairs]
     with open(folder / "summary.csv", "w", newline="", encoding="utf-8") as file:
         writer = csv.DictWriter(file, fieldnames=[column.key for column in COLUMNS])
         writer.writeheader()
@@ -177,6 +182,27 @@ def write_report(folder: Path) -> list[dict[str, Any]]:
     (folder / "summary.md").write_text(markdown(rows), encoding="utf-8")
     plots.draw(folder, rows, histories)
     return rows
+
+
+def _not_run_row(name: str) -> Row:
+    return {**dict.fromkeys(column.key for column in COLUMNS), "run": name, "status": "not run"}
+
+
+def not_started(folder: Path) -> list[str]:
+    """The jobs, as paths below `folder`, that sweeps at or below it planned but have no folder
+    of: a launcher stopped the sweep before they started (joblib, when a worker is killed), or
+    they are yet to start. Only Hydra's basic sweeper plans its jobs ahead."""
+    names = []
+    for multirun_yaml in sorted(folder.rglob("multirun.yaml")):
+        sweep = multirun_yaml.parent
+        # A job's folder is `<number>` or `<number>_...`, whatever version named the rest.
+        started = {entry.name.split("_")[0] for entry in sweep.iterdir() if entry.is_dir()}
+        names += [
+            str((sweep / name).relative_to(folder))
+            for name in planned_job_names(multirun_yaml) or []
+            if name.split("_")[0] not in started
+        ]
+    return names
 
 
 def markdown(rows: Sequence[Row]) -> str:
