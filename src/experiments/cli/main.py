@@ -27,6 +27,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from experiments.config.overrides import (
+    refuse_missing_plugins,
     refuse_numbers_for_groups,
     refuse_optimizing_on_test,
     with_paths_as_given,
@@ -146,6 +147,7 @@ def _compose_and_run(
 ) -> None:
     sys.argv[1:] = expand(sys.argv[1:])
     refuse_numbers_for_groups(sys.argv[1:])
+    refuse_missing_plugins(sys.argv[1:])
     refuse_optimizing_on_test(sys.argv[1:])
     register_configs(*_start_of_run())
     hydra_main()

@@ -9,8 +9,8 @@ a test metric (`optimized_metric=test_accuracy`), once, before its first trial.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from importlib import resources
+from collections.abc import Callable, Sequence
+from importlib import resources, util
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
@@ -83,6 +83,42 @@ def refuse_optimizing_on_test(arguments: Sequence[str]) -> None:
         key, _, value = argument.partition("=")
         if key.lstrip("+") == "optimized_metric" and value not in ("", "null"):
             check_optimized_metric(value)
+
+
+# The sweeps extra's Hydra plugins, by the choice that needs one: (package, module).
+SWEEP_PLUGINS = {
+    "hydra/launcher=joblib": ("hydra-joblib-launcher", "hydra_plugins.hydra_joblib_launcher"),
+    "hydra/launcher=submitit_local": (
+        "hydra-submitit-launcher",
+        "hydra_plugins.hydra_submitit_launcher",
+    ),
+    "hydra/launcher=submitit_slurm": (
+        "hydra-submitit-launcher",
+        "hydra_plugins.hydra_submitit_launcher",
+    ),
+    # conf/hydra/launcher/slurm.yaml is submitit's SLURM launcher with our settings.
+    "hydra/launcher=slurm": ("hydra-submitit-launcher", "hydra_plugins.hydra_submitit_launcher"),
+    "hydra/sweeper=optuna": ("hydra-optuna-sweeper", "hydra_plugins.hydra_optuna_sweeper"),
+    "hparams_search=optuna": ("hydra-optuna-sweeper", "hydra_plugins.hydra_optuna_sweeper"),
+}
+
+
+def importable(module: str) -> bool:
+    return util.find_spec(module) is not None
+
+
+def refuse_missing_plugins(
+    arguments: Sequence[str], installed: Callable[[str], bool] = importable
+) -> None:
+    """Hydra says only that it cannot find `hydra/launcher/joblib`; say which plugin is missing
+    and how to install it (`installed` tells whether a module can be imported)."""
+    for argument in arguments:
+        package, module = SWEEP_PLUGINS.get(argument.lstrip("+"), (None, ""))
+        if package and not installed(module):
+            raise ExperimentError(
+                f"{argument} needs the Hydra plugin {package}, which is not installed; install "
+                "it with the other sweep plugins: pip install -e '.[sweeps]'"
+            )
 
 
 def with_saved_overrides(arguments: list[str]) -> list[str]:
