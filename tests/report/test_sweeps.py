@@ -68,6 +68,7 @@ def test_a_two_by_two_sweep_reports_four_rows_and_plots(tmp_path: Path) -> None:
         assert float(row["test_accuracy"]) == result["test_accuracy"]
         assert row["val_accuracy"] == ""  # no validation split
         assert float(row["final_test_accuracy"]) == result["final_test_accuracy"]
+        assert row["test_images"] == "128 of 1,000"  # trainer.limit_eval_batches=2 of 64
         assert float(row["train_images_per_second"]) == result["train_images_per_second"]
         assert float(row["seconds_per_epoch"]) == pytest.approx(
             sum(result["epoch_seconds"]) / len(result["epoch_seconds"])

@@ -214,6 +214,8 @@ def test_eval_gives_the_selected_epochs_test_accuracy(reference: Path, tmp_path:
     assert evaluation["class_accuracy"] == trained["class_accuracy"]
     assert (evaluation["model"], evaluation["trained_epochs"]) == ("tudui", epoch)
     assert f"evaluated tudui ({epoch} epochs on cifar10_sample) on cifar10_sample" in done.stderr
+    assert (evaluation["test_images"], evaluation["test_split_images"]) == (256, 1000)
+    assert ", 256 of 1,000 test images on cpu -> " in done.stderr
 
 
 def test_a_truncated_checkpoint_is_refused_in_one_line(reference: Path, tmp_path: Path) -> None:

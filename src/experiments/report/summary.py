@@ -11,7 +11,8 @@ listed as such, not left out, and so are the jobs a sweep planned but never star
 
     summary.csv, summary.md   model, dataset, device, placement, status (and why it failed), the
                               selected epoch with its validation and test accuracy (the final
-                              epoch without a validation split), the final test accuracy, train
+                              epoch without a validation split), the final test accuracy, how
+                              much of the test split it was measured on when not all, train
                               images/s, seconds per epoch, peak memory, and where training time
                               went: waiting for batches, copying them to the device (the share
                               spent moving data), computing
@@ -34,6 +35,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from experiments.config.naming import planned_job_names
+from experiments.core.text import part_of_split
 from experiments.report import plots
 from experiments.training.selection import Monitor, selected_epoch
 
@@ -73,6 +75,8 @@ COLUMNS = [
     Column("val_accuracy", "val acc", _percent),
     Column("test_accuracy", "test acc", _percent),
     Column("final_test_accuracy", "final test acc", _percent),
+    # "64 of 1,000" when only part of the test split was evaluated (trainer.limit_eval_batches).
+    Column("test_images", "test images"),
     Column("train_images_per_second", "train img/s", "{:,.0f}".format),
     Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
     Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
@@ -124,6 +128,9 @@ def summary_row(run_dir: Path, folder: Path, history: list[Row]) -> Row:
     for key in row:
         if key in results and key not in ("model", "dataset", "device", "placement", "status"):
             row[key] = results[key]
+    # Runs of earlier versions did not record the split's size.
+    in_split = results.get("test_split_images")
+    row["test_images"] = part_of_split(results["test_images"], in_split) if in_split else None
     if history:
         if row["selected_epoch"] is None:  # a run still going, or stopped: its epochs so far
             validated = "val_accuracy" in history[-1]
