@@ -128,9 +128,6 @@ def summary_row(run_dir: Path, folder: Path, history: list[Row]) -> Row:
     for key in row:
         if key in results and key not in ("model", "dataset", "device", "placement", "status"):
             row[key] = results[key]
-    # Runs of earlier versions did not record the split's size.
-    in_split = results.get("test_split_images")
-    row["test_images"] = part_of_split(results["test_images"], in_split) if in_split else None
     if history:
         if row["selected_epoch"] is None:  # a run still going, or stopped: its epochs so far
             validated = "val_accuracy" in history[-1]
@@ -142,6 +139,10 @@ def summary_row(run_dir: Path, folder: Path, history: list[Row]) -> Row:
                 final_test_accuracy=history[-1]["test_accuracy"],
             )
         row["seconds_per_epoch"] = sum(e["epoch_seconds"] for e in history) / len(history)
+    # Of a run's test accuracy; runs of earlier versions did not record the split's size.
+    in_split = results.get("test_split_images")
+    measured = in_split and row["test_accuracy"] is not None
+    row["test_images"] = part_of_split(results["test_images"], in_split) if measured else None
     return row
 
 
