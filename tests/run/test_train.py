@@ -190,6 +190,7 @@ def test_the_default_run_learns_and_names_its_folder(tmp_path: Path) -> None:
     result = results(done.run_dir)
     assert result["model"] == "tudui" and result["dataset"] == "cifar10_sample"
     assert result["final_test_accuracy"] > 0.25  # chance is 0.10
+    assert result["test_images"] == result["test_split_images"] == 1000  # the whole split
     assert re.search(
         rf"completed: test accuracy \d+\.\d% at the final epoch \(no validation split to select "
         rf"one\), [\d,]+ img/s on cpu, "
