@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 
 import torch
 
@@ -57,4 +58,13 @@ class KillsProcess1(LeNet):
             self.steps += 1
             if self.steps == 2:
                 os.kill(os.getpid(), signal.SIGKILL)
+        return super().forward(x)
+
+
+class SlowLeNet(LeNet):
+    """LeNet whose training steps take two seconds each: a job still going when another dies."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            time.sleep(2)
         return super().forward(x)

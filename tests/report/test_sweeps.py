@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 from PIL import Image
 
-from experiments.config.naming import safe_name
+from experiments.report.summary import table, write_report
 from helpers import QUICK, ROOT, Finished, compose_config, results, train_cli
 
 QUICK_SWEEP = [override for override in QUICK if override != "device=cpu"]
@@ -48,10 +49,10 @@ def test_a_two_by_two_sweep_reports_four_rows_and_plots(tmp_path: Path) -> None:
     folder = sweep_dir(tmp_path)
     names = sorted(path.name for path in folder.iterdir() if path.is_dir())
     assert names == [
-        "0_model=tudui,placement=to_device",
-        "1_model=tudui,placement=cuda_call",
-        "2_model=lenet,placement=to_device",
-        "3_model=lenet,placement=cuda_call",
+        "0_model-tudui+placement-to_device",
+        "1_model-tudui+placement-cuda_call",
+        "2_model-lenet+placement-to_device",
+        "3_model-lenet+placement-cuda_call",
     ]
     rows = summary(folder)
     assert [row["run"] for row in rows] == names
@@ -67,6 +68,7 @@ def test_a_two_by_two_sweep_reports_four_rows_and_plots(tmp_path: Path) -> None:
         assert float(row["test_accuracy"]) == result["test_accuracy"]
         assert row["val_accuracy"] == ""  # no validation split
         assert float(row["final_test_accuracy"]) == result["final_test_accuracy"]
+        assert row["test_images"] == "128 of 1,000"  # trainer.limit_eval_batches=2 of 64
         assert float(row["train_images_per_second"]) == result["train_images_per_second"]
         assert float(row["seconds_per_epoch"]) == pytest.approx(
             sum(result["epoch_seconds"]) / len(result["epoch_seconds"])
@@ -76,7 +78,7 @@ def test_a_two_by_two_sweep_reports_four_rows_and_plots(tmp_path: Path) -> None:
         assert 0 < float(row["wait_share"]) < 1 and 0 <= float(row["copy_share"]) < 1
         assert 0.5 < float(row["compute_share"]) < 1
     markdown = (folder / "summary.md").read_text().splitlines()
-    assert len(markdown) == 2 + 4 and "| 0_model=tudui,placement=to_device | tudui |" in markdown[2]
+    assert len(markdown) == 2 + 4 and "| 0_model-tudui+placement-to_device | tudui |" in markdown[2]
     assert_plot(folder / "throughput.png")
     assert_plot(folder / "curves.png")
     assert "4 run(s) in " in done.stderr and ": 4 completed" in done.stderr
@@ -86,8 +88,8 @@ def assert_one_failed_and_reported(done: Finished, cwd: Path) -> None:
     assert done.returncode == 1
     folder = sweep_dir(cwd)
     completed, failed = summary(folder)
-    assert (completed["run"], completed["status"]) == ("0_device=cpu", "completed")
-    assert (failed["run"], failed["status"]) == ("1_device=cuda-7", "failed")
+    assert (completed["run"], completed["status"]) == ("0_device-cpu", "completed")
+    assert (failed["run"], failed["status"]) == ("1_device-cuda-7", "failed")
     assert failed["reason"].startswith("device=cuda:7 needs a CUDA GPU, but this machine has no")
     assert f"| failed | {failed['reason']} |" in (folder / "summary.md").read_text()
     assert ": 1 completed, 1 failed" in done.stderr and done.last_line.startswith("report: ")
@@ -136,22 +138,53 @@ def test_the_users_full_error_does_not_cost_a_sweep_its_report(tmp_path: Path) -
 
 
 def test_a_worker_killed_by_the_system_still_leaves_the_report(tmp_path: Path) -> None:
+    # Job 1 kills its worker at its first step while job 0 is still training; joblib then
+    # stops the sweep (and job 0's worker) before job 2 starts.
+    models = ["SlowLeNet", "KillsItsProcess", "SlowLeNet"]
     done = train_cli(
         tmp_path,
         "-m",
         "hydra/launcher=joblib",
         "hydra.launcher.n_jobs=2",
         "model=lenet",
-        "model._target_=experiments.training.models.LeNet,failing.KillsItsProcess",
+        f"model._target_={','.join(f'failing.{model}' for model in models)}",
         "device=cpu",
         *QUICK_SWEEP,
         env={"PYTHONPATH": str(ROOT / "tests")},
     )
     assert done.returncode == 1
-    statuses = {row["run"].split("_")[0]: row["status"] for row in summary(sweep_dir(tmp_path))}
-    # joblib stops the other worker too when one dies: job 0 may not have finished by then.
-    assert statuses["1"] == "crashed" and statuses["0"] in ("completed", "crashed")
-    assert "\nError: TerminatedWorkerError: A worker process" in done.stderr
+    rows = summary(sweep_dir(tmp_path))
+    assert [(row["run"], row["status"]) for row in rows] == [
+        ("0_model._target_-failing.SlowLeNet", "crashed"),
+        ("1_model._target_-failing.KillsItsProcess", "crashed"),
+        ("2_model._target_-failing.SlowLeNet", "not run"),
+    ]
+    assert ": 2 crashed, 1 not run" in done.stderr
+    assert all(row["test_images"] == "" for row in rows)  # no test accuracy to qualify
+    assert done.last_line.startswith("Error: TerminatedWorkerError: A worker process")
+
+
+def test_the_report_lists_the_jobs_a_sweep_never_started(tmp_path: Path) -> None:
+    # A sweep of an earlier version, whose job folders were named `<number>_<key>=<value>`,
+    # stopped after its first job started: the others are matched by number, and not run.
+    sweeper = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+    command_line = ["model=tudui,lenet,mlp", "device=cpu"]
+    sweep = {"hydra": {"sweeper": {"_target_": sweeper}, "overrides": {"task": command_line}}}
+    OmegaConf.save(OmegaConf.create(sweep), tmp_path / "multirun.yaml")
+    started = tmp_path / "0_model=tudui" / ".hydra"
+    started.mkdir(parents=True)
+    OmegaConf.save(
+        OmegaConf.create({"trainer": {}, "model": {"name": "tudui"}}), started / "config.yaml"
+    )
+
+    rows = write_report(tmp_path)
+    assert [(row["run"], row["model"], row["status"]) for row in rows] == [
+        ("0_model=tudui", "tudui", "no results"),
+        ("1_model-lenet", None, "not run"),
+        ("2_model-mlp", None, "not run"),
+    ]
+    assert [row["status"] for row in summary(tmp_path)] == ["no results", "not run", "not run"]
+    assert ": 1 no results, 2 not run" in table(rows, tmp_path)
 
 
 def test_jobs_that_share_a_process_each_start_from_its_defaults(tmp_path: Path) -> None:
@@ -249,7 +282,7 @@ def test_the_optuna_search_maximizes_validation_accuracy(tmp_path: Path) -> None
     rows = summary(folder)
     assert len(rows) == 2 and all(row["status"] == "completed" for row in rows)
     # The job folders name the searched parameters, and nothing else.
-    assert all(row["run"].split("_", 1)[1].split(",")[0].startswith("optimizer=") for row in rows)
+    assert all(row["run"].split("_", 1)[1].split("+")[0].startswith("optimizer-") for row in rows)
     best = max(float(row["val_accuracy"]) for row in rows)
     assert f"Best value: {best}" in done.stdout + done.stderr
     cfg = compose_config("hparams_search=optuna", hydra=True)
@@ -288,17 +321,3 @@ def test_the_optuna_search_refuses_test_accuracy_and_needs_validation(tmp_path: 
             "train_images_per_second"
         )
     )
-
-
-@pytest.mark.parametrize(
-    ("choice", "folder"),
-    [
-        ("device=cuda:1", "device=cuda-1"),
-        ("device=cuda\\:1", "device=cuda-1"),
-        ("dataset.root=/data/sets", "dataset.root=-data-sets"),
-        ("device.ids=[0,1]", "device.ids=0,1"),
-        ('model.name="a b"', "model.name=-ab-"),
-    ],
-)
-def test_job_folder_names_are_safe_on_common_filesystems(choice: str, folder: str) -> None:
-    assert safe_name(choice) == folder

@@ -120,6 +120,24 @@ def test_a_refused_resume_leaves_the_run_as_it_was(reference: Path, tmp_path: Pa
     assert [path.read_text() for path in records] == before
 
 
+def test_a_job_folder_named_by_an_earlier_version_resumes_and_evaluates_as_printed(
+    reference: Path, tmp_path: Path
+) -> None:
+    # Sweep job folders were named `<number>_<key>=<value>,...`, which Hydra's override grammar
+    # reads as more than one value.
+    old = tmp_path / "1_trainer.seed=0,model=tudui"
+    shutil.copytree(reference, old)
+    done = train_cli(tmp_path, f"resume={old}")
+    assert done.returncode == 1
+    assert done.last_line.endswith(
+        f"Error: resume={old} has trained 2 epochs of trainer.epochs=2 already; its "
+        f"scheduler=cosine ends there: train longer afresh with replay={old} trainer.epochs=N"
+    )
+    done = eval_cli(tmp_path, f"ckpt={old}", "limit_batches=1")
+    assert done.returncode == 0, done.stderr
+    assert results(done.run_dir)["checkpoint"] == str(old / checkpoints.BEST)
+
+
 def test_resuming_with_another_model_is_refused_and_leaves_the_record_as_it_was(
     reference: Path, tmp_path: Path
 ) -> None:
@@ -209,6 +227,8 @@ def test_eval_gives_the_selected_epochs_test_accuracy(reference: Path, tmp_path:
     assert evaluation["class_accuracy"] == trained["class_accuracy"]
     assert (evaluation["model"], evaluation["trained_epochs"]) == ("tudui", epoch)
     assert f"evaluated tudui ({epoch} epochs on cifar10_sample) on cifar10_sample" in done.stderr
+    assert (evaluation["test_images"], evaluation["test_split_images"]) == (256, 1000)
+    assert ", 256 of 1,000 test images on cpu -> " in done.stderr
 
 
 def test_a_truncated_checkpoint_is_refused_in_one_line(reference: Path, tmp_path: Path) -> None:

@@ -62,7 +62,11 @@ def test_every_model_and_placement_leaves_complete_records(
     assert f"model={model}" in (hydra_dir / "overrides.yaml").read_text()
     assert OmegaConf.load(hydra_dir / "config.yaml").placement.name == placement
     assert (hydra_dir / "hydra.yaml").is_file()
-    assert "completed: test accuracy" in (run_dir / "train.log").read_text()
+    # trainer.limit_eval_batches=2 evaluates 2 batches of 64 of the 1,000 test images, and says so.
+    assert re.search(
+        r"completed: test accuracy \d+\.\d% on 128 of 1,000 test images at the final epoch",
+        (run_dir / "train.log").read_text(),
+    )
 
     # metrics.jsonl: a row per logged step (steps 2 and 3 of 3, log_interval 2) and per epoch.
     steps, epochs = metrics(run_dir, "step"), metrics(run_dir, "epoch")
@@ -135,6 +139,7 @@ def test_every_model_and_placement_leaves_complete_records(
     assert result["device"]["requested"] == "cpu"
     assert result["device"]["type"] == "cpu" and result["device"]["name"]
     assert result["seed"] == 0 and result["epochs_completed"] == 2
+    assert (result["test_images"], result["test_split_images"]) == (128, 1000)
     assert len(result["epoch_seconds"]) == 2 and result["total_seconds"] > 0
     assert result["train_images_per_second"] > 0
     environment = result["environment"]
@@ -188,6 +193,7 @@ def test_the_default_run_learns_and_names_its_folder(tmp_path: Path) -> None:
     result = results(done.run_dir)
     assert result["model"] == "tudui" and result["dataset"] == "cifar10_sample"
     assert result["final_test_accuracy"] > 0.25  # chance is 0.10
+    assert result["test_images"] == result["test_split_images"] == 1000  # the whole split
     assert re.search(
         rf"completed: test accuracy \d+\.\d% at the final epoch \(no validation split to select "
         rf"one\), [\d,]+ img/s on cpu, "

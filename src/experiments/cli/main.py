@@ -26,8 +26,10 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from experiments.config.overrides import (
+    refuse_missing_plugins,
     refuse_numbers_for_groups,
     refuse_optimizing_on_test,
+    with_paths_as_given,
     with_saved_overrides,
 )
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
@@ -111,7 +113,7 @@ def main() -> None:
 
 def evaluate_main() -> None:
     """`python eval.py`."""
-    _command_line(_evaluate, lambda arguments: arguments)
+    _command_line(_evaluate, with_paths_as_given)
 
 
 def _command_line(
@@ -144,6 +146,7 @@ def _compose_and_run(
 ) -> None:
     sys.argv[1:] = expand(sys.argv[1:])
     refuse_numbers_for_groups(sys.argv[1:])
+    refuse_missing_plugins(sys.argv[1:])
     refuse_optimizing_on_test(sys.argv[1:])
     register_configs(*_start_of_run())
     hydra_main()

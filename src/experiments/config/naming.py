@@ -1,55 +1,94 @@
 """The names of sweep job folders: `<job number>_<the choices that vary>`, e.g.
-`3_device=cuda-1,model=lenet`.
+`3_device-cuda-1+model-lenet`.
+
+A name is one plain value of Hydra's override grammar and of a shell, so the folder works as
+printed in `resume=`, `replay=` and `ckpt=`: a key and its value are joined by `-`, choices by
+`+`, and every character the grammar or common filesystems treat specially (`=` `,` `:` `/`
+brackets, quotes, spaces, `$`, ...) becomes `-` or is left out.
 
 The sweep's varying keys come from its command line (saved by Hydra in `multirun.yaml`) or from
-the sweeper's search space (`hydra.sweeper.params`, e.g. Optuna's). Characters that break on
-common filesystems (`:` `/` `\\` and the like) become `-`.
+the sweeper's search space (`hydra.sweeper.params`, e.g. Optuna's).
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import re
+from collections.abc import Sequence, Set
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 
 # Longest job folder name; the job number alone keeps names unique, the rest is for people.
 MAX_NAME = 120
-UNSAFE = re.compile(r"[^\w.,=+-]")
+UNSAFE = re.compile(r"[^\w.+-]")
+CHOICES_JOINED_BY = "+"
 
 
 def job_folder_name() -> str:
     """Resolver for `hydra.sweep.subdir`: the job number and this job's varying choices."""
     hydra = HydraConfig.get()
-    varying = _varying_keys(hydra)
+    varying = _varying_keys(hydra, Path(hydra.sweep.dir) / "multirun.yaml")
+    return job_name(hydra.job.num, list(hydra.overrides.task), varying)
+
+
+def job_name(number: int, overrides: Sequence[str], varying: Set[str] | None) -> str:
+    """The folder name of job `number` of a sweep, given the job's overrides and the keys the
+    sweep varies (None: every override names the job)."""
     choices = [
-        f"{override.key_or_group}={override.get_value_element_as_str()}"
-        for override in _parser().parse_overrides(list(hydra.overrides.task))
+        safe_name(f"{override.key_or_group}={override.get_value_element_as_str()}")
+        for override in _parser().parse_overrides(list(overrides))
         if varying is None or override.key_or_group in varying
     ]
-    name = f"{hydra.job.num}_{','.join(choices)}" if choices else str(hydra.job.num)
-    return safe_name(name)[:MAX_NAME]
+    return f"{number}_{CHOICES_JOINED_BY.join(choices)}"[:MAX_NAME] if choices else str(number)
 
 
-def safe_name(text: str) -> str:
+def safe_name(choice: str) -> str:
     # Hydra escapes `:` in override values (`cuda\:1`); brackets and spaces only add noise.
     dropped = str.maketrans("", "", "\\[] ")
-    return UNSAFE.sub("-", text.translate(dropped))
+    return UNSAFE.sub("-", choice.translate(dropped))
 
 
-def _varying_keys(hydra: DictConfig) -> set[str] | None:
+def planned_job_names(multirun_yaml: Path) -> list[str] | None:
+    """The folder names of every job, in order, of a sweep by Hydra's basic sweeper (from its
+    `multirun.yaml`); None for other sweepers, which decide their jobs as they go (Optuna)."""
+    hydra = OmegaConf.load(multirun_yaml).hydra
+    if not str(hydra.sweeper._target_).endswith(".BasicSweeper"):
+        return None
+    params = [f"{key}={value}" for key, value in (hydra.sweeper.get("params") or {}).items()]
+    # As the basic sweeper does: a key's last override counts, in the place of its first.
+    values: dict[str, list[str]] = {}
+    try:
+        for override in _parser().parse_overrides([*params, *hydra.overrides.task]):
+            key = override.get_key_element()
+            values[key] = [
+                f"{key}={value}"
+                for value in (
+                    override.sweep_string_iterator()
+                    if override.is_sweep_override()
+                    else [override.get_value_element_as_str()]
+                )
+            ]
+    except HydraException:  # glob(...) over a group's options: only Hydra's config loader knows
+        return None
+    varying = _varying_keys(hydra, multirun_yaml)
+    jobs = itertools.product(*values.values())
+    return [job_name(number, job, varying) for number, job in enumerate(jobs)]
+
+
+def _varying_keys(hydra: DictConfig, multirun_yaml: Path) -> set[str] | None:
     """Keys the sweep varies; None when it cannot tell (then every override names the job)."""
     keys: set[str] = set()
     params = OmegaConf.select(hydra, "sweeper.params")
     if params:
         keys.update(params.keys())
-    saved = Path(hydra.sweep.dir) / "multirun.yaml"
-    if not saved.is_file():
+    if not multirun_yaml.is_file():
         return keys or None
-    return keys | _swept_on_command_line(str(saved))
+    return keys | _swept_on_command_line(str(multirun_yaml))
 
 
 # Every job of a sweep asks (twice): the sweep's file is read, and the parser built, once.

@@ -1,6 +1,7 @@
 """What the command line's overrides mean before Hydra reads them.
 
-`resume=<run>` and `replay=<run>` stand for that run's own overrides, a number where a
+`resume=<run>` and `replay=<run>` stand for that run's own overrides, a folder or file named by
+`resume=`, `replay=` or `ckpt=` is taken as it is (whatever its characters), a number where a
 group's option belongs (`device=1`) is refused in words Hydra has not got, and so is a search on
 a test metric (`optimized_metric=test_accuracy`), once, before its first trial.
 """
@@ -8,8 +9,8 @@ a test metric (`optimized_metric=test_accuracy`), once, before its first trial.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from importlib import resources
+from collections.abc import Callable, Sequence
+from importlib import resources, util
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
@@ -28,6 +29,27 @@ def config_groups() -> list[str]:
         for entry in root.iterdir()
         if entry.is_dir() and entry.name not in ("hydra", "__pycache__")
     )
+
+
+# What Hydra's override grammar reads as more than a character of a value; a backslash before
+# one makes it a character again (Hydra's sweepers write `device=cuda\:1` so).
+GRAMMAR_SPECIAL = re.compile(r"[\\()\[\]{}:=, \t]")
+
+
+def as_value(path: str) -> str:
+    """`path` as one value of an override, whatever its characters: the folders of sweep jobs
+    made by earlier versions have `=` and `,` in their names (`1_trainer.seed=1,model=lenet`)."""
+    return GRAMMAR_SPECIAL.sub(lambda special: "\\" + special[0], path)
+
+
+def with_paths_as_given(arguments: list[str]) -> list[str]:
+    """`ckpt=<path>` naming a file or folder that exists means that path, as it is."""
+    return [
+        f"ckpt={as_value(argument.partition('=')[2])}"
+        if argument.startswith("ckpt=") and Path(argument.partition("=")[2]).exists()
+        else argument
+        for argument in arguments
+    ]
 
 
 NUMBERS = re.compile(r"[-+]?\d+(\.\d*)?(,[-+]?\d+(\.\d*)?)*")
@@ -63,6 +85,42 @@ def refuse_optimizing_on_test(arguments: Sequence[str]) -> None:
             check_optimized_metric(value)
 
 
+# The sweeps extra's Hydra plugins, by the choice that needs one: (package, module).
+SWEEP_PLUGINS = {
+    "hydra/launcher=joblib": ("hydra-joblib-launcher", "hydra_plugins.hydra_joblib_launcher"),
+    "hydra/launcher=submitit_local": (
+        "hydra-submitit-launcher",
+        "hydra_plugins.hydra_submitit_launcher",
+    ),
+    "hydra/launcher=submitit_slurm": (
+        "hydra-submitit-launcher",
+        "hydra_plugins.hydra_submitit_launcher",
+    ),
+    # conf/hydra/launcher/slurm.yaml is submitit's SLURM launcher with our settings.
+    "hydra/launcher=slurm": ("hydra-submitit-launcher", "hydra_plugins.hydra_submitit_launcher"),
+    "hydra/sweeper=optuna": ("hydra-optuna-sweeper", "hydra_plugins.hydra_optuna_sweeper"),
+    "hparams_search=optuna": ("hydra-optuna-sweeper", "hydra_plugins.hydra_optuna_sweeper"),
+}
+
+
+def importable(module: str) -> bool:
+    return util.find_spec(module) is not None
+
+
+def refuse_missing_plugins(
+    arguments: Sequence[str], installed: Callable[[str], bool] = importable
+) -> None:
+    """Hydra says only that it cannot find `hydra/launcher/joblib`; say which plugin is missing
+    and how to install it (`installed` tells whether a module can be imported)."""
+    for argument in arguments:
+        package, module = SWEEP_PLUGINS.get(argument.lstrip("+"), (None, ""))
+        if package and not installed(module):
+            raise ExperimentError(
+                f"{argument} needs the Hydra plugin {package}, which is not installed; install "
+                "it with the other sweep plugins: pip install -e '.[sweeps]'"
+            )
+
+
 def with_saved_overrides(arguments: list[str]) -> list[str]:
     """Expand `resume=<run folder>` and `replay=<run folder>` into that run's saved overrides.
 
@@ -93,11 +151,12 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
             if not str(override).startswith(("resume=", "replay=", "hydra.run.dir="))
         ]
         others = [argument for argument in arguments if argument not in given]
-        arguments = _last_of_each_key([*previous, *others, f"{key}={folder}"])
+        value = as_value(str(folder))
+        arguments = _last_of_each_key([*previous, *others, f"{key}={value}"])
         if key == "resume":
             # In the run's own folder, whose snapshot is left to `save_snapshot` (a refused
             # resume must not overwrite it).
-            arguments += [f"hydra.run.dir={folder}", "hydra.output_subdir=null"]
+            arguments += [f"hydra.run.dir={value}", "hydra.output_subdir=null"]
     return arguments
 
 

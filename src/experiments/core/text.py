@@ -1,4 +1,5 @@
-"""How shapes, GPUs and paths are written, the same in every message and record."""
+"""How shapes, GPUs, paths and parts of splits are written, the same in every message and
+record."""
 
 from __future__ import annotations
 
@@ -22,3 +23,9 @@ def display_path(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def part_of_split(evaluated: int, in_split: int) -> str | None:
+    """ "64 of 1,000" when only part of a split was evaluated (trainer.limit_eval_batches, eval.py's
+    limit_batches); None for the whole split."""
+    return f"{evaluated:,} of {in_split:,}" if evaluated < in_split else None

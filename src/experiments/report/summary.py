@@ -7,11 +7,12 @@
 
 Every multirun writes it into its sweep folder at the end (`experiments.report.sweep_end`). A run
 folder is any folder with a `.hydra/` snapshot; runs still going, killed, or without results are
-listed as such, not left out.
+listed as such, not left out, and so are the jobs a sweep planned but never started (`not run`).
 
     summary.csv, summary.md   model, dataset, device, placement, status (and why it failed), the
                               selected epoch with its validation and test accuracy (the final
-                              epoch without a validation split), the final test accuracy, train
+                              epoch without a validation split), the final test accuracy, how
+                              much of the test split it was measured on when not all, train
                               images/s, seconds per epoch, peak memory, and where training time
                               went: waiting for batches, copying them to the device (the share
                               spent moving data), computing
@@ -33,6 +34,8 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from experiments.config.naming import planned_job_names
+from experiments.core.text import part_of_split
 from experiments.report import plots
 from experiments.training.selection import Monitor, selected_epoch
 
@@ -72,6 +75,8 @@ COLUMNS = [
     Column("val_accuracy", "val acc", _percent),
     Column("test_accuracy", "test acc", _percent),
     Column("final_test_accuracy", "final test acc", _percent),
+    # "64 of 1,000" when only part of the test split was evaluated (trainer.limit_eval_batches).
+    Column("test_images", "test images"),
     Column("train_images_per_second", "train img/s", "{:,.0f}".format),
     Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
     Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
@@ -134,6 +139,10 @@ def summary_row(run_dir: Path, folder: Path, history: list[Row]) -> Row:
                 final_test_accuracy=history[-1]["test_accuracy"],
             )
         row["seconds_per_epoch"] = sum(e["epoch_seconds"] for e in history) / len(history)
+    # Of a run's test accuracy; runs of earlier versions did not record the split's size.
+    in_split = results.get("test_split_images")
+    measured = in_split and row["test_accuracy"] is not None
+    row["test_images"] = part_of_split(results["test_images"], in_split) if measured else None
     return row
 
 
@@ -167,9 +176,13 @@ def epochs(run_dir: Path) -> list[dict[str, Any]]:
 
 def write_report(folder: Path) -> list[dict[str, Any]]:
     """Write summary.csv, summary.md and the plots into `folder`; return the rows."""
-    runs = find_runs(folder)
-    histories = [epochs(run) for run in runs]
-    rows = [summary_row(run, folder, history) for run, history in zip(runs, histories, strict=True)]
+    pairs: list[tuple[Row, list[Row]]] = []  # a row and its run's epochs
+    for run in find_runs(folder):
+        history = epochs(run)
+        pairs.append((summary_row(run, folder, history), history))
+    pairs += [(_not_run_row(name), []) for name in not_started(folder)]
+    pairs.sort(key=lambda pair: _natural_key(Path(pair[0]["run"])))
+    rows, histories = [row for row, _ in pairs], [history for _, history in pairs]
     with open(folder / "summary.csv", "w", newline="", encoding="utf-8") as file:
         writer = csv.DictWriter(file, fieldnames=[column.key for column in COLUMNS])
         writer.writeheader()
@@ -177,6 +190,27 @@ def write_report(folder: Path) -> list[dict[str, Any]]:
     (folder / "summary.md").write_text(markdown(rows), encoding="utf-8")
     plots.draw(folder, rows, histories)
     return rows
+
+
+def _not_run_row(name: str) -> Row:
+    return {**dict.fromkeys(column.key for column in COLUMNS), "run": name, "status": "not run"}
+
+
+def not_started(folder: Path) -> list[str]:
+    """The jobs, as paths below `folder`, that sweeps at or below it planned but have no folder
+    of: a launcher stopped the sweep before they started (joblib, when a worker is killed), or
+    they are yet to start. Only Hydra's basic sweeper plans its jobs ahead."""
+    names = []
+    for multirun_yaml in sorted(folder.rglob("multirun.yaml")):
+        sweep = multirun_yaml.parent
+        # A job's folder is `<number>` or `<number>_...`, whatever version named the rest.
+        started = {entry.name.split("_")[0] for entry in sweep.iterdir() if entry.is_dir()}
+        names += [
+            str((sweep / name).relative_to(folder))
+            for name in planned_job_names(multirun_yaml) or []
+            if name.split("_")[0] not in started
+        ]
+    return names
 
 
 def markdown(rows: Sequence[Row]) -> str:

@@ -17,7 +17,7 @@ from torch import nn
 from experiments.config.schemas import is_image_folder, is_users_data
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
-from experiments.core.text import display_path
+from experiments.core.text import display_path, part_of_split
 from experiments.data.batches import Batches
 from experiments.devices import process_settings
 from experiments.devices.description import device_record
@@ -79,6 +79,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
             trained_epochs=state["epoch"],
             dataset=data.name,
             test_images=test_batches.count_images(),
+            test_split_images=len(data.test),
             test_accuracy=evaluation.accuracy,
             test_loss=evaluation.loss,
             class_accuracy=dict(zip(data.classes, evaluation.class_accuracy, strict=True)),
@@ -134,16 +135,17 @@ def _check_classes(classes: list[str], trained: DictConfig, dataset: DictConfig)
 
 def _log_outcome(outcome: dict[str, Any], plan: DevicePlan, run_dir: Path) -> None:
     log.info("test accuracy per class: %s", per_class_text(outcome["class_accuracy"]))
+    part = part_of_split(outcome["test_images"], outcome["test_split_images"])
     log.info(
         "evaluated %s (%d epochs on %s) on %s: test accuracy %.1f%%, test loss %.4f, "
-        "%d images on %s -> %s",
+        "%s on %s -> %s",
         outcome["model"],
         outcome["trained_epochs"],
         outcome["trained_on"],
         outcome["dataset"],
         100 * outcome["test_accuracy"],
         outcome["test_loss"],
-        outcome["test_images"],
+        f"{part} test images" if part else f"{outcome['test_images']} images",
         plan,
         display_path(run_dir),
     )

@@ -23,7 +23,7 @@ from experiments.config import overrides
 from experiments.config.build import build, plain
 from experiments.config.choices import Interval
 from experiments.config.validate import validate
-from experiments.core.text import display_path, shape_text
+from experiments.core.text import display_path, part_of_split, shape_text
 from experiments.data import fingerprint
 from experiments.data.batches import Augment, Batches
 from experiments.data.types import Split, Streamed
@@ -143,6 +143,7 @@ class TrainingRun:
         self.train_batches = self._batches(data.train, self.shuffle, augment)
         self.test_batches = self._batches(data.test)
         self.val_batches = self._batches(data.val) if data.val is not None else None
+        results.add(test_images=self.test_batches.count_images(), test_split_images=len(data.test))
         self.scheduler, interval = schedules.for_run(
             cfg.scheduler,
             optimizer,
@@ -366,17 +367,17 @@ def _log_summary(summary: dict[str, Any], plan: DevicePlan, run_dir: Path) -> No
     log.info(
         "test accuracy per class (epoch %d): %s", epoch, per_class_text(summary["class_accuracy"])
     )
+    part = part_of_split(summary["test_images"], summary["test_split_images"])
+    test_accuracy = f"test accuracy {100 * summary['test_accuracy']:.1f}%" + (
+        f" on {part} test images" if part else ""
+    )
     if summary["val_accuracy"] is None:
-        selected = (
-            f"test accuracy {100 * summary['test_accuracy']:.1f}% at the final epoch (no "
-            "validation split to select one)"
-        )
+        selected = f"{test_accuracy} at the final epoch (no validation split to select one)"
     else:
         selected = (
             f"epoch {epoch} selected by {summary['selected_by']}: val accuracy "
-            f"{100 * summary['val_accuracy']:.1f}%, val loss {summary['val_loss']:.4f}, test "
-            f"accuracy {100 * summary['test_accuracy']:.1f}% (final epoch: "
-            f"{100 * summary['final_test_accuracy']:.1f}%)"
+            f"{100 * summary['val_accuracy']:.1f}%, val loss {summary['val_loss']:.4f}, "
+            f"{test_accuracy} (final epoch: {100 * summary['final_test_accuracy']:.1f}%)"
         )
     log.info(
         "completed: %s, %s img/s on %s, %d epoch(s) in %.1f s -> %s",

@@ -7,6 +7,7 @@ only at log intervals and at the end of a pass, so the loop never waits for the 
 from __future__ import annotations
 
 import math
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -24,6 +25,12 @@ from experiments.devices.device import Device
 from experiments.devices.distributed import summed
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.timing import DeviceTimer
+
+# A progress bar is its own process's: a thread lock will do. tqdm's default also takes a
+# multiprocessing lock, a named semaphore that a sweep worker killed by the system (or by joblib,
+# when another is) never hands back, and Python's resource tracker then warns of it after the
+# sweep's last line.
+tqdm.set_lock(threading.RLock())
 
 # Called every log interval with (step within the epoch, mean loss since the last call, images/s,
 # the step's learning rate).
