@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.core.errors import ExperimentError
+from experiments.core.errors import ExperimentError, one_line
 from experiments.run.train import train
 from helpers import QUICK, ROOT, compose_config, results, train_cli
 
@@ -160,6 +160,11 @@ RUN_ERRORS = [
     (["optimizer.lr=nan"], "optimizer.lr=nan must be a finite number >= 0"),
     (["optimizer.lr=-0.1"], "optimizer.lr=-0.1 must be a finite number >= 0"),
     (
+        ["trainer.seed=18446744073709551616"],
+        "trainer.seed=18446744073709551616 must be a whole number from 0 to 2**64 - 1 "
+        "(18446744073709551615)",
+    ),
+    (
         ["trainer.gradient_clip=nan"],
         "trainer.gradient_clip=nan must be > 0 (a gradient norm), or null",
     ),
@@ -235,3 +240,18 @@ def test_an_unexpected_error_keeps_its_traceback_in_the_results(tmp_path: Path) 
     result = results(done.run_dir)
     assert result["status"] == "failed"
     assert "Traceback" in result["traceback"] and "failing.py" in result["traceback"]
+
+
+def test_an_outputs_that_is_a_file_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "outputs").write_text("")
+    monkeypatch.chdir(tmp_path)
+    # What Hydra does to make the run folder (hydra.core.utils.run_job).
+    with pytest.raises(OSError) as error:
+        Path("outputs/2026-11-24/07-46-52_c3374b51").mkdir(parents=True, exist_ok=True)
+    assert one_line(error.value) == (
+        "outputs is a file, not a folder, so the run folder outputs/2026-11-24/07-46-52_c3374b51 "
+        "cannot be made in it; move the file away, or name another folder with hydra.run.dir= "
+        "(hydra.sweep.dir= for -m)"
+    )

@@ -122,6 +122,9 @@ def _command_line(
     # Hydra reports its own errors (unknown option, bad override, wrong type) over several lines;
     # asked for the full error, it raises instead, and we say it in one line.
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    # A log line train.log cannot take (a full disk) is no traceback on the console: the write
+    # that fails next says it in one line.
+    logging.raiseExceptions = TRACEBACKS
     try:
         _recorded_by_torchrun(_compose_and_run)(hydra_main, expand)
     except KeyboardInterrupt:

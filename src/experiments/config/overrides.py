@@ -7,6 +7,7 @@ a test metric (`optimized_metric=test_accuracy`), once, before its first trial.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from importlib import resources
@@ -95,10 +96,21 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
         others = [argument for argument in arguments if argument not in given]
         arguments = _last_of_each_key([*previous, *others, f"{key}={folder}"])
         if key == "resume":
+            _refuse_read_only(folder, given[-1])
             # In the run's own folder, whose snapshot is left to `save_snapshot` (a refused
             # resume must not overwrite it).
             arguments += [f"hydra.run.dir={folder}", "hydra.output_subdir=null"]
     return arguments
+
+
+def _refuse_read_only(folder: Path, given: str) -> None:
+    """Hydra's log file would fail first, in words that name no file."""
+    for path in (folder, *folder.iterdir(), *folder.glob("checkpoints/*")):
+        if not os.access(path, os.W_OK):
+            raise ExperimentError(
+                f"{given}: {path} is read-only, and a resume writes into the run's own folder; "
+                f"make it writable (chmod -R u+w {folder}), or replay= the run in a new folder"
+            )
 
 
 def save_snapshot(cfg: DictConfig, run_dir: Path) -> None:

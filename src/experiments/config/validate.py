@@ -34,6 +34,11 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
                 f"trainer.compile={trainer.compile} cannot compile device=dp's DataParallel (it "
                 "copies the model to every GPU at every step); use device=ddp"
             )
+        if not 0 <= trainer.seed < 2**64:  # what torch's generators take
+            raise ExperimentError(
+                f"trainer.seed={trainer.seed} must be a whole number from 0 to 2**64 - 1 "
+                f"({2**64 - 1})"
+            )
         _check_selection(cfg)
         _check_optimization(cfg)
         if trainer.batch_size % processes:

@@ -20,7 +20,7 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.config.build import with_current_targets
 from experiments.core.errors import ExperimentError, one_line
-from experiments.core.files import write_atomically
+from experiments.core.files import write_atomically, writing
 
 LAST = Path("checkpoints") / "last.pt"
 BEST = Path("checkpoints") / "best.pt"
@@ -57,6 +57,8 @@ def state(
 
 
 def save(path: Path, checkpoint: dict[str, Any]) -> None:
+    with writing(path):
+        path.parent.mkdir(exist_ok=True)  # checkpoints/, in the run folder (never made again)
     write_atomically(path, lambda file: torch.save(checkpoint, file))
 
 

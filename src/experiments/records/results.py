@@ -10,6 +10,7 @@ Of several processes, only the main one writes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -75,7 +76,8 @@ class Results:
     ) -> None:
         if error is None or self._held:
             return
-        with sigterm_held():
+        # A folder deleted, or a disk still full: the failure is said on the console all the same.
+        with sigterm_held(), contextlib.suppress(ExperimentError):
             if isinstance(error, KeyboardInterrupt):
                 self.finish("failed", "interrupted")
                 return

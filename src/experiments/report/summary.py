@@ -33,6 +33,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from experiments.core.files import read_json_lines
 from experiments.report import plots
 from experiments.training.selection import Monitor, selected_epoch
 
@@ -161,8 +162,7 @@ def epochs(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [row for row in rows if row["kind"] == "epoch"]
+    return [row for row in read_json_lines(path) if row["kind"] == "epoch"]
 
 
 def write_report(folder: Path) -> list[dict[str, Any]]:

@@ -1,0 +1,74 @@
+"""A run that cannot write its records (a full disk, its folder deleted) ends in one line naming
+the file, records `failed` where its folder is still there, and leaves no half-written file."""
+
+from __future__ import annotations
+
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers import ROOT, results
+
+SMALL = (
+    "device=cpu",
+    "model=lenet",
+    "trainer.epochs=1",
+    "trainer.limit_train_batches=2",
+    "trainer.limit_eval_batches=1",
+)
+
+
+def _files_up_to(size: int) -> None:
+    # A real write error without a full disk: past the limit, a write fails with EFBIG (Python
+    # ignores SIGXFSZ). LeNet's checkpoint (about 270 kB) is the first file to cross it.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+
+def test_a_checkpoint_that_cannot_be_written_is_named_and_the_run_recorded_failed(
+    tmp_path: Path,
+) -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *SMALL],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: _files_up_to(150_000),
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    run_dir = next((tmp_path / "outputs").rglob("results.json")).parent
+    last = done.stderr.strip().splitlines()[-1]
+    reason = f"could not write {run_dir.relative_to(tmp_path)}/checkpoints/last.pt: File too large"
+    assert last.endswith(f"Error: {reason}")
+    assert (results(run_dir)["status"], results(run_dir)["reason"]) == ("failed", reason)
+    # No half-written checkpoint: on a full disk, it would hold the space results.json needs.
+    assert [path.name for path in (run_dir / "checkpoints").iterdir()] == []
+
+
+def test_a_run_whose_folder_is_deleted_ends_in_one_line_and_is_not_made_again(
+    tmp_path: Path,
+) -> None:
+    command = [sys.executable, str(ROOT / "train.py"), *SMALL, "trainer.epochs=50"]
+    started = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 120
+    # Once it writes TensorBoard's events: before, TensorBoard's writer would make the folder again.
+    while not list((tmp_path / "outputs").rglob("events.out.tfevents.*")):
+        assert time.monotonic() < deadline and started.poll() is None
+        time.sleep(0.02)
+    (run_dir,) = (path.parent for path in (tmp_path / "outputs").rglob("events.out.tfevents.*"))
+    shutil.rmtree(run_dir)
+    _, stderr = started.communicate(timeout=120)
+    assert started.returncode == 1
+    assert "Traceback" not in stderr
+    assert (
+        stderr.strip()
+        .splitlines()[-1]
+        .endswith(f"{run_dir.relative_to(tmp_path)} is gone (deleted while the run went on)")
+    )
+    assert not run_dir.exists()
