@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hydra.errors import ConfigCompositionException
 
 from experiments.core.errors import ExperimentError, one_line
 from experiments.run.train import train
@@ -255,3 +256,28 @@ def test_an_outputs_that_is_a_file_is_named(
         "cannot be made in it; move the file away, or name another folder with hydra.run.dir= "
         "(hydra.sweep.dir= for -m)"
     )
+
+
+def test_a_sources_own_argument_without_plus_is_told_to_add_it() -> None:
+    with pytest.raises(ConfigCompositionException) as error:
+        compose_config("dataset=custom", "dataset.source.size=40")
+    assert one_line(error.value) == (
+        "dataset.source.size=40: 'dataset.source' has no key 'size'; a key of your own is added "
+        "with +: +dataset.source.size=40"
+    )
+
+
+def test_a_model_config_of_ones_own_without_a_name_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "conf" / "model").mkdir(parents=True)
+    (tmp_path / "conf" / "model" / "tiny.yaml").write_text("_target_: my_models.Tiny\nwidth: 8\n")
+    cfg = compose_config(f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "model=tiny", *QUICK)
+    with pytest.raises(ExperimentError) as error:
+        train(cfg, tmp_path)
+    message = (
+        "the model config has no name:, which names the model in records and reports; add "
+        "name: <its name> to its YAML file (docs/configs.md)"
+    )
+    assert str(error.value) == message
+    assert (results(tmp_path)["status"], results(tmp_path)["reason"]) == ("failed", message)

@@ -27,11 +27,13 @@ def _files_up_to(size: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
 
 
-def test_a_checkpoint_that_cannot_be_written_is_named_and_the_run_recorded_failed(
+def test_a_full_disk_names_the_file_and_the_run_is_recorded_failed(
     tmp_path: Path,
 ) -> None:
+    # The log on a full device too: each of its lines fails (ENOSPC), and says nothing.
+    full_log = "hydra.job_logging.handlers.file.filename=/dev/full"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *SMALL],
+        [sys.executable, str(ROOT / "train.py"), *SMALL, full_log],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -27,6 +27,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from experiments.config.overrides import (
+    evaluation_arguments,
     refuse_numbers_for_groups,
     refuse_optimizing_on_test,
     with_saved_overrides,
@@ -112,7 +113,7 @@ def main() -> None:
 
 def evaluate_main() -> None:
     """`python eval.py`."""
-    _command_line(_evaluate, lambda arguments: arguments)
+    _command_line(_evaluate, evaluation_arguments)
 
 
 def _command_line(

@@ -10,26 +10,14 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from importlib import resources
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config.store import CONFIG_PACKAGE
+from experiments.config.store import config_groups
 from experiments.config.validate import check_optimized_metric
 from experiments.core.errors import ExperimentError
-
-
-def config_groups() -> list[str]:
-    """The config groups a user picks options of (model, dataset, device, ...)."""
-    root = resources.files(CONFIG_PACKAGE)
-    return sorted(
-        entry.name
-        for entry in root.iterdir()
-        if entry.is_dir() and entry.name not in ("hydra", "__pycache__")
-    )
-
 
 NUMBERS = re.compile(r"[-+]?\d+(\.\d*)?(,[-+]?\d+(\.\d*)?)*")
 
@@ -62,6 +50,23 @@ def refuse_optimizing_on_test(arguments: Sequence[str]) -> None:
         key, _, value = argument.partition("=")
         if key.lstrip("+") == "optimized_metric" and value not in ("", "null"):
             check_optimized_metric(value)
+
+
+# The groups eval.py takes (conf/eval.yaml's defaults); a checkpoint brings the rest.
+EVAL_GROUPS = ("dataset", "device", "placement")
+
+
+def evaluation_arguments(arguments: list[str]) -> list[str]:
+    """eval.py's arguments, a group of training (`model=tudui`) refused: Hydra would suggest
+    `+model=tudui`, which would not evaluate that model either."""
+    training = set(config_groups()) - set(EVAL_GROUPS)
+    for argument in arguments:
+        if argument.partition("=")[0].lstrip("+~").partition(".")[0] in training:
+            raise ExperimentError(
+                f"{argument}: eval.py evaluates the model its checkpoint holds, as it was "
+                "trained; it takes ckpt=, dataset=, device= and placement= (python eval.py --help)"
+            )
+    return arguments
 
 
 def with_saved_overrides(arguments: list[str]) -> list[str]:

@@ -21,6 +21,11 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
     `trainer.batch_size` is the global batch, shared by the `processes` of a distributed run.
     """
     _refuse_unknown_keys(cfg, "")
+    if "model" in cfg and OmegaConf.select(cfg, "model.name") is None:  # a model of one's own
+        raise ExperimentError(
+            "the model config has no name:, which names the model in records and reports; add "
+            "name: <its name> to its YAML file (docs/configs.md)"
+        )
     if "trainer" in cfg:
         trainer = cfg.trainer
         _at_least_one(

@@ -14,6 +14,8 @@ from hydra.errors import (
 )
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
+from experiments.core.text import abridged
+
 
 class ExperimentError(Exception):
     """Bad input the user can fix; the message is one line: the bad value, and what is valid."""
@@ -65,7 +67,8 @@ def _composition(error: ConfigCompositionException) -> str | None:
         keys = (
             f"; its keys are {', '.join(entry.name for entry in dataclasses.fields(schema))}"
             if schema is not None and dataclasses.is_dataclass(schema)
-            else ""
+            # A free-form section: a data source's arguments, a model's of the user's own.
+            else f"; a key of your own is added with +: +{given}"
         )
         return f"{given}: {where} has no key '{key}'{keys}"
     return None
@@ -83,7 +86,7 @@ def _not_a_folder(path: Path) -> str:
 def _unknown_option(error: MissingConfigException) -> str:
     # missing_cfg_file is "<group>/<option>", e.g. "device/gpu".
     group, _, option = (error.missing_cfg_file or "").rpartition("/")
-    options = ", ".join(_abridge(list(error.options or [])))
+    options = ", ".join(abridged(list(error.options or [])))
     if not group:
         return _flatten(str(error))
     return f"{group}={option} is not an option of '{group}'; choose one of: {options}"
@@ -97,19 +100,6 @@ def _malformed_override(error: OverrideParseException) -> str:
         f"malformed override '{error.override}'{detail}; overrides look like key=value, "
         "key=[a,b] or +new_key=value (https://hydra.cc/docs/advanced/override_grammar/basic)"
     )
-
-
-def _abridge(options: list[str]) -> list[str]:
-    """Collapse a run of `cuda:0`, `cuda:1`, ... into `cuda:0 ... cuda:15`."""
-    numbered = sorted(
-        (option for option in options if option.startswith("cuda:")),
-        key=lambda option: int(option.partition(":")[2]),
-    )
-    if len(numbered) < 3:
-        return options
-    first = options.index(numbered[0])
-    others = [option for option in options if option not in numbered]
-    return [*others[:first], f"{numbered[0]} ... {numbered[-1]}", *others[first:]]
 
 
 def _flatten(text: str) -> str:

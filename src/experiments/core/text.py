@@ -22,3 +22,16 @@ def display_path(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def abridged(options: list[str]) -> list[str]:
+    """Collapse a run of `cuda:0`, `cuda:1`, ... into `cuda:0 ... cuda:15`, where the first was."""
+    numbered = sorted(
+        (option for option in options if option.startswith("cuda:")),
+        key=lambda option: int(option.partition(":")[2]),
+    )
+    if len(numbered) < 3:
+        return options
+    first = options.index(numbered[0])
+    others = [option for option in options if option not in numbered]
+    return [*others[:first], f"{numbered[0]} ... {numbered[-1]}", *others[first:]]

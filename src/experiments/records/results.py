@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.core.errors import ExperimentError, one_line
 from experiments.core.files import write_text_atomically
@@ -122,7 +122,7 @@ def training_fields(
     """What results.json says of a training run before it starts (or resumes from `resumed`)."""
     done = 0 if resumed is None else resumed["epoch"]
     return {
-        "model": cfg.model.name,
+        "model": OmegaConf.select(cfg, "model.name"),  # checked once the run has its record
         "dataset": cfg.dataset.name,
         "placement": cfg.placement.name,
         "optimizer": cfg.optimizer.name,
