@@ -29,10 +29,10 @@ def writing(path: Path) -> Iterator[None]:
     except Exception as error:
         # torch.save reports its file object's OSError as a RuntimeError with the OSError before.
         cause = error if isinstance(error, OSError) else error.__context__
-        if not isinstance(cause, OSError):
-            raise
+        if isinstance(error, ExperimentError) or not isinstance(cause, OSError):
+            raise  # said already (a write within), or no failure to write
         gone = path.parent
-        while not gone.parent.exists():  # the run folder, say, of a checkpoint's folder
+        while not gone.parent.exists():  # the highest gone: the run folder, for a checkpoint
             gone = gone.parent
         why = (
             f"{display_path(gone)} is gone (deleted while the run went on)"
