@@ -10,6 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from experiments.core.errors import ExperimentError
+from experiments.records import environment
+from experiments.records.metrics import Metrics
 from helpers import ROOT, results
 
 SMALL = (
@@ -74,3 +79,29 @@ def test_a_run_whose_folder_is_deleted_ends_in_one_line_and_is_not_made_again(
         .endswith(f"{run_dir.relative_to(tmp_path)} is gone (deleted while the run went on)")
     )
     assert not run_dir.exists()
+
+
+@pytest.fixture
+def full_device(tmp_path: Path) -> Path:
+    """A run folder whose files are links to /dev/full: every write to them fails with ENOSPC."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    for name in ("environment.json", "metrics.jsonl"):
+        (tmp_path / name).symlink_to("/dev/full")
+    return tmp_path
+
+
+def test_the_environment_on_a_full_device_is_named(full_device: Path) -> None:
+    with pytest.raises(ExperimentError) as error:
+        environment.write(full_device)
+    assert str(error.value) == (
+        f"could not write {full_device}/environment.json: No space left on device"
+    )
+
+
+def test_metrics_on_a_full_device_are_named(full_device: Path) -> None:
+    with pytest.raises(ExperimentError) as error, Metrics(full_device, writes=True) as metrics:
+        metrics.step(1, 0, 1, loss=2.3, speed=100.0, lr=0.1)
+    assert (
+        str(error.value) == f"could not write {full_device}/metrics.jsonl: No space left on device"
+    )
