@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -243,18 +244,16 @@ def test_an_unexpected_error_keeps_its_traceback_in_the_results(tmp_path: Path) 
     assert "Traceback" in result["traceback"] and "failing.py" in result["traceback"]
 
 
-def test_an_outputs_that_is_a_file_is_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_outputs_that_is_a_file_is_named(tmp_path: Path) -> None:
     (tmp_path / "outputs").write_text("")
-    monkeypatch.chdir(tmp_path)
-    # What Hydra does to make the run folder (hydra.core.utils.run_job).
-    with pytest.raises(OSError) as error:
-        Path("outputs/2026-11-24/07-46-52_c3374b51").mkdir(parents=True, exist_ok=True)
-    assert one_line(error.value) == (
-        "outputs is a file, not a folder, so the run folder outputs/2026-11-24/07-46-52_c3374b51 "
-        "cannot be made in it; move the file away, or name another folder with hydra.run.dir= "
-        "(hydra.sweep.dir= for -m)"
+    done = train_cli(tmp_path, "device=cpu")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [done.last_line]
+    assert re.fullmatch(
+        r"Error: outputs is a file, not a folder, so the run folder outputs/[\w/-]+ cannot be made "
+        r"in it; move the file away, or name another folder with hydra.run.dir= "
+        r"\(hydra.sweep.dir= for -m\)",
+        done.last_line,
     )
 
 

@@ -140,8 +140,20 @@ def _command_line(
         report_unfinished_sweeps()
         if TRACEBACKS:
             raise
-        print(f"Error: {one_line(error)}", file=sys.stderr)
+        print(f"Error: {_not_a_folder(error) or one_line(error)}", file=sys.stderr)
         sys.exit(1)
+
+
+def _not_a_folder(error: Exception) -> str | None:
+    """Hydra could not make the run folder: one of its parents (outputs, say) is a file."""
+    if not isinstance(error, NotADirectoryError) or not error.filename:
+        return None
+    run_dir = Path(error.filename)
+    file = next((parent for parent in run_dir.parents if parent.is_file()), run_dir)
+    return (
+        f"{file} is a file, not a folder, so the run folder {run_dir} cannot be made in it; move "
+        "the file away, or name another folder with hydra.run.dir= (hydra.sweep.dir= for -m)"
+    )
 
 
 def _compose_and_run(

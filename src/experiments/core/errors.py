@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 
 from hydra.errors import (
     ConfigCompositionException,
@@ -27,8 +26,6 @@ def one_line(error: BaseException) -> str:
         return _unknown_option(error)
     if isinstance(error, OverrideParseException):
         return _malformed_override(error)
-    if isinstance(error, NotADirectoryError) and error.filename:
-        return _not_a_folder(Path(error.filename))
     if isinstance(error, ConfigCompositionException):
         designed = _composition(error)
         if designed:
@@ -72,15 +69,6 @@ def _composition(error: ConfigCompositionException) -> str | None:
         )
         return f"{given}: {where} has no key '{key}'{keys}"
     return None
-
-
-def _not_a_folder(path: Path) -> str:
-    """Making a run folder failed: one of its parents (outputs/, say) is a file."""
-    file = next((parent for parent in path.parents if parent.is_file()), path)
-    return (
-        f"{file} is a file, not a folder, so the run folder {path} cannot be made in it; move "
-        "the file away, or name another folder with hydra.run.dir= (hydra.sweep.dir= for -m)"
-    )
 
 
 def _unknown_option(error: MissingConfigException) -> str:
