@@ -4,6 +4,7 @@ is refused there, in one line naming what cannot be written."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,10 +29,14 @@ def read_only_run(tmp_path: Path) -> Iterator[Path]:
         yield run
         run.chmod(0o755)
         return
-    if subprocess.run(["chattr", "+i", str(run / "train.log"), str(run)]).returncode:
-        pytest.skip("chattr +i is not available to make a folder read-only for root")
-    yield run
-    subprocess.run(["chattr", "-i", str(run / "train.log"), str(run)], check=True)
+    paths, chattr = [str(run / "train.log"), str(run)], shutil.which("chattr")
+    try:
+        if chattr is None or subprocess.run([chattr, "+i", *paths]).returncode:
+            pytest.skip("chattr +i is not available to make a folder read-only for root")
+        yield run
+    finally:
+        if chattr is not None:
+            subprocess.run([chattr, "-i", *paths], capture_output=True)
 
 
 def test_resuming_into_a_read_only_folder_is_refused_in_one_line(read_only_run: Path) -> None:
