@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from hydra.errors import ConfigCompositionException
 
-from experiments.core.errors import ExperimentError
+from experiments.core.errors import ExperimentError, one_line
 from experiments.run.train import train
 from helpers import QUICK, ROOT, compose_config, results, train_cli
 
@@ -160,6 +162,11 @@ RUN_ERRORS = [
     (["optimizer.lr=nan"], "optimizer.lr=nan must be a finite number >= 0"),
     (["optimizer.lr=-0.1"], "optimizer.lr=-0.1 must be a finite number >= 0"),
     (
+        ["trainer.seed=18446744073709551616"],
+        "trainer.seed=18446744073709551616 must be a whole number from 0 to 2**64 - 1 "
+        "(18446744073709551615)",
+    ),
+    (
         ["trainer.gradient_clip=nan"],
         "trainer.gradient_clip=nan must be > 0 (a gradient norm), or null",
     ),
@@ -235,3 +242,41 @@ def test_an_unexpected_error_keeps_its_traceback_in_the_results(tmp_path: Path) 
     result = results(done.run_dir)
     assert result["status"] == "failed"
     assert "Traceback" in result["traceback"] and "failing.py" in result["traceback"]
+
+
+def test_an_outputs_that_is_a_file_is_named(tmp_path: Path) -> None:
+    (tmp_path / "outputs").write_text("")
+    done = train_cli(tmp_path, "device=cpu")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [done.last_line]
+    assert re.fullmatch(
+        r"Error: outputs is a file, not a folder, so the run folder outputs/[\w/-]+ cannot be made "
+        r"in it; move the file away, or name another folder with hydra.run.dir= "
+        r"\(hydra.sweep.dir= for -m\)",
+        done.last_line,
+    )
+
+
+def test_a_sources_own_argument_without_plus_is_told_to_add_it() -> None:
+    with pytest.raises(ConfigCompositionException) as error:
+        compose_config("dataset=custom", "dataset.source.size=40")
+    assert one_line(error.value) == (
+        "dataset.source.size=40: 'dataset.source' has no key 'size'; a key of your own is added "
+        "with +: +dataset.source.size=40"
+    )
+
+
+def test_a_model_config_of_ones_own_without_a_name_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "conf" / "model").mkdir(parents=True)
+    (tmp_path / "conf" / "model" / "tiny.yaml").write_text("_target_: my_models.Tiny\nwidth: 8\n")
+    cfg = compose_config(f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "model=tiny", *QUICK)
+    with pytest.raises(ExperimentError) as error:
+        train(cfg, tmp_path)
+    message = (
+        "the model config has no name:, which names the model in records and reports; add "
+        "name: <its name> to its YAML file (docs/configs.md)"
+    )
+    assert str(error.value) == message
+    assert (results(tmp_path)["status"], results(tmp_path)["reason"]) == ("failed", message)

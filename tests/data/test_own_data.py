@@ -185,7 +185,8 @@ NOT_A_TENSOR = (
         (
             ["dataset.source._target_=no_such_module.make_splits"],
             "dataset.source._target_=no_such_module.make_splits cannot be imported (No module "
-            "named 'no_such_module'); its module must be on PYTHONPATH",
+            "named 'no_such_module'); its module must be on PYTHONPATH (PYTHONPATH=. for one "
+            "in the folder you run in)",
         ),
         (
             [f"dataset.source._target_={MODULE}.returns", "+dataset.source.what=int"],

@@ -45,3 +45,10 @@ def test_devices_runs_as_a_module() -> None:
     assert done.returncode == 1
     assert done.stderr.strip().startswith("Error: device=gpu is not an option of 'device'")
     assert "device=auto picks" in done.stdout
+
+
+def test_devices_help_says_how_to_use_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert devices_main(["--help"]) == 0
+    printed = capsys.readouterr()
+    assert printed.out.splitlines()[0] == "usage: python -m experiments.devices [device overrides]"
+    assert "Error" not in printed.out + printed.err

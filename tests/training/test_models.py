@@ -108,3 +108,13 @@ def test_build_catches_a_class_count_overridden_away_from_the_dataset() -> None:
     cfg = compose_config("model=mlp", "model.num_classes=5")
     with pytest.raises(ExperimentError, match="it gives 5 outputs per image for 10 classes"):
         build_for(cfg.model, (3, 32, 32), 10, "cifar10_sample")
+
+
+def test_a_model_whose_module_cannot_be_imported_is_told_about_pythonpath() -> None:
+    cfg = compose_config("model=lenet", "model._target_=my_models.TinyCNN")
+    with pytest.raises(ExperimentError) as error:
+        build_for(cfg.model, (3, 32, 32), 10, "cifar10_sample")
+    assert str(error.value) == (
+        "model._target_=my_models.TinyCNN cannot be imported (No module named 'my_models'); its "
+        "module must be on PYTHONPATH (PYTHONPATH=. for one in the folder you run in)"
+    )

@@ -26,6 +26,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from experiments.config.overrides import (
+    evaluation_arguments,
     refuse_missing_plugins,
     refuse_numbers_for_groups,
     refuse_optimizing_on_test,
@@ -113,7 +114,7 @@ def main() -> None:
 
 def evaluate_main() -> None:
     """`python eval.py`."""
-    _command_line(_evaluate, with_paths_as_given)
+    _command_line(_evaluate, lambda arguments: with_paths_as_given(evaluation_arguments(arguments)))
 
 
 def _command_line(
@@ -123,6 +124,9 @@ def _command_line(
     # Hydra reports its own errors (unknown option, bad override, wrong type) over several lines;
     # asked for the full error, it raises instead, and we say it in one line.
     os.environ["HYDRA_FULL_ERROR"] = "1"
+    # A log line train.log cannot take (a full disk) is no traceback on the console: the write
+    # that fails next says it in one line.
+    logging.raiseExceptions = TRACEBACKS
     try:
         _recorded_by_torchrun(_compose_and_run)(hydra_main, expand)
     except KeyboardInterrupt:
@@ -137,8 +141,20 @@ def _command_line(
         report_unfinished_sweeps()
         if TRACEBACKS:
             raise
-        print(f"Error: {one_line(error)}", file=sys.stderr)
+        print(f"Error: {_not_a_folder(error) or one_line(error)}", file=sys.stderr)
         sys.exit(1)
+
+
+def _not_a_folder(error: Exception) -> str | None:
+    """Hydra could not make the run folder: one of its parents (outputs, say) is a file."""
+    if not isinstance(error, NotADirectoryError) or not error.filename:
+        return None
+    run_dir = Path(error.filename)
+    file = next((parent for parent in run_dir.parents if parent.is_file()), run_dir)
+    return (
+        f"{file} is a file, not a folder, so the run folder {run_dir} cannot be made in it; move "
+        "the file away, or name another folder with hydra.run.dir= (hydra.sweep.dir= for -m)"
+    )
 
 
 def _compose_and_run(

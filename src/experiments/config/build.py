@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
+
+from experiments.core.errors import ExperimentError
 
 
 def build(node: DictConfig, *, leave_out: tuple[str, ...] = (), **kwargs: Any) -> Any:
@@ -24,6 +27,22 @@ def build(node: DictConfig, *, leave_out: tuple[str, ...] = (), **kwargs: Any) -
         if error.__cause__ is None:
             raise
         raise error.__cause__ from None
+
+
+def check_importable(key: str, target: str) -> None:
+    """Import a `_target_` of the user's own before Hydra does, to say plainly what is missing."""
+    module_name, _, attribute = target.rpartition(".")
+    try:
+        if not module_name:
+            raise ImportError("give it as <module>.<name>")
+        getattr(importlib.import_module(module_name), attribute)
+    except AttributeError as error:
+        raise ExperimentError(f"{key}={target}: {error}") from None
+    except (ImportError, ValueError) as error:
+        raise ExperimentError(
+            f"{key}={target} cannot be imported ({error}); its module must be on PYTHONPATH "
+            "(PYTHONPATH=. for one in the folder you run in)"
+        ) from None
 
 
 def plain(node: DictConfig) -> dict[str, Any]:

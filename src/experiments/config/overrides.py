@@ -8,28 +8,18 @@ a test metric (`optimized_metric=test_accuracy`), once, before its first trial.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Sequence
-from importlib import resources, util
+from importlib import util
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config.store import CONFIG_PACKAGE
+from experiments.config.store import config_groups
 from experiments.config.validate import check_optimized_metric
 from experiments.core.errors import ExperimentError
-
-
-def config_groups() -> list[str]:
-    """The config groups a user picks options of (model, dataset, device, ...)."""
-    root = resources.files(CONFIG_PACKAGE)
-    return sorted(
-        entry.name
-        for entry in root.iterdir()
-        if entry.is_dir() and entry.name not in ("hydra", "__pycache__")
-    )
-
 
 # What Hydra's override grammar reads as more than a character of a value; a backslash before
 # one makes it a character again (Hydra's sweepers write `device=cuda\:1` so).
@@ -121,6 +111,23 @@ def refuse_missing_plugins(
             )
 
 
+# The groups eval.py takes (conf/eval.yaml's defaults); a checkpoint brings the rest.
+EVAL_GROUPS = ("dataset", "device", "placement")
+
+
+def evaluation_arguments(arguments: list[str]) -> list[str]:
+    """eval.py's arguments, a group of training (`model=tudui`) refused: Hydra would suggest
+    `+model=tudui`, which would not evaluate that model either."""
+    training = set(config_groups()) - set(EVAL_GROUPS)
+    for argument in arguments:
+        if argument.partition("=")[0].lstrip("+~").partition(".")[0] in training:
+            raise ExperimentError(
+                f"{argument}: eval.py evaluates the model its checkpoint holds, as it was "
+                "trained; it takes ckpt=, dataset=, device= and placement= (python eval.py --help)"
+            )
+    return arguments
+
+
 def with_saved_overrides(arguments: list[str]) -> list[str]:
     """Expand `resume=<run folder>` and `replay=<run folder>` into that run's saved overrides.
 
@@ -154,10 +161,21 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
         value = as_value(str(folder))
         arguments = _last_of_each_key([*previous, *others, f"{key}={value}"])
         if key == "resume":
+            _refuse_read_only(folder, given[-1])
             # In the run's own folder, whose snapshot is left to `save_snapshot` (a refused
             # resume must not overwrite it).
             arguments += [f"hydra.run.dir={value}", "hydra.output_subdir=null"]
     return arguments
+
+
+def _refuse_read_only(folder: Path, given: str) -> None:
+    """Hydra's log file would fail first, in words that name no file."""
+    for path in (folder, *folder.iterdir(), *folder.glob("checkpoints/*")):
+        if not os.access(path, os.W_OK):
+            raise ExperimentError(
+                f"{given}: {path} is read-only, and a resume writes into the run's own folder; "
+                f"make it writable (chmod -R u+w {folder}), or replay= the run in a new folder"
+            )
 
 
 def save_snapshot(cfg: DictConfig, run_dir: Path) -> None:

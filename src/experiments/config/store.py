@@ -1,12 +1,19 @@
-"""The schemas and options Hydra composes from, and the resolvers the run folder's name uses.
+"""The schemas and options Hydra composes from, the resolvers the run folder's name uses, and
+those `--help` lists the options and names the command with.
 
 This package must not import torch: `python train.py --cfg job` and `--help` stay fast.
 """
 
 from __future__ import annotations
 
+import contextlib
+import re
 import secrets
+import sys
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from importlib import resources
+from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
@@ -14,7 +21,7 @@ from omegaconf import OmegaConf
 from experiments.config.choices import DeviceName
 from experiments.config.naming import job_folder_name
 from experiments.config.schemas import SCHEMAS, DeviceConfig
-from experiments.core.text import gpu_name
+from experiments.core.text import abridged, gpu_name
 
 # The configs: conf/ in a checkout (an editable install maps the package there), or the copy an
 # installed wheel carries.
@@ -41,6 +48,8 @@ def register_configs(started: datetime, tag: str) -> None:
     OmegaConf.register_new_resolver("unique", lambda: tag, replace=True)
     OmegaConf.register_new_resolver("sweep_job", job_folder_name, replace=True)
     OmegaConf.register_new_resolver("direction_of", direction_of, replace=True)
+    OmegaConf.register_new_resolver("options_of", options_text, replace=True)
+    OmegaConf.register_new_resolver("command", lambda: command_name(sys.argv[0]), replace=True)
 
 
 def direction_of(metric: str) -> str:
@@ -51,3 +60,56 @@ def direction_of(metric: str) -> str:
 def new_tag() -> str:
     """The random part of a run folder's name: runs started in the same second never share one."""
     return secrets.token_hex(4)
+
+
+def config_groups() -> list[str]:
+    """The config groups a user picks options of (model, dataset, device, ...)."""
+    root = resources.files(CONFIG_PACKAGE)
+    return sorted(
+        entry.name
+        for entry in root.iterdir()
+        if entry.is_dir() and entry.name not in ("hydra", "__pycache__")
+    )
+
+
+def options_text(searchpath: Sequence[str], choices: Mapping[str, object]) -> str:
+    """Resolver for `--help`: a line per group the command takes (those its defaults list chooses
+    from, `hydra.runtime.choices`) with its options, in order (cuda:2 before cuda:10)."""
+    groups = sorted(group for group in choices if not group.startswith("hydra/"))
+    return "".join(
+        f"{group}: {', '.join(abridged(group_options(group, searchpath)))}\n" for group in groups
+    )
+
+
+def group_options(group: str, searchpath: Sequence[str] = ()) -> list[str]:
+    """A group's options as Hydra finds them: the YAML files in conf/<group>/ and in the folders
+    `hydra.searchpath` adds (file:// or pkg://), and those registered here (device=cuda:N)."""
+    folders = [resources.files(CONFIG_PACKAGE) / group]
+    for entry in searchpath:
+        scheme, _, where = str(entry).partition("://")
+        folders.append(Path(where) / group if scheme == "file" else resources.files(where) / group)
+    names = {
+        entry.name.removesuffix(".yaml")
+        for folder in folders
+        if folder.is_dir()
+        for entry in folder.iterdir()
+        if entry.name.endswith(".yaml")
+    }
+    with contextlib.suppress(OSError):  # a group with nothing registered
+        names |= {name.removesuffix(".yaml") for name in ConfigStore.instance().list(group)}
+    # Numbers by their value: cuda:2 before cuda:10.
+    return sorted(
+        names,
+        key=lambda name: [
+            int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)
+        ],
+    )
+
+
+def command_name(argv0: str) -> str:
+    """The command as the user typed it, `sys.argv[0]` being `argv0`: python train.py,
+    python -m experiments, or an installed script (experiments-train)."""
+    path = Path(argv0)
+    if path.name == "__main__.py":
+        return f"python -m {path.parent.name}"
+    return f"python {path.name}" if path.suffix == ".py" else path.name

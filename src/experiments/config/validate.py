@@ -21,6 +21,11 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
     `trainer.batch_size` is the global batch, shared by the `processes` of a distributed run.
     """
     _refuse_unknown_keys(cfg, "")
+    if "model" in cfg and OmegaConf.select(cfg, "model.name") is None:  # a model of one's own
+        raise ExperimentError(
+            "the model config has no name:, which names the model in records and reports; add "
+            "name: <its name> to its YAML file (docs/configs.md)"
+        )
     if "trainer" in cfg:
         trainer = cfg.trainer
         _at_least_one(
@@ -33,6 +38,11 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
             raise ExperimentError(
                 f"trainer.compile={trainer.compile} cannot compile device=dp's DataParallel (it "
                 "copies the model to every GPU at every step); use device=ddp"
+            )
+        if not 0 <= trainer.seed < 2**64:  # what torch's generators take
+            raise ExperimentError(
+                f"trainer.seed={trainer.seed} must be a whole number from 0 to 2**64 - 1 "
+                f"({2**64 - 1})"
             )
         _check_selection(cfg)
         _check_optimization(cfg)

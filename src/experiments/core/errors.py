@@ -13,6 +13,8 @@ from hydra.errors import (
 )
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
+from experiments.core.text import abridged
+
 
 class ExperimentError(Exception):
     """Bad input the user can fix; the message is one line: the bad value, and what is valid."""
@@ -62,7 +64,8 @@ def _composition(error: ConfigCompositionException) -> str | None:
         keys = (
             f"; its keys are {', '.join(entry.name for entry in dataclasses.fields(schema))}"
             if schema is not None and dataclasses.is_dataclass(schema)
-            else ""
+            # A free-form section: a data source's arguments, a model's of the user's own.
+            else f"; a key of your own is added with +: +{given}"
         )
         return f"{given}: {where} has no key '{key}'{keys}"
     return None
@@ -71,7 +74,7 @@ def _composition(error: ConfigCompositionException) -> str | None:
 def _unknown_option(error: MissingConfigException) -> str:
     # missing_cfg_file is "<group>/<option>", e.g. "device/gpu".
     group, _, option = (error.missing_cfg_file or "").rpartition("/")
-    options = ", ".join(_abridge(list(error.options or [])))
+    options = ", ".join(abridged(list(error.options or [])))
     if not group:
         return _flatten(str(error))
     return f"{group}={option} is not an option of '{group}'; choose one of: {options}"
@@ -85,19 +88,6 @@ def _malformed_override(error: OverrideParseException) -> str:
         f"malformed override '{error.override}'{detail}; overrides look like key=value, "
         "key=[a,b] or +new_key=value (https://hydra.cc/docs/advanced/override_grammar/basic)"
     )
-
-
-def _abridge(options: list[str]) -> list[str]:
-    """Collapse a run of `cuda:0`, `cuda:1`, ... into `cuda:0 ... cuda:15`."""
-    numbered = sorted(
-        (option for option in options if option.startswith("cuda:")),
-        key=lambda option: int(option.partition(":")[2]),
-    )
-    if len(numbered) < 3:
-        return options
-    first = options.index(numbered[0])
-    others = [option for option in options if option not in numbered]
-    return [*others[:first], f"{numbered[0]} ... {numbered[-1]}", *others[first:]]
 
 
 def _flatten(text: str) -> str:

@@ -1,29 +1,63 @@
-"""Files written whole or not at all, and locks between processes.
+"""Files written whole or not at all, files a write that failed names, and locks between
+processes.
 
 Every record a run keeps (results.json, metrics.jsonl after a resume, checkpoints, the cache's
 statistics) is written by `write_atomically`, and every lock (a cache entry being built, a GPU a
 sweep job holds) is a POSIX file lock, which the system releases even if its process dies.
+A write that fails (a full disk, a folder deleted or made read-only) is said in one line naming
+the file (`writing`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+
+from experiments.core.errors import ExperimentError
+from experiments.core.text import display_path
+
+
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Say a failure to write `path` in the block as one line naming it and why."""
+    try:
+        yield
+    except Exception as error:
+        # torch.save reports its file object's OSError as a RuntimeError with the OSError before.
+        cause = error if isinstance(error, OSError) else error.__context__
+        if isinstance(error, ExperimentError) or not isinstance(cause, OSError):
+            raise  # said already (a write within), or no failure to write
+        gone = path.parent
+        while not gone.parent.exists():  # the highest gone: the run folder, for a checkpoint
+            gone = gone.parent
+        why = (
+            f"{display_path(gone)} is gone (deleted while the run went on)"
+            if not gone.exists()
+            else cause.strerror or str(cause)
+        )
+        raise ExperimentError(f"could not write {display_path(path)}: {why}") from error
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write to a temporary file beside `path`, sync it to disk, then rename it over `path`:
-    a crash leaves either the old file or the new one, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    a crash leaves either the old file or the new one, never a torn one. `path`'s folder must
+    exist: a run folder deleted while its run goes on is not made again."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "wb") as file:
-        write(file)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
+    with writing(path):
+        try:
+            with open(temporary, "wb") as file:
+                write(file)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            # On a full disk, the part written would hold the space the run's record needs.
+            temporary.unlink(missing_ok=True)
+            raise
     if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX)
         directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -34,6 +68,27 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
 
 def write_text_atomically(path: Path, text: str) -> None:
     write_atomically(path, lambda file: file.write(text.encode()))
+
+
+def read_json_lines(path: Path) -> list[dict[str, Any]]:
+    """The rows of a file a process appends JSON lines to. A last line cut short is left out: it
+    is the row a killed process was writing (a complete row ends with a newline)."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            if number == len(lines) and not text.endswith("\n"):
+                break
+            raise ExperimentError(
+                f"{display_path(path)} line {number} is not a JSON row ({error.msg}); each line "
+                "holds one, and only the last may be cut short (by a killed run)"
+            ) from None
+    return rows
 
 
 @contextlib.contextmanager

@@ -29,3 +29,16 @@ def part_of_split(evaluated: int, in_split: int) -> str | None:
     """ "64 of 1,000" when only part of a split was evaluated (trainer.limit_eval_batches, eval.py's
     limit_batches); None for the whole split."""
     return f"{evaluated:,} of {in_split:,}" if evaluated < in_split else None
+
+
+def abridged(options: list[str]) -> list[str]:
+    """Collapse a run of `cuda:0`, `cuda:1`, ... into `cuda:0 ... cuda:15`, where the first was."""
+    numbered = sorted(
+        (option for option in options if option.startswith("cuda:")),
+        key=lambda option: int(option.partition(":")[2]),
+    )
+    if len(numbered) < 3:
+        return options
+    first = options.index(numbered[0])
+    others = [option for option in options if option not in numbered]
+    return [*others[:first], f"{numbered[0]} ... {numbered[-1]}", *others[first:]]

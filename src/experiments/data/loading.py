@@ -15,7 +15,6 @@ A source, named by the dataset config's `source._target_`, returns the splits in
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import logging
 import math
@@ -25,7 +24,7 @@ from typing import Any
 
 import torch
 
-from experiments.config.build import build, plain
+from experiments.config.build import build, check_importable, plain
 from experiments.config.choices import Loader
 from experiments.config.schemas import DatasetConfig, is_image_folder
 from experiments.core.errors import ExperimentError
@@ -50,19 +49,7 @@ def load(config: DatasetConfig, *, processes_here: int = 1, training: bool = Tru
 
 
 def _made_by_source(config: DatasetConfig, evaluating: bool) -> Any:
-    target = config.source._target_
-    module_name, _, attribute = target.rpartition(".")
-    try:  # before Hydra does, to say plainly what is missing
-        if not module_name:
-            raise ImportError("give it as <module>.<function>")
-        getattr(importlib.import_module(module_name), attribute)
-    except AttributeError as error:
-        raise ExperimentError(f"dataset.source._target_={target}: {error}") from None
-    except (ImportError, ValueError) as error:
-        raise ExperimentError(
-            f"dataset.source._target_={target} cannot be imported ({error}); its module must be "
-            "on PYTHONPATH"
-        ) from None
+    check_importable("dataset.source._target_", config.source._target_)
     return build(config.source, **({"evaluating": True} if evaluating else {}))
 
 

@@ -24,12 +24,20 @@ from experiments.devices.plan import Machine, request_text, resolve
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.process_settings import number_gpus_by_bus
 
+USAGE = """usage: python -m experiments.devices [device overrides]
+Lists this machine's CPU and GPUs and what device=auto picks; with device overrides (those of
+python train.py, e.g. device=cuda:1 or device=dp 'device.ids=[0,1]'), how that request resolves
+here, or why it cannot (exit code 1)."""
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The machine's CPU and GPUs, what device=auto picks, and how the overrides' device
     resolves; exit code 1 with one line if it cannot."""
     number_gpus_by_bus()  # as every job does, so cuda:N names the same GPU here
     overrides = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help"} & set(overrides):
+        print(USAGE)
+        return 0
     machine = Machine.detect()
     print(f"torch {torch.__version__} ({torch_build()})")
     cores, threads = os.cpu_count(), torch.get_num_threads()

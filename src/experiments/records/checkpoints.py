@@ -23,7 +23,7 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.config.build import with_current_targets
 from experiments.core.errors import ExperimentError, one_line
-from experiments.core.files import write_atomically
+from experiments.core.files import write_atomically, writing
 from experiments.records import checksum
 
 LAST = Path("checkpoints") / "last.pt"
@@ -72,6 +72,8 @@ def state(
 def save(path: Path, checkpoint: dict[str, Any]) -> None:
     """Write `checkpoint`, with its checksum, whole or not at all."""
     summed = {**checkpoint, CHECKSUM: checksum.digest(checkpoint)}
+    with writing(path):
+        path.parent.mkdir(exist_ok=True)  # checkpoints/, in the run folder (never made again)
     write_atomically(path, lambda file: torch.save(summed, file))
 
 

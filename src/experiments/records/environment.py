@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from experiments.core.files import writing
 from experiments.devices.description import cpu_name
 
 SOURCE = Path(__file__).resolve().parent
@@ -28,10 +29,11 @@ SOURCE = Path(__file__).resolve().parent
 
 def write(run_dir: Path) -> None:
     """environment.json, and git.diff when the source has uncommitted changes."""
-    (run_dir / "environment.json").write_text(json.dumps(environment(), indent=2) + "\n")
-    diff = git_diff()
-    if diff:
-        (run_dir / "git.diff").write_text(diff + "\n")
+    files = {"environment.json": json.dumps(environment(), indent=2), "git.diff": git_diff()}
+    for name, text in files.items():
+        if text:
+            with writing(run_dir / name):
+                (run_dir / name).write_text(text + "\n")
 
 
 def environment() -> dict[str, Any]:

@@ -13,18 +13,24 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
 from torch.utils.tensorboard import SummaryWriter
 
-from experiments.core.files import write_text_atomically
+from experiments.core.errors import ExperimentError
+from experiments.core.files import read_json_lines, write_text_atomically, writing
 from experiments.devices.distributed import sigterm_held
 from experiments.records import confusion, hparams
 from experiments.training.loop import EvaluationResult, TrainingResult
 
 log = logging.getLogger("experiments")
+
+# TensorBoard's file, as a failed write names it (its writer picks the rest of the name).
+EVENTS = "events.out.tfevents.*"
 
 
 class Metrics:
@@ -40,14 +46,22 @@ class Metrics:
         self._purge_step: int | None = None
 
     def __enter__(self) -> Metrics:
+        self._excepthook = threading.excepthook
+        threading.excepthook = _quiet_tensorboard_thread(self._excepthook)
         return self
 
-    def __exit__(self, *exception: object) -> None:
-        with sigterm_held():
-            if self._jsonl is not None:
-                self._jsonl.close()
-            if self._tensorboard is not None:
-                self._tensorboard.close()
+    def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:
+        try:
+            with sigterm_held(), writing(self.dir / EVENTS):
+                if self._jsonl is not None:
+                    self._jsonl.close()
+                if self._tensorboard is not None:
+                    self._tensorboard.close()
+        except ExperimentError:
+            if kind is None:
+                raise  # else the run's own failure is what to say, not a repeat of it
+        finally:
+            threading.excepthook = self._excepthook
 
     def resume_after(self, epoch: int, steps_per_epoch: int) -> None:
         """Continue after `epoch`: what was logged after it is about to be done again."""
@@ -55,9 +69,8 @@ class Metrics:
         path = self.dir / "metrics.jsonl"
         if not self.writes or not path.is_file():
             return
-        rows = [line for line in path.read_text().splitlines() if line.strip()]
-        kept = [line for line in rows if json.loads(line)["epoch"] <= epoch]
-        write_text_atomically(path, "".join(f"{line}\n" for line in kept))
+        kept = [row for row in read_json_lines(path) if row["epoch"] <= epoch]
+        write_text_atomically(path, "".join(f"{json.dumps(row)}\n" for row in kept))
 
     def step(
         self, epoch: int, steps_before: int, step: int, loss: float, speed: float, lr: float
@@ -119,7 +132,8 @@ class Metrics:
     ) -> None:
         """The run's hyperparameters and final `numbers`, for TensorBoard's HParams tab."""
         if self.writes:
-            hparams.write(self._writer(), hyperparameters, numbers, global_step)
+            with writing(self.dir / EVENTS):
+                hparams.write(self._writer(), hyperparameters, numbers, global_step)
 
     def confusion_matrix(
         self, counts: list[list[int]], classes: list[str], title: str, global_step: int
@@ -136,24 +150,43 @@ class Metrics:
             )
             return
         path = self.dir / "confusion_matrix.png"
-        confusion.save(counts, classes, title, path, self._writer(), global_step)
+        with writing(path):
+            confusion.save(counts, classes, title, path, self._writer(), global_step)
 
     def _write(self, **row: Any) -> None:
         if not self.writes:
             return
-        if self._jsonl is None:
-            self._jsonl = open(self.dir / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        self._jsonl.write(json.dumps({**row, "time": time.time()}) + "\n")
-        self._jsonl.flush()
+        path = self.dir / "metrics.jsonl"
+        with writing(path):
+            if self._jsonl is None:
+                self._jsonl = open(path, "a", encoding="utf-8")  # noqa: SIM115
+            self._jsonl.write(json.dumps({**row, "time": time.time()}) + "\n")
+            self._jsonl.flush()
 
     def _scalar(self, tag: str, value: float, step: int) -> None:
         if not self.writes:
             return
-        writer = self._writer()
-        writer.add_scalar(tag, value, step)
-        writer.flush()
+        with writing(self.dir / EVENTS):
+            writer = self._writer()
+            writer.add_scalar(tag, value, step)
+            writer.flush()
 
     def _writer(self) -> SummaryWriter:
         if self._tensorboard is None:
             self._tensorboard = SummaryWriter(self.dir, purge_step=self._purge_step)
         return self._tensorboard
+
+
+def _quiet_tensorboard_thread(
+    previous: Callable[[threading.ExceptHookArgs], object],
+) -> Callable[[threading.ExceptHookArgs], object]:
+    """TensorBoard writes its events in a thread, which keeps a failed write's error for the next
+    write to raise (and `writing` to say in one line): the thread's own traceback would only say
+    it first, in many lines."""
+
+    def hook(args: threading.ExceptHookArgs) -> object:
+        if type(args.thread).__module__.startswith("tensorboard."):
+            return None
+        return previous(args)
+
+    return hook

@@ -10,6 +10,7 @@ Of several processes, only the main one writes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -20,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.core.errors import ExperimentError
 from experiments.core.files import write_text_atomically
@@ -75,7 +76,8 @@ class Results:
     ) -> None:
         if error is None or self._held:
             return
-        with sigterm_held():
+        # A folder deleted, or a disk still full: the failure is said on the console all the same.
+        with sigterm_held(), contextlib.suppress(ExperimentError):
             if isinstance(error, KeyboardInterrupt):
                 self.finish("failed", "interrupted")
                 return
@@ -120,7 +122,7 @@ def training_fields(
     """What results.json says of a training run before it starts (or resumes from `resumed`)."""
     done = 0 if resumed is None else resumed["epoch"]
     return {
-        "model": cfg.model.name,
+        "model": OmegaConf.select(cfg, "model.name"),  # checked once the run has its record
         "dataset": cfg.dataset.name,
         "placement": cfg.placement.name,
         "optimizer": cfg.optimizer.name,

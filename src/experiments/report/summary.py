@@ -35,6 +35,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from experiments.config.naming import planned_job_names
+from experiments.core.files import read_json_lines
 from experiments.core.text import part_of_split
 from experiments.report import plots
 from experiments.training.selection import Monitor, selected_epoch
@@ -170,8 +171,7 @@ def epochs(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         return []
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return [row for row in rows if row["kind"] == "epoch"]
+    return [row for row in read_json_lines(path) if row["kind"] == "epoch"]
 
 
 def write_report(folder: Path) -> list[dict[str, Any]]:

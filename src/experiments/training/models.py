@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from experiments.config.build import build
+from experiments.config.build import build, check_importable
 from experiments.config.schemas import ModelConfig
 from experiments.core.errors import ExperimentError
 from experiments.core.text import shape_text
@@ -28,6 +28,7 @@ def build_for(
 ) -> nn.Module:
     """Build the model the config names and check it takes the dataset's images and classes."""
     cannot = f"model {config.name} cannot take dataset {dataset} ({shape_text(image_shape)} images)"
+    check_importable("model._target_", config._target_)
     try:
         model = build(config)
         model.eval()  # the probe below must not change any state (batch-norm statistics)

@@ -1,0 +1,41 @@
+"""metrics.jsonl as a killed run leaves it: a torn last line is the row it was writing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.core.errors import ExperimentError
+from experiments.records.metrics import Metrics
+from experiments.report.summary import epochs
+
+
+def _rows(*rows: dict[str, object]) -> str:
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+EPOCH_1 = {"kind": "epoch", "epoch": 1, "test_accuracy": 0.5}
+STEP_2 = {"kind": "step", "epoch": 2, "step": 1, "train_loss": 2.0}
+
+
+def test_a_torn_last_line_is_dropped_on_resume_and_in_the_report(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    # SIGKILLed mid-write: the row of epoch 2's second step stopped part-way.
+    path.write_text(_rows(EPOCH_1, STEP_2) + '{"kind": "step", "epo')
+    assert epochs(tmp_path) == [EPOCH_1]
+    with Metrics(tmp_path, writes=True) as metrics:
+        metrics.resume_after(1, steps_per_epoch=4)
+    assert path.read_text() == _rows(EPOCH_1)
+
+
+def test_a_damaged_line_before_the_last_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(_rows(EPOCH_1) + "not json\n" + _rows(STEP_2))
+    with pytest.raises(ExperimentError) as error, Metrics(tmp_path, writes=True) as metrics:
+        metrics.resume_after(1, steps_per_epoch=4)
+    assert str(error.value) == (
+        f"{path} line 2 is not a JSON row (Expecting value); each line holds one, and only "
+        "the last may be cut short (by a killed run)"
+    )
