@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from experiments.core.errors import ExperimentError
 from experiments.report.summary import find_runs, table, write_report
 
 
@@ -27,7 +28,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not find_runs(folder):
         print(f"Error: no runs in {folder} (a run folder has a .hydra/ snapshot)", file=sys.stderr)
         return 1
-    rows = write_report(folder)
+    try:
+        rows = write_report(folder)
+    except ExperimentError as error:  # a run's record that cannot be read, named
+        print(f"Error: {error}", file=sys.stderr)
+        return 1
     print(table(rows, folder), file=sys.stderr)
     print(f"report: {folder}/summary.csv, summary.md, throughput.png, curves.png", file=sys.stderr)
     return 0

@@ -1,0 +1,29 @@
+"""`python -m experiments.report <folder>` on runs as they lie on disk."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from experiments.report.command import main
+from helpers import ROOT
+
+FIXTURE = ROOT / "tests" / "fixtures" / "flat_layout_run.tar.gz"
+
+
+def test_a_damaged_metrics_line_is_named_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with tarfile.open(FIXTURE) as archive:
+        archive.extractall(tmp_path, filter="data")
+    metrics = tmp_path / "flat_layout_run" / "metrics.jsonl"
+    first, *rest = metrics.read_text().splitlines(keepends=True)
+    metrics.write_text("".join([first, "not json\n", *rest]))
+
+    assert main([str(tmp_path)]) == 1
+    assert capsys.readouterr().err == (
+        f"Error: {metrics} line 2 is not a JSON row (Expecting value); each line holds one, and "
+        "only the last may be cut short (by a killed run)\n"
+    )
