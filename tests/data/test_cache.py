@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import torch
 from PIL import Image
 
@@ -114,3 +119,49 @@ def test_two_processes_building_the_same_cache_at_once_share_one_entry(
     assert sorted(path.name for path in cache_dir.iterdir() if path.is_dir()) == sorted(
         Path(record[split]["path"]).name for record in found[:1] for split in ("train", "test")
     )
+
+
+# Takes the lock file it is given and holds it, as a build would: a builder stopped (SIGSTOP) or
+# hung mid-build.
+HOLD_LOCK = """
+import fcntl, sys, time
+lock = open(sys.argv[1], "w")
+fcntl.flock(lock, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+def test_waiting_on_another_processs_build_says_so_and_gives_up_in_one_line(
+    folders: Folders, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    overrides = (
+        "dataset=image_folder",
+        f"dataset.root={folders.png}",
+        "dataset.loader=memory",
+        f"dataset.cache_dir={tmp_path / 'cache'}",
+    )
+    entry = Path(load(*overrides).record["cache"]["train"]["path"])
+    lock = entry.with_name(entry.name + ".lock")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(lock)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        began = time.monotonic()
+        with caplog.at_level(logging.INFO, logger="experiments"):
+            error = load_error(*overrides, "dataset.cache_timeout=0.5")
+        waited = time.monotonic() - began
+    finally:
+        holder.kill()
+        holder.wait()
+    assert error == (
+        f"cache entry {entry} is still being built by another process after "
+        f"dataset.cache_timeout=0.5 s (it holds {lock}); if that process is stopped or hung, end "
+        "it, or give it longer with dataset.cache_timeout=SECONDS"
+    )
+    assert 0.5 <= waited < 20
+    assert (
+        f"waiting for another process to build the cache entry {entry} (it holds {lock}; "
+        "giving up after dataset.cache_timeout=0.5 s)"
+    ) in caplog.text

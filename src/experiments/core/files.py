@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
+
+# How often a process waiting for a lock tries it again.
+LOCK_POLL_SECONDS = 0.1
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
@@ -37,12 +41,19 @@ def write_text_atomically(path: Path, text: str) -> None:
 
 
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `path` for the block, waiting for any other holder first."""
-    import fcntl  # POSIX only: imported here so that the module still loads on Windows
-
-    with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+def locked(path: Path, timeout: float, waiting: Callable[[], object]) -> Iterator[None]:
+    """Hold an exclusive lock on `path` for the block. If another process holds it, call
+    `waiting` once and wait for it, `timeout` seconds at most (then TimeoutError): a holder that
+    is stopped or hung never releases it."""
+    lock = try_lock(path)
+    if lock is None:
+        waiting()
+        deadline = time.monotonic() + timeout
+        while (lock := try_lock(path)) is None:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{path} is still locked after {timeout:g} s")
+            time.sleep(LOCK_POLL_SECONDS)
+    with lock:
         yield
 
 

@@ -8,17 +8,20 @@ paths, sizes and modification times, the image size and the channels, and what m
 (its function and arguments); a changed folder gets a new entry. An entry is built in a
 temporary folder and renamed into place, so a kill mid-build leaves none; one whose files do not
 have the sizes its meta.json records (truncated, say) is rebuilt. A lock file per entry makes a
-second run (or torchrun process) building the same entry wait for the first and then use it.
+second run (or torchrun process) building the same entry wait for the first and then use it,
+`dataset.cache_timeout` seconds at most: a builder that is stopped or hung is not waited for ever.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +76,13 @@ def usable_folder(cache_dir: str) -> Path:
 
 
 def decoded(
-    dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int
+    dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int, timeout: float
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     """The split's images (memory-mapped) and labels from the cache entry `entry`, built first if
-    it is missing or torn; and what happened, for results.json."""
-    with locked(entry.with_name(entry.name + ".lock")):
+    it is missing or torn; and what happened, for results.json. Another process building it is
+    waited for, `timeout` seconds at most (dataset.cache_timeout)."""
+    lock = entry.with_name(entry.name + ".lock")
+    with _locked(entry, lock, timeout):
         problem = _problem(entry)
         built = problem is not None
         if built:
@@ -96,6 +101,30 @@ def decoded(
     if built:
         record["build_seconds"] = round(meta["seconds"], 2)
     return images, labels, record
+
+
+@contextlib.contextmanager
+def _locked(entry: Path, lock: Path, timeout: float) -> Iterator[None]:
+    limit = f"dataset.cache_timeout={timeout:g} s"
+
+    def waiting() -> None:
+        log.info(
+            "waiting for another process to build the cache entry %s (it holds %s; giving up "
+            "after %s)",
+            entry,
+            lock,
+            limit,
+        )
+
+    try:
+        with locked(lock, timeout, waiting):
+            yield
+    except TimeoutError:
+        raise ExperimentError(
+            f"cache entry {entry} is still being built by another process after {limit} (it "
+            f"holds {lock}); if that process is stopped or hung, end it, or give it longer with "
+            "dataset.cache_timeout=SECONDS"
+        ) from None
 
 
 def _build(dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int) -> None:

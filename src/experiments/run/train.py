@@ -35,7 +35,7 @@ from experiments.devices.placement import audit
 from experiments.devices.plan import DevicePlan
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.wrapping import unwrap
-from experiments.records import checkpoints, environment, hparams
+from experiments.records import checkpoints, environment, hparams, running
 from experiments.records.metrics import Metrics
 from experiments.records.results import (
     Results,
@@ -295,6 +295,7 @@ def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:
     """The checkpoint `resume=` continues from, if the run can go on as configured now."""
     if not cfg.resume:
         return None
+    running.refuse_if_running(cfg.resume)  # two processes never write one folder
     resumed = checkpoints.to_resume(cfg.resume, cfg.trainer.epochs, cfg.scheduler.name)
     selection.refuse_stopped(resumed["history"], cfg.trainer, cfg.resume)
     return resumed
