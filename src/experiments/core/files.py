@@ -9,31 +9,53 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
+# The temporary file of `write_atomically`.
+LEFTOVER = re.compile(r"\..+\.\d+\.tmp")
 # How often a process waiting for a lock tries it again.
 LOCK_POLL_SECONDS = 0.1
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write to a temporary file beside `path`, sync it to disk, then rename it over `path`:
-    a crash leaves either the old file or the new one, never a torn one."""
+    a crash leaves either the old file or the new one, never a torn one. A write that fails (or
+    is interrupted) removes its temporary file; one killed leaves it to `remove_leftovers`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "wb") as file:
-        write(file)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, path)
+    try:
+        with open(temporary, "wb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX)
         directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(directory)
         finally:
             os.close(directory)
+
+
+def remove_leftovers(*folders: Path) -> list[Path]:
+    """Remove the temporary files that writers killed mid-write (`.last.pt.<pid>.tmp`) left in
+    `folders`, and return them. Only while no other process writes there."""
+    left = [
+        path
+        for folder in folders
+        for path in folder.glob(".*.tmp")
+        if LEFTOVER.fullmatch(path.name) and path.is_file()
+    ]
+    for path in left:
+        path.unlink(missing_ok=True)
+    return left
 
 
 def write_text_atomically(path: Path, text: str) -> None:

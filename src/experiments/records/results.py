@@ -22,6 +22,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from experiments.core import interrupts
 from experiments.core.errors import ExperimentError, one_line
 from experiments.core.files import write_text_atomically
 from experiments.devices.distributed import first_failure, sigterm_held
@@ -76,8 +77,8 @@ class Results:
         if error is None or self._held:
             return
         with sigterm_held():
-            if isinstance(error, KeyboardInterrupt):
-                self.finish("failed", "interrupted")
+            if isinstance(error, KeyboardInterrupt):  # Ctrl-C, or SIGTERM
+                self.finish("failed", interrupts.reason(error))
                 return
             if not isinstance(error, ExperimentError):  # a bug or a crash: keep where it was
                 self._fields["traceback"] = "".join(traceback.format_exception(error))
