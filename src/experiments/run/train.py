@@ -23,6 +23,7 @@ from experiments.config import overrides
 from experiments.config.build import build, plain
 from experiments.config.choices import Interval
 from experiments.config.validate import validate
+from experiments.core.files import remove_leftovers
 from experiments.core.text import display_path, shape_text
 from experiments.data.batches import Augment, Batches
 from experiments.data.types import Split, Streamed
@@ -45,7 +46,7 @@ from experiments.records.results import (
 )
 from experiments.run import setup
 from experiments.training import loop, models, schedules, seeding, selection
-from experiments.training.selection import Monitor
+from experiments.training.selection import Monitor, selected_epoch
 
 log = logging.getLogger("experiments")
 
@@ -256,16 +257,30 @@ class TrainingRun:
         )
         # Accepted: the run now has this config, this environment, and records again.
         self.results.accept()
+        self.history = list(resumed["history"])
+        self.selected_confusion = resumed.get("selected_confusion", [])
         if device.group.is_main:
             overrides.save_snapshot(composed, self.run_dir)
             environment.write(self.run_dir)
+            self._repair(resumed)
         seeding.restore(resumed["rng"], self.shuffle, device.plan.gpus)
-        self.history = list(resumed["history"])
-        self.selected_confusion = resumed.get("selected_confusion", [])
         self.metrics.resume_after(resumed["epoch"], len(self.train_batches))
+        trained = resumed["epoch"] == self.cfg.trainer.epochs  # killed before its records' end
         log.info(
-            "resuming %s after epoch %d", display_path(Path(self.cfg.resume)), resumed["epoch"]
+            "resuming %s after epoch %d%s",
+            display_path(Path(self.cfg.resume)),
+            resumed["epoch"],
+            ": every epoch is trained, what the run left unwritten follows" if trained else "",
         )
+
+    def _repair(self, resumed: dict[str, Any]) -> None:
+        """Undo what a kill mid-write leaves: temporary files, and a best.pt behind last.pt
+        (killed between the two, which older versions wrote in that order)."""
+        left = remove_leftovers(self.run_dir, self.run_dir / checkpoints.LAST.parent)
+        if left:
+            log.info("removed %s, left by a write cut short", ", ".join(p.name for p in left))
+        if self.monitor and selected_epoch(self.history, self.monitor)["epoch"] == resumed["epoch"]:
+            checkpoints.save(self.run_dir / checkpoints.BEST, resumed)
 
     def _save_checkpoints(self, epoch: int, *, last: bool, best: bool) -> None:
         """last.pt every trainer.checkpoint_every epochs and at the last; best.pt at a newly
@@ -285,10 +300,11 @@ class TrainingRun:
             rng=seeding.capture(self.shuffle, self.device.plan.gpus),
             selected_confusion=self.selected_confusion,
         )
-        if due:
-            checkpoints.save(self.run_dir / checkpoints.LAST, checkpoint)
+        # best.pt first: a kill between the two never leaves last.pt ahead of it.
         if best:
             checkpoints.save(self.run_dir / checkpoints.BEST, checkpoint)
+        if due:
+            checkpoints.save(self.run_dir / checkpoints.LAST, checkpoint)
 
 
 def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:
@@ -296,7 +312,11 @@ def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:
     if not cfg.resume:
         return None
     running.refuse_if_running(cfg.resume)  # two processes never write one folder
-    resumed = checkpoints.to_resume(cfg.resume, cfg.trainer.epochs, cfg.scheduler.name)
+    # Killed after its last checkpoint, a run has trained every epoch but not recorded the end.
+    completed = running.recorded(Path(cfg.resume)).get("status") == "completed"
+    resumed = checkpoints.to_resume(
+        cfg.resume, cfg.trainer.epochs, cfg.scheduler.name, completed=completed
+    )
     selection.refuse_stopped(resumed["history"], cfg.trainer, cfg.resume)
     return resumed
 
