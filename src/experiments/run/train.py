@@ -94,6 +94,7 @@ class TrainingRun:
         self.metrics = metrics
         self.history: list[dict[str, Any]] = []  # a row per epoch trained
         self.selected_confusion: list[list[int]] = []  # the test split's, at the selected epoch
+        self.stopped_early = False  # a resumed run, killed after it stopped early
 
     def setup(
         self, group: ProcessGroup, free_gpus: FreeGpus | None, resumed: dict[str, Any] | None
@@ -165,6 +166,8 @@ class TrainingRun:
     def fit(self) -> None:
         """Train the epochs left, each followed by evaluation, selection and checkpoints."""
         trainer = self.cfg.trainer
+        if self.stopped_early:
+            return
         for epoch in range(len(self.history) + 1, trainer.epochs + 1):
             steps_before = (epoch - 1) * len(self.train_batches)
             training = loop.train_epoch(
@@ -265,12 +268,19 @@ class TrainingRun:
             self._repair(resumed)
         seeding.restore(resumed["rng"], self.shuffle, device.plan.gpus)
         self.metrics.resume_after(resumed["epoch"], len(self.train_batches))
-        trained = resumed["epoch"] == self.cfg.trainer.epochs  # killed before its records' end
+        trainer = self.cfg.trainer
+        stopping = trainer.early_stopping
+        stop = selection.early_stop(self.history, self.monitor, stopping) if self.monitor else None
+        if stop:
+            self.stopped_early = True
+            self.results.add(stopped_early={"epoch": resumed["epoch"], "reason": stop})
+        # Killed after its last checkpoint, before its records' end.
+        over = self.stopped_early or resumed["epoch"] == trainer.epochs
         log.info(
             "resuming %s after epoch %d%s",
             display_path(Path(self.cfg.resume)),
             resumed["epoch"],
-            ": every epoch is trained, what the run left unwritten follows" if trained else "",
+            ": its training is over, what the run left unwritten follows" if over else "",
         )
 
     def _repair(self, resumed: dict[str, Any]) -> None:
@@ -317,7 +327,8 @@ def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:
     resumed = checkpoints.to_resume(
         cfg.resume, cfg.trainer.epochs, cfg.scheduler.name, completed=completed
     )
-    selection.refuse_stopped(resumed["history"], cfg.trainer, cfg.resume)
+    if completed:  # (one killed after stopping early is finished where it stopped)
+        selection.refuse_stopped(resumed["history"], cfg.trainer, cfg.resume)
     return resumed
 
 
