@@ -7,6 +7,7 @@ import logging
 import multiprocessing
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -165,3 +166,47 @@ def test_waiting_on_another_processs_build_says_so_and_gives_up_in_one_line(
         f"waiting for another process to build the cache entry {entry} (it holds {lock}; "
         "giving up after dataset.cache_timeout=0.5 s)"
     ) in caplog.text
+
+
+# A build that takes its time (a slow image a second), in a process that takes SIGTERM as every
+# command does.
+SLOW_BUILD = """
+import sys, time
+from pathlib import Path
+import torch
+from experiments.core.interrupts import take_interrupts
+from experiments.data import cache
+
+class Slow(torch.utils.data.Dataset):
+    def __len__(self):
+        return 60
+
+    def __getitem__(self, index):
+        time.sleep(1)
+        return torch.zeros(3, 8, 8, dtype=torch.uint8), 0
+
+take_interrupts()
+try:
+    cache.decoded(Slow(), Path(sys.argv[1]), (3, 8, 8), workers=0, timeout=60)
+except KeyboardInterrupt as interrupt:
+    print(type(interrupt).__name__, flush=True)
+"""
+
+
+def test_sigterm_mid_build_leaves_no_temporary_folder(tmp_path: Path) -> None:
+    entry = tmp_path / "image_folder-train-0123456789abcdef"
+    builder = subprocess.Popen(
+        [sys.executable, "-c", SLOW_BUILD, str(entry)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(f"{entry.name}.tmp-*/images.npy")):
+            assert time.monotonic() < deadline and builder.poll() is None
+            time.sleep(0.05)
+        builder.send_signal(signal.SIGTERM)
+        stdout, _ = builder.communicate(timeout=30)
+    finally:
+        builder.kill()
+        builder.wait()
+    assert stdout == "Terminated\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == [f"{entry.name}.lock"]

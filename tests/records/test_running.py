@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,9 @@ def process() -> Iterator[subprocess.Popen[bytes]]:
     sleeper.wait()
 
 
-def record(run_dir: Path, pid: int, *, status: str = "running", host: str = "", started: float = 0):
+def record(
+    run_dir: Path, pid: int, *, status: str = "running", host: str = "", started: float = 0
+) -> dict[str, Any]:
     """A results.json as a run writes it when it starts, naming its process."""
     started_at = datetime.fromtimestamp(started or time.time(), timezone.utc)
     (run_dir / "results.json").write_text(
