@@ -2,13 +2,19 @@
 run records that it was interrupted, and by which, its temporary files are removed on the way
 out, and it can be resumed. SIGTERM is raised as `Terminated`, a KeyboardInterrupt, so that what
 serves Ctrl-C (every `except KeyboardInterrupt`, `except BaseException` and `finally`) serves it.
-Under torchrun, joining the process group gives SIGTERM torchrun's meaning instead
-(`experiments.devices.distributed`)."""
+Code that another thread waits on (TensorBoard's writer and its queue) holds them back while it
+runs (`held`): cut short there, it leaves the queue waiting for ever. Under torchrun, joining the
+process group gives SIGTERM torchrun's meaning instead (`experiments.devices.distributed`)."""
 
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
+
+_holding = 0  # how many `held` blocks the main thread is in
+_pending: list[KeyboardInterrupt] = []  # the interrupt held back, raised when they end
 
 
 class Terminated(KeyboardInterrupt):
@@ -21,6 +27,20 @@ def take_interrupts() -> None:
     traceback)."""
     for each in (signal.SIGINT, signal.SIGTERM):
         signal.signal(each, _interrupt)
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """Hold back Ctrl-C and SIGTERM while the block runs; one that came meanwhile is raised when
+    it ends."""
+    global _holding
+    _holding += 1
+    try:
+        yield
+    finally:
+        _holding -= 1
+    if not _holding and _pending:
+        raise _pending.pop()
 
 
 def reason(interrupt: KeyboardInterrupt) -> str:
@@ -36,4 +56,8 @@ def exit_code(interrupt: KeyboardInterrupt) -> int:
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     for each in (signal.SIGINT, signal.SIGTERM):
         signal.signal(each, signal.SIG_IGN)
-    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    interrupt = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+    if _holding:
+        _pending.append(interrupt)
+        return
+    raise interrupt

@@ -7,6 +7,8 @@
 
 Of several processes, only the main one writes. A resumed run first drops what the epoch cut
 short had logged (metrics.jsonl's rows; TensorBoard hides its events), then carries on.
+Ctrl-C and SIGTERM wait until a write to TensorBoard is done: cut short, it would leave the
+writer's queue, which its thread and `close` wait on, waiting for ever.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import IO, Any
 
 from torch.utils.tensorboard import SummaryWriter
 
+from experiments.core import interrupts
 from experiments.core.files import write_text_atomically
 from experiments.devices.distributed import sigterm_held
 from experiments.records import confusion, hparams
@@ -43,7 +46,7 @@ class Metrics:
         return self
 
     def __exit__(self, *exception: object) -> None:
-        with sigterm_held():
+        with sigterm_held(), interrupts.held():
             if self._jsonl is not None:
                 self._jsonl.close()
             if self._tensorboard is not None:
@@ -119,7 +122,8 @@ class Metrics:
     ) -> None:
         """The run's hyperparameters and final `numbers`, for TensorBoard's HParams tab."""
         if self.writes:
-            hparams.write(self._writer(), hyperparameters, numbers, global_step)
+            with interrupts.held():
+                hparams.write(self._writer(), hyperparameters, numbers, global_step)
 
     def confusion_matrix(
         self, counts: list[list[int]], classes: list[str], title: str, global_step: int
@@ -136,7 +140,8 @@ class Metrics:
             )
             return
         path = self.dir / "confusion_matrix.png"
-        confusion.save(counts, classes, title, path, self._writer(), global_step)
+        with interrupts.held():
+            confusion.save(counts, classes, title, path, self._writer(), global_step)
 
     def _write(self, **row: Any) -> None:
         if not self.writes:
@@ -149,9 +154,10 @@ class Metrics:
     def _scalar(self, tag: str, value: float, step: int) -> None:
         if not self.writes:
             return
-        writer = self._writer()
-        writer.add_scalar(tag, value, step)
-        writer.flush()
+        with interrupts.held():
+            writer = self._writer()
+            writer.add_scalar(tag, value, step)
+            writer.flush()
 
     def _writer(self) -> SummaryWriter:
         if self._tensorboard is None:
