@@ -202,3 +202,13 @@ def test_a_data_sources_arguments_are_its_own() -> None:
     cfg = compose_config("dataset=mnist_sample", "dataset.source.test_every=4")
     validate(cfg)
     assert len(loading.load(cfg.dataset).test) == 10_000 // 4
+
+
+def test_a_cache_timeout_must_be_a_time_to_wait() -> None:
+    cfg = compose_config("dataset=image_folder", "dataset.root=any", "dataset.cache_timeout=0")
+    with pytest.raises(ExperimentError) as error:
+        validate(cfg)
+    assert str(error.value) == (
+        "dataset.cache_timeout=0.0 must be > 0 (seconds to wait for another process building the "
+        "same cache entry)"
+    )

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -197,3 +202,93 @@ def test_torn_statistics_are_named_and_computed_again(
     assert warning.endswith("): computing them again")
     assert json.loads(kept.read_text())["mean"] == first.mean  # written whole again
     assert load(*overrides).record["statistics"].endswith(f"read from {kept.resolve()}")
+
+
+# Takes the lock file it is given and holds it, as a build would: a builder stopped (SIGSTOP) or
+# hung mid-build.
+HOLD_LOCK = """
+import fcntl, sys, time
+lock = open(sys.argv[1], "w")
+fcntl.flock(lock, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+def test_waiting_on_another_processs_build_says_so_and_gives_up_in_one_line(
+    folders: Folders, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    overrides = (
+        "dataset=image_folder",
+        f"dataset.root={folders.png}",
+        "dataset.loader=memory",
+        f"dataset.cache_dir={tmp_path / 'cache'}",
+    )
+    entry = Path(load(*overrides).record["cache"]["train"]["path"])
+    lock = entry.with_name(entry.name + ".lock")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(lock)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        began = time.monotonic()
+        with caplog.at_level(logging.INFO, logger="experiments"):
+            error = load_error(*overrides, "dataset.cache_timeout=0.5")
+        waited = time.monotonic() - began
+    finally:
+        holder.kill()
+        holder.wait()
+    assert error == (
+        f"cache entry {entry} is still being built by another process after "
+        f"dataset.cache_timeout=0.5 s (it holds {lock}); if that process is stopped or hung, end "
+        "it, or give it longer with dataset.cache_timeout=SECONDS"
+    )
+    assert 0.5 <= waited < 20
+    assert (
+        f"waiting for another process to build the cache entry {entry} (it holds {lock}; "
+        "giving up after dataset.cache_timeout=0.5 s)"
+    ) in caplog.text
+
+
+# A build that takes its time (a slow image a second), in a process that takes SIGTERM as every
+# command does.
+SLOW_BUILD = """
+import sys, time
+from pathlib import Path
+import torch
+from experiments.core.interrupts import take_interrupts
+from experiments.data import cache
+
+class Slow(torch.utils.data.Dataset):
+    def __len__(self):
+        return 60
+
+    def __getitem__(self, index):
+        time.sleep(1)
+        return torch.zeros(3, 8, 8, dtype=torch.uint8), 0
+
+take_interrupts()
+try:
+    cache.decoded(Slow(), Path(sys.argv[1]), (3, 8, 8), workers=0, timeout=60)
+except KeyboardInterrupt as interrupt:
+    print(type(interrupt).__name__, flush=True)
+"""
+
+
+def test_sigterm_mid_build_leaves_no_temporary_folder(tmp_path: Path) -> None:
+    entry = tmp_path / "image_folder-train-0123456789abcdef"
+    builder = subprocess.Popen(
+        [sys.executable, "-c", SLOW_BUILD, str(entry)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not list(tmp_path.glob(f"{entry.name}.tmp-*/images.npy")):
+            assert time.monotonic() < deadline and builder.poll() is None
+            time.sleep(0.05)
+        builder.send_signal(signal.SIGTERM)
+        stdout, _ = builder.communicate(timeout=30)
+    finally:
+        builder.kill()
+        builder.wait()
+    assert stdout == "Terminated\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == [f"{entry.name}.lock"]

@@ -24,6 +24,7 @@ from helpers import (
     killed_in_epoch_2,
     metrics,
     numbers,
+    read_events,
     results,
     small_folder,
     train_cli,
@@ -103,6 +104,48 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_pat
 
     for tag in ("train_loss", "lr", "val_accuracy"):
         assert scalars(run_dir, tag) == scalars(reference, tag)
+
+
+def test_a_run_killed_after_its_last_checkpoint_is_finished_by_a_resume(
+    reference: Path, tmp_path: Path
+) -> None:
+    # Killed (SIGKILL) after the final last.pt, before best.pt (the order older versions wrote
+    # them in), the HParams, the confusion matrix and "completed": what such a kill leaves.
+    run_dir = tmp_path / "killed"
+    shutil.copytree(reference, run_dir)
+    record = results(reference) | {"status": "running", "process": {"host": "", "pid": 0}}
+    (run_dir / "results.json").write_text(json.dumps(record))
+    for unwritten in [run_dir / "confusion_matrix.png", *run_dir.glob("events.out.tfevents.*")]:
+        unwritten.unlink()
+    last = checkpoints.load(run_dir / checkpoints.LAST)
+    assert (last["epoch"], results(reference)["selected_epoch"]) == (2, 2)
+    earlier = {**last, "epoch": 1, "history": last["history"][:1]}  # best.pt of epoch 1
+    checkpoints.save(run_dir / checkpoints.BEST, earlier)
+    # And the temporary files of writes it was killed in.
+    leftovers = [
+        run_dir / "checkpoints" / ".best.pt.4242.tmp",
+        run_dir / "checkpoints" / ".last.pt.4242.tmp",
+        run_dir / ".results.json.4242.tmp",
+    ]
+    for leftover in leftovers:
+        leftover.write_bytes(b"half a file")
+
+    done = train_cli(tmp_path, f"resume={run_dir}")
+    assert done.returncode == 0, done.stderr
+    result = results(run_dir)
+    assert (result["status"], result["resumed_after_epochs"]) == ("completed", [2])
+    for key in ("selected_epoch", "val_accuracy", "test_accuracy", "final_test_accuracy"):
+        assert result[key] == results(reference)[key]
+    assert numbers(run_dir) == numbers(reference)  # nothing trained again
+    best = checkpoints.load(run_dir / checkpoints.BEST)
+    assert best["epoch"] == 2
+    assert all(torch.equal(best["model"][k], last["model"][k]) for k in last["model"])
+    assert (run_dir / "confusion_matrix.png").is_file()
+    events = read_events(run_dir)
+    assert "confusion_matrix" in events.Tags()["images"]
+    (accuracy,) = events.Scalars("hparams/test_accuracy")
+    assert accuracy.value == pytest.approx(result["test_accuracy"])
+    assert not any(leftover.exists() for leftover in leftovers)
 
 
 def test_a_refused_resume_leaves_the_run_as_it_was(reference: Path, tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ stopping, and the run in TensorBoard's HParams tab."""
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from pathlib import Path
@@ -19,6 +20,7 @@ from experiments.core.errors import ExperimentError
 from experiments.devices import process_settings
 from experiments.records import checkpoints
 from experiments.run.evaluate import evaluate_checkpoint
+from experiments.run.train import train
 from experiments.training import selection
 from experiments.training.selection import Monitor
 from helpers import compose_config, metrics, results, train_cli
@@ -168,7 +170,23 @@ def test_early_stopping_stops_a_plateau_and_resume_respects_it(tmp_path: Path) -
     resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.early_stopping.patience=4")
     assert resumed.returncode == 0, resumed.stderr
     assert results(run_dir)["stopped_early"]["epoch"] == 5
+    killed_stop = results(run_dir)["stopped_early"]
     assert [row["epoch"] for row in metrics(run_dir, "epoch")] == [1, 2, 3, 4, 5]
+
+    # Killed after stopping early, before its records' end: a resume as it is finishes them.
+    killed = results(run_dir) | {"status": "running", "stopped_early": None}
+    (run_dir / "results.json").write_text(json.dumps(killed))
+    (run_dir / "confusion_matrix.png").unlink()
+    with process_settings.restored():
+        train(
+            compose_config(*PLATEAU, "trainer.early_stopping.patience=4", f"resume={run_dir}"),
+            run_dir,
+        )
+    result = results(run_dir)
+    assert (result["status"], result["epochs_completed"]) == ("completed", 5)
+    assert result["stopped_early"] == killed_stop
+    assert [row["epoch"] for row in metrics(run_dir, "epoch")] == [1, 2, 3, 4, 5]
+    assert (run_dir / "confusion_matrix.png").is_file()
 
 
 def test_an_epoch_whose_value_is_not_finite_is_never_selected() -> None:

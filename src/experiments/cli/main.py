@@ -35,6 +35,7 @@ from experiments.config.overrides import (
 )
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
 from experiments.core.errors import one_line
+from experiments.core.interrupts import exit_code, reason, take_interrupts
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.process_group import ProcessGroup
 from experiments.report.sweep_end import report_unfinished_sweeps
@@ -121,6 +122,7 @@ def _command_line(
     hydra_main: Callable[[], object], expand: Callable[[list[str]], list[str]]
 ) -> None:
     os.environ[USER_TRACEBACKS] = "1" if TRACEBACKS else "0"
+    take_interrupts()
     # Hydra reports its own errors (unknown option, bad override, wrong type) over several lines;
     # asked for the full error, it raises instead, and we say it in one line.
     os.environ["HYDRA_FULL_ERROR"] = "1"
@@ -129,11 +131,12 @@ def _command_line(
     logging.raiseExceptions = TRACEBACKS
     try:
         _recorded_by_torchrun(_compose_and_run)(hydra_main, expand)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM
         if TRACEBACKS:
             raise
-        print("Interrupted", file=sys.stderr)
-        sys.exit(130)
+        said = reason(interrupt)
+        print(said[0].upper() + said[1:], file=sys.stderr)
+        sys.exit(exit_code(interrupt))
     except (JobFailed, RunFailed):
         sys.exit(1)
     except Exception as error:

@@ -95,6 +95,9 @@ class UserDatasetConfig(DatasetConfig):
     cache_dir: str = "data/cache"
     # loader=auto decodes into memory up to this size (all splits together), streams beyond it.
     cache_max_gb: float = 4.0
+    # Seconds to wait for another process building the same cache entry before giving up (a
+    # builder stopped or hung would hold it for ever); a big folder's first build takes minutes.
+    cache_timeout: float = 3600.0
 
 
 @dataclass

@@ -196,6 +196,11 @@ def _check_dataset(dataset: DictConfig) -> None:
             raise ExperimentError(f"dataset.workers={dataset.workers} must be >= 0, or null")
         if dataset.cache_max_gb < 0:
             raise ExperimentError(f"dataset.cache_max_gb={dataset.cache_max_gb} must be >= 0")
+        if not dataset.cache_timeout > 0:
+            raise ExperimentError(
+                f"dataset.cache_timeout={dataset.cache_timeout} must be > 0 (seconds to wait for "
+                "another process building the same cache entry)"
+            )
     for key in ("mean", "std"):
         if dataset[key] is None:
             continue  # computed from the training images

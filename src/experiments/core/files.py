@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -42,10 +44,18 @@ def writing(path: Path) -> Iterator[None]:
         raise ExperimentError(f"could not write {display_path(path)}: {why}") from error
 
 
+# The temporary file of `write_atomically`.
+LEFTOVER = re.compile(r"\..+\.\d+\.tmp")
+# How often a process waiting for a lock tries it again.
+LOCK_POLL_SECONDS = 0.1
+
+
 def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write to a temporary file beside `path`, sync it to disk, then rename it over `path`:
     a crash leaves either the old file or the new one, never a torn one. `path`'s folder must
-    exist: a run folder deleted while its run goes on is not made again."""
+    exist: a run folder deleted while its run goes on is not made again. A write that fails (or is
+    interrupted) removes its temporary file, which on a full disk would hold the space the run's
+    record needs; one killed leaves it to `remove_leftovers`."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with writing(path):
         try:
@@ -55,7 +65,6 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
                 os.fsync(file.fileno())
             os.replace(temporary, path)
         except BaseException:
-            # On a full disk, the part written would hold the space the run's record needs.
             temporary.unlink(missing_ok=True)
             raise
     if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable (POSIX)
@@ -64,6 +73,20 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
             os.fsync(directory)
         finally:
             os.close(directory)
+
+
+def remove_leftovers(*folders: Path) -> list[Path]:
+    """Remove the temporary files that writers killed mid-write (`.last.pt.<pid>.tmp`) left in
+    `folders`, and return them. Only while no other process writes there."""
+    left = [
+        path
+        for folder in folders
+        for path in folder.glob(".*.tmp")
+        if LEFTOVER.fullmatch(path.name) and path.is_file()
+    ]
+    for path in left:
+        path.unlink(missing_ok=True)
+    return left
 
 
 def write_text_atomically(path: Path, text: str) -> None:
@@ -92,12 +115,19 @@ def read_json_lines(path: Path) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on `path` for the block, waiting for any other holder first."""
-    import fcntl  # POSIX only: imported here so that the module still loads on Windows
-
-    with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+def locked(path: Path, timeout: float, waiting: Callable[[], object]) -> Iterator[None]:
+    """Hold an exclusive lock on `path` for the block. If another process holds it, call
+    `waiting` once and wait for it, `timeout` seconds at most (then TimeoutError): a holder that
+    is stopped or hung never releases it."""
+    lock = try_lock(path)
+    if lock is None:
+        waiting()
+        deadline = time.monotonic() + timeout
+        while (lock := try_lock(path)) is None:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{path} is still locked after {timeout:g} s")
+            time.sleep(LOCK_POLL_SECONDS)
+    with lock:
         yield
 
 

@@ -10,11 +10,13 @@ temporary folder and renamed into place, so a kill mid-build leaves none. One wh
 have the sizes or the CRC-32 checksums its meta.json records (truncated, zeroed in place, a
 garbled header) is decoded again: a check of every byte, which training in memory reads anyway,
 and quick (6 ms for the CIFAR-10 sample's 12 MB training entry). A lock file per entry makes a
-second run (or torchrun process) building the same entry wait for the first and then use it.
+second run (or torchrun process) building the same entry wait for the first and then use it,
+`dataset.cache_timeout` seconds at most: a builder that is stopped or hung is not waited for ever.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -22,6 +24,7 @@ import os
 import shutil
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,11 +82,13 @@ def usable_folder(cache_dir: str) -> Path:
 
 
 def decoded(
-    dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int
+    dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int, timeout: float
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     """The split's images (memory-mapped) and labels from the cache entry `entry`, built first if
-    it is missing or torn; and what happened, for results.json."""
-    with locked(entry.with_name(entry.name + ".lock")):
+    it is missing or torn; and what happened, for results.json. Another process building it is
+    waited for, `timeout` seconds at most (dataset.cache_timeout)."""
+    lock = entry.with_name(entry.name + ".lock")
+    with _locked(entry, lock, timeout):
         problem = _problem(entry)
         built = problem is not None
         if built:
@@ -102,6 +107,30 @@ def decoded(
     if built:
         record["build_seconds"] = round(meta["seconds"], 2)
     return images, labels, record
+
+
+@contextlib.contextmanager
+def _locked(entry: Path, lock: Path, timeout: float) -> Iterator[None]:
+    limit = f"dataset.cache_timeout={timeout:g} s"
+
+    def waiting() -> None:
+        log.info(
+            "waiting for another process to build the cache entry %s (it holds %s; giving up "
+            "after %s)",
+            entry,
+            lock,
+            limit,
+        )
+
+    try:
+        with locked(lock, timeout, waiting):
+            yield
+    except TimeoutError:
+        raise ExperimentError(
+            f"cache entry {entry} is still being built by another process after {limit} (it "
+            f"holds {lock}); if that process is stopped or hung, end it, or give it longer with "
+            "dataset.cache_timeout=SECONDS"
+        ) from None
 
 
 def _build(dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int) -> None:

@@ -195,7 +195,7 @@ def in_memory(
     if config.cache and items.key is not None:
         folder = cache.usable_folder(config.cache_dir)
         entry = folder / f"{dataset_name}-{split}-{items.key}"
-        return cache.decoded(items, entry, items.shape, workers)
+        return cache.decoded(items, entry, items.shape, workers, config.cache_timeout)
     why = "dataset.cache=false" if not config.cache else "the Dataset names no files to key it by"
     log.info("decoding %s %s images into memory (not cached: %s)", f"{len(items):,}", split, why)
     images, labels = decode_all(items, items.shape, workers)

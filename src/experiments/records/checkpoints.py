@@ -103,10 +103,11 @@ def restore(
         scaler.load_state_dict(checkpoint["scaler"])
 
 
-def to_resume(run: str, epochs: int, scheduler: str) -> dict[str, Any]:
-    """The checkpoint `resume=<run>` names, if it has epochs left of `epochs` and was trained
-    with the same `scheduler` (checked before the run's records are touched, so a refused resume
-    leaves them as they were)."""
+def to_resume(run: str, epochs: int, scheduler: str, *, completed: bool = True) -> dict[str, Any]:
+    """The checkpoint `resume=<run>` names, if it has epochs left of `epochs` (or, the run not
+    `completed`, records left to write after its last one) and was trained with the same
+    `scheduler`; checked before the run's records are touched, so a refused resume leaves them as
+    they were."""
     path = Path(run) / LAST
     if not path.is_file():
         raise ExperimentError(
@@ -116,7 +117,7 @@ def to_resume(run: str, epochs: int, scheduler: str) -> dict[str, Any]:
     checkpoint = load(path)
     done = checkpoint["epoch"]
     saved = checkpoint["config"].get("scheduler", {}).get("name", "none")
-    if done >= epochs:
+    if done > epochs or (done == epochs and completed):
         more = (
             "ask for more with trainer.epochs=N"
             if saved == "none"

@@ -7,6 +7,8 @@
 
 Of several processes, only the main one writes. A resumed run first drops what the epoch cut
 short had logged (metrics.jsonl's rows; TensorBoard hides its events), then carries on.
+Ctrl-C and SIGTERM wait until a write to TensorBoard is done: cut short, it would leave the
+writer's queue, which its thread and `close` wait on, waiting for ever.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import IO, Any
 
 from torch.utils.tensorboard import SummaryWriter
 
+from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import read_json_lines, write_text_atomically, writing
 from experiments.devices.distributed import sigterm_held
@@ -52,7 +55,7 @@ class Metrics:
 
     def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:
         try:
-            with sigterm_held(), writing(self.dir / EVENTS):
+            with sigterm_held(), interrupts.held(), writing(self.dir / EVENTS):
                 if self._jsonl is not None:
                     self._jsonl.close()
                 if self._tensorboard is not None:
@@ -132,7 +135,7 @@ class Metrics:
     ) -> None:
         """The run's hyperparameters and final `numbers`, for TensorBoard's HParams tab."""
         if self.writes:
-            with writing(self.dir / EVENTS):
+            with writing(self.dir / EVENTS), interrupts.held():
                 hparams.write(self._writer(), hyperparameters, numbers, global_step)
 
     def confusion_matrix(
@@ -150,7 +153,7 @@ class Metrics:
             )
             return
         path = self.dir / "confusion_matrix.png"
-        with writing(path):
+        with writing(path), interrupts.held():
             confusion.save(counts, classes, title, path, self._writer(), global_step)
 
     def _write(self, **row: Any) -> None:
@@ -166,7 +169,7 @@ class Metrics:
     def _scalar(self, tag: str, value: float, step: int) -> None:
         if not self.writes:
             return
-        with writing(self.dir / EVENTS):
+        with writing(self.dir / EVENTS), interrupts.held():
             writer = self._writer()
             writer.add_scalar(tag, value, step)
             writer.flush()

@@ -23,6 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import write_text_atomically
 from experiments.devices.distributed import first_failure, sigterm_held
@@ -78,8 +79,8 @@ class Results:
             return
         # A folder deleted, or a disk still full: the failure is said on the console all the same.
         with sigterm_held(), contextlib.suppress(ExperimentError):
-            if isinstance(error, KeyboardInterrupt):
-                self.finish("failed", "interrupted")
+            if isinstance(error, KeyboardInterrupt):  # Ctrl-C, or SIGTERM
+                self.finish("failed", interrupts.reason(error))
                 return
             if not isinstance(error, ExperimentError):  # a bug or a crash: keep where it was
                 self._fields["traceback"] = "".join(traceback.format_exception(error))

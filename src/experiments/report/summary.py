@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +35,7 @@ from omegaconf import OmegaConf
 from experiments.config.naming import planned_job_names
 from experiments.core.files import read_json_lines
 from experiments.core.text import part_of_split
+from experiments.records.running import alive_here
 from experiments.report import plots
 from experiments.training.selection import Monitor, selected_epoch
 
@@ -152,18 +151,9 @@ def _status(results: dict[str, Any]) -> str:
     status = results.get("status")
     if status is None:
         return "no results"
-    if status != "running":
-        return status
-    process = results.get("process", {})
-    if process.get("host") != socket.gethostname():
-        return "running"
-    try:
-        os.kill(process["pid"], 0)
-    except ProcessLookupError:
+    if status == "running" and alive_here(results) is False:
         return "crashed"
-    except PermissionError:
-        pass  # alive, owned by someone else
-    return "running"
+    return status
 
 
 def epochs(run_dir: Path) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from experiments.config import overrides
 from experiments.config.build import build, plain
 from experiments.config.choices import Interval
 from experiments.config.validate import validate
+from experiments.core.files import remove_leftovers
 from experiments.core.text import display_path, part_of_split, shape_text
 from experiments.data import fingerprint
 from experiments.data.batches import Augment, Batches
@@ -36,7 +37,7 @@ from experiments.devices.placement import audit
 from experiments.devices.plan import DevicePlan
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.wrapping import unwrap
-from experiments.records import checkpoints, environment, hparams, resume_checks
+from experiments.records import checkpoints, environment, hparams, resume_checks, running
 from experiments.records.metrics import Metrics
 from experiments.records.results import (
     Results,
@@ -46,7 +47,7 @@ from experiments.records.results import (
 )
 from experiments.run import setup
 from experiments.training import loop, models, schedules, seeding, selection
-from experiments.training.selection import Monitor
+from experiments.training.selection import Monitor, selected_epoch
 
 log = logging.getLogger("experiments")
 
@@ -94,6 +95,7 @@ class TrainingRun:
         self.metrics = metrics
         self.history: list[dict[str, Any]] = []  # a row per epoch trained
         self.selected_confusion: list[list[int]] = []  # the test split's, at the selected epoch
+        self.stopped_early = False  # a resumed run, killed after it stopped early
 
     def setup(
         self, group: ProcessGroup, free_gpus: FreeGpus | None, resumed: dict[str, Any] | None
@@ -167,6 +169,8 @@ class TrainingRun:
     def fit(self) -> None:
         """Train the epochs left, each followed by evaluation, selection and checkpoints."""
         trainer = self.cfg.trainer
+        if self.stopped_early:
+            return
         for epoch in range(len(self.history) + 1, trainer.epochs + 1):
             steps_before = (epoch - 1) * len(self.train_batches)
             training = loop.train_epoch(
@@ -261,16 +265,37 @@ class TrainingRun:
         )
         # Accepted: the run now has this config, this environment, and records again.
         self.results.accept()
+        self.history = list(resumed["history"])
+        self.selected_confusion = resumed.get("selected_confusion", [])
         if device.group.is_main:
             overrides.save_snapshot(composed, self.run_dir)
             environment.write(self.run_dir)
+            self._repair(resumed)
         seeding.restore(resumed["rng"], self.shuffle, device.plan.gpus)
-        self.history = list(resumed["history"])
-        self.selected_confusion = resumed.get("selected_confusion", [])
         self.metrics.resume_after(resumed["epoch"], len(self.train_batches))
+        trainer = self.cfg.trainer
+        stopping = trainer.early_stopping
+        stop = selection.early_stop(self.history, self.monitor, stopping) if self.monitor else None
+        if stop:
+            self.stopped_early = True
+            self.results.add(stopped_early={"epoch": resumed["epoch"], "reason": stop})
+        # Killed after its last checkpoint, before its records' end.
+        over = self.stopped_early or resumed["epoch"] == trainer.epochs
         log.info(
-            "resuming %s after epoch %d", display_path(Path(self.cfg.resume)), resumed["epoch"]
+            "resuming %s after epoch %d%s",
+            display_path(Path(self.cfg.resume)),
+            resumed["epoch"],
+            ": its training is over, what the run left unwritten follows" if over else "",
         )
+
+    def _repair(self, resumed: dict[str, Any]) -> None:
+        """Undo what a kill mid-write leaves: temporary files, and a best.pt behind last.pt
+        (killed between the two, which older versions wrote in that order)."""
+        left = remove_leftovers(self.run_dir, self.run_dir / checkpoints.LAST.parent)
+        if left:
+            log.info("removed %s, left by a write cut short", ", ".join(p.name for p in left))
+        if self.monitor and selected_epoch(self.history, self.monitor)["epoch"] == resumed["epoch"]:
+            checkpoints.save(self.run_dir / checkpoints.BEST, resumed)
 
     def _save_checkpoints(self, epoch: int, *, last: bool, best: bool) -> None:
         """last.pt every trainer.checkpoint_every epochs and at the last; best.pt at a newly
@@ -292,18 +317,25 @@ class TrainingRun:
             data=self.data_fingerprint,
             steps_per_epoch=len(self.train_batches),
         )
-        if due:
-            checkpoints.save(self.run_dir / checkpoints.LAST, checkpoint)
+        # best.pt first: a kill between the two never leaves last.pt ahead of it.
         if best:
             checkpoints.save(self.run_dir / checkpoints.BEST, checkpoint)
+        if due:
+            checkpoints.save(self.run_dir / checkpoints.LAST, checkpoint)
 
 
 def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:
     """The checkpoint `resume=` continues from, if the run can go on as configured now."""
     if not cfg.resume:
         return None
-    resumed = checkpoints.to_resume(cfg.resume, cfg.trainer.epochs, cfg.scheduler.name)
-    selection.refuse_stopped(resumed["history"], cfg.trainer, cfg.resume)
+    running.refuse_if_running(cfg.resume)  # two processes never write one folder
+    # Killed after its last checkpoint, a run has trained every epoch but not recorded the end.
+    completed = running.recorded(Path(cfg.resume)).get("status") == "completed"
+    resumed = checkpoints.to_resume(
+        cfg.resume, cfg.trainer.epochs, cfg.scheduler.name, completed=completed
+    )
+    if completed:  # (one killed after stopping early is finished where it stopped)
+        selection.refuse_stopped(resumed["history"], cfg.trainer, cfg.resume)
     return resumed
 
 

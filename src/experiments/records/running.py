@@ -1,0 +1,73 @@
+"""Whether a run folder's process is still training it, from what results.json says of it: its
+status, its host and pid, and when it started (a pid the system has since given to a later process
+is not the run's). `resume=` is refused beside a run still training on this host, so that two
+processes never write one folder; the report tells a run in progress from one that was killed."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from experiments.core.errors import ExperimentError
+
+# started_at is recorded to the second, after the process started: it cannot start later than that.
+CLOCK_SLACK_SECONDS = 1.0
+
+
+def recorded(run_dir: Path) -> dict[str, Any]:
+    """The run's results.json, or nothing where there is none (or none that can be read)."""
+    try:
+        results = json.loads((run_dir / "results.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return results if isinstance(results, dict) else {}
+
+
+def refuse_if_running(run: str) -> None:
+    """Refuse `resume=<run>` while the process training the run is alive on this host."""
+    results = recorded(Path(run))
+    if results.get("status") != "running" or not alive_here(results):
+        return
+    pid = results["process"]["pid"]
+    raise ExperimentError(
+        f"resume={run} is still training: its process {pid} on this host ({socket.gethostname()})"
+        f" is running; wait for it to end, or stop it (kill {pid}) and resume then"
+    )
+
+
+def alive_here(results: dict[str, Any]) -> bool | None:
+    """Whether the process a run's results.json names is alive; None when it ran on another host,
+    where this one cannot tell."""
+    process = results.get("process") or {}
+    if process.get("host") != socket.gethostname():
+        return None
+    try:
+        os.kill(process["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # alive, owned by someone else
+    started = _start_time(process["pid"])
+    recorded_at = results.get("started_at")
+    if started is None or recorded_at is None:
+        return True
+    return started <= datetime.fromisoformat(recorded_at).timestamp() + CLOCK_SLACK_SECONDS
+
+
+def _start_time(pid: int) -> float | None:
+    """When process `pid` started (seconds since the epoch), where /proc tells (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+    except (OSError, StopIteration):
+        return None
+    # starttime, field 22 of proc(5), in clock ticks after boot; fields[0] is field 3.
+    return boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")

@@ -1,0 +1,61 @@
+"""Ctrl-C and SIGTERM, sent to a real process that takes them as every command does."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+# Takes the signals as `python train.py` does, is sent the one named in argv[1], and while that
+# interruption is being handled (its record written), gets a second Ctrl-C.
+INTERRUPTED_TWICE = """
+import os, signal, sys, time
+from experiments.core.interrupts import exit_code, reason, take_interrupts
+take_interrupts()
+try:
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    time.sleep(10)
+except KeyboardInterrupt as interrupt:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.2)
+    print(reason(interrupt), exit_code(interrupt), flush=True)
+"""
+
+
+@pytest.mark.parametrize(
+    ("signal", "said"), [("SIGINT", "interrupted 130"), ("SIGTERM", "interrupted (SIGTERM) 143")]
+)
+def test_a_signal_interrupts_once_and_a_second_ctrl_c_is_not_a_traceback(
+    signal: str, said: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_TWICE, signal], capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{said}\n", "")
+
+
+# Sent SIGTERM inside a `held` block (as TensorBoard's writes are), then Ctrl-C as well.
+HELD = """
+import os, signal, time
+from experiments.core.interrupts import held, take_interrupts
+take_interrupts()
+try:
+    with held():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+        print("the block ran to its end", flush=True)
+        os.kill(os.getpid(), signal.SIGINT)
+    print("not reached", flush=True)
+except KeyboardInterrupt as interrupt:
+    print(type(interrupt).__name__, flush=True)
+"""
+
+
+def test_an_interrupt_inside_a_held_block_is_raised_when_the_block_ends() -> None:
+    done = subprocess.run([sys.executable, "-c", HELD], capture_output=True, text=True)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        "the block ran to its end\nTerminated\n",
+        "",
+    )
