@@ -69,6 +69,8 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     """
     group = ProcessGroup.from_env()
     resumed = _to_resume(cfg)  # before the records are touched: a refused resume leaves them
+    # Hydra has made it; a caller of train() may not have. Never made again once the run is on.
+    run_dir.mkdir(parents=True, exist_ok=True)
     # The process group, if any, is left last, after the records are written.
     with (
         teardown(),
