@@ -123,6 +123,16 @@ def test_two_processes_building_the_same_cache_at_once_share_one_entry(
     )
 
 
+def _small_folder_in_memory(tmp_path: Path) -> tuple[str, ...]:
+    """Overrides for a four-image folder loaded into memory, cached under tmp_path."""
+    return (
+        "dataset=image_folder",
+        f"dataset.root={small_folder(tmp_path / 'folder', CAT_DOG)}",
+        "dataset.loader=memory",
+        f"dataset.cache_dir={tmp_path / 'cache'}",
+    )
+
+
 def _overwrite(path: Path, old: bytes, new: bytes) -> None:
     """Replace `old` with `new` (as long) in the file at `path`, its size kept."""
     content = path.read_bytes()
@@ -159,12 +169,7 @@ def test_a_cache_entry_changed_in_place_is_named_and_decoded_again(
     spoil: Callable[[Path], None],
     problem: str,
 ) -> None:
-    overrides = (
-        "dataset=image_folder",
-        f"dataset.root={small_folder(tmp_path / 'folder', CAT_DOG)}",
-        "dataset.loader=memory",
-        f"dataset.cache_dir={tmp_path / 'cache'}",
-    )
+    overrides = _small_folder_in_memory(tmp_path)
     first = load(*overrides)
     assert isinstance(first.train, Split)
     images, labels = first.train.images.clone(), first.train.labels.clone()
@@ -183,12 +188,7 @@ def test_a_cache_entry_changed_in_place_is_named_and_decoded_again(
 def test_torn_statistics_are_named_and_computed_again(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    overrides = (
-        "dataset=image_folder",
-        f"dataset.root={small_folder(tmp_path / 'folder', CAT_DOG)}",
-        "dataset.loader=memory",
-        f"dataset.cache_dir={tmp_path / 'cache'}",
-    )
+    overrides = _small_folder_in_memory(tmp_path)
     first = load(*overrides)
     (kept,) = (tmp_path / "cache").glob("*-statistics.json")
     kept.write_text(kept.read_text()[:20])  # a copy cut short
