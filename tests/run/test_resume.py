@@ -149,7 +149,11 @@ def test_a_run_killed_after_its_last_checkpoint_is_finished_by_a_resume(
 
 
 def test_a_refused_resume_leaves_the_run_as_it_was(reference: Path, tmp_path: Path) -> None:
-    records = [reference / "results.json", *sorted((reference / ".hydra").iterdir())]
+    records = [
+        reference / "results.json",
+        reference / "train.log",
+        *sorted((reference / ".hydra").iterdir()),
+    ]
     before = [path.read_text() for path in records]
     done = train_cli(tmp_path, f"resume={reference}", "trainer.seed=5")
     assert done.returncode == 1
@@ -158,8 +162,8 @@ def test_a_refused_resume_leaves_the_run_as_it_was(reference: Path, tmp_path: Pa
         f"scheduler=cosine ends there: train longer afresh with replay={reference} "
         "trainer.epochs=N"
     )
-    # Its records are untouched, its config snapshot too (a later resume= or replay= brings
-    # back the run's own overrides, not the refused ones).
+    # Its records are untouched, its log and config snapshot too (a later resume= or replay=
+    # brings back the run's own overrides, not the refused ones).
     assert [path.read_text() for path in records] == before
 
 
@@ -190,7 +194,13 @@ def test_resuming_with_another_model_is_refused_and_leaves_the_record_as_it_was(
     checkpoint = checkpoints.load(run_dir / checkpoints.LAST)
     checkpoint["config"]["trainer"]["epochs"] = 3
     checkpoints.save(run_dir / checkpoints.LAST, checkpoint)
-    records = ["results.json", "environment.json", ".hydra/overrides.yaml", ".hydra/config.yaml"]
+    records = [
+        "results.json",
+        "environment.json",
+        "train.log",
+        ".hydra/overrides.yaml",
+        ".hydra/config.yaml",
+    ]
     before = [(run_dir / record).read_text() for record in records]
     done = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=3", "model=lenet")
     assert done.returncode == 1

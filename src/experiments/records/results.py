@@ -31,6 +31,7 @@ from experiments.devices.plan import request_text
 from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
 from experiments.records import checkpoints
 from experiments.records.environment import versions
+from experiments.records.log_file import HeldLog
 from experiments.training.selection import Monitor, selected_epoch
 
 
@@ -38,9 +39,9 @@ class Results:
     """results.json through a job's life. As a context manager: "running" on entry, and "failed"
     with the reason (and, for a crash, the traceback) if the block raises.
 
-    A resume's record is held back (`held`) until the resume is accepted (`accept`): a resume
-    refused on the way (a checkpoint that does not fit the model asked for now) leaves the run's
-    results.json as it was."""
+    A resume's record is held back (`held`, with its log file) until the resume is accepted
+    (`accept`): a resume refused on the way (a checkpoint that does not fit the model asked for
+    now) leaves the run's results.json and train.log as they were."""
 
     def __init__(
         self,
@@ -48,7 +49,7 @@ class Results:
         fields: dict[str, Any],
         group: ProcessGroup = ONE_PROCESS,
         *,
-        held: bool = False,
+        held: HeldLog | None = None,
     ) -> None:
         self.path = run_dir / "results.json"
         self.group = group
@@ -89,7 +90,9 @@ class Results:
 
     def accept(self) -> None:
         """The resume is accepted: from now on the record is the run's."""
-        self._held = False
+        if self._held is not None:
+            self._held.release()
+        self._held = None
         self._write()
 
     def add(self, **fields: Any) -> None:

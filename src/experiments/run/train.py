@@ -38,6 +38,7 @@ from experiments.devices.plan import DevicePlan
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.wrapping import unwrap
 from experiments.records import checkpoints, environment, hparams, resume_checks, running
+from experiments.records.log_file import HeldLog
 from experiments.records.metrics import Metrics
 from experiments.records.results import (
     Results,
@@ -68,15 +69,14 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     runs this; process 0 writes the records.
     """
     group = ProcessGroup.from_env()
+    held = HeldLog(run_dir) if cfg.resume else None  # until the resume is accepted
     resumed = _to_resume(cfg)  # before the records are touched: a refused resume leaves them
     # Hydra has made it; a caller of train() may not have. Never made again once the run is on.
     run_dir.mkdir(parents=True, exist_ok=True)
     # The process group, if any, is left last, after the records are written.
     with (
         teardown(),
-        Results(
-            run_dir, training_fields(cfg, group, resumed), group, held=resumed is not None
-        ) as results,
+        Results(run_dir, training_fields(cfg, group, resumed), group, held=held) as results,
         Metrics(run_dir, writes=group.is_main) as metrics,
     ):
         run = TrainingRun(cfg, run_dir, results, metrics)

@@ -1,0 +1,50 @@
+"""The run's log file (`train.log`, written by the file handler of Hydra's job logging), held back
+while a resume is not yet accepted: a refused resume leaves it as it was, as it leaves the rest of
+the run's record (`experiments.records.results.Results`)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+
+class _Waiting(logging.Handler):
+    """Keeps the records meant for the log file until the resume is accepted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+class HeldLog:
+    """From now on, what the job logs reaches the log files in `run_dir` only once `release` is
+    called, and then in order. Never released (a refused resume), it never reaches them: not even
+    the refusal's own line, which the console shows. Hydra sets up the handlers anew for every job,
+    so a job that ends unreleased leaves nothing to put back."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self._root = logging.getLogger()
+        folder = run_dir.resolve()
+        self._files = [
+            handler
+            for handler in self._root.handlers
+            if isinstance(handler, logging.FileHandler)
+            and Path(handler.baseFilename).parent == folder
+        ]
+        self._waiting = _Waiting()
+        for handler in self._files:
+            self._root.removeHandler(handler)
+        self._root.addHandler(self._waiting)
+
+    def release(self) -> None:
+        """The resume is accepted: what waited is written, and the rest goes straight through."""
+        self._root.removeHandler(self._waiting)
+        for handler in self._files:
+            self._root.addHandler(handler)
+            for record in self._waiting.records:
+                if record.levelno >= handler.level:
+                    handler.handle(record)
+        self._waiting.records.clear()
