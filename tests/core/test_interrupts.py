@@ -59,3 +59,32 @@ def test_an_interrupt_inside_a_held_block_is_raised_when_the_block_ends() -> Non
         "the block ran to its end\nTerminated\n",
         "",
     )
+
+
+# torchrun's SIGTERM, as a process that joined the group takes it (`Stopped`), arriving while a
+# thread runs beside the main one (as TensorBoard's writer does) and a `held` block writes.
+STOPPED_WHILE_HELD = """
+import os, signal, threading, time
+from experiments.core.interrupts import held
+from experiments.devices import distributed
+signal.signal(signal.SIGTERM, distributed._raise_stopped)
+threading.Thread(target=time.sleep, args=(2,), daemon=True).start()
+try:
+    with held():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+        print("the block ran to its end", flush=True)
+except distributed.Stopped as stopped:
+    print(stopped, flush=True)
+"""
+
+
+def test_torchruns_sigterm_inside_a_held_block_waits_for_its_end() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", STOPPED_WHILE_HELD], capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        0,
+        "the block ran to its end\nstopped by torchrun (SIGTERM)\n",
+        "",
+    )

@@ -4,7 +4,8 @@ out, and it can be resumed. SIGTERM is raised as `Terminated`, a KeyboardInterru
 serves Ctrl-C (every `except KeyboardInterrupt`, `except BaseException` and `finally`) serves it.
 Code that another thread waits on (TensorBoard's writer and its queue) holds them back while it
 runs (`held`): cut short there, it leaves the queue waiting for ever. Under torchrun, joining the
-process group gives SIGTERM torchrun's meaning instead (`experiments.devices.distributed`)."""
+process group gives SIGTERM torchrun's meaning instead (`experiments.devices.distributed`), held
+back the same way (`raise_unless_held`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from contextlib import contextmanager
 from types import FrameType
 
 _holding = 0  # how many `held` blocks the main thread is in
-_pending: list[KeyboardInterrupt] = []  # the interrupt held back, raised when they end
+_pending: list[BaseException] = []  # the interrupt held back, raised when they end
 
 
 class Terminated(KeyboardInterrupt):
@@ -43,6 +44,14 @@ def held() -> Iterator[None]:
         raise _pending.pop()
 
 
+def raise_unless_held(interrupt: BaseException) -> None:
+    """Raise `interrupt` (from a signal handler) now, or if a `held` block runs, when it ends."""
+    if _holding:
+        _pending.append(interrupt)
+        return
+    raise interrupt
+
+
 def reason(interrupt: KeyboardInterrupt) -> str:
     """Why the run stopped, for results.json and the console."""
     return "interrupted (SIGTERM)" if isinstance(interrupt, Terminated) else "interrupted"
@@ -56,8 +65,4 @@ def exit_code(interrupt: KeyboardInterrupt) -> int:
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     for each in (signal.SIGINT, signal.SIGTERM):
         signal.signal(each, signal.SIG_IGN)
-    interrupt = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-    if _holding:
-        _pending.append(interrupt)
-        return
-    raise interrupt
+    raise_unless_held(Terminated() if signum == signal.SIGTERM else KeyboardInterrupt())

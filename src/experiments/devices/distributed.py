@@ -30,6 +30,7 @@ from types import FrameType
 import torch
 import torch.distributed as dist
 
+from experiments.core import interrupts
 from experiments.core.errors import ExperimentError, one_line
 from experiments.devices.process_group import ProcessGroup
 
@@ -198,22 +199,9 @@ def _leave() -> None:
     del world  # the last reference: the group's destructor joins its threads, GIL released
 
 
-@contextmanager
-def sigterm_held() -> Iterator[None]:
-    """Hold back torchrun's SIGTERM while the block writes what must not be cut short."""
-    if not hasattr(signal, "pthread_sigmask"):  # not on Windows
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
 def _raise_stopped(signum: int, frame: FrameType | None) -> None:
     # Once is enough, and not while a failure is already on its way out (typically the lost
     # connection to the process that failed): either would cut short the writing of the failure.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if sys.exc_info()[0] is None:
-        raise Stopped("stopped by torchrun (SIGTERM)")
+        interrupts.raise_unless_held(Stopped("stopped by torchrun (SIGTERM)"))

@@ -26,7 +26,6 @@ from torch.utils.tensorboard import SummaryWriter
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import read_json_lines, write_text_atomically, writing
-from experiments.devices.distributed import sigterm_held
 from experiments.records import confusion, hparams
 from experiments.training.loop import EvaluationResult, TrainingResult
 
@@ -55,7 +54,7 @@ class Metrics:
 
     def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:
         try:
-            with sigterm_held(), interrupts.held(), writing(self.dir / EVENTS):
+            with interrupts.held(), writing(self.dir / EVENTS):
                 if self._jsonl is not None:
                     self._jsonl.close()
                 if self._tensorboard is not None:

@@ -26,7 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import write_text_atomically
-from experiments.devices.distributed import first_failure, sigterm_held
+from experiments.devices.distributed import first_failure
 from experiments.devices.plan import request_text
 from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
 from experiments.records import checkpoints
@@ -79,7 +79,7 @@ class Results:
         if error is None or self._held:
             return
         # A folder deleted, or a disk still full: the failure is said on the console all the same.
-        with sigterm_held(), contextlib.suppress(ExperimentError):
+        with interrupts.held(), contextlib.suppress(ExperimentError):
             if isinstance(error, KeyboardInterrupt):  # Ctrl-C, or SIGTERM
                 self.finish("failed", interrupts.reason(error))
                 return
