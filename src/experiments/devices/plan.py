@@ -81,6 +81,14 @@ def request_text(request: DeviceConfig) -> str:
     return str(request.name)
 
 
+def every_device(cuda_count: int) -> list[str]:
+    """What `-m device=every` sweeps over on a machine with `cuda_count` CUDA GPUs, as device=
+    options: the CPU, each GPU alone, and DataParallel over all of them when there are two or
+    more."""
+    gpus = [gpu_name(index) for index in range(cuda_count)]
+    return [DeviceName.cpu, *gpus, *([DeviceName.dp] if cuda_count >= 2 else [])]
+
+
 def wants_any_gpu(request: DeviceConfig) -> bool:
     """Whether the request leaves the GPU open (device=cuda, device=auto)."""
     return request.name in (DeviceName.cuda, DeviceName.auto) and request.index is None
