@@ -143,6 +143,7 @@ def test_the_speedup_is_over_the_cpu_run_of_the_same_configuration() -> None:
 def test_device_every_on_a_gpu_machine_reports_each_gpus_speedup(tmp_path: Path) -> None:
     done = train_cli(tmp_path, *SWEEP)
     assert done.returncode == 0, done.stderr
+    assert "device=every is cpu, cuda:0" in done.stderr
     rows = summary_csv(folder_of(done))
     on_cpu = {
         row["optimizer.lr"]: float(row["train_images_per_second"])

@@ -121,7 +121,7 @@ def _every_device() -> list[str]:
     """The devices `device=every` sweeps over on this machine, said in one line."""
     from experiments.devices.plan import Machine, every_device  # loads torch: only for this
 
-    machine = Machine.detect()
+    machine = Machine.counted()
     devices = every_device(machine.cuda_count)
     named = ", ".join(devices) if len(devices) > 1 else f"{devices[0]} alone"
     print(f"device=every is {named} here: this machine has {machine.gpus()}", file=sys.stderr)
