@@ -85,6 +85,10 @@ COMPOSITION_ERRORS = [
         "device=cuda:0,cuda:1",
     ),
     (
+        "device=every",
+        "Error: device=every runs one job per device: add -m (python train.py -m device=every)",
+    ),
+    (
         "model=2",
         "Error: model=2 is not an option of 'model': options have names; python train.py --help "
         "lists them",

@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 
 from experiments.config.overrides import (
     refuse_missing_plugins,
+    with_every_device,
     with_paths_as_given,
     with_saved_overrides,
 )
@@ -104,3 +105,32 @@ def test_resuming_into_a_read_only_folder_is_refused_in_one_line(read_only_run: 
 
 def test_replaying_a_read_only_folder_is_fine(read_only_run: Path) -> None:
     assert with_saved_overrides([f"replay={read_only_run}"])[-1] == f"replay={read_only_run}"
+
+
+def test_device_every_becomes_a_sweep_over_the_devices_of_this_machine() -> None:
+    asked = []
+
+    def devices() -> list[str]:
+        asked.append("devices")
+        return ["cpu", "cuda:0", "cuda:1", "dp"]
+
+    assert with_every_device(["-m", "device=every", "model=lenet"], devices) == [
+        "-m",
+        "device=cpu,cuda:0,cuda:1,dp",
+        "model=lenet",
+    ]
+    assert with_every_device(["--multirun", "device=every"], lambda: ["cpu"]) == [
+        "--multirun",
+        "device=cpu",
+    ]
+    # The machine is asked (torch loaded) only for device=every.
+    assert with_every_device(["-m", "device=cpu,cuda:0"], devices) == ["-m", "device=cpu,cuda:0"]
+    assert asked == ["devices"]
+
+
+def test_device_every_without_a_sweep_is_refused_in_one_line() -> None:
+    with pytest.raises(ExperimentError) as error:
+        with_every_device(["device=every", "model=lenet"], lambda: ["cpu"])
+    assert str(error.value) == (
+        "device=every runs one job per device: add -m (python train.py -m device=every)"
+    )

@@ -8,7 +8,14 @@ import pytest
 from experiments.config.choices import DeviceName
 from experiments.config.schemas import DeviceConfig
 from experiments.core.errors import ExperimentError
-from experiments.devices.plan import DevicePlan, Machine, request_text, resolve, wants_any_gpu
+from experiments.devices.plan import (
+    DevicePlan,
+    Machine,
+    every_device,
+    request_text,
+    resolve,
+    wants_any_gpu,
+)
 from experiments.devices.process_group import ProcessGroup
 
 NO_GPU = Machine(0, "torch found no CUDA GPU or driver")
@@ -186,3 +193,18 @@ def test_ddp_with_more_processes_than_gpus_is_refused() -> None:
 def test_ddp_ids_are_checked_like_dp_ids() -> None:
     with pytest.raises(ExperimentError, match=r"device.ids=\[1, 1\] repeats GPU 1"):
         resolve(request("ddp", ids=[1, 1]), FOUR_GPUS, group=torchrun_process(0, 2))
+
+
+@pytest.mark.parametrize(
+    ("gpus", "devices"),
+    [
+        (0, ["cpu"]),
+        (1, ["cpu", "cuda:0"]),
+        (2, ["cpu", "cuda:0", "cuda:1", "dp"]),
+        (4, ["cpu", "cuda:0", "cuda:1", "cuda:2", "cuda:3", "dp"]),
+    ],
+)
+def test_every_device_is_the_cpu_each_gpu_and_dp_over_two_or_more(
+    gpus: int, devices: list[str]
+) -> None:
+    assert every_device(gpus) == devices

@@ -30,6 +30,7 @@ from experiments.config.overrides import (
     refuse_missing_plugins,
     refuse_numbers_for_groups,
     refuse_optimizing_on_test,
+    with_every_device,
     with_paths_as_given,
     with_saved_overrides,
 )
@@ -109,8 +110,22 @@ def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | N
 
 
 def main() -> None:
-    """`python train.py`: `resume=` and `replay=` bring back a run's own overrides first."""
-    _command_line(_train, with_saved_overrides)
+    """`python train.py`: `resume=` and `replay=` bring back a run's own overrides first, and
+    `-m device=every` becomes a sweep over this machine's devices."""
+    _command_line(
+        _train, lambda arguments: with_every_device(with_saved_overrides(arguments), _every_device)
+    )
+
+
+def _every_device() -> list[str]:
+    """The devices `device=every` sweeps over on this machine, said in one line."""
+    from experiments.devices.plan import Machine, every_device  # loads torch: only for this
+
+    machine = Machine.counted()
+    devices = every_device(machine.cuda_count)
+    named = ", ".join(devices) if len(devices) > 1 else f"{devices[0]} alone"
+    print(f"device=every is {named} here: this machine has {machine.gpus()}", file=sys.stderr)
+    return devices
 
 
 def evaluate_main() -> None:

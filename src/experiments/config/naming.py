@@ -80,6 +80,12 @@ def planned_job_names(multirun_yaml: Path) -> list[str] | None:
     return [job_name(number, job, varying) for number, job in enumerate(jobs)]
 
 
+def sweep_keys(multirun_yaml: Path) -> set[str]:
+    """The keys a sweep's command line sweeps over, or its sweeper searches (from its
+    `multirun.yaml`)."""
+    return _varying_keys(OmegaConf.load(multirun_yaml).hydra, multirun_yaml) or set()
+
+
 def _varying_keys(hydra: DictConfig, multirun_yaml: Path) -> set[str] | None:
     """Keys the sweep varies; None when it cannot tell (then every override names the job)."""
     keys: set[str] = set()

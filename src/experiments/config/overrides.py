@@ -1,9 +1,10 @@
 """What the command line's overrides mean before Hydra reads them.
 
-`resume=<run>` and `replay=<run>` stand for that run's own overrides, a folder or file named by
-`resume=`, `replay=` or `ckpt=` is taken as it is (whatever its characters), a number where a
-group's option belongs (`device=1`) is refused in words Hydra has not got, and so is a search on
-a test metric (`optimized_metric=test_accuracy`), once, before its first trial.
+`resume=<run>` and `replay=<run>` stand for that run's own overrides, `-m device=every` for every
+device of this machine, a folder or file named by `resume=`, `replay=` or `ckpt=` is taken as it
+is (whatever its characters), a number where a group's option belongs (`device=1`) is refused in
+words Hydra has not got, and so is a search on a test metric (`optimized_metric=test_accuracy`),
+once, before its first trial.
 """
 
 from __future__ import annotations
@@ -109,6 +110,22 @@ def refuse_missing_plugins(
                 f"{argument} needs the Hydra plugin {package}, which is not installed; install "
                 "it with the other sweep plugins: pip install -e '.[sweeps]'"
             )
+
+
+EVERY_DEVICE = "device=every"
+
+
+def with_every_device(arguments: list[str], devices: Callable[[], list[str]]) -> list[str]:
+    """`-m device=every` as a sweep over the devices this machine has, which `devices()` lists
+    (asked only then: it loads torch)."""
+    if EVERY_DEVICE not in arguments:
+        return arguments
+    if not {"-m", "--multirun"} & set(arguments):
+        raise ExperimentError(
+            f"{EVERY_DEVICE} runs one job per device: add -m (python train.py -m {EVERY_DEVICE})"
+        )
+    every = f"device={','.join(devices())}"
+    return [every if argument == EVERY_DEVICE else argument for argument in arguments]
 
 
 # The groups eval.py takes (conf/eval.yaml's defaults); a checkpoint brings the rest.

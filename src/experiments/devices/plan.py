@@ -3,7 +3,7 @@
 `resolve` is pure: the request, a `Machine` (how many CUDA GPUs, and why none), this process's
 place in its process group and the GPU a parallel sweep handed the job go in, and a `DevicePlan`
 comes out, or one line saying why the request cannot run here. So every GPU count is tested
-without a GPU. `Machine.detect` is the one place that asks torch.
+without a GPU. `Machine.detect` and `Machine.counted` are the only places that ask torch.
 """
 
 from __future__ import annotations
@@ -27,12 +27,17 @@ class Machine:
 
     @classmethod
     def detect(cls) -> Machine:
-        # torch.cuda serves ROCm builds (torch.version.hip) as well as CUDA ones.
-        if torch.version.cuda is None and torch.version.hip is None:
-            return cls(0, f"this torch {torch.__version__} is a CPU-only build")
         if not torch.cuda.is_available():
-            return cls(0, "torch found no CUDA GPU or driver")
+            return cls(0, _no_cuda_reason())
         return cls(torch.cuda.device_count())
+
+    @classmethod
+    def counted(cls) -> Machine:
+        """The GPUs torch counts without starting CUDA (by NVML, where it can): for the process a
+        sweep's jobs run in, each of which sets the GPUs CUDA sees, and their order, before CUDA
+        starts."""
+        count = torch.cuda.device_count()
+        return cls(count, "" if count else _no_cuda_reason())
 
     def gpus(self) -> str:
         """What the machine has, as in "4 CUDA GPUs (cuda:0 to cuda:3)"."""
@@ -41,6 +46,13 @@ class Machine:
         if self.cuda_count == 1:
             return f"1 CUDA GPU ({gpu_name(0)})"
         return f"{self.cuda_count} CUDA GPUs ({gpu_name(0)} to {gpu_name(self.cuda_count - 1)})"
+
+
+def _no_cuda_reason() -> str:
+    # torch.cuda serves ROCm builds (torch.version.hip) as well as CUDA ones.
+    if torch.version.cuda is None and torch.version.hip is None:
+        return f"this torch {torch.__version__} is a CPU-only build"
+    return "torch found no CUDA GPU or driver"
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,14 @@ def request_text(request: DeviceConfig) -> str:
     if request.name == DeviceName.cuda and request.index is not None:
         return gpu_name(request.index)
     return str(request.name)
+
+
+def every_device(cuda_count: int) -> list[str]:
+    """What `-m device=every` sweeps over on a machine with `cuda_count` CUDA GPUs, as device=
+    options: the CPU, each GPU alone, and DataParallel over all of them when there are two or
+    more."""
+    gpus = [gpu_name(index) for index in range(cuda_count)]
+    return [DeviceName.cpu, *gpus, *([DeviceName.dp] if cuda_count >= 2 else [])]
 
 
 def wants_any_gpu(request: DeviceConfig) -> bool:

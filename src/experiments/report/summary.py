@@ -9,16 +9,19 @@ Every multirun writes it into its sweep folder at the end (`experiments.report.s
 folder is any folder with a `.hydra/` snapshot; runs still going, killed, or without results are
 listed as such, not left out, and so are the jobs a sweep planned but never started (`not run`).
 
-    summary.csv, summary.md   model, dataset, device, placement, status (and why it failed), the
-                              selected epoch with its validation and test accuracy (the final
+    summary.csv, summary.md   model, dataset, device, placement, every other key the runs
+                              differ in (`experiments.report.swept`), status (and why it failed),
+                              the selected epoch with its validation and test accuracy (the final
                               epoch without a validation split), the final test accuracy, how
                               much of the test split it was measured on when not all, train
-                              images/s, seconds per epoch, peak memory, and where training time
-                              went: waiting for batches, copying them to the device (the share
-                              spent moving data), computing
-    throughput.png            train images/s by device and placement
-    curves.png                test (and validation) accuracy and train loss per epoch, a line
-                              per run
+                              images/s and the speedup over the CPU run of the same
+                              configuration, seconds per epoch, peak memory, and where training
+                              time went: waiting for batches, copying them to the device (the
+                              share spent moving data), computing; a column empty for every run
+                              is left out
+    throughput.png            train images/s, a bar per run labelled by its swept values
+    curves.png                test (and validation) accuracy in % and train loss per epoch, a
+                              line per run
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from experiments.core.files import read_json_lines
 from experiments.core.text import part_of_split
 from experiments.records.running import alive_here
 from experiments.report import plots
+from experiments.report.swept import swept_values
 from experiments.training.selection import Monitor, selected_epoch
 
 Row = dict[str, Any]
@@ -48,17 +52,26 @@ def _percent(value: float) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """A column of summary.csv, summary.md and the console table: the row's `key`, its header,
-    and how a value looks (the console leaves out the reasons, listed beneath it instead)."""
+    """A column of summary.csv, summary.md and the console table: the row's `key` (a key of its
+    `swept` values, for a swept override), its header, and how a value looks (the console leaves
+    out the reasons, listed beneath it instead)."""
 
     key: str
     header: str
     show: Callable[[Any], str] = str
     in_console: bool = True
+    swept: bool = False
+
+    def value(self, row: Row) -> Any:
+        return row.get("swept", {}).get(self.key) if self.swept else row.get(self.key)
 
     def cell(self, row: Row) -> str:
-        value = row[self.key]
+        value = self.value(row)
         return "" if value is None else self.show(value)
+
+
+# The groups with a column of their own, swept or not; the other swept keys follow them.
+IDENTITY = ("model", "dataset", "device", "placement")
 
 
 COLUMNS = [
@@ -78,6 +91,7 @@ COLUMNS = [
     # "64 of 1,000" when only part of the test split was evaluated (trainer.limit_eval_batches).
     Column("test_images", "test images"),
     Column("train_images_per_second", "train img/s", "{:,.0f}".format),
+    Column("speedup_vs_cpu", "vs cpu", "{:.1f}x".format),
     Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
     Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
     Column("peak_cuda_memory_mb", "cuda MiB", "{:,.0f}".format),
@@ -167,23 +181,76 @@ def epochs(run_dir: Path) -> list[dict[str, Any]]:
 def write_report(folder: Path) -> list[dict[str, Any]]:
     """Write summary.csv, summary.md and the plots into `folder`; return the rows."""
     pairs: list[tuple[Row, list[Row]]] = []  # a row and its run's epochs
-    for run in find_runs(folder):
+    runs = find_runs(folder)
+    swept = swept_values(runs, folder)
+    for run in runs:
         history = epochs(run)
-        pairs.append((summary_row(run, folder, history), history))
+        row = summary_row(run, folder, history)
+        # A group with its own column is named as there (the device used, for device=auto).
+        row["swept"] = {
+            key: row[key] if key in IDENTITY and row[key] is not None else value
+            for key, value in swept[run].items()
+        }
+        pairs.append((row, history))
     pairs += [(_not_run_row(name), []) for name in not_started(folder)]
     pairs.sort(key=lambda pair: _natural_key(Path(pair[0]["run"])))
     rows, histories = [row for row, _ in pairs], [history for _, history in pairs]
+    for row in rows:
+        row["speedup_vs_cpu"] = speedup_vs_cpu(row, rows)
+    shown = columns(rows, in_console=False)
     with open(folder / "summary.csv", "w", newline="", encoding="utf-8") as file:
-        writer = csv.DictWriter(file, fieldnames=[column.key for column in COLUMNS])
-        writer.writeheader()
-        writer.writerows(rows)
+        writer = csv.writer(file)
+        writer.writerow(column.key for column in shown)
+        writer.writerows([column.value(row) for column in shown] for row in rows)
     (folder / "summary.md").write_text(markdown(rows), encoding="utf-8")
     plots.draw(folder, rows, histories)
     return rows
 
 
 def _not_run_row(name: str) -> Row:
-    return {**dict.fromkeys(column.key for column in COLUMNS), "run": name, "status": "not run"}
+    return {
+        **dict.fromkeys(column.key for column in COLUMNS),
+        "run": name,
+        "status": "not run",
+        "swept": {},
+    }
+
+
+def speedup_vs_cpu(row: Row, rows: Sequence[Row]) -> float | None:
+    """A run's train images/s over that of the CPU run with the same values of every other swept
+    key (over their mean, for repeats of it); None on the CPU, or where there is no such run."""
+    speed = row["train_images_per_second"]
+    if row["device"] == "cpu" or speed is None:
+        return None
+    on_cpu = [
+        other["train_images_per_second"]
+        for other in rows
+        if other["device"] == "cpu"
+        and other["train_images_per_second"] is not None
+        and _but_the_device(other) == _but_the_device(row)
+    ]
+    return speed / (sum(on_cpu) / len(on_cpu)) if on_cpu else None
+
+
+def _but_the_device(row: Row) -> dict[str, Any]:
+    return {key: value for key, value in row["swept"].items() if key != "device"}
+
+
+def columns(rows: Sequence[Row], in_console: bool) -> list[Column]:
+    """The columns of a report on `rows`: COLUMNS with a column per swept key after those of
+    IDENTITY, less those empty for every run (and, for the console, the reasons)."""
+    swept = dict.fromkeys(key for row in rows for key in row.get("swept", {}))
+    after = max(i for i, column in enumerate(COLUMNS) if column.key in IDENTITY) + 1
+    every = [
+        *COLUMNS[:after],
+        *(Column(key, key, swept=True) for key in swept if key not in IDENTITY),
+        *COLUMNS[after:],
+    ]
+    return [
+        column
+        for column in every
+        if (column.in_console or not in_console) and any(column.cell(row) for row in rows)
+    ]
 
 
 def not_started(folder: Path) -> list[str]:
@@ -204,18 +271,17 @@ def not_started(folder: Path) -> list[str]:
 
 
 def markdown(rows: Sequence[Row]) -> str:
-    lines = ["| " + " | ".join(column.header for column in COLUMNS) + " |"]
-    lines.append("|" + "---|" * len(COLUMNS))
-    lines += ["| " + " | ".join(column.cell(row) for column in COLUMNS) + " |" for row in rows]
+    shown = columns(rows, in_console=False)
+    lines = ["| " + " | ".join(column.header for column in shown) + " |"]
+    lines.append("|" + "---|" * len(shown))
+    lines += ["| " + " | ".join(column.cell(row) for column in shown) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
 def table(rows: Sequence[Row], folder: Path) -> str:
     """A plain-text table for the console: a count by status, the runs, then why any failed.
     Columns empty in every row (CUDA memory on the CPU) are left out."""
-    shown = [
-        column for column in COLUMNS if column.in_console and any(column.cell(row) for row in rows)
-    ]
+    shown = columns(rows, in_console=True)
     body = [[column.header for column in shown]]
     body += [[column.cell(row) for column in shown] for row in rows]
     widths = [max(len(line[i]) for line in body) for i in range(len(shown))]

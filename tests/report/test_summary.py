@@ -1,0 +1,157 @@
+"""The report says exactly what was run: a column per swept override, no column empty for every
+run, a bar per run, curves in % that read after one epoch, and the speedup over the CPU."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pytest
+
+from experiments.report import plots
+from experiments.report.summary import speedup_vs_cpu, table, write_report
+from helpers import Finished, metrics, results, train_cli
+
+SWEEP = (
+    "-m",
+    "device=every",
+    "model=lenet",
+    "optimizer.lr=0.01,0.001",
+    "trainer.epochs=1",
+    "trainer.limit_train_batches=2",
+    "trainer.limit_eval_batches=1",
+)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Finished:
+    """Two runs that differ in the learning rate alone, swept over every device of this machine."""
+    done = train_cli(tmp_path_factory.mktemp("sweep"), *SWEEP)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.fixture(scope="module")
+def rows(sweep: Finished) -> list[dict[str, Any]]:
+    """The report's rows, as the sweep's end made them (written again, in this process)."""
+    return write_report(folder_of(sweep))
+
+
+def folder_of(sweep: Finished) -> Path:
+    (multirun_yaml,) = (sweep.cwd / "outputs").rglob("multirun.yaml")
+    return multirun_yaml.parent
+
+
+def summary_csv(folder: Path) -> list[dict[str, str]]:
+    with open(folder / "summary.csv", newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def test_device_every_is_the_cpu_alone_on_this_machine_said_in_one_line(sweep: Finished) -> None:
+    assert (
+        "device=every is cpu alone here: this machine has no CUDA GPU (torch found no CUDA GPU "
+        "or driver)\n" in sweep.stderr
+    )
+    assert [results(run)["device"]["used"] for run in sweep.run_dirs] == ["cpu", "cpu"]
+
+
+def test_swept_overrides_are_columns_and_empty_columns_are_left_out(
+    sweep: Finished, rows: list[dict[str, Any]]
+) -> None:
+    folder = folder_of(sweep)
+    written = summary_csv(folder)
+    assert [row["optimizer.lr"] for row in written] == ["0.01", "0.001"]
+    # No validation split, no CUDA memory, no GPU to compare with the CPU: no such columns.
+    header = list(written[0])
+    for empty in ("val_accuracy", "peak_cuda_memory_mb", "loader", "reason", "speedup_vs_cpu"):
+        assert empty not in header
+    assert header[:6] == ["run", "model", "dataset", "device", "placement", "optimizer.lr"]
+    speeds = [results(folder / row["run"])["train_images_per_second"] for row in written]
+    assert [float(row["train_images_per_second"]) for row in written] == speeds
+    markdown = (folder / "summary.md").read_text().splitlines()
+    assert markdown[0].startswith("| run | model | dataset | device | placement | optimizer.lr |")
+    assert "| val acc |" not in markdown[0] and "| cuda MiB |" not in markdown[0]
+    assert "| lenet | cifar10_sample | cpu | to_device | 0.001 | completed |" in markdown[3]
+    console = table(rows, folder).splitlines()
+    assert console[1].split()[:6] == header[:6]  # the same headers there
+
+
+def test_a_bar_per_run_on_one_axis_labelled_by_its_swept_values(rows: list[dict[str, Any]]) -> None:
+    figure = plots.throughput_figure(rows)
+    try:
+        (axis,) = figure.axes  # one quantity, one axis
+        bars = axis.patches
+        assert [bar.get_width() for bar in bars] == [
+            row["train_images_per_second"] for row in rows
+        ]  # the two learning rates are two bars, not their mean
+        labels = [label.get_text() for label in axis.get_yticklabels()]
+        assert labels == ["optimizer.lr=0.01", "optimizer.lr=0.001"]
+    finally:
+        plt.close(figure)
+
+
+def test_curves_are_in_percent_and_read_after_one_epoch(
+    sweep: Finished, rows: list[dict[str, Any]]
+) -> None:
+    histories = [metrics(run, "epoch") for run in sweep.run_dirs]
+    figure = plots.curves_figure(rows, histories)
+    try:
+        accuracy, loss = figure.axes
+        dots = [line.get_ydata()[0] for line in accuracy.get_lines()]
+        assert dots == [100 * history[0]["test_accuracy"] for history in histories]
+        assert "%" in accuracy.get_ylabel()
+        for axis in (accuracy, loss):
+            low, high = axis.get_xlim()
+            assert low <= 0.5 and high >= 1.5  # not alone on an axis from 0.96 to 1.04
+            assert all(tick == round(tick) for tick in axis.get_xticks())  # whole epochs
+            assert axis.get_ylim()[0] == 0
+        legend = [text.get_text() for text in loss.get_legend().get_texts()]
+        assert legend == ["optimizer.lr=0.01", "optimizer.lr=0.001"]
+    finally:
+        plt.close(figure)
+
+
+def row(device: str, speed: float | None, **swept: Any) -> dict[str, Any]:
+    return {
+        "device": device,
+        "train_images_per_second": speed,
+        "swept": {"device": device, **swept},
+    }
+
+
+def test_the_speedup_is_over_the_cpu_run_of_the_same_configuration() -> None:
+    cpu_fast, cpu_slow = row("cpu", 200.0, lr="0.01"), row("cpu", 100.0, lr="0.001")
+    rows = [
+        cpu_fast,
+        cpu_slow,
+        row("cuda:0", 1000.0, lr="0.01"),
+        row("cuda:0", 1000.0, lr="0.001"),
+        row("dp over cuda:0, cuda:1", 1500.0, lr="0.001"),
+        row("cuda:1", 800.0, lr="0.1"),  # no CPU run with this learning rate
+        row("cuda:1", None, lr="0.01"),  # failed
+    ]
+    speedups = [speedup_vs_cpu(each, rows) for each in rows]
+    assert speedups == [None, None, 5.0, 10.0, 15.0, None, None]
+    # Repeats of one configuration on the CPU: their mean.
+    again = [*rows, row("cpu", 300.0, lr="0.01")]
+    assert speedup_vs_cpu(rows[2], again) == 4.0
+
+
+@pytest.mark.gpu
+def test_device_every_on_a_gpu_machine_reports_each_gpus_speedup(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, *SWEEP)
+    assert done.returncode == 0, done.stderr
+    assert "device=every is cpu, cuda:0" in done.stderr
+    rows = summary_csv(folder_of(done))
+    on_cpu = {
+        row["optimizer.lr"]: float(row["train_images_per_second"])
+        for row in rows
+        if row["device"] == "cpu"
+    }
+    others = [row for row in rows if row["device"] != "cpu"]
+    assert others and len(on_cpu) == 2
+    for other in others:
+        expected = float(other["train_images_per_second"]) / on_cpu[other["optimizer.lr"]]
+        assert float(other["speedup_vs_cpu"]) == pytest.approx(expected)
