@@ -102,7 +102,7 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_pat
         events.Reload()
         return [(event.step, event.value) for event in events.Scalars(tag)]
 
-    for tag in ("train_loss", "lr", "val_accuracy"):
+    for tag in ("train/loss", "lr", "val/accuracy"):
         assert scalars(run_dir, tag) == scalars(reference, tag)
 
 
@@ -142,7 +142,7 @@ def test_a_run_killed_after_its_last_checkpoint_is_finished_by_a_resume(
     assert all(torch.equal(best["model"][k], last["model"][k]) for k in last["model"])
     assert (run_dir / "confusion_matrix.png").is_file()
     events = read_events(run_dir)
-    assert "confusion_matrix" in events.Tags()["images"]
+    assert "test/confusion_matrix" in events.Tags()["images"]
     (accuracy,) = events.Scalars("hparams/test_accuracy")
     assert accuracy.value == pytest.approx(result["test_accuracy"])
     assert not any(leftover.exists() for leftover in leftovers)
@@ -388,6 +388,11 @@ def test_a_resume_on_other_data_or_other_steps_per_epoch_is_refused(tmp_path: Pa
         f"resume={run_dir}: its epochs were 2 optimizer steps each, 4 now (trainer.batch_size=2 "
         "then, 1 now); its schedule and its records' step numbers count 2 to an epoch: resume "
         "with the run's own settings, or start a new run"
+    )
+    assert refused("trainer.accumulate_batches=2") == (
+        f"resume={run_dir}: its epochs were 2 optimizer steps each, 1 now "
+        "(trainer.accumulate_batches=1 then, 2 now); its schedule and its records' step numbers "
+        "count 2 to an epoch: resume with the run's own settings, or start a new run"
     )
     assert refused("dataset.val_fraction=0.5") == (
         f"resume={run_dir}: its data differs from the data it was trained on: validation split: "

@@ -46,6 +46,11 @@ def _percent(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
+def _reached(time_to_accuracy: dict[str, Any]) -> str:
+    seconds = time_to_accuracy["seconds"]
+    return "not reached" if seconds is None else f"{seconds:.1f} s"
+
+
 @dataclass(frozen=True)
 class Column:
     """A column of summary.csv, summary.md and the console table: the row's `key`, its header,
@@ -78,6 +83,12 @@ COLUMNS = [
     # "64 of 1,000" when only part of the test split was evaluated (trainer.limit_eval_batches).
     Column("test_images", "test images"),
     Column("train_images_per_second", "train img/s", "{:,.0f}".format),
+    # trainer.target_accuracy: "12.3 s (50% val)", the training seconds until it was reached.
+    Column(
+        "time_to_accuracy",
+        "time to acc",
+        lambda t: f"{_reached(t)} ({t['target']:.0%} {t['split']})",
+    ),
     Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
     Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
     Column("peak_cuda_memory_mb", "cuda MiB", "{:,.0f}".format),
