@@ -400,8 +400,12 @@ def _log_start(
     plan = device.plan
     shared = f" over {device.group.world_size} processes ({plan.backend})" if plan.backend else ""
     val = f"{val_batches.count_images()} val / " if val_batches else ""
+    trainer = cfg.trainer
+    accumulated = trainer.accumulate_batches
+    step = accumulated * trainer.batch_size
+    steps = f" ({accumulated} to a step of {step})" if accumulated > 1 else ""
     log.info(
-        "training %s on %s (%d train / %s%d test images, %s) with %s placement, %s, batch %d%s",
+        "training %s on %s (%d train / %s%d test images, %s) with %s placement, %s, batch %d%s%s",
         cfg.model.name,
         cfg.dataset.name,
         train_batches.count_images(),
@@ -410,7 +414,8 @@ def _log_start(
         shape_text(shape),
         cfg.placement.name,
         cfg.optimizer.name,
-        cfg.trainer.batch_size,
+        trainer.batch_size,
+        steps,
         shared,
     )
 
