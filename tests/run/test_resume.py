@@ -14,6 +14,7 @@ from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from experiments.core.errors import ExperimentError
+from experiments.devices import process_settings
 from experiments.records import checkpoints
 from experiments.run.train import train
 from helpers import (
@@ -406,3 +407,32 @@ def test_a_resume_on_other_data_or_other_steps_per_epoch_is_refused(tmp_path: Pa
         "epochs were trained and selected on that data: resume on it, or start a new run on "
         "this data"
     )
+
+
+def test_accumulated_batches_resume_to_the_same_numbers(tmp_path: Path) -> None:
+    # Three batches an epoch, two to a step: a step of 2 batches, then one of the batch left;
+    # a cosine schedule by step. Failed at the first batch of epoch 2 and resumed, the run ends
+    # as one never stopped: no step spans an epoch's end, where checkpoints are written.
+    run = (
+        "model=lenet",
+        "device=cpu",
+        "dataset=synthetic",
+        "dataset.train_size=48",
+        "dataset.test_size=16",
+        "scheduler=cosine",
+        "trainer.batch_size=16",
+        "trainer.accumulate_batches=2",
+        "trainer.log_interval=1",
+        "trainer.confusion_matrix=false",
+        "trainer.epochs=2",
+    )
+    resumed = tmp_path / "resumed"
+    with process_settings.restored():
+        train(compose_config(*run), tmp_path / "whole")
+        with pytest.raises(RuntimeError, match="deliberate failure"):  # in epoch 2
+            train(compose_config(*run, "model._target_=failing.FailsAtFourthStep"), resumed)
+        train(compose_config(*run, f"resume={resumed}"), resumed)
+    steps = [(row["epoch"], row["step"], row["global_step"]) for row in metrics(resumed, "step")]
+    assert steps == [(1, 1, 1), (1, 2, 2), (2, 1, 3), (2, 2, 4)]
+    assert checkpoints.load(resumed / checkpoints.LAST)["steps_per_epoch"] == 2
+    assert numbers(resumed) == numbers(tmp_path / "whole")
