@@ -164,7 +164,7 @@ class TrainingRun:
         )
         if trainer.profile and self.steps_per_epoch < profiling.STEPS:
             raise ExperimentError(
-                f"trainer.profile=true records optimizer steps {profiling.STEPS - 2} to "
+                f"trainer.profile=true records optimizer steps {profiling.FIRST} to "
                 f"{profiling.STEPS} of the first epoch, which has {self.steps_per_epoch}; "
                 f"give it {profiling.STEPS} or more (trainer.limit_train_batches, "
                 "trainer.accumulate_batches)"

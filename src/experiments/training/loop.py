@@ -115,24 +115,23 @@ def train_epoch(
         disable=None if group.is_main else True,
     )
     for index, (images, labels) in enumerate(progress):
-        step, place = divmod(index, accumulate)
-        step += 1  # the optimizer step this batch is part of, from 1
-        steps_now = place == accumulate - 1 or index == len(batches) - 1
+        step = index // accumulate + 1  # the optimizer step this batch is part of
+        last_of_step = index % accumulate == accumulate - 1 or index == len(batches) - 1
         span = compute.start()
-        if place == 0:
+        if index % accumulate == 0:
             lr = optimizer.param_groups[0]["lr"]
             optimizer.zero_grad(set_to_none=True)
             # The step's images: its batches' (the epoch's last step may have fewer).
             step_images = sum(batches.sizes[index : index + accumulate])
         # DDP averages the gradients over the processes at the step's last backward only.
-        with nullcontext() if steps_now else without_gradient_sync(model):
+        with nullcontext() if last_of_step else without_gradient_sync(model):
             with device.autocast():
                 loss = loss_fn(model(images), labels)
             scaler.scale(_weighed(loss, len(labels), step_images, group)).backward()
         interval_loss.add_(loss.detach(), alpha=len(labels))
         if learner.stop_on_divergence:
             interval_losses.append(loss.detach())
-        if not steps_now:
+        if not last_of_step:
             compute.stop(span)
             continue
         if learner.gradient_clip is not None:

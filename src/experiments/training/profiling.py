@@ -22,6 +22,7 @@ from experiments.core.text import display_path
 log = logging.getLogger("experiments")
 
 SKIPPED, WARM_UP, RECORDED = 1, 1, 3
+FIRST = SKIPPED + WARM_UP + 1  # the first step recorded (steps count from 1)
 STEPS = SKIPPED + WARM_UP + RECORDED  # the optimizer steps an epoch needs for a profile
 # In the run folder; TensorBoard's profiler plugin finds traces by their `.pt.trace.json`.
 TRACE = Path("profile") / "training.pt.trace.json"
@@ -68,7 +69,7 @@ def _save(profiler: profile, path: Path, device_type: str) -> None:
     log.info(
         "profile of training steps %d to %d: %s; the operators that took most %s time "
         "(their own, over %d steps):\n%s",
-        SKIPPED + WARM_UP + 1,
+        FIRST,
         STEPS,
         display_path(path),
         where,
