@@ -338,3 +338,4 @@ def test_time_to_accuracy_and_a_profile_on_request(
     top = r"\n +[\d.]+ ms +\d+%  \S"  # the first of the operators that took most time
     said = r"profile of training steps 3 to 5: .*training\.pt\.trace\.json; "
     assert re.search(rf"{said}.*{top}", caplog.text)
+    assert "ProfilerStep" not in caplog.text  # the steps' spans are no operators

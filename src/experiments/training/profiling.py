@@ -56,7 +56,8 @@ def _save(profiler: profile, path: Path, device_type: str) -> None:
         exported = Path(folder) / path.name
         profiler.export_chrome_trace(str(exported))
         write_atomically(path, lambda file: file.write(exported.read_bytes()))
-    averages = profiler.key_averages()
+    # Without the steps' own spans (ProfilerStep*): the time between operators, not an operator.
+    averages = [event for event in profiler.key_averages() if event.key != "ProfilerStep*"]
     own_time = "self_device_time_total" if device_type == "cuda" else "self_cpu_time_total"
     total = sum(getattr(event, own_time) for event in averages) or 1
     top = sorted(averages, key=lambda event: getattr(event, own_time), reverse=True)
