@@ -14,6 +14,8 @@ from experiments.training.models import LeNet
 class FailsAtThirdStep(LeNet):
     """LeNet that raises at its third training step (in the processes `failing` picks)."""
 
+    FAILING_STEP = 3
+
     def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
         super().__init__(in_channels, image_size, num_classes)
         self.steps = 0
@@ -24,9 +26,15 @@ class FailsAtThirdStep(LeNet):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training and self.failing():
             self.steps += 1
-            if self.steps == 3:
+            if self.steps == self.FAILING_STEP:
                 raise RuntimeError(f"deliberate failure in process {os.environ.get('RANK', 0)}")
         return super().forward(x)
+
+
+class FailsAtFourthStep(FailsAtThirdStep):
+    """LeNet that raises at its fourth training batch: the first of epoch 2 of 3-batch epochs."""
+
+    FAILING_STEP = 4
 
 
 class FailsInProcess1(FailsAtThirdStep):

@@ -163,6 +163,17 @@ RUN_ERRORS = [
         ["scheduler=step", "scheduler.milestones=[0.5,2]"],
         "scheduler.milestones=[0.5, 2.0] are shares of the run, each in (0, 1]",
     ),
+    (
+        ["trainer.target_accuracy=1.5"],
+        "trainer.target_accuracy=1.5 is a fraction of the images, in (0, 1] (e.g. 0.5 for 50%), "
+        "or null",
+    ),
+    (["trainer.accumulate_batches=0"], "trainer.accumulate_batches=0 must be a whole number >= 1"),
+    (
+        ["trainer.profile=true"],
+        "trainer.profile=true records optimizer steps 3 to 5 of the first epoch, which has 3; "
+        "give it 5 or more (trainer.limit_train_batches, trainer.accumulate_batches)",
+    ),
     (["optimizer.lr=nan"], "optimizer.lr=nan must be a finite number >= 0"),
     (["optimizer.lr=-0.1"], "optimizer.lr=-0.1 must be a finite number >= 0"),
     (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from experiments.core.errors import ExperimentError
 from experiments.devices import process_settings
 from experiments.devices.distributed import _ended, start, teardown
 from experiments.devices.process_group import ProcessGroup
+from experiments.devices.wrapping import without_gradient_sync
 from experiments.records import checkpoints
 from experiments.run.train import train
 from helpers import (
@@ -80,9 +82,12 @@ def test_a_process_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path)
     assert PROCESS_1_FAILURE in summary and "To enable traceback" not in summary
 
 
-def test_an_uneven_last_batch_trains_as_in_one_process(tmp_path: Path) -> None:
+def test_an_uneven_last_batch_and_accumulated_batches_train_as_in_one_process(
+    tmp_path: Path,
+) -> None:
     # 67 images in batches of 64: the last batch's 3 images split 1 and 2 between the processes,
-    # and each must weigh 1/3 of that step's loss, as in one process.
+    # and each must weigh 1/3 of that step's loss, as in one process. The processes take them in
+    # batches of 32, two to a step (no_sync for the first): the same steps, [32, 32] and [3].
     tiny = (
         "model=lenet",
         "dataset=synthetic",
@@ -91,7 +96,8 @@ def test_an_uneven_last_batch_trains_as_in_one_process(tmp_path: Path) -> None:
         "trainer.epochs=1",
         "trainer.confusion_matrix=false",
     )
-    ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *tiny)
+    accumulated = ("trainer.batch_size=32", "trainer.accumulate_batches=2")
+    ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *tiny, *accumulated)
     assert ddp.returncode == 0, ddp.stderr
     assert metrics(ddp.run_dir, "epoch")[0]["train_images"] == 67
     with process_settings.restored():  # one process: this one
@@ -166,18 +172,36 @@ def test_the_global_batch_must_divide_among_the_processes() -> None:
 def test_leaving_the_process_group_ends_gloos_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     # A gloo thread left running at exit can abort a completed run ("terminate called without
     # an active exception"): after teardown, none may be left, even with a DDP model trained.
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
-    monkeypatch.setenv("MASTER_PORT", str(port))
     with teardown():
-        start(ProcessGroup(0, 1, 0, 1, torchrun=True), "gloo", torch.device("cpu"), 60.0)
+        join_alone(monkeypatch)
         model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))
         model(torch.ones(8, 4)).sum().backward()
         assert "pt_gloo_runloop" in thread_names()
         del model
     assert not {"pt_gloo_runloop", "gloo_tcp_loop"} & thread_names()
+
+
+def test_the_first_batches_of_an_accumulated_step_skip_ddps_gradient_sync(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with teardown():
+        join_alone(monkeypatch)
+        model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))
+        with without_gradient_sync(model):
+            assert not model.require_backward_grad_sync
+        assert model.require_backward_grad_sync
+        del model
+    assert isinstance(without_gradient_sync(nn.Linear(4, 2)), nullcontext)  # nothing to sync
+
+
+def join_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Start a gloo process group of this process alone, as torchrun's only process."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    start(ProcessGroup(0, 1, 0, 1, torchrun=True), "gloo", torch.device("cpu"), 60.0)
 
 
 def thread_names() -> set[str]:

@@ -66,7 +66,7 @@ def test_confusion_matrix_is_saved_as_png_and_tensorboard_image(tmp_path: Path) 
         width, height = png.size
         drawn = np.asarray(png.convert("RGB"))
     assert 250 < width < 1200 and 250 < height < 1200
-    (image,) = read_events(tmp_path / "run").Images("confusion_matrix")
+    (image,) = read_events(tmp_path / "run").Images("test/confusion_matrix")
     assert image.step == 30
     assert (image.width, image.height) == (width, height)
     # The cat row: 5 of 6 images right, shaded as 5/6 of the darkest blue.

@@ -14,6 +14,7 @@ from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from experiments.core.errors import ExperimentError
+from experiments.devices import process_settings
 from experiments.records import checkpoints
 from experiments.run.train import train
 from helpers import (
@@ -102,7 +103,7 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_pat
         events.Reload()
         return [(event.step, event.value) for event in events.Scalars(tag)]
 
-    for tag in ("train_loss", "lr", "val_accuracy"):
+    for tag in ("train/loss", "lr", "val/accuracy"):
         assert scalars(run_dir, tag) == scalars(reference, tag)
 
 
@@ -142,7 +143,7 @@ def test_a_run_killed_after_its_last_checkpoint_is_finished_by_a_resume(
     assert all(torch.equal(best["model"][k], last["model"][k]) for k in last["model"])
     assert (run_dir / "confusion_matrix.png").is_file()
     events = read_events(run_dir)
-    assert "confusion_matrix" in events.Tags()["images"]
+    assert "test/confusion_matrix" in events.Tags()["images"]
     (accuracy,) = events.Scalars("hparams/test_accuracy")
     assert accuracy.value == pytest.approx(result["test_accuracy"])
     assert not any(leftover.exists() for leftover in leftovers)
@@ -389,6 +390,11 @@ def test_a_resume_on_other_data_or_other_steps_per_epoch_is_refused(tmp_path: Pa
         "then, 1 now); its schedule and its records' step numbers count 2 to an epoch: resume "
         "with the run's own settings, or start a new run"
     )
+    assert refused("trainer.accumulate_batches=2") == (
+        f"resume={run_dir}: its epochs were 2 optimizer steps each, 1 now "
+        "(trainer.accumulate_batches=1 then, 2 now); its schedule and its records' step numbers "
+        "count 2 to an epoch: resume with the run's own settings, or start a new run"
+    )
     assert refused("dataset.val_fraction=0.5") == (
         f"resume={run_dir}: its data differs from the data it was trained on: validation split: "
         "0 images then, 2 now (dataset.val_fraction=0.0 then, 0.5 now); its epochs were trained "
@@ -401,3 +407,32 @@ def test_a_resume_on_other_data_or_other_steps_per_epoch_is_refused(tmp_path: Pa
         "epochs were trained and selected on that data: resume on it, or start a new run on "
         "this data"
     )
+
+
+def test_accumulated_batches_resume_to_the_same_numbers(tmp_path: Path) -> None:
+    # Three batches an epoch, two to a step: a step of 2 batches, then one of the batch left;
+    # a cosine schedule by step. Failed at the first batch of epoch 2 and resumed, the run ends
+    # as one never stopped: no step spans an epoch's end, where checkpoints are written.
+    run = (
+        "model=lenet",
+        "device=cpu",
+        "dataset=synthetic",
+        "dataset.train_size=48",
+        "dataset.test_size=16",
+        "scheduler=cosine",
+        "trainer.batch_size=16",
+        "trainer.accumulate_batches=2",
+        "trainer.log_interval=1",
+        "trainer.confusion_matrix=false",
+        "trainer.epochs=2",
+    )
+    resumed = tmp_path / "resumed"
+    with process_settings.restored():
+        train(compose_config(*run), tmp_path / "whole")
+        with pytest.raises(RuntimeError, match="deliberate failure"):  # in epoch 2
+            train(compose_config(*run, "model._target_=failing.FailsAtFourthStep"), resumed)
+        train(compose_config(*run, f"resume={resumed}"), resumed)
+    steps = [(row["epoch"], row["step"], row["global_step"]) for row in metrics(resumed, "step")]
+    assert steps == [(1, 1, 1), (1, 2, 2), (2, 1, 3), (2, 2, 4)]
+    assert checkpoints.load(resumed / checkpoints.LAST)["steps_per_epoch"] == 2
+    assert numbers(resumed) == numbers(tmp_path / "whole")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 import re
 import subprocess
@@ -17,7 +19,9 @@ from experiments.config.build import build
 from experiments.core.errors import ExperimentError
 from experiments.data import loading
 from experiments.data.batches import Batches
+from experiments.devices import process_settings
 from experiments.records import checkpoints
+from experiments.report.summary import COLUMNS, summary_row
 from experiments.run.train import train
 from experiments.training import loop
 from experiments.training.models import build_for
@@ -28,9 +32,12 @@ from helpers import (
     compose_config,
     metrics,
     on,
+    read_events,
     results,
     train_cli,
 )
+
+COLUMNS_BY_KEY = {column.key: column for column in COLUMNS}
 
 MODELS = ["tudui", "lenet", "network", "mlp"]
 PLACEMENTS = ["to_device", "cuda_call"]
@@ -87,14 +94,29 @@ def test_every_model_and_placement_leaves_complete_records(
     # TensorBoard, read back with TensorBoard's own reader.
     events = EventAccumulator(str(run_dir))
     events.Reload()
-    assert {"train_loss", "lr", "test_loss", "test_accuracy"} <= set(events.Tags()["scalars"])
+    # Grouped by split, with the speed; HParams' metrics only those a run without a
+    # validation split has.
+    assert set(events.Tags()["scalars"]) == {
+        "train/loss",
+        "lr",
+        "test/loss",
+        "test/accuracy",
+        "perf/images_per_second",
+        "hparams/test_accuracy",
+        "hparams/final_test_accuracy",
+        "hparams/train_images_per_second",
+    }
+    assert events.Tags()["images"] == ["test/confusion_matrix"]
     assert [e.value for e in events.Scalars("lr")] == pytest.approx([0.01] * 4)  # no schedule
-    assert [e.step for e in events.Scalars("train_loss")] == [2, 3, 5, 6]
-    assert [e.value for e in events.Scalars("test_accuracy")] == pytest.approx(
+    assert [e.step for e in events.Scalars("train/loss")] == [2, 3, 5, 6]
+    assert [e.value for e in events.Scalars("test/accuracy")] == pytest.approx(
         [row["test_accuracy"] for row in epochs]
     )
-    assert [e.value for e in events.Scalars("train_loss")] == pytest.approx(
+    assert [e.value for e in events.Scalars("train/loss")] == pytest.approx(
         [row["train_loss"] for row in steps]
+    )
+    assert [e.value for e in events.Scalars("perf/images_per_second")] == pytest.approx(
+        [row["images_per_second"] for row in epochs]
     )
 
     # The checkpoint: plain state_dicts and data, loadable with weights_only=True.
@@ -265,3 +287,55 @@ def test_without_the_divergence_check_a_diverged_run_completes(tmp_path: Path) -
     result = results(tmp_path)
     assert result["status"] == "completed"
     assert math.isnan(result["train_loss"])
+
+
+def test_time_to_accuracy_and_a_profile_on_request(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = compose_config(
+        "device=cpu",
+        "model=lenet",
+        "trainer.epochs=2",
+        "trainer.limit_train_batches=5",
+        "trainer.limit_eval_batches=1",
+        "trainer.log_interval=5",
+        "trainer.batch_size=16",
+        "trainer.profile=true",
+        # One image right of the 16 reaches it: the first epoch, on the test split (no val).
+        "trainer.target_accuracy=0.01",
+    )
+    with caplog.at_level(logging.INFO, logger="experiments"), process_settings.restored():
+        train(cfg, tmp_path / "run")
+    run_dir = tmp_path / "run"
+    (run_dir / ".hydra").mkdir()
+    epochs = metrics(run_dir, "epoch")
+    assert epochs[0]["test_accuracy"] >= 0.01
+
+    # Time to accuracy: results.json, the log, HParams and the report's row.
+    reached = results(run_dir)["time_to_accuracy"]
+    assert reached == {
+        "target": 0.01,
+        "split": "test",
+        "epoch": 1,
+        "seconds": epochs[0]["train_seconds"],  # training only, not the evaluation
+    }
+    said = f"1% test accuracy after {reached['seconds']:.1f} s of training (epoch 1)"
+    assert f"epoch 1: {said}" in caplog.text
+    assert re.search(rf"completed: .*, {re.escape(said)}, ", caplog.text)
+    (seconds,) = read_events(run_dir).Scalars("hparams/time_to_accuracy")
+    assert seconds.value == pytest.approx(reached["seconds"])
+    OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # as Hydra would have
+    row = summary_row(run_dir, tmp_path, epochs)
+    assert row["time_to_accuracy"] == reached["seconds"]  # summary.csv's, a number
+    assert COLUMNS_BY_KEY["time_to_accuracy"].cell(row) == f"{reached['seconds']:.1f}"
+
+    # The profile: steps 3 to 5 of the first epoch, as a Chrome trace, and the top operators.
+    trace = json.loads((run_dir / "profile" / "training.pt.trace.json").read_text())
+    recorded = {event.get("name") for event in trace["traceEvents"]}
+    steps = {name for name in recorded if name and name.startswith("ProfilerStep#")}
+    assert steps == {"ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"}  # torch counts from 0
+    assert {"aten::convolution_backward", "Optimizer.step#SGD.step"} <= recorded
+    top = r"\n +[\d.]+ ms +\d+%  \S"  # the first of the operators that took most time
+    said = r"profile of training steps 3 to 5: .*training\.pt\.trace\.json; "
+    assert re.search(rf"{said}.*{top}", caplog.text)
+    assert "ProfilerStep" not in caplog.text  # the steps' spans are no operators

@@ -19,6 +19,7 @@ from experiments.core.errors import ExperimentError
 from experiments.data.batches import Batches
 from experiments.data.types import Split
 from experiments.training import loop, schedules
+from experiments.training.models import LeNet
 from helpers import LR, half_cosine, lr_of, on, scheduler_config
 
 CPU = torch.device("cpu")
@@ -261,3 +262,51 @@ def test_without_the_divergence_check_the_epoch_trains_on() -> None:
         description="epoch 1/1",
     )
     assert math.isnan(result.loss) and result.images == 12
+
+
+@pytest.mark.parametrize("accumulate", [2, 3])
+def test_accumulated_batches_step_as_one_batch_of_them_all(accumulate: int) -> None:
+    # 18 images in batches of 4 (the last of 2), `accumulate` to a step, against batches of
+    # 4 * `accumulate`: the same steps of the same images, the last one short. LeNet has no
+    # batch norm, so the steps' gradients, and the weights after them, are the same.
+    generator = torch.Generator().manual_seed(0)
+    split = Split(
+        torch.randint(0, 256, (18, 3, 32, 32), generator=generator, dtype=torch.uint8),
+        torch.randint(0, 10, (18,), generator=generator),
+    )
+
+    def trained(batch_size: int, accumulate_batches: int) -> tuple[torch.Tensor, Logged]:
+        torch.manual_seed(0)
+        model = LeNet(3, 32, 10)
+        optimizer = SGD(model.parameters(), lr=0.1, momentum=0.9)
+        batches = Batches(split, batch_size=batch_size, mean=[0.5], std=[0.5], device=on())
+        steps = loop.optimizer_steps(len(batches), accumulate_batches)
+        scheduler, _ = schedules.for_run(
+            scheduler_config("cosine"), optimizer, epochs=1, steps_per_epoch=steps
+        )
+        logged: Logged = []
+        loop.train_epoch(
+            loop.Learner(
+                model,
+                nn.CrossEntropyLoss(),
+                optimizer,
+                scheduler,
+                accumulate_batches=accumulate_batches,
+            ),
+            batches,
+            on(),
+            log_interval=1,
+            log_step=lambda *row: logged.append(row),
+            description="t",
+        )
+        return flat(model), logged
+
+    weights, logged = trained(4, accumulate)
+    whole_weights, whole_logged = trained(4 * accumulate, 1)
+
+    assert len(logged) == loop.optimizer_steps(5, accumulate) == len(whole_logged)
+    assert [row[0] for row in logged] == [row[0] for row in whole_logged]  # steps
+    assert [row[1] for row in logged] == pytest.approx([row[1] for row in whole_logged])  # losses
+    assert [row[3] for row in logged] == pytest.approx([row[3] for row in whole_logged])  # lrs
+    assert torch.allclose(weights, whole_weights, atol=1e-6, rtol=0)
+    assert not torch.allclose(weights, trained(4, 1)[0], atol=1e-3)  # a step per batch differs

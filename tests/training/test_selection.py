@@ -101,14 +101,14 @@ def test_tensorboard_holds_the_runs_hparams_and_confusion_matrix(learning: Path)
         "placement": "to_device",
         "optimizer": "sgd",
         "lr": 0.05,
-        "batch_size": 64,
+        "batch_size": "64",  # whole numbers as text: the dashboard shows numbers as 64.000
         "precision": "fp32",
         "scheduler": "none",
-        "seed": 0,
+        "seed": "0",
         # The keys set on the command line (what a sweep varies).
         "dataset.val_fraction": 0.1,
-        "trainer.epochs": 3,
-        "trainer.limit_train_batches": 15,
+        "trainer.epochs": "3",
+        "trainer.limit_train_batches": "15",
         "trainer.monitor_mode": "min",
     }
     result = results(learning)
@@ -117,8 +117,8 @@ def test_tensorboard_holds_the_runs_hparams_and_confusion_matrix(learning: Path)
         (scalar,) = events.Scalars(f"hparams/{name}")
         assert scalar.step == last_step
         assert math.isclose(scalar.value, result[name], rel_tol=1e-6)
-    assert {"val_loss", "val_accuracy", "lr"} <= set(events.Tags()["scalars"])
-    (image,) = events.Images("confusion_matrix")
+    assert {"val/loss", "val/accuracy", "lr"} <= set(events.Tags()["scalars"])
+    (image,) = events.Images("test/confusion_matrix")
     assert image.step == last_step and image.width > 400
     with Image.open(learning / "confusion_matrix.png") as png:
         assert (png.width, png.height) == (image.width, image.height)

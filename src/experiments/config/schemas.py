@@ -256,6 +256,15 @@ class TrainerConfig:
     # (nan or inf; checked at each log interval, with no extra wait for the device); false
     # trains on, to see what a diverged run does.
     stop_on_divergence: bool = True
+    # Record the training seconds (evaluation excluded) until the monitored accuracy (validation,
+    # else test) first reaches this fraction, e.g. 0.5 (null: not measured).
+    target_accuracy: float | None = None
+    # Profile optimizer steps 3 to 5 of the first epoch with torch.profiler: the trace in
+    # profile/ of the run folder (TensorBoard, chrome://tracing), the top operators in the log.
+    profile: bool = False
+    # Add up the gradients of this many batches before each optimizer step: a step of
+    # batch_size * accumulate_batches images, in the memory of batch_size.
+    accumulate_batches: int = 1
 
 
 @dataclass

@@ -29,7 +29,13 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
     if "trainer" in cfg:
         trainer = cfg.trainer
         _at_least_one(
-            "trainer", trainer, "epochs", "batch_size", "log_interval", "checkpoint_every"
+            "trainer",
+            trainer,
+            "epochs",
+            "batch_size",
+            "log_interval",
+            "checkpoint_every",
+            "accumulate_batches",
         )
         _at_least_one_or_null(
             "trainer", trainer, "threads", "limit_train_batches", "limit_eval_batches"
@@ -43,6 +49,12 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
             raise ExperimentError(
                 f"trainer.seed={trainer.seed} must be a whole number from 0 to 2**64 - 1 "
                 f"({2**64 - 1})"
+            )
+        target = trainer.target_accuracy
+        if target is not None and not 0 < target <= 1:
+            raise ExperimentError(
+                f"trainer.target_accuracy={target} is a fraction of the images, in (0, 1] "
+                "(e.g. 0.5 for 50%), or null"
             )
         _check_selection(cfg)
         _check_optimization(cfg)

@@ -4,6 +4,7 @@ unwrapped again for its state_dict."""
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractContextManager, nullcontext
 
 import torch
 from torch import nn
@@ -55,3 +56,15 @@ def unwrap(model: nn.Module) -> nn.Module:
             model = model._orig_mod
         else:
             return model
+
+
+def without_gradient_sync(model: nn.Module) -> AbstractContextManager[object]:
+    """DDP's `no_sync` for a model wrapped in DistributedDataParallel (also inside torch.compile's
+    wrapper): backward passes in it add to the gradients without averaging them over the
+    processes. Nothing for other models, whose gradients are their process's own."""
+    compiled = sys.modules.get("torch._dynamo.eval_frame")
+    if compiled is not None and isinstance(model, compiled.OptimizedModule):
+        model = model._orig_mod
+    if isinstance(model, nn.parallel.DistributedDataParallel):
+        return model.no_sync()
+    return nullcontext()

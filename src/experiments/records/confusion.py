@@ -3,7 +3,7 @@
     confusion_matrix.png   rows the true class, columns the predicted one, each cell shaded by
                            its share of the true class's images (so classes of unequal size
                            compare), counts printed in the cells up to 20 classes; also the image
-                           `confusion_matrix` of the run's TensorBoard events
+                           `test/confusion_matrix` of the run's TensorBoard events
 
 The counts are made on the device by `experiments.training.loop`. The picture is drawn with
 Pillow, which the data already loads: a tenth of the time matplotlib took (half a second at the
@@ -18,6 +18,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from torch.utils.tensorboard import SummaryWriter
 
+# The image's TensorBoard tag (runs of earlier versions: confusion_matrix).
+TAG = "test/confusion_matrix"
 # Above this many classes the cells are too small to print their counts in.
 MOST_ANNOTATED_CLASSES = 20
 # Above this many, too small to see at all (and the picture too large to be of use).
@@ -111,11 +113,12 @@ def save(
     step: int,
 ) -> None:
     """Write the picture to `path` as a PNG and, given a `writer`, as the TensorBoard image
-    `confusion_matrix` at `step`: drawn once, for both."""
+    `test/confusion_matrix` at `step` (with the test split's scalars, not first of all the
+    tags): drawn once, for both."""
     pixels = picture(counts, classes, title)
     Image.fromarray(pixels).save(path)
     if writer is not None:
-        writer.add_image("confusion_matrix", pixels, step, dataformats="HWC")
+        writer.add_image(TAG, pixels, step, dataformats="HWC")
         writer.flush()
 
 

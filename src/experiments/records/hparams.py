@@ -94,9 +94,9 @@ def write(
     step: int,
 ) -> None:
     """Record the run's `hyperparameters` and its `metrics` at `step`, in the run folder `writer`
-    writes to. Every metric is a column, even one this run has no value for (None: a run without
-    a validation split has no val_accuracy): of the runs under one --logdir, TensorBoard takes
-    one run's columns for all of them."""
+    writes to. A metric this run has no value for (None: a run without a validation split has no
+    val_accuracy) is no column of its: it would be an empty one."""
+    metrics = {name: value for name, value in metrics.items() if value is not None}
     file_writer = writer._get_file_writer()
     for summary in (
         _experiment(hyperparameters, [f"hparams/{name}" for name in metrics]),
@@ -105,17 +105,16 @@ def write(
     ):
         file_writer.add_summary(summary, step)
     for name, value in metrics.items():
-        if value is not None:
-            writer.add_scalar(f"hparams/{name}", value, step)
+        writer.add_scalar(f"hparams/{name}", value, step)
     writer.flush()
 
 
 def _type(value: Value) -> api_pb2.DataType:
     if isinstance(value, bool):  # before int: True is an int too
         return api_pb2.DATA_TYPE_BOOL
-    if isinstance(value, int | float):
+    if isinstance(value, float):
         return api_pb2.DATA_TYPE_FLOAT64
-    return api_pb2.DATA_TYPE_STRING
+    return api_pb2.DATA_TYPE_STRING  # an int too: see _session_start
 
 
 def _experiment(hyperparameters: dict[str, Value], tags: list[str]) -> Summary:
@@ -135,12 +134,18 @@ def _experiment(hyperparameters: dict[str, Value], tags: list[str]) -> Summary:
 
 def _session_start(hyperparameters: dict[str, Value]) -> Summary:
     """This run's row. No group name: each run folder is a row of its own, even when two runs
-    share every hyperparameter (a repeat), rather than one row of their averages."""
+    share every hyperparameter (a repeat), rather than one row of their averages.
+
+    An int is its digits: the dashboard shows every number to five significant digits (a batch
+    size of 64 as 64.000, a seed of 123456789 as 1.2346e+8), so whole numbers are shown as text
+    (and sorted and filtered as text)."""
     start = plugin_data_pb2.SessionStartInfo()
     for name, value in hyperparameters.items():
         if isinstance(value, bool):
             start.hparams[name].bool_value = value
-        elif isinstance(value, int | float):
+        elif isinstance(value, int):
+            start.hparams[name].string_value = str(value)
+        elif isinstance(value, float):
             start.hparams[name].number_value = value
         else:
             start.hparams[name].string_value = value

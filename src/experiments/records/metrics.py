@@ -1,9 +1,13 @@
 """A run's numbers as it trains, for people and for TensorBoard.
 
     metrics.jsonl          one JSON object per logged step and per epoch
-    events.out.tfevents.*  TensorBoard: the scalars train_loss, lr, test_loss, test_accuracy
-                           (and val_loss, val_accuracy with a validation split); at the end,
-                           the run's HParams and the confusion matrix
+    events.out.tfevents.*  TensorBoard, grouped by split: per logged step train/loss and lr;
+                           per epoch test/loss, test/accuracy (val/loss, val/accuracy with a
+                           validation split) and perf/images_per_second (training); at the
+                           end, the run's HParams and test/confusion_matrix
+
+(Runs of versions before these groups tagged them train_loss, lr, test_loss, test_accuracy,
+val_loss, val_accuracy and confusion_matrix, with no speed; their files keep those tags.)
 
 Of several processes, only the main one writes. A resumed run first drops what the epoch cut
 short had logged (metrics.jsonl's rows; TensorBoard hides its events), then carries on.
@@ -33,6 +37,15 @@ log = logging.getLogger("experiments")
 
 # TensorBoard's file, as a failed write names it (its writer picks the rest of the name).
 EVENTS = "events.out.tfevents.*"
+
+# An epoch row's numbers in TensorBoard, by their tags: a group per split, and one for speed.
+EPOCH_TAGS = {
+    "val_loss": "val/loss",
+    "val_accuracy": "val/accuracy",
+    "test_loss": "test/loss",
+    "test_accuracy": "test/accuracy",
+    "images_per_second": "perf/images_per_second",
+}
 
 
 class Metrics:
@@ -88,7 +101,7 @@ class Metrics:
             lr=lr,
             images_per_second=speed,
         )
-        self._scalar("train_loss", loss, global_step)
+        self._scalar("train/loss", loss, global_step)
         self._scalar("lr", lr, global_step)
 
     def epoch(
@@ -121,9 +134,9 @@ class Metrics:
             "epoch_seconds": training.seconds + test.seconds + (val.seconds if val else 0.0),
         }
         self._write(kind="epoch", **row)
-        for tag in ("val_loss", "val_accuracy", "test_loss", "test_accuracy"):
-            if tag in row:
-                self._scalar(tag, row[tag], global_step)
+        for key, tag in EPOCH_TAGS.items():
+            if key in row:
+                self._scalar(tag, row[key], global_step)
         return row
 
     def hyperparameters(

@@ -140,6 +140,8 @@ def training_fields(
         "batch_size": cfg.trainer.batch_size,
         "world_size": group.world_size,
         "per_process_batch_size": cfg.trainer.batch_size // group.world_size,
+        # Batches whose gradients make one optimizer step (trainer.accumulate_batches).
+        "accumulate_batches": cfg.trainer.accumulate_batches,
         "epochs_completed": done,
         "stopped_early": None,
         **({"resumed_after_epochs": [done]} if resumed is not None else {}),

@@ -3,9 +3,9 @@ before any state is put back (so a refusal leaves the run's records as they were
 
 - the data its epochs were trained and selected on (`experiments.data.fingerprint`): another
   validation split would select epochs by other numbers;
-- the optimizer steps of an epoch: a per-step schedule was built for the run's total (OneCycleLR
-  would raise part-way, a cosine would climb back up past its end), and the records number steps
-  by it.
+- the optimizer steps of an epoch (one per trainer.accumulate_batches batches): a per-step
+  schedule was built for the run's total (OneCycleLR would raise part-way, a cosine would climb
+  back up past its end), and the records number steps by it.
 
 Checkpoints saved before these were recorded carry neither, and are not checked.
 """
@@ -19,7 +19,7 @@ from experiments.core.errors import ExperimentError
 from experiments.data import fingerprint
 
 # What decides the steps of an epoch, besides the training images and the number of processes.
-BATCH_SETTINGS = ("batch_size", "limit_train_batches")
+BATCH_SETTINGS = ("batch_size", "limit_train_batches", "accumulate_batches")
 
 
 def refuse_other_data(checkpoint: dict[str, Any], run: str, data: dict[str, Any]) -> None:
@@ -43,14 +43,15 @@ def refuse_other_steps(
     saved = checkpoint.get("steps_per_epoch")
     if saved is None or saved == steps_per_epoch:
         return
-    then = checkpoint["config"]["trainer"]
+    then = {"accumulate_batches": 1, **checkpoint["config"]["trainer"]}  # (older: no such key)
     changed = [
         f"trainer.{key}={then[key]} then, {trainer[key]} now"
         for key in BATCH_SETTINGS
         if then[key] != trainer[key]
     ]
     why = "; ".join(changed) or (
-        "the same trainer.batch_size and trainer.limit_train_batches: another number of processes"
+        "the same trainer.batch_size, trainer.limit_train_batches and trainer.accumulate_batches: "
+        "another number of processes"
     )
     raise ExperimentError(
         f"resume={run}: its epochs were {saved} optimizer steps each, {steps_per_epoch} now "

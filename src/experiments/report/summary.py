@@ -50,6 +50,10 @@ def _percent(value: float) -> str:
     return f"{100 * value:.1f}%"
 
 
+def _seconds(value: float | str) -> str:
+    return value if isinstance(value, str) else f"{value:.1f}"
+
+
 @dataclass(frozen=True)
 class Column:
     """A column of summary.csv, summary.md and the console table: the row's `key` (a key of its
@@ -92,6 +96,8 @@ COLUMNS = [
     Column("test_images", "test images"),
     Column("train_images_per_second", "train img/s", "{:,.0f}".format),
     Column("speedup_vs_cpu", "vs cpu", "{:.1f}x".format),
+    # Training seconds until trainer.target_accuracy was reached, or "not reached".
+    Column("time_to_accuracy", "time to acc (s)", _seconds),
     Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
     Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
     Column("peak_cuda_memory_mb", "cuda MiB", "{:,.0f}".format),
@@ -142,6 +148,10 @@ def summary_row(run_dir: Path, folder: Path, history: list[Row]) -> Row:
     for key in row:
         if key in results and key not in ("model", "dataset", "device", "placement", "status"):
             row[key] = results[key]
+    if reached := results.get("time_to_accuracy"):  # of trainer.target_accuracy
+        row["time_to_accuracy"] = (
+            "not reached" if reached["seconds"] is None else reached["seconds"]
+        )
     if history:
         if row["selected_epoch"] is None:  # a run still going, or stopped: its epochs so far
             validated = "val_accuracy" in history[-1]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,6 +25,7 @@ from experiments.config import overrides
 from experiments.config.build import build, plain
 from experiments.config.choices import Interval
 from experiments.config.validate import validate
+from experiments.core.errors import ExperimentError
 from experiments.core.files import remove_leftovers
 from experiments.core.text import display_path, part_of_split, shape_text
 from experiments.data import fingerprint
@@ -47,7 +50,15 @@ from experiments.records.results import (
     training_summary,
 )
 from experiments.run import setup
-from experiments.training import loop, models, schedules, seeding, selection
+from experiments.training import (
+    loop,
+    models,
+    profiling,
+    schedules,
+    seeding,
+    selection,
+    time_to_accuracy,
+)
 from experiments.training.selection import Monitor, selected_epoch
 
 log = logging.getLogger("experiments")
@@ -148,11 +159,21 @@ class TrainingRun:
         self.test_batches = self._batches(data.test)
         self.val_batches = self._batches(data.val) if data.val is not None else None
         results.add(test_images=self.test_batches.count_images(), test_split_images=len(data.test))
+        self.steps_per_epoch = loop.optimizer_steps(
+            len(self.train_batches), trainer.accumulate_batches
+        )
+        if trainer.profile and self.steps_per_epoch < profiling.STEPS:
+            raise ExperimentError(
+                f"trainer.profile=true records optimizer steps {profiling.FIRST} to "
+                f"{profiling.STEPS} of the first epoch, which has {self.steps_per_epoch}; "
+                f"give it {profiling.STEPS} or more (trainer.limit_train_batches, "
+                "trainer.accumulate_batches)"
+            )
         self.scheduler, interval = schedules.for_run(
             cfg.scheduler,
             optimizer,
             epochs=trainer.epochs,
-            steps_per_epoch=len(self.train_batches),
+            steps_per_epoch=self.steps_per_epoch,
         )
         step_scheduler = self.scheduler if interval == Interval.step else None
         self.learner = loop.Learner(
@@ -162,6 +183,7 @@ class TrainingRun:
             step_scheduler,
             trainer.gradient_clip,
             trainer.stop_on_divergence,
+            trainer.accumulate_batches,
         )
         audit(model, loss_fn, next(iter(self.test_batches)), device.plan)
         if resumed is not None and composed is not None:
@@ -173,21 +195,24 @@ class TrainingRun:
         trainer = self.cfg.trainer
         if self.stopped_early:
             return
-        for epoch in range(len(self.history) + 1, trainer.epochs + 1):
-            steps_before = (epoch - 1) * len(self.train_batches)
-            training = loop.train_epoch(
-                self.learner,
-                self.train_batches,
-                self.device,
-                log_interval=trainer.log_interval,
-                log_step=partial(self.metrics.step, epoch, steps_before),
-                description=f"epoch {epoch}/{trainer.epochs}",
-            )
+        first = len(self.history) + 1
+        for epoch in range(first, trainer.epochs + 1):
+            steps_before = (epoch - 1) * self.steps_per_epoch
+            with self._profiled(epoch == first) as after_step:
+                training = loop.train_epoch(
+                    self.learner,
+                    self.train_batches,
+                    self.device,
+                    log_interval=trainer.log_interval,
+                    log_step=partial(self.metrics.step, epoch, steps_before),
+                    description=f"epoch {epoch}/{trainer.epochs}",
+                    after_step=after_step,
+                )
             if self.learner.step_scheduler is None:
                 self.scheduler.step()  # a schedule by epoch
             val = self._evaluate(self.val_batches) if self.val_batches else None
             test = self._evaluate(self.test_batches)
-            steps = steps_before + len(self.train_batches)
+            steps = steps_before + self.steps_per_epoch
             row = self.metrics.epoch(epoch, steps, training, test, val, self.data.classes)
             self.history.append(row)
             selected = self.monitor is None or self.monitor.selected(self.history) is row
@@ -202,6 +227,10 @@ class TrainingRun:
             last = epoch == trainer.epochs or stop is not None
             self._save_checkpoints(epoch, last=last, best=self.monitor is not None and selected)
             _log_epoch(epoch, trainer.epochs, training, test, val, self.cfg.scheduler.name)
+            if trainer.target_accuracy is not None:
+                reached = self._time_to_accuracy()
+                if reached["epoch"] == epoch:
+                    log.info("epoch %d: %s", epoch, time_to_accuracy.text(reached))
             if stop:
                 log.info("stopping early after epoch %d: %s", epoch, stop)
                 self.results.add(stopped_early={"epoch": epoch, "reason": stop})
@@ -212,11 +241,14 @@ class TrainingRun:
         confusion matrix in TensorBoard; once every process has got here."""
         cfg = self.cfg
         summary = training_summary(self.history, self.monitor)
+        if cfg.trainer.target_accuracy is not None:
+            summary["time_to_accuracy"] = self._time_to_accuracy()
         last_step = self.history[-1]["global_step"]
+        numbers = {key: summary[key] for key in HPARAMS_METRICS}
+        if "time_to_accuracy" in summary:
+            numbers["time_to_accuracy"] = summary["time_to_accuracy"]["seconds"]
         self.metrics.hyperparameters(
-            hparams.hyperparameters(cfg, str(self.device.plan), _overrides()),
-            {key: summary[key] for key in HPARAMS_METRICS},
-            last_step,
+            hparams.hyperparameters(cfg, str(self.device.plan), _overrides()), numbers, last_step
         )
         if cfg.trainer.confusion_matrix:
             title = (
@@ -229,6 +261,17 @@ class TrainingRun:
         summary = self.results.finish("completed", None, **summary, **peak_memory)
         wait_for_all(self.device.group)
         return summary
+
+    def _time_to_accuracy(self) -> dict[str, Any]:
+        split = "test" if self.val_batches is None else "val"
+        return time_to_accuracy.reached(self.history, self.cfg.trainer.target_accuracy, split)
+
+    def _profiled(self, first_epoch: bool) -> AbstractContextManager[Callable[[], None] | None]:
+        """The profiler over the first epoch this process trains, with trainer.profile (of the
+        main process's steps: the others' run alike)."""
+        if first_epoch and self.cfg.trainer.profile and self.device.group.is_main:
+            return profiling.profiled(self.run_dir, self.device.type)
+        return nullcontext()
 
     def _batches(
         self,
@@ -256,7 +299,7 @@ class TrainingRun:
         """Continue from the checkpoint `resume=` named: every state as it was saved."""
         learner, device, run = self.learner, self.device, self.cfg.resume
         resume_checks.refuse_other_data(resumed, run, self.data_fingerprint)
-        resume_checks.refuse_other_steps(resumed, run, len(self.train_batches), self.cfg.trainer)
+        resume_checks.refuse_other_steps(resumed, run, self.steps_per_epoch, self.cfg.trainer)
         checkpoints.restore(
             resumed,
             run,
@@ -274,7 +317,7 @@ class TrainingRun:
             environment.write(self.run_dir)
             self._repair(resumed)
         seeding.restore(resumed["rng"], self.shuffle, device.plan.gpus)
-        self.metrics.resume_after(resumed["epoch"], len(self.train_batches))
+        self.metrics.resume_after(resumed["epoch"], self.steps_per_epoch)
         trainer = self.cfg.trainer
         stopping = trainer.early_stopping
         stop = selection.early_stop(self.history, self.monitor, stopping) if self.monitor else None
@@ -317,7 +360,7 @@ class TrainingRun:
             rng=seeding.capture(self.shuffle, self.device.plan.gpus),
             selected_confusion=self.selected_confusion,
             data=self.data_fingerprint,
-            steps_per_epoch=len(self.train_batches),
+            steps_per_epoch=self.steps_per_epoch,
         )
         # best.pt first: a kill between the two never leaves last.pt ahead of it.
         if best:
@@ -357,8 +400,12 @@ def _log_start(
     plan = device.plan
     shared = f" over {device.group.world_size} processes ({plan.backend})" if plan.backend else ""
     val = f"{val_batches.count_images()} val / " if val_batches else ""
+    trainer = cfg.trainer
+    accumulated = trainer.accumulate_batches
+    step = accumulated * trainer.batch_size
+    steps = f" ({accumulated} to a step of {step})" if accumulated > 1 else ""
     log.info(
-        "training %s on %s (%d train / %s%d test images, %s) with %s placement, %s, batch %d%s",
+        "training %s on %s (%d train / %s%d test images, %s) with %s placement, %s, batch %d%s%s",
         cfg.model.name,
         cfg.dataset.name,
         train_batches.count_images(),
@@ -367,7 +414,8 @@ def _log_start(
         shape_text(shape),
         cfg.placement.name,
         cfg.optimizer.name,
-        cfg.trainer.batch_size,
+        trainer.batch_size,
+        steps,
         shared,
     )
 
@@ -413,6 +461,8 @@ def _log_summary(summary: dict[str, Any], plan: DevicePlan, run_dir: Path) -> No
             f"{100 * summary['val_accuracy']:.1f}%, val loss {summary['val_loss']:.4f}, "
             f"{test_accuracy} (final epoch: {100 * summary['final_test_accuracy']:.1f}%)"
         )
+    if "time_to_accuracy" in summary:
+        selected += f", {time_to_accuracy.text(summary['time_to_accuracy'])}"
     log.info(
         "completed: %s, %s img/s on %s, %d epoch(s) in %.1f s -> %s",
         selected,

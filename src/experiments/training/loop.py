@@ -25,6 +25,7 @@ from experiments.devices.device import Device
 from experiments.devices.distributed import summed
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.timing import DeviceTimer
+from experiments.devices.wrapping import without_gradient_sync
 
 # A progress bar is its own process's: a thread lock will do. tqdm's default also takes a
 # multiprocessing lock, a named semaphore that a sweep worker killed by the system (or by joblib,
@@ -76,6 +77,8 @@ class Learner:
     gradient_clip: float | None = None
     # Raise once the training loss is not finite (trainer.stop_on_divergence).
     stop_on_divergence: bool = True
+    # Batches whose gradients add up to one optimizer step (trainer.accumulate_batches).
+    accumulate_batches: int = 1
 
 
 def train_epoch(
@@ -86,20 +89,23 @@ def train_epoch(
     log_interval: int,
     log_step: StepLogger,
     description: str,
+    after_step: Callable[[], object] | None = None,
 ) -> TrainingResult:
-    """One pass of optimizer steps over `batches`; losses and speeds count every process of
-    `device.group`. The forward pass and the loss run in `device.autocast()`; its scaler scales
-    the loss for fp16 and passes it through otherwise."""
+    """One pass of optimizer steps over `batches`, one every `learner.accumulate_batches` batches
+    (`log_interval` and the logged step count optimizer steps), calling `after_step` after each;
+    losses and speeds count every process of `device.group`. The forward pass and the loss run
+    in `device.autocast()`; its scaler scales the loss for fp16 and passes it through otherwise."""
     model, loss_fn, optimizer = learner.model, learner.loss_fn, learner.optimizer
-    scaler, group = device.scaler, device.group
+    scaler, group, accumulate = device.scaler, device.group, learner.accumulate_batches
     model.train()
     compute = DeviceTimer(device.torch_device)
     interval_loss = torch.zeros((), device=device.torch_device)  # summed over the images
-    # This interval's losses, still on the device: looked at only when the interval's total is
-    # not finite, to name the first step that diverged (no step waits, or launches work, for it).
+    # This interval's losses (a batch's each), still on the device: looked at only when the
+    # interval's total is not finite, to name the first step that diverged (no step waits, or
+    # launches work, for it).
     interval_losses: list[torch.Tensor] = []
     epoch_loss = 0.0
-    interval_first = 0
+    interval_first = 0  # the interval's first batch
     started = interval_started = time.perf_counter()
     progress = tqdm(
         batches,
@@ -108,13 +114,26 @@ def train_epoch(
         leave=False,
         disable=None if group.is_main else True,
     )
-    for step, (images, labels) in enumerate(progress, start=1):
+    for index, (images, labels) in enumerate(progress):
+        step = index // accumulate + 1  # the optimizer step this batch is part of
+        last_of_step = index % accumulate == accumulate - 1 or index == len(batches) - 1
         span = compute.start()
-        lr = optimizer.param_groups[0]["lr"]
-        optimizer.zero_grad(set_to_none=True)
-        with device.autocast():
-            loss = loss_fn(model(images), labels)
-        scaler.scale(_weighed(loss, len(labels), batches.sizes[step - 1], group)).backward()
+        if index % accumulate == 0:
+            lr = optimizer.param_groups[0]["lr"]
+            optimizer.zero_grad(set_to_none=True)
+            # The step's images: its batches' (the epoch's last step may have fewer).
+            step_images = sum(batches.sizes[index : index + accumulate])
+        # DDP averages the gradients over the processes at the step's last backward only.
+        with nullcontext() if last_of_step else without_gradient_sync(model):
+            with device.autocast():
+                loss = loss_fn(model(images), labels)
+            scaler.scale(_weighed(loss, len(labels), step_images, group)).backward()
+        interval_loss.add_(loss.detach(), alpha=len(labels))
+        if learner.stop_on_divergence:
+            interval_losses.append(loss.detach())
+        if not last_of_step:
+            compute.stop(span)
+            continue
         if learner.gradient_clip is not None:
             scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
             nn.utils.clip_grad_norm_(model.parameters(), learner.gradient_clip)
@@ -124,12 +143,11 @@ def train_epoch(
             with _schedule_may_step_first() if step == 1 else nullcontext():
                 learner.step_scheduler.step()
         compute.stop(span)
+        if after_step is not None:
+            after_step()  # a profiler's
 
-        interval_loss.add_(loss.detach(), alpha=len(labels))
-        if learner.stop_on_divergence:
-            interval_losses.append(loss.detach())
-        if step % log_interval == 0 or step == len(batches):
-            images_seen = sum(batches.sizes[interval_first:step])
+        if step % log_interval == 0 or index == len(batches) - 1:
+            images_seen = sum(batches.sizes[interval_first : index + 1])
             interval_total = summed(interval_loss, group).item()  # waits for the device
             epoch_loss += interval_total
             mean_loss = interval_total / images_seen
@@ -140,14 +158,14 @@ def train_epoch(
             if learner.stop_on_divergence and not math.isfinite(mean_loss):
                 finite = torch.isfinite(torch.stack(interval_losses)).tolist()
                 # All finite here: another process's loss was not (under DDP).
-                where = interval_first + 1 + finite.index(False) if False in finite else step
+                batch = interval_first + finite.index(False) if False in finite else index
                 raise ExperimentError(
-                    f"diverged: train loss {mean_loss} at {description}, step {where}; lower "
-                    "optimizer.lr or set trainer.gradient_clip"
+                    f"diverged: train loss {mean_loss} at {description}, step "
+                    f"{batch // accumulate + 1}; lower optimizer.lr or set trainer.gradient_clip"
                 )
             interval_loss.zero_()
             interval_losses.clear()
-            interval_first, interval_started = step, now
+            interval_first, interval_started = index + 1, now
     # The last step always logs, so the device has finished by now.
     seconds = time.perf_counter() - started
     images = batches.count_images()
@@ -168,15 +186,23 @@ def _schedule_may_step_first() -> Iterator[None]:
         yield
 
 
+def optimizer_steps(batches: int, accumulate_batches: int) -> int:
+    """The optimizer steps of an epoch of `batches`, one every `accumulate_batches` (and one for
+    the batches left over at the end)."""
+    return -(-batches // accumulate_batches)
+
+
 def _weighed(
-    loss: torch.Tensor, images: int, batch_images: int, group: ProcessGroup
+    loss: torch.Tensor, images: int, step_images: int, group: ProcessGroup
 ) -> torch.Tensor:
     """The loss to differentiate: this process's mean `loss` over its `images` of the step's
-    `batch_images`, weighed so that DDP's average of the processes' gradients is the gradient of
-    the whole batch's mean. A process's share counts images / batch_images of the whole; DDP
-    divides by world_size. Shares differ only in a last batch that does not divide evenly (3
-    images on 2 processes: 1 and 2), which would otherwise weigh its images 1/2 and 1/4."""
-    weight = images * group.world_size / batch_images
+    `step_images` (of all its batches and processes), weighed so that the gradients summed over
+    the step's batches, and averaged by DDP over the processes, are the gradient of the whole
+    step's mean. A batch's share counts images / step_images of the whole; DDP divides by
+    world_size. Shares differ in a last batch that does not divide evenly (3 images on 2
+    processes: 1 and 2), which would otherwise weigh its images 1/2 and 1/4, and in an epoch's
+    last step of fewer or smaller batches, whose images weigh as much as any other step's."""
+    weight = images * group.world_size / step_images
     return loss if weight == 1 else loss * weight
 
 
