@@ -22,7 +22,7 @@ COMPOSITION_ERRORS = [
     (
         "model=resnet",
         "Error: model=resnet is not an option of 'model'; "
-        "choose one of: lenet, mlp, network, tudui",
+        "choose one of: custom, lenet, mlp, network, torchvision, tudui",
     ),
     (
         "dataset=imagenet",
@@ -178,6 +178,15 @@ RUN_ERRORS = [
         ["model=lenet", "optimizer.lr=1e6"],
         "diverged: train loss nan at epoch 1/2, step 3; lower optimizer.lr or set "
         "trainer.gradient_clip",
+    ),
+    (
+        ["model=custom"],
+        "model=custom needs the class or function that builds your model: "
+        "model._target_=<module>.<name>, e.g. model._target_=my_models.Net (docs/configs.md)",
+    ),
+    (
+        ["model=torchvision", "model.weights=nowhere.pt"],
+        "model.weights=nowhere.pt: no such file",
     ),
     (
         ["device=dp", "trainer.compile=inductor"],

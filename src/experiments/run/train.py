@@ -47,8 +47,9 @@ from experiments.records.results import (
     training_summary,
 )
 from experiments.run import setup
-from experiments.training import loop, models, schedules, seeding, selection
+from experiments.training import loop, model_size, models, schedules, seeding, selection
 from experiments.training.selection import Monitor, selected_epoch
+from experiments.training.weights import load_weights
 
 log = logging.getLogger("experiments")
 
@@ -135,6 +136,10 @@ class TrainingRun:
 
         seeding.seed_everything(trainer.seed)  # the same weights on every device and placement
         model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
+        if cfg.model.get("weights") and resumed is None:  # a resume takes its own back
+            load_weights(model, cfg.model.weights)
+        self.model_size = model_size.measure(model, data.shape)
+        results.add(**self.model_size.record())
         model = setup.place_model(model, device, trainer.compile)
         loss_fn = device.placement.module(
             nn.CrossEntropyLoss(label_smoothing=trainer.label_smoothing)
@@ -166,7 +171,15 @@ class TrainingRun:
         audit(model, loss_fn, next(iter(self.test_batches)), device.plan)
         if resumed is not None and composed is not None:
             self._restore(resumed, composed)
-        _log_start(cfg, data.shape, self.train_batches, self.test_batches, self.val_batches, device)
+        _log_start(
+            cfg,
+            data.shape,
+            self.model_size,
+            self.train_batches,
+            self.test_batches,
+            self.val_batches,
+            device,
+        )
 
     def fit(self) -> None:
         """Train the epochs left, each followed by evaluation, selection and checkpoints."""
@@ -214,7 +227,8 @@ class TrainingRun:
         summary = training_summary(self.history, self.monitor)
         last_step = self.history[-1]["global_step"]
         self.metrics.hyperparameters(
-            hparams.hyperparameters(cfg, str(self.device.plan), _overrides()),
+            hparams.hyperparameters(cfg, str(self.device.plan), _overrides())
+            | self.model_size.record(),
             {key: summary[key] for key in HPARAMS_METRICS},
             last_step,
         )
@@ -349,6 +363,7 @@ def _overrides() -> list[str]:
 def _log_start(
     cfg: DictConfig,
     shape: tuple[int, int, int],
+    size: model_size.ModelSize,
     train_batches: Batches,
     test_batches: Batches,
     val_batches: Batches | None,
@@ -358,8 +373,10 @@ def _log_start(
     shared = f" over {device.group.world_size} processes ({plan.backend})" if plan.backend else ""
     val = f"{val_batches.count_images()} val / " if val_batches else ""
     log.info(
-        "training %s on %s (%d train / %s%d test images, %s) with %s placement, %s, batch %d%s",
+        "training %s (%s) on %s (%d train / %s%d test images, %s) with %s placement, %s, "
+        "batch %d%s",
         cfg.model.name,
+        size,
         cfg.dataset.name,
         train_batches.count_images(),
         val,
