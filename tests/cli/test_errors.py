@@ -22,7 +22,8 @@ COMPOSITION_ERRORS = [
     (
         "model=resnet",
         "Error: model=resnet is not an option of 'model'; "
-        "choose one of: custom, lenet, mlp, network, torchvision, tudui",
+        "choose one of: custom, lenet, mlp, network, torchvision, tudui (a torchvision "
+        "architecture is model=torchvision model.arch=resnet)",
     ),
     (
         "dataset=imagenet",
@@ -181,8 +182,8 @@ RUN_ERRORS = [
     ),
     (
         ["model=custom"],
-        "model=custom needs the class or function that builds your model: "
-        "model._target_=<module>.<name>, e.g. model._target_=my_models.Net (docs/configs.md)",
+        "model=custom needs model._target_=<module>.<name>, the class or function that builds "
+        "your model, e.g. model._target_=my_models.Net (docs/configs.md)",
     ),
     (
         ["model=torchvision", "model.weights=nowhere.pt"],

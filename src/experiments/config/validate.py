@@ -23,8 +23,8 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
     _refuse_unknown_keys(cfg, "")
     if "model" in cfg and OmegaConf.select(cfg, "model._target_") is None:
         raise ExperimentError(
-            "model=custom needs the class or function that builds your model: "
-            "model._target_=<module>.<name>, e.g. model._target_=my_models.Net (docs/configs.md)"
+            "model=custom needs model._target_=<module>.<name>, the class or function that builds "
+            "your model, e.g. model._target_=my_models.Net (docs/configs.md)"
         )
     if "model" in cfg and OmegaConf.select(cfg, "model.name") is None:  # a model of one's own
         raise ExperimentError(
