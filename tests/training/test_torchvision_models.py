@@ -35,17 +35,13 @@ def refusal(arch: str, shape: tuple[int, int, int] = (3, 32, 32)) -> str:
 
 
 def test_the_first_convolution_takes_grey_images_and_the_classifier_the_classes() -> None:
-    model = torchvision_model("resnet18", (1, 32, 32), classes=7)
-    assert isinstance(model.conv1, nn.Conv2d)
-    first = model.conv1
-    assert (first.in_channels, first.out_channels) == (1, 64)
-    assert (first.kernel_size, first.stride, first.padding, first.bias) == (
-        (7, 7),
-        (2, 2),
-        (3, 3),
-        None,
-    )
-    assert model.fc.out_features == 7
+    model = torchvision_model("mobilenet_v3_small", (1, 32, 32), classes=7)
+    first = model.features[0][0]
+    assert isinstance(first, nn.Conv2d)
+    assert (first.in_channels, first.out_channels) == (1, 16)
+    assert (first.kernel_size, first.stride, first.padding) == ((3, 3), (2, 2), (1, 1))
+    assert first.bias is None
+    assert model.classifier[-1].out_features == 7
     assert model(torch.zeros(2, 1, 32, 32)).shape == (2, 7)
 
 
@@ -90,14 +86,15 @@ def test_weights_from_a_state_dict_file_are_loaded(tmp_path: Path) -> None:
 
 
 def test_weights_for_other_classes_are_refused_naming_the_tensors(tmp_path: Path) -> None:
-    torch.save(torchvision_model("resnet18", (3, 32, 32), 10).state_dict(), tmp_path / "w.pt")
-    model = torchvision_model("resnet18", (3, 32, 32), 7)
+    saved = torchvision_model("squeezenet1_1", (3, 32, 32), 10).state_dict()
+    torch.save(saved, tmp_path / "w.pt")
+    model = torchvision_model("squeezenet1_1", (3, 32, 32), 7)
     with pytest.raises(ExperimentError) as error:
         load_weights(model, str(tmp_path / "w.pt"))
     assert str(error.value) == (
-        f"model.weights={tmp_path / 'w.pt'} does not fit the model: fc.weight is 10x512 there "
-        "and 7x512 here, fc.bias is 10 there and 7 here (the model is built for the dataset's "
-        "channels and classes before its weights are loaded)"
+        f"model.weights={tmp_path / 'w.pt'} does not fit the model: classifier.1.weight is "
+        "10x512x1x1 there and 7x512x1x1 here, classifier.1.bias is 10 there and 7 here (the "
+        "model is built for the dataset's channels and classes before its weights are loaded)"
     )
 
 
@@ -111,4 +108,10 @@ def test_a_weights_file_that_is_missing_or_no_state_dict_is_refused(tmp_path: Pa
         load_weights(model, str(tmp_path / "notes.pt"))
     assert str(error.value).startswith(
         f"model.weights={tmp_path / 'notes.pt'} is no state dict torch.load can read"
+    )
+    torch.save({"epoch": 3}, tmp_path / "numbers.pt")
+    with pytest.raises(ExperimentError) as error:
+        load_weights(model, str(tmp_path / "numbers.pt"))
+    assert str(error.value).startswith(
+        f"model.weights={tmp_path / 'numbers.pt'} holds no state dict (names to tensors)"
     )

@@ -6,7 +6,8 @@ built without pretrained weights (nothing is downloaded) and fitted to the data 
 - channels: for images of other than 3 channels (MNIST's 1), the first convolution is replaced by
   one that takes them, with the same outputs, kernel, stride and padding, freshly initialized;
 - size: a Vision Transformer is built for the dataset's image size (it takes no other), and the
-  auxiliary classifiers of GoogLeNet and Inception v3 are left out, so training has one output.
+  auxiliary classifiers of GoogLeNet and Inception v3 are left out, so training has one output
+  (their weights initialized as PyTorch's layers are, not by their own slower scheme).
 
 An architecture whose layers cannot take the image size is refused by `models.build_for`.
 """
@@ -50,8 +51,9 @@ def _fitted_to(arch: str, image_size: int) -> dict[str, Any]:
     if arch.startswith("vit_"):
         return {"image_size": image_size}
     if arch in ("googlenet", "inception_v3"):
-        # init_weights=True is what None means today, without the warning that it may change.
-        return {"aux_logits": False, "init_weights": True}
+        # init_weights=False: PyTorch's own initialization, as every other architecture here has
+        # (True takes a second, and None warns that its meaning will change).
+        return {"aux_logits": False, "init_weights": False}
     return {}
 
 
