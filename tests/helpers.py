@@ -21,6 +21,8 @@ from hydra import compose, initialize_config_module
 from omegaconf import DictConfig, OmegaConf
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import metadata
+from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.optim import Optimizer
 
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
@@ -295,3 +297,8 @@ def read_events(folder: Path) -> EventAccumulator:
     events = EventAccumulator(str(folder), size_guidance={"scalars": 0, "images": 0, "tensors": 0})
     events.Reload()
     return events
+
+
+def plugin_data(events: EventAccumulator, tag: str) -> HParamsPluginData:
+    """One of the HParams summaries (experiment, session start or end) as TensorBoard reads it."""
+    return HParamsPluginData.FromString(events.PluginTagToContent(metadata.PLUGIN_NAME)[tag])

@@ -22,7 +22,8 @@ COMPOSITION_ERRORS = [
     (
         "model=resnet",
         "Error: model=resnet is not an option of 'model'; "
-        "choose one of: lenet, mlp, network, tudui",
+        "choose one of: custom, lenet, mlp, network, torchvision, tudui (a torchvision "
+        "architecture is model=torchvision model.arch=resnet)",
     ),
     (
         "dataset=imagenet",
@@ -193,6 +194,15 @@ RUN_ERRORS = [
         ["model=lenet", "optimizer.lr=1e6"],
         "diverged: train loss nan at epoch 1/2, step 3; lower optimizer.lr or set "
         "trainer.gradient_clip",
+    ),
+    (
+        ["model=custom"],
+        "model=custom needs model._target_=<module>.<name>, the class or function that builds "
+        "your model, e.g. model._target_=my_models.Net (docs/configs.md)",
+    ),
+    (
+        ["model=torchvision", "model.weights=nowhere.pt"],
+        "model.weights=nowhere.pt: no such file",
     ),
     (
         ["device=dp", "trainer.compile=inductor"],

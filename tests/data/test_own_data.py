@@ -185,8 +185,8 @@ NOT_A_TENSOR = (
         (
             ["dataset.source._target_=no_such_module.make_splits"],
             "dataset.source._target_=no_such_module.make_splits cannot be imported (No module "
-            "named 'no_such_module'); its module must be on PYTHONPATH (PYTHONPATH=. for one "
-            "in the folder you run in)",
+            "named 'no_such_module'); put its module in the folder you run in, or its folder on "
+            "PYTHONPATH",
         ),
         (
             [f"dataset.source._target_={MODULE}.returns", "+dataset.source.what=int"],

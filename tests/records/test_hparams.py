@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import api_pb2, metadata
-from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
 from torch.utils.tensorboard import SummaryWriter
 
 from experiments.records import hparams
-from helpers import compose_config, read_events
-
-
-def plugin_data(events: EventAccumulator, tag: str) -> HParamsPluginData:
-    return HParamsPluginData.FromString(events.PluginTagToContent(metadata.PLUGIN_NAME)[tag])
+from helpers import compose_config, plugin_data, read_events
 
 
 def test_hparams_are_written_into_the_run_folder_itself(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import math
@@ -14,6 +15,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import metadata
 
 from experiments.config.build import build
 from experiments.core.errors import ExperimentError
@@ -21,9 +23,10 @@ from experiments.data import loading
 from experiments.data.batches import Batches
 from experiments.devices import process_settings
 from experiments.records import checkpoints
-from experiments.report.summary import COLUMNS, summary_row
+from experiments.report.summary import COLUMNS, summary_row, write_report
 from experiments.run.train import train
 from experiments.training import loop
+from experiments.training.model_size import measure
 from experiments.training.models import build_for
 from helpers import (
     CIFAR10_CLASSES,
@@ -32,6 +35,7 @@ from helpers import (
     compose_config,
     metrics,
     on,
+    plugin_data,
     read_events,
     results,
     train_cli,
@@ -339,3 +343,80 @@ def test_time_to_accuracy_and_a_profile_on_request(
     said = r"profile of training steps 3 to 5: .*training\.pt\.trace\.json; "
     assert re.search(rf"{said}.*{top}", caplog.text)
     assert "ProfilerStep" not in caplog.text  # the steps' spans are no operators
+
+
+# Item 19.1-3: any torchvision architecture, or a model of one's own, and its size everywhere.
+SMALL = (
+    "device=cpu",
+    "trainer.epochs=1",
+    "trainer.limit_train_batches=2",
+    "trainer.limit_eval_batches=1",
+    "trainer.batch_size=16",
+)
+
+
+def test_a_torchvision_architecture_trains_on_grey_images_and_records_its_size(
+    tmp_path: Path,
+) -> None:
+    cfg = compose_config(
+        "model=torchvision",
+        "model.arch=squeezenet1_1",
+        "dataset=synthetic",
+        "dataset.channels=1",
+        "dataset.num_classes=4",
+        "dataset.train_size=64",
+        "dataset.test_size=16",
+        *SMALL,
+    )
+    train(cfg, tmp_path)
+    result = results(tmp_path)
+    assert (result["status"], result["model"]) == ("completed", "squeezenet1_1")
+    model = build_for(cfg.model, (1, 32, 32), 4, "synthetic")
+    size = measure(model, (1, 32, 32))
+    assert (
+        result["model_parameters"] == size.parameters == sum(p.numel() for p in model.parameters())
+    )
+    assert result["model_flops_per_image"] == size.flops_per_image > 0
+    start = plugin_data(read_events(tmp_path), metadata.SESSION_START_INFO_TAG)
+    hyperparameters = start.session_start_info.hparams
+    assert hyperparameters["model_parameters"].number_value == size.parameters
+    assert hyperparameters["model_flops_per_image"].number_value == size.flops_per_image
+
+
+OWN_MODEL = """
+from torch import nn
+
+
+class Net(nn.Sequential):
+    def __init__(self, in_channels, num_classes, width):
+        super().__init__(
+            nn.Conv2d(in_channels, width, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            nn.Linear(width, num_classes),
+        )
+"""
+
+
+def test_a_model_of_ones_own_in_the_folder_one_runs_in_trains_without_a_config_folder(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "my_models.py").write_text(OWN_MODEL)
+    done = train_cli(
+        tmp_path, "model=custom", "model._target_=my_models.Net", "+model.width=8", *SMALL
+    )
+    assert done.returncode == 0, done.stderr
+    result = results(done.run_dir)
+    assert (result["status"], result["model"]) == ("completed", "my_models.Net")
+    # conv 3->8 (3x3) and linear 8->10; one image: 8x30x30 outputs of 27 inputs, then 8->10.
+    parameters = 3 * 9 * 8 + 8 + 8 * 10 + 10
+    flops = 2 * (8 * 30 * 30 * 27 + 8 * 10)
+    assert (result["model_parameters"], result["model_flops_per_image"]) == (parameters, flops)
+    log = (done.run_dir / "train.log").read_text()
+    assert f"training my_models.Net ({parameters} parameters, 389k FLOPs per image) on " in log
+    (row,) = write_report(done.run_dir)
+    assert (row["model_parameters"], row["model_flops_per_image"]) == (parameters, flops)
+    with open(done.run_dir / "summary.csv", newline="") as file:
+        (csv_row,) = csv.DictReader(file)
+    assert (csv_row["model_parameters"], csv_row["model_flops_per_image"]) == (
+        str(parameters),
+        str(flops),
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -115,6 +117,37 @@ def test_a_model_whose_module_cannot_be_imported_is_told_about_pythonpath() -> N
     with pytest.raises(ExperimentError) as error:
         build_for(cfg.model, (3, 32, 32), 10, "cifar10_sample")
     assert str(error.value) == (
-        "model._target_=my_models.TinyCNN cannot be imported (No module named 'my_models'); its "
-        "module must be on PYTHONPATH (PYTHONPATH=. for one in the folder you run in)"
+        "model._target_=my_models.TinyCNN cannot be imported (No module named 'my_models'); put "
+        "its module in the folder you run in, or its folder on PYTHONPATH"
     )
+
+
+OWN_MODEL = """
+from torch import nn
+
+
+class Net(nn.Sequential):
+    def __init__(self, in_channels, num_classes, width):  # no image_size: it pools to 1x1
+        super().__init__(
+            nn.Conv2d(in_channels, width, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+            nn.Linear(width, num_classes),
+        )
+        self.width = width
+"""
+
+
+def test_a_model_of_ones_own_gets_only_the_shape_arguments_its_constructor_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "own_models_for_build.py").write_text(OWN_MODEL)
+    monkeypatch.syspath_prepend(tmp_path)
+    cfg = compose_config(
+        "model=custom",
+        "model._target_=own_models_for_build.Net",
+        "+model.width=16",
+        "dataset=mnist_sample",
+    )
+    model = build_for(cfg.model, (1, 28, 28), 10, "mnist_sample")
+    assert model.width == 16
+    assert model[0].in_channels == 1
+    assert cfg.model.name == "own_models_for_build.Net"

@@ -138,6 +138,11 @@ def _command_line(
 ) -> None:
     os.environ[USER_TRACEBACKS] = "1" if TRACEBACKS else "0"
     take_interrupts()
+    # `python train.py` puts train.py's folder on the import path, not the one it runs in; a
+    # model or data source of one's own there (model._target_=my_models.Net) is found as it
+    # would be by a script of one's own there, or under `python -m`.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     # Hydra reports its own errors (unknown option, bad override, wrong type) over several lines;
     # asked for the full error, it raises instead, and we say it in one line.
     os.environ["HYDRA_FULL_ERROR"] = "1"

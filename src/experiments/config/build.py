@@ -29,19 +29,20 @@ def build(node: DictConfig, *, leave_out: tuple[str, ...] = (), **kwargs: Any) -
         raise error.__cause__ from None
 
 
-def check_importable(key: str, target: str) -> None:
-    """Import a `_target_` of the user's own before Hydra does, to say plainly what is missing."""
+def check_importable(key: str, target: str) -> Any:
+    """Import a `_target_` of the user's own before Hydra does, to say plainly what is missing;
+    returns what it names. (The command line puts the folder it runs in on the import path.)"""
     module_name, _, attribute = target.rpartition(".")
     try:
         if not module_name:
             raise ImportError("give it as <module>.<name>")
-        getattr(importlib.import_module(module_name), attribute)
+        return getattr(importlib.import_module(module_name), attribute)
     except AttributeError as error:
         raise ExperimentError(f"{key}={target}: {error}") from None
     except (ImportError, ValueError) as error:
         raise ExperimentError(
-            f"{key}={target} cannot be imported ({error}); its module must be on PYTHONPATH "
-            "(PYTHONPATH=. for one in the folder you run in)"
+            f"{key}={target} cannot be imported ({error}); put its module in the folder you run "
+            "in, or its folder on PYTHONPATH"
         ) from None
 
 

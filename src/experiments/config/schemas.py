@@ -22,11 +22,19 @@ class ModelConfig:
     in_channels: int = II("dataset.channels")
     image_size: int = II("dataset.image_size")
     num_classes: int = II("dataset.num_classes")
+    # A state dict file to start from (torch.save(model.state_dict(), PATH)); null: untrained.
+    weights: str | None = None
 
 
 @dataclass
 class MLPConfig(ModelConfig):
     hidden_sizes: list[int] = MISSING
+
+
+@dataclass
+class TorchvisionModelConfig(ModelConfig):
+    # Any name torchvision.models.list_models(module=torchvision.models) gives.
+    arch: str = "resnet18"
 
 
 @dataclass
@@ -306,6 +314,7 @@ SCHEMAS: dict[str, type] = {
     "eval_schema": EvalSchema,
     "model_schema": ModelConfig,
     "mlp_schema": MLPConfig,
+    "torchvision_model_schema": TorchvisionModelConfig,
     "dataset_schema": DatasetConfig,
     "torchvision_dataset_schema": TorchvisionDatasetConfig,
     "user_dataset_schema": UserDatasetConfig,

@@ -21,6 +21,11 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
     `trainer.batch_size` is the global batch, shared by the `processes` of a distributed run.
     """
     _refuse_unknown_keys(cfg, "")
+    if "model" in cfg and OmegaConf.select(cfg, "model._target_") is None:
+        raise ExperimentError(
+            "model=custom needs model._target_=<module>.<name>, the class or function that builds "
+            "your model, e.g. model._target_=my_models.Net (docs/configs.md)"
+        )
     if "model" in cfg and OmegaConf.select(cfg, "model.name") is None:  # a model of one's own
         raise ExperimentError(
             "the model config has no name:, which names the model in records and reports; add "

@@ -77,7 +77,10 @@ def _unknown_option(error: MissingConfigException) -> str:
     options = ", ".join(abridged(list(error.options or [])))
     if not group:
         return _flatten(str(error))
-    return f"{group}={option} is not an option of '{group}'; choose one of: {options}"
+    said = f"{group}={option} is not an option of '{group}'; choose one of: {options}"
+    if group == "model":  # model=resnet18, most likely
+        said += f" (a torchvision architecture is model=torchvision model.arch={option})"
+    return said
 
 
 def _malformed_override(error: OverrideParseException) -> str:

@@ -9,9 +9,10 @@ Every multirun writes it into its sweep folder at the end (`experiments.report.s
 folder is any folder with a `.hydra/` snapshot; runs still going, killed, or without results are
 listed as such, not left out, and so are the jobs a sweep planned but never started (`not run`).
 
-    summary.csv, summary.md   model, dataset, device, placement, every other key the runs
-                              differ in (`experiments.report.swept`), status (and why it failed),
-                              the selected epoch with its validation and test accuracy (the final
+    summary.csv, summary.md   model (its parameters and FLOPs per image), dataset, device,
+                              placement, every other key the runs differ in
+                              (`experiments.report.swept`), status (and why it failed), the
+                              selected epoch with its validation and test accuracy (the final
                               epoch without a validation split), the final test accuracy, how
                               much of the test split it was measured on when not all, train
                               images/s and the speedup over the CPU run of the same
@@ -41,6 +42,7 @@ from experiments.core.text import part_of_split
 from experiments.records.running import alive_here
 from experiments.report import plots
 from experiments.report.swept import swept_values
+from experiments.training.model_size import short_count
 from experiments.training.selection import Monitor, selected_epoch
 
 Row = dict[str, Any]
@@ -81,6 +83,8 @@ IDENTITY = ("model", "dataset", "device", "placement")
 COLUMNS = [
     Column("run", "run"),
     Column("model", "model"),
+    Column("model_parameters", "params", short_count),
+    Column("model_flops_per_image", "FLOPs/image", short_count),
     Column("dataset", "dataset"),
     Column("device", "device"),
     Column("placement", "placement"),

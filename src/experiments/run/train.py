@@ -52,6 +52,7 @@ from experiments.records.results import (
 from experiments.run import setup
 from experiments.training import (
     loop,
+    model_size,
     models,
     profiling,
     schedules,
@@ -60,6 +61,7 @@ from experiments.training import (
     time_to_accuracy,
 )
 from experiments.training.selection import Monitor, selected_epoch
+from experiments.training.weights import load_weights
 
 log = logging.getLogger("experiments")
 
@@ -146,6 +148,10 @@ class TrainingRun:
 
         seeding.seed_everything(trainer.seed)  # the same weights on every device and placement
         model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
+        if cfg.model.get("weights") and resumed is None:  # a resume takes its own back
+            load_weights(model, cfg.model.weights)
+        self.model_size = model_size.measure(model, data.shape)
+        results.add(**self.model_size.record())
         model = setup.place_model(model, device, trainer.compile)
         loss_fn = device.placement.module(
             nn.CrossEntropyLoss(label_smoothing=trainer.label_smoothing)
@@ -188,7 +194,15 @@ class TrainingRun:
         audit(model, loss_fn, next(iter(self.test_batches)), device.plan)
         if resumed is not None and composed is not None:
             self._restore(resumed, composed)
-        _log_start(cfg, data.shape, self.train_batches, self.test_batches, self.val_batches, device)
+        _log_start(
+            cfg,
+            data.shape,
+            self.model_size,
+            self.train_batches,
+            self.test_batches,
+            self.val_batches,
+            device,
+        )
 
     def fit(self) -> None:
         """Train the epochs left, each followed by evaluation, selection and checkpoints."""
@@ -248,7 +262,10 @@ class TrainingRun:
         if "time_to_accuracy" in summary:
             numbers["time_to_accuracy"] = summary["time_to_accuracy"]["seconds"]
         self.metrics.hyperparameters(
-            hparams.hyperparameters(cfg, str(self.device.plan), _overrides()), numbers, last_step
+            hparams.hyperparameters(cfg, str(self.device.plan), _overrides())
+            | self.model_size.record(),
+            numbers,
+            last_step,
         )
         if cfg.trainer.confusion_matrix:
             title = (
@@ -392,6 +409,7 @@ def _overrides() -> list[str]:
 def _log_start(
     cfg: DictConfig,
     shape: tuple[int, int, int],
+    size: model_size.ModelSize,
     train_batches: Batches,
     test_batches: Batches,
     val_batches: Batches | None,
@@ -405,8 +423,10 @@ def _log_start(
     step = accumulated * trainer.batch_size
     steps = f" ({accumulated} to a step of {step})" if accumulated > 1 else ""
     log.info(
-        "training %s on %s (%d train / %s%d test images, %s) with %s placement, %s, batch %d%s%s",
+        "training %s (%s) on %s (%d train / %s%d test images, %s) with %s placement, %s, "
+        "batch %d%s%s",
         cfg.model.name,
+        size,
         cfg.dataset.name,
         train_batches.count_images(),
         val,

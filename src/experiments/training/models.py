@@ -3,12 +3,15 @@
 The layer lists follow the tutorials they come from; only the input of the first fully connected
 layer is computed from the image size, so every model runs on every dataset large enough for its
 convolutions and pooling. A dataset too small for a model raises `ShapeError` at construction.
+`build_for` builds these, torchvision's (`experiments.training.torchvision_models`) and models of
+one's own alike.
 """
 
 from __future__ import annotations
 
+import inspect
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -28,20 +31,38 @@ def build_for(
 ) -> nn.Module:
     """Build the model the config names and check it takes the dataset's images and classes."""
     cannot = f"model {config.name} cannot take dataset {dataset} ({shape_text(image_shape)} images)"
-    check_importable("model._target_", config._target_)
+    target = check_importable("model._target_", config._target_)
     try:
-        model = build(config)
+        # The weights, if any, are loaded once the model is built (`experiments.training.weights`).
+        model = build(config, leave_out=("weights", *_shape_fields_not_taken(target)))
         model.eval()  # the probe below must not change any state (batch-norm statistics)
         with torch.no_grad():
             outputs = model(torch.zeros(1, *image_shape))
         model.train()
-    except (ShapeError, RuntimeError) as error:
+    # torch's own shape checks raise AssertionError (torch._assert), the others RuntimeError.
+    except (ShapeError, RuntimeError, AssertionError) as error:
         raise ExperimentError(f"{cannot}: {error}".splitlines()[0]) from error
     if outputs.shape != (1, num_classes):
         raise ExperimentError(
             f"{cannot}: it gives {outputs.shape[-1]} outputs per image for {num_classes} classes"
         )
     return model
+
+
+# The fields of a model config that the dataset fills in (schemas.ModelConfig).
+SHAPE_FIELDS = ("in_channels", "image_size", "num_classes")
+
+
+def _shape_fields_not_taken(target: Callable[..., nn.Module]) -> tuple[str, ...]:
+    """The shape fields a model's constructor has no argument for: a model of one's own is given
+    only those it takes (one taking **kwargs, all of them)."""
+    try:
+        parameters = inspect.signature(target).parameters
+    except (TypeError, ValueError):  # a builtin without a signature: give it everything
+        return ()
+    if any(parameter.kind is parameter.VAR_KEYWORD for parameter in parameters.values()):
+        return ()
+    return tuple(field for field in SHAPE_FIELDS if field not in parameters)
 
 
 def _flattened_size(features: nn.Module, in_channels: int, image_size: int) -> int:

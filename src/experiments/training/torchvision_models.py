@@ -1,0 +1,79 @@
+"""torchvision's classification architectures by name (`model=torchvision model.arch=resnet18`),
+built without pretrained weights (nothing is downloaded) and fitted to the data by one rule:
+
+- classes: the architecture is built with the dataset's `num_classes`, so its classifier has
+  that many outputs;
+- channels: for images of other than 3 channels (MNIST's 1), the first convolution is replaced by
+  one that takes them, with the same outputs, kernel, stride and padding, freshly initialized;
+- size: a Vision Transformer is built for the dataset's image size (it takes no other), and the
+  auxiliary classifiers of GoogLeNet and Inception v3 are left out, so training has one output
+  (their weights initialized as PyTorch's layers are, not by their own slower scheme).
+
+An architecture whose layers cannot take the image size is refused by `models.build_for`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import torchvision
+from torch import nn
+
+from experiments.core.errors import ExperimentError
+
+
+def architectures() -> list[str]:
+    """The names of torchvision's classification architectures (not detection, segmentation or
+    video: those live in submodules of `torchvision.models`)."""
+    return torchvision.models.list_models(module=torchvision.models)
+
+
+def build(arch: str, in_channels: int, image_size: int, num_classes: int) -> nn.Module:
+    """torchvision's `arch`, untrained, for `in_channels` x `image_size` images of `num_classes`."""
+    known = architectures()
+    if arch not in known:
+        close = difflib.get_close_matches(arch, known, n=3)
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        raise ExperimentError(
+            f"model.arch={arch} is not one of torchvision's {len(known)} classification "
+            f"architectures{hint}; choose one of: {', '.join(known)}"
+        )
+    model = torchvision.models.get_model(
+        arch, weights=None, num_classes=num_classes, **_fitted_to(arch, image_size)
+    )
+    _take_channels(model, in_channels)
+    return model
+
+
+def _fitted_to(arch: str, image_size: int) -> dict[str, Any]:
+    """The builder's arguments that fit `arch` to the images and to a one-output training step."""
+    if arch.startswith("vit_"):
+        return {"image_size": image_size}
+    if arch in ("googlenet", "inception_v3"):
+        # init_weights=False: PyTorch's own initialization, as every other architecture here has
+        # (True takes a second, and None warns that its meaning will change).
+        return {"aux_logits": False, "init_weights": False}
+    return {}
+
+
+def _take_channels(model: nn.Module, in_channels: int) -> None:
+    """Replace the model's first convolution by one taking `in_channels`, if it takes others."""
+    name, first = next(
+        (name, module) for name, module in model.named_modules() if isinstance(module, nn.Conv2d)
+    )
+    if first.in_channels == in_channels:
+        return
+    parent_name, _, attribute = name.rpartition(".")
+    replacement = nn.Conv2d(
+        in_channels,
+        first.out_channels,
+        first.kernel_size,
+        first.stride,
+        first.padding,
+        first.dilation,
+        first.groups,
+        bias=first.bias is not None,
+        padding_mode=first.padding_mode,
+    )
+    setattr(model.get_submodule(parent_name), attribute, replacement)

@@ -1,0 +1,62 @@
+"""A model started from a state dict of one's own (`model.weights=PATH`): a file written by
+`torch.save(model.state_dict(), PATH)`, loaded with `weights_only=True` into the model as built
+for the dataset. Every tensor must fit, or the run is refused naming those that do not."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Mapping
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from experiments.core.errors import ExperimentError
+
+# How many tensors a refusal names before it says how many more there are.
+NAMED = 3
+
+
+def load_weights(model: nn.Module, path: str) -> None:
+    """Load the state dict in the file at `path` (relative to the folder run in) into `model`."""
+    if not Path(path).is_file():
+        raise ExperimentError(f"model.weights={path}: no such file")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as error:
+        raise ExperimentError(
+            f"model.weights={path} is no state dict torch.load can read with weights_only=True "
+            "(write one with torch.save(model.state_dict(), PATH))"
+        ) from error
+    if not isinstance(state, Mapping) or not all(
+        isinstance(value, torch.Tensor) for value in state.values()
+    ):
+        raise ExperimentError(
+            f"model.weights={path} holds no state dict (names to tensors); write one with "
+            "torch.save(model.state_dict(), PATH)"
+        )
+    misfits = _misfits(state, model.state_dict())
+    if misfits:
+        more = f", and {len(misfits) - NAMED} more" if len(misfits) > NAMED else ""
+        raise ExperimentError(
+            f"model.weights={path} does not fit the model: {', '.join(misfits[:NAMED])}{more} "
+            "(the model is built for the dataset's channels and classes before its weights are "
+            "loaded)"
+        )
+    model.load_state_dict(state)
+
+
+def _misfits(theirs: Mapping[str, torch.Tensor], ours: Mapping[str, torch.Tensor]) -> list[str]:
+    """What keeps `theirs` from loading into a model whose state dict is `ours`."""
+    misfits = [f"{name} is missing there" for name in ours if name not in theirs]
+    misfits += [f"{name} is not in the model" for name in theirs if name not in ours]
+    misfits += [
+        f"{name} is {_shape(theirs[name])} there and {_shape(tensor)} here"
+        for name, tensor in ours.items()
+        if name in theirs and theirs[name].shape != tensor.shape
+    ]
+    return misfits
+
+
+def _shape(tensor: torch.Tensor) -> str:
+    return "x".join(map(str, tensor.shape)) or "a single number"

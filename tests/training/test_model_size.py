@@ -1,0 +1,44 @@
+"""A model's size: its parameters, and the FLOPs of its forward pass on one image."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from experiments.training.model_size import ModelSize, measure
+from experiments.training.models import LeNet
+
+
+def test_lenets_size_is_what_its_layers_add_up_to() -> None:
+    model = LeNet(in_channels=3, image_size=32, num_classes=10)
+    size = measure(model, (3, 32, 32))
+    # Weights and biases: conv 3->6 (5x5), conv 6->16 (5x5), linear 400->120->84->10.
+    parameters = (3 * 25 * 6 + 6) + (6 * 25 * 16 + 16) + (400 * 120 + 120) + (120 * 84 + 84)
+    parameters += 84 * 10 + 10
+    assert size.parameters == parameters == 62006
+    # Multiply-adds, counted as two FLOPs each: 6x28x28 outputs of 75 inputs, 16x10x10 of 150,
+    # and the three linear layers.
+    multiply_adds = 6 * 28 * 28 * 75 + 16 * 10 * 10 * 150 + 400 * 120 + 120 * 84 + 84 * 10
+    assert size.flops_per_image == 2 * multiply_adds
+
+
+def test_measuring_changes_nothing_in_the_model() -> None:
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    measure(model, (3, 8, 8))
+    assert model.training
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, before[name]), name
+
+
+@pytest.mark.parametrize(
+    ("parameters", "flops", "text"),
+    [
+        (62006, 1303440, "62.0k parameters, 1.30M FLOPs per image"),
+        (11_181_642, 1_111_000_000, "11.2M parameters, 1.11G FLOPs per image"),
+    ],
+)
+def test_the_size_reads_in_thousands_millions_and_billions(
+    parameters: int, flops: int, text: str
+) -> None:
+    assert str(ModelSize(parameters, flops)) == text
