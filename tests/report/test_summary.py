@@ -67,15 +67,30 @@ def test_swept_overrides_are_columns_and_empty_columns_are_left_out(
     header = list(written[0])
     for empty in ("val_accuracy", "peak_cuda_memory_mb", "loader", "reason", "speedup_vs_cpu"):
         assert empty not in header
-    assert header[:6] == ["run", "model", "dataset", "device", "placement", "optimizer.lr"]
+    assert header[:8] == [
+        "run",
+        "model",
+        "model_parameters",
+        "model_flops_per_image",
+        "dataset",
+        "device",
+        "placement",
+        "optimizer.lr",
+    ]
     speeds = [results(folder / row["run"])["train_images_per_second"] for row in written]
     assert [float(row["train_images_per_second"]) for row in written] == speeds
     markdown = (folder / "summary.md").read_text().splitlines()
-    assert markdown[0].startswith("| run | model | dataset | device | placement | optimizer.lr |")
+    assert markdown[0].startswith(
+        "| run | model | params | FLOPs/image | dataset | device | placement | optimizer.lr |"
+    )
     assert "| val acc |" not in markdown[0] and "| cuda MiB |" not in markdown[0]
-    assert "| lenet | cifar10_sample | cpu | to_device | 0.001 | completed |" in markdown[3]
+    assert (
+        "| lenet | 62.0k | 1.30M | cifar10_sample | cpu | to_device | 0.001 | completed |"
+        in (markdown[3])
+    )
     console = table(rows, folder).splitlines()
-    assert console[1].split()[:6] == header[:6]  # the same headers there
+    assert console[1].split()[:2] == header[:2]  # the same headers there
+    assert console[1].split()[4:8] == header[4:8]
 
 
 def test_a_bar_per_run_on_one_axis_labelled_by_its_swept_values(rows: list[dict[str, Any]]) -> None:

@@ -106,8 +106,8 @@ def test_tensorboard_holds_the_runs_hparams_and_confusion_matrix(learning: Path)
         "scheduler": "none",
         "seed": "0",
         # LeNet's size on 3x32x32 images (tests/training/test_model_size.py).
-        "model_parameters": "62006",
-        "model_flops_per_image": "1303440",
+        "model_parameters": 62006.0,
+        "model_flops_per_image": 1303440.0,
         # The keys set on the command line (what a sweep varies).
         "dataset.val_fraction": 0.1,
         "trainer.epochs": "3",

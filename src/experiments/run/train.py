@@ -263,7 +263,8 @@ class TrainingRun:
             numbers["time_to_accuracy"] = summary["time_to_accuracy"]["seconds"]
         self.metrics.hyperparameters(
             hparams.hyperparameters(cfg, str(self.device.plan), _overrides())
-            | self.model_size.record(),
+            # As numbers, to sort and filter by (whole numbers would be text there).
+            | {name: float(count) for name, count in self.model_size.record().items()},
             numbers,
             last_step,
         )
