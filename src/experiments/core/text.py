@@ -1,8 +1,9 @@
-"""How shapes, GPUs, paths and parts of splits are written, the same in every message and
-record."""
+"""How shapes, GPUs, paths, parts of splits and large counts are written, the same in every
+message and record."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -42,3 +43,17 @@ def abridged(options: list[str]) -> list[str]:
     first = options.index(numbered[0])
     others = [option for option in options if option not in numbered]
     return [*others[:first], f"{numbered[0]} ... {numbered[-1]}", *others[first:]]
+
+
+# The SI prefixes of thousands, millions, ... (none below a thousand).
+PREFIXES = ("", "k", "M", "G", "T", "P")
+
+
+def short_count(count: int) -> str:
+    """A count to three figures with its SI prefix: 314, 62.0k, 11.2M, 1.82G."""
+    if count < 1000:
+        return str(count)
+    power = min(int(math.log10(count)) // 3, len(PREFIXES) - 1)
+    value = count / 1000**power
+    decimals = 2 if value < 10 else 1 if value < 100 else 0
+    return f"{value:.{decimals}f}{PREFIXES[power]}"

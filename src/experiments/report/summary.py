@@ -38,11 +38,10 @@ from omegaconf import OmegaConf
 
 from experiments.config.naming import planned_job_names
 from experiments.core.files import read_json_lines
-from experiments.core.text import part_of_split
+from experiments.core.text import part_of_split, short_count
 from experiments.records.running import alive_here
 from experiments.report import plots
 from experiments.report.swept import swept_values
-from experiments.training.model_size import short_count
 from experiments.training.selection import Monitor, selected_epoch
 
 Row = dict[str, Any]

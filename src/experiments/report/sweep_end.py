@@ -47,6 +47,8 @@ class SweepReport(Callback):
 def report_unfinished_sweeps() -> None:
     """Report on the sweeps this process started that never reached their end, if any of their
     jobs started."""
+    if not _unreported:  # a plain run's failure: nothing to report, nothing to load
+        return
     from experiments.report.summary import find_runs  # loads matplotlib: only when needed
 
     while _unreported:

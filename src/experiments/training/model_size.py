@@ -4,15 +4,13 @@ products and convolutions only, so normalization, activations and pooling add no
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-# The SI prefixes of thousands, millions, ... (none below a thousand).
-PREFIXES = ("", "k", "M", "G", "T", "P")
+from experiments.core.text import short_count
 
 
 @dataclass(frozen=True)
@@ -42,13 +40,3 @@ def measure(model: nn.Module, image_shape: tuple[int, int, int]) -> ModelSize:
         model(torch.zeros(1, *image_shape, device=device))
     model.train(training)
     return ModelSize(parameters, counter.get_total_flops())
-
-
-def short_count(count: int) -> str:
-    """A count to three figures with its SI prefix: 314, 62.0k, 11.2M, 1.82G."""
-    if count < 1000:
-        return str(count)
-    power = min(int(math.log10(count)) // 3, len(PREFIXES) - 1)
-    value = count / 1000**power
-    decimals = 2 if value < 10 else 1 if value < 100 else 0
-    return f"{value:.{decimals}f}{PREFIXES[power]}"
