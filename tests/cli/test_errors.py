@@ -43,7 +43,7 @@ COMPOSITION_ERRORS = [
     (
         "experiment=resnet_cifar10",
         "Error: experiment=resnet_cifar10 is not an option of 'experiment'; "
-        "choose one of: lenet_cifar10, tudui_cifar10",
+        "choose one of: device_scaling, lenet_cifar10, tudui_cifar10",
     ),
     (
         "trainer.epochs=[",

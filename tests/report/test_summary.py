@@ -170,3 +170,35 @@ def test_device_every_on_a_gpu_machine_reports_each_gpus_speedup(tmp_path: Path)
     for other in others:
         expected = float(other["train_images_per_second"]) / on_cpu[other["optimizer.lr"]]
         assert float(other["speedup_vs_cpu"]) == pytest.approx(expected)
+
+
+def test_the_scaling_lines_join_runs_by_device_and_model_and_bound_only_what_was_measured() -> None:
+    def row(device: str, batch: str, width: str, peak: float | None) -> dict[str, object]:
+        swept = {"device": device, "trainer.batch_size": batch, "model.hidden_sizes": width}
+        return {
+            "device": device,
+            "swept": swept,
+            "train_images_per_second": 1.0,
+            "model_flops_per_image": 100,
+            "device_peak_flops": peak,
+        }
+
+    rows = [
+        row("cpu", "64", "[8]", 600.0),
+        row("cpu", "32", "[8]", 900.0),
+        row("cuda:0", "32", "[8]", None),
+        row("cpu", "32", "[16]", 900.0),
+    ]
+    lines = plots.scaling_lines(rows)
+    assert {
+        name: [r["swept"]["trainer.batch_size"] for r in line] for name, line in lines.items()
+    } == {
+        "device=cpu, model.hidden_sizes=[8]": ["32", "64"],
+        "device=cuda:0, model.hidden_sizes=[8]": ["32"],
+        "device=cpu, model.hidden_sizes=[16]": ["32"],
+    }
+    assert plots.compute_bound(lines["device=cpu, model.hidden_sizes=[8]"]) == 900.0 / 300
+    assert plots.compute_bound(lines["device=cuda:0, model.hidden_sizes=[8]"]) is None
+    for each in rows:
+        del each["swept"]["trainer.batch_size"]
+    assert plots.scaling_lines(rows) == {}

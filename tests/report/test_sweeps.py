@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import torch
 from omegaconf import OmegaConf
 from PIL import Image
 
+from experiments.report import plots
 from experiments.report.summary import table, write_report
 from helpers import QUICK, ROOT, Finished, compose_config, results, train_cli
 
@@ -81,6 +83,7 @@ def test_a_two_by_two_sweep_reports_four_rows_and_plots(tmp_path: Path) -> None:
     assert len(markdown) == 2 + 4 and "| 0_model-tudui+placement-to_device | tudui |" in markdown[2]
     assert_plot(folder / "throughput.png")
     assert_plot(folder / "curves.png")
+    assert not (folder / "scaling.png").exists()  # drawn only for a sweep over batch sizes
     assert "4 run(s) in " in done.stderr and ": 4 completed" in done.stderr
 
 
@@ -321,3 +324,45 @@ def test_the_optuna_search_refuses_test_accuracy_and_needs_validation(tmp_path: 
             "train_images_per_second"
         )
     )
+
+
+def test_the_device_scaling_study_draws_images_per_second_against_batch_size(
+    tmp_path: Path,
+) -> None:
+    # The shipped study, shrunk: 2 batch sizes x 1 width, on every device here (the CPU alone).
+    done = train_cli(
+        tmp_path,
+        "-m",
+        "experiment=device_scaling",
+        "device=every",
+        "trainer.batch_size=32,64",
+        "model.hidden_sizes=[16]",
+        "dataset.train_size=256",
+        "trainer.limit_train_batches=2",
+        "trainer.limit_eval_batches=1",
+    )
+    assert done.returncode == 0, done.stderr
+    folder = sweep_dir(tmp_path)
+    rows = summary(folder)
+    assert [(row["trainer.batch_size"], row["status"]) for row in rows] == [
+        ("32", "completed"),
+        ("64", "completed"),
+    ]
+    assert_plot(folder / "throughput.png")
+    assert_plot(folder / "curves.png")
+    assert_plot(folder / "scaling.png")
+    figure = plots.scaling_figure(write_report(folder))
+    speed, seconds = figure.axes[:2]
+    line, bound = speed.get_lines()
+    assert line.get_label() == "device=cpu, model.hidden_sizes=[16]"
+    assert list(line.get_xdata()) == [32, 64]
+    ran = [results(folder / row["run"]) for row in rows]
+    assert list(line.get_ydata()) == [result["train_images_per_second"] for result in ran]
+    # The compute bound: the best measured peak over 3x the forward FLOPs of one image.
+    peak = max(result["device_peak_flops"] for result in ran)
+    assert peak > 1e8  # any CPU of this century multiplies matrices faster
+    assert set(bound.get_ydata()) == {peak / (3 * ran[0]["model_flops_per_image"])}
+    assert speed.get_xscale() == "log"
+    (timed,) = seconds.get_lines()  # a run that never reached the target is a gap (nan)
+    reached = [results(folder / row["run"])["time_to_accuracy"]["seconds"] for row in rows]
+    assert [None if math.isnan(y) else y for y in timed.get_ydata()] == reached

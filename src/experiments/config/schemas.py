@@ -267,6 +267,9 @@ class TrainerConfig:
     # Record the training seconds (evaluation excluded) until the monitored accuracy (validation,
     # else test) first reaches this fraction, e.g. 0.5 (null: not measured).
     target_accuracy: float | None = None
+    # Measure the device's fp32 matrix-product FLOP/s at the start (a fraction of a second) and
+    # record it in results.json (device_peak_flops): the compute bound drawn in scaling.png.
+    measure_peak_flops: bool = False
     # Profile optimizer steps 3 to 5 of the first epoch with torch.profiler: the trace in
     # profile/ of the run folder (TensorBoard, chrome://tracing), the top operators in the log.
     profile: bool = False

@@ -1,6 +1,7 @@
-"""The report's plots: throughput.png (train images/s, a bar per run) and curves.png (accuracy in %
-and train loss per epoch, a line per run), each run labelled by the values it was swept over.
-matplotlib is loaded only here."""
+"""The report's plots: throughput.png (train images/s, a bar per run), curves.png (accuracy in %
+and train loss per epoch, a line per run) and, for a sweep over batch sizes, scaling.png (train
+images/s against batch size, a line per device and other swept values), each run labelled by the
+values it was swept over. matplotlib is loaded only here."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ def draw(folder: Path, rows: Sequence[Row], histories: Sequence[list[Row]]) -> N
         _save(throughput_figure(rows), folder / "throughput.png")
     if any(histories):
         _save(curves_figure(rows, histories), folder / "curves.png")
+    if scaling_lines(rows):
+        _save(scaling_figure(rows), folder / "scaling.png")
 
 
 def _save(figure: Any, path: Path) -> None:
@@ -69,6 +72,79 @@ def throughput_figure(rows: Sequence[Row]) -> Any:
 def _speed_text(row: Row) -> str:
     speedup = row.get("speedup_vs_cpu")
     return f"{row['train_images_per_second']:,.0f}" + (f"  ({speedup:.1f}x cpu)" if speedup else "")
+
+
+BATCH_SIZE = "trainer.batch_size"
+
+
+def scaling_lines(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """The measured runs of a sweep over batch sizes, by line: the runs with the same device and
+    the same values of every other swept key, in order of batch size. None without such a sweep."""
+    lines: dict[str, list[Row]] = {}
+    for row in rows:
+        swept = row.get("swept") or {}
+        if BATCH_SIZE in swept and row["train_images_per_second"] is not None:
+            others = {"device": row["device"]}
+            others.update((key, value) for key, value in swept.items() if key != BATCH_SIZE)
+            name = ", ".join(f"{key}={value}" for key, value in others.items())
+            lines.setdefault(name, []).append(row)
+    for line in lines.values():
+        line.sort(key=lambda row: int(row["swept"][BATCH_SIZE]))
+    return lines
+
+
+def scaling_figure(rows: Sequence[Row]) -> Any:
+    """Train images/s against batch size, a line per device and model, each with its compute
+    bound (dashed) where the runs measured their device's peak; both axes logarithmic, as the
+    models' speeds differ by orders of magnitude. Beside it, where the runs set
+    trainer.target_accuracy, the training seconds until they reached it."""
+    lines = scaling_lines(rows)
+    timed = any(row["time_to_accuracy"] is not None for row in rows)
+    figure, axes = plt.subplots(1, 2 if timed else 1, figsize=(12 if timed else 7, 4.5))
+    speed, seconds = (axes[0], axes[1]) if timed else (axes, None)
+    for name, line in lines.items():
+        sizes = [int(row["swept"][BATCH_SIZE]) for row in line]
+        drawn = speed.plot(
+            sizes, [row["train_images_per_second"] for row in line], "o-", label=name
+        )
+        if bound := compute_bound(line):
+            colour = drawn[0].get_color()
+            speed.axhline(bound, color=colour, linestyle="--", alpha=0.6, label=f"{name}: bound")
+        if seconds is not None:  # a run that never reached the target leaves a gap
+            reached = [_seconds_or_nan(row["time_to_accuracy"]) for row in line]
+            seconds.plot(sizes, reached, "o-", label=name)
+    speed.set(
+        title="Training throughput (dashed: estimated compute bound)", ylabel="train images / s"
+    )
+    speed.set_yscale("log")
+    speed.yaxis.set_major_formatter("{x:,.0f}")
+    for axis in [speed] if seconds is None else [speed, seconds]:
+        axis.set_xscale("log", base=2)
+        axis.xaxis.set_major_formatter("{x:.0f}")
+        axis.set(xlabel="batch size")
+        axis.grid(alpha=0.3)
+    if seconds is not None:
+        seconds.set(title="Time to target accuracy", ylabel="training seconds")
+        _from_zero(seconds)
+    beside = 1.02 if seconds is None else 2.3  # right of the last panel
+    speed.legend(title="line", loc="upper left", bbox_to_anchor=(beside, 1), fontsize=8)
+    return figure
+
+
+def compute_bound(line: Sequence[Row]) -> float | None:
+    """About the most train images/s the line's device could give its model: the device's peak
+    FLOP/s (the best its runs measured) over 3x the model's forward FLOPs per image (a backward
+    pass costs about two forwards; less where a layer needs no gradient of its input, as a first
+    layer does not, so a run can pass it); None unless measured (trainer.measure_peak_flops)."""
+    peaks = [row.get("device_peak_flops") for row in line]
+    flops = line[0].get("model_flops_per_image")
+    if not flops or None in peaks:
+        return None
+    return max(peaks) / (3 * flops)
+
+
+def _seconds_or_nan(value: Any) -> float:
+    return float(value) if isinstance(value, float | int) else math.nan
 
 
 def curves_figure(rows: Sequence[Row], histories: Sequence[list[Row]]) -> Any:

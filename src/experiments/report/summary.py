@@ -16,13 +16,17 @@ listed as such, not left out, and so are the jobs a sweep planned but never star
                               epoch without a validation split), the final test accuracy, how
                               much of the test split it was measured on when not all, train
                               images/s and the speedup over the CPU run of the same
-                              configuration, seconds per epoch, peak memory, and where training
-                              time went: waiting for batches, copying them to the device (the
-                              share spent moving data), computing; a column empty for every run
-                              is left out
+                              configuration, the device's measured peak FLOP/s
+                              (trainer.measure_peak_flops), seconds per epoch, peak memory, and
+                              where training time went: waiting for batches, copying them to
+                              the device (the share spent moving data), computing; a column
+                              empty for every run is left out
     throughput.png            train images/s, a bar per run labelled by its swept values
     curves.png                test (and validation) accuracy in % and train loss per epoch, a
                               line per run
+    scaling.png               of a sweep over trainer.batch_size: train images/s against batch
+                              size, a line per device and model, with each one's compute bound
+                              where its peak was measured, and the time to accuracy beside it
 """
 
 from __future__ import annotations
@@ -99,6 +103,8 @@ COLUMNS = [
     Column("test_images", "test images"),
     Column("train_images_per_second", "train img/s", "{:,.0f}".format),
     Column("speedup_vs_cpu", "vs cpu", "{:.1f}x".format),
+    # The device's measured fp32 matrix-product FLOP/s (trainer.measure_peak_flops).
+    Column("device_peak_flops", "peak FLOP/s", short_count),
     # Training seconds until trainer.target_accuracy was reached, or "not reached".
     Column("time_to_accuracy", "time to acc (s)", _seconds),
     Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),

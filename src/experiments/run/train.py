@@ -31,7 +31,7 @@ from experiments.core.text import display_path, part_of_split, shape_text
 from experiments.data import fingerprint
 from experiments.data.batches import Augment, Batches
 from experiments.data.types import Split, Streamed
-from experiments.devices import memory, precision, process_settings
+from experiments.devices import memory, peak, precision, process_settings
 from experiments.devices.description import device_record
 from experiments.devices.device import Device
 from experiments.devices.distributed import teardown, wait_for_all
@@ -139,6 +139,8 @@ class TrainingRun:
             log.warning(note)
             results.add(precision_note=note)
         results.add(channels_last=device.channels_last)
+        if trainer.measure_peak_flops:
+            results.add(device_peak_flops=peak.matmul_flops_per_second(device.torch_device))
         self.data = data = setup.load_data(cfg.dataset, device)
         results.add(data={**data.record, **data.derived()})
         self.data_fingerprint = fingerprint.of(data, cfg.dataset)
