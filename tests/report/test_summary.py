@@ -67,11 +67,12 @@ def test_swept_overrides_are_columns_and_empty_columns_are_left_out(
     header = list(written[0])
     for empty in ("val_accuracy", "peak_cuda_memory_mb", "loader", "reason", "speedup_vs_cpu"):
         assert empty not in header
-    assert header[:8] == [
+    assert header[:9] == [
         "run",
         "model",
         "model_parameters",
         "model_flops_per_image",
+        "model_training_flops_per_image",
         "dataset",
         "device",
         "placement",
@@ -81,16 +82,17 @@ def test_swept_overrides_are_columns_and_empty_columns_are_left_out(
     assert [float(row["train_images_per_second"]) for row in written] == speeds
     markdown = (folder / "summary.md").read_text().splitlines()
     assert markdown[0].startswith(
-        "| run | model | params | FLOPs/image | dataset | device | placement | optimizer.lr |"
+        "| run | model | params | FLOPs/image | train FLOPs/image | dataset | device | placement "
+        "| optimizer.lr |"
     )
     assert "| val acc |" not in markdown[0] and "| cuda MiB |" not in markdown[0]
     assert (
-        "| lenet | 62.0k | 1.30M | cifar10_sample | cpu | to_device | 0.001 | completed |"
+        "| lenet | 62.0k | 1.30M | 3.20M | cifar10_sample | cpu | to_device | 0.001 | completed |"
         in (markdown[3])
     )
     console = table(rows, folder).splitlines()
     assert console[1].split()[:2] == header[:2]  # the same headers there
-    assert console[1].split()[4:8] == header[4:8]
+    assert console[1].split()[6:10] == header[5:9]  # ("train FLOPs/image" is two words)
 
 
 def test_a_bar_per_run_on_one_axis_labelled_by_its_swept_values(rows: list[dict[str, Any]]) -> None:

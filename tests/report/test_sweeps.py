@@ -361,7 +361,7 @@ def test_the_device_scaling_study_draws_images_per_second_against_batch_size(
     # The compute bound: the best measured peak over 3x the forward FLOPs of one image.
     peak = max(result["device_peak_flops"] for result in ran)
     assert peak > 1e8  # any CPU of this century multiplies matrices faster
-    assert set(bound.get_ydata()) == {peak / (3 * ran[0]["model_flops_per_image"])}
+    assert set(bound.get_ydata()) == {peak / ran[0]["model_training_flops_per_image"]}
     assert speed.get_xscale() == "log"
     (timed,) = seconds.get_lines()  # a run that never reached the target is a gap (nan)
     reached = [results(folder / row["run"])["time_to_accuracy"]["seconds"] for row in rows]

@@ -1,4 +1,5 @@
-"""A model's size: its parameters, and the FLOPs of its forward pass on one image."""
+"""A model's size: its parameters, and the FLOPs of its forward pass and of a training step on
+one image."""
 
 from __future__ import annotations
 
@@ -20,6 +21,10 @@ def test_lenets_size_is_what_its_layers_add_up_to() -> None:
     # and the three linear layers.
     multiply_adds = 6 * 28 * 28 * 75 + 16 * 10 * 10 * 150 + 400 * 120 + 120 * 84 + 84 * 10
     assert size.flops_per_image == 2 * multiply_adds
+    # Training: the forward, then each layer's weight gradient (as much again) and its input
+    # gradient (as much again), but for the first layer, whose input (the images) needs none.
+    first_layer = 6 * 28 * 28 * 75
+    assert size.training_flops_per_image == 2 * (3 * multiply_adds - first_layer)
 
 
 def test_measuring_changes_nothing_in_the_model() -> None:
@@ -27,6 +32,7 @@ def test_measuring_changes_nothing_in_the_model() -> None:
     before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
     measure(model, (3, 8, 8))
     assert model.training
+    assert all(parameter.grad is None for parameter in model.parameters())
     for name, tensor in model.state_dict().items():
         assert torch.equal(tensor, before[name]), name
 
@@ -41,4 +47,4 @@ def test_measuring_changes_nothing_in_the_model() -> None:
 def test_the_size_reads_in_thousands_millions_and_billions(
     parameters: int, flops: int, text: str
 ) -> None:
-    assert str(ModelSize(parameters, flops)) == text
+    assert str(ModelSize(parameters, flops, 3 * flops)) == text

@@ -108,6 +108,7 @@ def test_tensorboard_holds_the_runs_hparams_and_confusion_matrix(learning: Path)
         # LeNet's size on 3x32x32 images (tests/training/test_model_size.py).
         "model_parameters": 62006.0,
         "model_flops_per_image": 1303440.0,
+        "model_training_flops_per_image": 3204720.0,
         # The keys set on the command line (what a sweep varies).
         "dataset.val_fraction": 0.1,
         "trainer.epochs": "3",

@@ -133,14 +133,16 @@ def scaling_figure(rows: Sequence[Row]) -> Any:
 
 def compute_bound(line: Sequence[Row]) -> float | None:
     """About the most train images/s the line's device could give its model: the device's peak
-    FLOP/s (the best its runs measured) over 3x the model's forward FLOPs per image (a backward
-    pass costs about two forwards; less where a layer needs no gradient of its input, as a first
-    layer does not, so a run can pass it); None unless measured (trainer.measure_peak_flops)."""
+    FLOP/s (the best its runs measured) over the FLOPs of a training step's forward and backward
+    passes per image (runs of versions that did not count those: 3x the forward's, an estimate a
+    run can pass); None unless measured (trainer.measure_peak_flops)."""
     peaks = [row.get("device_peak_flops") for row in line]
-    flops = line[0].get("model_flops_per_image")
+    step = line[0].get("model_training_flops_per_image")
+    forward = line[0].get("model_flops_per_image")
+    flops = step or (3 * forward if forward else None)
     if not flops or None in peaks:
         return None
-    return max(peaks) / (3 * flops)
+    return max(peaks) / flops
 
 
 def _seconds_or_nan(value: Any) -> float:

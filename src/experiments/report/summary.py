@@ -88,6 +88,8 @@ COLUMNS = [
     Column("model", "model"),
     Column("model_parameters", "params", short_count),
     Column("model_flops_per_image", "FLOPs/image", short_count),
+    # A training step's forward and backward passes: what the compute bound divides the peak by.
+    Column("model_training_flops_per_image", "train FLOPs/image", short_count),
     Column("dataset", "dataset"),
     Column("device", "device"),
     Column("placement", "placement"),

@@ -1,6 +1,9 @@
 """A model's size: its parameters, and the floating-point operations of its forward pass on one
-image as `torch.utils.flop_counter.FlopCounterMode` counts them (a multiply-add is two; matrix
-products and convolutions only, so normalization, activations and pooling add nothing)."""
+image, and of a training step's forward and backward passes, as
+`torch.utils.flop_counter.FlopCounterMode` counts them (a multiply-add is two; matrix products and
+convolutions only, so normalization, activations and pooling add nothing). The backward pass is
+counted as training runs it: without the gradient of the images, which a first layer would
+otherwise cost as much again as its forward pass."""
 
 from __future__ import annotations
 
@@ -17,10 +20,15 @@ from experiments.core.text import short_count
 class ModelSize:
     parameters: int
     flops_per_image: int
+    training_flops_per_image: int
 
     def record(self) -> dict[str, int]:
         """The fields of results.json, the report and the HParams dashboard."""
-        return {"model_parameters": self.parameters, "model_flops_per_image": self.flops_per_image}
+        return {
+            "model_parameters": self.parameters,
+            "model_flops_per_image": self.flops_per_image,
+            "model_training_flops_per_image": self.training_flops_per_image,
+        }
 
     def __str__(self) -> str:
         return (
@@ -36,7 +44,13 @@ def measure(model: nn.Module, image_shape: tuple[int, int, int]) -> ModelSize:
     device = next(model.parameters()).device if parameters else torch.device("cpu")
     training = model.training
     model.eval()
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
-        model(torch.zeros(1, *image_shape, device=device))
+    image = torch.zeros(1, *image_shape, device=device)
+    with torch.no_grad(), FlopCounterMode(display=False) as forward:
+        model(image)
+    trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
+    with FlopCounterMode(display=False) as step:
+        output = model(image)
+        if trained:  # autograd.grad, not backward: the parameters' .grad stay as they were
+            torch.autograd.grad(output.sum(), trained)
     model.train(training)
-    return ModelSize(parameters, counter.get_total_flops())
+    return ModelSize(parameters, forward.get_total_flops(), step.get_total_flops())
