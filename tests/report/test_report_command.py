@@ -13,12 +13,18 @@ from helpers import ROOT
 FIXTURE = ROOT / "tests" / "fixtures" / "flat_layout_run.tar.gz"
 
 
-def test_a_damaged_metrics_line_is_named_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+@pytest.fixture
+def old_run(tmp_path: Path) -> Path:
+    """A run folder as an earlier version left it, in a folder of runs (tmp_path)."""
     with tarfile.open(FIXTURE) as archive:
         archive.extractall(tmp_path, filter="data")
-    metrics = tmp_path / "flat_layout_run" / "metrics.jsonl"
+    return tmp_path / "flat_layout_run"
+
+
+def test_a_damaged_metrics_line_is_named_in_one_line(
+    old_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    metrics = old_run / "metrics.jsonl"
     first, *rest = metrics.read_text().splitlines(keepends=True)
     metrics.write_text("".join([first, "not json\n", *rest]))
 
@@ -27,3 +33,12 @@ def test_a_damaged_metrics_line_is_named_in_one_line(
         f"Error: {metrics} line 2 is not a JSON row (Expecting value); each line holds one, and "
         "only the last may be cut short (by a killed run)\n"
     )
+
+
+def test_a_results_file_that_cannot_be_read_is_a_run_without_results(
+    old_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (old_run / "results.json").write_text('{"status": "comp')
+
+    assert main([str(tmp_path)]) == 0
+    assert ": 1 no results" in capsys.readouterr().err

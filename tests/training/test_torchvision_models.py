@@ -103,12 +103,14 @@ def test_a_weights_file_that_is_missing_or_no_state_dict_is_refused(tmp_path: Pa
     with pytest.raises(ExperimentError) as error:
         load_weights(model, "nowhere.pt")
     assert str(error.value) == "model.weights=nowhere.pt: no such file"
-    (tmp_path / "notes.pt").write_text("not weights")
-    with pytest.raises(ExperimentError) as error:
-        load_weights(model, str(tmp_path / "notes.pt"))
-    assert str(error.value).startswith(
-        f"model.weights={tmp_path / 'notes.pt'} is no state dict torch.load can read"
-    )
+    # Text of any kind, which pickle reads as opcodes and fails on in ways of its own.
+    for name, text in (("notes.pt", "not weights"), ("passwd", "root:x:0:0:root:/root:/bin/sh\n")):
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ExperimentError) as error:
+            load_weights(model, str(tmp_path / name))
+        assert str(error.value).startswith(
+            f"model.weights={tmp_path / name} is no state dict torch.load can read"
+        )
     torch.save({"epoch": 3}, tmp_path / "numbers.pt")
     with pytest.raises(ExperimentError) as error:
         load_weights(model, str(tmp_path / "numbers.pt"))

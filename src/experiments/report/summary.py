@@ -32,7 +32,6 @@ listed as such, not left out, and so are the jobs a sweep planned but never star
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +42,7 @@ from omegaconf import OmegaConf
 from experiments.config.naming import planned_job_names
 from experiments.core.files import read_json_lines
 from experiments.core.text import part_of_split, short_count
-from experiments.records.running import alive_here
+from experiments.records.running import alive_here, recorded
 from experiments.report import plots
 from experiments.report.swept import swept_values
 from experiments.training.selection import Monitor, selected_epoch
@@ -148,8 +147,7 @@ def summary_row(run_dir: Path, folder: Path, history: list[Row]) -> Row:
         device=OmegaConf.select(config, "device.name"),
         placement=OmegaConf.select(config, "placement.name"),
     )
-    results_file = run_dir / "results.json"
-    results = json.loads(results_file.read_text()) if results_file.is_file() else {}
+    results = recorded(run_dir)  # nothing, where there is no results.json it can read
     row["status"] = _status(results)
     row["reason"] = results.get("reason")
     row["loader"] = results.get("data", {}).get("loader")

@@ -4,7 +4,6 @@ for the dataset. Every tensor must fit, or the run is refused naming those that 
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -23,7 +22,9 @@ def load_weights(model: nn.Module, path: str) -> None:
         raise ExperimentError(f"model.weights={path}: no such file")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError) as error:
+    # Bytes that are no torch file fail in pickle's ways (UnpicklingError, IndexError, KeyError,
+    # ...), a torn one in the zip reader's: all are the same answer here.
+    except Exception as error:
         raise ExperimentError(
             f"model.weights={path} is no state dict torch.load can read with weights_only=True "
             "(write one with torch.save(model.state_dict(), PATH))"
