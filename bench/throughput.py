@@ -14,7 +14,7 @@ the medians of each round's own ratios. It prints them, the machine and the star
 appends them to bench/RESULTS.md. glibc's malloc keeps freed memory here, for all three, as
 `python train.py` does by default (--no-keep-freed-memory to measure without).
 
-    python bench/throughput.py                                 # tudui and lenet on the CPU
+    python bench/throughput.py                                 # tudui, lenet, resnet18 on the CPU
     python bench/throughput.py --models tudui --device cuda:0 --rounds 7
     python bench/throughput.py --channels-last off --precision bf16  # trainer options, (b) and (c)
 """
@@ -31,6 +31,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -50,10 +51,15 @@ from experiments.devices.memory import channels_last, keep_freed_memory
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
 from experiments.devices.precision import autocast_and_scaler
-from experiments.training import loop, models
+from experiments.training import loop, models, torchvision_models
 
 RESULTS = Path(__file__).with_name("RESULTS.md")
-MODELS = {"tudui": models.Tudui, "lenet": models.LeNet}
+# Each built as train.py builds it: (channels, image size, classes) -> the model.
+MODELS = {
+    "tudui": models.Tudui,
+    "lenet": models.LeNet,
+    "resnet18": partial(torchvision_models.build, "resnet18"),
+}
 BATCH = 64
 
 
