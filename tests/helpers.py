@@ -225,7 +225,7 @@ CAT_DOG = {"train": ["cat", "dog"], "test": ["cat", "dog"]}
 
 
 # Process 1 of a torchrun run raises at its third training step (tests/failing.py).
-FAILS_IN_PROCESS_1 = ("model=lenet", "model._target_=failing.FailsInProcess1")
+FAILS_IN_PROCESS_1 = ("model=custom", "model._target_=failing.FailsInProcess1")
 PROCESS_1_FAILURE = "process 1: RuntimeError: deliberate failure in process 1"
 
 

@@ -90,6 +90,11 @@ COMPOSITION_ERRORS = [
         "Error: device=every runs one job per device: add -m (python train.py -m device=every)",
     ),
     (
+        "model._target_=my_models.Net",
+        "Error: model._target_=my_models.Net would build your class under the default model's "
+        "name and fields; a model of your own is model=custom model._target_=my_models.Net",
+    ),
+    (
         "model=2",
         "Error: model=2 is not an option of 'model': options have names; python train.py --help "
         "lists them",
@@ -257,7 +262,7 @@ def test_an_unexpected_error_keeps_its_traceback_in_the_results(tmp_path: Path) 
     done = train_cli(
         tmp_path,
         *QUICK,
-        "model=lenet",
+        "model=custom",
         "model._target_=failing.FailsAtThirdStep",
         env={"PYTHONPATH": str(ROOT / "tests")},
     )

@@ -117,7 +117,7 @@ def test_a_process_that_dies_without_a_word_is_named(tmp_path: Path) -> None:
         tmp_path,
         2,
         "device=ddp",
-        "model=lenet",
+        "model=custom",
         "model._target_=failing.KillsProcess1",
         *SHORT,
         env={"PYTHONPATH": str(ROOT / "tests")},

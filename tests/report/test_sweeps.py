@@ -150,7 +150,7 @@ def test_a_worker_killed_by_the_system_still_leaves_the_report(tmp_path: Path) -
         "-m",
         "hydra/launcher=joblib",
         "hydra.launcher.n_jobs=2",
-        "model=lenet",
+        "model=custom",
         f"model._target_={','.join(f'failing.{model}' for model in models)}",
         "device=cpu",
         *QUICK_SWEEP,

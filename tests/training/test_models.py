@@ -113,7 +113,7 @@ def test_build_catches_a_class_count_overridden_away_from_the_dataset() -> None:
 
 
 def test_a_model_whose_module_cannot_be_imported_is_told_about_pythonpath() -> None:
-    cfg = compose_config("model=lenet", "model._target_=my_models.TinyCNN")
+    cfg = compose_config("model=custom", "model._target_=my_models.TinyCNN")
     with pytest.raises(ExperimentError) as error:
         build_for(cfg.model, (3, 32, 32), 10, "cifar10_sample")
     assert str(error.value) == (

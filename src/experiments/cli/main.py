@@ -30,6 +30,7 @@ from experiments.config.overrides import (
     refuse_missing_plugins,
     refuse_numbers_for_groups,
     refuse_optimizing_on_test,
+    refuse_own_class_on_a_shipped_model,
     with_every_device,
     with_paths_as_given,
     with_saved_overrides,
@@ -187,6 +188,7 @@ def _compose_and_run(
     refuse_numbers_for_groups(sys.argv[1:])
     refuse_missing_plugins(sys.argv[1:])
     refuse_optimizing_on_test(sys.argv[1:])
+    refuse_own_class_on_a_shipped_model(sys.argv[1:])
     register_configs(*_start_of_run())
     hydra_main()
 

@@ -3,8 +3,9 @@
 `resume=<run>` and `replay=<run>` stand for that run's own overrides, `-m device=every` for every
 device of this machine, a folder or file named by `resume=`, `replay=` or `ckpt=` is taken as it
 is (whatever its characters), a number where a group's option belongs (`device=1`) is refused in
-words Hydra has not got, and so is a search on a test metric (`optimized_metric=test_accuracy`),
-once, before its first trial.
+words Hydra has not got, and so are a search on a test metric (`optimized_metric=test_accuracy`),
+once, before its first trial, and a class of one's own on a shipped model (`model._target_=` without
+`model=custom`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config.store import config_groups
+from experiments.config.store import config_groups, group_options
 from experiments.config.validate import check_optimized_metric
 from experiments.core.errors import ExperimentError
 
@@ -74,6 +75,29 @@ def refuse_optimizing_on_test(arguments: Sequence[str]) -> None:
         key, _, value = argument.partition("=")
         if key.lstrip("+") == "optimized_metric" and value not in ("", "null"):
             check_optimized_metric(value)
+
+
+def refuse_own_class_on_a_shipped_model(arguments: Sequence[str]) -> None:
+    """`model._target_=my_models.Net` on a shipped model (the default tudui, say) would build the
+    user's class under that model's name and with its fields, and every record would name tudui;
+    a model of one's own is `model=custom`."""
+    chosen = [value for key, _, value in _split(arguments) if key == "model"]
+    shipped = group_options("model")
+    if chosen and (chosen[-1] not in shipped or chosen[-1] == "custom"):
+        return
+    for key, _, value in _split(arguments):
+        if key == "model._target_":
+            model = f"model={chosen[-1]}" if chosen else "the default model"
+            raise ExperimentError(
+                f"model._target_={value} would build your class under {model}'s name and "
+                f"fields; a model of your own is model=custom model._target_={value}"
+            )
+
+
+def _split(arguments: Sequence[str]) -> list[tuple[str, str, str]]:
+    """(key, =, value) of each override, the key without its + or ~."""
+    split = [argument.partition("=") for argument in arguments]
+    return [(key.lstrip("+~"), equals, value) for key, equals, value in split]
 
 
 # The sweeps extra's Hydra plugins, by the choice that needs one: (package, module).
