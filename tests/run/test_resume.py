@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -130,6 +131,22 @@ def test_a_run_killed_after_its_last_checkpoint_is_finished_by_a_resume(
     ]
     for leftover in leftovers:
         leftover.write_bytes(b"half a file")
+
+    # While another process writes the folder (here this one, holding its lock as a resume
+    # started a moment earlier would), a resume is refused and touches nothing.
+    before = {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()}
+    folder = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        refused = train_cli(tmp_path, f"resume={run_dir}")
+    finally:
+        os.close(folder)
+    assert refused.returncode == 1
+    assert refused.last_line.endswith(
+        f"Error: resume={run_dir} is being written by another process on this host (a resume "
+        "started at the same time?); wait for it to end, then resume if it did not finish"
+    )
+    assert {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()} == before
 
     done = train_cli(tmp_path, f"resume={run_dir}")
     assert done.returncode == 0, done.stderr

@@ -1,13 +1,18 @@
 """Whether a run folder's process is still training it, from what results.json says of it: its
 status, its host and pid, and when it started (a pid the system has since given to a later process
 is not the run's). `resume=` is refused beside a run still training on this host, so that two
-processes never write one folder; the report tells a run in progress from one that was killed."""
+processes never write one folder; the report tells a run in progress from one that was killed.
+The process writing a folder also holds a lock on it, which catches two resumes started at once.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -37,6 +42,27 @@ def refuse_if_running(run: str) -> None:
         f"resume={run} is still training: its process {pid} on this host ({socket.gethostname()})"
         f" is running; wait for it to end, or stop it (kill {pid}) and resume then"
     )
+
+
+@contextmanager
+def sole_writer(run_dir: Path, resume: str | None) -> Iterator[None]:
+    """Hold an exclusive lock on the run folder while this process writes it. Two `resume=` of
+    one run started at the same moment both pass `refuse_if_running` (a resume records its process
+    only once it is accepted); the second is refused here instead. The system lets go of the lock
+    when the process ends, however it ends, so a killed run leaves none behind."""
+    folder = os.open(run_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            what = f"resume={resume}" if resume else f"the run folder {run_dir}"
+            raise ExperimentError(
+                f"{what} is being written by another process on this host (a resume started "
+                "at the same time?); wait for it to end, then resume if it did not finish"
+            ) from None
+        yield
+    finally:
+        os.close(folder)  # and with it the lock
 
 
 def alive_here(results: dict[str, Any]) -> bool | None:

@@ -83,22 +83,23 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     """
     group = ProcessGroup.from_env()
     held = HeldLog(run_dir) if cfg.resume else None  # until the resume is accepted
-    resumed = _to_resume(cfg)  # before the records are touched: a refused resume leaves them
     # Hydra has made it; a caller of train() may not have. Never made again once the run is on.
     run_dir.mkdir(parents=True, exist_ok=True)
-    # The process group, if any, is left last, after the records are written.
-    with (
-        teardown(),
-        Results(run_dir, training_fields(cfg, group, resumed), group, held=held) as results,
-        Metrics(run_dir, writes=group.is_main) as metrics,
-    ):
-        run = TrainingRun(cfg, run_dir, results, metrics)
-        run.setup(group, free_gpus, resumed)
-        run.fit()
-        summary = run.finish()
-        plan = run.device.plan
-        del run  # its DDP model holds the process group, which teardown() then ends
-    _log_summary(summary, plan, run_dir)
+    with running.sole_writer(run_dir, cfg.resume) if group.is_main else nullcontext():
+        resumed = _to_resume(cfg)  # before the records are touched: a refused resume leaves them
+        # The process group, if any, is left last, after the records are written.
+        with (
+            teardown(),
+            Results(run_dir, training_fields(cfg, group, resumed), group, held=held) as results,
+            Metrics(run_dir, writes=group.is_main) as metrics,
+        ):
+            run = TrainingRun(cfg, run_dir, results, metrics)
+            run.setup(group, free_gpus, resumed)
+            run.fit()
+            summary = run.finish()
+            plan = run.device.plan
+            del run  # its DDP model holds the process group, which teardown() then ends
+        _log_summary(summary, plan, run_dir)
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
 
 
