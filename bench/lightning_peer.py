@@ -8,7 +8,7 @@ batch size (64), epochs (10) and evaluation (the test split after every epoch) a
 process. Needs Lightning, installed for the benchmarks only (bench/requirements-lightning.txt):
 
     PYTHONPATH=bench/.lightning python bench/lightning_peer.py --model tudui
-    PYTHONPATH=bench/.lightning python bench/lightning_peer.py --model resnet18
+    PYTHONPATH=bench/.lightning python bench/lightning_peer.py --model resnet18 --channels-last
 """
 
 from __future__ import annotations
@@ -56,9 +56,11 @@ class Classifier(L.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=self.lr)
 
 
-def preloaded(split, batch_size: int, shuffle: bool) -> DataLoader:
+def preloaded(
+    split, batch_size: int, shuffle: bool, memory_format: torch.memory_format
+) -> DataLoader:
     """The split as normalized float tensors in memory (mean and std 0.5, as train.py's)."""
-    images = (split.images.float() / 255 - 0.5) / 0.5
+    images = ((split.images.float() / 255 - 0.5) / 0.5).contiguous(memory_format=memory_format)
     return DataLoader(TensorDataset(images, split.labels), batch_size=batch_size, shuffle=shuffle)
 
 
@@ -67,16 +69,27 @@ def main() -> None:
     parser.add_argument("--model", choices=list(ARCHITECTURES), default="tudui")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--root", default="lightning_logs", help="Trainer's default_root_dir")
+    parser.add_argument(
+        "--channels-last",
+        action="store_true",
+        help="model and images in channels-last, as train.py on the CPU",
+    )
     arguments = parser.parse_args()
+    memory_format = torch.channels_last if arguments.channels_last else torch.contiguous_format
 
     started = time.perf_counter()
     L.seed_everything(0)
     train, test = cifar10_sample()
-    module = Classifier(ARCHITECTURES[arguments.model](), lr=0.01)
+    model = ARCHITECTURES[arguments.model]().to(memory_format=memory_format)
+    module = Classifier(model, lr=0.01)
     trainer = L.Trainer(
         max_epochs=arguments.epochs, accelerator="auto", devices=1, default_root_dir=arguments.root
     )
-    trainer.fit(module, preloaded(train, 64, shuffle=True), preloaded(test, 64, shuffle=False))
+    trainer.fit(
+        module,
+        preloaded(train, 64, shuffle=True, memory_format=memory_format),
+        preloaded(test, 64, shuffle=False, memory_format=memory_format),
+    )
     metrics = {name: float(value) for name, value in trainer.callback_metrics.items()}
     print(json.dumps({"seconds_in_main": time.perf_counter() - started, **metrics}))
 

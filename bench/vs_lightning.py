@@ -13,6 +13,7 @@ Lightning is installed for this benchmark only, beside the project (never a depe
     pip install --no-deps --target bench/.lightning -r bench/requirements-lightning.txt
     python bench/vs_lightning.py                        # tudui (the default run) and resnet18
     python bench/vs_lightning.py --models tudui --pairs 5
+    python bench/vs_lightning.py --peer-channels-last    # Lightning in channels-last too
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import sys
 import tempfile
 import time
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -64,21 +66,25 @@ def framework_run(model: str, epochs: int) -> tuple[float, float]:
         return seconds, json.loads(results.read_text())["test_accuracy"]
 
 
-def lightning_run(model: str, epochs: int) -> tuple[float, float]:
+def lightning_run(model: str, epochs: int, channels_last: bool) -> tuple[float, float]:
     """Seconds of the Lightning peer for `model`, and its final test accuracy."""
     path = os.pathsep.join(filter(None, [str(LIGHTNING), os.environ.get("PYTHONPATH")]))
     peer = BENCH / "lightning_peer.py"
     command = [sys.executable, str(peer), "--model", model, "--epochs", str(epochs)]
+    command += ["--channels-last"] if channels_last else []
     with tempfile.TemporaryDirectory() as scratch:
         seconds, stdout = timed(command, scratch, {**os.environ, "PYTHONPATH": path})
     return seconds, json.loads(stdout.splitlines()[-1])["test_accuracy"]
 
 
-def measure(model: str, epochs: int, pairs: int) -> dict[str, float]:
+def measure(model: str, epochs: int, pairs: int, channels_last: bool) -> dict[str, float]:
     ours: list[tuple[float, float]] = []
     theirs: list[tuple[float, float]] = []
     for pair in range(pairs):
-        runs = [(ours, framework_run), (theirs, lightning_run)]
+        runs = [
+            (ours, framework_run),
+            (theirs, partial(lightning_run, channels_last=channels_last)),
+        ]
         for record, run in runs if pair % 2 == 0 else reversed(runs):
             record.append(run(model, epochs))
         seconds = f"train.py {ours[-1][0]:.1f} s, Lightning {theirs[-1][0]:.1f} s"
@@ -107,11 +113,17 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=["tudui", "resnet18"], choices=OVERRIDES)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument(
+        "--peer-channels-last",
+        action="store_true",
+        help="give the Lightning peer channels-last too, as train.py has on the CPU by default",
+    )
     parser.add_argument("--no-save", action="store_true", help="print only; leave RESULTS.md")
     arguments = parser.parse_args()
+    peer = "bench/lightning_peer.py" + (" --channels-last" if arguments.peer_channels_last else "")
     header = (
         f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, `python train.py` against Lightning "
-        f"{lightning_version()} (bench/lightning_peer.py), {cpu_name()}, "
+        f"{lightning_version()} (`{peer}`), {cpu_name()}, "
         f"{torch.get_num_threads()} threads, torch {torch.__version__}, "
         f"Python {platform.python_version()}, {arguments.epochs} epochs, device auto, "
         f"median of {arguments.pairs} interleaved pairs"
@@ -126,7 +138,7 @@ def main() -> None:
         "|---|---:|---:|---:|---:|---:|",
     ]
     for model in arguments.models:
-        result = measure(model, arguments.epochs, arguments.pairs)
+        result = measure(model, arguments.epochs, arguments.pairs, arguments.peer_channels_last)
         row = (
             f"| {model} | {result['framework']:.1f} | {result['lightning']:.1f} "
             f"| {result['speedup']:.2f} | {result['framework_accuracy']:.1%} "
