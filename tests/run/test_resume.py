@@ -143,8 +143,8 @@ def test_a_run_killed_after_its_last_checkpoint_is_finished_by_a_resume(
         os.close(folder)
     assert refused.returncode == 1
     assert refused.last_line.endswith(
-        f"Error: resume={run_dir} is being written by another process on this host (a resume "
-        "started at the same time?); wait for it to end, then resume if it did not finish"
+        f"Error: resume={run_dir} is being written by another process (a resume started at the "
+        "same time?); wait for it to end, then resume if it did not finish"
     )
     assert {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()} == before
 

@@ -57,9 +57,11 @@ def sole_writer(run_dir: Path, resume: str | None) -> Iterator[None]:
         except BlockingIOError:
             what = f"resume={resume}" if resume else f"the run folder {run_dir}"
             raise ExperimentError(
-                f"{what} is being written by another process on this host (a resume started "
-                "at the same time?); wait for it to end, then resume if it did not finish"
+                f"{what} is being written by another process (a resume started at the same "
+                "time?); wait for it to end, then resume if it did not finish"
             ) from None
+        except OSError:
+            pass  # a file system without locks (ENOLCK on some NFS): refuse_if_running is left
         yield
     finally:
         os.close(folder)  # and with it the lock
