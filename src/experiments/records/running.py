@@ -7,7 +7,6 @@ The process writing a folder also holds a lock on it, which catches two resumes 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import socket
@@ -18,6 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from experiments.core.errors import ExperimentError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, and folders cannot be opened; refuse_if_running is left
+    fcntl = None
 
 # started_at is recorded to the second, after the process started: it cannot start later than that.
 CLOCK_SLACK_SECONDS = 1.0
@@ -50,6 +54,9 @@ def sole_writer(run_dir: Path, resume: str | None) -> Iterator[None]:
     one run started at the same moment both pass `refuse_if_running` (a resume records its process
     only once it is accepted); the second is refused here instead. The system lets go of the lock
     when the process ends, however it ends, so a killed run leaves none behind."""
+    if fcntl is None:
+        yield
+        return
     folder = os.open(run_dir, os.O_RDONLY)
     try:
         try:
