@@ -57,16 +57,24 @@ class KillsProcess1(LeNet):
     """LeNet whose second training step kills torchrun's process 1 (SIGKILL, as the system's OOM
     killer would): it dies without a word, in the middle of the run."""
 
+    KILLED = "1"
+
     def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
         super().__init__(in_channels, image_size, num_classes)
         self.steps = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.training and os.environ.get("RANK") == "1":
+        if self.training and os.environ.get("RANK") == self.KILLED:
             self.steps += 1
             if self.steps == 2:
                 os.kill(os.getpid(), signal.SIGKILL)
         return super().forward(x)
+
+
+class KillsProcess0(KillsProcess1):
+    """The same in process 0, the one that writes the run's records."""
+
+    KILLED = "0"
 
 
 class SlowLeNet(LeNet):

@@ -128,6 +128,24 @@ def test_a_process_that_dies_without_a_word_is_named(tmp_path: Path) -> None:
     assert f"Error: {PROCESS_1_DIED}" in (done.run_dir / "train.log").read_text()
 
 
+def test_a_main_process_that_dies_without_a_word_is_recorded_by_the_next(tmp_path: Path) -> None:
+    # Process 0 writes the run's records; killed, it leaves them to process 1.
+    done = torchrun_cli(
+        tmp_path,
+        2,
+        "device=ddp",
+        "model=custom",
+        "model._target_=failing.KillsProcess0",
+        *SHORT,
+        env={"PYTHONPATH": str(ROOT / "tests")},
+    )
+    assert done.returncode != 0
+    result = results(done.run_dir)
+    died = PROCESS_1_DIED.replace("process 1", "process 0")
+    assert (result["status"], result["reason"]) == ("failed", died), done.stderr
+    assert f"Error: {died}" in done.stderr
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads states from /proc")
 def test_a_process_that_ended_counts_as_ended_before_it_is_reaped() -> None:
     # A killed process stays a zombie until torchrun's agent reaps it; the others see it ended.

@@ -85,7 +85,7 @@ def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | N
     """Run one job in the folder Hydra made, and leave the process as the job found it. A failure
     is logged in one line; in a sweep the job is then recorded as failed and the sweep goes on,
     otherwise the command ends with exit code 1."""
-    from experiments.devices.distributed import first_failure  # (no torch for --help)
+    from experiments.devices.distributed import first_failure, says_the_failure  # (no torch)
     from experiments.devices.process_settings import job
 
     hydra_cfg = HydraConfig.get()
@@ -103,7 +103,7 @@ def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | N
             # Recorded as failed in its folder; the sweep goes on, and its report says why.
             log.error("Error: %s", reason, exc_info=TRACEBACKS)
             return None
-        if group.is_main:  # the run's first failure, said once (torchrun's summary says it too)
+        if says_the_failure(group, reason):  # once (torchrun's summary says it too)
             log.error("Error: %s", reason)
         if TRACEBACKS:
             raise

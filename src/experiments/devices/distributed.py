@@ -131,14 +131,24 @@ def _why_another_was_lost(group: ProcessGroup, store: dist.TCPStore) -> str | No
             if store.check([_key(f"process/{rank}")]):
                 host, pid = store.get(_key(f"process/{rank}")).decode().split(" ")
                 if host == here and _ended(int(pid)):
-                    return (
-                        f"process {rank} died without a word (killed by a signal, or by the "
-                        "system when out of memory)"
-                    )
+                    return died_without_a_word(rank)
         if time.monotonic() > deadline:
             break
         time.sleep(0.05)
     return None
+
+
+def died_without_a_word(rank: int) -> str:
+    return (
+        f"process {rank} died without a word (killed by a signal, or by the system when out of "
+        "memory)"
+    )
+
+
+def says_the_failure(group: ProcessGroup, reason: str) -> bool:
+    """Whether this process records and says the run's failure: the main process, or process 1
+    where the main one died without a word."""
+    return group.is_main or (group.rank == 1 and reason == died_without_a_word(0))
 
 
 def _ended(pid: int) -> bool:

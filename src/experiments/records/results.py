@@ -5,7 +5,8 @@
     completed  with the job's numbers
     failed     with the reason in one line (and, for a crash, the traceback)
 
-Of several processes, only the main one writes.
+Of several processes, only the main one writes (process 1 records the failure where the main one
+died without a word).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import write_text_atomically
-from experiments.devices.distributed import first_failure
+from experiments.devices.distributed import first_failure, says_the_failure
 from experiments.devices.plan import request_text
 from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
 from experiments.records import checkpoints
@@ -53,6 +54,7 @@ class Results:
     ) -> None:
         self.path = run_dir / "results.json"
         self.group = group
+        self._writes = group.is_main
         self._held = held
         self.started = time.time()
         self._fields: dict[str, Any] = {
@@ -86,7 +88,9 @@ class Results:
             if not isinstance(error, ExperimentError):  # a bug or a crash: keep where it was
                 self._fields["traceback"] = "".join(traceback.format_exception(error))
             # When another process failed first, its failure is why this one stopped.
-            self.finish("failed", first_failure(self.group, error))
+            reason = first_failure(self.group, error)
+            self._writes = says_the_failure(self.group, reason)  # the main one may be dead
+            self.finish("failed", reason)
 
     def accept(self) -> None:
         """The resume is accepted: from now on the record is the run's."""
@@ -116,7 +120,7 @@ class Results:
         return dict(self._fields)
 
     def _write(self) -> None:
-        if self.group.is_main and not self._held:
+        if self._writes and not self._held:
             write_text_atomically(self.path, json.dumps(self._fields, indent=2) + "\n")
 
 
