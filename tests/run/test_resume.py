@@ -16,7 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from experiments.core.errors import ExperimentError
 from experiments.devices import process_settings
-from experiments.records import checkpoints
+from experiments.records import checkpoints, running
 from experiments.run.train import train
 from helpers import (
     CAT_DOG,
@@ -135,12 +135,12 @@ def test_a_run_killed_after_its_last_checkpoint_is_finished_by_a_resume(
     # While another process writes the folder (here this one, holding its lock as a resume
     # started a moment earlier would), a resume is refused and touches nothing.
     before = {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()}
-    folder = os.open(run_dir, os.O_RDONLY)
+    lock = os.open(run_dir / running.LOCK, os.O_RDWR)
     try:
-        fcntl.flock(folder, fcntl.LOCK_EX)
+        fcntl.lockf(lock, fcntl.LOCK_EX)
         refused = train_cli(tmp_path, f"resume={run_dir}")
     finally:
-        os.close(folder)
+        os.close(lock)
     assert refused.returncode == 1
     assert refused.last_line.endswith(
         f"Error: resume={run_dir} is being written by another process (a resume started at the "
@@ -164,6 +164,22 @@ def test_a_run_killed_after_its_last_checkpoint_is_finished_by_a_resume(
     (accuracy,) = events.Scalars("hparams/test_accuracy")
     assert accuracy.value == pytest.approx(result["test_accuracy"])
     assert not any(leftover.exists() for leftover in leftovers)
+
+
+def test_a_run_killed_after_its_end_records_gets_them_once(reference: Path, tmp_path: Path) -> None:
+    # Killed after the HParams and the confusion matrix were written, before "completed".
+    run_dir = tmp_path / "killed"
+    shutil.copytree(reference, run_dir)
+    record = results(reference) | {"status": "running", "process": {"host": "", "pid": 0}}
+    (run_dir / "results.json").write_text(json.dumps(record))
+
+    done = train_cli(tmp_path, f"resume={run_dir}")
+    assert done.returncode == 0, done.stderr
+    assert results(run_dir)["status"] == "completed"
+    events = read_events(run_dir)
+    assert len(events.Scalars("hparams/test_accuracy")) == 1
+    assert len(events.Tensors("_hparams_/session_start_info")) == 1
+    assert len(events.Images("test/confusion_matrix")) == 1
 
 
 def test_a_refused_resume_leaves_the_run_as_it_was(reference: Path, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 # The image's TensorBoard tag (runs of earlier versions: confusion_matrix).
 TAG = "test/confusion_matrix"
+PICTURE = "confusion_matrix.png"
 # Above this many classes the cells are too small to print their counts in.
 MOST_ANNOTATED_CLASSES = 20
 # Above this many, too small to see at all (and the picture too large to be of use).

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import metadata
 from torch.utils.tensorboard import SummaryWriter
 
 from experiments.core import interrupts
@@ -45,6 +47,12 @@ EPOCH_TAGS = {
     "test_loss": "test/loss",
     "test_accuracy": "test/accuracy",
     "images_per_second": "perf/images_per_second",
+}
+
+# The records of a run's end, by the kind and tag that show one was written.
+END_RECORDS = {
+    "hparams": ("tensors", metadata.SESSION_END_INFO_TAG),
+    "confusion_matrix": ("images", confusion.TAG),
 }
 
 
@@ -150,6 +158,19 @@ class Metrics:
             with writing(self.dir / EVENTS), interrupts.held():
                 hparams.write(self._writer(), hyperparameters, numbers, global_step)
 
+    def end_records(self) -> set[str]:
+        """Which of the records written at a run's end ("hparams", "confusion_matrix") its event
+        files hold already: those of a run killed after writing them, before it recorded its
+        end, which the resume that finishes it must not write a second time."""
+        events = EventAccumulator(str(self.dir))
+        events.Reload()
+        tags = events.Tags()
+        # HParams: the last of its summaries, so all of them.
+        written = {name for name, (kind, tag) in END_RECORDS.items() if tag in tags[kind]}
+        if not (self.dir / confusion.PICTURE).is_file():
+            written.discard("confusion_matrix")  # drawn again, for its picture
+        return written
+
     def confusion_matrix(
         self, counts: list[list[int]], classes: list[str], title: str, global_step: int
     ) -> None:
@@ -164,7 +185,7 @@ class Metrics:
                 confusion.MOST_DRAWN_CLASSES,
             )
             return
-        path = self.dir / "confusion_matrix.png"
+        path = self.dir / confusion.PICTURE
         with writing(path), interrupts.held():
             confusion.save(counts, classes, title, path, self._writer(), global_step)
 

@@ -20,7 +20,7 @@ from experiments.core.errors import ExperimentError
 
 try:
     import fcntl
-except ImportError:  # Windows: no flock, and folders cannot be opened; refuse_if_running is left
+except ImportError:  # Windows: no POSIX locks; refuse_if_running is left
     fcntl = None
 
 # started_at is recorded to the second, after the process started: it cannot start later than that.
@@ -48,20 +48,27 @@ def refuse_if_running(run: str) -> None:
     )
 
 
+# The file whose lock the process writing a run folder holds.
+LOCK = ".lock"
+
+
 @contextmanager
 def sole_writer(run_dir: Path, resume: str | None) -> Iterator[None]:
-    """Hold an exclusive lock on the run folder while this process writes it. Two `resume=` of
-    one run started at the same moment both pass `refuse_if_running` (a resume records its process
-    only once it is accepted); the second is refused here instead. The system lets go of the lock
-    when the process ends, however it ends, so a killed run leaves none behind."""
+    """Hold an exclusive lock on the run folder's `.lock` while this process writes the folder.
+    Two `resume=` of one run started at the same moment both pass `refuse_if_running` (a resume
+    records its process only once it is accepted); the second is refused here instead.
+
+    A POSIX record lock (`lockf`): the system lets go of it when the process ends, however it ends,
+    and unlike `flock` the processes it forks (DataLoader workers) do not hold it too, so a killed
+    run's lingering workers never keep its resume out."""
     if fcntl is None:
         yield
         return
-    folder = os.open(run_dir, os.O_RDONLY)
+    lock = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
-            fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (BlockingIOError, PermissionError):  # held (EAGAIN, or EACCES on some systems)
             what = f"resume={resume}" if resume else f"the run folder {run_dir}"
             raise ExperimentError(
                 f"{what} is being written by another process (a resume started at the same "
@@ -71,7 +78,7 @@ def sole_writer(run_dir: Path, resume: str | None) -> Iterator[None]:
             pass  # a file system without locks (ENOLCK on some NFS): refuse_if_running is left
         yield
     finally:
-        os.close(folder)  # and with it the lock
+        os.close(lock)  # and with it the lock
 
 
 def alive_here(results: dict[str, Any]) -> bool | None:

@@ -112,6 +112,7 @@ class TrainingRun:
         self.history: list[dict[str, Any]] = []  # a row per epoch trained
         self.selected_confusion: list[list[int]] = []  # the test split's, at the selected epoch
         self.stopped_early = False  # a resumed run, killed after it stopped early
+        self.trained = False  # an epoch in this process (a resume may find none left)
 
     def setup(
         self, group: ProcessGroup, free_gpus: FreeGpus | None, resumed: dict[str, Any] | None
@@ -214,6 +215,7 @@ class TrainingRun:
             return
         first = len(self.history) + 1
         for epoch in range(first, trainer.epochs + 1):
+            self.trained = True
             steps_before = (epoch - 1) * self.steps_per_epoch
             with self._profiled(epoch == first) as after_step:
                 training = loop.train_epoch(
@@ -264,14 +266,19 @@ class TrainingRun:
         numbers = {key: summary[key] for key in HPARAMS_METRICS}
         if "time_to_accuracy" in summary:
             numbers["time_to_accuracy"] = summary["time_to_accuracy"]["seconds"]
-        self.metrics.hyperparameters(
-            hparams.hyperparameters(cfg, str(self.device.plan), _overrides())
-            # As numbers, to sort and filter by (whole numbers would be text there).
-            | {name: float(count) for name, count in self.model_size.record().items()},
-            numbers,
-            last_step,
+        # A resume that trained nothing finishes a run killed at its end, maybe after these.
+        written = (
+            set() if self.trained or not self.device.group.is_main else self.metrics.end_records()
         )
-        if cfg.trainer.confusion_matrix:
+        if "hparams" not in written:
+            self.metrics.hyperparameters(
+                hparams.hyperparameters(cfg, str(self.device.plan), _overrides())
+                # As numbers, to sort and filter by (whole numbers would be text there).
+                | {name: float(count) for name, count in self.model_size.record().items()},
+                numbers,
+                last_step,
+            )
+        if cfg.trainer.confusion_matrix and "confusion_matrix" not in written:
             title = (
                 f"{cfg.model.name} on {cfg.dataset.name}: test, epoch {summary['selected_epoch']}"
             )
