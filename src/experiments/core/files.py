@@ -3,7 +3,8 @@ processes.
 
 Every record a run keeps (results.json, metrics.jsonl after a resume, checkpoints, the cache's
 statistics) is written by `write_atomically`, and every lock (a cache entry being built, a GPU a
-sweep job holds) is a POSIX file lock, which the system releases even if its process dies.
+sweep job holds, a run folder being written) is a POSIX file lock, which the system releases even
+if its process dies.
 A write that fails (a full disk, a folder deleted or made read-only) is said in one line naming
 the file (`writing`).
 """
@@ -142,4 +143,23 @@ def try_lock(path: Path) -> IO[str] | None:
     except BlockingIOError:
         lock.close()
         return None
+    return lock
+
+
+def try_process_lock(path: Path) -> int | None:
+    """An exclusive lock on `path` held by this process alone, until the returned descriptor is
+    closed or the process ends; None at once if another process holds it. A record lock
+    (`lockf`), not `try_lock`'s `flock`: the processes this one forks (DataLoader workers) do not
+    hold it too, so none outlives the process. A file system without locks (ENOLCK on some NFS
+    mounts) gives the descriptor unlocked."""
+    import fcntl  # POSIX only, as above
+
+    lock = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (BlockingIOError, PermissionError):  # held: EAGAIN, or EACCES on some systems
+        os.close(lock)
+        return None
+    except OSError:
+        pass
     return lock

@@ -17,11 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.core.errors import ExperimentError
-
-try:
-    import fcntl
-except ImportError:  # Windows: no POSIX locks; refuse_if_running is left
-    fcntl = None
+from experiments.core.files import try_process_lock
 
 # started_at is recorded to the second, after the process started: it cannot start later than that.
 CLOCK_SLACK_SECONDS = 1.0
@@ -56,26 +52,16 @@ LOCK = ".lock"
 def sole_writer(run_dir: Path, resume: str | None) -> Iterator[None]:
     """Hold an exclusive lock on the run folder's `.lock` while this process writes the folder.
     Two `resume=` of one run started at the same moment both pass `refuse_if_running` (a resume
-    records its process only once it is accepted); the second is refused here instead.
-
-    A POSIX record lock (`lockf`): the system lets go of it when the process ends, however it ends,
-    and unlike `flock` the processes it forks (DataLoader workers) do not hold it too, so a killed
-    run's lingering workers never keep its resume out."""
-    if fcntl is None:
-        yield
-        return
-    lock = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    records its process only once it is accepted); the second is refused here instead. The lock
+    goes with the process, however it ends, and its DataLoader workers never hold it."""
+    lock = try_process_lock(run_dir / LOCK)
+    if lock is None:
+        what = f"resume={resume}" if resume else f"the run folder {run_dir}"
+        raise ExperimentError(
+            f"{what} is being written by another process (a resume started at the same time?); "
+            "wait for it to end, then resume if it did not finish"
+        )
     try:
-        try:
-            fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except (BlockingIOError, PermissionError):  # held (EAGAIN, or EACCES on some systems)
-            what = f"resume={resume}" if resume else f"the run folder {run_dir}"
-            raise ExperimentError(
-                f"{what} is being written by another process (a resume started at the same "
-                "time?); wait for it to end, then resume if it did not finish"
-            ) from None
-        except OSError:
-            pass  # a file system without locks (ENOLCK on some NFS): refuse_if_running is left
         yield
     finally:
         os.close(lock)  # and with it the lock
