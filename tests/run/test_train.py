@@ -27,7 +27,7 @@ from experiments.report.summary import COLUMNS, summary_row, write_report
 from experiments.run.train import train
 from experiments.training import loop
 from experiments.training.model_size import measure
-from experiments.training.models import build_for
+from experiments.training.models import LeNet, build_for
 from helpers import (
     CIFAR10_CLASSES,
     QUICK,
@@ -419,4 +419,28 @@ def test_a_model_of_ones_own_in_the_folder_one_runs_in_trains_without_a_config_f
     assert (csv_row["model_parameters"], csv_row["model_flops_per_image"]) == (
         str(parameters),
         str(flops),
+    )
+
+
+def test_partial_weights_start_a_run_and_its_record_names_what_was_left_as_built(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A LeNet trained for 7 classes, fine-tuned on CIFAR-10's 10: a new last layer.
+    torch.save(LeNet(3, 32, 7).state_dict(), tmp_path / "w.pt")
+    cfg = compose_config(
+        *QUICK,
+        "model=lenet",
+        f"model.weights={tmp_path / 'w.pt'}",
+        "model.weights_partial=true",
+        "trainer.epochs=1",
+    )
+    with caplog.at_level(logging.INFO, logger="experiments"):
+        train(cfg, tmp_path / "run")
+    assert results(tmp_path / "run")["weights_left_as_built"] == [
+        "classifier.4.weight",
+        "classifier.4.bias",
+    ]
+    assert (
+        f"model.weights={tmp_path / 'w.pt'} loaded but for 2 tensor(s), left as built: "
+        "classifier.4.weight, classifier.4.bias" in caplog.messages
     )

@@ -94,8 +94,24 @@ def test_weights_for_other_classes_are_refused_naming_the_tensors(tmp_path: Path
     assert str(error.value) == (
         f"model.weights={tmp_path / 'w.pt'} does not fit the model: classifier.1.weight is "
         "10x512x1x1 there and 7x512x1x1 here, classifier.1.bias is 10 there and 7 here (the "
-        "model is built for the dataset's channels and classes before its weights are loaded)"
+        "model is built for the dataset's channels and classes before its weights are loaded); "
+        "model.weights_partial=true loads the tensors that fit and leaves the others as built"
     )
+
+
+def test_partial_weights_load_what_fits_and_leave_a_new_classifier(tmp_path: Path) -> None:
+    saved = torchvision_model("squeezenet1_1", (3, 32, 32), 10).state_dict()
+    torch.save(saved, tmp_path / "w.pt")
+    model = torchvision_model("squeezenet1_1", (3, 32, 32), 7)
+    built = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    left = load_weights(model, str(tmp_path / "w.pt"), partial=True)
+    assert left == ["classifier.1.weight", "classifier.1.bias"]
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(tensor, built[name] if name in left else saved[name]), name
+    # Weights of another model altogether: nothing to start from.
+    torch.save(torchvision_model("resnet18", (3, 32, 32)).state_dict(), tmp_path / "r.pt")
+    with pytest.raises(ExperimentError, match=r"; none of its tensors fits$"):
+        load_weights(model, str(tmp_path / "r.pt"), partial=True)
 
 
 def test_a_weights_file_that_is_missing_or_no_state_dict_is_refused(tmp_path: Path) -> None:

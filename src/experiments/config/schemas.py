@@ -24,6 +24,9 @@ class ModelConfig:
     num_classes: int = II("dataset.num_classes")
     # A state dict file to start from (torch.save(model.state_dict(), PATH)); null: untrained.
     weights: str | None = None
+    # true: load the weights' tensors that fit and leave the others as built (fine-tuning:
+    # ImageNet weights with a new classifier for 10 classes); false: every tensor must fit.
+    weights_partial: bool = False
 
 
 @dataclass

@@ -153,7 +153,17 @@ class TrainingRun:
         seeding.seed_everything(trainer.seed)  # the same weights on every device and placement
         model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
         if cfg.model.get("weights") and resumed is None:  # a resume takes its own back
-            load_weights(model, cfg.model.weights)
+            partial = bool(cfg.model.get("weights_partial"))
+            left = load_weights(model, cfg.model.weights, partial)
+            if partial:
+                results.add(weights_left_as_built=left)
+            if left:
+                log.info(
+                    "model.weights=%s loaded but for %d tensor(s), left as built: %s",
+                    cfg.model.weights,
+                    len(left),
+                    ", ".join(left),
+                )
         self.model_size = model_size.measure(model, data.shape)
         results.add(**self.model_size.record())
         model = setup.place_model(model, device, trainer.compile)

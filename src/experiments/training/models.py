@@ -34,7 +34,7 @@ def build_for(
     target = check_importable("model._target_", config._target_)
     try:
         # The weights, if any, are loaded once the model is built (`experiments.training.weights`).
-        model = build(config, leave_out=("weights", *_shape_fields_not_taken(target)))
+        model = build(config, leave_out=(*WEIGHTS_FIELDS, *_shape_fields_not_taken(target)))
         model.eval()  # the probe below must not change any state (batch-norm statistics)
         with torch.no_grad():
             outputs = model(torch.zeros(1, *image_shape))
@@ -51,6 +51,8 @@ def build_for(
 
 # The fields of a model config that the dataset fills in (schemas.ModelConfig).
 SHAPE_FIELDS = ("in_channels", "image_size", "num_classes")
+# Those that say what the model starts from, never the constructor's (`training.weights`).
+WEIGHTS_FIELDS = ("weights", "weights_partial")
 
 
 def _shape_fields_not_taken(target: Callable[..., nn.Module]) -> tuple[str, ...]:

@@ -1,6 +1,8 @@
 """A model started from a state dict of one's own (`model.weights=PATH`): a file written by
 `torch.save(model.state_dict(), PATH)`, loaded with `weights_only=True` into the model as built
-for the dataset. Every tensor must fit, or the run is refused naming those that do not."""
+for the dataset. Every tensor must fit, or the run is refused naming those that do not; with
+`model.weights_partial=true` those that fit are loaded and the others left as built (fine-tuning
+ImageNet weights with a new classifier), and the run says which."""
 
 from __future__ import annotations
 
@@ -16,8 +18,9 @@ from experiments.core.errors import ExperimentError
 NAMED = 3
 
 
-def load_weights(model: nn.Module, path: str) -> None:
-    """Load the state dict in the file at `path` (relative to the folder run in) into `model`."""
+def load_weights(model: nn.Module, path: str, partial: bool = False) -> list[str]:
+    """Load the state dict in the file at `path` (relative to the folder run in) into `model`;
+    `partial`: only the tensors that fit. Returns the names of the model's tensors left as built."""
     if not Path(path).is_file():
         raise ExperimentError(f"model.weights={path}: no such file")
     try:
@@ -36,15 +39,31 @@ def load_weights(model: nn.Module, path: str) -> None:
             f"model.weights={path} holds no state dict (names to tensors); write one with "
             "torch.save(model.state_dict(), PATH)"
         )
-    misfits = _misfits(state, model.state_dict())
-    if misfits:
+    ours = model.state_dict()
+    misfits = _misfits(state, ours)
+    if not misfits:
+        model.load_state_dict(state)
+        return []
+    fitting = {name: tensor for name, tensor in state.items() if _fits(name, tensor, ours)}
+    if not partial or not fitting:
         more = f", and {len(misfits) - NAMED} more" if len(misfits) > NAMED else ""
+        how = (
+            "none of its tensors fits"
+            if partial
+            else "model.weights_partial=true loads the tensors that fit and leaves the others as "
+            "built"
+        )
         raise ExperimentError(
             f"model.weights={path} does not fit the model: {', '.join(misfits[:NAMED])}{more} "
-            "(the model is built for the dataset's channels and classes before its weights are "
-            "loaded)"
+            f"(the model is built for the dataset's channels and classes before its weights are "
+            f"loaded); {how}"
         )
-    model.load_state_dict(state)
+    model.load_state_dict(fitting, strict=False)
+    return [name for name in ours if name not in fitting]
+
+
+def _fits(name: str, tensor: torch.Tensor, ours: Mapping[str, torch.Tensor]) -> bool:
+    return name in ours and ours[name].shape == tensor.shape
 
 
 def _misfits(theirs: Mapping[str, torch.Tensor], ours: Mapping[str, torch.Tensor]) -> list[str]:
