@@ -15,7 +15,7 @@ import pytest
 from experiments.core.errors import ExperimentError
 from experiments.records import environment
 from experiments.records.metrics import Metrics
-from helpers import ROOT, results
+from helpers import ROOT, results, train_cli
 
 SMALL = (
     "device=cpu",
@@ -107,3 +107,18 @@ def test_metrics_on_a_full_device_are_named(full_device: Path) -> None:
     assert (
         str(error.value) == f"could not write {full_device}/metrics.jsonl: No space left on device"
     )
+
+
+def test_hydras_copy_of_the_config_on_a_full_device_is_named(tmp_path: Path) -> None:
+    # Hydra writes .hydra/config.yaml before the run begins; its failed write names no file.
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full on this system")
+    (tmp_path / "run" / ".hydra").mkdir(parents=True)
+    (tmp_path / "run" / ".hydra" / "config.yaml").symlink_to("/dev/full")
+    done = train_cli(tmp_path, "hydra.run.dir=run")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "Error: could not write run/.hydra/config.yaml, Hydra's copy of the config: No space left "
+        "on device; free space there, or name another folder with hydra.run.dir= "
+        "(hydra.sweep.dir= for -m)"
+    ]

@@ -13,9 +13,11 @@ torchrun's own summary finds it (`@record`).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -38,6 +40,7 @@ from experiments.config.overrides import (
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
 from experiments.core.errors import one_line
 from experiments.core.interrupts import exit_code, reason, take_interrupts
+from experiments.core.text import display_path
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.process_group import ProcessGroup
 from experiments.report.sweep_end import report_unfinished_sweeps
@@ -165,7 +168,8 @@ def _command_line(
         report_unfinished_sweeps()
         if TRACEBACKS:
             raise
-        print(f"Error: {_not_a_folder(error) or one_line(error)}", file=sys.stderr)
+        said = _not_a_folder(error) or _config_copy_unwritten(error) or one_line(error)
+        print(f"Error: {said}", file=sys.stderr)
         sys.exit(1)
 
 
@@ -178,6 +182,27 @@ def _not_a_folder(error: Exception) -> str | None:
     return (
         f"{file} is a file, not a folder, so the run folder {run_dir} cannot be made in it; move "
         "the file away, or name another folder with hydra.run.dir= (hydra.sweep.dir= for -m)"
+    )
+
+
+def _config_copy_unwritten(error: Exception) -> str | None:
+    """Hydra could not write its copy of the config (`.hydra/`) in the run folder, a full disk
+    say, before the run began. The OSError of a failed write names no file; Hydra's
+    `_save_config`, where it was raised, holds it (if Hydra renames that, the generic line)."""
+    if not isinstance(error, OSError) or error.filename:
+        return None
+    saving = [
+        frame.f_locals
+        for frame, _ in traceback.walk_tb(error.__traceback__)
+        if frame.f_code.co_name == "_save_config"
+    ]
+    if not saving or not {"output_dir", "filename"} <= saving[-1].keys():
+        return None
+    path = Path(display_path(Path(saving[-1]["output_dir"]))) / saving[-1]["filename"]
+    remedy = "free space there" if error.errno == errno.ENOSPC else "make it writable"
+    return (
+        f"could not write {path}, Hydra's copy of the config: {error.strerror}; {remedy}, or "
+        "name another folder with hydra.run.dir= (hydra.sweep.dir= for -m)"
     )
 
 
