@@ -25,6 +25,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 from experiments.data.builtin import cifar10_sample
+from experiments.data.types import Split
 from experiments.training.models import LeNet, Tudui
 
 ARCHITECTURES = {
@@ -57,7 +58,7 @@ class Classifier(L.LightningModule):
 
 
 def preloaded(
-    split, batch_size: int, shuffle: bool, memory_format: torch.memory_format
+    split: Split, batch_size: int, shuffle: bool, memory_format: torch.memory_format
 ) -> DataLoader:
     """The split as normalized float tensors in memory (mean and std 0.5, as train.py's)."""
     images = ((split.images.float() / 255 - 0.5) / 0.5).contiguous(memory_format=memory_format)
