@@ -20,8 +20,9 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
+from record import append_to_results
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).with_name("RESULTS.md")
 
 
 def images_per_second(model: str, keep: bool, overrides: list[str]) -> float:
@@ -73,9 +74,7 @@ def main() -> None:
         row = f"| {model} | {off:,.0f} | {on:,.0f} | {ratio:.2f} |"
         print(row)
         lines.append(row)
-    with open(RESULTS, "a", encoding="utf-8") as file:
-        file.write("\n".join(lines) + "\n\n")
-    print(f"appended to {RESULTS}")
+    append_to_results(lines)
 
 
 if __name__ == "__main__":

@@ -74,8 +74,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from record import append_to_results
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).with_name("RESULTS.md")
 MODELS = ("lenet", "tudui")
 BATCH = 64
 # The targets: image_folder (cold cache) over the torchvision loop, in seconds.
@@ -456,9 +457,7 @@ def main() -> None:
     lines = tables(rows, arguments.workers)
     print("\n".join(lines))
     if arguments.record:
-        with open(RESULTS, "a", encoding="utf-8") as file:
-            file.write("\n".join([f"### {header}", "", *lines]) + "\n\n")
-        print(f"appended to {RESULTS}")
+        append_to_results([f"### {header}", "", *lines])
 
 
 if __name__ == "__main__":

@@ -31,10 +31,11 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
+from record import append_to_results
+
 from experiments.devices.description import cpu_name
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).with_name("RESULTS.md")
 ONE_BATCH = [
     "device=cpu",
     "trainer.epochs=1",
@@ -121,8 +122,7 @@ def main() -> None:
     ]
     print("\n".join(lines))
     if not arguments.no_save:
-        with open(RESULTS, "a", encoding="utf-8") as results:
-            results.write("\n" + "\n".join(lines))
+        append_to_results(lines)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import torch
 import torchvision
+from record import append_to_results
 from torch import nn
 from torch.utils.data import DataLoader
 from torchvision import transforms
@@ -53,7 +54,6 @@ from experiments.devices.plan import DevicePlan
 from experiments.devices.precision import autocast_and_scaler
 from experiments.training import loop, models, torchvision_models
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 # Each built as train.py builds it: (channels, image size, classes) -> the model.
 MODELS = {
     "tudui": models.Tudui,
@@ -269,9 +269,7 @@ def main() -> None:
     print(startup)
     lines += ["", startup]
     if not arguments.no_save:
-        with open(RESULTS, "a", encoding="utf-8") as file:
-            file.write("\n".join(lines) + "\n\n")
-        print(f"appended to {RESULTS}")
+        append_to_results(lines)
 
 
 if __name__ == "__main__":

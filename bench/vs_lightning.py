@@ -32,11 +32,11 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from record import append_to_results
 
 from experiments.devices.description import cpu_name
 
 BENCH = Path(__file__).resolve().parent
-RESULTS = BENCH / "RESULTS.md"
 LIGHTNING = BENCH / ".lightning"
 TRAIN_PY = BENCH.parent / "train.py"
 # The overrides that make `python train.py` train each peer model (tudui is the default run).
@@ -147,9 +147,7 @@ def main() -> None:
         print(row)
         lines.append(row)
     if not arguments.no_save:
-        with open(RESULTS, "a", encoding="utf-8") as file:
-            file.write("\n".join(lines) + "\n\n")
-        print(f"appended to {RESULTS}")
+        append_to_results(lines)
 
 
 if __name__ == "__main__":
