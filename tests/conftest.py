@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import tarfile
+from pathlib import Path
 
 # The suite runs a worker per core (pytest -n 2 on 2 cores), and every run in it, in process or
 # as a subprocess, would start a thread per core: oversubscribed, torch's OpenMP threads spin on
@@ -26,3 +28,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture
+def old_run(tmp_path: Path) -> Path:
+    """A fresh copy (resume writes into it) of a run folder as an earlier version left it
+    (main at 32c61cd, before the packages were layered), in a folder of runs (tmp_path)."""
+    with tarfile.open(Path(__file__).parent / "fixtures" / "flat_layout_run.tar.gz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    return tmp_path / "flat_layout_run"

@@ -14,22 +14,11 @@ its checkpoints and config snapshot), with
 from __future__ import annotations
 
 import json
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from helpers import ROOT, eval_cli, metrics, results, train_cli
-
-FIXTURE = ROOT / "tests" / "fixtures" / "flat_layout_run.tar.gz"
-
-
-@pytest.fixture
-def old_run(tmp_path: Path) -> Path:
-    """A fresh copy of the old run folder (resume writes into it)."""
-    with tarfile.open(FIXTURE) as archive:
-        archive.extractall(tmp_path, filter="data")
-    return tmp_path / "flat_layout_run"
+from helpers import eval_cli, metrics, results, train_cli
 
 
 def test_an_old_checkpoint_evaluates_to_its_recorded_numbers(old_run: Path) -> None:

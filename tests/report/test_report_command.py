@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from experiments.report.command import main
-from helpers import ROOT
-
-FIXTURE = ROOT / "tests" / "fixtures" / "flat_layout_run.tar.gz"
-
-
-@pytest.fixture
-def old_run(tmp_path: Path) -> Path:
-    """A run folder as an earlier version left it, in a folder of runs (tmp_path)."""
-    with tarfile.open(FIXTURE) as archive:
-        archive.extractall(tmp_path, filter="data")
-    return tmp_path / "flat_layout_run"
 
 
 def test_a_damaged_metrics_line_is_named_in_one_line(
