@@ -1,5 +1,5 @@
-"""One thread per test worker, GPUs numbered as every run numbers them, and the tests marked
-`gpu` skipped when there is no CUDA GPU."""
+"""One thread per test worker, GPUs numbered as every run numbers them, the tests marked `gpu`
+skipped when there is no CUDA GPU, and `old_run`, a run folder an earlier version left."""
 
 from __future__ import annotations
 
