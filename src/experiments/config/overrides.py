@@ -81,11 +81,11 @@ def refuse_own_class_on_a_shipped_model(arguments: Sequence[str]) -> None:
     """`model._target_=my_models.Net` on a shipped model (the default tudui, say) would build the
     user's class under that model's name and with its fields, and every record would name tudui;
     a model of one's own is `model=custom`."""
-    chosen = [value for key, _, value in _split(arguments) if key == "model"]
+    chosen = [value for key, value in _split(arguments) if key == "model"]
     shipped = group_options("model")
     if chosen and (chosen[-1] not in shipped or chosen[-1] == "custom"):
         return
-    for key, _, value in _split(arguments):
+    for key, value in _split(arguments):
         if key == "model._target_":
             model = f"model={chosen[-1]}" if chosen else "the default model"
             raise ExperimentError(
@@ -94,10 +94,10 @@ def refuse_own_class_on_a_shipped_model(arguments: Sequence[str]) -> None:
             )
 
 
-def _split(arguments: Sequence[str]) -> list[tuple[str, str, str]]:
-    """(key, =, value) of each override, the key without its + or ~."""
+def _split(arguments: Sequence[str]) -> list[tuple[str, str]]:
+    """(key, value) of each override, the key without its + or ~."""
     split = [argument.partition("=") for argument in arguments]
-    return [(key.lstrip("+~"), equals, value) for key, equals, value in split]
+    return [(key.lstrip("+~"), value) for key, _, value in split]
 
 
 # The sweeps extra's Hydra plugins, by the choice that needs one: (package, module).

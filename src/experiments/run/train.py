@@ -155,15 +155,15 @@ class TrainingRun:
         if cfg.model.get("weights") and resumed is None:  # a resume takes its own back
             partial = bool(cfg.model.get("weights_partial"))
             left = load_weights(model, cfg.model.weights, partial)
-            if partial:
+            if partial:  # (without it, every tensor was loaded)
                 results.add(weights_left_as_built=left)
-            if left:
-                log.info(
-                    "model.weights=%s loaded but for %d tensor(s), left as built: %s",
-                    cfg.model.weights,
-                    len(left),
-                    ", ".join(left),
-                )
+                if left:
+                    log.info(
+                        "model.weights=%s loaded but for %d tensor(s), left as built: %s",
+                        cfg.model.weights,
+                        len(left),
+                        ", ".join(left),
+                    )
         self.model_size = model_size.measure(model, data.shape)
         results.add(**self.model_size.record())
         model = setup.place_model(model, device, trainer.compile)
