@@ -84,3 +84,13 @@ class SlowLeNet(LeNet):
         if self.training:
             time.sleep(2)
         return super().forward(x)
+
+
+class AssertsOnTheGpu(LeNet):
+    """LeNet whose first training step reads one image past its batch's end on the GPU: a
+    device-side assert, the CUDA error that leaves CUDA unusable for the rest of the process."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:  # the index is checked on the device only, the shape stays the batch's
+            x = x.index_select(0, torch.arange(1, len(x) + 1, device=x.device))
+        return super().forward(x)

@@ -16,14 +16,14 @@ from helpers import QUICK, ROOT, compose_config, results, train_cli
 COMPOSITION_ERRORS = [
     (
         "device=gpu",
-        "Error: device=gpu is not an option of 'device'; choose one of: auto, cpu, cuda, "
-        "cuda:0 ... cuda:15, ddp, dp",
+        "Error: device=gpu is not an option of 'device'; a GPU is device=cuda (device=cuda:N for "
+        "another one)",
     ),
     (
         "model=resnet",
         "Error: model=resnet is not an option of 'model'; "
-        "choose one of: custom, lenet, mlp, network, torchvision, tudui (a torchvision "
-        "architecture is model=torchvision model.arch=resnet)",
+        "choose one of: custom, lenet, mlp, network, torchvision, tudui (did you mean lenet? a "
+        "torchvision architecture is model=torchvision model.arch=resnet)",
     ),
     (
         "dataset=imagenet",
@@ -56,7 +56,7 @@ COMPOSITION_ERRORS = [
     ),
     (
         "trainer.epoch=3",
-        "Error: trainer.epoch=3: 'trainer' has no key 'epoch'; its keys are epochs, batch_size, ",
+        "Error: trainer.epoch=3: 'trainer' has no key 'epoch'; did you mean trainer.epochs?",
     ),
     (
         "+trainer.epochs=3",

@@ -47,7 +47,9 @@ def test_train_help_lists_every_group_with_gpus_in_order() -> None:
 def test_eval_help_lists_only_the_groups_eval_takes() -> None:
     shown = help_of([sys.executable, str(ROOT / "eval.py")])
     assert shown.startswith("python eval.py ckpt=<run folder or checkpoint>")
-    assert set(groups(shown)) == {"dataset", "device", "placement"}
+    # model: only model=custom model._target_=<class>, to allow a class a checkpoint names.
+    assert set(groups(shown)) == {"dataset", "device", "placement", "model"}
+    assert "model=custom model._target_=<class> only allows a class of" in shown
 
 
 def test_eval_refuses_a_group_of_training_in_one_line(tmp_path: Path) -> None:
@@ -55,7 +57,8 @@ def test_eval_refuses_a_group_of_training_in_one_line(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "Error: model=tudui: eval.py evaluates the model its checkpoint holds, as it was "
-        "trained; it takes ckpt=, dataset=, device= and placement= (python eval.py --help)"
+        "trained; it takes ckpt=, dataset=, device= and placement= (python eval.py --help), "
+        "and model=custom model._target_=<class> to allow a class of your own"
     ]
 
 

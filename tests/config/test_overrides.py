@@ -134,3 +134,12 @@ def test_device_every_without_a_sweep_is_refused_in_one_line() -> None:
     assert str(error.value) == (
         "device=every runs one job per device: add -m (python train.py -m device=every)"
     )
+
+
+def test_hydras_flags_stay_before_a_replayed_runs_overrides(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    (run / ".hydra").mkdir(parents=True)
+    OmegaConf.save(OmegaConf.create(["model=lenet"]), run / ".hydra" / "overrides.yaml")
+    expanded = with_saved_overrides([f"replay={run}", "--cfg", "job", "trainer.epochs=3"])
+    # argparse reads flags only before the overrides: `--cfg job` among them is refused.
+    assert expanded == ["--cfg", "job", "model=lenet", "trainer.epochs=3", f"replay={run}"]

@@ -27,19 +27,26 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from experiments.cli.run_folder import Refused
 from experiments.config.overrides import (
     evaluation_arguments,
     refuse_missing_plugins,
     refuse_numbers_for_groups,
     refuse_optimizing_on_test,
     refuse_own_class_on_a_shipped_model,
+    refuse_sweeps_without_multirun,
     with_every_device,
     with_paths_as_given,
     with_saved_overrides,
 )
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
 from experiments.core.errors import one_line
-from experiments.core.interrupts import exit_code, reason, take_interrupts
+from experiments.core.interrupts import (
+    end_as_the_signal_would,
+    exit_code,
+    reason,
+    take_interrupts,
+)
 from experiments.core.text import display_path
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.process_group import ProcessGroup
@@ -69,6 +76,32 @@ class RunFailed(Exception):
     """The run's first failure, for torchrun's summary (its `@record` writes Exceptions only)."""
 
 
+class CudaUnusable(BaseException):
+    """Ends a sweep whose later jobs would run in this process, after a job's sticky CUDA error
+    left CUDA unusable in it. No Exception, so Hydra's launchers pass it on (they record an
+    Exception as the job's failure and go on to the next job, in this process)."""
+
+
+# Launchers that start a process of its own for every job: a job's broken CUDA ends with it.
+PROCESS_PER_JOB_LAUNCHERS = ("hydra_plugins.hydra_submitit_launcher.",)
+
+
+def later_jobs_share_this_process(launcher_target: str) -> bool:
+    """Whether the sweep's later jobs may run in the process that ran this one: under Hydra's
+    basic launcher every job does, and a joblib worker takes job after job."""
+    return not launcher_target.startswith(PROCESS_PER_JOB_LAUNCHERS)
+
+
+def sweep_stopped_by(cuda_error: str, job_number: int, run_dir: Path) -> str:
+    """The line that ends a sweep whose jobs share a process, when one left CUDA unusable."""
+    return (
+        f"CUDA cannot be used again in this process after job {job_number} "
+        f"({display_path(run_dir)}) failed with {cuda_error}; the sweep stops here, its jobs "
+        "left are not run (see its report): run them with a launcher that starts a process "
+        "per job, hydra/launcher=submitit_local"
+    )
+
+
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="train")
 def _train(cfg: DictConfig) -> float | None:
     # Imported here, not at the top, so `--help` and `--cfg job` never load torch.
@@ -86,38 +119,48 @@ def _evaluate(cfg: DictConfig) -> float | None:
 
 def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | None:
     """Run one job in the folder Hydra made, and leave the process as the job found it. A failure
-    is logged in one line; in a sweep the job is then recorded as failed and the sweep goes on,
-    otherwise the command ends with exit code 1."""
+    is logged in one line; in a sweep the job is then recorded as failed and the sweep goes on
+    (unless CUDA is left unusable in a process its later jobs would share), otherwise the command
+    ends with exit code 1."""
     from experiments.devices.distributed import first_failure, says_the_failure  # (no torch)
-    from experiments.devices.process_settings import job
+    from experiments.devices.process_settings import cuda_unusable, job
 
     hydra_cfg = HydraConfig.get()
     in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
     # Hydra's basic launcher runs jobs one after another; any other runs them side by side.
     side_by_side = in_sweep and not hydra_cfg.launcher._target_.endswith(".BasicLauncher")
     free_gpus = FreeGpus(Path(hydra_cfg.sweep.dir)) if side_by_side else None
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    value = None
     try:
         with job(free_gpus):
-            return task(Path(hydra_cfg.runtime.output_dir), free_gpus)
+            value = task(run_dir, free_gpus)
     except Exception as error:
         group = ProcessGroup.from_env()
         reason = first_failure(group, error)
-        if in_sweep:
-            # Recorded as failed in its folder; the sweep goes on, and its report says why.
-            log.error("Error: %s", reason, exc_info=TRACEBACKS)
-            return None
-        if says_the_failure(group, reason):  # once (torchrun's summary says it too)
-            log.error("Error: %s", reason)
-        if TRACEBACKS:
-            raise
-        raise JobFailed(reason) from error
+        if not in_sweep:
+            if says_the_failure(group, reason):  # once (torchrun's summary says it too)
+                log.error("Error: %s", reason)
+            if TRACEBACKS:
+                raise
+            raise JobFailed(reason) from error
+        # Recorded as failed in its folder; the sweep goes on, and its report says why.
+        log.error("Error: %s", reason, exc_info=TRACEBACKS)
+    cuda_error = cuda_unusable()
+    if in_sweep and cuda_error and later_jobs_share_this_process(hydra_cfg.launcher._target_):
+        raise CudaUnusable(sweep_stopped_by(cuda_error, hydra_cfg.job.num, run_dir))
+    return value
 
 
 def main() -> None:
-    """`python train.py`: `resume=` and `replay=` bring back a run's own overrides first, and
-    `-m device=every` becomes a sweep over this machine's devices."""
+    """`python train.py`: a file or folder named by `dataset.root=` or `model.weights=` is taken
+    as it is, `resume=` and `replay=` bring back a run's own overrides, and `-m device=every`
+    becomes a sweep over this machine's devices."""
     _command_line(
-        _train, lambda arguments: with_every_device(with_saved_overrides(arguments), _every_device)
+        _train,
+        lambda arguments: with_every_device(
+            with_saved_overrides(with_paths_as_given(arguments)), _every_device
+        ),
     )
 
 
@@ -155,20 +198,37 @@ def _command_line(
     logging.raiseExceptions = TRACEBACKS
     try:
         _recorded_by_torchrun(_compose_and_run)(hydra_main, expand)
-    except KeyboardInterrupt as interrupt:  # Ctrl-C, or SIGTERM
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or another signal taken as it (SIGTERM)
         if TRACEBACKS:
             raise
         said = reason(interrupt)
         print(said[0].upper() + said[1:], file=sys.stderr)
+        end_as_the_signal_would(interrupt)  # SIGQUIT, SIGUSR1
         sys.exit(exit_code(interrupt))
     except (JobFailed, RunFailed):
+        sys.exit(1)
+    except CudaUnusable as unusable:
+        report_unfinished_sweeps()  # its jobs left, as not run
+        if TRACEBACKS:
+            raise
+        print(f"Error: {unusable}", file=sys.stderr)
+        sys.exit(1)
+    except Refused as refused:  # a run folder, before Hydra made it
+        if TRACEBACKS:
+            raise
+        print(f"Error: {refused.reason}", file=sys.stderr)
         sys.exit(1)
     except Exception as error:
         # A sweep its launcher gave up on (a worker killed by the system) still gets its report.
         report_unfinished_sweeps()
         if TRACEBACKS:
             raise
-        said = _not_a_folder(error) or _config_copy_unwritten(error) or one_line(error)
+        said = (
+            _not_a_folder(error)
+            or _folder_unmade(error)
+            or _config_copy_unwritten(error)
+            or one_line(error)
+        )
         print(f"Error: {said}", file=sys.stderr)
         sys.exit(1)
 
@@ -183,6 +243,50 @@ def _not_a_folder(error: Exception) -> str | None:
         f"{file} is a file, not a folder, so the run folder {run_dir} cannot be made in it; move "
         "the file away, or name another folder with hydra.run.dir= (hydra.sweep.dir= for -m)"
     )
+
+
+def _folder_unmade(error: Exception) -> str | None:
+    """Hydra could not make the run folder (or a sweep's): a name in its path too long, or a
+    place that takes no folders (/proc, /sys, a read-only disk)."""
+    if not isinstance(error, OSError) or not error.filename or not _raised_by_mkdir(error):
+        return None
+    folder = Path(os.fsdecode(error.filename))
+    if error.errno == errno.ENAMETOOLONG:
+        why = _too_long(folder)
+    else:
+        # (/proc answers "No such file or directory", /sys "Operation not permitted")
+        holder = next(parent for parent in folder.parents if parent.is_dir())
+        why = f"{holder} takes no new folders ({error.strerror})"
+    return (
+        f"could not make the run folder {_shortened(folder)}: {why}; name another with "
+        "hydra.run.dir= (hydra.sweep.dir= for -m)"
+    )
+
+
+def _raised_by_mkdir(error: OSError) -> bool:
+    frames = traceback.walk_tb(error.__traceback__)
+    return any(frame.f_code.co_name == "mkdir" for frame, _ in frames)
+
+
+# The longest name of a file or folder, and the longest path, most file systems take (bytes).
+NAME_MAX = 255
+PATH_MAX = 4096
+
+
+def _too_long(folder: Path) -> str:
+    longest = max(folder.parts, key=lambda part: len(os.fsencode(part)))
+    size = len(os.fsencode(longest))
+    if size > NAME_MAX:
+        return f"a name in it is {size} bytes long, more than the {NAME_MAX} a name may have"
+    size = len(os.fsencode(str(folder)))
+    return f"its path is {size} bytes long, more than the {PATH_MAX} a path may have"
+
+
+def _shortened(folder: Path) -> str:
+    """`folder` with each name longer than a name may be cut short, to be read in one line."""
+    shown = display_path(folder)
+    parts = [f"{part[:24]}...{part[-8:]}" if len(part) > 40 else part for part in Path(shown).parts]
+    return str(Path(*parts))
 
 
 def _config_copy_unwritten(error: Exception) -> str | None:
@@ -209,7 +313,10 @@ def _config_copy_unwritten(error: Exception) -> str | None:
 def _compose_and_run(
     hydra_main: Callable[[], object], expand: Callable[[list[str]], list[str]]
 ) -> None:
-    sys.argv[1:] = expand(sys.argv[1:])
+    typed = sys.argv[1:]
+    sys.argv[1:] = expand(typed)
+    # As typed: replay= of one job of a sweep brings back the sweep's option, and is one run.
+    refuse_sweeps_without_multirun(typed)
     refuse_numbers_for_groups(sys.argv[1:])
     refuse_missing_plugins(sys.argv[1:])
     refuse_optimizing_on_test(sys.argv[1:])

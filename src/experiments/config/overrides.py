@@ -4,44 +4,110 @@
 device of this machine, a folder or file named by `resume=`, `replay=` or `ckpt=` is taken as it
 is (whatever its characters), a number where a group's option belongs (`device=1`) is refused in
 words Hydra has not got, and so are a search on a test metric (`optimized_metric=test_accuracy`),
-once, before its first trial, and a class of one's own on a shipped model (`model._target_=` without
-`model=custom`).
+once, before its first trial, a class of one's own on a shipped model (`model._target_=` without
+`model=custom`), and a sweep's option without -m (`hparams_search=optuna`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
-from importlib import util
+from importlib import resources, util
 from pathlib import Path
 
+import yaml
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from experiments.config.store import config_groups, group_options
+from experiments.config.store import CONFIG_PACKAGE, config_groups, group_options
+from experiments.config.trust import refuse_untrusted, targets_named, typed_again
 from experiments.config.validate import check_optimized_metric
 from experiments.core.errors import ExperimentError
-
-# What Hydra's override grammar reads as more than a character of a value; a backslash before
-# one makes it a character again (Hydra's sweepers write `device=cuda\:1` so).
-GRAMMAR_SPECIAL = re.compile(r"[\\()\[\]{}:=, \t]")
+from experiments.core.files import write_text_atomically
 
 
 def as_value(path: str) -> str:
-    """`path` as one value of an override, whatever its characters: the folders of sweep jobs
-    made by earlier versions have `=` and `,` in their names (`1_trainer.seed=1,model=lenet`)."""
-    return GRAMMAR_SPECIAL.sub(lambda special: "\\" + special[0], path)
+    """`path` as one value of an override that Hydra reads back as `path`, whatever its
+    characters: as it is where the grammar reads it so (`/home/me/outputs/2026-11-24/10-00-00_ab`),
+    else single-quoted. Hydra's grammar (OverrideLexer.g4) reads only ASCII letters, digits and a
+    few signs unquoted: `outputs/café`, `ünï_ドル` and the folders of sweep jobs made by earlier
+    versions (`1_trainer.seed=1,model=lenet`) are quoted values; within quotes a backslash is
+    special only before a quote, or at the end. A path no override can carry is refused."""
+    _refuse_uncarried(path)
+    if _read_by_hydra(path) == path:
+        return path
+    quoted = re.sub(r"(\\*)'", lambda found: found[1] * 2 + "\\'", path)
+    return "'" + re.sub(r"(\\+)$", lambda found: found[1] * 2, quoted) + "'"
+
+
+def path_given(value: str) -> str:
+    """The path an override's value names: the value as typed (a path that exists is taken as it
+    is, whatever its characters), or as Hydra's grammar reads it where only that exists (quoted
+    as Hydra's documentation shows: `resume='outputs/my run'`)."""
+    if Path(value).expanduser().exists():
+        return value
+    read = _read_by_hydra(value)
+    return read if isinstance(read, str) and Path(read).expanduser().exists() else value
+
+
+def _read_by_hydra(value: str) -> object:
+    """What Hydra's grammar reads `value` as (a string, a number, a sweep...); None where it
+    cannot read it."""
+    try:
+        return OverridesParser.create().parse_override(f"key={value}").value()
+    except HydraException:
+        return None
+
+
+def _refuse_uncarried(path: str) -> None:
+    """Say how to pass a path no override can carry: one with a control character (a newline
+    would split the override, and every log line that names the run), with bytes that are not
+    text in this locale (no record could be written with them), or with `${`, which OmegaConf
+    reads as an interpolation wherever Hydra copies the run folder's path (its log file's)."""
+    uncarried = [character for character in path if unicodedata.category(character) in ("Cc", "Cs")]
+    if uncarried:
+        first = uncarried[0]
+        what = "a control character" if unicodedata.category(first) == "Cc" else "not text"
+        held = f"{_escaped(first)} ({what})"
+    elif "${" in path:
+        held = "${ (the start of an interpolation)"
+    else:
+        return
+    raise ExperimentError(
+        f"{''.join(map(_escaped, path))} holds {held}, which an override cannot carry; rename "
+        "it, and pass its new name"
+    )
+
+
+def _escaped(character: str) -> str:
+    """A character as it is, or, if not printable, as Python writes it (`\\n`, `\\x1b`), a byte
+    that is not text (a lone surrogate) as that byte (`\\xe9`)."""
+    if unicodedata.category(character) == "Cs":
+        return repr(os.fsencode(character))[2:-1]
+    return character if character.isprintable() else repr(character)[1:-1]
+
+
+# The keys whose value names a file or folder that must exist (`resume=` and `replay=` are
+# `with_saved_overrides`').
+PATH_KEYS = ("ckpt", "dataset.root", "model.weights")
 
 
 def with_paths_as_given(arguments: list[str]) -> list[str]:
-    """`ckpt=<path>` naming a file or folder that exists means that path, as it is."""
-    return [
-        f"ckpt={as_value(argument.partition('=')[2])}"
-        if argument.startswith("ckpt=") and Path(argument.partition("=")[2]).exists()
-        else argument
-        for argument in arguments
-    ]
+    """An override of a PATH_KEYS key (`ckpt=<path>`) naming a file or folder that exists means
+    that path, as it is."""
+    return [_path_as_given(argument) for argument in arguments]
+
+
+def _path_as_given(argument: str) -> str:
+    key, _, value = argument.partition("=")
+    if key.lstrip("+") not in PATH_KEYS:
+        return argument
+    path = path_given(value)
+    return f"{key}={as_value(path)}" if Path(path).expanduser().exists() else argument
 
 
 NUMBERS = re.compile(r"[-+]?\d+(\.\d*)?(,[-+]?\d+(\.\d*)?)*")
@@ -144,12 +210,37 @@ def with_every_device(arguments: list[str], devices: Callable[[], list[str]]) ->
     (asked only then: it loads torch)."""
     if EVERY_DEVICE not in arguments:
         return arguments
-    if not {"-m", "--multirun"} & set(arguments):
+    if not asks_for_multirun(arguments):
         raise ExperimentError(
             f"{EVERY_DEVICE} runs one job per device: add -m (python train.py -m {EVERY_DEVICE})"
         )
     every = f"device={','.join(devices())}"
     return [every if argument == EVERY_DEVICE else argument for argument in arguments]
+
+
+def asks_for_multirun(arguments: Sequence[str]) -> bool:
+    """Whether the command line asks Hydra for a sweep."""
+    return bool({"-m", "--multirun"} & set(arguments))
+
+
+def refuse_sweeps_without_multirun(arguments: Sequence[str]) -> None:
+    """An option that sets its sweeper's parameters (`hparams_search=optuna`,
+    `experiment=device_scaling`) is a sweep; without -m Hydra would train one plain run with it,
+    silently. `arguments` are those typed: a job of such a sweep replayed is one run."""
+    if asks_for_multirun(arguments):
+        return
+    groups = config_groups()
+    for argument in arguments:
+        group, _, option = argument.lstrip("+").partition("=")
+        option_file = resources.files(CONFIG_PACKAGE) / group / f"{option}.yaml"
+        if group not in groups or not option_file.is_file():
+            continue
+        swept = OmegaConf.select(OmegaConf.create(option_file.read_text()), "hydra.sweeper.params")
+        if swept:
+            raise ExperimentError(
+                f"{argument} is a sweep over {', '.join(swept)}: add -m "
+                f"(python train.py -m {argument})"
+            )
 
 
 # The groups eval.py takes (conf/eval.yaml's defaults); a checkpoint brings the rest.
@@ -161,12 +252,21 @@ def evaluation_arguments(arguments: list[str]) -> list[str]:
     `+model=tudui`, which would not evaluate that model either."""
     training = set(config_groups()) - set(EVAL_GROUPS)
     for argument in arguments:
-        if argument.partition("=")[0].lstrip("+~").partition(".")[0] in training:
+        key = argument.partition("=")[0].lstrip("+~")
+        if key.partition(".")[0] in training and not _allows_own_model(argument):
             raise ExperimentError(
                 f"{argument}: eval.py evaluates the model its checkpoint holds, as it was "
                 "trained; it takes ckpt=, dataset=, device= and placement= (python eval.py --help)"
+                ", and model=custom model._target_=<class> to allow a class of your own"
             )
     return arguments
+
+
+def _allows_own_model(argument: str) -> bool:
+    """`model=custom` and the targets typed under it: they let eval.py build a class of the
+    user's own that a checkpoint names (experiments.config.trust)."""
+    key = argument.partition("=")[0].lstrip("+")
+    return argument == "model=custom" or (key.startswith("model.") and key.endswith("_target_"))
 
 
 def with_saved_overrides(arguments: list[str]) -> list[str]:
@@ -186,7 +286,7 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
         given = [argument for argument in arguments if argument.startswith(f"{key}=")]
         if not given:
             continue
-        folder = Path(given[-1].partition("=")[2]).resolve()
+        folder = Path(path_given(given[-1].partition("=")[2])).resolve()
         saved = folder / ".hydra" / "overrides.yaml"
         if not saved.is_file():
             raise ExperimentError(
@@ -195,12 +295,13 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
             )
         previous = [
             str(override)
-            for override in OmegaConf.load(saved)
+            for override in _saved_overrides(saved, given[-1])
             if not str(override).startswith(("resume=", "replay=", "hydra.run.dir="))
         ]
-        others = [argument for argument in arguments if argument not in given]
+        flags, others = _flags_apart([argument for argument in arguments if argument not in given])
+        _refuse_untrusted(f"{key}={given[-1].partition('=')[2]}", previous, others)
         value = as_value(str(folder))
-        arguments = _last_of_each_key([*previous, *others, f"{key}={value}"])
+        arguments = [*flags, *_last_of_each_key([*previous, *others, f"{key}={value}"])]
         if key == "resume":
             _refuse_read_only(folder, given[-1])
             # In the run's own folder, whose snapshot is left to `save_snapshot` (a refused
@@ -209,10 +310,83 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
     return arguments
 
 
+def _flags_apart(arguments: list[str]) -> tuple[list[str], list[str]]:
+    """Hydra's flags (`-m`, `--cfg job`), each with its value, apart from the overrides: argparse
+    finds them only before the overrides, not among them."""
+    flags: list[str] = []
+    overrides: list[str] = []
+    for argument in arguments:
+        is_value = flags and flags[-1].startswith("-") and not argument.startswith(("-", "~"))
+        if argument.startswith("-") or (is_value and "=" not in argument):
+            flags.append(argument)
+        else:
+            overrides.append(argument)
+    return flags, overrides
+
+
+def _refuse_untrusted(given: str, saved: list[str], typed: list[str]) -> None:
+    """A run folder's overrides are data: they never set Hydra's own config (its callbacks and
+    launchers are built from it), and a `_target_` they name is built only when it is a shipped
+    one in its usual place or typed now (experiments.config.trust)."""
+    parsed = OverridesParser.create().parse_overrides(saved)
+    for override in parsed:
+        if override.is_hydra_override():
+            raise ExperimentError(
+                f"{given}: its .hydra/overrides.yaml sets Hydra's own config "
+                f"({override.input_line}), which no run's saved overrides do; it was not written "
+                "by this tool, or it was altered, and was not used"
+            )
+    typed_targets = {found.target for found in targets_named(typed)}
+    where = f"{given}: its .hydra/overrides.yaml"
+    refuse_untrusted(targets_named(saved), typed_targets, where, typed_again)
+
+
+def _saved_overrides(saved: Path, given: str) -> list[str]:
+    """The overrides in a run folder's .hydra/overrides.yaml (`saved`; `given`: resume=<run> or
+    replay=<run>), or one line naming what else the file holds; a folder eval.py made (its
+    overrides name ckpt=) is refused too."""
+    try:
+        overrides = _overrides_in(saved)
+    except ValueError as wrong:
+        raise ExperimentError(
+            f"{given}: its .hydra/overrides.yaml {wrong}, where Hydra wrote the run's overrides "
+            "as a YAML list of key=value; put it back from a copy, or write them there again"
+        ) from None
+    evaluated = [override for override in overrides if override.startswith("ckpt=")]
+    if evaluated:
+        key = given.partition("=")[0]
+        raise ExperimentError(
+            f"{given} is the folder of an evaluation (eval.py {evaluated[-1]}), not of a "
+            f"training run; {key}= takes a training run's folder, such as the one it evaluated"
+        )
+    return overrides
+
+
+def _overrides_in(saved: Path) -> list[str]:
+    """The list of overrides in `saved`; ValueError saying what else it holds."""
+    try:
+        loaded = OmegaConf.load(saved)
+    except UnicodeDecodeError:
+        raise ValueError("is not text") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ValueError(f"is not YAML ({getattr(error, 'problem', None)}{where})") from None
+    if not isinstance(loaded, ListConfig):
+        raise ValueError("holds no list")
+    for entry in loaded:
+        # Hydra's forms: key=value, +key=value, ++key=value, ~key and ~key=value.
+        if not isinstance(entry, str) or not ("=" in entry or entry.startswith("~")):
+            raise ValueError(f"holds {entry!r}, which is no override (key=value)")
+    return list(loaded)
+
+
 def _refuse_read_only(folder: Path, given: str) -> None:
-    """Hydra's log file would fail first, in words that name no file."""
+    """Hydra's log file would fail first, in words that name no file. (A link in the folder is
+    replaced, never written through: what it points to is not asked.)"""
     for path in (folder, *folder.iterdir(), *folder.glob("checkpoints/*")):
-        if not os.access(path, os.W_OK):
+        linked = path != folder and path.is_symlink()
+        if not linked and not os.access(path, os.W_OK):
             raise ExperimentError(
                 f"{given}: {path} is read-only, and a resume writes into the run's own folder; "
                 f"make it writable (chmod -R u+w {folder}), or replay= the run in a new folder"
@@ -221,14 +395,18 @@ def _refuse_read_only(folder: Path, given: str) -> None:
 
 def save_snapshot(cfg: DictConfig, run_dir: Path) -> None:
     """Write the config snapshot (.hydra/) of an accepted resume, as Hydra writes a run's: the
-    overrides a later resume= or replay= brings back are then those the run trained with."""
+    overrides a later resume= or replay= brings back are then those the run trained with. Each
+    file is replaced whole, a link in its place included: never written through."""
     if not HydraConfig.initialized():
         return
     hydra = HydraConfig.get()
-    folder = run_dir / ".hydra"
-    OmegaConf.save(cfg, folder / "config.yaml")
-    OmegaConf.save(OmegaConf.create({"hydra": hydra}), folder / "hydra.yaml")
-    OmegaConf.save(hydra.overrides.task, folder / "overrides.yaml")
+    snapshot = {
+        "config.yaml": cfg,
+        "hydra.yaml": OmegaConf.create({"hydra": hydra}),
+        "overrides.yaml": hydra.overrides.task,
+    }
+    for name, config in snapshot.items():
+        write_text_atomically(run_dir / ".hydra" / name, OmegaConf.to_yaml(config))
 
 
 def _last_of_each_key(overrides: list[str]) -> list[str]:

@@ -279,6 +279,9 @@ class TrainerConfig:
     # Add up the gradients of this many batches before each optimizer step: a step of
     # batch_size * accumulate_batches images, in the memory of batch_size.
     accumulate_batches: int = 1
+    # Under device=ddp on GPUs: BatchNorm layers normalize by the statistics of every process's
+    # images (torch's SyncBatchNorm), not each process's share alone.
+    sync_batchnorm: bool = False
 
 
 @dataclass
@@ -305,6 +308,9 @@ class TrainSchema:
 class EvalSchema:
     # A run folder (its checkpoints/last.pt) or a checkpoint file.
     ckpt: str = MISSING
+    # None: the model the checkpoint holds; model=custom model._target_=<module>.<name> allows a
+    # class of the user's own that the checkpoint names (a file's targets are never built untyped).
+    model: Any = None
     # None: the dataset the checkpoint was trained on.
     dataset: DatasetConfig | None = None
     device: DeviceConfig = MISSING

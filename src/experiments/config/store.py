@@ -7,6 +7,7 @@ This package must not import torch: `python train.py --cfg job` and `--help` sta
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import secrets
 import sys
@@ -16,7 +17,7 @@ from importlib import resources
 from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from experiments.config.choices import DeviceName
 from experiments.config.naming import job_folder_name
@@ -48,6 +49,7 @@ def register_configs(started: datetime, tag: str) -> None:
     OmegaConf.register_new_resolver("unique", lambda: tag, replace=True)
     OmegaConf.register_new_resolver("sweep_job", job_folder_name, replace=True)
     OmegaConf.register_new_resolver("direction_of", direction_of, replace=True)
+    OmegaConf.register_new_resolver("option_or_class", option_or_class, replace=True)
     OmegaConf.register_new_resolver("options_of", options_text, replace=True)
     OmegaConf.register_new_resolver("command", lambda: command_name(sys.argv[0]), replace=True)
 
@@ -55,6 +57,19 @@ def register_configs(started: datetime, tag: str) -> None:
 def direction_of(metric: str) -> str:
     """Resolver for a sweeper's direction: down for a loss, up for the rest."""
     return "minimize" if metric.endswith("loss") else "maximize"
+
+
+def option_or_class(option: str, *, _parent_: DictConfig) -> str:
+    """Resolver for the `name` of an option whose `_target_` its schema gives (an optimizer's):
+    the option's name, or, with another `_target_` set (optimizer=adam
+    optimizer._target_=torch.optim.AdamW), that class's name, which every record then shows."""
+    shipped = next(
+        entry.default
+        for entry in dataclasses.fields(OmegaConf.get_type(_parent_))
+        if entry.name == "_target_"
+    )
+    target = str(_parent_._target_)
+    return option if target == shipped else target.rpartition(".")[2]
 
 
 def new_tag() -> str:

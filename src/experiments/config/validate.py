@@ -7,11 +7,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from experiments.config.choices import MONITORED, OPTIMIZABLE, TEST_METRICS, DeviceName
 from experiments.config.schemas import is_users_data
+from experiments.config.store import config_groups, group_options
 from experiments.core.errors import ExperimentError
+from experiments.core.hints import no_such_key
+from experiments.core.text import abridged
 
 
 def validate(cfg: DictConfig, processes: int = 1) -> None:
@@ -20,13 +23,16 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
     Shared by training and evaluation configs (a section a config lacks is skipped);
     `trainer.batch_size` is the global batch, shared by the `processes` of a distributed run.
     """
+    _refuse_unchosen_groups(cfg)
     _refuse_unknown_keys(cfg, "")
-    if "model" in cfg and OmegaConf.select(cfg, "model._target_") is None:
+    # (eval.py's model is none but for a class of one's own it is told to build)
+    if cfg.get("model") is not None and OmegaConf.select(cfg, "model._target_") is None:
         raise ExperimentError(
             "model=custom needs model._target_=<module>.<name>, the class or function that builds "
             "your model, e.g. model._target_=my_models.Net (docs/configs.md)"
         )
-    if "model" in cfg and OmegaConf.select(cfg, "model.name") is None:  # a model of one's own
+    # (a model of one's own, whose YAML may lack a name)
+    if cfg.get("model") is not None and OmegaConf.select(cfg, "model.name") is None:
         raise ExperimentError(
             "the model config has no name:, which names the model in records and reports; add "
             "name: <its name> to its YAML file (docs/configs.md)"
@@ -85,6 +91,17 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
         )
 
 
+def _refuse_unchosen_groups(cfg: DictConfig) -> None:
+    """`~model` takes the group's choice out of the defaults list, leaving its section unset,
+    which nothing after composing could tell but by failing where it is first read."""
+    for group in config_groups():
+        if OmegaConf.is_missing(cfg, group):  # (False for a section the config lacks)
+            raise ExperimentError(
+                f"no {group} chosen (~{group} takes its choice away); choose one with "
+                f"{group}=<option>: {', '.join(abridged(group_options(group)))}"
+            )
+
+
 def _refuse_unknown_keys(node: DictConfig, path: str) -> None:
     """Hydra lets `+section.key=value` append a key to any section; refuse one its schema lacks."""
     schema = OmegaConf.get_type(node)
@@ -94,10 +111,7 @@ def _refuse_unknown_keys(node: DictConfig, path: str) -> None:
     for key in node:
         name = f"{path}.{key}" if path else str(key)
         if key not in known:
-            section = f"'{path}'" if path else "the config"
-            raise ExperimentError(
-                f"+{name}: {section} has no key '{key}'; its keys are {', '.join(known)}"
-            )
+            raise ExperimentError(no_such_key(f"+{name}", name, known))
         # An interpolation is left unresolved: it may name a field derived later (a model's
         # num_classes from an image folder's classes).
         if OmegaConf.is_missing(node, key) or OmegaConf.is_interpolation(node, key):
@@ -161,12 +175,31 @@ def _check_selection(cfg: DictConfig) -> None:
         )
 
 
+# The largest float32: the optimizer's step computes in the parameters' float32, where a larger
+# number overflows, at the first step, once the data is loaded and the model built.
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _refuse_beyond_float32(section: str, node: DictConfig) -> None:
+    """A number of the optimizer's or the schedule's (in a list too) that float32 cannot hold."""
+    for key, value in node.items():
+        for number in value if isinstance(value, ListConfig) else [value]:
+            if isinstance(number, (int, float)) and not abs(number) <= FLOAT32_MAX:
+                raise ExperimentError(
+                    f"{section}.{key}={value} is beyond float32, which the optimizer's step "
+                    f"computes in (at most {FLOAT32_MAX:.4g}): it would overflow at the first "
+                    "step; give a number within it"
+                )
+
+
 def _check_optimization(cfg: DictConfig) -> None:
     """The loss, the gradients and the learning-rate schedule."""
     trainer = cfg.trainer
     lr = cfg.optimizer.lr
     if not (math.isfinite(lr) and lr >= 0):
         raise ExperimentError(f"optimizer.lr={lr} must be a finite number >= 0")
+    _refuse_beyond_float32("optimizer", cfg.optimizer)
+    _refuse_beyond_float32("scheduler", cfg.scheduler)
     if trainer.gradient_clip is not None and not trainer.gradient_clip > 0:
         raise ExperimentError(
             f"trainer.gradient_clip={trainer.gradient_clip} must be > 0 (a gradient norm), or null"

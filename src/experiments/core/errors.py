@@ -13,6 +13,7 @@ from hydra.errors import (
 )
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
+from experiments.core.hints import did_you_mean, no_such_key, template_equivalent
 from experiments.core.text import abridged
 
 
@@ -57,17 +58,12 @@ def _composition(error: ConfigCompositionException) -> str | None:
     cause = error.__cause__
     unknown = re.match(r"Could not override '(.+?)'\.\nTo append to your config use \+(\S+)", text)
     if unknown and isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
-        given = unknown[2]
-        section, _, key = str(cause.full_key or unknown[1]).rpartition(".")
-        where = f"'{section}'" if section else "the config"
-        schema = cause.object_type
-        keys = (
-            f"; its keys are {', '.join(entry.name for entry in dataclasses.fields(schema))}"
-            if schema is not None and dataclasses.is_dataclass(schema)
-            # A free-form section: a data source's arguments, a model's of the user's own.
-            else f"; a key of your own is added with +: +{given}"
-        )
-        return f"{given}: {where} has no key '{key}'{keys}"
+        given, path, schema = unknown[2], str(cause.full_key or unknown[1]), cause.object_type
+        if schema is not None and dataclasses.is_dataclass(schema):
+            return no_such_key(given, path, [entry.name for entry in dataclasses.fields(schema)])
+        # A free-form section: a data source's arguments, a model's of the user's own.
+        present = [str(key) for key in cause.parent_node or []]
+        return no_such_key(given, path, present, free_form=True)
     return None
 
 
@@ -77,10 +73,15 @@ def _unknown_option(error: MissingConfigException) -> str:
     options = ", ".join(abridged(list(error.options or [])))
     if not group:
         return _flatten(str(error))
-    said = f"{group}={option} is not an option of '{group}'; choose one of: {options}"
+    said = f"{group}={option} is not an option of '{group}'"
+    equivalent = template_equivalent(group, option)
+    if equivalent:
+        return f"{said}; {equivalent}"
+    meant = [did_you_mean(option, error.options or [])]
     if group == "model":  # model=resnet18, most likely
-        said += f" (a torchvision architecture is model=torchvision model.arch={option})"
-    return said
+        meant.append(f"a torchvision architecture is model=torchvision model.arch={option}")
+    hint = " ".join(filter(None, meant))
+    return f"{said}; choose one of: {options}" + (f" ({hint})" if hint else "")
 
 
 def _malformed_override(error: OverrideParseException) -> str:

@@ -4,7 +4,9 @@ processes.
 Every record a run keeps (results.json, metrics.jsonl after a resume, checkpoints, the cache's
 statistics) is written by `write_atomically`, and every lock (a cache entry being built, a GPU a
 sweep job holds, a run folder being written) is a POSIX file lock, which the system releases even
-if its process dies.
+if its process dies. The logs appended to (train.log, metrics.jsonl) are opened by
+`open_to_append`. None of these writes through a link: one in a record's place (to a file
+outside the run folder, say) is replaced by the record, and what it pointed to is left alone.
 A write that fails (a full disk, a folder deleted or made read-only) is said in one line naming
 the file (`writing`).
 """
@@ -15,6 +17,7 @@ import contextlib
 import json
 import os
 import re
+import stat
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -56,11 +59,12 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     a crash leaves either the old file or the new one, never a torn one. `path`'s folder must
     exist: a run folder deleted while its run goes on is not made again. A write that fails (or is
     interrupted) removes its temporary file, which on a full disk would hold the space the run's
-    record needs; one killed leaves it to `remove_leftovers`."""
+    record needs; one killed leaves it to `remove_leftovers`. A link in `path`'s place is
+    replaced, never written through, and so is one by the temporary file's name."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with writing(path):
         try:
-            with open(temporary, "wb") as file:
+            with open(_own_file(temporary, os.O_WRONLY | os.O_TRUNC), "wb") as file:
                 write(file)
                 file.flush()
                 os.fsync(file.fileno())
@@ -94,10 +98,32 @@ def write_text_atomically(path: Path, text: str) -> None:
     write_atomically(path, lambda file: file.write(text.encode()))
 
 
+def open_to_append(path: Path, encoding: str | None = "utf-8") -> IO[str]:
+    """`path` opened to append text to, never through a link: a link in its place (to a file
+    outside the run folder, say) is removed first, and the file begins anew where it was; what
+    the link pointed to is left as it was. A write that follows it (a log line) goes there."""
+    return open(_own_file(path, os.O_WRONLY | os.O_APPEND), "a", encoding=encoding)
+
+
+def _own_file(path: Path, flags: int) -> int:
+    """A descriptor of `path` itself, made if missing, with `flags`: a link in its place is
+    removed first, and one put back meanwhile is refused (O_NOFOLLOW), never followed."""
+    if path.is_symlink():
+        path.unlink()
+    return os.open(path, flags | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+
+
 def read_json_lines(path: Path) -> list[dict[str, Any]]:
     """The rows of a file a process appends JSON lines to. A last line cut short is left out: it
     is the row a killed process was writing (a complete row ends with a newline)."""
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:  # a binary file, or another file copied over it
+        number = error.object[: error.start].count(b"\n") + 1
+        raise ExperimentError(
+            f"{display_path(path)} line {number} is not text (byte "
+            f"{error.object[error.start]:#04x} is not UTF-8); each line holds one JSON row"
+        ) from None
     lines = text.splitlines()
     rows = []
     for number, line in enumerate(lines, start=1):
@@ -113,6 +139,29 @@ def read_json_lines(path: Path) -> list[dict[str, Any]]:
                 "holds one, and only the last may be cut short (by a killed run)"
             ) from None
     return rows
+
+
+# What a file that is not a regular one is, by the test of its mode.
+SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def refuse_special_file(path: str | os.PathLike[str], what_is_valid: str) -> None:
+    """Refuse `path` by name, before anything reads it, unless it is a regular file (or a link to
+    one): reading a named pipe or a terminal waits for ever for a writer. What cannot be looked at
+    (a link to nothing) is left to the reading, which names it."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        kind = next((kind for test, kind in SPECIAL_FILES if test(mode)), "of another kind")
+        raise ExperimentError(f"{path} is not a regular file ({kind}); {what_is_valid}")
 
 
 @contextlib.contextmanager
@@ -137,7 +186,7 @@ def try_lock(path: Path) -> IO[str] | None:
     another process holds it."""
     import fcntl  # POSIX only, as above
 
-    lock = open(path, "w")  # noqa: SIM115 - the caller holds it open
+    lock = open(_own_file(path, os.O_WRONLY), "w")  # noqa: SIM115 - the caller holds it open
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -154,7 +203,7 @@ def try_process_lock(path: Path) -> int | None:
     mounts) gives the descriptor unlocked."""
     import fcntl  # POSIX only, as above
 
-    lock = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    lock = _own_file(path, os.O_RDWR)
     try:
         fcntl.lockf(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except (BlockingIOError, PermissionError):  # held: EAGAIN, or EACCES on some systems

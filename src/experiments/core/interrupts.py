@@ -1,11 +1,14 @@
-"""Ctrl-C (SIGINT) and SIGTERM (`kill`, `timeout`, a SLURM preemption) end a command alike: the
-run records that it was interrupted, and by which, its temporary files are removed on the way
-out, and it can be resumed. SIGTERM is raised as `Terminated`, a KeyboardInterrupt, so that what
-serves Ctrl-C (every `except KeyboardInterrupt`, `except BaseException` and `finally`) serves it.
-Code that another thread waits on (TensorBoard's writer and its queue) holds them back while it
-runs (`held`): cut short there, it leaves the queue waiting for ever. Under torchrun, joining the
-process group gives SIGTERM torchrun's meaning instead (`experiments.devices.distributed`), held
-back the same way (`raise_unless_held`)."""
+"""Ctrl-C (SIGINT), SIGTERM (`kill`, `timeout`, a SLURM preemption) and SIGHUP (the terminal
+closed, an ssh connection dropped) end a command alike: the run records that it was interrupted,
+and by which, its temporary files are removed on the way out, and it can be resumed. SIGQUIT
+(Ctrl-\\) and SIGUSR1 are taken the same way, and then end the process themselves, as they would
+have without a handler (`end_as_the_signal_would`). A signal other than Ctrl-C is raised as
+`Terminated`, a KeyboardInterrupt, so that what serves Ctrl-C (every `except KeyboardInterrupt`,
+`except BaseException` and `finally`) serves it. Code that another thread waits on (TensorBoard's
+writer and its queue) holds them back while it runs (`held`): cut short there, it leaves the queue
+waiting for ever. Under torchrun, joining the process group gives SIGTERM torchrun's meaning
+instead (`experiments.devices.distributed`), held back the same way (`raise_unless_held`);
+torchrun passes SIGHUP and SIGQUIT on to its processes as they are."""
 
 from __future__ import annotations
 
@@ -18,15 +21,31 @@ _holding = 0  # how many `held` blocks the main thread is in
 _pending: list[BaseException] = []  # the interrupt held back, raised when they end
 
 
+# The signals taken, by name (Windows has neither SIGHUP nor SIGQUIT nor SIGUSR1).
+INTERRUPTING = ("SIGINT", "SIGTERM", "SIGHUP")
+# Those that end a process at once by default, SIGQUIT with a core dump: they end it so, once the
+# run has recorded why.
+ENDING = ("SIGQUIT", "SIGUSR1")
+TAKEN = tuple(getattr(signal, name) for name in (*INTERRUPTING, *ENDING) if hasattr(signal, name))
+
+
 class Terminated(KeyboardInterrupt):
-    """The process was sent SIGTERM."""
+    """The process was sent a signal other than Ctrl-C's that ends it: SIGTERM, say."""
+
+    def __init__(self, signum: int = signal.SIGTERM) -> None:
+        self.signal = signal.Signals(signum)
+        super().__init__(self.signal.name)
 
 
 def take_interrupts() -> None:
-    """From now on, SIGINT raises KeyboardInterrupt and SIGTERM Terminated, the first of them
-    only: a second, while the first one's record is written, would cut it short (and show a
-    traceback)."""
-    for each in (signal.SIGINT, signal.SIGTERM):
+    """From now on, SIGINT raises KeyboardInterrupt and the other signals taken Terminated, the
+    first of them only: a second, while the first one's record is written, would cut it short
+    (and show a traceback). One that this process was started ignoring, other than SIGINT and
+    SIGTERM, stays ignored: `nohup` keeps a command going when its terminal closes so."""
+    for each in TAKEN:
+        inherited = signal.getsignal(each)
+        if inherited == signal.SIG_IGN and each not in (signal.SIGINT, signal.SIGTERM):
+            continue
         signal.signal(each, _interrupt)
 
 
@@ -53,16 +72,28 @@ def raise_unless_held(interrupt: BaseException) -> None:
 
 
 def reason(interrupt: KeyboardInterrupt) -> str:
-    """Why the run stopped, for results.json and the console."""
-    return "interrupted (SIGTERM)" if isinstance(interrupt, Terminated) else "interrupted"
+    """Why the run stopped, for results.json and the console: "interrupted" (Ctrl-C), or
+    "interrupted (SIGHUP)"."""
+    if isinstance(interrupt, Terminated):
+        return f"interrupted ({interrupt.signal.name})"
+    return "interrupted"
 
 
 def exit_code(interrupt: KeyboardInterrupt) -> int:
     """128 and the signal's number, as a shell reports a process the signal ended."""
-    return 128 + (signal.SIGTERM if isinstance(interrupt, Terminated) else signal.SIGINT)
+    return 128 + (interrupt.signal if isinstance(interrupt, Terminated) else signal.SIGINT)
+
+
+def end_as_the_signal_would(interrupt: KeyboardInterrupt) -> None:
+    """End the process by SIGQUIT or SIGUSR1 itself, once its record is written, as the signal
+    would have ended it (SIGQUIT dumping core, where core files are kept); return for the others,
+    which end with `exit_code`."""
+    if isinstance(interrupt, Terminated) and interrupt.signal.name in ENDING:
+        signal.signal(interrupt.signal, signal.SIG_DFL)
+        signal.raise_signal(interrupt.signal)  # to this thread: it ends before the call returns
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    for each in (signal.SIGINT, signal.SIGTERM):
+    for each in TAKEN:
         signal.signal(each, signal.SIG_IGN)
-    raise_unless_held(Terminated() if signum == signal.SIGTERM else KeyboardInterrupt())
+    raise_unless_held(Terminated(signum) if signum != signal.SIGINT else KeyboardInterrupt())

@@ -110,7 +110,9 @@ class Batches:
     With a `shuffle` generator, every pass draws a new permutation from it; without, the order is
     the split's. The last batch may be smaller. Of several processes (`device.group`), each takes
     its contiguous share of every batch (so together they see the batch one process would, and
-    no two the same image); a last batch too small to give every process an image is left out.
+    no two the same image); a last batch too small to give every process an image, or smaller
+    than `fewest` (a BatchNorm model's need, `training.loop.fewest_images_per_batch`), is left
+    out, its images counted in `left_out`.
 
     The split is whole uint8 tensors (`Split`: on the host, copied per batch, or already on the
     device with `dataset.preload=device`), or a Dataset that DataLoader workers decode
@@ -129,6 +131,7 @@ class Batches:
         shuffle: torch.Generator | None = None,
         limit: int | None = None,
         augment: Augment | None = None,
+        fewest: int = 1,
     ) -> None:
         self.length = len(split)
         self.device = device
@@ -143,8 +146,11 @@ class Batches:
         else:
             self.rows = TensorRows(split, channels_last=device.channels_last, pin=pin)
         full, rest = divmod(self.length, batch_size)
-        sizes = [batch_size] * full + ([rest] if rest >= device.group.world_size else [])
+        too_small = rest < max(device.group.world_size, fewest)
+        sizes = [batch_size] * full + ([rest] if rest and not too_small else [])
         self.sizes = sizes[:limit]  # of each batch, over all processes
+        # The images of a last batch left out for being too small, where `limit` left it in.
+        self.left_out = rest if too_small and (limit is None or limit > full) else 0
         self.scale, self.shift = self._normalization(mean, std, max(len(mean), len(std)))
         self.copy_timer = DeviceTimer(device.torch_device)
         self.wait_seconds = 0.0

@@ -17,6 +17,7 @@ import errno
 import functools
 import logging
 import os
+import unicodedata
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 from experiments.config.build import build
 from experiments.config.store import CONFIG_PACKAGE
 from experiments.core.errors import ExperimentError
+from experiments.core.files import refuse_special_file
 
 log = logging.getLogger("experiments")
 
@@ -195,7 +197,8 @@ def _too_large(path: Path) -> str:
 
 def _image_file(split: Path, path: str) -> bool:
     """True for an image; False for what is hidden (.DS_Store, .ipynb_checkpoints/ and the like)
-    below the split's folder; anything else in a class folder is a mistake worth naming."""
+    below the split's folder; anything else in a class folder is a mistake worth naming, and so is
+    an image's name on what is not a file (a named pipe, which reading would wait on for ever)."""
     name = Path(path).name
     if any(part.startswith(".") for part in Path(path).relative_to(split).parts):
         return False
@@ -204,6 +207,7 @@ def _image_file(split: Path, path: str) -> bool:
         raise ExperimentError(
             f"{path} is not an image; class folders hold only images ({', '.join(IMG_EXTENSIONS)})"
         )
+    refuse_special_file(path, "class folders hold only image files")
     return True
 
 
@@ -238,6 +242,13 @@ def _class_folders(split: Path) -> list[str]:
     )
     if not names:
         raise ExperimentError(f"{split} has no class folders; {LAYOUT}")
+    for name in names:
+        if any(unicodedata.category(character) == "Cc" for character in name):
+            raise ExperimentError(
+                f"class folder {str(split / name)!r} has a line break or another control "
+                "character in its name, which names its class in the log's lines and in the "
+                "records; rename the folder"
+            )
     return names
 
 

@@ -28,7 +28,7 @@ from torch.utils.data import Dataset, Subset
 from experiments.config.choices import Loader
 from experiments.config.schemas import UserDatasetConfig
 from experiments.core.errors import ExperimentError
-from experiments.core.files import write_text_atomically
+from experiments.core.files import refuse_special_file, write_text_atomically
 from experiments.core.text import shape_text
 from experiments.data import cache
 from experiments.data.streaming import decode_all
@@ -128,7 +128,22 @@ def splits(made: Any, target: str) -> dict[str, Dataset]:
             )
         if len(dataset) == 0:
             raise ExperimentError(f"{target} returned an empty {name} split")
+        for path in _files_named(dataset):
+            refuse_special_file(path, f"{target}'s {name} split names it as an image file")
     return dict(zip(("train", "test", "val"), made, strict=False))
+
+
+def _files_named(dataset: Dataset) -> list[str | Path]:
+    """The files a Dataset names in `samples`, a list of (path, label), as torchvision's
+    ImageFolder and DatasetFolder do (none for other Datasets)."""
+    samples = getattr(dataset, "samples", None)
+    if not isinstance(samples, list):
+        return []
+    return [
+        sample[0]
+        for sample in samples
+        if isinstance(sample, (tuple, list)) and sample and isinstance(sample[0], (str, Path))
+    ]
 
 
 def shape_of(config: UserDatasetConfig, train: Dataset, target: str) -> tuple[int, int, int]:

@@ -21,7 +21,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -90,11 +90,20 @@ def agree_on_start(group: ProcessGroup, started: datetime, tag: str) -> tuple[da
     """The start time and random tag of process 0, for every process (they name the run folder)."""
     if group.world_size == 1:
         return started, tag
+    said = process_0_says(group, "start", lambda: f"{started.isoformat()} {tag}")
+    started_text, tag = said.split(" ")
+    return datetime.fromisoformat(started_text), tag
+
+
+def process_0_says(group: ProcessGroup, name: str, answer: Callable[[], str]) -> str:
+    """Process 0's `answer()`, asked of it alone, for every process: each waits for it (a
+    question only process 0 can answer, as whether the run folder it makes is free)."""
+    if group.world_size == 1:
+        return answer()
     store = _store()
     if group.is_main:
-        store.set(_key("start"), f"{started.isoformat()} {tag}")
-    started_text, tag = store.get(_key("start")).decode().split(" ")
-    return datetime.fromisoformat(started_text), tag
+        store.set(_key(name), answer())
+    return store.get(_key(name)).decode()
 
 
 def first_failure(group: ProcessGroup, error: BaseException) -> str:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO
 
 from experiments.core.files import try_lock
+from experiments.core.text import gpu_name
 
 log = logging.getLogger("experiments")
 
@@ -16,35 +18,65 @@ class FreeGpus:
     """GPUs handed out to the jobs of one sweep that run side by side (hydra/launcher=joblib).
 
     A job whose request leaves the GPU open (device=cuda or device=auto) takes the first GPU no
-    other running job of the sweep holds, and holds it until it ends: a lock file per GPU in the
-    sweep folder (`.gpus/<index>.lock`), which the system releases even if the job dies. With
-    more parallel jobs than GPUs, or jobs of unequal length, a job waits for a GPU to come free:
-    no two jobs of a sweep ever share one. (Linux and macOS: the locks are POSIX file locks.)
+    other running job of the sweep holds; a job whose request names its GPUs (device=cuda:N,
+    device=dp) waits until no other job holds any of them. Either holds its GPUs until it ends:
+    a lock file per GPU in the sweep folder (`.gpus/<index>.lock`), which the system releases
+    even if the job dies. With more parallel jobs than GPUs, or jobs of unequal length, a job
+    waits for its GPUs to come free: no two jobs of a sweep ever share one, so `device=every`'s
+    `cuda:N` and `dp` jobs take turns. (Linux and macOS: the locks are POSIX file locks.)
     """
 
     def __init__(self, sweep_dir: Path, poll_seconds: float = 1.0) -> None:
         self.folder = sweep_dir / ".gpus"
         self.poll_seconds = poll_seconds
-        self._held: IO[str] | None = None
+        self._held: dict[int, IO[str]] = {}
 
     def __enter__(self) -> FreeGpus:
         return self
 
     def __exit__(self, *exception: object) -> None:
-        if self._held is not None:
-            self._held.close()  # releases the lock
-            self._held = None
+        for lock in self._held.values():
+            lock.close()  # releases it
+        self._held.clear()
 
     def take(self, count: int) -> int:
         """The index of a GPU (of `count`) that no other job holds, held from now on."""
-        self.folder.mkdir(parents=True, exist_ok=True)
         said = False
         while True:
             for index in range(count):
-                self._held = try_lock(self.folder / f"{index}.lock")
-                if self._held is not None:
+                if self._locked([index]):
                     return index
             if not said:
                 log.info("waiting for a GPU: this sweep's other jobs hold all %d", count)
                 said = True
             time.sleep(self.poll_seconds)
+
+    def hold(self, gpus: Iterable[int]) -> None:
+        """Hold every GPU of `gpus` (those a job's plan computes on) from now on, waiting while
+        other jobs hold any of them. All of them at once or none: a job that held some while it
+        waited for others could wait for ever on one that waits for those."""
+        wanted = sorted(set(gpus) - self._held.keys())
+        said = False
+        while wanted and not self._locked(wanted):
+            if not said:
+                log.info(
+                    "waiting for %s: another job of this sweep holds %s",
+                    ", ".join(map(gpu_name, wanted)),
+                    "one of them" if len(wanted) > 1 else "it",
+                )
+                said = True
+            time.sleep(self.poll_seconds)
+
+    def _locked(self, gpus: list[int]) -> bool:
+        """Lock every GPU of `gpus`, or (one being held by another job) none of them."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        locks: dict[int, IO[str]] = {}
+        for index in gpus:
+            lock = try_lock(self.folder / f"{index}.lock")
+            if lock is None:
+                for taken in locks.values():
+                    taken.close()
+                return False
+            locks[index] = lock
+        self._held |= locks
+        return True

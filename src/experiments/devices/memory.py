@@ -5,6 +5,9 @@ trainer.keep_freed_memory  glibc's malloc keeps freed memory for reuse (on by de
                            trains much faster on the CPU)
 trainer.channels_last      the model and its input in channels-last memory format (by default
                            on the CPU: much faster there)
+
+Running out of GPU memory is said in one line naming the GPU and the batch size that did it, and
+what to set instead (`out_of_memory_said`), not in CUDA's allocator's paragraph.
 """
 
 from __future__ import annotations
@@ -12,11 +15,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import platform
+import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
+from experiments.core.errors import ExperimentError
 from experiments.devices.plan import DevicePlan
 
 MIB = 2**20
@@ -64,6 +70,77 @@ def peak_memory_mb(plan: DevicePlan) -> dict[str, float | None]:
     peaks = [torch.cuda.max_memory_allocated(gpu) / MIB for gpu in plan.gpus]
     cuda = max(peaks) if peaks else None
     return {"peak_host_memory_mb": _peak_rss_bytes() / MIB, "peak_cuda_memory_mb": cuda}
+
+
+# What CUDA's caching allocator says when it cannot allocate: "CUDA out of memory. Tried to
+# allocate 1.95 GiB. GPU 0 has a total capacity of 14.57 GiB of which 1.58 GiB is free. ...".
+ALLOCATOR_SAYS = re.compile(
+    r"Tried to allocate (?P<asked>[\d.]+ \w+)\. GPU (?P<gpu>\d+) has a total capacity of "
+    r"(?P<total>[\d.]+ \w+) of which (?P<free>[\d.]+ \w+) is free"
+)
+
+
+@contextlib.contextmanager
+def out_of_memory_said(
+    batch_key: str, batch_size: int, accumulate_batches: int | None = None, processes: int = 1
+) -> Iterator[None]:
+    """Turn running out of GPU memory in the block into one line (`out_of_memory_line`)."""
+    try:
+        yield
+    except torch.OutOfMemoryError as error:
+        line = out_of_memory_line(str(error), batch_key, batch_size, accumulate_batches, processes)
+        raise ExperimentError(line) from error
+
+
+def out_of_memory_line(
+    message: str,
+    batch_key: str,
+    batch_size: int,
+    accumulate_batches: int | None = None,
+    processes: int = 1,
+) -> str:
+    """What running out of GPU memory (torch's `message`) at `batch_key`=`batch_size` means, in
+    one line: the GPU, what it was asked for, and a smaller batch to try. A training run
+    (`accumulate_batches` given) is told to keep its optimizer step's images by accumulating
+    more batches; `processes` share each batch, so the smaller one stays a multiple of them."""
+    said = ALLOCATOR_SAYS.search(message)
+    gpu = f"cuda:{said['gpu']}" if said else "the GPU"
+    asked = (
+        f" (it asked for {said['asked']} more, with {said['free']} of its {said['total']} free)"
+        if said
+        else ""
+    )
+    accumulating = accumulate_batches is not None and accumulate_batches > 1
+    setting = f"{batch_key}={batch_size}" + (
+        f" and trainer.accumulate_batches={accumulate_batches}" if accumulating else ""
+    )
+    # The smallest factor that leaves a whole batch, still a multiple of the processes.
+    factor = next(
+        (
+            factor
+            for factor in range(2, batch_size + 1)
+            if batch_size % factor == 0 and (batch_size // factor) % processes == 0
+        ),
+        None,
+    )
+    if factor is None:
+        remedy = (
+            "use a GPU with more memory, or device=cpu"
+            if accumulate_batches is None
+            else "use a smaller model, trainer.precision=bf16, or a GPU with more memory"
+        )
+        return (
+            f"{gpu} ran out of memory at {setting}{asked}, with no smaller batch to try; {remedy}"
+        )
+    smaller = f"{batch_key}={batch_size // factor}"
+    if accumulate_batches is None:
+        return f"{gpu} ran out of memory at {setting}{asked}; lower {batch_key}, e.g. {smaller}"
+    step = batch_size * accumulate_batches
+    return (
+        f"{gpu} ran out of memory at {setting}{asked}; lower {batch_key} and raise "
+        f"trainer.accumulate_batches to keep {step} images to an optimizer step, e.g. {smaller} "
+        f"trainer.accumulate_batches={accumulate_batches * factor}"
+    )
 
 
 def _peak_rss_bytes() -> float:

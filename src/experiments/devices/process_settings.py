@@ -9,6 +9,14 @@ next job starts as a process of its own would.
 Which GPUs CUDA sees is the one setting a process cannot take back: CUDA reads
 CUDA_VISIBLE_DEVICES once, when it starts. So it is set first, before anything asks torch.cuda,
 and a later job that wants other GPUs than the process's CUDA started with says so in one line.
+cuBLAS's workspace (CUBLAS_WORKSPACE_CONFIG) is read once too, at the process's first matrix
+product: it is set before every job's first, and kept, so a deterministic job finds it whatever
+ran before it.
+
+A job whose CUDA error is sticky (a device-side assert, an illegal memory access) leaves CUDA
+unusable for the rest of its process: every later CUDA call raises it again. The job is recorded
+as failed all the same, and `cuda_unusable` tells the caller that no job of this process can use
+CUDA again.
 """
 
 from __future__ import annotations
@@ -21,15 +29,18 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 
-from experiments.core.errors import ExperimentError
+from experiments.core.errors import ExperimentError, one_line
 from experiments.devices.free_gpus import FreeGpus
 
-# cuBLAS needs a fixed workspace to be deterministic; it reads this when CUDA starts.
+# cuBLAS needs a fixed workspace to be deterministic; torch reads it at the process's first
+# matrix product on a GPU, and refuses deterministic ones from then on if it was unset.
 CUBLAS_WORKSPACE = ":4096:8"
-SAVED_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG")
+SAVED_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES",)
 
 # The CUDA_VISIBLE_DEVICES this process's CUDA started with (None: all GPUs): its first job's.
 _cuda_started_with: list[str | None] = []
+# The sticky CUDA error that left CUDA unusable in this process, in one line (empty: none).
+_cuda_failed_with: list[str] = []
 
 
 def number_gpus_by_bus() -> None:
@@ -39,9 +50,18 @@ def number_gpus_by_bus() -> None:
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
 
 
+def fix_cublas_workspace() -> None:
+    """Give cuBLAS the fixed workspace deterministic algorithms need, for the whole process and
+    before its first matrix product: torch reads it only then, so a deterministic job after a
+    job without (a sweep's, in one process) would otherwise fail at every matrix product. A
+    workspace set in the environment stands."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+
+
 def apply(visible: list[int] | None, threads: int | None, deterministic: bool) -> None:
     """A job's settings for its whole process; the GPUs first, before anything asks torch.cuda."""
     number_gpus_by_bus()
+    fix_cublas_workspace()
     set_visible_gpus(visible)
     if threads is not None:
         torch.set_num_threads(threads)
@@ -60,9 +80,10 @@ def job(free_gpus: FreeGpus | None) -> Iterator[None]:
 
 @contextmanager
 def restored() -> Iterator[None]:
-    """Put back, when the block (a job) ends, every process-wide setting `apply` may change, and
-    hand back the memory of the job's tensors: freed (those of a failed job too, which its
-    traceback holds), and on a GPU no longer cached."""
+    """Put back, when the block (a job) ends, every process-wide setting `apply` may change (but
+    cuBLAS's workspace, read once per process), and hand back the memory of the job's tensors:
+    freed (those of a failed job too, which its traceback holds), and on a GPU no longer
+    cached."""
     environment = {name: os.environ.get(name) for name in SAVED_ENVIRONMENT}
     threads = torch.get_num_threads()
     algorithms = (
@@ -86,8 +107,26 @@ def restored() -> Iterator[None]:
         torch.use_deterministic_algorithms(algorithms[0], warn_only=algorithms[1])
         torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = cudnn
         gc.collect()  # a model in reference cycles (DDP's) is freed only by the collector
-        if torch.cuda.is_initialized():
-            torch.cuda.empty_cache()
+        _hand_back_cached_gpu_memory()
+
+
+def _hand_back_cached_gpu_memory() -> None:
+    """Empty CUDA's cache, unless a sticky CUDA error (raised again by every CUDA call) makes
+    that fail: then the job's own error stands, and `cuda_unusable` says so from now on. (The
+    synchronization asks CUDA even when the cache holds nothing to free.)"""
+    if not torch.cuda.is_initialized() or _cuda_failed_with:
+        return
+    try:
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+    except RuntimeError as error:  # torch.AcceleratorError, a CUDA error
+        _cuda_failed_with.append(one_line(error))
+
+
+def cuda_unusable() -> str | None:
+    """The sticky CUDA error, in one line, that left CUDA unusable for the rest of this process
+    (found when a job ended); None while CUDA works, or never started."""
+    return _cuda_failed_with[0] if _cuda_failed_with else None
 
 
 def _let_go_of_frames(error: BaseException) -> None:
@@ -142,7 +181,6 @@ def visible_mask(inherited: str | None, visible: list[int] | None) -> str | None
 
 def make_deterministic() -> None:
     """Ask torch for deterministic algorithms only (an error names any op that has none)."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
     torch.use_deterministic_algorithms(True)
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True

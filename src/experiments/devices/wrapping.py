@@ -9,13 +9,26 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 from torch import nn
 
+from experiments.core.errors import ExperimentError
 from experiments.devices.plan import DevicePlan
 
 
 def parallelize(
-    model: nn.Module, plan: DevicePlan, autocast_dtype: torch.dtype | None
+    model: nn.Module,
+    plan: DevicePlan,
+    autocast_dtype: torch.dtype | None,
+    sync_batchnorm: bool = False,
 ) -> nn.Module:
-    """Wrap the (already placed) model for several GPUs or processes, as the plan says."""
+    """Wrap the (already placed) model for several GPUs or processes, as the plan says; with
+    `sync_batchnorm`, DDP's model normalizes by the statistics of every process's images."""
+    if sync_batchnorm:
+        if not plan.backend or plan.type != "cuda":
+            cpu = ", where torch's SyncBatchNorm does not run" if plan.type == "cpu" else ""
+            raise ExperimentError(
+                "trainer.sync_batchnorm=true pools BatchNorm's statistics over device=ddp's "
+                f"processes on GPUs, but this run is on {plan}{cpu}; set it false"
+            )
+        model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     if plan.ids:
         if autocast_dtype is not None:
             # DataParallel's replicas run in threads of their own and re-enter autocast there

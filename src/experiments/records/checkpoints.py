@@ -110,10 +110,8 @@ def to_resume(run: str, epochs: int, scheduler: str, *, completed: bool = True) 
     they were."""
     path = Path(run) / LAST
     if not path.is_file():
-        raise ExperimentError(
-            f"resume={run} has no checkpoint to resume from ({LAST} is missing: the run stopped "
-            f"before its first checkpoint); start it afresh with replay={run}"
-        )
+        why, remedy = _why_none(run)
+        raise ExperimentError(f"resume={run} has no checkpoint to resume from ({why}); {remedy}")
     checkpoint = load(path)
     done = checkpoint["epoch"]
     saved = checkpoint["config"].get("scheduler", {}).get("name", "none")
@@ -141,6 +139,22 @@ def to_resume(run: str, epochs: int, scheduler: str, *, completed: bool = True) 
             f"{epochs} epochs afresh with replay={run} trainer.epochs={epochs}"
         )
     return checkpoint
+
+
+def _why_none(run: str) -> tuple[str, str]:
+    """Why the run folder `run` has no checkpoints/last.pt, and what to do."""
+    folder, last = Path(run) / LAST.parent, Path(run) / LAST
+    afresh = f"start it afresh with replay={run}"
+    if folder.exists() and not folder.is_dir():
+        why = f"its {LAST.parent} is a file, not the folder of its checkpoints"
+        return why, f"put the folder back from a copy, or {afresh}"
+    if last.exists():
+        return f"its {LAST} is not a file", f"put the file back from a copy, or {afresh}"
+    if (Path(run) / BEST).is_file():
+        why = f"{LAST} is missing, though {BEST} is there: last.pt was deleted or moved"
+        # best.pt may be an epoch before the last: resuming from it would train those again.
+        return why, f"put it back (a resume goes on from the last epoch), or {afresh}"
+    return f"{LAST} is missing: the run stopped before its first checkpoint", afresh
 
 
 def find(path_or_run: str | Path) -> Path:

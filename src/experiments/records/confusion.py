@@ -18,6 +18,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 from torch.utils.tensorboard import SummaryWriter
 
+from experiments.core.files import write_atomically
+
 # The image's TensorBoard tag (runs of earlier versions: confusion_matrix).
 TAG = "test/confusion_matrix"
 PICTURE = "confusion_matrix.png"
@@ -117,7 +119,8 @@ def save(
     `test/confusion_matrix` at `step` (with the test split's scalars, not first of all the
     tags): drawn once, for both."""
     pixels = picture(counts, classes, title)
-    Image.fromarray(pixels).save(path)
+    # Replaced whole (as every record is), never written through a link in its place.
+    write_atomically(path, lambda file: Image.fromarray(pixels).save(file, format="PNG"))
     if writer is not None:
         writer.add_image(TAG, pixels, step, dataformats="HWC")
         writer.flush()

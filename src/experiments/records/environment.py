@@ -21,19 +21,19 @@ from typing import Any
 
 import torch
 
-from experiments.core.files import writing
+from experiments.core.files import write_text_atomically
 from experiments.devices.description import cpu_name
 
 SOURCE = Path(__file__).resolve().parent
 
 
 def write(run_dir: Path) -> None:
-    """environment.json, and git.diff when the source has uncommitted changes."""
+    """environment.json, and git.diff when the source has uncommitted changes (each replaced
+    whole, a link in its place included: never written through)."""
     files = {"environment.json": json.dumps(environment(), indent=2), "git.diff": git_diff()}
     for name, text in files.items():
         if text:
-            with writing(run_dir / name):
-                (run_dir / name).write_text(text + "\n")
+            write_text_atomically(run_dir / name, text + "\n")
 
 
 def environment() -> dict[str, Any]:

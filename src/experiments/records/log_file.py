@@ -1,11 +1,24 @@
-"""The run's log file (`train.log`, written by the file handler of Hydra's job logging), held back
-while a resume is not yet accepted: a refused resume leaves it as it was, as it leaves the rest of
-the run's record (`experiments.records.results.Results`)."""
+"""The run's log file (`train.log`, `eval.log`): written by `LogFile`, the file handler of Hydra's
+job logging (conf/hydra/job_logging/experiments.yaml), and held back while a resume is not yet
+accepted: a refused resume leaves its lines as they were, as it leaves the rest of the run's
+record (`experiments.records.results.Results`)."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import IO
+
+from experiments.core.files import open_to_append
+
+
+class LogFile(logging.FileHandler):
+    """Appends to the log file, never through a link: a link in its place (to a file outside the
+    run folder) is replaced, as Hydra sets the handler up, by a log file of the run's own, which
+    begins anew; the file it pointed to is left as it was."""
+
+    def _open(self) -> IO[str]:
+        return open_to_append(Path(self.baseFilename), self.encoding)
 
 
 class _Waiting(logging.Handler):

@@ -31,7 +31,12 @@ from torch.utils.tensorboard import SummaryWriter
 
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
-from experiments.core.files import read_json_lines, write_text_atomically, writing
+from experiments.core.files import (
+    open_to_append,
+    read_json_lines,
+    write_text_atomically,
+    writing,
+)
 from experiments.records import confusion, hparams
 from experiments.training.loop import EvaluationResult, TrainingResult
 
@@ -48,6 +53,8 @@ EPOCH_TAGS = {
     "test_accuracy": "test/accuracy",
     "images_per_second": "perf/images_per_second",
 }
+# The tag an epoch's row is found by in the events: today's, and older versions'.
+TEST_ACCURACY_TAGS = (EPOCH_TAGS["test_accuracy"], "test_accuracy")
 
 # The records of a run's end, by the kind and tag that show one was written.
 END_RECORDS = {
@@ -86,14 +93,43 @@ class Metrics:
         finally:
             threading.excepthook = self._excepthook
 
-    def resume_after(self, epoch: int, steps_per_epoch: int) -> None:
-        """Continue after `epoch`: what was logged after it is about to be done again."""
+    def resume_after(self, epoch: int, steps_per_epoch: int, history: list[dict[str, Any]]) -> None:
+        """Continue after `epoch`: what was logged after it is about to be done again. An epoch of
+        `history` (the checkpoint's rows, up to `epoch`) that metrics.jsonl or the TensorBoard
+        events lack, their file deleted, is written into them again from its row there (the
+        steps logged in it went with the file)."""
         self._purge_step = epoch * steps_per_epoch + 1
-        path = self.dir / "metrics.jsonl"
-        if not self.writes or not path.is_file():
+        if not self.writes:
             return
-        kept = [row for row in read_json_lines(path) if row["epoch"] <= epoch]
-        write_text_atomically(path, "".join(f"{json.dumps(row)}\n" for row in kept))
+        path = self.dir / "metrics.jsonl"
+        rows = read_json_lines(path) if path.is_file() else []
+        kept = [row for row in rows if row["epoch"] <= epoch]
+        logged = {row["epoch"] for row in kept if row["kind"] == "epoch"}
+        lost = [row for row in history if row["epoch"] not in logged]
+        if lost:
+            _say_written_again(path.name, lost)
+            # In the file's order: an epoch's steps, then the epoch.
+            kept = sorted(
+                kept + [{"kind": "epoch", **row} for row in lost],
+                key=lambda row: (row["epoch"], row["kind"] == "epoch"),
+            )
+        if path.is_file() or lost:
+            write_text_atomically(path, "".join(f"{json.dumps(row)}\n" for row in kept))
+        self._write_lost_epoch_events(history)
+
+    def _write_lost_epoch_events(self, history: list[dict[str, Any]]) -> None:
+        """The epoch scalars of the rows of `history` that no event file holds (deleted)."""
+        events = EventAccumulator(str(self.dir), size_guidance={"scalars": 0})  # (0: all)
+        events.Reload()
+        tags = set(events.Tags()["scalars"]) & set(TEST_ACCURACY_TAGS)
+        logged = {event.step for tag in tags for event in events.Scalars(tag)}
+        lost = [row for row in history if row["global_step"] not in logged]
+        if lost:
+            _say_written_again("the TensorBoard events", lost)
+        for row in lost:
+            for key, tag in EPOCH_TAGS.items():
+                if key in row:
+                    self._scalar(tag, row[key], row["global_step"])
 
     def step(
         self, epoch: int, steps_before: int, step: int, loss: float, speed: float, lr: float
@@ -195,7 +231,7 @@ class Metrics:
         path = self.dir / "metrics.jsonl"
         with writing(path):
             if self._jsonl is None:
-                self._jsonl = open(path, "a", encoding="utf-8")  # noqa: SIM115
+                self._jsonl = open_to_append(path)
             self._jsonl.write(json.dumps({**row, "time": time.time()}) + "\n")
             self._jsonl.flush()
 
@@ -211,6 +247,18 @@ class Metrics:
         if self._tensorboard is None:
             self._tensorboard = SummaryWriter(self.dir, purge_step=self._purge_step)
         return self._tensorboard
+
+
+def _say_written_again(record: str, rows: list[dict[str, Any]]) -> None:
+    epochs = ", ".join(str(row["epoch"]) for row in rows)
+    log.warning(
+        "%s had no record of epoch%s %s (deleted?): written again from the checkpoint's "
+        "history, without the steps logged in %s",
+        record,
+        "s" * (len(rows) > 1),
+        epochs,
+        "them" if len(rows) > 1 else "it",
+    )
 
 
 def _quiet_tensorboard_thread(

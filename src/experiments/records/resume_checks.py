@@ -5,9 +5,10 @@ before any state is put back (so a refusal leaves the run's records as they were
   validation split would select epochs by other numbers;
 - the optimizer steps of an epoch (one per trainer.accumulate_batches batches): a per-step
   schedule was built for the run's total (OneCycleLR would raise part-way, a cosine would climb
-  back up past its end), and the records number steps by it.
+  back up past its end), and the records number steps by it;
+- the batch size, whatever the steps of an epoch come to.
 
-Checkpoints saved before these were recorded carry neither, and are not checked.
+Checkpoints saved before the first two were recorded carry neither, and are not checked.
 """
 
 from __future__ import annotations
@@ -58,3 +59,17 @@ def refuse_other_steps(
         f"({why}); its schedule and its records' step numbers count {saved} to an epoch: resume "
         "with the run's own settings, or start a new run"
     )
+
+
+def refuse_other_batch_size(checkpoint: dict[str, Any], run: str, batch_size: int) -> None:
+    """Refuse to resume `run` with a trainer.batch_size other than its checkpoint's, even where
+    the steps of an epoch come out the same (trainer.limit_train_batches changed with it): its
+    later epochs would train on other images per step, and results.json would record the one
+    batch size for the whole run."""
+    saved = checkpoint["config"]["trainer"]["batch_size"]
+    if saved != batch_size:
+        raise ExperimentError(
+            f"resume={run}: it was trained with trainer.batch_size={saved}, not {batch_size}; a "
+            f"run keeps its batch size throughout: resume with trainer.batch_size={saved}, or "
+            f"start a new run with replay={run} trainer.batch_size={batch_size}"
+        )

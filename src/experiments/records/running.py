@@ -54,7 +54,14 @@ def sole_writer(run_dir: Path, resume: str | None) -> Iterator[None]:
     Two `resume=` of one run started at the same moment both pass `refuse_if_running` (a resume
     records its process only once it is accepted); the second is refused here instead. The lock
     goes with the process, however it ends, and its DataLoader workers never hold it."""
-    lock = try_process_lock(run_dir / LOCK)
+    path = run_dir / LOCK
+    if path.is_dir():  # (opening it would say only "Is a directory")
+        what = f"resume={resume}: its {LOCK}" if resume else str(path)
+        raise ExperimentError(
+            f"{what} is a folder, where the run's lock file belongs (the process writing the run "
+            "folder locks it); move the folder away, and run the command again"
+        )
+    lock = try_process_lock(path)
     if lock is None:
         what = f"resume={resume}" if resume else f"the run folder {run_dir}"
         raise ExperimentError(

@@ -17,6 +17,8 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from experiments.core.files import write_atomically
+
 Row = dict[str, Any]
 
 
@@ -31,7 +33,10 @@ def draw(folder: Path, rows: Sequence[Row], histories: Sequence[list[Row]]) -> N
 
 
 def _save(figure: Any, path: Path) -> None:
-    figure.savefig(path, dpi=120, bbox_inches="tight")
+    # Replaced whole: a link in its place (in a folder from elsewhere) is not written through.
+    write_atomically(
+        path, lambda file: figure.savefig(file, format="png", dpi=120, bbox_inches="tight")
+    )
     plt.close(figure)
 
 

@@ -32,6 +32,7 @@ listed as such, not left out, and so are the jobs a sweep planned but never star
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,8 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from experiments.config.naming import planned_job_names
-from experiments.core.files import read_json_lines
+from experiments.core.errors import ExperimentError
+from experiments.core.files import read_json_lines, write_text_atomically
 from experiments.core.text import part_of_split, short_count
 from experiments.records.running import alive_here, recorded
 from experiments.report import plots
@@ -197,14 +199,25 @@ def epochs(run_dir: Path) -> list[dict[str, Any]]:
     return [row for row in read_json_lines(path) if row["kind"] == "epoch"]
 
 
+def _epochs_or_why(run_dir: Path) -> tuple[list[Row], str | None]:
+    """A run's epoch rows, or none and why, when its metrics.jsonl cannot be read (a damaged line,
+    a binary file): the row says so, and the report is made all the same."""
+    try:
+        return epochs(run_dir), None
+    except ExperimentError as error:
+        return [], f"its metrics.jsonl is unreadable: {error}"
+
+
 def write_report(folder: Path) -> list[dict[str, Any]]:
     """Write summary.csv, summary.md and the plots into `folder`; return the rows."""
     pairs: list[tuple[Row, list[Row]]] = []  # a row and its run's epochs
     runs = find_runs(folder)
     swept = swept_values(runs, folder)
     for run in runs:
-        history = epochs(run)
+        history, unreadable = _epochs_or_why(run)
         row = summary_row(run, folder, history)
+        if unreadable:
+            row["reason"] = "; ".join(filter(None, [row["reason"], unreadable]))
         # A group with its own column is named as there (the device used, for device=auto).
         row["swept"] = {
             key: row[key] if key in IDENTITY and row[key] is not None else value
@@ -217,11 +230,13 @@ def write_report(folder: Path) -> list[dict[str, Any]]:
     for row in rows:
         row["speedup_vs_cpu"] = speedup_vs_cpu(row, rows)
     shown = columns(rows, in_console=False)
-    with open(folder / "summary.csv", "w", newline="", encoding="utf-8") as file:
-        writer = csv.writer(file)
-        writer.writerow(column.key for column in shown)
-        writer.writerows([column.value(row) for column in shown] for row in rows)
-    (folder / "summary.md").write_text(markdown(rows), encoding="utf-8")
+    table = io.StringIO()
+    writer = csv.writer(table)
+    writer.writerow(column.key for column in shown)
+    writer.writerows([column.value(row) for column in shown] for row in rows)
+    # Replaced whole: a link in their place (in a folder from elsewhere) is not written through.
+    write_text_atomically(folder / "summary.csv", table.getvalue())
+    write_text_atomically(folder / "summary.md", markdown(rows))
     plots.draw(folder, rows, histories)
     return rows
 

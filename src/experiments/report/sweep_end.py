@@ -13,6 +13,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.core.files import write_text_atomically
 from experiments.devices.process_group import ProcessGroup
 
 log = logging.getLogger("experiments")
@@ -32,7 +33,7 @@ class SweepReport(Callback):
         # Hydra's basic sweeper saves the sweep's config too; other sweepers (Optuna) do not.
         sweep_dir = Path(config.hydra.sweep.dir)
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(config, sweep_dir / "multirun.yaml")
+        write_text_atomically(sweep_dir / "multirun.yaml", OmegaConf.to_yaml(config))
         _unreported.append(sweep_dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:

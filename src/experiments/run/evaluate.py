@@ -14,12 +14,14 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
+from experiments.config import trust
+from experiments.config.build import plain
 from experiments.config.schemas import is_image_folder, is_users_data
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
 from experiments.core.text import display_path, part_of_split
 from experiments.data.batches import Batches
-from experiments.devices import process_settings
+from experiments.devices import memory, process_settings
 from experiments.devices.description import device_record
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.placement import audit
@@ -37,7 +39,10 @@ log = logging.getLogger("experiments")
 def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float:
     """Evaluate the checkpoint `cfg.ckpt` names; returns its test accuracy."""
     fields = {"kind": "evaluation", "device": {"requested": request_text(cfg.device)}}
-    with Results(run_dir, fields) as results:
+    with (
+        Results(run_dir, fields) as results,
+        memory.out_of_memory_said("batch_size", cfg.batch_size),
+    ):
         if OmegaConf.is_missing(cfg, "ckpt"):
             raise ExperimentError(
                 "ckpt is required: python eval.py ckpt=<run folder or checkpoint>"
@@ -51,7 +56,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         # On the host: the model is built there, takes the weights, and then goes to the device
         # (loaded onto a GPU, they would go there, back, and there again, and stay beside it).
         state = checkpoints.load(path)
-        trained = OmegaConf.create(state["config"])
+        trained = _to_build(state["config"], cfg, path)
         log.info("evaluating %s: %s", display_path(path), _which_epoch(path, state, trained))
         dataset = _dataset_to_evaluate(cfg.dataset, trained.dataset)
         data = setup.load_data(dataset, device, training=False)
@@ -87,6 +92,37 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         )
     _log_outcome(outcome, device.plan, run_dir)
     return evaluation.accuracy
+
+
+def _to_build(config: dict[str, Any], cfg: DictConfig, path: Path) -> DictConfig:
+    """The checkpoint's config, refused if it would build a target that is neither shipped (and
+    outermost) nor typed now: `model=custom model._target_=<class>` names the model's class (it
+    replaces the one the file names), and a dataset asked for replaces the file's."""
+    trained = OmegaConf.create(config)
+    typed: set[str] = set()
+    if cfg.model is not None and cfg.model.get("_target_"):
+        # Unresolved: a model=custom's shape fields point into a dataset eval.py may not have.
+        typed = {found.target for found in trust.targets_in(OmegaConf.to_container(cfg.model))}
+        trained.model._target_ = cfg.model._target_
+    built = {"model": plain(trained.model)}
+    if cfg.dataset is None:
+        built["dataset"] = plain(trained.dataset)
+    where = f"checkpoint {display_path(path)}"
+    trust.refuse_untrusted(trust.targets_in(built), typed, where, _typed_for_eval)
+    return trained
+
+
+def _typed_for_eval(found: trust.Target) -> str:
+    if found.key == "model._target_":
+        return f"add model=custom model._target_={found.target} if you trust it"
+    if found.key.startswith("dataset."):
+        return (
+            f"evaluate on data you name: dataset=custom dataset.source._target_={found.target} "
+            "with its +dataset.source.<argument>= values, if you trust it"
+        )
+    return (
+        f"add model=custom model._target_=<its class> +{found.key}={found.target} if you trust it"
+    )
 
 
 def _which_epoch(path: Path, state: dict[str, Any], trained: DictConfig) -> str:

@@ -15,6 +15,7 @@ from torch import nn
 from experiments.config.build import build
 from experiments.config.choices import Precision, Preload
 from experiments.config.schemas import DatasetConfig, DeviceConfig
+from experiments.core.errors import ExperimentError
 from experiments.data import loading, validation
 from experiments.data.types import ImageData
 from experiments.devices import distributed, memory, precision, wrapping
@@ -39,7 +40,7 @@ def prepare_device(
     parallel sweep, a GPU no other job holds, if the request leaves it open), made the current
     one and joined to the process group when the run spans processes; with the placement
     method, the precision and the memory format (None: the device's default) the job runs in."""
-    plan = _resolved(request, group, free_gpus)
+    plan = plan_for_job(request, Machine.detect(), group, free_gpus)
     if plan.type == "cuda":
         torch.cuda.set_device(plan.index)  # so nothing lands on cuda:0 by default
     if plan.backend:
@@ -58,12 +59,18 @@ def prepare_device(
     )
 
 
-def _resolved(request: DeviceConfig, group: ProcessGroup, free_gpus: FreeGpus | None) -> DevicePlan:
-    machine = Machine.detect()
-    free_gpu = None
-    if free_gpus is not None and wants_any_gpu(request) and machine.cuda_count:
-        free_gpu = free_gpus.take(machine.cuda_count)
-    return resolve(request, machine, group, free_gpu)
+def plan_for_job(
+    request: DeviceConfig, machine: Machine, group: ProcessGroup, free_gpus: FreeGpus | None
+) -> DevicePlan:
+    """The request resolved against `machine`. In a parallel sweep (`free_gpus`), the job holds
+    every GPU its plan computes on until it ends: one no other job holds, for a request that
+    leaves it open; those it names (cuda:N, dp's), once no other job holds any of them."""
+    if free_gpus is None or not machine.cuda_count:
+        return resolve(request, machine, group)
+    free_gpu = free_gpus.take(machine.cuda_count) if wants_any_gpu(request) else None
+    plan = resolve(request, machine, group, free_gpu)
+    free_gpus.hold(plan.gpus)
+    return plan
 
 
 def load_data(config: DatasetConfig, device: Device, *, training: bool = True) -> ImageData:
@@ -83,13 +90,29 @@ def load_data(config: DatasetConfig, device: Device, *, training: bool = True) -
     return data
 
 
-def place_model(model: nn.Module, device: Device, compile_backend: str | None = None) -> nn.Module:
-    """The model on its device, in its memory format, wrapped for several GPUs or processes, and
-    compiled with `compile_backend` if one is named."""
+def refuse_unknown_backend(compile_backend: str | None) -> None:
+    """`trainer.compile` names a backend of torch.compile, or none; checked before the data is
+    loaded and the model built (torch.compile would say so only then, in its own words)."""
+    if compile_backend and compile_backend not in torch.compiler.list_backends(exclude_tags=()):
+        raise ExperimentError(
+            f"trainer.compile={compile_backend} is not a backend of torch.compile; choose one of "
+            f"{', '.join(torch.compiler.list_backends())}, or null (not compiled)"
+        )
+
+
+def place_model(
+    model: nn.Module,
+    device: Device,
+    compile_backend: str | None = None,
+    sync_batchnorm: bool = False,
+) -> nn.Module:
+    """The model on its device, in its memory format, wrapped for several GPUs or processes (its
+    BatchNorm layers synchronized over DDP's processes, with `sync_batchnorm`), and compiled
+    with `compile_backend` if one is named."""
     model = device.placement.module(model)
     if device.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    model = wrapping.parallelize(model, device.plan, device.autocast_dtype)
+    model = wrapping.parallelize(model, device.plan, device.autocast_dtype, sync_batchnorm)
     if compile_backend:
         model = torch.compile(model, backend=compile_backend)
     return model

@@ -21,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 from torch import nn
 
-from experiments.config import overrides
+from experiments.config import overrides, trust
 from experiments.config.build import build, plain
 from experiments.config.choices import Interval
 from experiments.config.validate import validate
@@ -40,7 +40,14 @@ from experiments.devices.placement import audit
 from experiments.devices.plan import DevicePlan
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.wrapping import unwrap
-from experiments.records import checkpoints, environment, hparams, resume_checks, running
+from experiments.records import (
+    checkpoints,
+    environment,
+    hparams,
+    own_folder,
+    resume_checks,
+    running,
+)
 from experiments.records.log_file import HeldLog
 from experiments.records.metrics import Metrics
 from experiments.records.results import (
@@ -65,6 +72,9 @@ from experiments.training.weights import load_weights
 
 log = logging.getLogger("experiments")
 
+# The folders a run writes in, inside its own: Hydra's snapshot, checkpoints, a profile's trace.
+WRITTEN_FOLDERS = (Path(".hydra"), checkpoints.LAST.parent, profiling.TRACE.parent)
+
 # The numbers of a finished run that TensorBoard's HParams tab compares runs by.
 HPARAMS_METRICS = (
     "val_accuracy",
@@ -85,6 +95,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     held = HeldLog(run_dir) if cfg.resume else None  # until the resume is accepted
     # Hydra has made it; a caller of train() may not have. Never made again once the run is on.
     run_dir.mkdir(parents=True, exist_ok=True)
+    own_folder.refuse_linked_folders(run_dir, WRITTEN_FOLDERS, cfg.resume)
     with running.sole_writer(run_dir, cfg.resume) if group.is_main else nullcontext():
         resumed = _to_resume(cfg)  # before the records are touched: a refused resume leaves them
         # The process group, if any, is left last, after the records are written.
@@ -92,6 +103,12 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
             teardown(),
             Results(run_dir, training_fields(cfg, group, resumed), group, held=held) as results,
             Metrics(run_dir, writes=group.is_main) as metrics,
+            memory.out_of_memory_said(
+                "trainer.batch_size",
+                cfg.trainer.batch_size,
+                cfg.trainer.accumulate_batches,
+                group.world_size,
+            ),
         ):
             run = TrainingRun(cfg, run_dir, results, metrics)
             run.setup(group, free_gpus, resumed)
@@ -121,7 +138,9 @@ class TrainingRun:
         cfg, trainer, results = self.cfg, self.cfg.trainer, self.results
         # A resumed run's config snapshot, as composed (before the data fills in what it tells).
         composed = copy.deepcopy(cfg) if resumed is not None else None
+        _refuse_targets_not_typed(cfg)
         validate(cfg, group.world_size)
+        setup.refuse_unknown_backend(trainer.compile)
         process_settings.apply(cfg.device.visible, trainer.threads, trainer.deterministic)
         results.add(deterministic=torch.are_deterministic_algorithms_enabled())
         if group.is_main and resumed is None:  # a resume's, once it is accepted
@@ -166,7 +185,7 @@ class TrainingRun:
                     )
         self.model_size = model_size.measure(model, data.shape)
         results.add(**self.model_size.record())
-        model = setup.place_model(model, device, trainer.compile)
+        model = setup.place_model(model, device, trainer.compile, trainer.sync_batchnorm)
         loss_fn = device.placement.module(
             nn.CrossEntropyLoss(label_smoothing=trainer.label_smoothing)
         )
@@ -175,7 +194,10 @@ class TrainingRun:
         self.shuffle = torch.Generator().manual_seed(trainer.seed)
         augment = Augment(**cfg.dataset.augment, generator=self.shuffle)
         assert data.train is not None
-        self.train_batches = self._batches(data.train, self.shuffle, augment)
+        fewest = loop.fewest_images_per_batch(model, trainer.batch_size, group.world_size)
+        self.train_batches = self._batches(data.train, self.shuffle, augment, fewest)
+        if note := loop.left_out_note(self.train_batches, group.world_size):
+            log.info(note)
         self.test_batches = self._batches(data.test)
         self.val_batches = self._batches(data.val) if data.val is not None else None
         results.add(test_images=self.test_batches.count_images(), test_split_images=len(data.test))
@@ -316,6 +338,7 @@ class TrainingRun:
         split: Split | Streamed,
         shuffle: torch.Generator | None = None,
         augment: Augment | None = None,
+        fewest: int = 1,
     ) -> Batches:
         trainer = self.cfg.trainer
         training = shuffle is not None
@@ -328,6 +351,7 @@ class TrainingRun:
             shuffle=shuffle,
             limit=trainer.limit_train_batches if training else trainer.limit_eval_batches,
             augment=augment,
+            fewest=fewest,
         )
 
     def _evaluate(self, batches: Batches) -> loop.EvaluationResult:
@@ -338,6 +362,7 @@ class TrainingRun:
         learner, device, run = self.learner, self.device, self.cfg.resume
         resume_checks.refuse_other_data(resumed, run, self.data_fingerprint)
         resume_checks.refuse_other_steps(resumed, run, self.steps_per_epoch, self.cfg.trainer)
+        resume_checks.refuse_other_batch_size(resumed, run, self.cfg.trainer.batch_size)
         checkpoints.restore(
             resumed,
             run,
@@ -355,7 +380,7 @@ class TrainingRun:
             environment.write(self.run_dir)
             self._repair(resumed)
         seeding.restore(resumed["rng"], self.shuffle, device.plan.gpus)
-        self.metrics.resume_after(resumed["epoch"], self.steps_per_epoch)
+        self.metrics.resume_after(resumed["epoch"], self.steps_per_epoch, self.history)
         trainer = self.cfg.trainer
         stopping = trainer.early_stopping
         stop = selection.early_stop(self.history, self.monitor, stopping) if self.monitor else None
@@ -420,6 +445,31 @@ def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:
     if completed:  # (one killed after stopping early is finished where it stopped)
         selection.refuse_stopped(resumed["history"], cfg.trainer, cfg.resume)
     return resumed
+
+
+def _refuse_targets_not_typed(cfg: DictConfig) -> None:
+    """A resumed or replayed run's config comes from its folder's overrides, whose targets were
+    checked as they were read (`overrides.with_saved_overrides`); what interpolations made of
+    them is checked here: each target built is a shipped one in its place, or one this job's
+    overrides name. A replay says which targets it builds that are not the project's own."""
+    key = "resume" if cfg.resume else "replay" if cfg.replay else None
+    if key is None:
+        return
+    named = {found.target for found in trust.targets_named(_overrides())}
+    built = list(trust.targets_in(trust.resolved_so_far(cfg)))
+    trust.refuse_untrusted(built, named, f"{key}={cfg[key]}: its config", trust.typed_again)
+    if key == "replay":
+        others = [f"{found.target} ({found.key})" for found in built if not _ours(found.target)]
+        log.info(
+            "replay=%s runs that run's config, as running its script would; besides the "
+            "project's own code it builds %s",
+            cfg.replay,
+            ", ".join(others) or "nothing",
+        )
+
+
+def _ours(target: str) -> bool:
+    return target.startswith("experiments.")
 
 
 def _overrides() -> list[str]:

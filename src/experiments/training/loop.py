@@ -186,6 +186,51 @@ def _schedule_may_step_first() -> Iterator[None]:
         yield
 
 
+# BatchNorm layers, which normalize by the statistics of the images in a training batch.
+BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+
+
+def fewest_images_per_batch(model: nn.Module, batch_size: int, processes: int) -> int:
+    """The fewest images a training batch of all `processes` may have for `model`: one for each
+    process; two for each if it has BatchNorm layers, which cannot train on one image (of 1x1
+    features, as resnet's last layers make of small images, they have no variance to normalize
+    by: "Expected more than 1 value per channel when training"), unless they pool the processes'
+    images (SyncBatchNorm, trainer.sync_batchnorm=true). A trainer.batch_size below that is
+    refused; a smaller last batch is left out (`Batches`)."""
+    norms = [module for module in model.modules() if isinstance(module, BATCH_NORMS)]
+    pooled = processes > 1 and all(isinstance(norm, nn.SyncBatchNorm) for norm in norms)
+    fewest = processes if not norms or pooled else 2 * processes
+    if batch_size < fewest:  # (trainer.batch_size is a multiple of the processes: validate)
+        given = (
+            f"gives each of the {processes} processes 1 image"
+            if processes > 1
+            else "is a batch of 1 image"
+        )
+        raise ExperimentError(
+            f"trainer.batch_size={batch_size} {given}, on which the model's BatchNorm layers "
+            f"cannot train; use trainer.batch_size={fewest} or more"
+        )
+    return fewest
+
+
+def left_out_note(batches: Batches, processes: int) -> str | None:
+    """The log's line on a last batch left out of every epoch for BatchNorm's sake (None: none
+    was, or only one too small to give each process an image). Such a batch has fewer than two
+    images for each process, so some process's share of it is 1 image."""
+    if batches.left_out < processes:
+        return None
+    if processes == 1:
+        return (
+            "the last batch, of 1 image, is left out of every epoch: the model's BatchNorm "
+            "layers cannot train on 1 image"
+        )
+    return (
+        f"the last batch, of {batches.left_out} images, is left out of every epoch: a process's "
+        "share of it would be 1 image, on which the model's BatchNorm layers cannot train "
+        "(trainer.sync_batchnorm=true pools the processes' images)"
+    )
+
+
 def optimizer_steps(batches: int, accumulate_batches: int) -> int:
     """The optimizer steps of an epoch of `batches`, one every `accumulate_batches` (and one for
     the batches left over at the end)."""

@@ -14,13 +14,13 @@ An architecture whose layers cannot take the image size is refused by `models.bu
 
 from __future__ import annotations
 
-import difflib
 from typing import Any
 
 import torchvision
 from torch import nn
 
 from experiments.core.errors import ExperimentError
+from experiments.core.hints import did_you_mean
 
 
 def architectures() -> list[str]:
@@ -33,8 +33,8 @@ def build(arch: str, in_channels: int, image_size: int, num_classes: int) -> nn.
     """torchvision's `arch`, untrained, for `in_channels` x `image_size` images of `num_classes`."""
     known = architectures()
     if arch not in known:
-        close = difflib.get_close_matches(arch, known, n=3)
-        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        meant = did_you_mean(arch, known)
+        hint = f" ({meant})" if meant else ""
         raise ExperimentError(
             f"model.arch={arch} is not one of torchvision's {len(known)} classification "
             f"architectures{hint}; choose one of: {', '.join(known)}"

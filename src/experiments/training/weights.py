@@ -21,6 +21,11 @@ NAMED = 3
 def load_weights(model: nn.Module, path: str, partial: bool = False) -> list[str]:
     """Load the state dict in the file at `path` (relative to the folder run in) into `model`;
     `partial`: only the tensors that fit. Returns the names of the model's tensors left as built."""
+    if Path(path).is_dir():
+        raise ExperimentError(
+            f"model.weights={path} is a folder; give the file torch.save(model.state_dict(), "
+            "PATH) wrote"
+        )
     if not Path(path).is_file():
         raise ExperimentError(f"model.weights={path}: no such file")
     try:

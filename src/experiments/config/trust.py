@@ -1,0 +1,173 @@
+"""Which `_target_`s a config read from a file may have built.
+
+A checkpoint's config (`eval.py ckpt=`) and a run folder's overrides (`resume=`, `replay=`) are
+data: whoever wrote the file would otherwise choose the functions that get called (Hydra's
+blocklist stops `os.system`, not `torch.load` of a pickle or `builtins.open` in write mode). A
+target read from a file is built only when the project ships it (the targets of its config
+options, and torch's optimizers and learning-rate schedulers) or the user typed it on this
+command line; a target inside another's arguments counts only when typed. Anything else is refused
+in one line naming the target and how to allow it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, fields, is_dataclass
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from experiments.config.schemas import SCHEMAS
+from experiments.config.store import CONFIG_PACKAGE
+from experiments.core.errors import ExperimentError
+
+TARGET = "_target_"
+# torch's optimizers and schedulers by class name (`optimizer._target_=torch.optim.AdamW`).
+TORCH_OPTIMIZERS = re.compile(r"torch\.optim\.(lr_scheduler\.)?[A-Z][A-Za-z0-9]*")
+# Where the shipped options keep their target: a saved override may set only these, to a shipped
+# target, without being typed again.
+TARGET_KEYS = (
+    "model._target_",
+    "optimizer._target_",
+    "scheduler._target_",
+    "placement._target_",
+    "dataset.source._target_",
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A `_target_` found in a config: its key (`model._target_`), the target, whether it sits
+    inside the arguments of another target, and the override that would set it."""
+
+    key: str
+    target: str
+    nested: bool
+    override: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.override:
+            object.__setattr__(self, "override", f"{self.key}={self.target}")
+
+
+def targets_in(config: Any, path: str = "", inside: bool = False) -> Iterator[Target]:
+    """Every `_target_` in `config` (plain data), outermost first."""
+    if isinstance(config, list):
+        for index, item in enumerate(config):
+            yield from targets_in(item, f"{path}[{index}]", inside)
+    if not isinstance(config, dict):
+        return
+    target = config.get(TARGET)
+    if target == "???":  # MISSING: an option that leaves it to the user (dataset=custom)
+        target = None
+    if target is not None:
+        yield Target(f"{path}.{TARGET}".lstrip("."), str(target), inside)
+    for key, value in config.items():
+        if key != TARGET:
+            yield from targets_in(value, f"{path}.{key}".lstrip("."), inside or target is not None)
+
+
+def resolved_so_far(node: Any) -> Any:
+    """A composed config as plain data, each interpolation resolved that can be now: those the
+    data fills in later (`model.num_classes: ${dataset.num_classes}`) are numbers, never targets,
+    and are left out; one that makes a node (`${oc.decode:...}`) is resolved, targets and all."""
+    if not isinstance(node, (DictConfig, ListConfig)):
+        return node
+    keys = range(len(node)) if isinstance(node, ListConfig) else list(node.keys())
+    plain: dict[Any, Any] = {}
+    for key in keys:
+        try:
+            plain[key] = resolved_so_far(node[key])
+        except OmegaConfBaseException:
+            plain[key] = None
+    return list(plain.values()) if isinstance(node, ListConfig) else plain
+
+
+def targets_named(overrides: Iterable[str]) -> list[Target]:
+    """The targets command-line overrides name: as a key's value (`model._target_=my.Net`) or in a
+    dict or list value (`+model.head={_target_:my.Head}`)."""
+    found: list[Target] = []
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        key, text = override.key_or_group, override.input_line or ""
+        # A sweep (-m model._target_=a.Net,b.Net) names each of its values.
+        values = (
+            list(override.sweep_iterator()) if override.is_sweep_override() else [override.value()]
+        )
+        for value in values:
+            if key == TARGET or key.endswith(f".{TARGET}"):
+                if value is not None:
+                    found.append(Target(key, str(value), key not in TARGET_KEYS, text))
+            else:
+                found += [
+                    Target(f"{key}.{target.key}".replace(".[", "["), target.target, True, text)
+                    for target in targets_in(value)
+                ]
+    return found
+
+
+def is_shipped(target: str) -> bool:
+    return target in shipped_targets() or TORCH_OPTIMIZERS.fullmatch(target) is not None
+
+
+@cache
+def shipped_targets() -> frozenset[str]:
+    """The targets of the options in conf/ (Hydra's own settings aside) and of the schemas."""
+    from_options = {
+        target.target
+        for file in _option_files(resources.files(CONFIG_PACKAGE))
+        for target in targets_in(_without_hydra(OmegaConf.load(file.open())))
+    }
+    from_schemas = {
+        field.default
+        for schema in SCHEMAS.values()
+        if is_dataclass(schema)
+        for field in fields(schema)
+        if field.name == TARGET and isinstance(field.default, str) and field.default != "???"
+    }
+    return frozenset(from_options | from_schemas)
+
+
+def _without_hydra(config: Any) -> Any:
+    """An option's config as plain data, less Hydra's own settings (train.yaml's callbacks)."""
+    container = OmegaConf.to_container(config)
+    if isinstance(container, dict):
+        container.pop("hydra", None)
+    return container
+
+
+def _option_files(folder: Traversable) -> Iterator[Traversable]:
+    for entry in folder.iterdir():
+        if entry.is_dir() and entry.name not in ("hydra", "__pycache__"):
+            yield from _option_files(entry)
+        elif entry.name.endswith(".yaml"):
+            yield entry
+
+
+def refuse_untrusted(
+    targets: Iterable[Target], typed: set[str], source: str, allow: Callable[[Target], str]
+) -> None:
+    """Refuse the first target that is neither typed now nor shipped (and outermost); `source`
+    says where it was read, `allow(target)` how the user lets it be built."""
+    for found in targets:
+        if found.target in typed or (is_shipped(found.target) and not found.nested):
+            continue
+        why = (
+            "inside another target's arguments"
+            if is_shipped(found.target)
+            else "not one this project ships"
+        )
+        raise ExperimentError(
+            f"{source} would build {found.target} ({found.key}), {why}; nothing read from a "
+            f"file is built unless you type it: {allow(found)}"
+        )
+
+
+def typed_again(found: Target) -> str:
+    """How to allow a target on a training command line: type it."""
+    return f"type {found.override} if you trust it"

@@ -1,0 +1,96 @@
+"""What a user probably meant by a key or an option the config has not got: the closest valid
+ones (`trainer.epoch` -> trainer.epochs), or, for what a user of lightning-hydra-template (and of
+Lightning's Trainer) types, what does that here (`seed=` -> trainer.seed, `trainer=gpu` ->
+device=cuda). Used wherever Hydra or the config checks refuse a key or an option."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+
+# The equivalents of several keys.
+QUICK_RUN = (
+    "a quick run is trainer.epochs=1 trainer.limit_train_batches=2 trainer.limit_eval_batches=1"
+)
+DEVICES = "the device is device=cpu, cuda, cuda:N, dp, ddp (under torchrun) or auto"
+
+# What does here what lightning-hydra-template's keys and options (`key` or `group=option`) do,
+# said after "; " in the refusal's line. A key stands for the keys below it too (`data` for
+# `data.num_workers`) unless one of those has its own entry.
+TEMPLATE_EQUIVALENTS = {
+    "seed": "the seed is trainer.seed=N",
+    "ckpt_path": (
+        "a run goes on from its last checkpoint with resume=<run folder>; python eval.py "
+        "ckpt=<checkpoint or run folder> evaluates one"
+    ),
+    "data": "the data is dataset=<option> (python train.py --help lists them)",
+    "data.batch_size": "the batch size is trainer.batch_size=N",
+    "trainer=gpu": "a GPU is device=cuda (device=cuda:N for another one)",
+    "trainer=cpu": "the CPU is device=cpu",
+    "trainer=ddp": "DDP is device=ddp under torchrun (torchrun --nproc-per-node=N train.py ...)",
+    "trainer=mps": DEVICES,
+    "device=gpu": "a GPU is device=cuda (device=cuda:N for another one)",
+    "logger": (
+        "TensorBoard is always on: each run writes its events to its own folder "
+        "(tensorboard --logdir outputs)"
+    ),
+    "callbacks": (
+        "checkpoints and early stopping are trainer.checkpoint_every=N, trainer.monitor=<metric> "
+        "and trainer.early_stopping.patience=N"
+    ),
+    "debug": QUICK_RUN,
+    "debug=profiler": "profiling is trainer.profile=true",
+    "tags": "a run is named by its folder: hydra.run.dir=outputs/<name> (hydra.sweep.dir= for -m)",
+    "paths": "the run folder is hydra.run.dir=<folder>, a dataset's files dataset.root=<folder>",
+    "extras": "python train.py --cfg job prints the config",
+    "compile": "compiling is trainer.compile=<backend> (e.g. inductor)",
+    "model.optimizer": "the optimizer is optimizer=<option>, its learning rate optimizer.lr=X",
+    "model.scheduler": "the learning-rate schedule is scheduler=<option>",
+    "model.net": "a network of your own is model=custom model._target_=<module>.<name>",
+    "trainer.max_epochs": "the number of epochs is trainer.epochs=N",
+    "trainer.accelerator": DEVICES,
+    "trainer.devices": DEVICES,
+    "trainer.strategy": DEVICES,
+    "trainer.fast_dev_run": QUICK_RUN,
+    "trainer.gradient_clip_val": "gradient clipping is trainer.gradient_clip=X",
+    "trainer.accumulate_grad_batches": "gradient accumulation is trainer.accumulate_batches=N",
+    "trainer.limit_val_batches": "validation and test batches are trainer.limit_eval_batches=N",
+    "trainer.limit_test_batches": "validation and test batches are trainer.limit_eval_batches=N",
+    "trainer.log_every_n_steps": "the steps between logged losses are trainer.log_interval=N",
+    "trainer.default_root_dir": "the run folder is hydra.run.dir=<folder>",
+}
+
+
+def did_you_mean(given: str, valid: Iterable[str], prefix: str = "") -> str | None:
+    """The valid names closest to `given`, each after `prefix`, as "did you mean X or Y?"; None
+    where none is close."""
+    close = difflib.get_close_matches(given, list(valid), n=3)
+    return f"did you mean {' or '.join(prefix + name for name in close)}?" if close else None
+
+
+def template_equivalent(key: str, value: str = "") -> str | None:
+    """What does here what lightning-hydra-template's `key=value` does (`key` without its + or
+    ~), or None for a key that template has not got."""
+    parts = key.split(".")
+    sections = [".".join(parts[:end]) for end in range(len(parts), 0, -1)]
+    entries = [entry for entry in (f"{key}={value}", *sections) if entry in TEMPLATE_EQUIVALENTS]
+    return TEMPLATE_EQUIVALENTS[entries[0]] if entries else None
+
+
+def no_such_key(override: str, path: str, valid: Sequence[str], *, free_form: bool = False) -> str:
+    """The line for `override` (as typed: `trainer.epoch=3`, `+trainer.epoch`), which sets
+    `path`, a key the config has not got; `valid` are the keys its section has. A `free_form`
+    section (a data source's arguments, a model of one's own) takes keys of one's own with `+`."""
+    section, _, key = path.rpartition(".")
+    where = f"'{section}'" if section else "the config"
+    said = f"{override}: {where} has no key '{key}'"
+    typed, _, value = override.lstrip("+~").partition("=")
+    equivalent = template_equivalent(typed, value)
+    if equivalent:
+        return f"{said}; {equivalent}"
+    meant = did_you_mean(key, valid, f"{section}." if section else "")
+    if free_form:
+        own = f"a key of your own is added with +: +{override.lstrip('+')}"
+        return f"{said}; {meant} ({own})" if meant else f"{said}; {own}"
+    # Only where nothing is close, every key: a section has up to two dozen.
+    return f"{said}; {meant or 'its keys are ' + ', '.join(valid)}"

@@ -1,0 +1,72 @@
+"""A run writes only inside its own folder, and never over another run.
+
+A new run, evaluation or sweep is refused a folder that an earlier one has written
+(`refuse_writing_over`, asked by the command line before Hydra makes the folder), and a run
+writes in the folders inside its own (`.hydra/`, `checkpoints/`, `profile/`) only while they are
+folders, not links to folders elsewhere (`refuse_linked_folders`). Its files are replaced, never
+written through a link in their place (`experiments.core.files`).
+
+This module must not import torch: the command line asks it before any job starts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from experiments.core.errors import ExperimentError
+from experiments.core.text import display_path
+
+# What a run leaves in its folder, the first found named: .hydra/ is there from its start.
+RUN_RECORDS = ("results.json", "checkpoints", ".hydra", "metrics.jsonl")
+# A sweep's folder: the sweep's config, which its report callback writes first, and job folders.
+SWEEP_RECORD = "multirun.yaml"
+
+
+def earlier_records(folder: Path, *, sweep: bool = False) -> Path | None:
+    """The first record of an earlier run that `folder` holds (as a sweep's folder: of an earlier
+    sweep, or of a run in a folder inside it); None for a folder that is not there, or holds
+    none (empty, or files of one's own). A link by a record's name counts: it is not written
+    through, but it says a run was here."""
+    if not folder.is_dir():
+        return None
+    found = [folder / name for name in RUN_RECORDS]
+    if sweep:
+        jobs = sorted(entry for entry in folder.iterdir() if entry.is_dir())
+        found = [
+            folder / SWEEP_RECORD,
+            *found,
+            *(job / name for job in jobs for name in RUN_RECORDS),
+        ]
+    return next((path for path in found if os.path.lexists(path)), None)
+
+
+def refuse_writing_over(given: str, folder: Path, remedy: str, *, sweep: bool = False) -> None:
+    """Refuse the folder `given` names (`hydra.run.dir=...`) if an earlier run or sweep wrote it,
+    in one line ending in `remedy`; nothing in it is touched."""
+    found = earlier_records(folder, sweep=sweep)
+    if found is None:
+        return
+    what = "a sweep" if found.name == SWEEP_RECORD else "a run"
+    raise ExperimentError(
+        f"{given} holds {what} already (its {found.relative_to(folder)}); {remedy}"
+    )
+
+
+def refuse_linked_folders(run_dir: Path, folders: Sequence[Path], resume: str | None) -> None:
+    """Refuse to write in `run_dir` while one of the `folders` inside it that a run writes in is a
+    link to a folder elsewhere, whose files the run would replace; before anything is written."""
+    for folder in folders:
+        path = run_dir / folder
+        if path.is_symlink():
+            asked, elsewhere = (
+                (f"resume={resume}: ", f"replay={resume} in a new folder")
+                if resume
+                else ("", "name a new run folder")
+            )
+            raise ExperimentError(
+                f"{asked}{Path(display_path(run_dir)) / folder} is a link to {os.readlink(path)}, "
+                "and a run writes only inside its own folder; put the folder itself in the "
+                f"link's place (or remove the link), or {elsewhere}"
+            )

@@ -1,0 +1,238 @@
+"""A checkpoint or a run folder from someone else is data: the `_target_`s it names are built only
+when the project ships them or the user types them (experiments.config.trust). Each hostile file
+here is one a sender can write, checksum and all, and each ran its code before the check."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from experiments.config.overrides import with_saved_overrides
+from experiments.core.errors import ExperimentError
+from experiments.records import checkpoints
+from experiments.run.evaluate import evaluate_checkpoint
+from experiments.training.models import LeNet
+from experiments.training.weights import load_weights
+from helpers import compose_config, results, train_cli
+
+SMALL = (
+    "device=cpu",
+    "model=lenet",
+    "trainer.epochs=1",
+    "trainer.limit_train_batches=2",
+    "trainer.limit_eval_batches=1",
+)
+VICTIM_TEXT = "a file outside every run\n"
+
+
+class RunsCode:
+    """Unpickled without weights_only, this creates `marker`: any shell command would run."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    done = train_cli(tmp_path_factory.mktemp("shared"), *SMALL)
+    assert done.returncode == 0, done.stderr
+    return done.run_dir
+
+
+@pytest.fixture
+def victim(tmp_path: Path) -> Path:
+    path = tmp_path / "victim.txt"
+    path.write_text(VICTIM_TEXT)
+    return path
+
+
+def hostile_models(marker: Path, victim: Path) -> dict[str, dict[str, Any]]:
+    """Model nodes a sender can put in a checkpoint's config, by what they would do."""
+    shell = {
+        "_target_": "torch.load",
+        "name": "lenet",
+        "f": {"_target_": "io.BytesIO", "initial_bytes": pickle.dumps(RunsCode(marker))},
+        "weights_only": False,
+    }
+    truncate = {"_target_": "builtins.open", "name": "lenet", "file": str(victim), "mode": "w"}
+    nested = {
+        "_target_": "experiments.training.models.LeNet",
+        "name": "lenet",
+        "in_channels": 3,
+        "image_size": 32,
+        "num_classes": 10,
+        "extra": {"_target_": "builtins.open", "file": str(victim), "mode": "w"},
+    }
+    return {"shell": shell, "truncate": truncate, "nested": nested}
+
+
+def with_model(run: Path, model: dict[str, Any], path: Path) -> Path:
+    """`run`'s checkpoint with another model node, saved with a valid checksum."""
+    state = checkpoints.load(run / checkpoints.LAST)
+    state["config"]["model"] = model
+    checkpoints.save(path, state)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("payload", "refused"),
+    [
+        ("shell", "would build torch.load (model._target_), not one this project ships"),
+        ("truncate", "would build builtins.open (model._target_), not one this project ships"),
+        (
+            "nested",
+            "would build builtins.open (model.extra._target_), not one this project ships",
+        ),
+    ],
+)
+def test_eval_builds_nothing_a_checkpoint_names(
+    run: Path, tmp_path: Path, victim: Path, payload: str, refused: str
+) -> None:
+    marker = tmp_path / "code-ran"
+    model = hostile_models(marker, victim)[payload]
+    shared = with_model(run, model, tmp_path / "shared.pt")
+    cfg = compose_config(f"ckpt={shared}", "device=cpu", config_name="eval")
+    with pytest.raises(ExperimentError) as error:
+        evaluate(cfg, tmp_path / "eval")
+    assert refused in str(error.value)
+    assert not marker.exists()
+    assert victim.read_text() == VICTIM_TEXT
+    assert results(tmp_path / "eval")["status"] == "failed"
+
+
+def test_a_shipped_class_holding_a_target_is_refused(run: Path, tmp_path: Path) -> None:
+    model = hostile_models(tmp_path / "marker", tmp_path / "victim")["nested"]
+    model["extra"] = {"_target_": "experiments.training.models.Tudui"}
+    shared = with_model(run, model, tmp_path / "shared.pt")
+    cfg = compose_config(f"ckpt={shared}", "device=cpu", config_name="eval")
+    with pytest.raises(ExperimentError, match="inside another target's arguments"):
+        evaluate(cfg, tmp_path / "eval")
+
+
+def test_eval_builds_a_class_of_ones_own_once_typed(
+    run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "my_models.py").write_text(
+        "from experiments.training.models import LeNet\n\n\nclass Net(LeNet):\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    state = checkpoints.load(run / checkpoints.LAST)
+    model = {**state["config"]["model"], "_target_": "my_models.Net", "name": "my_models.Net"}
+    own = with_model(run, model, tmp_path / "own.pt")
+    untyped = compose_config(f"ckpt={own}", "device=cpu", config_name="eval")
+    with pytest.raises(ExperimentError) as error:
+        evaluate(untyped, tmp_path / "untyped")
+    assert str(error.value).endswith(
+        "would build my_models.Net (model._target_), not one this project ships; nothing read "
+        "from a file is built unless you type it: add model=custom model._target_=my_models.Net "
+        "if you trust it"
+    )
+    typed = compose_config(
+        f"ckpt={own}",
+        "device=cpu",
+        "limit_batches=1",
+        "model=custom",
+        "model._target_=my_models.Net",
+        config_name="eval",
+    )
+    assert 0 <= evaluate(typed, tmp_path / "typed") <= 1
+
+
+def evaluate(cfg: Any, folder: Path) -> float:
+    """`evaluate_checkpoint` in a folder of its own, as eval.py's Hydra makes it."""
+    folder.mkdir()
+    return evaluate_checkpoint(cfg, folder)
+
+
+def with_saved(run: Path, where: Path, *added: str) -> Path:
+    """A copy of `run` whose .hydra/overrides.yaml has `added` at its end."""
+    shutil.copytree(run, where)
+    saved = where / ".hydra" / "overrides.yaml"
+    saved.write_text(saved.read_text() + "".join(f"- '{line}'\n" for line in added))
+    return where
+
+
+@pytest.mark.parametrize(
+    ("added", "refused"),
+    [
+        (
+            ["+hydra.callbacks.evil._target_=builtins.print"],
+            "its .hydra/overrides.yaml sets Hydra's own config "
+            "(+hydra.callbacks.evil._target_=builtins.print)",
+        ),
+        (
+            ["model=custom", "model._target_=builtins.open", "+model.mode=w"],
+            "its .hydra/overrides.yaml would build builtins.open (model._target_), not one this "
+            "project ships; nothing read from a file is built unless you type it: type "
+            "model._target_=builtins.open if you trust it",
+        ),
+        (
+            ["+model.extra={_target_:experiments.training.models.Tudui}"],
+            "would build experiments.training.models.Tudui (model.extra._target_), inside another "
+            "target's arguments",
+        ),
+    ],
+)
+@pytest.mark.parametrize("key", ["resume", "replay"])
+def test_a_run_folders_overrides_build_nothing_untyped(
+    run: Path, tmp_path: Path, key: str, added: list[str], refused: str
+) -> None:
+    folder = with_saved(run, tmp_path / "shared", *added)
+    with pytest.raises(ExperimentError) as error:
+        with_saved_overrides([f"{key}={folder}"])
+    assert str(error.value).startswith(f"{key}={folder}: ")
+    assert refused in str(error.value)
+
+
+def test_a_target_typed_again_is_built(run: Path, tmp_path: Path) -> None:
+    folder = with_saved(run, tmp_path / "shared", "optimizer._target_=torch.optim.AdamW")
+    typed = "model._target_=experiments.training.models.Tudui"
+    own = with_saved(run, tmp_path / "own", "model=custom", typed)
+    # A shipped target where the shipped options keep theirs needs no typing; another must be typed.
+    assert "optimizer._target_=torch.optim.AdamW" in with_saved_overrides([f"replay={folder}"])
+    assert typed in with_saved_overrides([f"replay={own}", typed])
+
+
+def test_resume_of_a_hostile_folder_touches_nothing(
+    run: Path, tmp_path: Path, victim: Path
+) -> None:
+    added = [
+        "model=custom",
+        "model._target_=builtins.open",
+        f"+model.file={victim}",
+        "+model.mode=w",
+    ]
+    folder = with_saved(run, tmp_path / "shared", *added)
+    before = (folder / "results.json").read_bytes()
+    done = train_cli(tmp_path, f"resume={folder}", "trainer.epochs=2")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "would build builtins.open (model._target_)" in done.last_line
+    assert victim.read_text() == VICTIM_TEXT
+    assert (folder / "results.json").read_bytes() == before
+
+
+def test_replay_says_what_it_builds_beyond_the_project(run: Path, tmp_path: Path) -> None:
+    done = train_cli(tmp_path, f"replay={run}", "trainer.limit_eval_batches=1")
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"replay={run} runs that run's config, as running its script would; besides the "
+        "project's own code it builds torch.optim.SGD (optimizer._target_)"
+    ) in done.stderr + done.stdout
+
+
+def test_a_pickle_payload_as_model_weights_runs_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "code-ran"
+    weights = tmp_path / "weights.pt"
+    weights.write_bytes(pickle.dumps(RunsCode(marker)))
+    with pytest.raises(ExperimentError) as error:
+        load_weights(LeNet(3, 32, 10), str(weights))
+    assert "is no state dict torch.load can read with weights_only=True" in str(error.value)
+    assert not marker.exists()
