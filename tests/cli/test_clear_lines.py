@@ -14,7 +14,9 @@ from torch import nn
 from experiments.config.overrides import with_saved_overrides
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
+from experiments.devices.process_group import ONE_PROCESS
 from experiments.records import running
+from experiments.records.results import training_fields
 from experiments.run.setup import refuse_unknown_backend
 from experiments.training.weights import load_weights
 from helpers import compose_config, load_error, small_folder, train_cli
@@ -27,6 +29,14 @@ def test_a_group_taken_away_is_named_with_its_options() -> None:
         "no model chosen (~model takes its choice away); choose one with model=<option>: "
         "custom, lenet, mlp, network, torchvision, tudui"
     )
+
+
+@pytest.mark.parametrize("group", ["dataset", "device", "optimizer", "scheduler", "placement"])
+def test_a_run_without_a_group_has_its_record_for_the_refusal(group: str) -> None:
+    """results.json is begun before `validate` refuses the run, from what the config has."""
+    fields = training_fields(compose_config(f"~{group}"), ONE_PROCESS)
+    assert (fields["device"]["requested"] if group == "device" else fields[group]) is None
+    assert fields["model"] == "tudui"
 
 
 @pytest.mark.parametrize(

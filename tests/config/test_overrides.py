@@ -16,9 +16,9 @@ from omegaconf import OmegaConf
 from experiments.config.overrides import (
     refuse_missing_plugins,
     with_every_device,
-    with_paths_as_given,
     with_saved_overrides,
 )
+from experiments.config.paths import with_paths_as_given
 from experiments.core.errors import ExperimentError
 from helpers import compose_config
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.config.overrides import as_value, with_paths_as_given, with_saved_overrides
+from experiments.config.overrides import with_saved_overrides
+from experiments.config.paths import as_value, with_paths_as_given
 from experiments.core.errors import ExperimentError
 from helpers import compose_config, metrics, results, train_cli
 

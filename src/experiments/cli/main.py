@@ -13,11 +13,9 @@ torchrun's own summary finds it (`@record`).
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import sys
-import traceback
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from experiments.cli.folder_errors import run_folder_unmade
 from experiments.cli.run_folder import Refused
 from experiments.config.overrides import (
     evaluation_arguments,
@@ -36,9 +35,9 @@ from experiments.config.overrides import (
     refuse_own_class_on_a_shipped_model,
     refuse_sweeps_without_multirun,
     with_every_device,
-    with_paths_as_given,
     with_saved_overrides,
 )
+from experiments.config.paths import with_paths_as_given
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
 from experiments.core.errors import one_line
 from experiments.core.interrupts import (
@@ -223,91 +222,9 @@ def _command_line(
         report_unfinished_sweeps()
         if TRACEBACKS:
             raise
-        said = (
-            _not_a_folder(error)
-            or _folder_unmade(error)
-            or _config_copy_unwritten(error)
-            or one_line(error)
-        )
+        said = run_folder_unmade(error) or one_line(error)
         print(f"Error: {said}", file=sys.stderr)
         sys.exit(1)
-
-
-def _not_a_folder(error: Exception) -> str | None:
-    """Hydra could not make the run folder: one of its parents (outputs, say) is a file."""
-    if not isinstance(error, NotADirectoryError) or not error.filename:
-        return None
-    run_dir = Path(error.filename)
-    file = next((parent for parent in run_dir.parents if parent.is_file()), run_dir)
-    return (
-        f"{file} is a file, not a folder, so the run folder {run_dir} cannot be made in it; move "
-        "the file away, or name another folder with hydra.run.dir= (hydra.sweep.dir= for -m)"
-    )
-
-
-def _folder_unmade(error: Exception) -> str | None:
-    """Hydra could not make the run folder (or a sweep's): a name in its path too long, or a
-    place that takes no folders (/proc, /sys, a read-only disk)."""
-    if not isinstance(error, OSError) or not error.filename or not _raised_by_mkdir(error):
-        return None
-    folder = Path(os.fsdecode(error.filename))
-    if error.errno == errno.ENAMETOOLONG:
-        why = _too_long(folder)
-    else:
-        # (/proc answers "No such file or directory", /sys "Operation not permitted")
-        holder = next(parent for parent in folder.parents if parent.is_dir())
-        why = f"{holder} takes no new folders ({error.strerror})"
-    return (
-        f"could not make the run folder {_shortened(folder)}: {why}; name another with "
-        "hydra.run.dir= (hydra.sweep.dir= for -m)"
-    )
-
-
-def _raised_by_mkdir(error: OSError) -> bool:
-    frames = traceback.walk_tb(error.__traceback__)
-    return any(frame.f_code.co_name == "mkdir" for frame, _ in frames)
-
-
-# The longest name of a file or folder, and the longest path, most file systems take (bytes).
-NAME_MAX = 255
-PATH_MAX = 4096
-
-
-def _too_long(folder: Path) -> str:
-    longest = max(folder.parts, key=lambda part: len(os.fsencode(part)))
-    size = len(os.fsencode(longest))
-    if size > NAME_MAX:
-        return f"a name in it is {size} bytes long, more than the {NAME_MAX} a name may have"
-    size = len(os.fsencode(str(folder)))
-    return f"its path is {size} bytes long, more than the {PATH_MAX} a path may have"
-
-
-def _shortened(folder: Path) -> str:
-    """`folder` with each name longer than a name may be cut short, to be read in one line."""
-    shown = display_path(folder)
-    parts = [f"{part[:24]}...{part[-8:]}" if len(part) > 40 else part for part in Path(shown).parts]
-    return str(Path(*parts))
-
-
-def _config_copy_unwritten(error: Exception) -> str | None:
-    """Hydra could not write its copy of the config (`.hydra/`) in the run folder, a full disk
-    say, before the run began. The OSError of a failed write names no file; Hydra's
-    `_save_config`, where it was raised, holds it (if Hydra renames that, the generic line)."""
-    if not isinstance(error, OSError) or error.filename:
-        return None
-    saving = [
-        frame.f_locals
-        for frame, _ in traceback.walk_tb(error.__traceback__)
-        if frame.f_code.co_name == "_save_config"
-    ]
-    if not saving or not {"output_dir", "filename"} <= saving[-1].keys():
-        return None
-    path = Path(display_path(Path(saving[-1]["output_dir"]))) / saving[-1]["filename"]
-    remedy = "free space there" if error.errno == errno.ENOSPC else "make it writable"
-    return (
-        f"could not write {path}, Hydra's copy of the config: {error.strerror}; {remedy}, or "
-        "name another folder with hydra.run.dir= (hydra.sweep.dir= for -m)"
-    )
 
 
 def _compose_and_run(

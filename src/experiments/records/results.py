@@ -129,23 +129,30 @@ def training_fields(
 ) -> dict[str, Any]:
     """What results.json says of a training run before it starts (or resumes from `resumed`)."""
     done = 0 if resumed is None else resumed["epoch"]
+
+    def field(key: str) -> Any:
+        """None for a section taken away (~dataset), refused once the run has its record."""
+        section = key.partition(".")[0]
+        return None if OmegaConf.is_missing(cfg, section) else OmegaConf.select(cfg, key)
+
+    batch_size = field("trainer.batch_size")
     return {
-        "model": OmegaConf.select(cfg, "model.name"),  # checked once the run has its record
-        "dataset": cfg.dataset.name,
-        "placement": cfg.placement.name,
-        "optimizer": cfg.optimizer.name,
-        "scheduler": cfg.scheduler.name,
+        "model": field("model.name"),
+        "dataset": field("dataset.name"),
+        "placement": field("placement.name"),
+        "optimizer": field("optimizer.name"),
+        "scheduler": field("scheduler.name"),
         # Completed with what was used once the request is resolved.
-        "device": {"requested": request_text(cfg.device)},
-        "seed": cfg.trainer.seed,
-        "precision": str(cfg.trainer.precision),
-        "epochs": cfg.trainer.epochs,
+        "device": {"requested": None if field("device") is None else request_text(cfg.device)},
+        "seed": field("trainer.seed"),
+        "precision": str(field("trainer.precision")),
+        "epochs": field("trainer.epochs"),
         # trainer.batch_size is the batch of all processes together.
-        "batch_size": cfg.trainer.batch_size,
+        "batch_size": batch_size,
         "world_size": group.world_size,
-        "per_process_batch_size": cfg.trainer.batch_size // group.world_size,
+        "per_process_batch_size": None if batch_size is None else batch_size // group.world_size,
         # Batches whose gradients make one optimizer step (trainer.accumulate_batches).
-        "accumulate_batches": cfg.trainer.accumulate_batches,
+        "accumulate_batches": field("trainer.accumulate_batches"),
         "epochs_completed": done,
         "stopped_early": None,
         **({"resumed_after_epochs": [done]} if resumed is not None else {}),
