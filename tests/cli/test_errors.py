@@ -22,8 +22,8 @@ COMPOSITION_ERRORS = [
     (
         "model=resnet",
         "Error: model=resnet is not an option of 'model'; "
-        "choose one of: custom, lenet, mlp, network, torchvision, tudui (did you mean lenet? a "
-        "torchvision architecture is model=torchvision model.arch=resnet)",
+        "choose one of: custom, lenet, mlp, network, torchvision, tudui (a torchvision "
+        "architecture is model=torchvision model.arch=resnet; or did you mean lenet?)",
     ),
     (
         "dataset=imagenet",

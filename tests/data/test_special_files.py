@@ -17,6 +17,9 @@ from torchvision.datasets import ImageFolder
 
 from experiments.core.errors import ExperimentError
 from experiments.data import own_data
+from experiments.records import checkpoints
+from experiments.training.models import LeNet
+from experiments.training.weights import load_weights
 from helpers import CAT_DOG, load, load_error, small_folder
 
 IMAGE_FOLDER = "class folders hold only image files"
@@ -95,3 +98,16 @@ def test_a_dataset_of_ones_own_naming_a_pipe_is_refused_before_it_is_read(folder
         f"{pipe} is not a regular file (a named pipe); my_data.folders's test split names "
         "it as an image file"
     )
+
+
+def test_a_named_pipe_given_as_a_checkpoint_or_weights_is_refused(tmp_path: Path) -> None:
+    pipe = tmp_path / "last.pt"
+    os.mkfifo(pipe)
+    with failing_if_still_reading(), pytest.raises(ExperimentError) as as_checkpoint:
+        checkpoints.find(pipe)
+    assert str(as_checkpoint.value) == (
+        f"{pipe} is not a regular file (a named pipe); give a .pt file or a run folder"
+    )
+    with failing_if_still_reading(), pytest.raises(ExperimentError) as as_weights:
+        load_weights(LeNet(3, 32, 10), str(pipe))
+    assert str(as_weights.value).startswith(f"{pipe} is not a regular file (a named pipe); ")

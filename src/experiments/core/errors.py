@@ -78,9 +78,9 @@ def _unknown_option(error: MissingConfigException) -> str:
     if equivalent:
         return f"{said}; {equivalent}"
     meant = [did_you_mean(option, error.options or [])]
-    if group == "model":  # model=resnet18, most likely
-        meant.append(f"a torchvision architecture is model=torchvision model.arch={option}")
-    hint = " ".join(filter(None, meant))
+    if group == "model":  # model=resnet18, most likely: said first
+        meant.insert(0, f"a torchvision architecture is model=torchvision model.arch={option}")
+    hint = "; or ".join(filter(None, meant))
     return f"{said}; choose one of: {options}" + (f" ({hint})" if hint else "")
 
 

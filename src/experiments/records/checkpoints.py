@@ -23,7 +23,7 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.config.build import with_current_targets
 from experiments.core.errors import ExperimentError, one_line
-from experiments.core.files import write_atomically, writing
+from experiments.core.files import refuse_special_file, write_atomically, writing
 from experiments.records import checksum
 
 LAST = Path("checkpoints") / "last.pt"
@@ -163,6 +163,7 @@ def find(path_or_run: str | Path) -> Path:
     path = Path(path_or_run)
     if path.is_dir():
         path = path / BEST if (path / BEST).is_file() else path / LAST
+    refuse_special_file(path, "give a .pt file or a run folder")
     if not path.is_file():
         raise ExperimentError(f"no checkpoint at {path} (give a .pt file or a run folder)")
     return path

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from experiments.core.errors import ExperimentError
+from experiments.core.files import refuse_special_file
 
 # How many tensors a refusal names before it says how many more there are.
 NAMED = 3
@@ -26,6 +27,9 @@ def load_weights(model: nn.Module, path: str, partial: bool = False) -> list[str
             f"model.weights={path} is a folder; give the file torch.save(model.state_dict(), "
             "PATH) wrote"
         )
+    refuse_special_file(
+        path, "model.weights= takes the file torch.save(model.state_dict(), PATH) wrote"
+    )
     if not Path(path).is_file():
         raise ExperimentError(f"model.weights={path}: no such file")
     try:
