@@ -14,12 +14,11 @@ from torch import nn
 from experiments.config.overrides import with_saved_overrides
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
-from experiments.devices.process_group import ONE_PROCESS
 from experiments.records import running
-from experiments.records.results import training_fields
 from experiments.run.setup import refuse_unknown_backend
+from experiments.run.train import train
 from experiments.training.weights import load_weights
-from helpers import compose_config, load_error, small_folder, train_cli
+from helpers import compose_config, load_error, results, small_folder, train_cli
 
 
 def test_a_group_taken_away_is_named_with_its_options() -> None:
@@ -31,12 +30,20 @@ def test_a_group_taken_away_is_named_with_its_options() -> None:
     )
 
 
-@pytest.mark.parametrize("group", ["dataset", "device", "optimizer", "scheduler", "placement"])
-def test_a_run_without_a_group_has_its_record_for_the_refusal(group: str) -> None:
-    """results.json is begun before `validate` refuses the run, from what the config has."""
-    fields = training_fields(compose_config(f"~{group}"), ONE_PROCESS)
-    assert (fields["device"]["requested"] if group == "device" else fields[group]) is None
-    assert fields["model"] == "tudui"
+@pytest.mark.parametrize(
+    "group", ["dataset", "device", "optimizer", "scheduler", "placement", "trainer"]
+)
+def test_a_run_without_a_group_records_why(group: str, tmp_path: Path) -> None:
+    """results.json is begun before the run is refused, from what the config has."""
+    with pytest.raises(ExperimentError) as error:
+        train(compose_config(f"~{group}"), tmp_path)
+    assert str(error.value).startswith(f"no {group} chosen (~{group} takes its choice away)")
+    recorded = results(tmp_path)
+    assert (recorded["status"], recorded["reason"], recorded["model"]) == (
+        "failed",
+        str(error.value),
+        "tudui",
+    )
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
     Shared by training and evaluation configs (a section a config lacks is skipped);
     `trainer.batch_size` is the global batch, shared by the `processes` of a distributed run.
     """
-    _refuse_unchosen_groups(cfg)
+    refuse_unchosen_groups(cfg)
     _refuse_unknown_keys(cfg, "")
     # (eval.py's model is none but for a class of one's own it is told to build)
     if cfg.get("model") is not None and OmegaConf.select(cfg, "model._target_") is None:
@@ -91,7 +91,7 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
         )
 
 
-def _refuse_unchosen_groups(cfg: DictConfig) -> None:
+def refuse_unchosen_groups(cfg: DictConfig) -> None:
     """`~model` takes the group's choice out of the defaults list, leaving its section unset,
     which nothing after composing could tell but by failing where it is first read."""
     for group in config_groups():

@@ -24,7 +24,7 @@ from torch import nn
 from experiments.config import overrides, trust
 from experiments.config.build import build, plain
 from experiments.config.choices import Interval
-from experiments.config.validate import validate
+from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core.errors import ExperimentError
 from experiments.core.files import remove_leftovers
 from experiments.core.text import display_path, part_of_split, shape_text
@@ -103,19 +103,20 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
             teardown(),
             Results(run_dir, training_fields(cfg, group, resumed), group, held=held) as results,
             Metrics(run_dir, writes=group.is_main) as metrics,
-            memory.out_of_memory_said(
+        ):
+            refuse_unchosen_groups(cfg)  # (~trainer) before the trainer's settings are read
+            with memory.out_of_memory_said(
                 "trainer.batch_size",
                 cfg.trainer.batch_size,
                 cfg.trainer.accumulate_batches,
                 group.world_size,
-            ),
-        ):
-            run = TrainingRun(cfg, run_dir, results, metrics)
-            run.setup(group, free_gpus, resumed)
-            run.fit()
-            summary = run.finish()
-            plan = run.device.plan
-            del run  # its DDP model holds the process group, which teardown() then ends
+            ):
+                run = TrainingRun(cfg, run_dir, results, metrics)
+                run.setup(group, free_gpus, resumed)
+                run.fit()
+                summary = run.finish()
+                plan = run.device.plan
+                del run  # its DDP model holds the process group, which teardown() then ends
         _log_summary(summary, plan, run_dir)
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
 
