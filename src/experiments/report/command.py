@@ -34,5 +34,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Error: {error}", file=sys.stderr)
         return 1
     print(table(rows, folder), file=sys.stderr)
-    print(f"report: {folder}/summary.csv, summary.md, throughput.png, curves.png", file=sys.stderr)
+    print(
+        f"report: {folder}/summary.csv, summary.md, configurations.csv, throughput.png, curves.png",
+        file=sys.stderr,
+    )
     return 0

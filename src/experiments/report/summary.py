@@ -21,6 +21,9 @@ listed as such, not left out, and so are the jobs a sweep planned but never star
                               where training time went: waiting for batches, copying them to
                               the device (the share spent moving data), computing; a column
                               empty for every run is left out
+    configurations.csv        a row per configuration: its runs, those that differ only in
+                              trainer.seed, summed up (`experiments.report.repeats`); summary.md
+                              and the console add its table where any configuration ran twice
     throughput.png            train images/s, a bar per run labelled by its swept values
     curves.png                test (and validation) accuracy in % and train loss per epoch, a
                               line per run
@@ -45,7 +48,7 @@ from experiments.core.errors import ExperimentError
 from experiments.core.files import read_json_lines, write_text_atomically
 from experiments.core.text import part_of_split, short_count
 from experiments.records.running import alive_here, recorded
-from experiments.report import plots
+from experiments.report import plots, repeats
 from experiments.report.swept import swept_values
 from experiments.training.selection import Monitor, selected_epoch
 
@@ -237,6 +240,9 @@ def write_report(folder: Path) -> list[dict[str, Any]]:
     # Replaced whole: a link in their place (in a folder from elsewhere) is not written through.
     write_text_atomically(folder / "summary.csv", table.getvalue())
     write_text_atomically(folder / "summary.md", markdown(rows))
+    write_text_atomically(
+        folder / "configurations.csv", repeats.csv_text(repeats.configurations(rows))
+    )
     plots.draw(folder, rows, histories)
     return rows
 
@@ -305,27 +311,52 @@ def not_started(folder: Path) -> list[str]:
 
 
 def markdown(rows: Sequence[Row]) -> str:
+    """summary.md: the runs, and the configurations where any ran more than once."""
     shown = columns(rows, in_console=False)
-    lines = ["| " + " | ".join(column.header for column in shown) + " |"]
-    lines.append("|" + "---|" * len(shown))
-    lines += ["| " + " | ".join(column.cell(row) for column in shown) + " |" for row in rows]
+    cells = [[column.header for column in shown]]
+    cells += [[column.cell(row) for column in shown] for row in rows]
+    lines = _markdown_lines(cells)
+    if repeated := _repeated_configurations(rows):
+        lines += ["", repeats.heading() + ":", "", *_markdown_lines(repeated)]
     return "\n".join(lines) + "\n"
 
 
+def _repeated_configurations(rows: Sequence[Row]) -> list[list[str]]:
+    """The table of configurations (`experiments.report.repeats`), header first, where any ran
+    more than once; none where each ran once, when it would only repeat the runs' table."""
+    configurations = repeats.configurations(rows)
+    return repeats.cells(configurations) if repeats.repeated(configurations) else []
+
+
+def _markdown_lines(cells: list[list[str]]) -> list[str]:
+    """A Markdown table of `cells`, their first row the header."""
+    header, *body = cells
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(line) + " |" for line in body]
+
+
+def _aligned_lines(cells: list[list[str]]) -> list[str]:
+    """A plain-text table of `cells`, each column as wide as its widest cell."""
+    widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        for line in cells
+    ]
+
+
 def table(rows: Sequence[Row], folder: Path) -> str:
-    """A plain-text table for the console: a count by status, the runs, then why any failed.
-    Columns empty in every row (CUDA memory on the CPU) are left out."""
+    """A plain-text table for the console: a count by status, the runs, why any failed, then
+    the configurations where any ran more than once. Columns empty in every row (CUDA memory on
+    the CPU) are left out."""
     shown = columns(rows, in_console=True)
     body = [[column.header for column in shown]]
     body += [[column.cell(row) for column in shown] for row in rows]
-    widths = [max(len(line[i]) for line in body) for i in range(len(shown))]
-    lines = [
-        "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
-        for line in body
-    ]
+    lines = _aligned_lines(body)
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     tally = ", ".join(f"{count} {status}" for status, count in counts.items())
     reasons = [f"{row['run']}: {row['reason']}" for row in rows if row["reason"]]
+    if repeated := _repeated_configurations(rows):
+        reasons += [repeats.heading() + ":", *_aligned_lines(repeated)]
     return "\n".join([f"{len(rows)} run(s) in {folder}: {tally}", *lines, *reasons])

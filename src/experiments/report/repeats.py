@@ -1,0 +1,217 @@
+"""Repeats: the completed runs of a report that differ only in `trainer.seed` are runs of one
+configuration, summed up in a row per configuration (configurations.csv, and in summary.md and the
+console where a configuration ran more than once): how many runs (n), and the mean ± standard
+deviation of each measure over them, with the 95% confidence interval of the mean.
+
+The interval is Student's t over the runs, mean ± t(0.975, n - 1) · sd / √n: it assumes the runs
+are independent and their values roughly normal. It needs scipy (the `stats` extra); without it the
+table shows mean ± sd and n, and says how to get intervals. One run has neither.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+try:
+    from scipy.stats import t as student_t
+except ImportError:  # an optional extra: the report without intervals
+    student_t = None
+
+Row = dict[str, Any]
+Quantile = Callable[[int], float]  # Student's t quantile for a number of degrees of freedom
+
+SEED = "trainer.seed"
+CONFIDENCE = 0.95
+GET_INTERVALS = "pip install -e '.[stats]'"
+
+
+def t_quantile(degrees_of_freedom: int) -> float:
+    """The two-sided 95% quantile of Student's t: 12.706 for 1 degree of freedom, 4.303 for 2."""
+    return float(student_t.ppf((1 + CONFIDENCE) / 2, degrees_of_freedom))
+
+
+# None where scipy is not installed.
+QUANTILE: Quantile | None = t_quantile if student_t is not None else None
+
+
+@dataclass(frozen=True)
+class Spread:
+    """n values' mean, standard deviation (of a sample: n - 1 in its denominator) and the 95%
+    confidence interval of the mean; no deviation for one value, no interval without scipy."""
+
+    n: int
+    mean: float
+    sd: float | None
+    interval: tuple[float, float] | None
+
+
+def spread(values: Sequence[float], quantile: Quantile | None = QUANTILE) -> Spread:
+    """The spread of one or more values (the interval by `quantile`; None: no interval)."""
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return Spread(len(values), mean, None, None)
+    sd = statistics.stdev(values)
+    if quantile is None:
+        return Spread(len(values), mean, sd, None)
+    half_width = quantile(len(values) - 1) * sd / math.sqrt(len(values))
+    return Spread(len(values), mean, sd, (mean - half_width, mean + half_width))
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f}%"
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A number of each run (its summary row's `key`) summed up per configuration."""
+
+    key: str
+    header: str
+    show: Callable[[float], str]
+
+
+MEASURES = [
+    Measure("val_accuracy", "val acc", _percent),  # of the selected epoch
+    Measure("test_accuracy", "test acc", _percent),
+    Measure("final_test_accuracy", "final test acc", _percent),
+    Measure("train_images_per_second", "train img/s", "{:,.0f}".format),
+    Measure("time_to_accuracy", "time to acc (s)", "{:.1f}".format),
+]
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """The values of the swept keys (but the seed) that its runs share, and the runs' rows."""
+
+    values: dict[str, str]
+    runs: list[Row]
+
+    def measured(self, measure: Measure) -> list[Any]:
+        """The runs' values of `measure`, where recorded: numbers, or "not reached" (a time to
+        accuracy)."""
+        return [run[measure.key] for run in self.runs if run.get(measure.key) is not None]
+
+    def spread(self, measure: Measure, quantile: Quantile | None = QUANTILE) -> Spread | None:
+        numbers = [value for value in self.measured(measure) if not isinstance(value, str)]
+        return spread(numbers, quantile) if numbers else None
+
+    def cell(self, measure: Measure, quantile: Quantile | None = QUANTILE) -> str:
+        """`47.0% ± 1.0% (44.5% to 49.5%)`, with `, 2 of 3 runs` where not every run has a
+        value (the others did not reach the target accuracy)."""
+        measured = self.measured(measure)
+        summed = self.spread(measure, quantile)
+        if summed is None:
+            return measured[0] if measured else ""  # "not reached" by any run, or not recorded
+        text = measure.show(summed.mean)
+        if summed.sd is not None:
+            text += f" ± {measure.show(summed.sd)}"
+        if summed.interval is not None:
+            low, high = summed.interval
+            text += f" ({measure.show(low)} to {measure.show(high)})"
+        if summed.n < len(self.runs):
+            text += f", {summed.n} of {len(self.runs)} runs"
+        return text
+
+
+def configurations(rows: Sequence[Row]) -> list[Configuration]:
+    """The completed runs of a report's rows, grouped by their swept values less the seed, in the
+    order of each configuration's first run."""
+    runs: dict[tuple[tuple[str, str], ...], list[Row]] = {}
+    for row in rows:
+        if row["status"] == "completed":
+            shared = tuple((key, value) for key, value in row["swept"].items() if key != SEED)
+            runs.setdefault(shared, []).append(row)
+    return [Configuration(dict(shared), group) for shared, group in runs.items()]
+
+
+def repeated(configurations: Sequence[Configuration]) -> bool:
+    """Whether any configuration ran more than once."""
+    return any(len(configuration.runs) > 1 for configuration in configurations)
+
+
+def _measures(configurations: Sequence[Configuration]) -> list[Measure]:
+    """The measures some run recorded (no validation accuracy without a validation split)."""
+    return [
+        measure
+        for measure in MEASURES
+        if any(configuration.measured(measure) for configuration in configurations)
+    ]
+
+
+def _keys(configurations: Sequence[Configuration]) -> list[str]:
+    return list(
+        dict.fromkeys(key for configuration in configurations for key in configuration.values)
+    )
+
+
+def heading(quantile: Quantile | None = QUANTILE) -> str:
+    """What the table of configurations shows, and how to get intervals where they are missing."""
+    what = "Configurations (runs that differ only in trainer.seed): n runs, mean ± sd"
+    if quantile is None:
+        return f"{what}; for 95% confidence intervals: {GET_INTERVALS}"
+    return f"{what} (95% confidence interval of the mean, Student's t)"
+
+
+def cells(
+    configurations: Sequence[Configuration], quantile: Quantile | None = QUANTILE
+) -> list[list[str]]:
+    """The table of configurations, header first: the values they differ in, n, each measure."""
+    keys, measures = _keys(configurations), _measures(configurations)
+    table = [[*keys, "n", *(measure.header for measure in measures)]]
+    table += [
+        [
+            *(configuration.values.get(key, "") for key in keys),
+            str(len(configuration.runs)),
+            *(configuration.cell(measure, quantile) for measure in measures),
+        ]
+        for configuration in configurations
+    ]
+    return table
+
+
+# The columns of configurations.csv per measure.
+STATISTICS = ("n", "mean", "sd", "ci_low", "ci_high")
+
+
+def csv_text(configurations: Sequence[Configuration], quantile: Quantile | None = QUANTILE) -> str:
+    """configurations.csv: a row per configuration, its values, n, its runs, and per measure
+    `<key>_n`, `_mean`, `_sd`, `_ci_low`, `_ci_high` (empty where there is none)."""
+    keys, measures = _keys(configurations), _measures(configurations)
+    table = io.StringIO()
+    writer = csv.writer(table)
+    writer.writerow(
+        [
+            *keys,
+            "n",
+            "runs",
+            *(f"{measure.key}_{name}" for measure in measures for name in STATISTICS),
+        ]
+    )
+    for configuration in configurations:
+        writer.writerow(
+            [
+                *(configuration.values.get(key, "") for key in keys),
+                len(configuration.runs),
+                " ".join(run["run"] for run in configuration.runs),
+                *(
+                    value
+                    for measure in measures
+                    for value in _statistics(configuration.spread(measure, quantile))
+                ),
+            ]
+        )
+    return table.getvalue()
+
+
+def _statistics(summed: Spread | None) -> tuple[Any, ...]:
+    """n, mean, sd and the interval's ends, as configurations.csv has them."""
+    if summed is None:
+        return (None,) * len(STATISTICS)
+    low, high = summed.interval or (None, None)
+    return (summed.n, summed.mean, summed.sd, low, high)

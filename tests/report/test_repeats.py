@@ -1,0 +1,153 @@
+"""Runs that differ only in the seed are repeats of one configuration: a row per configuration
+with n, mean ± sd and the 95% confidence interval of the mean (Student's t, with scipy)."""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from experiments.report import repeats
+from experiments.report.command import main
+from helpers import train_cli
+
+TEST_ACCURACY = repeats.MEASURES[1]
+TIME_TO_ACCURACY = repeats.MEASURES[4]
+
+
+def test_the_spread_of_one_two_three() -> None:
+    summed = repeats.spread([1.0, 2.0, 3.0])
+    assert (summed.n, summed.mean, summed.sd) == (3, 2.0, 1.0)
+    # Student's t for 2 degrees of freedom, from a printed table: 4.303.
+    half_width = 4.302653 / math.sqrt(3)
+    assert summed.interval == pytest.approx((2 - half_width, 2 + half_width))
+    assert repeats.t_quantile(1) == pytest.approx(12.7062047)
+
+
+def test_one_run_has_no_spread_and_no_scipy_no_interval() -> None:
+    assert repeats.spread([0.5]) == repeats.Spread(1, 0.5, None, None)
+    assert repeats.spread([1.0, 2.0, 3.0], quantile=None) == repeats.Spread(3, 2.0, 1.0, None)
+
+
+def run_row(run: str, swept: dict[str, str], **values: Any) -> dict[str, Any]:
+    measured = dict.fromkeys(measure.key for measure in repeats.MEASURES)
+    return {"run": run, "status": "completed", "swept": swept, **measured, **values}
+
+
+def test_runs_that_differ_only_in_the_seed_are_one_configuration() -> None:
+    rows = [
+        run_row("0", {"model": "lenet", "trainer.seed": "0"}, test_accuracy=0.2),
+        run_row("1", {"model": "mlp", "trainer.seed": "0"}, test_accuracy=0.1),
+        run_row("2", {"model": "lenet", "trainer.seed": "1"}, test_accuracy=0.4),
+        run_row("3", {"model": "mlp", "trainer.seed": "1"}, status="failed"),
+        {"run": "4", "status": "not run", "swept": {}},
+    ]
+    lenet, mlp = repeats.configurations(rows)
+    assert (lenet.values, [run["run"] for run in lenet.runs]) == ({"model": "lenet"}, ["0", "2"])
+    assert (mlp.values, [run["run"] for run in mlp.runs]) == ({"model": "mlp"}, ["1"])
+    assert repeats.repeated([lenet, mlp]) and not repeats.repeated([mlp])
+    low, high = lenet.spread(TEST_ACCURACY).interval
+    assert lenet.cell(TEST_ACCURACY) == f"30.0% ± 14.1% ({100 * low:.1f}% to {100 * high:.1f}%)"
+    assert lenet.cell(TEST_ACCURACY, quantile=None) == "30.0% ± 14.1%"
+    assert mlp.cell(TEST_ACCURACY) == "10.0%"  # n=1: no spread, no interval
+    assert repeats.cells([lenet, mlp], quantile=None) == [
+        ["model", "n", "test acc"],
+        ["lenet", "2", "30.0% ± 14.1%"],
+        ["mlp", "1", "10.0%"],
+    ]
+    assert repeats.heading(quantile=None).endswith(
+        "n runs, mean ± sd; for 95% confidence intervals: pip install -e '.[stats]'"
+    )
+
+
+def test_without_scipy_the_report_says_how_to_get_intervals() -> None:
+    # A None in sys.modules makes `import scipy` fail, as where it is not installed.
+    without_scipy = (
+        "import sys; sys.modules['scipy'] = None; from experiments.report import repeats; "
+        "print(repeats.QUANTILE, repeats.heading())"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", without_scipy], capture_output=True, text=True, check=True
+    )
+    assert done.stdout == f"None {repeats.heading(quantile=None)}\n"
+
+
+def test_a_time_to_accuracy_not_reached_by_every_run_says_how_many() -> None:
+    reached = [
+        run_row(str(seed), {"trainer.seed": str(seed)}, time_to_accuracy=seconds)
+        for seed, seconds in enumerate([10.0, 14.0, "not reached"])
+    ]
+    (configuration,) = repeats.configurations(reached)
+    assert configuration.cell(TIME_TO_ACCURACY, quantile=None) == "12.0 ± 2.8, 2 of 3 runs"
+    never = [run_row("0", {}, time_to_accuracy="not reached")]
+    assert repeats.configurations(never)[0].cell(TIME_TO_ACCURACY) == "not reached"
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two models, each trained with two seeds: two configurations of two runs each."""
+    done = train_cli(
+        tmp_path_factory.mktemp("repeats"),
+        "-m",
+        "trainer.seed=0,1",
+        "model=lenet,mlp",
+        "device=cpu",
+        "trainer.epochs=1",
+        "trainer.limit_train_batches=2",
+        "trainer.limit_eval_batches=1",
+    )
+    assert done.returncode == 0, done.stderr
+    (multirun_yaml,) = (done.cwd / "outputs").rglob("multirun.yaml")
+    return multirun_yaml.parent
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def test_the_report_command_has_a_row_per_configuration(
+    sweep: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(sweep)]) == 0
+    console = capsys.readouterr().err
+    runs = read_csv(sweep / "summary.csv")
+    assert len(runs) == 4  # still a row per run
+    configurations = read_csv(sweep / "configurations.csv")
+    assert [(row["model"], row["n"]) for row in configurations] == [("lenet", "2"), ("mlp", "2")]
+    assert "trainer.seed" not in configurations[0]
+    for configuration in configurations:
+        mine = [run for run in runs if run["model"] == configuration["model"]]
+        assert configuration["runs"] == " ".join(run["run"] for run in mine)
+        assert {run["trainer.seed"] for run in mine} == {"0", "1"}
+        for key in ("test_accuracy", "train_images_per_second"):
+            values = [float(run[key]) for run in mine]
+            mean, sd = statistics.fmean(values), statistics.stdev(values)
+            half_width = 12.7062047 * sd / math.sqrt(2)  # Student's t, 1 degree of freedom
+            assert float(configuration[f"{key}_n"]) == 2
+            assert float(configuration[f"{key}_mean"]) == pytest.approx(mean)
+            assert float(configuration[f"{key}_sd"]) == pytest.approx(sd)
+            assert float(configuration[f"{key}_ci_low"]) == pytest.approx(mean - half_width)
+            assert float(configuration[f"{key}_ci_high"]) == pytest.approx(mean + half_width)
+    assert "val_accuracy_mean" not in configurations[0]  # no validation split
+
+    markdown = (sweep / "summary.md").read_text().split("\n\n")
+    assert len(markdown) == 3  # the runs' table, the heading, the configurations' table
+    assert markdown[1] == (
+        "Configurations (runs that differ only in trainer.seed): n runs, mean ± sd "
+        "(95% confidence interval of the mean, Student's t):"
+    )
+    header, rule, *body = markdown[2].splitlines()
+    assert header == "| model | n | test acc | final test acc | train img/s |"
+    assert rule == "|---|---|---|---|---|"
+    lenet = configurations[0]
+    mean, low = float(lenet["test_accuracy_mean"]), float(lenet["test_accuracy_ci_low"])
+    assert body[0].startswith(f"| lenet | 2 | {100 * mean:.1f}% ± ")
+    assert f"({100 * low:.1f}% to " in body[0] and len(body) == 2
+    assert markdown[1] in console and "mlp    2  " in console
