@@ -1,4 +1,6 @@
-"""Every call a `gpu`-marked test makes to our own code fits that code's signature.
+"""Every call a `gpu`-marked test makes by a name of its module (a function or class of ours it
+imports or defines, `checkpoints.load` through an imported module) fits that code's signature.
+Method calls on objects (`metrics.resume_after(...)`) and the calls inside helpers are not seen.
 
 The `gpu` tests are skipped on machines without a GPU, where they are mostly written and changed:
 a call that no longer fits its callee (`checkpoints.load(path, map_location=...)`, after `load`

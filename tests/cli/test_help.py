@@ -49,7 +49,7 @@ def test_eval_help_lists_only_the_groups_eval_takes() -> None:
     assert shown.startswith("python eval.py ckpt=<run folder or checkpoint>")
     # model: only model=custom model._target_=<class>, to allow a class a checkpoint names.
     assert set(groups(shown)) == {"dataset", "device", "placement", "model"}
-    assert "model=custom model._target_=<class> only allows a class of" in shown
+    assert "model=custom model._target_=<class> builds that class of" in shown
 
 
 def test_eval_refuses_a_group_of_training_in_one_line(tmp_path: Path) -> None:

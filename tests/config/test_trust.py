@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
+import torch
 from omegaconf import OmegaConf
+from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.config.store import group_options
-from experiments.config.trust import Target, is_shipped, targets_in, targets_named
+from experiments.config.trust import (
+    TORCH_OPTIMIZERS,
+    Target,
+    is_shipped,
+    targets_in,
+    targets_named,
+)
 from helpers import compose_config
 
 
@@ -72,3 +82,14 @@ def test_overrides_name_targets_as_values_and_inside_values() -> None:
         ("model.block._target_", "d.Block", True),
     ]
     assert named[2].override == "+model.head={_target_:c.Head}"
+
+
+def test_torchs_optimizers_are_named_by_what_they_are() -> None:
+    """The names are looked up, never imported to be checked: each must be one of torch's
+    optimizers or schedulers (Counter and Any are imported into lr_scheduler too)."""
+    for target in TORCH_OPTIMIZERS:
+        module, _, name = target.rpartition(".")
+        found = getattr(importlib.import_module(module), name, None)
+        if found is not None:  # (Muon and Adafactor are newer than torch 2.4)
+            assert issubclass(found, (torch.optim.Optimizer, LRScheduler)), target
+    assert not is_shipped("torch.optim.lr_scheduler.Counter")

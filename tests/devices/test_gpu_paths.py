@@ -20,6 +20,7 @@ from experiments.cli.main import later_jobs_share_this_process, sweep_stopped_by
 from experiments.config.choices import DeviceName
 from experiments.config.schemas import DeviceConfig
 from experiments.core.errors import ExperimentError
+from experiments.core.files import try_lock
 from experiments.devices import memory, process_settings
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.plan import DevicePlan, Machine
@@ -229,13 +230,15 @@ def test_device_every_jobs_side_by_side_never_share_a_gpu(tmp_path: Path) -> Non
     assert planned == []  # waiting for both GPUs
     held[2].__exit__(None, None, None)  # cuda:0's job ends
     time.sleep(0.3)
-    assert planned == []  # cuda:1 is still held: dp holds neither while it waits
+    assert planned == []  # cuda:1 is still held
+    free_while_waiting = try_lock(held[2].folder / "0.lock")  # dp holds neither while it waits
+    assert free_while_waiting is not None
+    free_while_waiting.close()
     held[1].__exit__(None, None, None)
     data_parallel.join(timeout=10)
     assert planned == [DevicePlan("cuda", 0, (0, 1))]
 
 
-def test_a_job_outside_a_parallel_sweep_holds_no_gpu(tmp_path: Path) -> None:
+def test_a_job_outside_a_parallel_sweep_is_planned_without_gpus_to_hold() -> None:
     plan = plan_for_job(DeviceConfig(name=DeviceName.dp), TWO_GPUS, ONE_PROCESS, None)
     assert plan == DevicePlan("cuda", 0, (0, 1))
-    assert not (tmp_path / ".gpus").exists()

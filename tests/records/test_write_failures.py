@@ -118,6 +118,7 @@ def test_hydras_copy_of_the_config_that_cannot_be_written_is_named(tmp_path: Pat
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "Error: could not write run/.hydra/config.yaml, Hydra's copy of the config: File too "
-        "large; make it writable, or name another folder with hydra.run.dir= "
+        "large; raise the limit on a file's size (ulimit -f), or name another folder with "
+        "hydra.run.dir= "
         "(hydra.sweep.dir= for -m)"
     ]

@@ -14,11 +14,12 @@ import pytest
 
 from experiments.config.overrides import with_saved_overrides
 from experiments.core.errors import ExperimentError
+from experiments.data.torchvision_sources import torchvision_splits
 from experiments.records import checkpoints
 from experiments.run.evaluate import evaluate_checkpoint
 from experiments.training.models import LeNet
 from experiments.training.weights import load_weights
-from helpers import compose_config, results, train_cli
+from helpers import compose_config, results, small_folder, train_cli
 
 SMALL = (
     "device=cpu",
@@ -236,3 +237,55 @@ def test_a_pickle_payload_as_model_weights_runs_nothing(tmp_path: Path) -> None:
         load_weights(LeNet(3, 32, 10), str(weights))
     assert "is no state dict torch.load can read with weights_only=True" in str(error.value)
     assert not marker.exists()
+
+
+def test_a_target_made_from_the_datas_own_names_is_refused(tmp_path: Path, victim: Path) -> None:
+    """An interpolation in a run folder's overrides that reads what the data fills in (a class
+    folder's name) is checked once the data has loaded, before the model is built."""
+    node = "{_target_:builtins.open,file:" + victim.name + ",mode:w}"
+    small_folder(tmp_path / "images", {"train": ["aaa", node], "test": ["aaa", node]})
+    shared = tmp_path / "shared"
+    (shared / ".hydra").mkdir(parents=True)
+    (shared / ".hydra" / "overrides.yaml").write_text(
+        "- dataset=image_folder\n"
+        f"- dataset.root={tmp_path / 'images'}\n"
+        "- dataset.image_size=32\n"
+        "- model=custom\n"
+        "- model._target_=experiments.training.models.LeNet\n"
+        "- \"+model.extra='${oc.decode:${oc.select:dataset.classes.1,null}}'\"\n"
+    )
+    quick = [override for override in SMALL if not override.startswith("model=")]
+    done = train_cli(tmp_path, f"replay={shared}", *quick)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "would build builtins.open (model.extra._target_)" in done.last_line
+    assert victim.read_text() == VICTIM_TEXT
+
+
+def test_a_checkpoint_holding_an_interpolation_is_refused(run: Path, tmp_path: Path) -> None:
+    state = checkpoints.load(run / checkpoints.LAST)
+    state["config"]["model"]["extra"] = "${oc.decode:${dataset.classes.1}}"
+    altered = tmp_path / "altered.pt"
+    checkpoints.save(altered, state)
+    with pytest.raises(ExperimentError) as error:
+        checkpoints.load(altered)
+    assert str(error.value) == (
+        f"checkpoint {altered} is not one of this tool's: its config holds an interpolation "
+        "(${...}) at config.model.extra, where a saved config holds values; it was altered, and "
+        "was not used"
+    )
+
+
+def test_a_dataset_class_is_looked_up_never_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = tmp_path / "code-ran"
+    (tmp_path / "payload.py").write_text(f"open({str(marker)!r}, 'w').close()\nX = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ExperimentError, match="is not one of torchvision's datasets"):
+        torchvision_splits("payload.X", str(tmp_path), download=False)
+    assert not marker.exists()
+
+
+def test_an_interpolation_in_saved_overrides_is_kept_for_hydra(run: Path, tmp_path: Path) -> None:
+    folder = with_saved(run, tmp_path / "shared", "trainer.seed=${trainer.epochs}")
+    assert "trainer.seed=${trainer.epochs}" in with_saved_overrides([f"replay={folder}"])

@@ -52,18 +52,20 @@ def _raised_by_mkdir(error: OSError) -> bool:
     return any(frame.f_code.co_name == "mkdir" for frame, _ in frames)
 
 
-# The longest name of a file or folder, and the longest path, most file systems take (bytes).
+# The longest name of a file or folder most file systems take (bytes); some take less
+# (eCryptfs, 143), and a path has a limit of its own.
 NAME_MAX = 255
-PATH_MAX = 4096
 
 
 def _too_long(folder: Path) -> str:
-    longest = max(folder.parts, key=lambda part: len(os.fsencode(part)))
-    size = len(os.fsencode(longest))
-    if size > NAME_MAX:
-        return f"a name in it is {size} bytes long, more than the {NAME_MAX} a name may have"
-    size = len(os.fsencode(str(folder)))
-    return f"its path is {size} bytes long, more than the {PATH_MAX} a path may have"
+    longest = max(len(os.fsencode(part)) for part in folder.parts)
+    if longest > NAME_MAX:
+        return f"a name in it is {longest} bytes long, more than the {NAME_MAX} a name may have"
+    whole = len(os.fsencode(str(folder)))
+    return (
+        f"its longest name is {longest} bytes long and its path {whole}, more than the file "
+        "system there takes"
+    )
 
 
 def _shortened(folder: Path) -> str:
@@ -87,7 +89,11 @@ def _config_copy_unwritten(error: Exception) -> str | None:
     if not saving or not {"output_dir", "filename"} <= saving[-1].keys():
         return None
     path = Path(display_path(Path(saving[-1]["output_dir"]))) / saving[-1]["filename"]
-    remedy = "free space there" if error.errno == errno.ENOSPC else "make it writable"
+    remedy = {
+        errno.ENOSPC: "free space there",
+        errno.EDQUOT: "free space within your quota there",
+        errno.EFBIG: "raise the limit on a file's size (ulimit -f)",
+    }.get(error.errno, "make it writable")
     return (
         f"could not write {path}, Hydra's copy of the config: {error.strerror}; {remedy}, or "
         "name another folder with hydra.run.dir= (hydra.sweep.dir= for -m)"

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from experiments.config.paths import as_value, path_given
 from experiments.config.store import CONFIG_PACKAGE, config_groups, group_options
-from experiments.config.trust import refuse_untrusted, targets_named, typed_again
+from experiments.config.trust import refuse_untrusted, targets_named, typed_again, typed_as
 from experiments.config.validate import check_optimized_metric
 from experiments.core.errors import ExperimentError
 from experiments.core.files import write_text_atomically
@@ -138,8 +138,8 @@ def with_every_device(arguments: list[str], devices: Callable[[], list[str]]) ->
 
 
 def asks_for_multirun(arguments: Sequence[str]) -> bool:
-    """Whether the command line asks Hydra for a sweep."""
-    return bool({"-m", "--multirun"} & set(arguments))
+    """Whether the command line asks Hydra for a sweep (-m, or Hydra's own hydra.mode=MULTIRUN)."""
+    return bool({"-m", "--multirun", "hydra.mode=MULTIRUN"} & set(arguments))
 
 
 def refuse_sweeps_without_multirun(arguments: Sequence[str]) -> None:
@@ -255,7 +255,7 @@ def _refuse_untrusted(given: str, saved: list[str], typed: list[str]) -> None:
                 f"({override.input_line}), which no run's saved overrides do; it was not written "
                 "by this tool, or it was altered, and was not used"
             )
-    typed_targets = {found.target for found in targets_named(typed)}
+    typed_targets = typed_as(targets_named(typed))
     where = f"{given}: its .hydra/overrides.yaml"
     refuse_untrusted(targets_named(saved), typed_targets, where, typed_again)
 
@@ -293,11 +293,13 @@ def _overrides_in(saved: Path) -> list[str]:
         raise ValueError(f"is not YAML ({getattr(error, 'problem', None)}{where})") from None
     if not isinstance(loaded, ListConfig):
         raise ValueError("holds no list")
-    for entry in loaded:
+    # As written: an override's ${...} is Hydra's to resolve, in the run's config.
+    entries = OmegaConf.to_container(loaded, resolve=False)
+    for entry in entries:
         # Hydra's forms: key=value, +key=value, ++key=value, ~key and ~key=value.
         if not isinstance(entry, str) or not ("=" in entry or entry.startswith("~")):
             raise ValueError(f"holds {entry!r}, which is no override (key=value)")
-    return list(loaded)
+    return entries
 
 
 def _refuse_read_only(folder: Path, given: str) -> None:

@@ -308,8 +308,8 @@ class TrainSchema:
 class EvalSchema:
     # A run folder (its checkpoints/last.pt) or a checkpoint file.
     ckpt: str = MISSING
-    # None: the model the checkpoint holds; model=custom model._target_=<module>.<name> allows a
-    # class of the user's own that the checkpoint names (a file's targets are never built untyped).
+    # None: the model the checkpoint names; model=custom model._target_=<module>.<name> builds
+    # that class of the user's own for its weights (a file's targets are never built untyped).
     model: Any = None
     # None: the dataset the checkpoint was trained on.
     dataset: DatasetConfig | None = None

@@ -11,7 +11,6 @@ in one line naming the target and how to allow it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields, is_dataclass
 from functools import cache
@@ -28,8 +27,45 @@ from experiments.config.store import CONFIG_PACKAGE
 from experiments.core.errors import ExperimentError
 
 TARGET = "_target_"
-# torch's optimizers and schedulers by class name (`optimizer._target_=torch.optim.AdamW`).
-TORCH_OPTIMIZERS = re.compile(r"torch\.optim\.(lr_scheduler\.)?[A-Z][A-Za-z0-9]*")
+# torch's optimizers and learning-rate schedulers (`optimizer._target_=torch.optim.AdamW`), by
+# name: a name read from a file is looked up here, never imported to be checked.
+OPTIMIZERS = (
+    "ASGD",
+    "Adadelta",
+    "Adafactor",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Adamax",
+    "LBFGS",
+    "Muon",
+    "NAdam",
+    "RAdam",
+    "RMSprop",
+    "Rprop",
+    "SGD",
+    "SparseAdam",
+)
+SCHEDULERS = (
+    "ChainedScheduler",
+    "ConstantLR",
+    "CosineAnnealingLR",
+    "CosineAnnealingWarmRestarts",
+    "CyclicLR",
+    "ExponentialLR",
+    "LambdaLR",
+    "LinearLR",
+    "MultiStepLR",
+    "MultiplicativeLR",
+    "OneCycleLR",
+    "PolynomialLR",
+    "ReduceLROnPlateau",
+    "SequentialLR",
+    "StepLR",
+)
+TORCH_OPTIMIZERS = {f"torch.optim.{name}" for name in OPTIMIZERS} | {
+    f"torch.optim.lr_scheduler.{name}" for name in SCHEDULERS
+}
 # Where the shipped options keep their target: a saved override may set only these, to a shipped
 # target, without being typed again.
 TARGET_KEYS = (
@@ -112,7 +148,7 @@ def targets_named(overrides: Iterable[str]) -> list[Target]:
 
 
 def is_shipped(target: str) -> bool:
-    return target in shipped_targets() or TORCH_OPTIMIZERS.fullmatch(target) is not None
+    return target in shipped_targets() or target in TORCH_OPTIMIZERS
 
 
 @cache
@@ -149,13 +185,23 @@ def _option_files(folder: Traversable) -> Iterator[Traversable]:
             yield entry
 
 
+def typed_as(targets: Iterable[Target]) -> set[tuple[str, str]]:
+    """Targets the user typed, each with its key: typing `model._target_=my.Net` allows my.Net
+    as the model, not anywhere else."""
+    return {(found.key, found.target) for found in targets}
+
+
 def refuse_untrusted(
-    targets: Iterable[Target], typed: set[str], source: str, allow: Callable[[Target], str]
+    targets: Iterable[Target],
+    typed: set[tuple[str, str]],
+    source: str,
+    allow: Callable[[Target], str],
 ) -> None:
-    """Refuse the first target that is neither typed now nor shipped (and outermost); `source`
-    says where it was read, `allow(target)` how the user lets it be built."""
+    """Refuse the first target that is neither typed now, at its key (`typed_as`), nor shipped
+    (and outermost); `source` says where it was read, `allow(target)` how the user lets it be
+    built."""
     for found in targets:
-        if found.target in typed or (is_shipped(found.target) and not found.nested):
+        if (found.key, found.target) in typed or (is_shipped(found.target) and not found.nested):
             continue
         why = (
             "inside another target's arguments"

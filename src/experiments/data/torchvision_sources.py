@@ -7,15 +7,31 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from hydra.utils import get_class
+import torchvision
 
 from experiments.core.errors import ExperimentError, one_line
 from experiments.data.types import Split
 
+# The classes `dataset_class` may name: a name read from a run folder is looked up here, never
+# imported (an import runs the module it names).
+DATASET_CLASSES = {
+    f"torchvision.datasets.{cls.__name__}": cls
+    for cls in (
+        torchvision.datasets.CIFAR10,
+        torchvision.datasets.MNIST,
+        torchvision.datasets.FashionMNIST,
+    )
+}
+
 
 def torchvision_splits(dataset_class: str, root: str, download: bool) -> tuple[Split, Split]:
     """Both splits of a torchvision dataset (CIFAR10, MNIST, FashionMNIST) as whole tensors."""
-    cls = get_class(dataset_class)
+    cls = DATASET_CLASSES.get(dataset_class)
+    if cls is None:
+        raise ExperimentError(
+            f"dataset.source.dataset_class={dataset_class} is not one of torchvision's datasets "
+            f"this source takes: {', '.join(DATASET_CLASSES)}"
+        )
     root = str(Path(root).expanduser().resolve())
     try:
         train, test = (cls(root, train=flag, download=download) for flag in (True, False))

@@ -202,5 +202,26 @@ def load(path: Path) -> dict[str, Any]:
             "it (damaged on disk or in a copy), so it was not loaded; use an intact copy, or "
             "train afresh with replay=<run>"
         )
+    interpolated = _interpolation_in(state["config"])
+    if interpolated:
+        raise ExperimentError(
+            f"checkpoint {path} is not one of this tool's: its config holds an interpolation "
+            f"(${{...}}) at {interpolated}, where a saved config holds values; it was altered, "
+            "and was not used"
+        )
     # A checkpoint of an older version may name the modules of its day.
     return {**state, "config": with_current_targets(state["config"])}
+
+
+def _interpolation_in(config: Any, key: str = "config") -> str | None:
+    """The key of the first `${...}` in a checkpoint's config: a run saves its config resolved, so
+    one there was put in afterwards, to be resolved against what an evaluation loads."""
+    if isinstance(config, str):
+        return key if "${" in config else None
+    if isinstance(config, dict):
+        items = [(f"{key}.{name}", value) for name, value in config.items()]
+    elif isinstance(config, list):
+        items = [(f"{key}[{index}]", value) for index, value in enumerate(config)]
+    else:
+        return None
+    return next(filter(None, (_interpolation_in(value, at) for at, value in items)), None)

@@ -97,12 +97,14 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
 def _to_build(config: dict[str, Any], cfg: DictConfig, path: Path) -> DictConfig:
     """The checkpoint's config, refused if it would build a target that is neither shipped (and
     outermost) nor typed now: `model=custom model._target_=<class>` names the model's class (it
-    replaces the one the file names), and a dataset asked for replaces the file's."""
+    replaces the one the file names, whatever class it was), and a dataset asked for replaces
+    the file's. (A checkpoint's config holds no interpolation: `checkpoints.load`.)"""
     trained = OmegaConf.create(config)
-    typed: set[str] = set()
+    typed: set[tuple[str, str]] = set()
     if cfg.model is not None and cfg.model.get("_target_"):
         # Unresolved: a model=custom's shape fields point into a dataset eval.py may not have.
-        typed = {found.target for found in trust.targets_in(OmegaConf.to_container(cfg.model))}
+        model = OmegaConf.to_container(cfg.model)
+        typed = trust.typed_as(trust.targets_in(model, "model"))
         trained.model._target_ = cfg.model._target_
     built = {"model": plain(trained.model)}
     if cfg.dataset is None:

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from experiments.config import overrides, trust
@@ -139,7 +139,9 @@ class TrainingRun:
         cfg, trainer, results = self.cfg, self.cfg.trainer, self.results
         # A resumed run's config snapshot, as composed (before the data fills in what it tells).
         composed = copy.deepcopy(cfg) if resumed is not None else None
-        _refuse_targets_not_typed(cfg)
+        built = _refuse_targets_not_typed(cfg)
+        if cfg.replay:
+            _say_what_a_replay_builds(cfg.replay, built)
         validate(cfg, group.world_size)
         setup.refuse_unknown_backend(trainer.compile)
         process_settings.apply(cfg.device.visible, trainer.threads, trainer.deterministic)
@@ -164,6 +166,7 @@ class TrainingRun:
         if trainer.measure_peak_flops:
             results.add(device_peak_flops=peak.matmul_flops_per_second(device.torch_device))
         self.data = data = setup.load_data(cfg.dataset, device)
+        _refuse_targets_not_typed(cfg)  # (the data filled in fields)
         results.add(data={**data.record, **data.derived()})
         self.data_fingerprint = fingerprint.of(data, cfg.dataset)
         # Epochs are selected (and runs stopped early) on the validation split, never on test.
@@ -448,25 +451,29 @@ def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:
     return resumed
 
 
-def _refuse_targets_not_typed(cfg: DictConfig) -> None:
+def _refuse_targets_not_typed(cfg: DictConfig) -> list[trust.Target]:
     """A resumed or replayed run's config comes from its folder's overrides, whose targets were
     checked as they were read (`overrides.with_saved_overrides`); what interpolations made of
-    them is checked here: each target built is a shipped one in its place, or one this job's
-    overrides name. A replay says which targets it builds that are not the project's own."""
+    them is checked here, before anything is built and again once the data has filled in its
+    fields (which an interpolation may read): each target is a shipped one in its place, or one
+    this job's overrides name there. Returns the targets of such a config."""
     key = "resume" if cfg.resume else "replay" if cfg.replay else None
     if key is None:
-        return
-    named = {found.target for found in trust.targets_named(_overrides())}
+        return []
+    named = trust.typed_as(trust.targets_named(_overrides()))
     built = list(trust.targets_in(trust.resolved_so_far(cfg)))
     trust.refuse_untrusted(built, named, f"{key}={cfg[key]}: its config", trust.typed_again)
-    if key == "replay":
-        others = [f"{found.target} ({found.key})" for found in built if not _ours(found.target)]
-        log.info(
-            "replay=%s runs that run's config, as running its script would; besides the "
-            "project's own code it builds %s",
-            cfg.replay,
-            ", ".join(others) or "nothing",
-        )
+    return built
+
+
+def _say_what_a_replay_builds(replayed: str, built: list[trust.Target]) -> None:
+    others = [f"{found.target} ({found.key})" for found in built if not _ours(found.target)]
+    log.info(
+        "replay=%s runs that run's config, as running its script would; besides the project's "
+        "own code it builds %s",
+        replayed,
+        ", ".join(others) or "nothing",
+    )
 
 
 def _ours(target: str) -> bool:
@@ -475,7 +482,10 @@ def _ours(target: str) -> bool:
 
 def _overrides() -> list[str]:
     """The command line's overrides of this job (in a sweep, with its swept values)."""
-    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+    if not HydraConfig.initialized():
+        return []
+    # As typed: an override's ${...} is resolved in the config, not here.
+    return OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
 
 
 def _log_start(
