@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -121,19 +122,23 @@ def test_a_shipped_class_holding_a_target_is_refused(run: Path, tmp_path: Path) 
 def test_eval_builds_a_class_of_ones_own_once_typed(
     run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "my_models.py").write_text(
+    (tmp_path / "own_models.py").write_text(
         "from experiments.training.models import LeNet\n\n\nclass Net(LeNet):\n    pass\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
+    # Recorded as absent, so the module this test imports is dropped when it ends: the worker's
+    # later tests must not find it.
+    monkeypatch.setitem(sys.modules, "own_models", None)
+    del sys.modules["own_models"]
     state = checkpoints.load(run / checkpoints.LAST)
-    model = {**state["config"]["model"], "_target_": "my_models.Net", "name": "my_models.Net"}
+    model = {**state["config"]["model"], "_target_": "own_models.Net", "name": "own_models.Net"}
     own = with_model(run, model, tmp_path / "own.pt")
     untyped = compose_config(f"ckpt={own}", "device=cpu", config_name="eval")
     with pytest.raises(ExperimentError) as error:
         evaluate(untyped, tmp_path / "untyped")
     assert str(error.value).endswith(
-        "would build my_models.Net (model._target_), not one this project ships; nothing read "
-        "from a file is built unless you type it: add model=custom model._target_=my_models.Net "
+        "would build own_models.Net (model._target_), not one this project ships; nothing read "
+        "from a file is built unless you type it: add model=custom model._target_=own_models.Net "
         "if you trust it"
     )
     typed = compose_config(
@@ -141,7 +146,7 @@ def test_eval_builds_a_class_of_ones_own_once_typed(
         "device=cpu",
         "limit_batches=1",
         "model=custom",
-        "model._target_=my_models.Net",
+        "model._target_=own_models.Net",
         config_name="eval",
     )
     assert 0 <= evaluate(typed, tmp_path / "typed") <= 1
