@@ -121,6 +121,14 @@ QUICK = (
     "trainer.limit_eval_batches=2",
     "trainer.log_interval=2",
 )
+# One epoch of LeNet on two batches: a run folder to read, refuse or tamper with.
+SMALL = (
+    "device=cpu",
+    "model=lenet",
+    "trainer.epochs=1",
+    "trainer.limit_train_batches=2",
+    "trainer.limit_eval_batches=1",
+)
 
 
 def results(run_dir: Path) -> dict[str, Any]:

@@ -17,15 +17,8 @@ from experiments.records.metrics import Metrics
 from experiments.records.own_folder import earlier_records
 from experiments.report.summary import write_report
 from experiments.run.train import train
-from helpers import compose_config, eval_cli, results, train_cli
+from helpers import SMALL, compose_config, eval_cli, results, train_cli
 
-SMALL = (
-    "device=cpu",
-    "model=lenet",
-    "trainer.epochs=1",
-    "trainer.limit_train_batches=2",
-    "trainer.limit_eval_batches=1",
-)
 OUTSIDE = "a file outside the run folder\n"
 
 

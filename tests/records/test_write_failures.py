@@ -15,15 +15,7 @@ import pytest
 from experiments.core.errors import ExperimentError
 from experiments.records import environment
 from experiments.records.metrics import Metrics
-from helpers import ROOT, results
-
-SMALL = (
-    "device=cpu",
-    "model=lenet",
-    "trainer.epochs=1",
-    "trainer.limit_train_batches=2",
-    "trainer.limit_eval_batches=1",
-)
+from helpers import ROOT, SMALL, results
 
 
 def _files_up_to(size: int) -> None:

@@ -20,15 +20,8 @@ from experiments.records import checkpoints
 from experiments.run.evaluate import evaluate_checkpoint
 from experiments.training.models import LeNet
 from experiments.training.weights import load_weights
-from helpers import compose_config, results, small_folder, train_cli
+from helpers import SMALL, compose_config, results, small_folder, train_cli
 
-SMALL = (
-    "device=cpu",
-    "model=lenet",
-    "trainer.epochs=1",
-    "trainer.limit_train_batches=2",
-    "trainer.limit_eval_batches=1",
-)
 VICTIM_TEXT = "a file outside every run\n"
 
 
