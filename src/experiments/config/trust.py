@@ -110,9 +110,10 @@ def targets_in(config: Any, path: str = "", inside: bool = False) -> Iterator[Ta
 
 
 def resolved_so_far(node: Any) -> Any:
-    """A composed config as plain data, each interpolation resolved that can be now: those the
-    data fills in later (`model.num_classes: ${dataset.num_classes}`) are numbers, never targets,
-    and are left out; one that makes a node (`${oc.decode:...}`) is resolved, targets and all."""
+    """A composed config as plain data, each interpolation resolved that can be now, one that
+    makes a node (`${oc.decode:...}`) targets and all; one that reads what the data fills in later
+    (`model.num_classes: ${dataset.num_classes}`, or a class's name) is None here, so a run checks
+    its config again once the data has loaded."""
     if not isinstance(node, (DictConfig, ListConfig)):
         return node
     keys = range(len(node)) if isinstance(node, ListConfig) else list(node.keys())
