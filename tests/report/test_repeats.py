@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
 
 from experiments.report import repeats
 from experiments.report.command import main
@@ -95,8 +96,8 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = train_cli(
         tmp_path_factory.mktemp("repeats"),
         "-m",
-        "trainer.seed=0,1",
         "model=lenet,mlp",
+        "trainer.seed=0,1",  # swept first all the same: see test_each_model_ran_once_before_twice
         "device=cpu",
         "trainer.epochs=1",
         "trainer.limit_train_batches=2",
@@ -105,6 +106,25 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert done.returncode == 0, done.stderr
     (multirun_yaml,) = (done.cwd / "outputs").rglob("multirun.yaml")
     return multirun_yaml.parent
+
+
+def test_each_model_ran_once_before_twice(sweep: Path) -> None:
+    jobs = sorted(
+        (path for path in sweep.iterdir() if (path / ".hydra").is_dir()),
+        key=lambda path: int(path.name.split("_")[0]),
+    )
+    swept = [OmegaConf.load(job / ".hydra" / "overrides.yaml") for job in jobs]
+    assert [
+        sorted(
+            override for override in overrides if override.startswith(("model=", "trainer.seed="))
+        )
+        for overrides in swept
+    ] == [
+        ["model=lenet", "trainer.seed=0"],
+        ["model=mlp", "trainer.seed=0"],
+        ["model=lenet", "trainer.seed=1"],
+        ["model=mlp", "trainer.seed=1"],
+    ]
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:

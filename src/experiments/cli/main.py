@@ -39,6 +39,7 @@ from experiments.config.overrides import (
 )
 from experiments.config.paths import with_paths_as_given
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
+from experiments.config.sweep_order import with_repeats_interleaved
 from experiments.core.errors import one_line
 from experiments.core.interrupts import (
     end_as_the_signal_would,
@@ -154,11 +155,11 @@ def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | N
 def main() -> None:
     """`python train.py`: a file or folder named by `dataset.root=` or `model.weights=` is taken
     as it is, `resume=` and `replay=` bring back a run's own overrides, and `-m device=every`
-    becomes a sweep over this machine's devices."""
+    becomes a sweep over this machine's devices, each configuration once before any twice."""
     _command_line(
         _train,
-        lambda arguments: with_every_device(
-            with_saved_overrides(with_paths_as_given(arguments)), _every_device
+        lambda arguments: with_repeats_interleaved(
+            with_every_device(with_saved_overrides(with_paths_as_given(arguments)), _every_device)
         ),
     )
 

@@ -217,7 +217,7 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
             for override in _saved_overrides(saved, given[-1])
             if not str(override).startswith(("resume=", "replay=", "hydra.run.dir="))
         ]
-        flags, others = _flags_apart([argument for argument in arguments if argument not in given])
+        flags, others = flags_apart([argument for argument in arguments if argument not in given])
         _refuse_untrusted(f"{key}={given[-1].partition('=')[2]}", previous, others)
         value = as_value(str(folder))
         arguments = [*flags, *_last_of_each_key([*previous, *others, f"{key}={value}"])]
@@ -229,7 +229,7 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
     return arguments
 
 
-def _flags_apart(arguments: list[str]) -> tuple[list[str], list[str]]:
+def flags_apart(arguments: list[str]) -> tuple[list[str], list[str]]:
     """Hydra's flags (`-m`, `--cfg job`), each with its value, apart from the overrides: argparse
     finds them only before the overrides, not among them."""
     flags: list[str] = []
