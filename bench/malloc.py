@@ -33,7 +33,7 @@ def images_per_second(model: str, keep: bool, overrides: list[str]) -> float:
             f"model={model}",
             "device=cpu",
             "trainer.epochs=2",
-            "trainer.limit_eval_batches=1",
+            "trainer.limit_eval_images=64",
             f"trainer.keep_freed_memory={keep}",
             *overrides,
         ]

@@ -199,7 +199,7 @@ def run_train(
             f"model={model}",
             f"trainer.epochs={epochs}",
             f"trainer.batch_size={BATCH}",
-            *(["trainer.limit_train_batches=1", "trainer.limit_eval_batches=1"] if limit else []),
+            *(["trainer.limit_train_batches=1", "trainer.limit_eval_images=64"] if limit else []),
             *overrides,
         ]
         _run(command, Path(cwd))

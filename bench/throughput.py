@@ -194,7 +194,7 @@ def startup_seconds() -> tuple[float, float]:
                 "device=cpu",
                 "trainer.epochs=1",
                 "trainer.limit_train_batches=1",
-                "trainer.limit_eval_batches=1",
+                "trainer.limit_eval_images=64",
             ],
             cwd=scratch,
             capture_output=True,

@@ -118,7 +118,7 @@ QUICK = (
     "device=cpu",
     "trainer.epochs=2",
     "trainer.limit_train_batches=3",
-    "trainer.limit_eval_batches=2",
+    "trainer.limit_eval_images=128",
     "trainer.log_interval=2",
 )
 # One epoch of LeNet on two batches: a run folder to read, refuse or tamper with.
@@ -127,7 +127,7 @@ SMALL = (
     "model=lenet",
     "trainer.epochs=1",
     "trainer.limit_train_batches=2",
-    "trainer.limit_eval_batches=1",
+    "trainer.limit_eval_images=64",
 )
 
 
@@ -150,6 +150,10 @@ TIMING = {
     "compute_seconds",
     "eval_seconds",
     "epoch_seconds",
+    # Which process trained the epoch (its first warms up), and what else the host ran meanwhile.
+    "warm_up",
+    "host_other_cpu_share",
+    "host_busy",
 }
 
 
@@ -187,7 +191,7 @@ TRAIN = (
     "device=cpu",
     "trainer.epochs=2",
     "trainer.limit_train_batches=4",
-    "trainer.limit_eval_batches=2",
+    "trainer.limit_eval_images=128",
     "trainer.log_interval=1",
     "trainer.deterministic=true",
 )

@@ -105,7 +105,7 @@ def test_an_installed_wheel_trains_and_evaluates_from_any_folder(
     assert len(metrics(run_dir, "step")) == 2
 
     evaluated = run(
-        [installed / "experiments-eval", f"ckpt={run_dir}", "limit_batches=2", "batch_size=64"],
+        [installed / "experiments-eval", f"ckpt={run_dir}", "limit_images=128", "batch_size=64"],
         tmp_path,
     )
     assert evaluated.returncode == 0, evaluated.stderr

@@ -21,7 +21,7 @@ RUN = (
     "device=cpu",
     "trainer.epochs=2",
     "trainer.limit_train_batches=20",
-    "trainer.limit_eval_batches=1",
+    "trainer.limit_eval_images=64",
     "trainer.log_interval=1",
 )
 

@@ -183,8 +183,10 @@ def test_schemas_refuse_wrong_types_unknown_keys_and_unknown_choices(
         (
             "+trainer.foo=1",
             "+trainer.foo: 'trainer' has no key 'foo'; its keys are epochs, batch_size, seed, "
-            "deterministic, checkpoint_every, threads, precision, channels_last, compile, "
-            "keep_freed_memory, log_interval, limit_train_batches, limit_eval_batches",
+            "deterministic, cudnn_benchmark, checkpoint_every, threads, precision, channels_last, "
+            "compile, "
+            "keep_freed_memory, log_interval, limit_train_batches, limit_eval_images, "
+            "limit_eval_fraction",
         ),
         (
             "+dataset.augment.rotate=15",

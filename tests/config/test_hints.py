@@ -137,7 +137,7 @@ TEMPLATE_KEYS = [
     (
         "debug=default",
         "debug=default: the config has no key 'debug'; a quick run is trainer.epochs=1 "
-        "trainer.limit_train_batches=2 trainer.limit_eval_batches=1",
+        "trainer.limit_train_batches=2 trainer.limit_eval_images=64",
     ),
     (
         "debug=profiler",

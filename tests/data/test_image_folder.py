@@ -239,7 +239,7 @@ def test_eval_on_a_folder_normalizes_as_training_did_and_rebuilds_a_torn_cache(
         out,
         "dataset.loader=memory",
         f"dataset.cache_dir={cache_dir}",
-        "limit_batches=2",
+        "limit_images=128",
         "batch_size=64",
     )
 
@@ -268,7 +268,7 @@ def test_eval_needs_only_a_folders_test_split(
         only_test,
         out,
         f"dataset.cache_dir={tmp_path / 'cache'}",
-        "limit_batches=2",
+        "limit_images=128",
         "batch_size=64",
     )
     evaluation = results(out)

@@ -37,7 +37,7 @@ DIED = "process {} died without a word (killed by a signal, or by the system whe
 SHORT = (
     "trainer.epochs=2",
     "trainer.limit_train_batches=6",
-    "trainer.limit_eval_batches=4",
+    "trainer.limit_eval_images=256",
     "trainer.log_interval=3",
 )
 

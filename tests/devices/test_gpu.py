@@ -54,7 +54,7 @@ EXACT = (
     "trainer.deterministic=true",
     "trainer.epochs=2",
     "trainer.limit_train_batches=20",
-    "trainer.limit_eval_batches=4",
+    "trainer.limit_eval_images=256",
     "trainer.log_interval=5",
 )
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -131,16 +131,31 @@ def test_preloading_on_the_gpu_trains_to_the_same_numbers(tmp_path: Path) -> Non
     assert host == device
 
 
+class PinnedOrNot(ToDevice):
+    """`.to(device)` placement that notes, of each host tensor it copies, whether it is pinned:
+    a copy from ordinary memory waits for the GPU, and the sync debug mode does not see it."""
+
+    def __init__(self, device: torch.device) -> None:
+        super().__init__(device)
+        self.pinned: list[bool] = []
+
+    def tensor(self, tensor: torch.Tensor) -> torch.Tensor:
+        if tensor.device.type == "cpu":
+            self.pinned.append(tensor.is_pinned())
+        return super().tensor(tensor)
+
+
 def test_batches_never_make_the_host_wait_for_the_gpu() -> None:
     images = torch.randint(0, 256, (512, 3, 32, 32), dtype=torch.uint8)
     split = Split(images, torch.randint(0, 10, (512,)))
     shuffle = torch.Generator().manual_seed(0)
+    placement = PinnedOrNot(torch.device("cuda", 0))
     batches = Batches(
         split,
         batch_size=64,
         mean=[0.5],
         std=[0.5],
-        device=on("cuda:0"),
+        device=Device(DevicePlan("cuda", 0), placement),
         shuffle=shuffle,
         augment=Augment(4, True, shuffle),
     )
@@ -151,6 +166,7 @@ def test_batches_never_make_the_host_wait_for_the_gpu() -> None:
             pass
     finally:
         torch.cuda.set_sync_debug_mode("default")
+    assert placement.pinned == [True] * 2 * 2 * len(batches)  # images and labels, both passes
 
 
 def test_an_index_beyond_the_gpus_present_is_refused(tmp_path: Path) -> None:
@@ -345,7 +361,7 @@ def test_a_checkpoint_saved_on_a_gpu_evaluates_on_the_cpu(tmp_path: Path) -> Non
         tmp_path / "eval",
         f"ckpt={trained.run_dir}",
         "device=cpu",
-        "limit_batches=2",
+        "limit_images=128",
         "batch_size=64",
     )
     assert done.returncode == 0, done.stderr
@@ -369,7 +385,7 @@ def test_eval_loads_the_checkpoint_on_the_host_not_beside_the_model_on_the_gpu(
             f"ckpt={tmp_path / 'run'}",
             "device=cuda",
             "batch_size=1",
-            "limit_batches=1",
+            "limit_images=1",
             config_name="eval",
         )
         before = torch.cuda.memory_allocated()

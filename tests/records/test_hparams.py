@@ -42,15 +42,15 @@ def test_hparams_are_written_into_the_run_folder_itself(tmp_path: Path) -> None:
         "deterministic": "DATA_TYPE_BOOL",
     }
     # Only the metrics the run has: no empty val_accuracy column without a validation split.
-    columns = ["hparams/test_accuracy", "hparams/train_images_per_second"]
+    columns = ["whole_run/test_accuracy", "whole_run/train_images_per_second"]
     assert [info.name.tag for info in experiment.metric_infos] == columns
     end = plugin_data(events, metadata.SESSION_END_INFO_TAG).session_end_info
     assert end.status == api_pb2.STATUS_SUCCESS
 
     assert sorted(events.Tags()["scalars"]) == columns
-    (accuracy,) = events.Scalars("hparams/test_accuracy")
+    (accuracy,) = events.Scalars("whole_run/test_accuracy")
     assert (accuracy.step, accuracy.value) == (40, 0.625)
-    (speed,) = events.Scalars("hparams/train_images_per_second")
+    (speed,) = events.Scalars("whole_run/train_images_per_second")
     assert (speed.step, speed.value) == (40, 1500.0)
 
 

@@ -8,7 +8,7 @@ its checkpoints and config snapshot), with
         trainer.limit_eval_batches=2 dataset.val_fraction=0.05 trainer.confusion_matrix=false
 
 (its TensorBoard events file left out). Its one epoch: val accuracy 12.5%, test accuracy 14.8%
-(19 of the first 128 test images).
+(19 of the first 128 test images: that version limited evaluation in batches, taken in order).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from helpers import eval_cli, metrics, results, train_cli
 
 def test_an_old_checkpoint_evaluates_to_its_recorded_numbers(old_run: Path) -> None:
     recorded = json.loads((old_run / "results.json").read_text())
-    done = eval_cli(
-        old_run.parent, f"ckpt={old_run}", "device=cpu", "batch_size=64", "limit_batches=2"
-    )
+    # On the images its run was tested on, its first 2 batches of 64, whatever eval.py's batch.
+    done = eval_cli(old_run.parent, f"ckpt={old_run}", "device=cpu", "batch_size=100")
     assert done.returncode == 0, done.stderr
+    assert "testing on the 128 test images its run was tested on" in done.stderr
     assert "best.pt: epoch 1, selected by val_accuracy (max)" in done.stderr
     (evaluation,) = (path for path in done.run_dirs if path != old_run)
     outcome = results(evaluation)
@@ -55,6 +55,7 @@ def test_an_old_run_replays_in_a_new_folder(old_run: Path) -> None:
     (replay,) = (path for path in done.run_dirs if path != old_run)
     assert results(replay)["replay_of"] == str(old_run.resolve())
     (again,) = metrics(replay, "epoch")
-    # The same run again; another CPU may round the last digits differently.
+    # The same training again; another CPU may round the last digits differently.
     assert again["train_loss"] == pytest.approx(before["train_loss"], rel=1e-4)
-    assert again["val_accuracy"] == before["val_accuracy"]
+    # Its trainer.limit_eval_batches=2 is 128 images now, drawn as every run's are, not the first.
+    assert results(replay)["test_images"] == 128

@@ -101,7 +101,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "device=cpu",
         "trainer.epochs=1",
         "trainer.limit_train_batches=2",
-        "trainer.limit_eval_batches=1",
+        "trainer.limit_eval_images=64",
     )
     assert done.returncode == 0, done.stderr
     (multirun_yaml,) = (done.cwd / "outputs").rglob("multirun.yaml")
@@ -158,7 +158,9 @@ def test_the_report_command_has_a_row_per_configuration(
     assert "val_accuracy_mean" not in configurations[0]  # no validation split
 
     markdown = (sweep / "summary.md").read_text().split("\n\n")
-    assert len(markdown) == 3  # the runs' table, the heading, the configurations' table
+    # The runs' table, the heading, the configurations' table, then the verdicts' heading and
+    # lines (tests/report/test_verdicts.py).
+    assert len(markdown) == 5
     assert markdown[1] == (
         "Configurations (runs that differ only in trainer.seed): n runs, mean ± sd "
         "(95% confidence interval of the mean, Student's t):"

@@ -1,5 +1,6 @@
 """The report says exactly what was run: a column per swept override, no column empty for every
-run, a bar per run, curves in % that read after one epoch, and the speedup over the CPU."""
+run, a dot per run grouped by speed, curves in % that read after one epoch, and the speedup over
+the CPU."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from typing import Any
 
 import matplotlib.pyplot as plt
 import pytest
+from matplotlib.collections import PathCollection
+from tensorboard.plugins.hparams import metadata
 
 from experiments.report import plots
 from experiments.report.summary import speedup_vs_cpu, table, write_report
-from helpers import Finished, metrics, results, train_cli
+from helpers import Finished, metrics, plugin_data, read_events, results, train_cli
 
 SWEEP = (
     "-m",
@@ -21,7 +24,7 @@ SWEEP = (
     "optimizer.lr=0.01,0.001",
     "trainer.epochs=1",
     "trainer.limit_train_batches=2",
-    "trainer.limit_eval_batches=1",
+    "trainer.limit_eval_images=64",
 )
 
 
@@ -95,16 +98,16 @@ def test_swept_overrides_are_columns_and_empty_columns_are_left_out(
     assert console[1].split()[6:10] == header[5:9]  # ("train FLOPs/image" is two words)
 
 
-def test_a_bar_per_run_on_one_axis_labelled_by_its_swept_values(rows: list[dict[str, Any]]) -> None:
+def test_two_learning_rates_are_one_speed_a_dot_per_run(rows: list[dict[str, Any]]) -> None:
     figure = plots.throughput_figure(rows)
     try:
         (axis,) = figure.axes  # one quantity, one axis
-        bars = axis.patches
-        assert [bar.get_width() for bar in bars] == [
+        (dots,) = [points for points in axis.collections if isinstance(points, PathCollection)]
+        assert sorted(x for x, _ in dots.get_offsets()) == sorted(
             row["train_images_per_second"] for row in rows
-        ]  # the two learning rates are two bars, not their mean
-        labels = [label.get_text() for label in axis.get_yticklabels()]
-        assert labels == ["optimizer.lr=0.01", "optimizer.lr=0.001"]
+        )  # one group: the learning rate changes what is learned, not how fast
+        (name,) = [label.get_text() for label in axis.get_yticklabels()]
+        assert name.startswith("2 runs\n") and name.endswith(", n=2")
     finally:
         plt.close(figure)
 
@@ -123,11 +126,19 @@ def test_curves_are_in_percent_and_read_after_one_epoch(
             low, high = axis.get_xlim()
             assert low <= 0.5 and high >= 1.5  # not alone on an axis from 0.96 to 1.04
             assert all(tick == round(tick) for tick in axis.get_xticks())  # whole epochs
-            assert axis.get_ylim()[0] == 0
+        assert accuracy.get_ylim()[0] == 0  # an amount; the loss axis spans the losses
         legend = [text.get_text() for text in loss.get_legend().get_texts()]
         assert legend == ["optimizer.lr=0.01", "optimizer.lr=0.001"]
     finally:
         plt.close(figure)
+
+
+def test_each_job_lists_what_its_sweep_varies_first_in_hparams(sweep: Finished) -> None:
+    for run_dir in sweep.run_dirs:
+        experiment = plugin_data(read_events(run_dir), metadata.EXPERIMENT_TAG).experiment
+        first = experiment.hparam_infos[0]
+        assert (first.name, first.differs) == ("lr", True)  # optimizer.lr, the dashboard's lr
+        assert not any(info.differs for info in experiment.hparam_infos[1:])
 
 
 def row(device: str, speed: float | None, **swept: Any) -> dict[str, Any]:

@@ -15,11 +15,12 @@ import torch
 from omegaconf import OmegaConf
 from PIL import Image
 
-from experiments.report import plots
+from experiments.report import plots, verdicts
 from experiments.report.summary import table, write_report
 from helpers import QUICK, ROOT, Finished, compose_config, results, train_cli
 
 QUICK_SWEEP = [override for override in QUICK if override != "device=cpu"]
+NO_VERDICT = "no verdict; repeat with `-m trainer.seed=0,1,2`"
 
 
 def summary(folder: Path) -> list[dict[str, str]]:
@@ -71,7 +72,7 @@ def test_a_two_by_two_sweep_reports_four_rows_and_plots(tmp_path: Path) -> None:
         assert int(row["selected_epoch"]) == result["selected_epoch"] == 2
         assert float(row["test_accuracy"]) == result["test_accuracy"]
         assert float(row["final_test_accuracy"]) == result["final_test_accuracy"]
-        assert row["test_images"] == "128 of 1,000"  # trainer.limit_eval_batches=2 of 64
+        assert row["test_images"] == "128 of 1,000"  # trainer.limit_eval_images=128
         assert float(row["train_images_per_second"]) == result["train_images_per_second"]
         assert float(row["seconds_per_epoch"]) == pytest.approx(
             sum(result["epoch_seconds"]) / len(result["epoch_seconds"])
@@ -81,7 +82,9 @@ def test_a_two_by_two_sweep_reports_four_rows_and_plots(tmp_path: Path) -> None:
         # Shares of the training time, how big each is depends on the machine: not tested here.
         assert all(0 <= share < 1 for share in shares) and shares[2] > 0 and sum(shares) <= 1 + 1e-9
     markdown = (folder / "summary.md").read_text().splitlines()
-    assert len(markdown) == 2 + 4 and "| 0_model-tudui+placement-to_device | tudui |" in markdown[2]
+    assert "| 0_model-tudui+placement-to_device | tudui |" in markdown[2]
+    # Four runs, then one verdict for all: each configuration ran once.
+    assert markdown[6:] == ["", verdicts.HEADING + ":", "", "- one run each: " + NO_VERDICT]
     assert_plot(folder / "throughput.png")
     assert_plot(folder / "curves.png")
     assert not (folder / "scaling.png").exists()  # drawn only for a sweep over batch sizes
@@ -340,7 +343,7 @@ def test_the_device_scaling_study_draws_images_per_second_against_batch_size(
         "model.hidden_sizes=[16]",
         "dataset.train_size=256",
         "trainer.limit_train_batches=2",
-        "trainer.limit_eval_batches=1",
+        "trainer.limit_eval_images=64",
     )
     assert done.returncode == 0, done.stderr
     folder = sweep_dir(tmp_path)
@@ -362,8 +365,10 @@ def test_the_device_scaling_study_draws_images_per_second_against_batch_size(
     # The compute bound: the best measured peak over 3x the forward FLOPs of one image.
     peak = max(result["device_peak_flops"] for result in ran)
     assert peak > 1e8  # any CPU of this century multiplies matrices faster
+    assert {result["device_peak_precision"] for result in ran} == {"fp32"}  # the runs' own
     assert set(bound.get_ydata()) == {peak / ran[0]["model_training_flops_per_image"]}
     assert speed.get_xscale() == "log"
+    assert seconds.get_title() == "Time to 50% test accuracy"  # the study's, without val split
     (timed,) = seconds.get_lines()  # a run that never reached the target is a gap (nan)
     reached = [results(folder / row["run"])["time_to_accuracy"]["seconds"] for row in rows]
     assert [None if math.isnan(y) else y for y in timed.get_ydata()] == reached

@@ -137,7 +137,7 @@ def test_eval_builds_a_class_of_ones_own_once_typed(
     typed = compose_config(
         f"ckpt={own}",
         "device=cpu",
-        "limit_batches=1",
+        "limit_images=256",
         "model=custom",
         "model._target_=own_models.Net",
         config_name="eval",
@@ -219,7 +219,7 @@ def test_resume_of_a_hostile_folder_touches_nothing(
 
 
 def test_replay_says_what_it_builds_beyond_the_project(run: Path, tmp_path: Path) -> None:
-    done = train_cli(tmp_path, f"replay={run}", "trainer.limit_eval_batches=1")
+    done = train_cli(tmp_path, f"replay={run}", "trainer.limit_eval_images=64")
     assert done.returncode == 0, done.stderr
     assert (
         f"replay={run} runs that run's config, as running its script would; besides the "

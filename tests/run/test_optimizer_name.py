@@ -35,7 +35,7 @@ def test_a_run_of_adamw_under_optimizer_adam_says_adamw_everywhere(tmp_path: Pat
         "model=lenet",
         "trainer.epochs=1",
         "trainer.limit_train_batches=2",
-        "trainer.limit_eval_batches=1",
+        "trainer.limit_eval_images=64",
         "optimizer=adam",
         "optimizer._target_=torch.optim.AdamW",
     )

@@ -41,7 +41,7 @@ RUN = (
     "scheduler=cosine",
     "trainer.epochs=2",
     "trainer.limit_train_batches=30",
-    "trainer.limit_eval_batches=4",
+    "trainer.limit_eval_images=256",
     "trainer.log_interval=5",
 )
 
@@ -161,7 +161,7 @@ def test_a_run_killed_after_its_last_checkpoint_is_finished_by_a_resume(
     assert (run_dir / "confusion_matrix.png").is_file()
     events = read_events(run_dir)
     assert "test/confusion_matrix" in events.Tags()["images"]
-    (accuracy,) = events.Scalars("hparams/test_accuracy")
+    (accuracy,) = events.Scalars("whole_run/test_accuracy")
     assert accuracy.value == pytest.approx(result["test_accuracy"])
     assert not any(leftover.exists() for leftover in leftovers)
 
@@ -177,7 +177,7 @@ def test_a_run_killed_after_its_end_records_gets_them_once(reference: Path, tmp_
     assert done.returncode == 0, done.stderr
     assert results(run_dir)["status"] == "completed"
     events = read_events(run_dir)
-    assert len(events.Scalars("hparams/test_accuracy")) == 1
+    assert len(events.Scalars("whole_run/test_accuracy")) == 1
     assert len(events.Tensors("_hparams_/session_start_info")) == 1
     assert len(events.Images("test/confusion_matrix")) == 1
 
@@ -214,7 +214,7 @@ def test_a_job_folder_named_by_an_earlier_version_resumes_and_evaluates_as_print
         f"Error: resume={old} has trained 2 epochs of trainer.epochs=2 already; its "
         f"scheduler=cosine ends there: train longer afresh with replay={old} trainer.epochs=N"
     )
-    done = eval_cli(tmp_path, f"ckpt={old}", "limit_batches=1")
+    done = eval_cli(tmp_path, f"ckpt={old}", "limit_images=256")
     assert done.returncode == 0, done.stderr
     assert results(done.run_dir)["checkpoint"] == str(old / checkpoints.BEST)
 
@@ -297,7 +297,7 @@ def test_resume_and_replay_together_are_refused(reference: Path, tmp_path: Path)
 
 
 def test_eval_gives_the_selected_epochs_test_accuracy(reference: Path, tmp_path: Path) -> None:
-    done = eval_cli(tmp_path, f"ckpt={reference}", "limit_batches=4", "batch_size=64")
+    done = eval_cli(tmp_path, f"ckpt={reference}", "limit_images=256", "batch_size=64")
     assert done.returncode == 0, done.stderr
     assert done.run_dir.name.endswith("_eval")
     evaluation = results(done.run_dir)

@@ -19,7 +19,7 @@ from tensorboard.plugins.hparams import metadata
 
 from experiments.config.build import build
 from experiments.core.errors import ExperimentError
-from experiments.data import loading
+from experiments.data import loading, subset
 from experiments.data.batches import Batches
 from experiments.devices import process_settings
 from experiments.records import checkpoints
@@ -73,7 +73,7 @@ def test_every_model_and_placement_leaves_complete_records(
     assert f"model={model}" in (hydra_dir / "overrides.yaml").read_text()
     assert OmegaConf.load(hydra_dir / "config.yaml").placement.name == placement
     assert (hydra_dir / "hydra.yaml").is_file()
-    # trainer.limit_eval_batches=2 evaluates 2 batches of 64 of the 1,000 test images, and says so.
+    # trainer.limit_eval_images=128 evaluates 128 of the 1,000 test images, and says so.
     assert re.search(
         r"completed: test accuracy \d+\.\d% on 128 of 1,000 test images at the final epoch",
         (run_dir / "train.log").read_text(),
@@ -106,9 +106,9 @@ def test_every_model_and_placement_leaves_complete_records(
         "test/loss",
         "test/accuracy",
         "perf/images_per_second",
-        "hparams/test_accuracy",
-        "hparams/final_test_accuracy",
-        "hparams/train_images_per_second",
+        "whole_run/test_accuracy",
+        "whole_run/final_test_accuracy",
+        "whole_run/train_images_per_second",
     }
     assert events.Tags()["images"] == ["test/confusion_matrix"]
     assert [e.value for e in events.Scalars("lr")] == pytest.approx([0.01] * 4)  # no schedule
@@ -202,7 +202,9 @@ def test_the_checkpoint_restores_the_models_outputs(sweep: dict[tuple[str, str],
         mean=dataset.mean,
         std=dataset.std,
         device=on("cpu"),
-        limit=config.trainer.limit_eval_batches,
+        subset=subset.evaluated_rows(
+            len(dataset.test), config.trainer.limit_eval_images, config.trainer.limit_eval_fraction
+        ),
     )
     evaluation = loop.evaluate(model, test_batches, on("cpu"), len(dataset.classes))
     last = metrics(run_dir, "epoch")[-1]
@@ -239,7 +241,7 @@ def test_the_lenet_tutorial_setup_trains_as_the_tutorial_does(tmp_path: Path) ->
         "device=cpu",
         "trainer.epochs=1",
         "trainer.limit_train_batches=50",
-        "trainer.limit_eval_batches=5",
+        "trainer.limit_eval_images=20",
     )
     assert done.returncode == 0, done.stderr
     (epoch,) = metrics(done.run_dir, "epoch")
@@ -301,7 +303,7 @@ def test_time_to_accuracy_and_a_profile_on_request(
         "model=lenet",
         "trainer.epochs=2",
         "trainer.limit_train_batches=5",
-        "trainer.limit_eval_batches=1",
+        "trainer.limit_eval_images=64",
         "trainer.log_interval=5",
         "trainer.batch_size=16",
         "trainer.profile=true",
@@ -322,11 +324,12 @@ def test_time_to_accuracy_and_a_profile_on_request(
         "split": "test",
         "epoch": 1,
         "seconds": epochs[0]["train_seconds"],  # training only, not the evaluation
+        "includes_compile_seconds": False,  # (no trainer.compile)
     }
     said = f"1% test accuracy after {reached['seconds']:.1f} s of training (epoch 1)"
     assert f"epoch 1: {said}" in caplog.text
     assert re.search(rf"completed: .*, {re.escape(said)}, ", caplog.text)
-    (seconds,) = read_events(run_dir).Scalars("hparams/time_to_accuracy")
+    (seconds,) = read_events(run_dir).Scalars("whole_run/time_to_accuracy")
     assert seconds.value == pytest.approx(reached["seconds"])
     OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # as Hydra would have
     row = summary_row(run_dir, tmp_path, epochs)
@@ -343,6 +346,10 @@ def test_time_to_accuracy_and_a_profile_on_request(
     said = r"profile of training steps 3 to 5: .*training\.pt\.trace\.json; "
     assert re.search(rf"{said}.*{top}", caplog.text)
     assert "ProfilerStep" not in caplog.text  # the steps' spans are no operators
+    # Its epoch, slowed by the profiler, is left out of the speed.
+    result = results(run_dir)
+    assert result["profiled_steps"] == {"epoch": 1, "first": 1, "last": 5}
+    assert epochs[0]["warm_up"]["steps"] == 5 and result["train_speed_epochs"] == [2]
 
 
 # Item 19.1-3: any torchvision architecture, or a model of one's own, and its size everywhere.
@@ -350,7 +357,7 @@ SMALL = (
     "device=cpu",
     "trainer.epochs=1",
     "trainer.limit_train_batches=2",
-    "trainer.limit_eval_batches=1",
+    "trainer.limit_eval_images=64",
     "trainer.batch_size=16",
 )
 

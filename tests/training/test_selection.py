@@ -118,7 +118,7 @@ def test_tensorboard_holds_the_runs_hparams_and_confusion_matrix(learning: Path)
     result = results(learning)
     last_step = metrics(learning, "epoch")[-1]["global_step"]
     for name in ("val_accuracy", "test_accuracy", "final_test_accuracy", "train_images_per_second"):
-        (scalar,) = events.Scalars(f"hparams/{name}")
+        (scalar,) = events.Scalars(f"whole_run/{name}")
         assert scalar.step == last_step
         assert math.isclose(scalar.value, result[name], rel_tol=1e-6)
     assert {"val/loss", "val/accuracy", "lr"} <= set(events.Tags()["scalars"])
@@ -137,7 +137,7 @@ PLATEAU = (
     "trainer.early_stopping.patience=2",
     "trainer.epochs=10",
     "trainer.limit_train_batches=2",
-    "trainer.limit_eval_batches=2",
+    "trainer.limit_eval_images=128",
 )
 
 

@@ -213,7 +213,7 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
                 "in .hydra/); give a folder under outputs/ that a run made"
             )
         previous = [
-            str(override)
+            _renamed(str(override), folder)
             for override in _saved_overrides(saved, given[-1])
             if not str(override).startswith(("resume=", "replay=", "hydra.run.dir="))
         ]
@@ -227,6 +227,22 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
             # resume must not overwrite it).
             arguments += [f"hydra.run.dir={value}", "hydra.output_subdir=null"]
     return arguments
+
+
+def _renamed(override: str, folder: Path) -> str:
+    """A saved override in today's keys: `trainer.limit_eval_batches=N`, batches of the run's
+    trainer.batch_size, is `trainer.limit_eval_images=` that many images (drawn as every run's
+    are now, not the first ones)."""
+    key, _, value = override.partition("=")
+    if key.lstrip("+") != "trainer.limit_eval_batches":
+        return override
+    if value in ("", "null"):
+        return "trainer.limit_eval_images=null"
+    config = folder / ".hydra" / "config.yaml"
+    if not value.isdigit() or not config.is_file():
+        return override  # refused as a key renamed, with what to type now
+    batch_size = OmegaConf.load(config).trainer.batch_size
+    return f"trainer.limit_eval_images={int(value) * batch_size}"
 
 
 def flags_apart(arguments: list[str]) -> tuple[list[str], list[str]]:

@@ -162,6 +162,10 @@ class OptimizerConfig:
     _partial_: bool = True
     lr: float = MISSING
     weight_decay: float = 0.0
+    # The step fused into one kernel (torch's Adam, AdamW, SGD, Adagrad): null fuses on GPUs,
+    # where fp16's gradient scaler then never makes the host wait for the GPU; true fuses on the
+    # CPU too (torch 2.4+); false never (docs/speed.md).
+    fused: bool | None = None
 
 
 @dataclass
@@ -234,6 +238,10 @@ class TrainerConfig:
     seed: int = 0
     # Only deterministic algorithms (and cuBLAS's fixed workspace): slower on some GPU ops.
     deterministic: bool = False
+    # cuDNN times its convolution algorithms for each new input shape and keeps the fastest
+    # (torch.backends.cudnn.benchmark); off, as in torch, until measured on a GPU (docs/speed.md,
+    # bench/paired.py). Not with trainer.deterministic.
+    cudnn_benchmark: bool = False
     # Save checkpoints/last.pt every this many epochs (and always after the last).
     checkpoint_every: int = 1
     # CPU threads torch may use (null: torch's default, one per core); 1 suits parallel sweeps.
@@ -248,9 +256,14 @@ class TrainerConfig:
     keep_freed_memory: bool = True
     # Training steps between logged losses (console, metrics.jsonl, TensorBoard).
     log_interval: int = 20
-    # Stop each epoch's training / evaluation after this many batches (null: all).
+    # Stop each epoch's training after this many batches (null: all): a number of steps,
+    # whatever the batch size (with trainer.accumulate_batches=K, a K-th of it).
     limit_train_batches: int | None = None
-    limit_eval_batches: int | None = None
+    # Evaluate (validation and test) on this many images of each split, or on this fraction of
+    # each, e.g. 0.2 (null: all; set one of the two): the same images whatever the batch size,
+    # and for every run of the same data (drawn by a fixed seed: experiments.data.subset).
+    limit_eval_images: int | None = None
+    limit_eval_fraction: float | None = None
     # The validation metric that selects the run's epoch (checkpoints/best.pt); with mode auto,
     # the highest accuracy or the lowest loss. Never a test metric.
     monitor: str = "val_accuracy"
@@ -270,8 +283,9 @@ class TrainerConfig:
     # Record the training seconds (evaluation excluded) until the monitored accuracy (validation,
     # else test) first reaches this fraction, e.g. 0.5 (null: not measured).
     target_accuracy: float | None = None
-    # Measure the device's fp32 matrix-product FLOP/s at the start (a fraction of a second) and
-    # record it in results.json (device_peak_flops): the compute bound drawn in scaling.png.
+    # Measure the device's matrix-product FLOP/s in the run's precision at the start (a fraction
+    # of a second) and record it in results.json (device_peak_flops, device_peak_precision): the
+    # compute bound drawn in scaling.png.
     measure_peak_flops: bool = False
     # Profile optimizer steps 3 to 5 of the first epoch with torch.profiler: the trace in
     # profile/ of the run folder (TensorBoard, chrome://tracing), the top operators in the log.
@@ -316,8 +330,12 @@ class EvalSchema:
     device: DeviceConfig = MISSING
     placement: PlacementConfig = MISSING
     batch_size: int = 256
-    # Stop after this many test batches (null: the whole test split).
-    limit_batches: int | None = None
+    # Evaluate on this many test images, or on this fraction of the test split (set one of the
+    # two). Both null: the images its run was tested on (trainer.limit_eval_images or
+    # trainer.limit_eval_fraction) where the dataset is its run's, else the whole split;
+    # limit_fraction=1: the whole split.
+    limit_images: int | None = None
+    limit_fraction: float | None = None
 
 
 # The schemas by the name an option's defaults list gives them (`/model_schema@_here_`).

@@ -48,13 +48,23 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
             "checkpoint_every",
             "accumulate_batches",
         )
-        _at_least_one_or_null(
-            "trainer", trainer, "threads", "limit_train_batches", "limit_eval_batches"
-        )
+        _at_least_one_or_null("trainer", trainer, "threads", "limit_train_batches")
+        _check_eval_limit(trainer, "trainer.limit_eval_images", "trainer.limit_eval_fraction")
         if trainer.compile and cfg.device.name == DeviceName.dp:
             raise ExperimentError(
                 f"trainer.compile={trainer.compile} cannot compile device=dp's DataParallel (it "
                 "copies the model to every GPU at every step); use device=ddp"
+            )
+        if trainer.channels_last and cfg.device.name == DeviceName.dp:
+            raise ExperimentError(
+                "trainer.channels_last=true cannot hold under device=dp: DataParallel copies the "
+                "model to its other GPUs at every step in the default memory format; use "
+                "device=ddp, which keeps channels-last on every GPU, or trainer.channels_last=null"
+            )
+        if trainer.cudnn_benchmark and trainer.deterministic:
+            raise ExperimentError(
+                "trainer.cudnn_benchmark=true lets cuDNN choose its algorithms by timing them, "
+                "which trainer.deterministic=true rules out; set one of them false"
             )
         if not 0 <= trainer.seed < 2**64:  # what torch's generators take
             raise ExperimentError(
@@ -74,9 +84,9 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
                 f"trainer.batch_size={trainer.batch_size} is the batch of all {processes} "
                 f"processes together; make it a multiple of {processes}"
             )
-    if "limit_batches" in cfg:  # an evaluation
+    if "limit_images" in cfg:  # an evaluation
         _at_least_one("", cfg, "batch_size")
-        _at_least_one_or_null("", cfg, "limit_batches")
+        _check_eval_limit(cfg, "limit_images", "limit_fraction")
         if cfg.device.name == DeviceName.ddp:
             raise ExperimentError(
                 "device=ddp trains under torchrun; eval.py evaluates in one process: use "
@@ -132,6 +142,29 @@ def _at_least_one_or_null(section: str, node: DictConfig, *keys: str) -> None:
         if node[key] is not None and node[key] < 1:
             name = f"{section}.{key}" if section else key
             raise ExperimentError(f"{name}={node[key]} must be >= 1, or null")
+
+
+def _check_eval_limit(node: DictConfig, images_key: str, fraction_key: str) -> None:
+    """A number of images, or a fraction of each split, or neither; `images_key` and
+    `fraction_key` as the user types them (`trainer.limit_eval_images`, eval.py's
+    `limit_images`)."""
+    images = node[images_key.rpartition(".")[2]]
+    fraction = node[fraction_key.rpartition(".")[2]]
+    if images is not None and fraction is not None:
+        raise ExperimentError(
+            f"{images_key}={images} and {fraction_key}={fraction} both limit the evaluation; "
+            "set one of them (a number of images, or a fraction of the images)"
+        )
+    if images is not None and images < 1:
+        raise ExperimentError(
+            f"{images_key}={images} must be a number of images >= 1, or null; a fraction of the "
+            f"images is {fraction_key}=0.2"
+        )
+    if fraction is not None and not 0 < fraction <= 1:
+        raise ExperimentError(
+            f"{fraction_key}={fraction} is a fraction of the images, in (0, 1] (e.g. 0.2), or "
+            f"null; a number of images is {images_key}=N"
+        )
 
 
 WHY_NOT_TEST = (

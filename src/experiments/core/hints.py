@@ -10,13 +10,18 @@ from collections.abc import Iterable, Sequence
 
 # The equivalents of several keys.
 QUICK_RUN = (
-    "a quick run is trainer.epochs=1 trainer.limit_train_batches=2 trainer.limit_eval_batches=1"
+    "a quick run is trainer.epochs=1 trainer.limit_train_batches=2 trainer.limit_eval_images=64"
+)
+EVAL_LIMIT = (
+    "validation and test are limited in images, the same whatever the batch size: "
+    "trainer.limit_eval_images=N, or a fraction of each split: trainer.limit_eval_fraction=0.2"
 )
 DEVICES = "the device is device=cpu, cuda, cuda:N, dp, ddp (under torchrun) or auto"
 
 # What does here what lightning-hydra-template's keys and options (`key` or `group=option`) do,
-# said after "; " in the refusal's line. A key stands for the keys below it too (`data` for
-# `data.num_workers`) unless one of those has its own entry.
+# and what this project's renamed keys are now, said after "; " in the refusal's line. A key
+# stands for the keys below it too (`data` for `data.num_workers`) unless one of those has its
+# own entry.
 TEMPLATE_EQUIVALENTS = {
     "seed": "the seed is trainer.seed=N",
     "ckpt_path": (
@@ -54,10 +59,17 @@ TEMPLATE_EQUIVALENTS = {
     "trainer.fast_dev_run": QUICK_RUN,
     "trainer.gradient_clip_val": "gradient clipping is trainer.gradient_clip=X",
     "trainer.accumulate_grad_batches": "gradient accumulation is trainer.accumulate_batches=N",
-    "trainer.limit_val_batches": "validation and test batches are trainer.limit_eval_batches=N",
-    "trainer.limit_test_batches": "validation and test batches are trainer.limit_eval_batches=N",
+    "trainer.limit_val_batches": EVAL_LIMIT,
+    "trainer.limit_test_batches": EVAL_LIMIT,
     "trainer.log_every_n_steps": "the steps between logged losses are trainer.log_interval=N",
     "trainer.default_root_dir": "the run folder is hydra.run.dir=<folder>",
+    # Keys of this project's earlier versions, renamed.
+    "trainer.limit_eval_batches": f"renamed: {EVAL_LIMIT}",
+    "limit_batches": (
+        "renamed: eval.py is limited in test images, the same whatever the batch size: "
+        "limit_images=N, or a fraction of the split: limit_fraction=0.2 (by default, the images "
+        "its run was tested on)"
+    ),
 }
 
 

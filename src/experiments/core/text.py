@@ -27,8 +27,8 @@ def display_path(path: Path) -> str:
 
 
 def part_of_split(evaluated: int, in_split: int) -> str | None:
-    """ "64 of 1,000" when only part of a split was evaluated (trainer.limit_eval_batches, eval.py's
-    limit_batches); None for the whole split."""
+    """ "64 of 1,000" when only part of a split was evaluated (trainer.limit_eval_images or
+    limit_eval_fraction, eval.py's limit_images or limit_fraction); None for the whole split."""
     return f"{evaluated:,} of {in_split:,}" if evaluated < in_split else None
 
 

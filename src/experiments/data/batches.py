@@ -108,16 +108,19 @@ class Batches:
     """One pass over a split in batches of normalized float images and labels, on the device.
 
     With a `shuffle` generator, every pass draws a new permutation from it; without, the order is
-    the split's. The last batch may be smaller. Of several processes (`device.group`), each takes
-    its contiguous share of every batch (so together they see the batch one process would, and
-    no two the same image); a last batch too small to give every process an image, or smaller
+    the split's; with `subset` (an evaluation limited to some images: `experiments.data.subset`),
+    a pass takes only those rows of the split. `limit` stops a pass after that many batches
+    (training steps). The last batch may be smaller. Of several processes (`device.group`), each
+    takes its contiguous share of every batch (so together they see the batch one process would,
+    and no two the same image); a last batch too small to give every process an image, or smaller
     than `fewest` (a BatchNorm model's need, `training.loop.fewest_images_per_batch`), is left
     out, its images counted in `left_out`.
 
     The split is whole uint8 tensors (`Split`: on the host, copied per batch, or already on the
     device with `dataset.preload=device`), or a Dataset that DataLoader workers decode
     (`Streamed`): the same rows in the same order either way. Per pass, `times()` tells how long
-    the loop waited for batches (host clock) and how long copying them to the device took.
+    the loop waited for batches (host clock) and how long copying them to the device took (on a
+    GPU, by CUDA events: the asynchronous copies' own time, not a part of the host's wait).
     """
 
     def __init__(
@@ -130,10 +133,12 @@ class Batches:
         device: Device,
         shuffle: torch.Generator | None = None,
         limit: int | None = None,
+        subset: torch.Tensor | None = None,
         augment: Augment | None = None,
         fewest: int = 1,
     ) -> None:
-        self.length = len(split)
+        self.subset = subset
+        self.length = len(split) if subset is None else len(subset)
         self.device = device
         self.shuffle = shuffle
         self.augment = augment
@@ -163,8 +168,9 @@ class Batches:
         return sum(self.sizes)
 
     def times(self) -> tuple[float, float]:
-        """Seconds the loop waited for batches, and of those copying them to the device, since
-        the last call."""
+        """Seconds the loop waited for batches (host clock), and seconds copying them to the
+        device (on a GPU, the copies' time there, which the host did not wait for), since the last
+        call."""
         waited, self.wait_seconds = self.wait_seconds, 0.0
         return waited, self.copy_timer.take()
 
@@ -188,8 +194,9 @@ class Batches:
     def _order(self) -> torch.Tensor | None:
         """This pass's order of the split's rows (None: as stored)."""
         if self.shuffle is None:
-            return None
-        return torch.randperm(self.length, generator=self.shuffle)
+            return self.subset
+        order = torch.randperm(self.length, generator=self.shuffle)
+        return order if self.subset is None else self.subset[order]
 
     def _share(self, size: int) -> slice:
         """This process's contiguous part of a batch of `size` images of all processes."""

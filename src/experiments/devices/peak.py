@@ -1,30 +1,134 @@
-"""A device's compute bound, measured: the floating-point operations per second of a large square
-fp32 matrix product, the best of a few. A run's images/s cannot beat this over 3x its model's
-FLOPs per image (the backward pass costs about twice the forward), so the report draws that as
-the model's bound on that device (trainer.measure_peak_flops, set by experiment=device_scaling)."""
+"""A device's compute bound, measured: the floating-point operations per second of large square
+matrix products in the run's precision. A run's images/s cannot beat this over its model's FLOPs
+per training image (times the GPUs it computes on), so the report draws that as the model's bound
+on that device (trainer.measure_peak_flops, set by experiment=device_scaling).
+
+On a GPU the products run back to back after a warm-up, timed with CUDA events, so neither the
+launches nor the host's clock are in the time; they are large enough to fill an H100. fp32 is
+measured as TF32 where the run's convolutions or matrix products may use TF32 (cuDNN's default on
+Ampere and later), bf16 and fp16 on the tensor cores their autocast uses. On the CPU a quick,
+smaller measurement is timed with the host's clock.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 
+# What the report and results.json call each precision a peak was measured in.
+PRECISION_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
-def matmul_flops_per_second(device: torch.device, size: int = 1024, repeats: int = 5) -> float:
-    """The best of `repeats` timed `size` x `size` matrix products on `device`, after one to warm
-    up (a product is 2 * size**3 operations: a multiply-add is two, as the model's count has it)."""
-    a = torch.randn(size, size, device=device)
-    b = torch.randn(size, size, device=device)
-    best = float("inf")
-    for _ in range(repeats + 1):
-        _synchronize(device)
+
+@dataclass(frozen=True)
+class Measurement:
+    """How a peak is measured: `timings` timings of `products` back-to-back `size` x `size`
+    products in `dtype` (with TF32 where `tf32`), the best taken, after `warm_up` products."""
+
+    dtype: torch.dtype
+    tf32: bool
+    size: int
+    products: int
+    timings: int
+    warm_up: int
+
+    @property
+    def precision(self) -> str:
+        """fp32, tf32, bf16 or fp16: what results.json records as `device_peak_precision`."""
+        return "tf32" if self.tf32 else PRECISION_NAMES[self.dtype]
+
+
+@dataclass(frozen=True)
+class Peak:
+    """A measured peak, and the precision it was measured in (`Measurement.precision`)."""
+
+    flops_per_second: float
+    precision: str
+
+
+def measurement_for(
+    device_type: str, autocast_dtype: torch.dtype | None, tf32: bool
+) -> Measurement:
+    """How to measure the peak a run on `device_type` can reach: in its autocast dtype (None:
+    fp32, with TF32 where `tf32`, that is where the run's fp32 may use it on this GPU)."""
+    dtype = autocast_dtype or torch.float32
+    uses_tf32 = tf32 and device_type == "cuda" and dtype == torch.float32
+    if device_type == "cuda":
+        # Large enough to fill an H100's units (its plain fp32 ones are about 7 times slower than
+        # TF32's, so half the size does), several products per timing, so one launch is nothing.
+        tensor_cores = uses_tf32 or dtype != torch.float32
+        return Measurement(dtype, uses_tf32, 8192 if tensor_cores else 4096, 4, 5, 4)
+    # Well under a second: most CPUs emulate bfloat16, at a hundredth of fp32's speed.
+    return Measurement(dtype, False, 1024 if dtype == torch.float32 else 256, 1, 3, 1)
+
+
+def tf32_in_use(device: torch.device) -> bool:
+    """Whether fp32 runs on `device` may compute in TF32: a GPU with TF32 units (Ampere and
+    later) where cuDNN (convolutions: on by default) or cuBLAS (matrix products) may use it."""
+    if device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 0):
+        return False
+    return _convolutions_in_tf32() or torch.get_float32_matmul_precision() != "highest"
+
+
+def _convolutions_in_tf32() -> bool:
+    # torch 2.9 and later have a setting per operation; reading the older flag where either was
+    # set the newer way raises.
+    newer = getattr(getattr(torch.backends.cudnn, "conv", None), "fp32_precision", None)
+    return torch.backends.cudnn.allow_tf32 if newer is None else newer == "tf32"
+
+
+def measure(device: torch.device, autocast_dtype: torch.dtype | None) -> Peak:
+    """The peak FLOP/s of `device` in the precision of a run that autocasts to `autocast_dtype`
+    (None: fp32), and that precision's name."""
+    how = measurement_for(device.type, autocast_dtype, tf32_in_use(device))
+    return Peak(matmul_flops_per_second(device, how), how.precision)
+
+
+def matmul_flops_per_second(device: torch.device, how: Measurement) -> float:
+    """The best of `how.timings` timings of products on `device` (a product is 2 * size**3
+    operations: a multiply-add is two, as the model's count has it)."""
+    a, b = (torch.randn(how.size, how.size, device=device, dtype=how.dtype) for _ in range(2))
+    product = torch.empty_like(a)
+
+    def products(count: int) -> None:
+        for _ in range(count):
+            torch.mm(a, b, out=product)
+
+    with _matmul_tf32(how.tf32):
+        products(how.warm_up)  # cuBLAS chooses its kernel, the clocks rise
+        best = min(_seconds(lambda: products(how.products), device) for _ in range(how.timings))
+    return 2 * how.size**3 * how.products / best
+
+
+def _seconds(work: Callable[[], None], device: torch.device) -> float:
+    """How long `work` takes on `device`: between CUDA events around it on a GPU (the host
+    returns before the GPU is done), by the host's clock on the CPU."""
+    if device.type != "cuda":
         start = time.perf_counter()
-        torch.mm(a, b)
-        _synchronize(device)
-        best = min(best, time.perf_counter() - start)
-    return 2 * size**3 / best
+        work()
+        return time.perf_counter() - start
+    with torch.cuda.device(device):
+        start_event, end_event = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        start_event.record()
+        work()
+        end_event.record()
+        end_event.synchronize()
+        return start_event.elapsed_time(end_event) / 1000
 
 
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":  # the host returns before the GPU is done
-        torch.cuda.synchronize(device)
+@contextmanager
+def _matmul_tf32(enabled: bool) -> Iterator[None]:
+    """cuBLAS's fp32 products in TF32 while a TF32 peak is measured (the run's convolutions may
+    use TF32 where its products do not); the run's setting again after."""
+    if not enabled:
+        yield
+        return
+    was = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(was)

@@ -58,8 +58,16 @@ def fix_cublas_workspace() -> None:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
 
 
-def apply(visible: list[int] | None, threads: int | None, deterministic: bool) -> None:
-    """A job's settings for its whole process; the GPUs first, before anything asks torch.cuda."""
+def apply(
+    visible: list[int] | None,
+    threads: int | None,
+    deterministic: bool,
+    *,
+    cudnn_benchmark: bool = False,
+) -> None:
+    """A job's settings for its whole process; the GPUs first, before anything asks torch.cuda.
+    `cudnn_benchmark` lets cuDNN time its algorithms and keep the fastest, which a deterministic
+    job may not (validate refuses the pair; here determinism wins)."""
     number_gpus_by_bus()
     fix_cublas_workspace()
     set_visible_gpus(visible)
@@ -67,6 +75,8 @@ def apply(visible: list[int] | None, threads: int | None, deterministic: bool) -
         torch.set_num_threads(threads)
     if deterministic:
         make_deterministic()
+    else:
+        torch.backends.cudnn.benchmark = cudnn_benchmark
 
 
 @contextmanager

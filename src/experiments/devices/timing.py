@@ -42,3 +42,9 @@ class DeviceTimer:
         self._spans.clear()
         self._host_seconds = 0.0
         return seconds
+
+
+def wait_for(device: torch.device) -> None:
+    """Return once `device` has done the work queued on it (on the CPU, it has already)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)

@@ -4,7 +4,17 @@
 
 Written on the run's own SummaryWriter, into the event file of the run folder itself: torch's
 `SummaryWriter.add_hparams` would open a sub-run folder of its own, a second row in every view.
-The dashboard's metric columns are scalars of the same run folder, tagged `hparams/<name>`.
+The dashboard names each run (a "trial") by that folder, relative to the logdir: a sweep's job
+folders carry the values they were swept over (`3_device-cuda-1+model-lenet`,
+`experiments.config.naming`), so the trials keep them.
+
+The dashboard's metric columns are scalars of the same run folder, tagged `whole_run/<name>`: a
+single point each, which the Time Series tab shows as cards too. It orders its groups of cards by
+name, and `whole_run` comes after the curves' (`lr`, `perf`, `test`, `train`, `val`), so the tab
+opens on the curves. (Runs of earlier versions tagged them `hparams/<name>`, which came first.)
+
+The dashboard lists the hyperparameters marked as differing first (TensorBoard sorts them by that
+mark, then by name): those of the keys the run's sweep varies.
 
 The three HParams summaries (experiment, session start, session end) are built here from
 TensorBoard's own protos rather than with `torch.utils.tensorboard.summary.hparams`, which
@@ -14,7 +24,7 @@ records a bool as the number 1.0 (it checks for int before bool).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 from enum import Enum
 from typing import Any
 
@@ -87,25 +97,40 @@ def _plain(value: Any) -> Value:
     raise TypeError(f"a hyperparameter is a bool, int, float or str, not {value!r}")
 
 
+# The group of the metric columns' scalars (see above).
+METRICS_GROUP = "whole_run"
+
+
+def swept_columns(keys: Iterable[str]) -> list[str]:
+    """The columns of the keys a sweep varies: a column's own key (`optimizer.lr`) is that column
+    (`lr`), any other key a column of its name."""
+    column_of = {key: column for column, key in COLUMNS.items()}
+    return [column_of.get(key.lstrip("+~"), key.lstrip("+~")) for key in keys]
+
+
 def write(
     writer: SummaryWriter,
     hyperparameters: dict[str, Value],
     metrics: dict[str, float | None],
     step: int,
+    swept: Collection[str] = (),
 ) -> None:
     """Record the run's `hyperparameters` and its `metrics` at `step`, in the run folder `writer`
-    writes to. A metric this run has no value for (None: a run without a validation split has no
-    val_accuracy) is no column of its: it would be an empty one."""
+    writes to; the columns in `swept` (`swept_columns`) first, marked as differing. A metric this
+    run has no value for (None: a run without a validation split has no val_accuracy) is no
+    column of its: it would be an empty one."""
     metrics = {name: value for name, value in metrics.items() if value is not None}
+    first = {name: hyperparameters[name] for name in swept if name in hyperparameters}
+    hyperparameters = first | hyperparameters
     file_writer = writer._get_file_writer()
     for summary in (
-        _experiment(hyperparameters, [f"hparams/{name}" for name in metrics]),
+        _experiment(hyperparameters, [f"{METRICS_GROUP}/{name}" for name in metrics], first),
         _session_start(hyperparameters),
         _session_end(),
     ):
         file_writer.add_summary(summary, step)
     for name, value in metrics.items():
-        writer.add_scalar(f"hparams/{name}", value, step)
+        writer.add_scalar(f"{METRICS_GROUP}/{name}", value, step)
     writer.flush()
 
 
@@ -117,11 +142,14 @@ def _type(value: Value) -> api_pb2.DataType:
     return api_pb2.DATA_TYPE_STRING  # an int too: see _session_start
 
 
-def _experiment(hyperparameters: dict[str, Value], tags: list[str]) -> Summary:
-    """The dashboard's columns: every hyperparameter with its type, and the metric tags."""
+def _experiment(
+    hyperparameters: dict[str, Value], tags: list[str], swept: Collection[str]
+) -> Summary:
+    """The dashboard's columns: every hyperparameter with its type (those `swept` marked as
+    differing), and the metric tags."""
     experiment = api_pb2.Experiment(
         hparam_infos=[
-            api_pb2.HParamInfo(name=name, type=_type(value))
+            api_pb2.HParamInfo(name=name, type=_type(value), differs=name in swept)
             for name, value in hyperparameters.items()
         ],
         metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag)) for tag in tags],

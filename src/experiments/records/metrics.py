@@ -4,7 +4,8 @@
     events.out.tfevents.*  TensorBoard, grouped by split: per logged step train/loss and lr;
                            per epoch test/loss, test/accuracy (val/loss, val/accuracy with a
                            validation split) and perf/images_per_second (training); at the
-                           end, the run's HParams and test/confusion_matrix
+                           end, the run's HParams (its final numbers tagged whole_run/...)
+                           and test/confusion_matrix
 
 (Runs of versions before these groups tagged them train_loss, lr, test_loss, test_accuracy,
 val_loss, val_accuracy and confusion_matrix, with no speed; their files keep those tags.)
@@ -21,7 +22,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,7 +38,9 @@ from experiments.core.files import (
     write_text_atomically,
     writing,
 )
+from experiments.devices.host_load import HostLoad
 from experiments.records import confusion, hparams
+from experiments.records.speed import host_record, warm_up_record
 from experiments.training.loop import EvaluationResult, TrainingResult
 
 log = logging.getLogger("experiments")
@@ -156,8 +159,10 @@ class Metrics:
         test: EvaluationResult,
         val: EvaluationResult | None,
         classes: list[str],
+        host: HostLoad | None = None,
     ) -> dict[str, Any]:
-        """Log an epoch's numbers; returns them as its row of the run's history."""
+        """Log an epoch's numbers, with the other work on the host while it trained (`host`;
+        None: not known); returns them as its row of the run's history."""
         validation = {} if val is None else {"val_loss": val.loss, "val_accuracy": val.accuracy}
         row = {
             "epoch": epoch,
@@ -176,6 +181,9 @@ class Metrics:
             "compute_seconds": training.compute_seconds,
             "eval_seconds": test.seconds + (val.seconds if val else 0.0),
             "epoch_seconds": training.seconds + test.seconds + (val.seconds if val else 0.0),
+            # Its first steps, timed apart when they warmed up (`records.speed`).
+            "warm_up": warm_up_record(training.warm_up),
+            **host_record(host),
         }
         self._write(kind="epoch", **row)
         for key, tag in EPOCH_TAGS.items():
@@ -188,11 +196,13 @@ class Metrics:
         hyperparameters: dict[str, bool | int | float | str],
         numbers: dict[str, float | None],
         global_step: int,
+        swept: Collection[str] = (),
     ) -> None:
-        """The run's hyperparameters and final `numbers`, for TensorBoard's HParams tab."""
+        """The run's hyperparameters and final `numbers`, for TensorBoard's HParams tab, the
+        columns its sweep varies (`swept`) first."""
         if self.writes:
             with writing(self.dir / EVENTS), interrupts.held():
-                hparams.write(self._writer(), hyperparameters, numbers, global_step)
+                hparams.write(self._writer(), hyperparameters, numbers, global_step, swept)
 
     def end_records(self) -> set[str]:
         """Which of the records written at a run's end ("hparams", "confusion_matrix") its event

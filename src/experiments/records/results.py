@@ -33,6 +33,7 @@ from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
 from experiments.records import checkpoints
 from experiments.records.environment import versions
 from experiments.records.log_file import HeldLog
+from experiments.records.speed import host_summary, speed_summary
 from experiments.training.selection import Monitor, selected_epoch
 
 
@@ -177,10 +178,14 @@ def training_summary(history: list[dict[str, Any]], monitor: Monitor | None) -> 
         "final_val_accuracy": last.get("val_accuracy"),
         "final_test_accuracy": last["test_accuracy"],
         "train_loss": last["train_loss"],
-        "train_images_per_second": sum(row["train_images"] for row in history) / train_seconds,
+        # Warm-up left out; the median over the epochs measured, and their range.
+        **speed_summary(history),
+        # Whether other work on the host competed with the run.
+        **host_summary(history),
         "epoch_seconds": [row["epoch_seconds"] for row in history],
-        # Where training time went: waiting for batches (of which copying them to the device),
-        # and computing. Copies and compute share one CUDA stream: they never overlap.
+        # Where training time went: the host waiting for batches, computing, and apart, copying
+        # batches to the device: on a GPU the copies' time there, asynchronous, so overlapping
+        # the host's wait (not a part of it) but not the compute (they share one CUDA stream).
         **{
             f"{part}_share": sum(row[f"{part}_seconds"] for row in history) / train_seconds
             for part in ("wait", "copy", "compute")

@@ -24,14 +24,15 @@ except ImportError:  # an optional extra: the report without intervals
     student_t = None
 
 Row = dict[str, Any]
-Quantile = Callable[[int], float]  # Student's t quantile for a number of degrees of freedom
+# Student's t quantile for a number of degrees of freedom (Welch's need not be whole).
+Quantile = Callable[[float], float]
 
 SEED = "trainer.seed"
 CONFIDENCE = 0.95
 GET_INTERVALS = "pip install -e '.[stats]'"
 
 
-def t_quantile(degrees_of_freedom: int) -> float:
+def t_quantile(degrees_of_freedom: float) -> float:
     """The two-sided 95% quantile of Student's t: 12.706 for 1 degree of freedom, 4.303 for 2."""
     return float(student_t.ppf((1 + CONFIDENCE) / 2, degrees_of_freedom))
 
@@ -119,13 +120,20 @@ class Configuration:
         return text
 
 
-def configurations(rows: Sequence[Row]) -> list[Configuration]:
-    """The completed runs of a report's rows, grouped by their swept values less the seed, in the
+def not_the_seed(key: str) -> bool:
+    return key != SEED
+
+
+def configurations(
+    rows: Sequence[Row], counts: Callable[[str], bool] = not_the_seed
+) -> list[Configuration]:
+    """The completed runs of a report's rows, grouped by their values of the swept keys that
+    `counts` (all but the seed; the report's figures of speed, those that change speed), in the
     order of each configuration's first run."""
     runs: dict[tuple[tuple[str, str], ...], list[Row]] = {}
     for row in rows:
         if row["status"] == "completed":
-            shared = tuple((key, value) for key, value in row["swept"].items() if key != SEED)
+            shared = tuple((key, value) for key, value in row["swept"].items() if counts(key))
             runs.setdefault(shared, []).append(row)
     return [Configuration(dict(shared), group) for shared, group in runs.items()]
 

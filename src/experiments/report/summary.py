@@ -15,21 +15,29 @@ listed as such, not left out, and so are the jobs a sweep planned but never star
                               selected epoch with its validation and test accuracy (the final
                               epoch without a validation split), the final test accuracy, how
                               much of the test split it was measured on when not all, train
-                              images/s and the speedup over the CPU run of the same
-                              configuration, the device's measured peak FLOP/s
-                              (trainer.measure_peak_flops), seconds per epoch, peak memory, and
-                              where training time went: waiting for batches, copying them to
-                              the device (the share spent moving data), computing; a column
-                              empty for every run is left out
+                              images/s (warm-up left out) and the speedup over the CPU run of
+                              the same configuration, "busy" where other work on the host
+                              competed with the run, the device's measured peak FLOP/s
+                              (trainer.measure_peak_flops) and the precision it was measured
+                              in, seconds per epoch, peak memory, and where training time went:
+                              waiting for batches, computing, and apart, copying them to the
+                              device (on a GPU the copies' time there, which overlaps the wait);
+                              a column empty for every run is left out
     configurations.csv        a row per configuration: its runs, those that differ only in
                               trainer.seed, summed up (`experiments.report.repeats`); summary.md
-                              and the console add its table where any configuration ran twice
-    throughput.png            train images/s, a bar per run labelled by its swept values
+                              and the console add its table where any configuration ran twice,
+                              then the verdicts on configurations that differ in one key
+                              (`experiments.report.verdicts`)
+    throughput.png            train images/s by speed group (the runs that share the keys that
+                              change speed, whatever their learning rate or seed): a dot per
+                              run, the mean and its 95% interval
     curves.png                test (and validation) accuracy in % and train loss per epoch, a
-                              line per run
+                              line per configuration: its runs' mean, with a band from lowest
+                              to highest; the loss axis spans the losses
     scaling.png               of a sweep over trainer.batch_size: train images/s against batch
-                              size, a line per device and model, with each one's compute bound
-                              where its peak was measured, and the time to accuracy beside it
+                              size, a line per speed group, with its compute bound where its
+                              peak was measured, and the time to accuracy (its target and
+                              split in the title) beside it
 """
 
 from __future__ import annotations
@@ -48,7 +56,7 @@ from experiments.core.errors import ExperimentError
 from experiments.core.files import read_json_lines, write_text_atomically
 from experiments.core.text import part_of_split, short_count
 from experiments.records.running import alive_here, recorded
-from experiments.report import plots, repeats
+from experiments.report import plots, repeats, verdicts
 from experiments.report.swept import swept_values
 from experiments.training.selection import Monitor, selected_epoch
 
@@ -105,20 +113,25 @@ COLUMNS = [
     Column("val_accuracy", "val acc", _percent),
     Column("test_accuracy", "test acc", _percent),
     Column("final_test_accuracy", "final test acc", _percent),
-    # "64 of 1,000" when only part of the test split was evaluated (trainer.limit_eval_batches).
+    # "64 of 1,000" when only part of the test split was evaluated (trainer.limit_eval_images).
     Column("test_images", "test images"),
     Column("train_images_per_second", "train img/s", "{:,.0f}".format),
     Column("speedup_vs_cpu", "vs cpu", "{:.1f}x".format),
-    # The device's measured fp32 matrix-product FLOP/s (trainer.measure_peak_flops).
+    # "busy" where other work on the host competed with the run (`devices.host_load`).
+    Column("host_busy", "host", lambda busy: "busy" if busy else ""),
+    # The device's measured matrix-product FLOP/s (trainer.measure_peak_flops), and the
+    # precision it was measured in: the run's (fp32 as tf32 where the GPU's convolutions use it).
     Column("device_peak_flops", "peak FLOP/s", short_count),
+    Column("device_peak_precision", "peak in"),
     # Training seconds until trainer.target_accuracy was reached, or "not reached".
     Column("time_to_accuracy", "time to acc (s)", _seconds),
     Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
     Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
     Column("peak_cuda_memory_mb", "cuda MiB", "{:,.0f}".format),
     Column("wait_share", "data wait", _percent),
-    Column("copy_share", "copy to device", _percent),
     Column("compute_share", "compute", _percent),
+    # Not a part of the wait: on a GPU, asynchronous copies' time there, overlapping the wait.
+    Column("copy_share", "copy (GPU time, overlaps)", _percent),
 ]
 
 
@@ -156,6 +169,7 @@ def summary_row(run_dir: Path, folder: Path, history: list[Row]) -> Row:
     row["status"] = _status(results)
     row["reason"] = results.get("reason")
     row["loader"] = results.get("data", {}).get("loader")
+    row["gpus"] = gpus_used(results)  # what the compute bound multiplies the peak by
     if "device" in results:
         device = results["device"]
         row["device"] = device.get("used", device.get("requested"))
@@ -166,6 +180,8 @@ def summary_row(run_dir: Path, folder: Path, history: list[Row]) -> Row:
         row["time_to_accuracy"] = (
             "not reached" if reached["seconds"] is None else reached["seconds"]
         )
+        # What it was the time to, for the figures: 0.4 and "val" (no column of its own).
+        row["accuracy_target"] = (reached.get("target"), reached.get("split"))
     if history:
         if row["selected_epoch"] is None:  # a run still going, or stopped: its epochs so far
             validated = "val_accuracy" in history[-1]
@@ -182,6 +198,15 @@ def summary_row(run_dir: Path, folder: Path, history: list[Row]) -> Row:
     measured = in_split and row["test_accuracy"] is not None
     row["test_images"] = part_of_split(results["test_images"], in_split) if measured else None
     return row
+
+
+def gpus_used(results: dict[str, Any]) -> int | None:
+    """How many GPUs a run computed on, over all its processes: DataParallel's, or one per
+    torchrun process; None off GPUs (one CPU, whose peak is measured on all its cores)."""
+    device = results.get("device", {})
+    if device.get("type") != "cuda":
+        return None
+    return len(device.get("ids") or [device.get("index")]) * results.get("world_size", 1)
 
 
 def _status(results: dict[str, Any]) -> str:
@@ -311,13 +336,19 @@ def not_started(folder: Path) -> list[str]:
 
 
 def markdown(rows: Sequence[Row]) -> str:
-    """summary.md: the runs, and the configurations where any ran more than once."""
+    """summary.md: the runs, the configurations where any ran more than once, the verdicts on
+    those that differ in one key alone, and a warning where repeats ran back to back."""
     shown = columns(rows, in_console=False)
     cells = [[column.header for column in shown]]
     cells += [[column.cell(row) for column in shown] for row in rows]
     lines = _markdown_lines(cells)
     if repeated := _repeated_configurations(rows):
         lines += ["", repeats.heading() + ":", "", *_markdown_lines(repeated)]
+    said, warning = verdicts.on(rows)
+    if said:
+        lines += ["", verdicts.HEADING + ":", "", *(f"- {line}" for line in said)]
+    if warning:
+        lines += ["", warning]
     return "\n".join(lines) + "\n"
 
 
@@ -346,8 +377,8 @@ def _aligned_lines(cells: list[list[str]]) -> list[str]:
 
 def table(rows: Sequence[Row], folder: Path) -> str:
     """A plain-text table for the console: a count by status, the runs, why any failed, then
-    the configurations where any ran more than once. Columns empty in every row (CUDA memory on
-    the CPU) are left out."""
+    the configurations where any ran more than once, the verdicts and the warning of summary.md.
+    Columns empty in every row (CUDA memory on the CPU) are left out."""
     shown = columns(rows, in_console=True)
     body = [[column.header for column in shown]]
     body += [[column.cell(row) for column in shown] for row in rows]
@@ -359,4 +390,9 @@ def table(rows: Sequence[Row], folder: Path) -> str:
     reasons = [f"{row['run']}: {row['reason']}" for row in rows if row["reason"]]
     if repeated := _repeated_configurations(rows):
         reasons += [repeats.heading() + ":", *_aligned_lines(repeated)]
+    said, warning = verdicts.on(rows)
+    if said:
+        reasons += [verdicts.HEADING + ":", *(f"  {line}" for line in said)]
+    if warning:
+        reasons.append(warning)
     return "\n".join([f"{len(rows)} run(s) in {folder}: {tally}", *lines, *reasons])

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
@@ -20,6 +21,7 @@ from experiments.config.schemas import is_image_folder, is_users_data
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
 from experiments.core.text import display_path, part_of_split
+from experiments.data import subset
 from experiments.data.batches import Batches
 from experiments.devices import memory, process_settings
 from experiments.devices.description import device_record
@@ -72,7 +74,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
             mean=data.mean,
             std=data.std,
             device=device,
-            limit=cfg.limit_batches,
+            subset=evaluated_test_rows(cfg, trained, len(data.test)),
         )
         audit(model, nn.CrossEntropyLoss(), next(iter(test_batches)), device.plan)
         evaluation = loop.evaluate(model, test_batches, device, len(data.classes))
@@ -134,6 +136,32 @@ def _which_epoch(path: Path, state: dict[str, Any], trained: DictConfig) -> str:
     if path.name == checkpoints.LAST.name:
         return f"epoch {state['epoch']}, the last its run saved"
     return f"epoch {state['epoch']}"
+
+
+def evaluated_test_rows(cfg: DictConfig, trained: DictConfig, in_split: int) -> torch.Tensor | None:
+    """The rows of the test split (of `in_split` images) to evaluate (None: all): those
+    limit_images= or limit_fraction= take; else, on the data the checkpoint's run (`trained`,
+    its config) was trained on, the very images that run was tested on; else all."""
+    if cfg.limit_images is not None or cfg.limit_fraction is not None:
+        return subset.evaluated_rows(in_split, cfg.limit_images, cfg.limit_fraction)
+    if cfg.dataset is not None:
+        return None
+    run = trained.trainer
+    if run.get("limit_eval_batches"):  # a run of a version that tested on its first batches
+        count = run.limit_eval_batches * run.batch_size
+        rows = torch.arange(count) if count < in_split else None
+    else:
+        rows = subset.evaluated_rows(
+            in_split, run.get("limit_eval_images"), run.get("limit_eval_fraction")
+        )
+    if rows is not None:
+        log.info(
+            "testing on the %s test images its run was tested on (limit_fraction=1 tests on all "
+            "%s)",
+            f"{len(rows):,}",
+            f"{in_split:,}",
+        )
+    return rows
 
 
 def _dataset_to_evaluate(asked: DictConfig | None, trained: DictConfig) -> DictConfig:

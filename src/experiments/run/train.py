@@ -18,20 +18,22 @@ from typing import Any
 
 import torch
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from experiments.config import overrides, trust
-from experiments.config.build import build, plain
+from experiments.config.build import plain
 from experiments.config.choices import Interval
+from experiments.config.naming import sweep_keys
 from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core.errors import ExperimentError
 from experiments.core.files import remove_leftovers
 from experiments.core.text import display_path, part_of_split, shape_text
-from experiments.data import fingerprint
+from experiments.data import fingerprint, subset
 from experiments.data.batches import Augment, Batches
 from experiments.data.types import Split, Streamed
-from experiments.devices import memory, peak, precision, process_settings
+from experiments.devices import host_load, memory, peak, precision, process_settings
 from experiments.devices.description import device_record
 from experiments.devices.device import Device
 from experiments.devices.distributed import teardown, wait_for_all
@@ -47,6 +49,7 @@ from experiments.records import (
     own_folder,
     resume_checks,
     running,
+    speed,
 )
 from experiments.records.log_file import HeldLog
 from experiments.records.metrics import Metrics
@@ -61,6 +64,7 @@ from experiments.training import (
     loop,
     model_size,
     models,
+    optimizers,
     profiling,
     schedules,
     seeding,
@@ -131,6 +135,12 @@ class TrainingRun:
         self.selected_confusion: list[list[int]] = []  # the test split's, at the selected epoch
         self.stopped_early = False  # a resumed run, killed after it stopped early
         self.trained = False  # an epoch in this process (a resume may find none left)
+        # The host's load is read on the cores this process may use, of the run's processes.
+        self.host_cores = host_load.cores()
+        self.host_root = host_load.run_root()
+        self.setup_started = host_load.snapshot(self.host_root, self.host_cores)
+        # This process's first step (images, seconds): compilation's, with trainer.compile.
+        self.first_step: tuple[int, float] | None = None
 
     def setup(
         self, group: ProcessGroup, free_gpus: FreeGpus | None, resumed: dict[str, Any] | None
@@ -144,7 +154,12 @@ class TrainingRun:
             _say_what_a_replay_builds(cfg.replay, built)
         validate(cfg, group.world_size)
         setup.refuse_unknown_backend(trainer.compile)
-        process_settings.apply(cfg.device.visible, trainer.threads, trainer.deterministic)
+        process_settings.apply(
+            cfg.device.visible,
+            trainer.threads,
+            trainer.deterministic,
+            cudnn_benchmark=trainer.cudnn_benchmark,
+        )
         results.add(deterministic=torch.are_deterministic_algorithms_enabled())
         if group.is_main and resumed is None:  # a resume's, once it is accepted
             environment.write(self.run_dir)
@@ -164,7 +179,13 @@ class TrainingRun:
             results.add(precision_note=note)
         results.add(channels_last=device.channels_last)
         if trainer.measure_peak_flops:
-            results.add(device_peak_flops=peak.matmul_flops_per_second(device.torch_device))
+            measured = peak.measure(device.torch_device, device.autocast_dtype)
+            results.add(
+                device_peak_flops=measured.flops_per_second,
+                device_peak_precision=measured.precision,
+            )
+            # Its matrices (up to 768 MiB on a GPU) are not the run's peak memory.
+            memory.reset_peak_memory(device.plan)
         self.data = data = setup.load_data(cfg.dataset, device)
         _refuse_targets_not_typed(cfg)  # (the data filled in fields)
         results.add(data={**data.record, **data.derived()})
@@ -193,7 +214,11 @@ class TrainingRun:
         loss_fn = device.placement.module(
             nn.CrossEntropyLoss(label_smoothing=trainer.label_smoothing)
         )
-        optimizer = build(cfg.optimizer)(model.parameters())
+        optimizer, fused = optimizers.build_optimizer(
+            cfg.optimizer, model.parameters(), device.type
+        )
+        cudnn_benchmark = trainer.cudnn_benchmark and device.type == "cuda"
+        results.add(optimizer_fused=fused, cudnn_benchmark=cudnn_benchmark)
         # The same shuffle (and augmentation) in every process; each takes its share of a batch.
         self.shuffle = torch.Generator().manual_seed(trainer.seed)
         augment = Augment(**cfg.dataset.augment, generator=self.shuffle)
@@ -250,9 +275,11 @@ class TrainingRun:
         if self.stopped_early:
             return
         first = len(self.history) + 1
+        self._warn_of_threads_above_free_cores()
         for epoch in range(first, trainer.epochs + 1):
             self.trained = True
             steps_before = (epoch - 1) * self.steps_per_epoch
+            started = host_load.snapshot(self.host_root, self.host_cores)
             with self._profiled(epoch == first) as after_step:
                 training = loop.train_epoch(
                     self.learner,
@@ -262,13 +289,20 @@ class TrainingRun:
                     log_step=partial(self.metrics.step, epoch, steps_before),
                     description=f"epoch {epoch}/{trainer.epochs}",
                     after_step=after_step,
+                    warm_up_steps=self._warm_up_steps(epoch == first),
                 )
+            host = self._host_load_since(started)
+            if epoch == first:
+                self.first_step = training.warm_up[0]
+                if trainer.profile:  # the profiler was on from its start to this step's end
+                    profiled = {"epoch": epoch, "first": 1, "last": profiling.STEPS}
+                    self.results.add(profiled_steps=profiled)
             if self.learner.step_scheduler is None:
                 self.scheduler.step()  # a schedule by epoch
             val = self._evaluate(self.val_batches) if self.val_batches else None
             test = self._evaluate(self.test_batches)
             steps = steps_before + self.steps_per_epoch
-            row = self.metrics.epoch(epoch, steps, training, test, val, self.data.classes)
+            row = self.metrics.epoch(epoch, steps, training, test, val, self.data.classes, host)
             self.history.append(row)
             selected = self.monitor is None or self.monitor.selected(self.history) is row
             if selected:
@@ -281,7 +315,7 @@ class TrainingRun:
             self.results.add(epochs_completed=epoch)
             last = epoch == trainer.epochs or stop is not None
             self._save_checkpoints(epoch, last=last, best=self.monitor is not None and selected)
-            _log_epoch(epoch, trainer.epochs, training, test, val, self.cfg.scheduler.name)
+            _log_epoch(epoch, trainer.epochs, training, test, val, self.cfg.scheduler.name, host)
             if trainer.target_accuracy is not None:
                 reached = self._time_to_accuracy()
                 if reached["epoch"] == epoch:
@@ -296,6 +330,11 @@ class TrainingRun:
         confusion matrix in TensorBoard; once every process has got here."""
         cfg = self.cfg
         summary = training_summary(self.history, self.monitor)
+        summary["compile_seconds"] = (
+            speed.compile_seconds(self.first_step, summary["train_images_per_second"])
+            if cfg.trainer.compile and self.first_step is not None
+            else None
+        )
         if cfg.trainer.target_accuracy is not None:
             summary["time_to_accuracy"] = self._time_to_accuracy()
         last_step = self.history[-1]["global_step"]
@@ -313,6 +352,7 @@ class TrainingRun:
                 | {name: float(count) for name, count in self.model_size.record().items()},
                 numbers,
                 last_step,
+                hparams.swept_columns(_swept_keys()),
             )
         if cfg.trainer.confusion_matrix and "confusion_matrix" not in written:
             title = (
@@ -328,7 +368,34 @@ class TrainingRun:
 
     def _time_to_accuracy(self) -> dict[str, Any]:
         split = "test" if self.val_batches is None else "val"
-        return time_to_accuracy.reached(self.history, self.cfg.trainer.target_accuracy, split)
+        trainer = self.cfg.trainer
+        # Every epoch's training counts, the first's compilation with it.
+        compiled = trainer.compile is not None
+        return time_to_accuracy.reached(self.history, trainer.target_accuracy, split, compiled)
+
+    def _warm_up_steps(self, first_epoch: bool) -> int:
+        """The steps at the start of an epoch timed apart as warm-up (`records.speed`): of the
+        first epoch this process trains, the first step, or those the profiler was on for."""
+        if not first_epoch:
+            return 0
+        return profiling.STEPS if self.cfg.trainer.profile else 1
+
+    def _host_load_since(self, started: host_load.Snapshot | None) -> host_load.HostLoad | None:
+        """The other work on this process's cores since `started` (None: not known)."""
+        now = host_load.snapshot(self.host_root, self.host_cores)
+        if started is None or now is None:
+            return None
+        return host_load.between(started, now, len(self.host_cores), torch.get_num_threads())
+
+    def _warn_of_threads_above_free_cores(self) -> None:
+        """trainer.threads above the cores other work left free while the run set up: its
+        threads would take turns on them, and its speed read low."""
+        threads = self.cfg.trainer.threads
+        load = self._host_load_since(self.setup_started)
+        if threads is None or load is None:
+            return
+        if warning := host_load.threads_above_free_cores(threads, load):
+            log.warning(warning)
 
     def _profiled(self, first_epoch: bool) -> AbstractContextManager[Callable[[], None] | None]:
         """The profiler over the first epoch this process trains, with trainer.profile (of the
@@ -346,6 +413,9 @@ class TrainingRun:
     ) -> Batches:
         trainer = self.cfg.trainer
         training = shuffle is not None
+        # Training is limited in steps; evaluation in images, the same whatever the batch size.
+        limit_eval = (trainer.limit_eval_images, trainer.limit_eval_fraction)
+        evaluated = None if training else subset.evaluated_rows(len(split), *limit_eval)
         return Batches(
             split,
             batch_size=trainer.batch_size,
@@ -353,7 +423,8 @@ class TrainingRun:
             std=self.data.std,
             device=self.device,
             shuffle=shuffle,
-            limit=trainer.limit_train_batches if training else trainer.limit_eval_batches,
+            limit=trainer.limit_train_batches if training else None,
+            subset=evaluated,
             augment=augment,
             fewest=fewest,
         )
@@ -488,6 +559,15 @@ def _overrides() -> list[str]:
     return OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
 
 
+def _swept_keys() -> set[str]:
+    """The keys this job's sweep varies (its command line's or its sweeper's, as its
+    `multirun.yaml` says); none outside a sweep."""
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return set()
+    multirun_yaml = Path(HydraConfig.get().sweep.dir) / "multirun.yaml"
+    return sweep_keys(multirun_yaml) if multirun_yaml.is_file() else set()
+
+
 def _log_start(
     cfg: DictConfig,
     shape: tuple[int, int, int],
@@ -529,11 +609,14 @@ def _log_epoch(
     test: loop.EvaluationResult,
     val: loop.EvaluationResult | None,
     scheduler: str,
+    host: host_load.HostLoad | None,
 ) -> None:
     validation = f"val loss {val.loss:.4f}, val accuracy {100 * val.accuracy:.1f}%, " if val else ""
     lr = f"lr {training.lr:.3g}, " if scheduler != "none" else ""
+    busy = f" ({host.text()})" if host is not None and host.busy else ""
     log.info(
-        "epoch %d/%d: train loss %.4f, %stest loss %.4f, test accuracy %.1f%%, %s%s img/s, %.1f s",
+        "epoch %d/%d: train loss %.4f, %stest loss %.4f, test accuracy %.1f%%, %s%s img/s%s, "
+        "%.1f s",
         epoch,
         epochs,
         training.loss,
@@ -542,6 +625,7 @@ def _log_epoch(
         100 * test.accuracy,
         lr,
         f"{training.images_per_second:,.0f}",
+        busy,
         training.seconds + test.seconds + (val.seconds if val else 0.0),
     )
 
@@ -565,6 +649,13 @@ def _log_summary(summary: dict[str, Any], plan: DevicePlan, run_dir: Path) -> No
         )
     if "time_to_accuracy" in summary:
         selected += f", {time_to_accuracy.text(summary['time_to_accuracy'])}"
+    # Before the final line, which names the run folder last.
+    if summary["host_busy"]:
+        log.warning(
+            "host busy: other processes used %.0f%% of the cores this run could use while it "
+            "trained, so its speed reads low; compare it only with runs on a quiet host",
+            100 * summary["host_other_cpu_share"],
+        )
     log.info(
         "completed: %s, %s img/s on %s, %d epoch(s) in %.1f s -> %s",
         selected,

@@ -12,7 +12,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -24,7 +24,7 @@ from experiments.data.batches import Batches
 from experiments.devices.device import Device
 from experiments.devices.distributed import summed
 from experiments.devices.process_group import ProcessGroup
-from experiments.devices.timing import DeviceTimer
+from experiments.devices.timing import DeviceTimer, wait_for
 from experiments.devices.wrapping import without_gradient_sync
 
 # A progress bar is its own process's: a thread lock will do. tqdm's default also takes a
@@ -46,9 +46,15 @@ class TrainingResult:
     images: int
     seconds: float
     wait_seconds: float  # the loop waiting for batches (host clock)
-    copy_seconds: float  # of which, copying them to the device
+    # Copying them to the device: on a GPU, the copies' own time there (CUDA events), which the
+    # host does not wait for, so not a part of wait_seconds (and may exceed it); on the CPU, the
+    # host's copies, within wait_seconds.
+    copy_seconds: float
     compute_seconds: float  # forward, backward and optimizer step (on the device)
     lr: float  # of the epoch's last step
+    # The images and seconds from the epoch's start to the end of each of its warm-up steps (the
+    # first `warm_up_steps` optimizer steps), the device waited for at each.
+    warm_up: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def images_per_second(self) -> float:
@@ -90,11 +96,13 @@ def train_epoch(
     log_step: StepLogger,
     description: str,
     after_step: Callable[[], object] | None = None,
+    warm_up_steps: int = 0,
 ) -> TrainingResult:
     """One pass of optimizer steps over `batches`, one every `learner.accumulate_batches` batches
     (`log_interval` and the logged step count optimizer steps), calling `after_step` after each;
     losses and speeds count every process of `device.group`. The forward pass and the loss run
-    in `device.autocast()`; its scaler scales the loss for fp16 and passes it through otherwise."""
+    in `device.autocast()`; its scaler scales the loss for fp16 and passes it through otherwise.
+    The first `warm_up_steps` steps (compiling, autotuning, profiling) are timed on their own."""
     model, loss_fn, optimizer = learner.model, learner.loss_fn, learner.optimizer
     scaler, group, accumulate = device.scaler, device.group, learner.accumulate_batches
     model.train()
@@ -106,6 +114,7 @@ def train_epoch(
     interval_losses: list[torch.Tensor] = []
     epoch_loss = 0.0
     interval_first = 0  # the interval's first batch
+    warm_up: list[tuple[int, float]] = []
     started = interval_started = time.perf_counter()
     progress = tqdm(
         batches,
@@ -145,6 +154,9 @@ def train_epoch(
         compute.stop(span)
         if after_step is not None:
             after_step()  # a profiler's
+        if step <= warm_up_steps:
+            wait_for(device.torch_device)  # its time is the step's, not the next one's
+            warm_up.append((sum(batches.sizes[: index + 1]), time.perf_counter() - started))
 
         if step % log_interval == 0 or index == len(batches) - 1:
             images_seen = sum(batches.sizes[interval_first : index + 1])
@@ -170,7 +182,9 @@ def train_epoch(
     seconds = time.perf_counter() - started
     images = batches.count_images()
     waited, copying = batches.times()
-    return TrainingResult(epoch_loss / images, images, seconds, waited, copying, compute.take(), lr)
+    return TrainingResult(
+        epoch_loss / images, images, seconds, waited, copying, compute.take(), lr, warm_up
+    )
 
 
 @contextmanager

@@ -10,10 +10,12 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from torch.autograd import DeviceType
+from torch.autograd.profiler_util import FunctionEventAvg
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from experiments.core.files import write_atomically, writing
@@ -56,24 +58,56 @@ def _save(profiler: profile, path: Path, device_type: str) -> None:
         exported = Path(folder) / path.name
         profiler.export_chrome_trace(str(exported))
         write_atomically(path, lambda file: file.write(exported.read_bytes()))
-    # Without the steps' own spans (ProfilerStep*): the time between operators, not an operator.
-    averages = [event for event in profiler.key_averages() if event.key != "ProfilerStep*"]
-    own_time = "self_device_time_total" if device_type == "cuda" else "self_cpu_time_total"
-    total = sum(getattr(event, own_time) for event in averages) or 1
-    top = sorted(averages, key=lambda event: getattr(event, own_time), reverse=True)
+    ranked, total = own_times(profiler.key_averages(), on_gpu=device_type == "cuda")
     lines = [
-        f"  {(took := getattr(event, own_time)) / 1000:8.2f} ms {100 * took / total:4.0f}%  "
-        + event.key
-        for event in top[:TOP_OPERATORS]
+        f"  {took / 1000:8.2f} ms {100 * took / (total or 1):4.0f}%  {name}"
+        for name, took in ranked[:TOP_OPERATORS]
     ]
     where = "GPU" if device_type == "cuda" else "CPU"
     log.info(
         "profile of training steps %d to %d: %s; the operators that took most %s time "
-        "(their own, over %d steps):\n%s",
+        "(their own, and their share of the %.2f ms it ran over %d steps):\n%s",
         FIRST,
         STEPS,
         display_path(path),
         where,
+        total / 1000,
         RECORDED,
         "\n".join(lines),
     )
+
+
+def own_times(
+    averages: Sequence[FunctionEventAvg], on_gpu: bool
+) -> tuple[list[tuple[str, float]], float]:
+    """The operators, most first, by the microseconds of their own on the GPU (the kernels each
+    launched itself) or on the CPU (outside the operators it called), and the whole time those
+    are a share of: every kernel and copy the GPU ran, or the operators' own CPU time together.
+
+    On a GPU, `key_averages()` holds each kernel twice: as an event of the GPU's, and in the own
+    device time of the operator that launched it. The operators are ranked, the GPU's events
+    summed (as torch's own table sums them), so each kernel counts once."""
+    operators = [
+        event
+        for event in averages
+        # Without the steps' own spans: the time between operators, not an operator.
+        if event.device_type == DeviceType.CPU and event.key != "ProfilerStep*"
+    ]
+    own = "self_device_time_total" if on_gpu else "self_cpu_time_total"
+    ranked = sorted(
+        ((event.key, getattr(event, own)) for event in operators),
+        key=lambda pair: pair[1],
+        reverse=True,
+    )
+    if not on_gpu:
+        return ranked, sum(took for _, took in ranked)
+    return ranked, sum(event.self_device_time_total for event in averages if _on_the_gpu(event))
+
+
+def _on_the_gpu(event: FunctionEventAvg) -> bool:
+    """A kernel or copy the GPU ran: an event of the GPU's (not a span a user or the profiler
+    marked on it, such as ProfilerStep*, which covers kernels counted already), or, from the
+    legacy profiler, an operator holding its own kernel's time."""
+    if event.device_type == DeviceType.CPU:
+        return event.is_legacy
+    return not event.is_user_annotation

@@ -1,0 +1,37 @@
+"""The images an evaluation is limited to (`trainer.limit_eval_images` or
+`trainer.limit_eval_fraction`, eval.py's `limit_images` or `limit_fraction`): the same images
+whatever the batch size, and the same for every run of the same data, so that runs with other
+batch sizes (an Optuna trial's, eval.py's) are tested on the same work."""
+
+from __future__ import annotations
+
+import torch
+
+# Fixed, not trainer.seed: runs that differ in their seed are tested on the same images.
+SUBSET_SEED = 0
+
+
+def limited_count(in_split: int, images: int | None, fraction: float | None) -> int:
+    """How many of a split's `in_split` images an evaluation takes: `images` of them, or
+    `fraction` of them (rounded, at least one); all of them without a limit or beyond the split."""
+    if images is not None:
+        return min(images, in_split)
+    if fraction is not None:
+        return min(in_split, max(1, round(fraction * in_split)))
+    return in_split
+
+
+def evaluated_rows(
+    in_split: int, images: int | None, fraction: float | None
+) -> torch.Tensor | None:
+    """The rows of a split of `in_split` images that an evaluation limited to `images` or a
+    `fraction` of them takes, in the split's order; None for the whole split.
+
+    Drawn at random by a generator of a fixed seed, not the first rows: an image folder's split
+    is read class by class, so its first rows are its first classes. A smaller limit's rows are
+    among a larger one's (the first of one permutation)."""
+    count = limited_count(in_split, images, fraction)
+    if count == in_split:
+        return None
+    permutation = torch.randperm(in_split, generator=torch.Generator().manual_seed(SUBSET_SEED))
+    return permutation[:count].sort().values

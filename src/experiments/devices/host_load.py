@@ -1,0 +1,170 @@
+"""Whether other work competed with a run for the CPU cores it could use: a busy host makes a run
+slower, and a speed read without knowing so makes contention look like a difference.
+
+Linux's /proc counts every CPU's busy time (/proc/stat: user, nice, system, irq, softirq and
+steal, a hypervisor's other guests) and every process's own (/proc/PID/stat: utime and stime,
+with those of its children it has waited for). Over a span of the run, the busy time of the
+cores it may use (`os.sched_getaffinity`), less the time of the run's own processes (this one and
+everything it started: inductor's compile workers; under torchrun, torchrun's and every local
+process's), is the other work's. Read twice, the two snapshots give `HostLoad`. Elsewhere there is
+no /proc to read, and the load is None: not known, rather than guessed from a load average
+that counts the run itself and, in a container, the host's every other container.
+
+A run is called busy when the others took more than BUSY_SHARE of the cores the run uses beyond
+those it leaves free (trainer.threads below the cores): a machine at rest (a shell, sshd, a
+logger) takes a few percent of one core, while a tenth of a run's cores taken from it slows it
+by about as much, the size of a difference the report is asked to tell apart.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+# /proc/stat's fields of a CPU line that are work: user, nice, system, (not idle, iowait) irq,
+# softirq, steal. guest and guest_nice are counted in user and nice already.
+BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
+COUNTED_FIELDS = 8  # the fields summed for the total: the above, idle and iowait
+# The share of the run's cores other work may take before the run's timing is called busy.
+BUSY_SHARE = 0.10
+# The fewest ticks of the run's cores a span must have to be judged: /proc counts in ticks (a
+# hundredth of a second), and two snapshots' counts are each a tick off, 4% of 50.
+FEWEST_TICKS = 50
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Clock ticks so far: the busy and all ticks of the run's cores, and the run's own."""
+
+    busy: int
+    total: int
+    own: int
+
+
+@dataclass(frozen=True)
+class HostLoad:
+    """The other work on the run's cores between two snapshots."""
+
+    other_cpu_share: float  # of the run's cores' time, taken by other processes
+    cores: int  # the cores the run could use
+    busy: bool  # enough to slow the run (BUSY_SHARE)
+
+    @property
+    def other_cores(self) -> float:
+        """The cores other work kept busy, on average."""
+        return self.other_cpu_share * self.cores
+
+    def text(self) -> str:
+        """ "host busy: other processes used 43% of its 2 cores"."""
+        return (
+            f"host busy: other processes used {self.other_cpu_share:.0%} of its {self.cores} "
+            f"core{'s' if self.cores > 1 else ''}"
+        )
+
+
+def cpu_ticks(proc_stat: str, cpus: Iterable[int]) -> tuple[int, int]:
+    """The busy and all ticks of `cpus`, from /proc/stat's text."""
+    wanted = {f"cpu{cpu}" for cpu in cpus}
+    busy = total = 0
+    for line in proc_stat.splitlines():
+        name, *fields = line.split()
+        if name in wanted:
+            ticks = [int(field) for field in fields[:COUNTED_FIELDS]]
+            busy += sum(ticks[field] for field in BUSY_FIELDS if field < len(ticks))
+            total += sum(ticks)
+    return busy, total
+
+
+def process_ticks(proc_pid_stat: str) -> tuple[int, int, int]:
+    """(pid, parent's pid, ticks of its own and of the children it waited for) from the text
+    of /proc/PID/stat. The name, in parentheses, may hold spaces and parentheses itself."""
+    pid = int(proc_pid_stat.split(" ", 1)[0])
+    fields = proc_pid_stat.rpartition(")")[2].split()
+    # After the name: state, ppid, ..., utime, stime, cutime, cstime (fields 4 and 14-17).
+    return pid, int(fields[1]), sum(int(ticks) for ticks in fields[11:15])
+
+
+def tree_ticks(processes: Iterable[tuple[int, int, int]], root: int) -> int:
+    """The ticks of process `root` and of every process below it, of (pid, ppid, ticks)."""
+    children: dict[int, list[int]] = {}
+    ticks: dict[int, int] = {}
+    for pid, parent, own in processes:
+        children.setdefault(parent, []).append(pid)
+        ticks[pid] = own
+    total, waiting = 0, [root]
+    while waiting:
+        pid = waiting.pop()
+        total += ticks.get(pid, 0)
+        waiting += children.get(pid, [])
+    return total
+
+
+def between(start: Snapshot, end: Snapshot, cores: int, threads: int) -> HostLoad | None:
+    """The other work on a run's `cores` from `start` to `end`, for a run computing in
+    `threads` threads (the cores beyond them are the run's to leave to others); None for a
+    span too short to tell (FEWEST_TICKS)."""
+    total = end.total - start.total
+    if total < FEWEST_TICKS:
+        return None
+    other = max(end.busy - start.busy - (end.own - start.own), 0)
+    share = min(other / total, 1.0)
+    used = min(threads, cores)
+    taken = max(share * cores - (cores - used), 0.0)  # from the cores the run computes on
+    return HostLoad(share, cores, busy=taken > BUSY_SHARE * used)
+
+
+def free_cores(load: HostLoad) -> int:
+    """The run's cores that other work left free, to the nearest whole one (at least one)."""
+    return max(round(load.cores - load.other_cores), 1)
+
+
+def threads_above_free_cores(threads: int, load: HostLoad) -> str | None:
+    """The warning for trainer.threads=`threads` above the cores other work left free under
+    `load`, whose threads would take turns on them (None: they fit)."""
+    free = free_cores(load)
+    if threads <= free:
+        return None
+    return (
+        f"trainer.threads={threads} is more than the {free} core(s) other processes left free "
+        f"for this run (they kept {load.other_cores:.1f} of its {load.cores} cores busy while it "
+        f"set up): its speed will read low; use trainer.threads={free} or fewer, or a quieter "
+        "machine"
+    )
+
+
+def run_root() -> int:
+    """The process the run's own processes descend from: torchrun's, under torchrun (its local
+    processes are the run's), else this one."""
+    return os.getppid() if "TORCHELASTIC_RUN_ID" in os.environ else os.getpid()
+
+
+def cores() -> set[int]:
+    """The cores this process may run on."""
+    return os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+
+
+def snapshot(root: int, cpus: set[int]) -> Snapshot | None:
+    """The ticks so far of `cpus` and of the processes from `root` down; None without Linux's
+    /proc (or with one that cannot be read)."""
+    try:
+        busy, total = cpu_ticks((PROC / "stat").read_text(), cpus)
+    except OSError:
+        return None
+    if not total:
+        return None
+    return Snapshot(busy, total, tree_ticks(_processes(), root))
+
+
+def _processes() -> list[tuple[int, int, int]]:
+    """(pid, ppid, ticks) of every process that can be read (one may end while it is read)."""
+    found = []
+    for entry in PROC.iterdir():
+        if entry.name.isdigit():
+            try:
+                found.append(process_ticks((entry / "stat").read_text()))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found

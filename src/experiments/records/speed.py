@@ -1,0 +1,111 @@
+"""A run's training speed as a measurement: warm-up left out, the median over the epochs measured
+with their range, and whether other work on the host competed with it.
+
+Warm-up is each process's first epoch: the first step compiles (trainer.compile), autotunes
+cuDNN's kernels, fills the memory allocator's caches and, with trainer.profile, runs under the
+profiler to step `profiling.STEPS`; the epoch's last, smaller batch may compile again. Of a run
+with any other epoch, those epochs are left out whole. Where every epoch trained was a first one
+(a one-epoch run, or resumes that trained one epoch each), what follows their warm-up steps is
+measured instead; an epoch with no step after them is measured whole, and said to be.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from experiments.devices.host_load import HostLoad
+
+Row = dict[str, Any]
+
+
+def warm_up_record(warm_up: list[tuple[int, float]]) -> dict[str, Any] | None:
+    """An epoch row's `warm_up`: the steps timed apart at its start, their images and seconds
+    (None: it had none, a measured epoch)."""
+    if not warm_up:
+        return None
+    images, seconds = warm_up[-1]
+    return {"steps": len(warm_up), "images": images, "seconds": seconds}
+
+
+def host_record(load: HostLoad | None) -> dict[str, Any]:
+    """An epoch row's (and results.json's) host load: None where /proc could not tell."""
+    return {
+        "host_other_cpu_share": None if load is None else load.other_cpu_share,
+        "host_busy": None if load is None else load.busy,
+    }
+
+
+def speed_summary(history: Sequence[Row]) -> dict[str, Any]:
+    """results.json's training speed, from the epochs' rows: `train_images_per_second`, the median
+    over the measured epochs; `train_images_per_second_range`, their [min, max];
+    `train_speed_epochs`, which they are; `warm_up`, what was left out (`epochs`, `steps` of each,
+    null where whole epochs were, their training `seconds`, and `left_out`: false where nothing
+    was left to measure without them)."""
+    warm = [row for row in history if row.get("warm_up")]
+    measured = [row for row in history if not row.get("warm_up")]
+    if measured:
+        speeds = [_whole(row) for row in measured]
+        warm_up = _left_out(warm, steps=None, seconds=[row["train_seconds"] for row in warm])
+    else:
+        steady = [row for row in warm if row["train_images"] > row["warm_up"]["images"]]
+        measured = steady or warm
+        speeds = [_after_warm_up(row) if steady else _whole(row) for row in measured]
+        warm_up = _left_out(
+            warm,
+            steps=[row["warm_up"]["steps"] for row in warm],
+            seconds=[row["warm_up"]["seconds"] for row in warm],
+            left_out=bool(steady),
+        )
+    return {
+        "train_images_per_second": statistics.median(speeds),
+        "train_images_per_second_range": [min(speeds), max(speeds)],
+        "train_speed_epochs": [row["epoch"] for row in measured],
+        "warm_up": warm_up,
+    }
+
+
+def host_summary(history: Sequence[Row]) -> dict[str, Any]:
+    """results.json's host load over the epochs: the other processes' share of the run's cores
+    (weighed by each epoch's training seconds), and busy if any epoch was (null: not known)."""
+    known = [row for row in history if row.get("host_other_cpu_share") is not None]
+    if not known:
+        return host_record(None)
+    seconds = sum(row["train_seconds"] for row in known)
+    return {
+        "host_other_cpu_share": sum(
+            row["host_other_cpu_share"] * row["train_seconds"] for row in known
+        )
+        / seconds,
+        "host_busy": any(row["host_busy"] for row in known),
+    }
+
+
+def compile_seconds(first_step: tuple[int, float], images_per_second: float) -> float:
+    """What a first step of `first_step` (images, seconds) took beyond a step of the run's
+    measured speed: the compilation's time, with trainer.compile."""
+    images, seconds = first_step
+    return max(seconds - images / images_per_second, 0.0)
+
+
+def _after_warm_up(row: Row) -> float:
+    warm_up = row["warm_up"]
+    return (row["train_images"] - warm_up["images"]) / (row["train_seconds"] - warm_up["seconds"])
+
+
+def _whole(row: Row) -> float:
+    return row["train_images"] / row["train_seconds"]
+
+
+def _left_out(
+    warm: Sequence[Row], steps: list[int] | None, seconds: list[float], left_out: bool = True
+) -> dict[str, Any] | None:
+    if not warm:
+        return None
+    return {
+        "epochs": [row["epoch"] for row in warm],
+        "steps": steps,
+        "seconds": sum(seconds),
+        "left_out": left_out,
+    }

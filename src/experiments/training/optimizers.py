@@ -1,0 +1,95 @@
+"""The run's optimizer, built from `optimizer=`: its step fused into one kernel where torch has one
+for the device (`optimizer.fused`).
+
+Why on a GPU: before fp16's GradScaler lets an optimizer of the usual kind step, it reads back
+whether the step's gradients overflowed (`found_inf.item()` in `GradScaler._maybe_opt_step`), so
+the host waits for the GPU at every step. A fused optimizer (`_step_supports_amp_scaling`) is
+handed `found_inf` and the scale as tensors and skips an overflowed update on the GPU itself, so
+the host runs ahead. Clipping's `scaler.unscale_` and `clip_grad_norm_` stay on the GPU as well
+(no `error_if_nonfinite`), and the fused step takes the gradients as unscaled then.
+
+On the CPU torch (2.4 and later) has fused steps too, but there is no device to wait for, and
+they have not been measured here: `optimizer.fused=null` keeps torch's own choice there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from experiments.config.build import build
+from experiments.core.errors import ExperimentError
+
+# torch's optimizers with a fused step, and the operator that runs it. Whether this torch has
+# the operator for a device is asked of torch itself (`has_fused_kernel`): Adagrad's, say, came
+# to CUDA releases after the CPU's.
+FUSED_OPERATORS: dict[type, str] = {
+    torch.optim.Adam: "aten::_fused_adam_",
+    torch.optim.AdamW: "aten::_fused_adamw_",
+    torch.optim.SGD: "aten::_fused_sgd_",
+    torch.optim.Adagrad: "aten::_fused_adagrad_",
+}
+
+
+def has_fused_kernel(optimizer_class: object, device_type: str) -> bool:
+    """Whether this torch fuses the step of `optimizer_class` on `device_type` (cuda, cpu).
+    A class of one's own, or a subclass (whose step may not be torch's), has none."""
+    operator = FUSED_OPERATORS.get(optimizer_class) if isinstance(optimizer_class, type) else None
+    return operator is not None and torch._C._dispatch_has_kernel_for_dispatch_key(
+        operator, device_type.upper()
+    )
+
+
+def decide_fused(
+    requested: bool | None, optimizer_class: object, device_type: str, has_kernel: bool
+) -> bool:
+    """Whether to build the optimizer fused, given `optimizer.fused` (`requested`) and whether
+    torch `has_kernel` for it on `device_type`: null fuses on CUDA wherever torch can, false
+    never does, true does wherever torch can and refuses, in one line, where it cannot."""
+    if requested is None:
+        return device_type == "cuda" and has_kernel
+    if requested and not has_kernel:
+        name = getattr(optimizer_class, "__qualname__", str(optimizer_class))
+        fusable = ", ".join(
+            kind.__name__ for kind in FUSED_OPERATORS if has_fused_kernel(kind, device_type)
+        )
+        raise ExperimentError(
+            f"optimizer.fused=true, but torch {torch.__version__} has no fused step of {name} "
+            f"on {device_type} (it has {fusable or 'none'}); set optimizer.fused=null (fused "
+            "where torch can) or false"
+        )
+    return requested
+
+
+def build_optimizer(
+    config: DictConfig, parameters: Iterable[torch.nn.Parameter], device_type: str
+) -> tuple[torch.optim.Optimizer, bool]:
+    """The optimizer `config` names over `parameters` (on a `device_type` device), and whether
+    its step is fused. A resumed run keeps the way it was built now, whatever its checkpoint's
+    groups say (a CPU run's checkpoint resumed on a GPU fuses there)."""
+    built = build(config, leave_out=("fused",))
+    optimizer_class = getattr(built, "func", built)  # (a partial of the class, `_partial_`)
+    fused = decide_fused(
+        config.get("fused"),
+        optimizer_class,
+        device_type,
+        has_fused_kernel(optimizer_class, device_type),
+    )
+    optimizer = built(parameters, fused=True) if fused else built(parameters)
+    if optimizer_class in FUSED_OPERATORS:
+        optimizer.register_load_state_dict_pre_hook(_keep_built_fused)
+    return optimizer, fused
+
+
+def _keep_built_fused(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's optimizer state with each group fused as this optimizer's is:
+    `load_state_dict` would otherwise take the saved flag, and with it a step this run did not
+    choose (a fused step on a GPU handed to an unfused one would fail under GradScaler)."""
+    groups = [
+        {**saved_group, "fused": group["fused"]}
+        for saved_group, group in zip(saved["param_groups"], optimizer.param_groups, strict=False)
+    ]
+    return {**saved, "param_groups": groups}

@@ -1,0 +1,63 @@
+"""The device's measured peak, the compute bound's numerator: measured in the run's precision, with
+enough work to fill a large GPU, timed on the GPU (CUDA events), quick on the CPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from experiments.devices import peak
+from experiments.devices.peak import measurement_for
+
+
+@pytest.mark.parametrize(
+    ("device_type", "autocast_dtype", "tf32", "dtype", "size", "precision"),
+    [
+        # A GPU's fp32 runs convolutions in TF32 by default (Ampere and later): so is the peak.
+        ("cuda", None, True, torch.float32, 8192, "tf32"),
+        ("cuda", None, False, torch.float32, 4096, "fp32"),
+        ("cuda", torch.bfloat16, True, torch.bfloat16, 8192, "bf16"),
+        ("cuda", torch.float16, False, torch.float16, 8192, "fp16"),
+        ("cpu", None, True, torch.float32, 1024, "fp32"),  # no TF32 on a CPU
+        ("cpu", torch.bfloat16, False, torch.bfloat16, 256, "bf16"),  # emulated on most CPUs
+    ],
+)
+def test_the_peak_is_measured_in_the_runs_precision(
+    device_type: str,
+    autocast_dtype: torch.dtype | None,
+    tf32: bool,
+    dtype: torch.dtype,
+    size: int,
+    precision: str,
+) -> None:
+    how = measurement_for(device_type, autocast_dtype, tf32)
+    assert (how.dtype, how.size, how.precision) == (dtype, size, precision)
+    assert how.tf32 == (precision == "tf32")
+    if device_type == "cuda":  # back to back, so that no launch's overhead is in the time
+        assert how.products >= 4 and how.warm_up >= 1
+
+
+def test_the_cpu_peak_is_plausible_and_in_the_runs_dtype() -> None:
+    # Quick by its sizes (above): 0.2-0.5 s for both here.
+    fp32 = peak.measure(torch.device("cpu"), None)
+    bf16 = peak.measure(torch.device("cpu"), torch.bfloat16)
+    assert fp32.precision == "fp32" and bf16.precision == "bf16"
+    # Any CPU of this century multiplies fp32 matrices faster than 0.1 GFLOP/s; none at 100 T.
+    assert 1e8 < fp32.flops_per_second < 1e14
+    assert 0 < bf16.flops_per_second < 1e14
+
+
+@pytest.mark.gpu
+def test_a_gpus_peak_is_timed_on_the_gpu_in_each_precision() -> None:
+    cuda = torch.device("cuda", 0)
+    settings = torch.get_float32_matmul_precision()
+    fp32 = peak.matmul_flops_per_second(cuda, measurement_for("cuda", None, tf32=False))
+    tf32 = peak.matmul_flops_per_second(cuda, measurement_for("cuda", None, tf32=True))
+    bf16 = peak.measure(cuda, torch.bfloat16)
+    assert torch.get_float32_matmul_precision() == settings  # the run's own, put back
+    assert bf16.precision == "bf16"
+    assert all(1e11 < flops < 1e16 for flops in (fp32, tf32, bf16.flops_per_second))
+    if torch.cuda.get_device_capability(cuda) >= (8, 0):  # tensor cores for TF32 and bf16
+        assert peak.measure(cuda, None).precision == "tf32"  # cuDNN's default for convolutions
+        # At least twice fp32's rate on every such GPU (GeForce cards' TF32 only matches fp32).
+        assert bf16.flops_per_second > 1.5 * fp32

@@ -1,0 +1,164 @@
+"""The report's figures read as a person would read them, checked on the figures' own data: speed
+grouped by what changes speed, a dot per run with the mean and its interval; loss curves that
+span the losses, repeats as a mean with a band; a compute bound only where a peak was measured."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import matplotlib.pyplot as plt
+import pytest
+from matplotlib.collections import PathCollection
+
+from experiments.report import plots, repeats
+
+Row = dict[str, Any]
+
+
+@pytest.fixture(autouse=True)
+def _closed() -> Iterator[None]:
+    yield
+    plt.close("all")
+
+
+def run(name: str, speed: float | None, status: str = "completed", **swept: str) -> Row:
+    """A report's row of a run, as `summary.write_report` makes it (what the figures read)."""
+    return {
+        "run": name,
+        "status": status,
+        "device": swept.get("device", "cpu"),
+        "train_images_per_second": speed,
+        "time_to_accuracy": None,
+        "swept": swept,
+    }
+
+
+def test_a_learning_rate_sweep_is_one_speed_group_drawn_as_its_runs_mean_and_interval() -> None:
+    # The issue's sweep: optimizer.lr=0.01,0.1 ran at 731 and 330 img/s, one speed twice.
+    rows = [
+        run("0", 731.0, device="cpu", **{"optimizer.lr": "0.01"}),
+        run("1", 330.0, device="cpu", **{"optimizer.lr": "0.1"}),
+        run("2", 3000.0, device="cuda:0", **{"optimizer.lr": "0.01"}),
+        run("3", 3100.0, device="cuda:0", **{"optimizer.lr": "0.1"}),
+        run("4", 9.0, "failed", device="cuda:0", **{"optimizer.lr": "1.0"}),
+    ]
+    groups = plots.speed_groups(rows)
+    assert [(group.values, len(group.runs)) for group in groups] == [
+        ({"device": "cpu"}, 2),
+        ({"device": "cuda:0"}, 2),  # the failed run is no measurement
+    ]
+
+    figure = plots.throughput_figure(rows)
+    (axis,) = figure.axes
+    names, numbers = zip(
+        *(tick.get_text().split("\n") for tick in axis.get_yticklabels()), strict=True
+    )
+    assert names == ("device=cpu", "device=cuda:0")
+    dots = [
+        points.get_offsets() for points in axis.collections if isinstance(points, PathCollection)
+    ]
+    cpu_dots = [list(x_y) for x_y in dots[0]]
+    assert sorted(x for x, _ in cpu_dots) == [330.0, 731.0]  # each run, not a bar of one
+    assert all(-0.5 < y < 0.5 for _, y in cpu_dots)  # on the CPU's row
+    mean = repeats.spread([731.0, 330.0])
+    assert [axis.get_lines()[0].get_xdata()[0]] == [mean.mean]  # the mean's mark
+    low, high = mean.interval
+    assert numbers[0] == f"{mean.mean:,.0f} [{low:,.0f}, {high:,.0f}], n=2"
+    assert numbers[1].endswith(f"n=2  ({3050.0 / mean.mean:.1f}x cpu)")
+    assert axis.get_xlim()[0] == 0  # a length is a speed
+
+
+def test_the_keys_that_change_speed_group_the_runs_and_the_others_do_not() -> None:
+    for key in ("device", "model", "model.arch", "dataset.workers", "trainer.precision"):
+        assert plots.changes_speed(key), key
+    for key in ("optimizer.lr", "trainer.seed", "scheduler", "optimizer.weight_decay"):
+        assert not plots.changes_speed(key), key
+    rows = [
+        run("0", 100.0, **{"trainer.batch_size": "32", "trainer.seed": "0"}),
+        run("1", 110.0, **{"trainer.batch_size": "32", "trainer.seed": "1"}),
+        run("2", 190.0, **{"trainer.batch_size": "64", "trainer.seed": "0"}),
+    ]
+    groups = plots.speed_groups(rows)
+    assert [group.values for group in groups] == [
+        {"trainer.batch_size": "32"},
+        {"trainer.batch_size": "64"},
+    ]
+
+
+def history(*losses: float, accuracy: float = 0.1) -> list[Row]:
+    return [
+        {"epoch": epoch, "train_loss": loss, "test_accuracy": accuracy}
+        for epoch, loss in enumerate(losses, start=1)
+    ]
+
+
+def test_the_loss_axis_spans_the_losses_and_repeats_are_a_mean_with_a_band() -> None:
+    rows = [
+        run("0", 1.0, **{"model": "lenet", "trainer.seed": "0"}),
+        run("1", 1.0, **{"model": "lenet", "trainer.seed": "1"}),
+        run("2", 1.0, **{"model": "tudui", "trainer.seed": "0"}),
+    ]
+    # Losses near ln(10) = 2.3, as every short CIFAR-10 run has: from 0 they are one flat line.
+    histories = [history(2.31, 2.29), history(2.30, 2.25, accuracy=0.15), history(2.30, 2.27)]
+    figure = plots.curves_figure(rows, histories)
+    accuracy, loss = figure.axes
+    assert accuracy.get_ylim()[0] == 0 and accuracy.get_ylim()[1] >= 15  # the band in view
+
+    low, high = loss.get_ylim()
+    assert 2.2 < low < 2.25 and 2.31 < high < 2.36  # the losses fill the axis
+    legend = [text.get_text() for text in loss.get_legend().get_texts()]
+    assert legend == ["model=lenet (2 runs)", "model=tudui"]  # an entry per configuration
+    lenet, tudui = loss.get_lines()
+    assert list(lenet.get_ydata()) == pytest.approx([2.305, 2.27])  # the mean of the repeats
+    (band,) = loss.collections  # only the repeated configuration has one
+    edges = band.get_paths()[0].vertices[:, 1]
+    assert min(edges) == pytest.approx(2.25) and max(edges) == pytest.approx(2.31)
+    # Lines that may coincide differ in marker and dashes.
+    assert lenet.get_marker() != tudui.get_marker()
+    assert lenet.get_linestyle() != tudui.get_linestyle()
+
+
+def scaling_run(batch: str, speed: float, peak: float | None, seconds: float | str) -> Row:
+    return {
+        **run(batch, speed, device="cpu", **{"trainer.batch_size": batch}),
+        "device_peak_flops": peak,
+        "model_training_flops_per_image": 1000.0,
+        "time_to_accuracy": seconds,
+        "accuracy_target": (0.4, "val"),
+    }
+
+
+def test_the_bound_is_drawn_and_named_only_where_a_peak_was_measured() -> None:
+    measured = [scaling_run("32", 100.0, 1e6, 5.0), scaling_run("64", 150.0, 1e6, "not reached")]
+    figure = plots.scaling_figure(measured)
+    speed, seconds = figure.axes[:2]
+    assert [line.get_linestyle() for line in speed.get_lines()] == ["-", "--"]
+    legend = [text.get_text() for text in speed.get_legend().get_texts()]
+    assert legend == ["device=cpu", "bound: measured peak / train FLOPs per image"]
+    assert "dashed: compute bound" in speed.get_title()
+    assert seconds.get_title() == "Time to 40% validation accuracy"
+
+    unmeasured = [{**row, "device_peak_flops": None} for row in measured]
+    figure = plots.scaling_figure(unmeasured)
+    speed = figure.axes[0]
+    assert [line.get_linestyle() for line in speed.get_lines()] == ["-"]
+    assert [text.get_text() for text in speed.get_legend().get_texts()] == ["device=cpu"]
+    assert "bound" not in speed.get_title()
+
+
+def test_repeats_at_a_batch_size_are_their_mean_on_the_scaling_line() -> None:
+    rows = [
+        scaling_run("32", 100.0, None, 4.0),
+        {
+            **scaling_run("32", 120.0, None, 6.0),
+            "swept": {"trainer.batch_size": "32", "trainer.seed": "1"},
+        },
+        scaling_run("64", 150.0, None, 3.0),
+    ]
+    figure = plots.scaling_figure(rows)
+    speed, seconds = figure.axes[:2]
+    (line,) = speed.get_lines()
+    assert list(line.get_xdata()) == [32, 64] and list(line.get_ydata()) == [110.0, 150.0]
+    (timed,) = seconds.get_lines()
+    assert list(timed.get_ydata()) == [5.0, 3.0]

@@ -1,0 +1,186 @@
+"""The optimizer's step fused where torch has a kernel for the device (optimizer.fused): decided
+from the request, the class and torch's kernels; kept across a resume; and, on a GPU, the reason
+for it: fp16's gradient scaler then never makes the host wait for the GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from experiments.core.errors import ExperimentError
+from experiments.data.batches import Batches
+from experiments.data.types import Split
+from experiments.run.train import train
+from experiments.training import loop
+from experiments.training.models import LeNet
+from experiments.training.optimizers import build_optimizer, decide_fused, has_fused_kernel
+from helpers import SMALL, compose_config, on, results
+
+
+class OwnAdam(torch.optim.Adam):
+    """A subclass of one's own, whose step need not be torch's."""
+
+
+@pytest.mark.parametrize(
+    ("requested", "device_type", "has_kernel", "fused"),
+    [
+        (None, "cuda", True, True),  # the default: fused on GPUs, where it saves a wait per step
+        (None, "cpu", True, False),  # no device to wait for: torch's own choice
+        (None, "cuda", False, False),  # an optimizer torch has no fused step of
+        (False, "cuda", True, False),
+        (True, "cpu", True, True),
+    ],
+)
+def test_fused_where_asked_and_torch_can(
+    requested: bool | None, device_type: str, has_kernel: bool, fused: bool
+) -> None:
+    assert decide_fused(requested, torch.optim.Adam, device_type, has_kernel) is fused
+
+
+def test_fused_asked_where_torch_cannot_is_refused_in_one_line() -> None:
+    with pytest.raises(ExperimentError) as error:
+        decide_fused(True, torch.optim.RMSprop, "cpu", has_kernel=False)
+    assert str(error.value) == (
+        f"optimizer.fused=true, but torch {torch.__version__} has no fused step of RMSprop on cpu "
+        "(it has Adam, AdamW, SGD, Adagrad); set optimizer.fused=null (fused where torch can) or "
+        "false"
+    )
+
+
+def test_torch_is_asked_which_optimizers_it_fuses() -> None:
+    # torch 2.4 and later fuse Adam, AdamW and SGD on the CPU; never a class of one's own.
+    fused = [torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD]
+    assert all(has_fused_kernel(kind, "cpu") for kind in fused)
+    assert not has_fused_kernel(torch.optim.RMSprop, "cpu")
+    assert not has_fused_kernel(OwnAdam, "cpu")
+
+
+def test_a_fused_step_on_the_cpu_trains_as_the_unfused_one() -> None:
+    fused_model, plain_model = tiny_model(), tiny_model()
+    fused, was_fused = build("adam", fused_model, "optimizer.fused=true")
+    plain, plain_fused = build("adam", plain_model)
+    assert (was_fused, plain_fused) == (True, False)  # null: not on the CPU
+    assert fused.param_groups[0]["fused"] is True
+    for model, optimizer in ((fused_model, fused), (plain_model, plain)):
+        for _ in range(3):
+            optimizer.zero_grad()
+            model(torch.ones(2, 4)).square().sum().backward()
+            optimizer.step()
+    for fused_weight, plain_weight in zip(
+        fused_model.parameters(), plain_model.parameters(), strict=True
+    ):
+        torch.testing.assert_close(fused_weight, plain_weight)
+
+
+def test_a_resumed_optimizer_keeps_the_step_it_was_built_with() -> None:
+    # A CPU run's checkpoint (unfused) resumed where the optimizer is fused, and back: the saved
+    # groups' flag would otherwise replace the one decided now.
+    model = tiny_model()
+    unfused, _ = build("sgd_momentum", model, "optimizer.fused=false")
+    fused, _ = build("sgd_momentum", model, "optimizer.fused=true")
+    model(torch.ones(2, 4)).sum().backward()
+    unfused.step()
+    fused.load_state_dict(unfused.state_dict())
+    assert fused.param_groups[0]["fused"] is True
+    unfused.load_state_dict(fused.state_dict())
+    assert not unfused.param_groups[0]["fused"]
+
+
+def test_a_run_records_whether_its_step_was_fused(tmp_path: Path) -> None:
+    train(compose_config(*SMALL, "optimizer=adam", "optimizer.fused=true"), tmp_path)
+    recorded = results(tmp_path)
+    assert (recorded["optimizer_fused"], recorded["cudnn_benchmark"]) == (True, False)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("precision", "accumulate", "optimizer", "clip"),
+    [
+        (torch.float16, 1, "adam", None),
+        (torch.float16, 2, "sgd_momentum", 1.0),  # clipping unscales first: on the GPU too
+        (torch.bfloat16, 2, "adam", 1.0),
+    ],
+)
+def test_fused_training_steps_never_make_the_host_wait_for_the_gpu(
+    precision: torch.dtype, accumulate: int, optimizer: str, clip: float | None
+) -> None:
+    train_steps_watched_for_waits(precision, accumulate, optimizer, clip, fused="null")
+
+
+@pytest.mark.gpu
+def test_unfused_fp16_steps_make_the_host_wait_for_the_gpu() -> None:
+    # What fusing saves, and proof that the watch above sees a wait: the scaler's found_inf.item().
+    with pytest.raises(RuntimeError, match="synchroniz"):
+        train_steps_watched_for_waits(torch.float16, 1, "adam", None, fused="false")
+
+
+def train_steps_watched_for_waits(
+    precision: torch.dtype, accumulate: int, optimizer: str, clip: float | None, fused: str
+) -> None:
+    """Train LeNet on the GPU through the project's loop, 4 optimizer steps, with CUDA raising
+    at any call that waits for the GPU in steps 2 and 3 (the first may start CUDA's lazy
+    state, and the last logs the epoch's loss, which waits by design)."""
+    fp16 = precision == torch.float16
+    device = on(
+        "cuda:0",
+        autocast_dtype=precision,
+        scaler=torch.amp.GradScaler("cuda", enabled=fp16),
+    )
+    torch.manual_seed(0)
+    model = LeNet().to(device.torch_device)
+    built, _ = build_optimizer(
+        compose_config(f"optimizer={optimizer}", f"optimizer.fused={fused}").optimizer,
+        model.parameters(),
+        "cuda",
+    )
+    steps = 4
+    images = torch.randint(0, 256, (16 * accumulate * steps, 3, 32, 32), dtype=torch.uint8)
+    batches = Batches(
+        Split(images, torch.randint(0, 10, (len(images),))),
+        batch_size=16,
+        mean=[0.5],
+        std=[0.5],
+        device=device,
+    )
+    learner = loop.Learner(
+        model, nn.CrossEntropyLoss(), built, gradient_clip=clip, accumulate_batches=accumulate
+    )
+    try:
+        loop.train_epoch(
+            learner,
+            batches,
+            device,
+            log_interval=steps,
+            log_step=lambda *logged: None,
+            description="watched",
+            after_step=watch_for_waits(first=2, last=steps - 1),
+        )
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def watch_for_waits(first: int, last: int) -> Callable[[], None]:
+    """An `after_step` that has CUDA raise at a synchronizing call from optimizer step `first`
+    through step `last`."""
+    done = [0]
+
+    def after_step() -> None:
+        done[0] += 1
+        watching = first - 1 <= done[0] < last
+        torch.cuda.set_sync_debug_mode("error" if watching else "default")
+
+    return after_step
+
+
+def tiny_model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Linear(4, 3)
+
+
+def build(option: str, model: nn.Module, *overrides: str) -> tuple[torch.optim.Optimizer, bool]:
+    config = compose_config(f"optimizer={option}", *overrides).optimizer
+    return build_optimizer(config, model.parameters(), "cpu")
