@@ -63,7 +63,11 @@ def test_a_run_whose_folder_is_deleted_ends_in_one_line_and_is_not_made_again(
     (run_dir,) = (path.parent for path in (tmp_path / "outputs").rglob("events.out.tfevents.*"))
     while run_dir.exists():  # again if the run wrote a file into it meanwhile
         assert time.monotonic() < deadline
-        shutil.rmtree(run_dir, ignore_errors=True)
+        # Moved away whole first: deleted in place, its files and folders go one by one, and
+        # the run could find its checkpoints/ gone while the run folder is still there.
+        trash = tmp_path / f"deleted-{time.monotonic_ns()}"
+        run_dir.rename(trash)
+        shutil.rmtree(trash, ignore_errors=True)
     _, stderr = started.communicate(timeout=120)
     assert started.returncode == 1
     assert "Traceback" not in stderr
