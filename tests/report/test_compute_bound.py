@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from experiments.report import plots
+from experiments.report import scaling
 from experiments.report.summary import gpus_used
 
 
@@ -32,6 +32,6 @@ def test_the_bound_of_a_run_on_several_gpus_multiplies_the_peak_by_them() -> Non
         run = {"device_peak_flops": 1e12, "model_training_flops_per_image": 1e9, "gpus": gpus}
         return [run, {**run, "device_peak_flops": 0.8e12}]  # the best peak of the line
 
-    assert plots.compute_bound(line(None)) == 1000.0  # the CPU, or a run of an earlier version
-    assert plots.compute_bound(line(1)) == 1000.0
-    assert plots.compute_bound(line(2)) == 2000.0  # two GPUs' images/s: two GPUs' FLOP/s
+    assert scaling.compute_bound(line(None)) == 1000.0  # the CPU, or a run of an earlier version
+    assert scaling.compute_bound(line(1)) == 1000.0
+    assert scaling.compute_bound(line(2)) == 2000.0  # two GPUs' images/s: two GPUs' FLOP/s

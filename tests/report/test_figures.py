@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.collections import PathCollection
 
-from experiments.report import plots, repeats
+from experiments.report import curves, repeats, scaling, throughput
 
 Row = dict[str, Any]
 
@@ -43,13 +43,13 @@ def test_a_learning_rate_sweep_is_one_speed_group_drawn_as_its_runs_mean_and_int
         run("3", 3100.0, device="cuda:0", **{"optimizer.lr": "0.1"}),
         run("4", 9.0, "failed", device="cuda:0", **{"optimizer.lr": "1.0"}),
     ]
-    groups = plots.speed_groups(rows)
+    groups = throughput.speed_groups(rows)
     assert [(group.values, len(group.runs)) for group in groups] == [
         ({"device": "cpu"}, 2),
         ({"device": "cuda:0"}, 2),  # the failed run is no measurement
     ]
 
-    figure = plots.throughput_figure(rows)
+    figure = throughput.throughput_figure(rows)
     (axis,) = figure.axes
     names, numbers = zip(
         *(tick.get_text().split("\n") for tick in axis.get_yticklabels()), strict=True
@@ -71,15 +71,15 @@ def test_a_learning_rate_sweep_is_one_speed_group_drawn_as_its_runs_mean_and_int
 
 def test_the_keys_that_change_speed_group_the_runs_and_the_others_do_not() -> None:
     for key in ("device", "model", "model.arch", "dataset.workers", "trainer.precision"):
-        assert plots.changes_speed(key), key
+        assert throughput.changes_speed(key), key
     for key in ("optimizer.lr", "trainer.seed", "scheduler", "optimizer.weight_decay"):
-        assert not plots.changes_speed(key), key
+        assert not throughput.changes_speed(key), key
     rows = [
         run("0", 100.0, **{"trainer.batch_size": "32", "trainer.seed": "0"}),
         run("1", 110.0, **{"trainer.batch_size": "32", "trainer.seed": "1"}),
         run("2", 190.0, **{"trainer.batch_size": "64", "trainer.seed": "0"}),
     ]
-    groups = plots.speed_groups(rows)
+    groups = throughput.speed_groups(rows)
     assert [group.values for group in groups] == [
         {"trainer.batch_size": "32"},
         {"trainer.batch_size": "64"},
@@ -101,7 +101,7 @@ def test_the_loss_axis_spans_the_losses_and_repeats_are_a_mean_with_a_band() -> 
     ]
     # Losses near ln(10) = 2.3, as every short CIFAR-10 run has: from 0 they are one flat line.
     histories = [history(2.31, 2.29), history(2.30, 2.25, accuracy=0.15), history(2.30, 2.27)]
-    figure = plots.curves_figure(rows, histories)
+    figure = curves.curves_figure(rows, histories)
     accuracy, loss = figure.axes
     assert accuracy.get_ylim()[0] == 0 and accuracy.get_ylim()[1] >= 15  # the band in view
 
@@ -131,16 +131,16 @@ def scaling_run(batch: str, speed: float, peak: float | None, seconds: float | s
 
 def test_the_bound_is_drawn_and_named_only_where_a_peak_was_measured() -> None:
     measured = [scaling_run("32", 100.0, 1e6, 5.0), scaling_run("64", 150.0, 1e6, "not reached")]
-    figure = plots.scaling_figure(measured)
+    figure = scaling.scaling_figure(measured)
     speed, seconds = figure.axes[:2]
     assert [line.get_linestyle() for line in speed.get_lines()] == ["-", "--"]
     legend = [text.get_text() for text in speed.get_legend().get_texts()]
-    assert legend == ["device=cpu", "bound: measured peak / train FLOPs per image"]
+    assert legend == ["device=cpu", scaling.BOUND]
     assert "dashed: compute bound" in speed.get_title()
     assert seconds.get_title() == "Time to 40% validation accuracy"
 
     unmeasured = [{**row, "device_peak_flops": None} for row in measured]
-    figure = plots.scaling_figure(unmeasured)
+    figure = scaling.scaling_figure(unmeasured)
     speed = figure.axes[0]
     assert [line.get_linestyle() for line in speed.get_lines()] == ["-"]
     assert [text.get_text() for text in speed.get_legend().get_texts()] == ["device=cpu"]
@@ -156,7 +156,7 @@ def test_repeats_at_a_batch_size_are_their_mean_on_the_scaling_line() -> None:
         },
         scaling_run("64", 150.0, None, 3.0),
     ]
-    figure = plots.scaling_figure(rows)
+    figure = scaling.scaling_figure(rows)
     speed, seconds = figure.axes[:2]
     (line,) = speed.get_lines()
     assert list(line.get_xdata()) == [32, 64] and list(line.get_ydata()) == [110.0, 150.0]

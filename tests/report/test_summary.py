@@ -13,7 +13,7 @@ import pytest
 from matplotlib.collections import PathCollection
 from tensorboard.plugins.hparams import metadata
 
-from experiments.report import plots
+from experiments.report import curves, scaling, throughput
 from experiments.report.summary import speedup_vs_cpu, table, write_report
 from helpers import Finished, metrics, plugin_data, read_events, results, train_cli
 
@@ -99,7 +99,7 @@ def test_swept_overrides_are_columns_and_empty_columns_are_left_out(
 
 
 def test_two_learning_rates_are_one_speed_a_dot_per_run(rows: list[dict[str, Any]]) -> None:
-    figure = plots.throughput_figure(rows)
+    figure = throughput.throughput_figure(rows)
     try:
         (axis,) = figure.axes  # one quantity, one axis
         (dots,) = [points for points in axis.collections if isinstance(points, PathCollection)]
@@ -116,7 +116,7 @@ def test_curves_are_in_percent_and_read_after_one_epoch(
     sweep: Finished, rows: list[dict[str, Any]]
 ) -> None:
     histories = [metrics(run, "epoch") for run in sweep.run_dirs]
-    figure = plots.curves_figure(rows, histories)
+    figure = curves.curves_figure(rows, histories)
     try:
         accuracy, loss = figure.axes
         dots = [line.get_ydata()[0] for line in accuracy.get_lines()]
@@ -202,7 +202,7 @@ def test_the_scaling_lines_join_runs_by_device_and_model_and_bound_only_what_was
         row("cuda:0", "32", "[8]", None),
         row("cpu", "32", "[16]", 900.0),
     ]
-    lines = plots.scaling_lines(rows)
+    lines = scaling.scaling_lines(rows)
     assert {
         name: [r["swept"]["trainer.batch_size"] for r in line] for name, line in lines.items()
     } == {
@@ -210,8 +210,8 @@ def test_the_scaling_lines_join_runs_by_device_and_model_and_bound_only_what_was
         "device=cuda:0, model.hidden_sizes=[8]": ["32"],
         "device=cpu, model.hidden_sizes=[16]": ["32"],
     }
-    assert plots.compute_bound(lines["device=cpu, model.hidden_sizes=[8]"]) == 900.0 / 300
-    assert plots.compute_bound(lines["device=cuda:0, model.hidden_sizes=[8]"]) is None
+    assert scaling.compute_bound(lines["device=cpu, model.hidden_sizes=[8]"]) == 900.0 / 300
+    assert scaling.compute_bound(lines["device=cuda:0, model.hidden_sizes=[8]"]) is None
     for each in rows:
         del each["swept"]["trainer.batch_size"]
-    assert plots.scaling_lines(rows) == {}
+    assert scaling.scaling_lines(rows) == {}

@@ -15,7 +15,7 @@ import torch
 from omegaconf import OmegaConf
 from PIL import Image
 
-from experiments.report import plots, verdicts
+from experiments.report import scaling, verdicts
 from experiments.report.summary import table, write_report
 from helpers import QUICK, ROOT, Finished, compose_config, results, train_cli
 
@@ -355,7 +355,7 @@ def test_the_device_scaling_study_draws_images_per_second_against_batch_size(
     assert_plot(folder / "throughput.png")
     assert_plot(folder / "curves.png")
     assert_plot(folder / "scaling.png")
-    figure = plots.scaling_figure(write_report(folder))
+    figure = scaling.scaling_figure(write_report(folder))
     speed, seconds = figure.axes[:2]
     line, bound = speed.get_lines()
     assert line.get_label() == "device=cpu, model.hidden_sizes=[16]"

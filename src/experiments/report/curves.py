@@ -1,0 +1,122 @@
+"""curves.png: accuracy in % and train loss per epoch, a line per configuration (the runs that
+differ only in trainer.seed: their mean, with a band from their lowest to their highest); the
+loss axis spans the losses."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+from matplotlib.ticker import MaxNLocator
+
+from experiments.report import repeats
+from experiments.report.drawing import Row, from_zero, label, spanning
+
+# Configurations whose numbers coincide (two placements train alike) would hide one another:
+# each has its own marker and dash, in a sequence that repeats only after 20, the markers hollow
+# and each smaller than the one before, so that one drawn over another leaves it in sight.
+MARKERS = ("o", "s", "^", "D", "v")
+DASHES = ("-", "--", ":", "-.")
+
+
+def curves_figure(rows: Sequence[Row], histories: Sequence[list[Row]]) -> Any:
+    """Test (and, faint, validation) accuracy in % and train loss per epoch, a line per
+    configuration (runs that differ only in the seed): the mean of its runs at each epoch, and a
+    band from their lowest to their highest; one legend entry per configuration. Accuracy is
+    drawn from 0 (a height reads as an amount); the loss axis spans the losses, which would be a
+    flat line at the top of an axis from 0."""
+    # No layout engine: the legend sits beside the axes, and savefig's tight box takes it in.
+    figure, (accuracy, loss) = plt.subplots(1, 2, figsize=(12, 4.5))
+    configurations = _configurations(rows, histories)
+    repeated = False
+    for number, (name, runs) in enumerate(configurations.items()):
+        style = {
+            "marker": MARKERS[number % 5],
+            "markersize": 9 - 1.5 * (number % 4),
+            "markerfacecolor": "none",
+            "linestyle": DASHES[number % 4],
+            "alpha": 0.85,
+        }
+        if len(runs) > 1:
+            repeated = True
+            name += f" ({len(runs)} runs)"
+        colour = _mean_and_band(accuracy, _per_epoch(runs, "test_accuracy", 100), style)
+        if all("val_accuracy" in history[-1] for history in runs):  # lighter, for validation
+            validation = _per_epoch(runs, "val_accuracy", 100)
+            _mean_and_band(accuracy, validation, {**style, "alpha": 0.4}, colour)
+        _mean_and_band(loss, _per_epoch(runs, "train_loss"), style, colour, name)
+    validated = any("val_accuracy" in runs[0][-1] for runs in configurations.values())
+    title = "Test accuracy (faint: validation)" if validated else "Test accuracy"
+    accuracy.set(title=title, xlabel="epoch", ylabel="accuracy (%)")
+    loss.set(title="Train loss", xlabel="epoch", ylabel="loss")
+    if repeated:
+        for axis in (accuracy, loss):
+            axis.set_title(f"{axis.get_title()}; repeats: mean, band from lowest to highest")
+    last = max(row["epoch"] for runs in configurations.values() for h in runs for row in h)
+    for axis in (accuracy, loss):
+        axis.grid(alpha=0.3)
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+        # Half an epoch either side: one epoch's dots would otherwise sit alone on 0.96 to 1.04.
+        axis.set_xlim(0.5, last + 0.5)
+    from_zero(accuracy)
+    accuracy.set_ylim(top=min(accuracy.get_ylim()[1], 100))
+    spanning(loss)
+    loss.legend(title="configuration", loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
+    return figure
+
+
+def _configurations(
+    rows: Sequence[Row], histories: Sequence[list[Row]]
+) -> dict[str, list[list[Row]]]:
+    """The epochs' rows of the runs that have any, by configuration (named by the swept values
+    its runs share but the seed), whatever their status: a run cut short shows how far it got."""
+    runs: dict[tuple[tuple[str, str], ...], list[tuple[Row, list[Row]]]] = {}
+    for row, history in zip(rows, histories, strict=True):
+        if history:
+            swept = row.get("swept") or {}
+            shared = tuple(
+                (key, value) for key, value in swept.items() if repeats.not_the_seed(key)
+            )
+            runs.setdefault(shared, []).append((row, history))
+    return {
+        label(dict(shared), [row for row, _ in pairs]): [history for _, history in pairs]
+        for shared, pairs in runs.items()
+    }
+
+
+Band = dict[int, list[float]]  # the runs' values at each epoch
+
+
+def _per_epoch(runs: Sequence[list[Row]], key: str, scale: float = 1) -> Band:
+    values: Band = {}
+    for history in runs:
+        for row in history:
+            values.setdefault(row["epoch"], []).append(scale * row[key])
+    return dict(sorted(values.items()))
+
+
+def _mean_and_band(
+    axis: Any, band: Band, style: dict[str, Any], colour: str | None = None, name: str = "_"
+) -> str:
+    """The mean line of `band` (labelled `name`; "_": no legend entry), and where several runs
+    reached an epoch the band between their lowest and highest values; returns its colour."""
+    epochs = list(band)
+    (line,) = axis.plot(
+        epochs,
+        [statistics.fmean(values) for values in band.values()],
+        color=colour,
+        label=name,
+        **style,
+    )
+    if any(len(values) > 1 for values in band.values()):
+        # Of the finite values: a diverged run's nan would make either end arbitrary.
+        finite = [
+            [value for value in values if math.isfinite(value)] or [math.nan]
+            for values in band.values()
+        ]
+        lowest, highest = [min(values) for values in finite], [max(values) for values in finite]
+        axis.fill_between(epochs, lowest, highest, color=line.get_color(), alpha=0.15, linewidth=0)
+    return line.get_color()

@@ -1,0 +1,117 @@
+"""throughput.png: train images/s by speed group (the runs that share the values of every swept
+key that changes speed, `SPEED_KEYS`, whatever their learning rate or seed): a dot per run, the
+group's mean and its 95% interval."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
+
+from experiments.report import repeats
+from experiments.report.drawing import Row, label
+
+# What changes how fast a run trains: a group's option or any key within it (`model.arch`,
+# `dataset.workers`, `device.ids`), and these keys of the trainer. Runs that differ only in other
+# keys (the learning rate, the optimizer's settings, the schedule, the seed) train at one speed:
+# their images/s are repeats of one measurement, whatever gap the machine's other work made.
+SPEED_GROUPS = ("model", "dataset", "device", "placement")
+SPEED_KEYS = (
+    "trainer.batch_size",
+    "trainer.precision",
+    "trainer.channels_last",
+    "trainer.compile",
+    "trainer.threads",
+    "trainer.accumulate_batches",
+    "trainer.deterministic",
+    "trainer.cudnn_benchmark",
+    "trainer.sync_batchnorm",
+    "trainer.keep_freed_memory",
+    "trainer.profile",
+)
+SPEED = next(measure for measure in repeats.MEASURES if measure.key == "train_images_per_second")
+
+
+def changes_speed(key: str) -> bool:
+    """Whether a swept key changes how fast a run trains (`SPEED_GROUPS`, `SPEED_KEYS`)."""
+    return key in SPEED_KEYS or key.split(".")[0].split("/")[0] in SPEED_GROUPS
+
+
+def speed_groups(rows: Sequence[Row]) -> list[repeats.Configuration]:
+    """The completed runs that measured their speed, by their values of the swept keys that
+    change speed, in the order of each group's first run."""
+    groups = repeats.configurations(rows, changes_speed)
+    return [group for group in groups if group.measured(SPEED)]
+
+
+def throughput_figure(rows: Sequence[Row]) -> Any:
+    """A row per speed group, all on one axis from 0 (so one length is one speed), coloured by
+    device: a dot per run, the mean (|) and its 95% interval (a bar, of two runs or more), named
+    with the mean, its interval, n and, off the CPU, the ratio to the CPU group of the same other
+    values."""
+    groups = speed_groups(rows)
+    figure, axis = plt.subplots(figsize=(8, 2.5 + 0.45 * len(groups)))
+    devices = list(dict.fromkeys(group.runs[0]["device"] for group in groups))
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colour = {device: palette[i % len(palette)] for i, device in enumerate(devices)}
+    for position, group in enumerate(groups):
+        speeds = group.measured(SPEED)
+        summed = group.spread(SPEED)
+        drawn = colour[group.runs[0]["device"]]
+        # The dots spread over a third of the row, so that equal speeds stay countable.
+        last = len(speeds) - 1
+        apart = [0.3 * i / last - 0.15 for i in range(len(speeds))] if last else [0.0]
+        axis.scatter(speeds, [position + offset for offset in apart], color=drawn, alpha=0.6)
+        low, high = summed.interval or (summed.mean, summed.mean)
+        axis.errorbar(
+            summed.mean,
+            position,
+            xerr=[[summed.mean - low], [high - summed.mean]],
+            fmt="|",
+            markersize=18,
+            color=drawn,
+            capsize=4,
+        )
+    # Each group's numbers under its name: beside its dots, a wide interval would run into them.
+    names = [f"{label(group.values, group.runs)}\n{_speed_text(group, groups)}" for group in groups]
+    axis.set_yticks(range(len(groups)), names, fontsize=8)
+    axis.set_ylim(len(groups) - 0.5, -0.5)  # the first group on top, as in the table
+    axis.set_xlim(left=0)  # a length is a speed
+    axis.xaxis.set_major_formatter("{x:,.0f}")
+    axis.set(
+        xlabel="train images / s",
+        title="Training throughput: a dot per run, | the mean, its bar the 95% interval",
+    )
+    axis.grid(axis="x", alpha=0.3)
+    handles = [Patch(color=colour[device], label=device) for device in devices]
+    axis.legend(handles=handles, title="device", loc="upper left", bbox_to_anchor=(1.02, 1))
+    return figure
+
+
+def _speed_text(group: repeats.Configuration, groups: Sequence[repeats.Configuration]) -> str:
+    """`731 [690, 772], n=3  (4.2x cpu)`: the mean, its interval and the ratio to the CPU."""
+    summed = group.spread(SPEED)
+    text = f"{summed.mean:,.0f}"
+    if summed.interval is not None:
+        text += " [{:,.0f}, {:,.0f}]".format(*summed.interval)
+    text += f", n={summed.n}"
+    if cpu := _on_the_cpu(group, groups):
+        text += f"  ({summed.mean / cpu.spread(SPEED).mean:.1f}x cpu)"
+    return text
+
+
+def _on_the_cpu(
+    group: repeats.Configuration, groups: Sequence[repeats.Configuration]
+) -> repeats.Configuration | None:
+    """The CPU's group with the same values as `group` but the device; None on the CPU."""
+    if group.runs[0]["device"] == "cpu":
+        return None
+    others = {key: value for key, value in group.values.items() if key != "device"}
+    for other in groups:
+        if other.runs[0]["device"] == "cpu" and others == {
+            key: value for key, value in other.values.items() if key != "device"
+        }:
+            return other
+    return None
