@@ -67,6 +67,20 @@ def test_runs_that_differ_only_in_the_seed_are_one_configuration() -> None:
     )
 
 
+def test_the_final_test_accuracy_is_its_own_column_only_beside_a_validation_split() -> None:
+    def configuration(**values: float) -> list[repeats.Configuration]:
+        return repeats.configurations([run_row("0", {}, **values)])
+
+    final = {"test_accuracy": 0.3, "final_test_accuracy": 0.2}
+    assert repeats.cells(configuration(**final))[0] == ["n", "test acc"]
+    assert repeats.cells(configuration(val_accuracy=0.4, **final))[0] == [
+        "n",
+        "val acc",
+        "test acc",
+        "final test acc",
+    ]
+
+
 def test_without_scipy_the_report_says_how_to_get_intervals() -> None:
     # A None in sys.modules makes `import scipy` fail, as where it is not installed.
     without_scipy = (
@@ -166,8 +180,9 @@ def test_the_report_command_has_a_row_per_configuration(
         "(95% confidence interval of the mean, Student's t):"
     )
     header, rule, *body = markdown[2].splitlines()
-    assert header == "| model | n | test acc | final test acc | train img/s |"
-    assert rule == "|---|---|---|---|---|"
+    # No validation split: the selected epoch is the final one, its test accuracy the final one.
+    assert header == "| model | n | test acc | train img/s |"
+    assert rule == "|---|---|---|---|"
     lenet = configurations[0]
     mean, low = float(lenet["test_accuracy_mean"]), float(lenet["test_accuracy_ci_low"])
     assert body[0].startswith(f"| lenet | 2 | {100 * mean:.1f}% ± ")

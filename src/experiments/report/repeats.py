@@ -169,8 +169,12 @@ def heading(quantile: Quantile | None = QUANTILE) -> str:
 def cells(
     configurations: Sequence[Configuration], quantile: Quantile | None = QUANTILE
 ) -> list[list[str]]:
-    """The table of configurations, header first: the values they differ in, n, each measure."""
+    """The table of configurations, header first: the values they differ in, n, each measure
+    (but the final test accuracy where no run had a validation split: the selected epoch is then
+    the final one, and the column would repeat the test accuracy's)."""
     keys, measures = _keys(configurations), _measures(configurations)
+    if not any(measure.key == "val_accuracy" for measure in measures):
+        measures = [measure for measure in measures if measure.key != "final_test_accuracy"]
     table = [[*keys, "n", *(measure.header for measure in measures)]]
     table += [
         [
