@@ -93,6 +93,20 @@ def test_a_difference_beyond_the_noise_is_called_and_the_better_named_first() ->
     assert accuracy == "cuda:0 - cpu: +3.0 points of test accuracy [+0.7, +5.3] (3 runs each)"
 
 
+def test_a_speeds_verdict_counts_the_runs_on_a_busy_host() -> None:
+    rows = sweep_rows(
+        {
+            ("cpu",): [(1000.0, 0.30), (1100.0, 0.31), (900.0, 0.32)],
+            ("cuda:0",): [(4000.0, 0.33), (4400.0, 0.34), (3600.0, 0.35)],
+        },
+        ["device"],
+    )
+    rows[0]["host_busy"] = True
+    speed, accuracy = verdicts.lines(repeats.configurations(rows), QUANTILE)
+    assert speed.endswith(" as fast as cpu (3 runs each, 1 of 6 on a busy host)")
+    assert accuracy.endswith("(3 runs each)")  # other work slows a run; it does not change it
+
+
 def test_an_interval_that_holds_no_change_is_never_called_a_difference() -> None:
     # cuda_call is 1.13x as fast (0.89x the other way), and 3 points better, on the means, but
     # the runs scatter widely: 95% intervals 0.43x to 1.84x, -19.4 to +13.4 points (scipy).
@@ -206,11 +220,12 @@ def test_repeats_that_ran_back_to_back_are_warned_of() -> None:
 
 SPEED = re.compile(
     r"(?P<faster>\S+) trains [\d.,]+x \[(?P<low>[\d.,]+), (?P<high>[\d.,]+)\] as fast as "
-    r"(?P<slower>\S+) \(2 runs each\)"
+    r"(?P<slower>\S+) \(2 runs each(?:, (?P<busy>\d) of 4 on a busy host)?\)"
 )
 SPEED_WITHIN_NOISE = re.compile(
     r"to_device vs cuda_call: no difference beyond the noise in train images/s "
-    r"\([\d.,]+x \[(?P<low>[\d.,]+), (?P<high>[\d.,]+)\], 2 runs each\)"
+    r"\([\d.,]+x \[(?P<low>[\d.,]+), (?P<high>[\d.,]+)\], 2 runs each"
+    r"(?:, (?P<busy>\d) of 4 on a busy host)?\)"
 )
 
 
@@ -260,6 +275,9 @@ def test_a_sweeps_summary_states_its_verdicts(
     # Two runs a side: t(0.975, ~1) is 12.7, so the interval can span thousands (`1,958`).
     shown = [float(found[end].replace(",", "")) for end in ("low", "high")]
     assert shown == pytest.approx([math.exp(low), math.exp(high)], rel=0.01, abs=0.006)
+    # Runs beside other work (this suite's other worker) are counted in the speed's verdict.
+    busy = sum(run.get("host_busy") == "True" for run in runs)
+    assert int(found["busy"] or 0) == busy
     assert re.fullmatch(
         r"- to_device vs cuda_call: no difference beyond the noise in test accuracy "
         r"\([+-][\d.]+ points \[[+-][\d.]+, [+-][\d.]+\], 2 runs each\)"

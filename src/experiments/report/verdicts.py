@@ -172,7 +172,7 @@ class Pair:
         if not differs:
             return (
                 f"{self.versus()}: no difference beyond the noise in {measure.name} "
-                f"({value} {interval}, {self.runs()})"
+                f"({value} {interval}, {self.runs()}{self.busy(measure)})"
             )
         said = measure.verdict.format(
             better=self.name(better),
@@ -181,7 +181,16 @@ class Pair:
             value=value,
             interval=interval,
         )
-        return f"{said} ({self.runs()})"
+        return f"{said} ({self.runs()}{self.busy(measure)})"
+
+    def busy(self, measure: Compared) -> str:
+        """`, 2 of 6 on a busy host`: runs whose speed other work on the machine held down
+        (`devices.host_load`), which make a speed's verdict doubtful, whatever its interval."""
+        if measure is not SPEED:
+            return ""
+        runs = [*self.first.runs, *self.second.runs]
+        busy = sum(1 for run in runs if run.get("host_busy"))
+        return f", {busy} of {len(runs)} on a busy host" if busy else ""
 
 
 def _numbers(configuration: Configuration, key: str) -> list[float]:
