@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 import math
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -18,6 +22,8 @@ from typing import Any
 import pytest
 import torch
 from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -27,6 +33,7 @@ from torch.optim import Optimizer
 
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
 from experiments.core.errors import ExperimentError
+from experiments.core.interrupts import TAKEN
 from experiments.data import loading
 from experiments.data.types import ImageData, Split
 from experiments.devices.device import Device
@@ -84,14 +91,95 @@ class Finished:
         return self.stderr.strip().splitlines()[-1]
 
 
-def train_cli(cwd: Path, *overrides: str, env: dict[str, str] | None = None) -> Finished:
-    """Run `python train.py <overrides>` as a user would, in `cwd` (so outputs/ lands there)."""
+def train_cli(
+    cwd: Path, *overrides: str, env: dict[str, str] | None = None, own_process: bool = False
+) -> Finished:
+    """Run `python train.py <overrides>` as a user would, in `cwd` (so outputs/ lands there):
+    in this process (`in_process`), or in a process of its own where the test sets environment
+    variables (`env`) or the process is the point (`own_process`)."""
+    if env is None and not own_process:
+        from experiments.cli import main
+
+        return in_process(cwd, main, ROOT / "train.py", overrides)
     return _run(cwd, [sys.executable, str(ROOT / "train.py"), *overrides], env)
 
 
-def eval_cli(cwd: Path, *overrides: str) -> Finished:
-    """Run `python eval.py <overrides>` in `cwd`."""
+def eval_cli(cwd: Path, *overrides: str, own_process: bool = False) -> Finished:
+    """Run `python eval.py <overrides>` in `cwd`, in this process unless `own_process`."""
+    if not own_process:
+        from experiments.cli import evaluate_main
+
+        return in_process(cwd, evaluate_main, ROOT / "eval.py", overrides)
     return _run(cwd, [sys.executable, str(ROOT / "eval.py"), *overrides], None)
+
+
+def in_process(
+    cwd: Path, entry: Callable[[], None], script: Path, arguments: Sequence[str]
+) -> Finished:
+    """The command line `script <arguments>` run by its entry function in this process, as its
+    own process would run it (Hydra's command line, its run folder and logging, one-line errors
+    and exit codes), without paying torch's and Hydra's imports again; what the command changes
+    in the process (the working folder, argv, the import path, environment variables, signal
+    handlers, logging, Hydra's global state, modules of the user's own) is put back after."""
+    cwd.mkdir(parents=True, exist_ok=True)
+    saved_argv, saved_path, saved_cwd = sys.argv[:], sys.path[:], os.getcwd()
+    saved_environ = dict(os.environ)
+    saved_handlers = {taken: signal.getsignal(taken) for taken in TAKEN}
+    saved_modules = set(sys.modules)
+    raise_exceptions, saved_logging = logging.raiseExceptions, _logging_state()
+    out, err = io.StringIO(), io.StringIO()
+    for switch in TRACEBACK_SWITCHES:
+        os.environ.pop(switch, None)
+    os.chdir(cwd)
+    sys.argv = [str(script), *arguments]
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            entry()
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+    finally:
+        os.chdir(saved_cwd)
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        os.environ.clear()
+        os.environ.update(saved_environ)
+        for taken, handler in saved_handlers.items():
+            signal.signal(taken, handler)
+        logging.raiseExceptions = raise_exceptions
+        _restore_logging(saved_logging)
+        GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None  # no longer "in a Hydra job" for code run after
+        for module in set(sys.modules) - saved_modules:
+            if str(getattr(sys.modules[module], "__file__", "") or "").startswith(str(cwd)):
+                del sys.modules[module]  # the user's own class: another test's is another
+    return Finished(code, out.getvalue(), err.getvalue(), cwd)
+
+
+LoggerState = tuple[list[logging.Handler], int, bool, bool]
+
+
+def _logging_state() -> dict[logging.Logger, LoggerState]:
+    """Every logger's handlers, level, and whether it propagates and is disabled."""
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    return {
+        logger: (logger.handlers[:], logger.level, logger.propagate, logger.disabled)
+        for logger in loggers
+        if isinstance(logger, logging.Logger)
+    }
+
+
+def _restore_logging(saved: dict[logging.Logger, LoggerState]) -> None:
+    """Logging as `saved` had it (pytest's capture among it), the handlers a run's logging
+    configuration added (its console, train.log) closed."""
+    kept = {handler for handlers, *_ in saved.values() for handler in handlers}
+    for logger in _logging_state():
+        for handler in logger.handlers:
+            if handler not in kept:
+                handler.close()
+        handlers, level, propagate, disabled = saved.get(logger, ([], logging.NOTSET, True, False))
+        logger.handlers[:] = handlers
+        logger.setLevel(level)  # (clears the levels cached for the loggers below)
+        logger.propagate, logger.disabled = propagate, disabled
 
 
 def torchrun_cli(

@@ -138,7 +138,8 @@ def test_a_run_killed_after_its_last_checkpoint_is_finished_by_a_resume(
     lock = os.open(run_dir / running.LOCK, os.O_RDWR)
     try:
         fcntl.lockf(lock, fcntl.LOCK_EX)
-        refused = train_cli(tmp_path, f"resume={run_dir}")
+        # Its own process: a lock's holder is a process, and this one holds it.
+        refused = train_cli(tmp_path, f"resume={run_dir}", own_process=True)
     finally:
         os.close(lock)
     assert refused.returncode == 1

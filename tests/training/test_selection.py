@@ -178,7 +178,9 @@ def test_early_stopping_stops_a_plateau_and_resume_respects_it(tmp_path: Path) -
     assert [row["epoch"] for row in metrics(run_dir, "epoch")] == [1, 2, 3, 4, 5]
 
     # Killed after stopping early, before its records' end: a resume as it is finishes them.
-    killed = results(run_dir) | {"status": "running", "stopped_early": None}
+    # (No process of its own: its run was this test's process, which is not the killed one.)
+    gone = {"host": "", "pid": 0}
+    killed = results(run_dir) | {"status": "running", "stopped_early": None, "process": gone}
     (run_dir / "results.json").write_text(json.dumps(killed))
     (run_dir / "confusion_matrix.png").unlink()
     with process_settings.restored():
