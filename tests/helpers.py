@@ -104,6 +104,14 @@ def train_cli(
     return _run(cwd, [sys.executable, str(ROOT / "train.py"), *overrides], env)
 
 
+def trained_run(cwd: Path, *overrides: str) -> Path:
+    """The folder of a run of `python train.py <overrides>` in `cwd` that completed (a test's
+    fixture to read, resume or tamper with)."""
+    done = train_cli(cwd, *overrides)
+    assert done.returncode == 0, done.stderr
+    return done.run_dir
+
+
 def eval_cli(cwd: Path, *overrides: str, own_process: bool = False) -> Finished:
     """Run `python eval.py <overrides>` in `cwd`, in this process unless `own_process`."""
     if not own_process:

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from PIL import Image
 
 from experiments.report import scaling, verdicts
+from experiments.report.command import main as report_main
 from experiments.report.summary import table, write_report
 from helpers import QUICK, ROOT, Finished, compose_config, results, train_cli
 
@@ -220,7 +221,9 @@ def test_jobs_that_share_a_process_each_start_from_its_defaults(tmp_path: Path) 
     ]
 
 
-def test_report_on_a_folder_shows_runs_without_results(tmp_path: Path) -> None:
+def test_report_on_a_folder_shows_runs_without_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     finished = train_cli(tmp_path, *QUICK).run_dir
     # A run that is still going, then one that was killed: both leave "running" in results.json.
     killed = subprocess.Popen(
@@ -234,9 +237,8 @@ def test_report_on_a_folder_shows_runs_without_results(tmp_path: Path) -> None:
         while not list((tmp_path / "outputs").rglob("metrics.jsonl"))[1:]:
             assert time.monotonic() < deadline and killed.poll() is None
             time.sleep(0.2)
-        report = [sys.executable, "-m", "experiments.report", str(tmp_path / "outputs")]
-        running = subprocess.run(report, capture_output=True, text=True, check=True)
-        assert ": 1 completed, 1 running" in running.stderr
+        assert report_main([str(tmp_path / "outputs")]) == 0
+        assert ": 1 completed, 1 running" in capsys.readouterr().err
     finally:
         killed.send_signal(signal.SIGKILL)
         killed.wait()
@@ -245,22 +247,21 @@ def test_report_on_a_folder_shows_runs_without_results(tmp_path: Path) -> None:
     (empty / ".hydra").mkdir(parents=True)
     (empty / ".hydra" / "config.yaml").write_text((finished / ".hydra" / "config.yaml").read_text())
 
-    done = subprocess.run(report, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert ": 1 completed, 1 crashed, 1 no results" in done.stderr
+    assert report_main([str(tmp_path / "outputs")]) == 0
+    assert ": 1 completed, 1 crashed, 1 no results" in capsys.readouterr().err
     statuses = {row["run"]: row["status"] for row in summary(tmp_path / "outputs")}
     assert statuses[str(finished.relative_to(tmp_path / "outputs"))] == "completed"
     assert statuses["never-started"] == "no results"
     assert sorted(statuses.values()) == ["completed", "crashed", "no results"]
 
 
-def test_report_refuses_a_folder_without_runs(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "experiments.report", str(tmp_path)], capture_output=True, text=True
-    )
-    assert done.returncode == 1
+def test_report_refuses_a_folder_without_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert report_main([str(tmp_path)]) == 1
     assert (
-        done.stderr.strip() == f"Error: no runs in {tmp_path} (a run folder has a .hydra/ snapshot)"
+        capsys.readouterr().err.strip()
+        == f"Error: no runs in {tmp_path} (a run folder has a .hydra/ snapshot)"
     )
 
 

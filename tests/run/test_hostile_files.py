@@ -20,7 +20,7 @@ from experiments.records import checkpoints
 from experiments.run.evaluate import evaluate_checkpoint
 from experiments.training.models import LeNet
 from experiments.training.weights import load_weights
-from helpers import SMALL, compose_config, results, small_folder, train_cli
+from helpers import SMALL, compose_config, results, small_folder, train_cli, trained_run
 
 VICTIM_TEXT = "a file outside every run\n"
 
@@ -37,9 +37,7 @@ class RunsCode:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    done = train_cli(tmp_path_factory.mktemp("shared"), *SMALL)
-    assert done.returncode == 0, done.stderr
-    return done.run_dir
+    return trained_run(tmp_path_factory.mktemp("shared"), *SMALL)
 
 
 @pytest.fixture

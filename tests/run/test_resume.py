@@ -30,6 +30,7 @@ from helpers import (
     results,
     small_folder,
     train_cli,
+    trained_run,
 )
 
 # Long enough epochs (30 steps of Tudui) to kill one in the middle; with a validation split that
@@ -48,9 +49,7 @@ RUN = (
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    done = train_cli(tmp_path_factory.mktemp("reference"), *RUN)
-    assert done.returncode == 0, done.stderr
-    return done.run_dir
+    return trained_run(tmp_path_factory.mktemp("reference"), *RUN)
 
 
 def test_deterministic_mode_gives_the_same_numbers_on_the_cpu(

@@ -23,7 +23,7 @@ from experiments.run.evaluate import evaluate_checkpoint
 from experiments.run.train import train
 from experiments.training import selection
 from experiments.training.selection import Monitor
-from helpers import compose_config, metrics, results, train_cli
+from helpers import compose_config, metrics, results, train_cli, trained_run
 
 # LeNet for three short epochs with a validation split. Selecting the epoch of the *lowest*
 # validation accuracy picks an early one of a run that learns, so best.pt is not last.pt.
@@ -40,9 +40,7 @@ LEARNING = (
 
 @pytest.fixture(scope="module")
 def learning(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    done = train_cli(tmp_path_factory.mktemp("learning"), *LEARNING)
-    assert done.returncode == 0, done.stderr
-    return done.run_dir
+    return trained_run(tmp_path_factory.mktemp("learning"), *LEARNING)
 
 
 def test_best_pt_holds_the_selected_epoch_and_results_report_it(learning: Path) -> None:
