@@ -197,9 +197,9 @@ class TrainingRun:
         seeding.seed_everything(trainer.seed)  # the same weights on every device and placement
         model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
         if cfg.model.get("weights") and resumed is None:  # a resume takes its own back
-            partial = bool(cfg.model.get("weights_partial"))
-            left = load_weights(model, cfg.model.weights, partial)
-            if partial:  # (without it, every tensor was loaded)
+            weights_partial = bool(cfg.model.get("weights_partial"))
+            left = load_weights(model, cfg.model.weights, weights_partial)
+            if weights_partial:  # (without it, every tensor was loaded)
                 results.add(weights_left_as_built=left)
                 if left:
                     log.info(

@@ -107,15 +107,9 @@ def train_epoch(
     scaler, group, accumulate = device.scaler, device.group, learner.accumulate_batches
     model.train()
     compute = DeviceTimer(device.torch_device)
-    interval_loss = torch.zeros((), device=device.torch_device)  # summed over the images
-    # This interval's losses (a batch's each), still on the device: looked at only when the
-    # interval's total is not finite, to name the first step that diverged (no step waits, or
-    # launches work, for it).
-    interval_losses: list[torch.Tensor] = []
     epoch_loss = 0.0
-    interval_first = 0  # the interval's first batch
     warm_up: list[tuple[int, float]] = []
-    started = interval_started = time.perf_counter()
+    started = time.perf_counter()
     progress = tqdm(
         batches,
         desc=description,
@@ -123,6 +117,7 @@ def train_epoch(
         leave=False,
         disable=None if group.is_main else True,
     )
+    interval = _LogInterval(batches, device, learner, progress, log_step, description)
     for index, (images, labels) in enumerate(progress):
         step = index // accumulate + 1  # the optimizer step this batch is part of
         last_of_step = index % accumulate == accumulate - 1 or index == len(batches) - 1
@@ -136,10 +131,8 @@ def train_epoch(
         with nullcontext() if last_of_step else without_gradient_sync(model):
             with device.autocast():
                 loss = loss_fn(model(images), labels)
-            scaler.scale(_weighed(loss, len(labels), step_images, group)).backward()
-        interval_loss.add_(loss.detach(), alpha=len(labels))
-        if learner.stop_on_divergence:
-            interval_losses.append(loss.detach())
+            scaler.scale(_weighted(loss, len(labels), step_images, group)).backward()
+        interval.add(loss.detach(), len(labels))
         if not last_of_step:
             compute.stop(span)
             continue
@@ -157,27 +150,8 @@ def train_epoch(
         if step <= warm_up_steps:
             wait_for(device.torch_device)  # its time is the step's, not the next one's
             warm_up.append((sum(batches.sizes[: index + 1]), time.perf_counter() - started))
-
         if step % log_interval == 0 or index == len(batches) - 1:
-            images_seen = sum(batches.sizes[interval_first : index + 1])
-            interval_total = summed(interval_loss, group).item()  # waits for the device
-            epoch_loss += interval_total
-            mean_loss = interval_total / images_seen
-            now = time.perf_counter()
-            speed = images_seen / (now - interval_started)
-            progress.set_postfix(loss=f"{mean_loss:.3f}", img_per_s=f"{speed:,.0f}")
-            log_step(step, mean_loss, speed, lr)
-            if learner.stop_on_divergence and not math.isfinite(mean_loss):
-                finite = torch.isfinite(torch.stack(interval_losses)).tolist()
-                # All finite here: another process's loss was not (under DDP).
-                batch = interval_first + finite.index(False) if False in finite else index
-                raise ExperimentError(
-                    f"diverged: train loss {mean_loss} at {description}, step "
-                    f"{batch // accumulate + 1}; lower optimizer.lr or set trainer.gradient_clip"
-                )
-            interval_loss.zero_()
-            interval_losses.clear()
-            interval_first, interval_started = index + 1, now
+            epoch_loss += interval.end(index, step, lr)
     # The last step always logs, so the device has finished by now.
     seconds = time.perf_counter() - started
     images = batches.count_images()
@@ -251,11 +225,66 @@ def optimizer_steps(batches: int, accumulate_batches: int) -> int:
     return -(-batches // accumulate_batches)
 
 
-def _weighed(
+class _LogInterval:
+    """The batches since the last logged step: their losses summed over the images, and each
+    batch's own, on the device until the interval ends. Then the sum is reduced over the
+    processes (the one wait for the device), logged, and checked: a loss that is not finite
+    ends the run, naming the first step that diverged."""
+
+    def __init__(
+        self,
+        batches: Batches,
+        device: Device,
+        learner: Learner,
+        progress: tqdm,
+        log_step: StepLogger,
+        description: str,
+    ) -> None:
+        self.batches, self.group, self.learner = batches, device.group, learner
+        self.progress, self.log_step, self.description = progress, log_step, description
+        self.loss = torch.zeros((), device=device.torch_device)
+        # A batch's each: looked at only when the total is not finite, so no step waits, or
+        # launches work, for them.
+        self.losses: list[torch.Tensor] = []
+        self.first = 0  # batch
+        self.started = time.perf_counter()
+
+    def add(self, loss: torch.Tensor, images: int) -> None:
+        """A batch's mean `loss` over its `images`."""
+        self.loss.add_(loss, alpha=images)
+        if self.learner.stop_on_divergence:
+            self.losses.append(loss)
+
+    def end(self, index: int, step: int, lr: float) -> float:
+        """End the interval at batch `index` (of optimizer step `step`, at learning rate `lr`):
+        log its mean loss and speed, refuse a diverged loss, start the next; return its summed
+        loss, of every process."""
+        images = sum(self.batches.sizes[self.first : index + 1])
+        total = summed(self.loss, self.group).item()  # waits for the device
+        mean_loss, now = total / images, time.perf_counter()
+        speed = images / (now - self.started)
+        self.progress.set_postfix(loss=f"{mean_loss:.3f}", img_per_s=f"{speed:,.0f}")
+        self.log_step(step, mean_loss, speed, lr)
+        if self.learner.stop_on_divergence and not math.isfinite(mean_loss):
+            finite = torch.isfinite(torch.stack(self.losses)).tolist()
+            # All finite here: another process's loss was not (under DDP).
+            batch = self.first + finite.index(False) if False in finite else index
+            raise ExperimentError(
+                f"diverged: train loss {mean_loss} at {self.description}, step "
+                f"{batch // self.learner.accumulate_batches + 1}; lower optimizer.lr or set "
+                "trainer.gradient_clip"
+            )
+        self.loss.zero_()
+        self.losses.clear()
+        self.first, self.started = index + 1, now
+        return total
+
+
+def _weighted(
     loss: torch.Tensor, images: int, step_images: int, group: ProcessGroup
 ) -> torch.Tensor:
     """The loss to differentiate: this process's mean `loss` over its `images` of the step's
-    `step_images` (of all its batches and processes), weighed so that the gradients summed over
+    `step_images` (of all its batches and processes), weighted so that the gradients summed over
     the step's batches, and averaged by DDP over the processes, are the gradient of the whole
     step's mean. A batch's share counts images / step_images of the whole; DDP divides by
     world_size. Shares differ in a last batch that does not divide evenly (3 images on 2
