@@ -18,16 +18,14 @@ from importlib import resources, util
 from pathlib import Path
 
 import yaml
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import ListConfig, OmegaConf
 
 from experiments.config.paths import as_value, path_given
 from experiments.config.store import CONFIG_PACKAGE, config_groups, group_options
 from experiments.config.trust import refuse_untrusted, targets_named, typed_again, typed_as
 from experiments.config.validate import check_optimized_metric
 from experiments.core.errors import ExperimentError
-from experiments.core.files import write_text_atomically
 
 NUMBERS = re.compile(r"[-+]?\d+(\.\d*)?(,[-+]?\d+(\.\d*)?)*")
 
@@ -223,7 +221,7 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
         arguments = [*flags, *_last_of_each_key([*previous, *others, f"{key}={value}"])]
         if key == "resume":
             _refuse_read_only(folder, given[-1])
-            # In the run's own folder, whose snapshot is left to `save_snapshot` (a refused
+            # In the run's own folder, whose snapshot is left to `records.snapshot` (a refused
             # resume must not overwrite it).
             arguments += [f"hydra.run.dir={value}", "hydra.output_subdir=null"]
     return arguments
@@ -328,22 +326,6 @@ def _refuse_read_only(folder: Path, given: str) -> None:
                 f"{given}: {path} is read-only, and a resume writes into the run's own folder; "
                 f"make it writable (chmod -R u+w {folder}), or replay= the run in a new folder"
             )
-
-
-def save_snapshot(cfg: DictConfig, run_dir: Path) -> None:
-    """Write the config snapshot (.hydra/) of an accepted resume, as Hydra writes a run's: the
-    overrides a later resume= or replay= brings back are then those the run trained with. Each
-    file is replaced whole, a link in its place included: never written through."""
-    if not HydraConfig.initialized():
-        return
-    hydra = HydraConfig.get()
-    snapshot = {
-        "config.yaml": cfg,
-        "hydra.yaml": OmegaConf.create({"hydra": hydra}),
-        "overrides.yaml": hydra.overrides.task,
-    }
-    for name, config in snapshot.items():
-        write_text_atomically(run_dir / ".hydra" / name, OmegaConf.to_yaml(config))
 
 
 def _last_of_each_key(overrides: list[str]) -> list[str]:

@@ -22,7 +22,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from experiments.config import overrides, trust
+from experiments.config import trust
 from experiments.config.build import plain
 from experiments.config.choices import Interval
 from experiments.config.naming import sweep_keys
@@ -49,6 +49,7 @@ from experiments.records import (
     own_folder,
     resume_checks,
     running,
+    snapshot,
     speed,
 )
 from experiments.records.log_file import HeldLog
@@ -451,7 +452,7 @@ class TrainingRun:
         self.history = list(resumed["history"])
         self.selected_confusion = resumed.get("selected_confusion", [])
         if device.group.is_main:
-            overrides.save_snapshot(composed, self.run_dir)
+            snapshot.save(composed, self.run_dir)
             environment.write(self.run_dir)
             self._repair(resumed)
         seeding.restore(resumed["rng"], self.shuffle, device.plan.gpus)
