@@ -118,6 +118,15 @@ def trained_run(cwd: Path, *overrides: str) -> Path:
     return done.run_dir
 
 
+def completed_sweep(cwd: Path, *overrides: str) -> Path:
+    """The folder of a sweep, `python train.py -m <overrides>` in `cwd`, whose jobs all
+    completed."""
+    done = train_cli(cwd, "-m", *overrides)
+    assert done.returncode == 0, done.stderr
+    (multirun_yaml,) = (cwd / "outputs").rglob("multirun.yaml")
+    return multirun_yaml.parent
+
+
 def eval_cli(cwd: Path, *overrides: str, own_process: bool = False) -> Finished:
     """Run `python eval.py <overrides>` in `cwd`, in this process unless `own_process`."""
     if not own_process:

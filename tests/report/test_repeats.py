@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from experiments.report import repeats
 from experiments.report.command import main
-from helpers import train_cli
+from helpers import completed_sweep
 
 TEST_ACCURACY = repeats.MEASURES[1]
 TIME_TO_ACCURACY = repeats.MEASURES[4]
@@ -107,9 +107,8 @@ def test_a_time_to_accuracy_not_reached_by_every_run_says_how_many() -> None:
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two models, each trained with two seeds: two configurations of two runs each."""
-    done = train_cli(
+    return completed_sweep(
         tmp_path_factory.mktemp("repeats"),
-        "-m",
         "model=lenet,mlp",
         "trainer.seed=0,1",  # swept first all the same: see test_each_model_ran_once_before_twice
         "device=cpu",
@@ -117,9 +116,6 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "trainer.limit_train_batches=2",
         "trainer.limit_eval_images=64",
     )
-    assert done.returncode == 0, done.stderr
-    (multirun_yaml,) = (done.cwd / "outputs").rglob("multirun.yaml")
-    return multirun_yaml.parent
 
 
 def test_each_model_ran_once_before_twice(sweep: Path) -> None:

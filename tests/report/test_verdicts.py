@@ -15,7 +15,7 @@ from scipy import stats
 
 from experiments.report import repeats, verdicts
 from experiments.report.command import main
-from helpers import SMALL, train_cli
+from helpers import SMALL, completed_sweep
 
 QUANTILE = repeats.t_quantile
 REPEAT = "no verdict; repeat with `-m trainer.seed=0,1,2`"
@@ -232,16 +232,12 @@ SPEED_WITHIN_NOISE = re.compile(
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two placements, each trained with two seeds, interleaved."""
-    done = train_cli(
+    return completed_sweep(
         tmp_path_factory.mktemp("verdicts"),
-        "-m",
         "trainer.seed=0,1",
         "placement=to_device,cuda_call",
         *SMALL,
     )
-    assert done.returncode == 0, done.stderr
-    (multirun_yaml,) = (done.cwd / "outputs").rglob("multirun.yaml")
-    return multirun_yaml.parent
 
 
 def test_a_sweeps_summary_states_its_verdicts(
