@@ -17,6 +17,7 @@ import os
 import socket
 import time
 import traceback
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
@@ -57,6 +58,7 @@ class Results:
         self.group = group
         self._writes = group.is_main
         self._held = held
+        self._in_phase = False
         self.started = time.time()
         self._fields: dict[str, Any] = {
             "status": "running",
@@ -101,8 +103,22 @@ class Results:
         self._write()
 
     def add(self, **fields: Any) -> None:
-        """Record what the job has learned so far (the device it got, a setting it applied)."""
+        """Record what the job has learned so far (the device it got, a setting it applied):
+        written at once, or at the end of the `phase` it learned it in."""
         self._fields.update(fields)
+        if not self._in_phase:
+            self._write()
+
+    @contextlib.contextmanager
+    def phase(self) -> Iterator[None]:
+        """A part of the job (its setup) whose `add`s are written once, at its end: one atomic
+        rewrite of results.json, not one per field. A failure within it is recorded with what
+        it had learned (`__exit__`, `finish`)."""
+        self._in_phase = True
+        try:
+            yield
+        finally:
+            self._in_phase = False
         self._write()
 
     def get(self, key: str) -> Any:

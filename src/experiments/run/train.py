@@ -117,7 +117,8 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                 group.world_size,
             ):
                 run = TrainingRun(cfg, run_dir, results, metrics)
-                run.setup(group, free_gpus, resumed)
+                with results.phase():  # what setup learns, in one write of results.json
+                    run.setup(group, free_gpus, resumed)
                 run.fit()
                 summary = run.finish()
                 plan = run.device.plan
