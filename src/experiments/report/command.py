@@ -34,8 +34,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Error: {error}", file=sys.stderr)
         return 1
     print(table(rows, folder), file=sys.stderr)
-    print(
-        f"report: {folder}/summary.csv, summary.md, configurations.csv, throughput.png, curves.png",
-        file=sys.stderr,
-    )
+    # As a sweep's own report says it: which plots there are depends on the runs.
+    print(f"report: {folder}/summary.md (and .csv, plots)", file=sys.stderr)
     return 0
