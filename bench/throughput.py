@@ -47,11 +47,11 @@ from experiments.data import builtin
 from experiments.data.batches import Batches
 from experiments.data.types import Split
 from experiments.devices.description import cpu_name
-from experiments.devices.device import Device
 from experiments.devices.memory import channels_last, keep_freed_memory
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
 from experiments.devices.precision import autocast_and_scaler
+from experiments.devices.runtime import Runtime
 from experiments.training import loop, models, torchvision_models
 
 # Each built as train.py builds it: (channels, image size, classes) -> the model.
@@ -83,13 +83,13 @@ def tutorial_pass(model: nn.Module, loader: DataLoader, device: torch.device) ->
 
 
 def framework_pass(model: nn.Module, batches: Batches) -> float:
-    device = batches.device
+    runtime = batches.runtime
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    learner = loop.Learner(model, device.placement.module(nn.CrossEntropyLoss()), optimizer)
+    learner = loop.Learner(model, runtime.placement.module(nn.CrossEntropyLoss()), optimizer)
     training = loop.train_epoch(
         learner,
         batches,
-        device,
+        runtime,
         log_interval=20,
         log_step=lambda *logged: None,
         description="bench",
@@ -125,7 +125,7 @@ def measure(name: str, device: torch.device, rounds: int, options: argparse.Name
     asked = {"auto": None, "on": True, "off": False}[options.channels_last]
     in_channels_last = channels_last(asked, device)
     autocast_dtype, scaler = autocast_and_scaler(precision_name, device)
-    framework_device = Device(
+    framework_runtime = Runtime(
         DevicePlan(device.type, device.index),
         ToDevice(device),
         autocast_dtype=autocast_dtype,
@@ -151,7 +151,7 @@ def measure(name: str, device: torch.device, rounds: int, options: argparse.Name
         batch_size=BATCH,
         mean=[0.5],
         std=[0.5],
-        device=framework_device,
+        runtime=framework_runtime,
         shuffle=shuffle,
     )
     fixed = next(iter(batches))

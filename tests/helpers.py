@@ -37,9 +37,9 @@ from experiments.core.errors import ExperimentError
 from experiments.core.interrupts import TAKEN
 from experiments.data import loading
 from experiments.data.types import ImageData, Split
-from experiments.devices.device import Device
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
+from experiments.devices.runtime import Runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 # Switches that would turn one-line errors into tracebacks: a test sets them itself, or not at all.
@@ -63,11 +63,11 @@ def _composed(overrides: tuple[str, ...], config_name: str, hydra: bool) -> Dict
         return compose(config_name, overrides=list(overrides), return_hydra_config=hydra)
 
 
-def on(where: str = "cpu", **options: Any) -> Device:
-    """The `Device` a one-process job on `where` (cpu, cuda:0) gets with `.to(device)` placement;
+def on(where: str = "cpu", **options: Any) -> Runtime:
+    """The `Runtime` a one-process job on `where` (cpu, cuda:0) gets with `.to(device)` placement;
     `options` set its process group, precision or memory format."""
     device = torch.device(where)
-    return Device(DevicePlan(device.type, device.index), ToDevice(device), **options)
+    return Runtime(DevicePlan(device.type, device.index), ToDevice(device), **options)
 
 
 @dataclass

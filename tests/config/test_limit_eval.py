@@ -23,7 +23,7 @@ NUMBERED = Split(torch.zeros(1000, 1, 2, 2, dtype=torch.uint8), torch.arange(100
 def rows_taken(batch_size: int, images: int | None, fraction: float | None) -> list[int]:
     subset = evaluated_rows(len(NUMBERED), images, fraction)
     batches = Batches(
-        NUMBERED, batch_size=batch_size, mean=[0.5], std=[0.5], device=on(), subset=subset
+        NUMBERED, batch_size=batch_size, mean=[0.5], std=[0.5], runtime=on(), subset=subset
     )
     return torch.cat([labels for _, labels in batches]).tolist()
 

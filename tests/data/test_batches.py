@@ -14,7 +14,7 @@ from helpers import compose_config, on
 
 
 def in_fours(split: Split, **kwargs: object) -> Batches:
-    return Batches(split, batch_size=4, mean=[0.5], std=[0.25], device=on("cpu"), **kwargs)
+    return Batches(split, batch_size=4, mean=[0.5], std=[0.25], runtime=on("cpu"), **kwargs)
 
 
 def test_batches_are_normalized_floats_in_order_without_shuffle() -> None:
@@ -45,7 +45,7 @@ def test_limit_cuts_a_pass_short() -> None:
 
 def shared_among(split: Split, group: ProcessGroup, **options: object) -> Batches:
     return Batches(
-        split, batch_size=4, mean=[0.5], std=[0.5], device=on("cpu", group=group), **options
+        split, batch_size=4, mean=[0.5], std=[0.5], runtime=on("cpu", group=group), **options
     )
 
 
@@ -88,7 +88,7 @@ def first_batches(
         batch_size=64,
         mean=[0.5],
         std=[0.5],
-        device=on("cpu", channels_last=channels_last),
+        runtime=on("cpu", channels_last=channels_last),
         shuffle=shuffle,
         limit=limit,
         augment=augment,
@@ -179,7 +179,7 @@ def test_per_channel_statistics_normalize_each_channel(sample: ImageData) -> Non
             batch_size=100,
             mean=mean,
             std=std,
-            device=on("cpu", channels_last=channels_last),
+            runtime=on("cpu", channels_last=channels_last),
             limit=1,
         )
         images, _ = next(iter(cut))

@@ -42,7 +42,7 @@ def test_an_image_that_cannot_be_decoded_while_streaming_is_named(tmp_path: Path
         "dataset.mean=[0.5]",
         "dataset.std=[0.5]",
     )
-    batches = Batches(data.test, batch_size=2, mean=[0.5], std=[0.5], device=on("cpu"))
+    batches = Batches(data.test, batch_size=2, mean=[0.5], std=[0.5], runtime=on("cpu"))
     with pytest.raises(ExperimentError) as error:
         list(batches)
     assert str(error.value) == (
@@ -60,7 +60,7 @@ def test_a_streamed_split_lets_its_workers_go_when_it_is_dropped(folders: Folder
         "dataset.workers=1",
     )
     before = set(multiprocessing.active_children())
-    batches = Batches(data.test, batch_size=64, mean=[0.5], std=[0.5], device=on("cpu"))
+    batches = Batches(data.test, batch_size=64, mean=[0.5], std=[0.5], runtime=on("cpu"))
     assert sum(len(labels) for _, labels in batches) == 100
     workers = set(multiprocessing.active_children()) - before
     assert len(workers) == 1

@@ -57,10 +57,10 @@ def test_a_batch_size_that_gives_a_batch_norm_model_one_image_is_refused() -> No
 
 
 def test_a_last_batch_too_small_for_batch_norm_is_left_out_and_said() -> None:
-    device = on("cpu", group=RANK_0_OF_2)
-    kept = Batches(SEVEN_IMAGES, batch_size=4, mean=[0.5], std=[0.5], device=device, fewest=2)
+    runtime = on("cpu", group=RANK_0_OF_2)
+    kept = Batches(SEVEN_IMAGES, batch_size=4, mean=[0.5], std=[0.5], runtime=runtime, fewest=2)
     assert (kept.sizes, kept.left_out, left_out_note(kept, 2)) == ([4, 3], 0, None)
-    left = Batches(SEVEN_IMAGES, batch_size=4, mean=[0.5], std=[0.5], device=device, fewest=4)
+    left = Batches(SEVEN_IMAGES, batch_size=4, mean=[0.5], std=[0.5], runtime=runtime, fewest=4)
     assert (left.sizes, left.left_out, [len(labels) for _, labels in left]) == ([4], 3, [2])
     assert left_out_note(left, 2) == (
         "the last batch, of 3 images, is left out of every epoch: a process's share of it would "
@@ -69,7 +69,7 @@ def test_a_last_batch_too_small_for_batch_norm_is_left_out_and_said() -> None:
     )
     # A limit that stops before the last batch leaves nothing out.
     limited = Batches(
-        SEVEN_IMAGES, batch_size=4, mean=[0.5], std=[0.5], device=device, fewest=4, limit=1
+        SEVEN_IMAGES, batch_size=4, mean=[0.5], std=[0.5], runtime=runtime, fewest=4, limit=1
     )
     assert (limited.sizes, limited.left_out) == ([4], 0)
 

@@ -23,9 +23,9 @@ from experiments.data import loading
 from experiments.data.batches import Augment, Batches
 from experiments.data.types import ImageData, Split
 from experiments.devices import memory, precision, process_settings
-from experiments.devices.device import Device
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
+from experiments.devices.runtime import Runtime
 from experiments.devices.wrapping import unwrap
 from experiments.records import checkpoints
 from experiments.run import setup
@@ -155,7 +155,7 @@ def test_batches_never_make_the_host_wait_for_the_gpu() -> None:
         batch_size=64,
         mean=[0.5],
         std=[0.5],
-        device=Device(DevicePlan("cuda", 0), placement),
+        runtime=Runtime(DevicePlan("cuda", 0), placement),
         shuffle=shuffle,
         augment=Augment(4, True, shuffle),
     )
@@ -204,8 +204,8 @@ def test_data_parallel_checkpoint_loads_into_a_single_device_model(tmp_path: Pat
 @two_gpus
 def test_data_parallel_replicas_compute_in_bf16_when_asked() -> None:
     plan = DevicePlan("cuda", 0, (0, 1))
-    device = Device(plan, ToDevice(plan.device), autocast_dtype=torch.bfloat16)
-    model = setup.place_model(LeNet(3, 32, 10), device)
+    runtime = Runtime(plan, ToDevice(plan.device), autocast_dtype=torch.bfloat16)
+    model = setup.place_model(LeNet(3, 32, 10), runtime)
     seen: list[tuple[torch.device, torch.dtype]] = []
     unwrap(model).features[0].register_forward_hook(
         lambda module, inputs, output: seen.append((output.device, output.dtype))
@@ -401,11 +401,11 @@ def test_channels_last_batches_of_a_split_preloaded_on_the_gpu_keep_one_copy_of_
         "dataset.test_size=4",
         "dataset.preload=device",
     ).dataset
-    device = on("cuda:0", channels_last=True)
+    runtime = on("cuda:0", channels_last=True)
     before = torch.cuda.memory_allocated()
-    data = setup.load_data(config, device)
+    data = setup.load_data(config, runtime)
     assert isinstance(data.train, Split)
-    batches = Batches(data.train, batch_size=64, mean=[0.5], std=[0.5], device=device)
+    batches = Batches(data.train, batch_size=64, mean=[0.5], std=[0.5], runtime=runtime)
     assert torch.cuda.memory_allocated() - before < 1.5 * data.train.images.nbytes
     assert next(iter(batches))[0].is_contiguous(memory_format=torch.channels_last)
 

@@ -71,6 +71,8 @@ def test_confusion_matrix_is_saved_as_png_and_tensorboard_image(tmp_path: Path) 
     assert (image.width, image.height) == (width, height)
     # The cat row: 5 of 6 images right, shaded as 5/6 of the darkest blue.
     assert count(drawn, confusion.shade(np.array(5 / 6))) > confusion.cell_size(3) ** 2 // 2
+    # Encoded once, for both: TensorBoard's image is the file's bytes.
+    assert image.encoded_image_string == path.read_bytes()
 
 
 def test_a_class_without_images_is_a_row_of_zeros() -> None:

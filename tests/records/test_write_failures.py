@@ -100,20 +100,23 @@ def test_metrics_that_cannot_be_written_are_named(unwritable: Path) -> None:
     assert str(error.value) == f"could not write {unwritable}/metrics.jsonl: Is a directory"
 
 
-def test_hydras_copy_of_the_config_that_cannot_be_written_is_named(tmp_path: Path) -> None:
-    # Hydra writes .hydra/config.yaml (about 1.5 kB) before the run begins; its failed write
-    # names no file.
+@pytest.mark.parametrize(("size", "unwritten"), [(1_000, "config.yaml"), (3_000, "hydra.yaml")])
+def test_hydras_copy_of_the_config_that_cannot_be_written_is_named(
+    tmp_path: Path, size: int, unwritten: str
+) -> None:
+    # Hydra writes .hydra/config.yaml (about 1.7 kB), then hydra.yaml (about 4 kB), before the
+    # run begins; a failed write names no file.
     done = subprocess.run(
         [sys.executable, str(ROOT / "train.py"), "hydra.run.dir=run"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=300,
-        preexec_fn=lambda: _files_up_to(1_000),
+        preexec_fn=lambda: _files_up_to(size),
     )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        "Error: could not write run/.hydra/config.yaml, Hydra's copy of the config: File too "
+        f"Error: could not write run/.hydra/{unwritten}, Hydra's copy of the config: File too "
         "large; raise the limit on a file's size (ulimit -f), or name another folder with "
         "hydra.run.dir= "
         "(hydra.sweep.dir= for -m)"

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import torch
+from omegaconf import OmegaConf
 
 from experiments.data.batches import Batches, TensorRows
 from experiments.data.types import Split
 from experiments.run import setup
+from experiments.run.evaluate import dataset_to_evaluate
 from experiments.training.models import Tudui
 from helpers import compose_config, on
 
@@ -29,12 +31,12 @@ def test_channels_last_batches_of_a_preloaded_split_keep_one_copy_of_it() -> Non
         "dataset.test_size=4",
         "dataset.preload=device",
     ).dataset
-    device = on("cpu", channels_last=True)
-    data = setup.load_data(config, device)
+    runtime = on("cpu", channels_last=True)
+    data = setup.load_data(config, runtime)
     assert isinstance(data.train, Split)
     preloaded = data.train.images
 
-    batches = Batches(data.train, batch_size=4, mean=[0.5], std=[0.5], device=device)
+    batches = Batches(data.train, batch_size=4, mean=[0.5], std=[0.5], runtime=runtime)
 
     assert isinstance(batches.rows, TensorRows)
     assert batches.rows.images.untyped_storage().data_ptr() == (
@@ -43,3 +45,30 @@ def test_channels_last_batches_of_a_preloaded_split_keep_one_copy_of_it() -> Non
     (images, _), _ = batches
     assert images.is_contiguous(memory_format=torch.channels_last)
     torch.testing.assert_close(images, preloaded[:4].float() / 127.5 - 1)
+
+
+def test_loading_the_data_leaves_the_config_as_composed() -> None:
+    # What the data tells of itself goes into a copy of the run's config, where the run takes it.
+    cfg = compose_config("dataset=synthetic", "dataset.train_size=8", "dataset.test_size=4")
+    composed = OmegaConf.to_container(cfg)
+    data = setup.load_data(cfg.dataset, on("cpu"))
+    told = setup.with_data_facts(cfg, data)
+    assert OmegaConf.to_container(cfg) == composed
+    assert (told.dataset.channels, told.dataset.num_classes) == (data.shape[0], len(data.classes))
+    assert told.dataset.mean == data.mean and told.model.in_channels == data.shape[0]
+
+
+def test_an_evaluation_fills_in_a_copy_of_the_dataset_it_was_asked_for() -> None:
+    trained = compose_config("dataset=image_folder", "dataset.root=/photos").dataset
+    trained.mean, trained.std, trained.channels, trained.image_size = [0.4], [0.2], 1, 28
+    asked = compose_config("dataset=image_folder", "dataset.root=/other").dataset
+    composed = OmegaConf.to_container(asked)
+    evaluated = dataset_to_evaluate(asked, trained)
+    assert OmegaConf.to_container(asked) == composed
+    assert (evaluated.mean, evaluated.std, evaluated.channels, evaluated.image_size) == (
+        [0.4],
+        [0.2],
+        1,
+        28,
+    )
+    assert evaluated.root == "/other"

@@ -201,7 +201,7 @@ def test_the_checkpoint_restores_the_models_outputs(sweep: dict[tuple[str, str],
         batch_size=config.trainer.batch_size,
         mean=dataset.mean,
         std=dataset.std,
-        device=on("cpu"),
+        runtime=on("cpu"),
         subset=subset.evaluated_rows(
             len(dataset.test), config.trainer.limit_eval_images, config.trainer.limit_eval_fraction
         ),

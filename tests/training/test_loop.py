@@ -40,7 +40,7 @@ def tiny_batches(batches: int = 3, batch_size: int = 4, device: torch.device = C
         batch_size=batch_size,
         mean=[0.5],
         std=[0.5],
-        device=on(str(device)),
+        runtime=on(str(device)),
     )
 
 
@@ -279,7 +279,7 @@ def test_accumulated_batches_step_as_one_batch_of_them_all(accumulate: int) -> N
         torch.manual_seed(0)
         model = LeNet(3, 32, 10)
         optimizer = SGD(model.parameters(), lr=0.1, momentum=0.9)
-        batches = Batches(split, batch_size=batch_size, mean=[0.5], std=[0.5], device=on())
+        batches = Batches(split, batch_size=batch_size, mean=[0.5], std=[0.5], runtime=on())
         steps = loop.optimizer_steps(len(batches), accumulate_batches)
         scheduler, _ = schedules.for_run(
             scheduler_config("cosine"), optimizer, epochs=1, steps_per_epoch=steps

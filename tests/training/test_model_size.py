@@ -48,3 +48,39 @@ def test_the_size_reads_in_thousands_millions_and_billions(
     parameters: int, flops: int, text: str
 ) -> None:
     assert str(ModelSize(parameters, flops, 3 * flops)) == text
+
+
+class CountsThreads(torch.nn.Module):
+    """A model that notes how many threads torch ran it on, and fails if asked to."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 2)
+        self.fail = fail
+        self.threads: list[int] = []
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        self.threads.append(torch.get_num_threads())
+        if self.fail:
+            raise RuntimeError("no forward")
+        return self.layer(images.flatten(1))
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_one_image_is_measured_on_one_thread_and_the_threads_are_put_back(fail: bool) -> None:
+    """One image is too little work to share out among threads (each operation would wait for
+    all of them); the run's thread count is back after, even when the model fails."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        model = CountsThreads(fail)
+        if fail:
+            with pytest.raises(RuntimeError, match="no forward"):
+                measure(model, (1, 2, 2))
+        else:
+            measure(model, (1, 2, 2))
+        assert model.threads and set(model.threads) == {1}
+        assert torch.get_num_threads() == 2
+        assert model.training
+    finally:
+        torch.set_num_threads(threads)

@@ -125,13 +125,13 @@ def train_steps_watched_for_waits(
     at any call that waits for the GPU in steps 2 and 3 (the first may start CUDA's lazy
     state, and the last logs the epoch's loss, which waits by design)."""
     fp16 = precision == torch.float16
-    device = on(
+    runtime = on(
         "cuda:0",
         autocast_dtype=precision,
         scaler=torch.amp.GradScaler("cuda", enabled=fp16),
     )
     torch.manual_seed(0)
-    model = LeNet().to(device.torch_device)
+    model = LeNet().to(runtime.device)
     built, _ = build_optimizer(
         compose_config(f"optimizer={optimizer}", f"optimizer.fused={fused}").optimizer,
         model.parameters(),
@@ -144,7 +144,7 @@ def train_steps_watched_for_waits(
         batch_size=16,
         mean=[0.5],
         std=[0.5],
-        device=device,
+        runtime=runtime,
     )
     learner = loop.Learner(
         model, nn.CrossEntropyLoss(), built, gradient_clip=clip, accumulate_batches=accumulate
@@ -153,7 +153,7 @@ def train_steps_watched_for_waits(
         loop.train_epoch(
             learner,
             batches,
-            device,
+            runtime,
             log_interval=steps,
             log_step=lambda *logged: None,
             description="watched",

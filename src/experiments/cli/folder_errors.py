@@ -12,9 +12,13 @@ from pathlib import Path
 from experiments.core.text import display_path
 
 
-def run_folder_unmade(error: Exception) -> str | None:
-    """The line for `error` if it is Hydra failing to make or fill the run folder, else None."""
-    return _not_a_folder(error) or _folder_unmade(error) or _config_copy_unwritten(error)
+def run_folder_unmade(error: Exception, config_copy: Path | None) -> str | None:
+    """The line for `error` if it is Hydra failing to make or fill the run folder, else None.
+    `config_copy`: the folder Hydra was writing its copy of the config in when `error` was
+    raised, if it was (`experiments.cli.run_folder.config_copy`)."""
+    return (
+        _not_a_folder(error) or _folder_unmade(error) or _config_copy_unwritten(error, config_copy)
+    )
 
 
 def _not_a_folder(error: Exception) -> str | None:
@@ -75,26 +79,33 @@ def _shortened(folder: Path) -> str:
     return str(Path(*parts))
 
 
-def _config_copy_unwritten(error: Exception) -> str | None:
-    """Hydra could not write its copy of the config (`.hydra/`) in the run folder, a full disk
-    say, before the run began. The OSError of a failed write names no file; Hydra's
-    `_save_config`, where it was raised, holds it (if Hydra renames that, the generic line)."""
-    if not isinstance(error, OSError) or error.filename:
+# Hydra's copy of the config, in the order it writes the files (hydra.core.utils.run_job).
+CONFIG_COPY_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")
+
+
+def _config_copy_unwritten(error: Exception, folder: Path | None) -> str | None:
+    """Hydra could not write its copy of the config in `folder` (`.hydra/`), a full disk say,
+    before the run began. An OSError of a failed write names no file: it is the last of Hydra's
+    files there, each made as Hydra opens it (the folder held none: `run_folder` refuses one
+    that holds `.hydra/`)."""
+    if folder is None or not isinstance(error, OSError):
         return None
-    saving = [
-        frame.f_locals
-        for frame, _ in traceback.walk_tb(error.__traceback__)
-        if frame.f_code.co_name == "_save_config"
-    ]
-    if not saving or not {"output_dir", "filename"} <= saving[-1].keys():
-        return None
-    path = Path(display_path(Path(saving[-1]["output_dir"]))) / saving[-1]["filename"]
+    if error.filename:
+        failed = Path(os.fsdecode(error.filename))
+        if failed.parent != folder:
+            return None
+    else:
+        opened = [folder / name for name in CONFIG_COPY_FILES if (folder / name).exists()]
+        if not opened:
+            return None
+        failed = opened[-1]
+    path = Path(display_path(folder)) / failed.name
     remedy = {
         errno.ENOSPC: "free space there",
         errno.EDQUOT: "free space within your quota there",
         errno.EFBIG: "raise the limit on a file's size (ulimit -f)",
     }.get(error.errno, "make it writable")
     return (
-        f"could not write {path}, Hydra's copy of the config: {error.strerror}; {remedy}, or "
-        "name another folder with hydra.run.dir= (hydra.sweep.dir= for -m)"
+        f"could not write {path}, Hydra's copy of the config: {error.strerror}; "
+        f"{remedy}, or name another folder with hydra.run.dir= (hydra.sweep.dir= for -m)"
     )

@@ -13,6 +13,8 @@ torchrun's own summary finds it (`@record`).
 
 from __future__ import annotations
 
+import atexit
+import gc
 import logging
 import os
 import sys
@@ -26,7 +28,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from experiments.cli.folder_errors import run_folder_unmade
-from experiments.cli.run_folder import Refused
+from experiments.cli.run_folder import Refused, config_copy
 from experiments.config.overrides import (
     evaluation_arguments,
     refuse_missing_plugins,
@@ -40,6 +42,7 @@ from experiments.config.overrides import (
 from experiments.config.paths import with_paths_as_given
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
 from experiments.config.sweep_order import with_repeats_interleaved
+from experiments.core import collection
 from experiments.core.errors import one_line
 from experiments.core.interrupts import (
     end_as_the_signal_would,
@@ -105,14 +108,16 @@ def sweep_stopped_by(cuda_error: str, job_number: int, run_dir: Path) -> str:
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="train")
 def _train(cfg: DictConfig) -> float | None:
     # Imported here, not at the top, so `--help` and `--cfg job` never load torch.
-    from experiments.run.train import train
+    with collection.held():  # torch's objects, made once, never collected
+        from experiments.run.train import train
 
     return _run_job(lambda run_dir, free_gpus: train(cfg, run_dir, free_gpus))
 
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="eval")
 def _evaluate(cfg: DictConfig) -> float | None:
-    from experiments.run.evaluate import evaluate_checkpoint  # (no torch for --help, as above)
+    with collection.held():  # (as above)
+        from experiments.run.evaluate import evaluate_checkpoint  # (no torch for --help, as above)
 
     return _run_job(lambda run_dir, free_gpus: evaluate_checkpoint(cfg, run_dir, free_gpus))
 
@@ -153,15 +158,17 @@ def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | N
 
 
 def main() -> None:
-    """`python train.py`: a file or folder named by `dataset.root=` or `model.weights=` is taken
-    as it is, `resume=` and `replay=` bring back a run's own overrides, and `-m device=every`
-    becomes a sweep over this machine's devices, each configuration once before any twice."""
-    _command_line(
-        _train,
-        lambda arguments: with_repeats_interleaved(
-            with_every_device(with_saved_overrides(with_paths_as_given(arguments)), _every_device)
-        ),
-    )
+    """`python train.py`."""
+    _command_line(_train, _training_arguments)
+
+
+def _training_arguments(typed: list[str]) -> list[str]:
+    """The command line as Hydra is given it: a file or folder named by `dataset.root=` or
+    `model.weights=` taken as it is, `resume=` and `replay=` with their run's own overrides,
+    `-m device=every` a sweep over this machine's devices, and each configuration once before
+    any twice."""
+    arguments = with_saved_overrides(with_paths_as_given(typed))
+    return with_repeats_interleaved(with_every_device(arguments, _every_device))
 
 
 def _every_device() -> list[str]:
@@ -176,13 +183,15 @@ def _every_device() -> list[str]:
 
 
 def evaluate_main() -> None:
-    """`python eval.py`."""
-    _command_line(_evaluate, lambda arguments: with_paths_as_given(evaluation_arguments(arguments)))
+    """`python eval.py`: training's own keys refused, files and folders taken as named."""
+    _command_line(_evaluate, lambda typed: with_paths_as_given(evaluation_arguments(typed)))
 
 
 def _command_line(
-    hydra_main: Callable[[], object], expand: Callable[[list[str]], list[str]]
+    hydra_main: Callable[[], object], arguments: Callable[[list[str]], list[str]]
 ) -> None:
+    """Run a command line: what the process needs once, then `_compose_and_run`; every failure
+    ends as one line on stderr and a non-zero exit."""
     os.environ[USER_TRACEBACKS] = "1" if TRACEBACKS else "0"
     take_interrupts()
     # `python train.py` puts train.py's folder on the import path, not the one it runs in; a
@@ -196,8 +205,13 @@ def _command_line(
     # A log line train.log cannot take (a full disk) is no traceback on the console: the write
     # that fails next says it in one line.
     logging.raiseExceptions = TRACEBACKS
+    # The process ends with the command: what lives then is the system's to take back. Frozen,
+    # it is skipped by the collections Python makes as it shuts down, which otherwise go through
+    # torch's quarter of a million objects (0.6 s of CPU on a 2-core EPYC, every command).
+    atexit.unregister(gc.freeze)  # (registered once, however often the command runs in a process)
+    atexit.register(gc.freeze)
     try:
-        _recorded_by_torchrun(_compose_and_run)(hydra_main, expand)
+        _recorded_by_torchrun(_compose_and_run)(hydra_main, arguments)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or another signal taken as it (SIGTERM)
         if TRACEBACKS:
             raise
@@ -223,16 +237,20 @@ def _command_line(
         report_unfinished_sweeps()
         if TRACEBACKS:
             raise
-        said = run_folder_unmade(error) or one_line(error)
+        said = run_folder_unmade(error, config_copy.folder) or one_line(error)
         print(f"Error: {said}", file=sys.stderr)
         sys.exit(1)
 
 
 def _compose_and_run(
-    hydra_main: Callable[[], object], expand: Callable[[list[str]], list[str]]
+    hydra_main: Callable[[], object], arguments: Callable[[list[str]], list[str]]
 ) -> None:
+    """The command line rewritten for Hydra (`arguments`) and refused before Hydra reads it where
+    Hydra would say it over many lines or not at all; then Hydra composes the config, makes the
+    run folder and runs the job (`hydra_main`: `_train`, `_evaluate`)."""
+    config_copy.folder = None  # (an earlier command's, in this process)
     typed = sys.argv[1:]
-    sys.argv[1:] = expand(typed)
+    sys.argv[1:] = arguments(typed)
     # As typed: replay= of one job of a sweep brings back the sweep's option, and is one run.
     refuse_sweeps_without_multirun(typed)
     refuse_numbers_for_groups(sys.argv[1:])

@@ -5,11 +5,14 @@ Hydra calls `RunFolderCheck` (`hydra.callbacks` of conf/train.yaml and conf/eval
 composed the config, with `hydra.run.dir` (`hydra.sweep.dir` for -m) as it will be, and before it
 makes the folder, writes its snapshot (.hydra/) there and opens the log. Hydra makes an Exception
 of a callback a warning and goes on; the refusal is `Refused`, which Hydra passes on and the
-command line says in one line.
+command line says in one line. It also notes where Hydra is about to write its copy of the config
+(`config_copy`), until the job starts: Hydra's error for a write there that fails names no file.
 """
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,21 @@ class Refused(BaseException):
         self.reason = reason
 
 
+@dataclass
+class ConfigCopy:
+    """The folder Hydra is writing its copy of the config in (`<run dir>/.hydra`), from a run's
+    start until its job starts (Hydra writes the copy in between); None outside that, in a sweep
+    (Hydra names a job's folder only as it writes there), and where Hydra writes no copy (a
+    resume, torchrun's processes other than 0)."""
+
+    folder: Path | None = None
+
+
+# Hydra makes `RunFolderCheck` from the config, so nothing can hand it an object to write in:
+# this one, cleared by the command line as each command starts, read when a command fails.
+config_copy = ConfigCopy()
+
+
 class RunFolderCheck(Callback):
     """Refuses a run folder (or a sweep's) that holds an earlier run, before anything is written
     there. `evaluation`: the command is eval.py."""
@@ -38,6 +56,9 @@ class RunFolderCheck(Callback):
         self.evaluation = evaluation
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        subdir = config.hydra.output_subdir  # None: Hydra writes no copy
+        run_dir = Path(os.path.abspath(str(config.hydra.run.dir)))  # (as Hydra makes it)
+        config_copy.folder = None if subdir is None else run_dir / str(subdir)
         if config.get("resume"):  # continues a run in its own folder
             return
         folder = str(config.hydra.run.dir)
@@ -53,6 +74,9 @@ class RunFolderCheck(Callback):
                 "folder of its own"
             )
         _refuse_writing_over(f"hydra.run.dir={folder}", Path(folder), remedy)
+
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        config_copy.folder = None  # written
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         folder = str(config.hydra.sweep.dir)

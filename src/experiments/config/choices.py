@@ -1,14 +1,9 @@
-"""The closed choices of the configs (Enums: a typo fails while Hydra composes), and the names of
-the metrics a run may select epochs and hyperparameters by."""
+"""The closed choices of the configs (Enums: a typo fails while Hydra composes). The names of the
+metrics a run may select epochs and hyperparameters by are `metric_names`'."""
 
 from __future__ import annotations
 
 from enum import Enum
-
-# What trainer.monitor may select on, and what a run may return to a sweeper.
-MONITORED = ("val_accuracy", "val_loss")
-OPTIMIZABLE = (*MONITORED, "train_loss", "train_images_per_second")
-TEST_METRICS = ("test_accuracy", "test_loss", "final_test_accuracy")
 
 
 class Choice(str, Enum):
@@ -40,7 +35,7 @@ class Preload(Choice):
 
 
 class Mode(Choice):
-    auto = "auto"  # max for an accuracy, min for a loss
+    auto = "auto"  # the metric's own (`metric_names`): max for an accuracy, min for a loss
     max = "max"
     min = "min"
 

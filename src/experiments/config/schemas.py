@@ -12,6 +12,7 @@ from typing import Any
 from omegaconf import II, MISSING, DictConfig
 
 from experiments.config.choices import DeviceName, Interval, Loader, Mode, Precision, Preload
+from experiments.config.metric_names import VAL_ACCURACY
 
 
 @dataclass
@@ -266,7 +267,7 @@ class TrainerConfig:
     limit_eval_fraction: float | None = None
     # The validation metric that selects the run's epoch (checkpoints/best.pt); with mode auto,
     # the highest accuracy or the lowest loss. Never a test metric.
-    monitor: str = "val_accuracy"
+    monitor: str = VAL_ACCURACY
     monitor_mode: Mode = Mode.auto
     early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
     # Clip the gradients' total norm to this before each step (null: no clipping).

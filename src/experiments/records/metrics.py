@@ -30,6 +30,16 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import metadata
 from torch.utils.tensorboard import SummaryWriter
 
+from experiments.config.metric_names import (
+    ACCURACY,
+    CLASSIFICATION,
+    LOSS,
+    TEST,
+    TEST_ACCURACY,
+    TRAIN,
+    TRAIN_LOSS,
+    VAL,
+)
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import (
@@ -41,6 +51,7 @@ from experiments.core.files import (
 from experiments.devices.host_load import HostLoad
 from experiments.records import confusion, hparams
 from experiments.records.speed import host_record, warm_up_record
+from experiments.training.history import EpochRow, History
 from experiments.training.loop import EvaluationResult, TrainingResult
 
 log = logging.getLogger("experiments")
@@ -50,14 +61,15 @@ EVENTS = "events.out.tfevents.*"
 
 # An epoch row's numbers in TensorBoard, by their tags: a group per split, and one for speed.
 EPOCH_TAGS = {
-    "val_loss": "val/loss",
-    "val_accuracy": "val/accuracy",
-    "test_loss": "test/loss",
-    "test_accuracy": "test/accuracy",
+    **{
+        key: metric.tag(split)
+        for split in (VAL, TEST)
+        for key, metric in CLASSIFICATION.on(split).items()
+    },
     "images_per_second": "perf/images_per_second",
 }
 # The tag an epoch's row is found by in the events: today's, and older versions'.
-TEST_ACCURACY_TAGS = (EPOCH_TAGS["test_accuracy"], "test_accuracy")
+TEST_ACCURACY_TAGS = (EPOCH_TAGS[TEST_ACCURACY], TEST_ACCURACY)
 
 # The records of a run's end, by the kind and tag that show one was written.
 END_RECORDS = {
@@ -96,7 +108,7 @@ class Metrics:
         finally:
             threading.excepthook = self._excepthook
 
-    def resume_after(self, epoch: int, steps_per_epoch: int, history: list[dict[str, Any]]) -> None:
+    def resume_after(self, epoch: int, steps_per_epoch: int, history: History) -> None:
         """Continue after `epoch`: what was logged after it is about to be done again. An epoch of
         `history` (the checkpoint's rows, up to `epoch`) that metrics.jsonl or the TensorBoard
         events lack, their file deleted, is written into them again from its row there (the
@@ -120,7 +132,7 @@ class Metrics:
             write_text_atomically(path, "".join(f"{json.dumps(row)}\n" for row in kept))
         self._write_lost_epoch_events(history)
 
-    def _write_lost_epoch_events(self, history: list[dict[str, Any]]) -> None:
+    def _write_lost_epoch_events(self, history: History) -> None:
         """The epoch scalars of the rows of `history` that no event file holds (deleted)."""
         events = EventAccumulator(str(self.dir), size_guidance={"scalars": 0})  # (0: all)
         events.Reload()
@@ -148,7 +160,7 @@ class Metrics:
             lr=lr,
             images_per_second=speed,
         )
-        self._scalar("train/loss", loss, global_step)
+        self._scalar(LOSS.tag(TRAIN), loss, global_step)
         self._scalar("lr", lr, global_step)
 
     def epoch(
@@ -160,18 +172,16 @@ class Metrics:
         val: EvaluationResult | None,
         classes: list[str],
         host: HostLoad | None = None,
-    ) -> dict[str, Any]:
+    ) -> EpochRow:
         """Log an epoch's numbers, with the other work on the host while it trained (`host`;
         None: not known); returns them as its row of the run's history."""
-        validation = {} if val is None else {"val_loss": val.loss, "val_accuracy": val.accuracy}
-        row = {
+        row: EpochRow = {
             "epoch": epoch,
             "global_step": global_step,
-            "train_loss": training.loss,
+            TRAIN_LOSS: training.loss,
             "lr": training.lr,
-            **validation,
-            "test_loss": test.loss,
-            "test_accuracy": test.accuracy,
+            **(_measured(VAL, val) if val is not None else {}),
+            **_measured(TEST, test),
             "class_accuracy": dict(zip(classes, test.class_accuracy, strict=True)),
             "images_per_second": training.images_per_second,
             "train_images": training.images,
@@ -259,7 +269,12 @@ class Metrics:
         return self._tensorboard
 
 
-def _say_written_again(record: str, rows: list[dict[str, Any]]) -> None:
+def _measured(split: str, result: EvaluationResult) -> dict[str, float]:
+    """An evaluation's numbers on `split`, by their keys in the epoch's row: its loss first."""
+    return {LOSS.key(split): result.loss, ACCURACY.key(split): result.accuracy}
+
+
+def _say_written_again(record: str, rows: History) -> None:
     epochs = ", ".join(str(row["epoch"]) for row in rows)
     log.warning(
         "%s had no record of epoch%s %s (deleted?): written again from the checkpoint's "

@@ -25,6 +25,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config.metric_names import CLASSIFICATION, TEST, TRAIN_LOSS, VAL
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import write_text_atomically
@@ -34,8 +35,10 @@ from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
 from experiments.records import checkpoints
 from experiments.records.environment import versions
 from experiments.records.log_file import HeldLog
-from experiments.records.speed import host_summary, speed_summary
+from experiments.records.speed import HostRecord, SpeedSummary, host_summary, speed_summary
+from experiments.training.history import History
 from experiments.training.selection import Monitor, selected_epoch
+from experiments.training.time_to_accuracy import TimeToAccuracy
 
 
 class Results:
@@ -177,7 +180,37 @@ def training_fields(
     }
 
 
-def training_summary(history: list[dict[str, Any]], monitor: Monitor | None) -> dict[str, Any]:
+class _Summary(SpeedSummary, HostRecord):
+    selected_epoch: int
+    selected_by: str  # "val_accuracy (max)", or "final epoch (no validation split)"
+    # The selected epoch's metrics (None: no validation split), the headline's at the final
+    # epoch too, and the final training loss: keys of `metric_names.CLASSIFICATION`.
+    val_accuracy: float | None
+    val_loss: float | None
+    test_accuracy: float
+    test_loss: float
+    class_accuracy: dict[str, float | None]
+    final_val_accuracy: float | None
+    final_test_accuracy: float
+    train_loss: float
+    epoch_seconds: list[float]
+    wait_share: float
+    copy_share: float
+    compute_share: float
+    checkpoint: str
+    best_checkpoint: str | None
+
+
+class RunSummary(_Summary, total=False):
+    """A finished training run's numbers in results.json (`training_summary`), with what the run
+    adds to them: compile_seconds (None without trainer.compile) and, with
+    trainer.target_accuracy, time_to_accuracy."""
+
+    compile_seconds: float | None
+    time_to_accuracy: TimeToAccuracy
+
+
+def training_summary(history: History, monitor: Monitor | None) -> RunSummary:
     """A finished run's numbers, from its epochs' rows: those of the epoch `monitor` selects on
     the validation split, or without one (`monitor` None) of the final epoch."""
     last = history[-1]
@@ -186,14 +219,14 @@ def training_summary(history: list[dict[str, Any]], monitor: Monitor | None) -> 
     return {
         "selected_epoch": selected["epoch"],
         "selected_by": str(monitor) if monitor else "final epoch (no validation split)",
-        "val_accuracy": selected.get("val_accuracy"),
-        "val_loss": selected.get("val_loss"),
-        "test_accuracy": selected["test_accuracy"],
-        "test_loss": selected["test_loss"],
+        **{key: selected.get(key) for key in CLASSIFICATION.on(VAL)},
+        **{key: selected[key] for key in CLASSIFICATION.on(TEST)},
         "class_accuracy": selected["class_accuracy"],
-        "final_val_accuracy": last.get("val_accuracy"),
-        "final_test_accuracy": last["test_accuracy"],
-        "train_loss": last["train_loss"],
+        **{
+            CLASSIFICATION.final_key(split): last.get(CLASSIFICATION.headline.key(split))
+            for split in (VAL, TEST)
+        },
+        TRAIN_LOSS: last[TRAIN_LOSS],
         # Warm-up left out; the median over the epochs measured, and their range.
         **speed_summary(history),
         # Whether other work on the host competed with the run.

@@ -13,31 +13,55 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
 
 from experiments.devices.host_load import HostLoad
+from experiments.training.history import EpochRow, WarmUp
 
-Row = dict[str, Any]
+
+class HostRecord(TypedDict):
+    """The other work on the run's cores: None where /proc could not tell."""
+
+    host_other_cpu_share: float | None
+    host_busy: bool | None
 
 
-def warm_up_record(warm_up: list[tuple[int, float]]) -> dict[str, Any] | None:
+class LeftOut(TypedDict):
+    """The warm-up left out of the run's speed (`speed_summary`)."""
+
+    epochs: list[int]
+    steps: list[int] | None
+    seconds: float
+    left_out: bool
+
+
+class SpeedSummary(TypedDict):
+    """results.json's training speed (`speed_summary`)."""
+
+    train_images_per_second: float
+    train_images_per_second_range: list[float]
+    train_speed_epochs: list[int]
+    warm_up: LeftOut | None
+
+
+def warm_up_record(warm_up: list[tuple[int, float]]) -> WarmUp | None:
     """An epoch row's `warm_up`: the steps timed apart at its start, their images and seconds
     (None: it had none, a measured epoch)."""
     if not warm_up:
         return None
     images, seconds = warm_up[-1]
-    return {"steps": len(warm_up), "images": images, "seconds": seconds}
+    return WarmUp(steps=len(warm_up), images=images, seconds=seconds)
 
 
-def host_record(load: HostLoad | None) -> dict[str, Any]:
+def host_record(load: HostLoad | None) -> HostRecord:
     """An epoch row's (and results.json's) host load: None where /proc could not tell."""
-    return {
-        "host_other_cpu_share": None if load is None else load.other_cpu_share,
-        "host_busy": None if load is None else load.busy,
-    }
+    return HostRecord(
+        host_other_cpu_share=None if load is None else load.other_cpu_share,
+        host_busy=None if load is None else load.busy,
+    )
 
 
-def speed_summary(history: Sequence[Row]) -> dict[str, Any]:
+def speed_summary(history: Sequence[EpochRow]) -> SpeedSummary:
     """results.json's training speed, from the epochs' rows: `train_images_per_second`, the median
     over the measured epochs; `train_images_per_second_range`, their [min, max];
     `train_speed_epochs`, which they are; `warm_up`, what was left out (`epochs`, `steps` of each,
@@ -58,28 +82,28 @@ def speed_summary(history: Sequence[Row]) -> dict[str, Any]:
             seconds=[row["warm_up"]["seconds"] for row in warm],
             left_out=bool(steady),
         )
-    return {
-        "train_images_per_second": statistics.median(speeds),
-        "train_images_per_second_range": [min(speeds), max(speeds)],
-        "train_speed_epochs": [row["epoch"] for row in measured],
-        "warm_up": warm_up,
-    }
+    return SpeedSummary(
+        train_images_per_second=statistics.median(speeds),
+        train_images_per_second_range=[min(speeds), max(speeds)],
+        train_speed_epochs=[row["epoch"] for row in measured],
+        warm_up=warm_up,
+    )
 
 
-def host_summary(history: Sequence[Row]) -> dict[str, Any]:
+def host_summary(history: Sequence[EpochRow]) -> HostRecord:
     """results.json's host load over the epochs: the other processes' share of the run's cores
     (weighed by each epoch's training seconds), and busy if any epoch was (null: not known)."""
     known = [row for row in history if row.get("host_other_cpu_share") is not None]
     if not known:
         return host_record(None)
     seconds = sum(row["train_seconds"] for row in known)
-    return {
-        "host_other_cpu_share": sum(
+    return HostRecord(
+        host_other_cpu_share=sum(
             row["host_other_cpu_share"] * row["train_seconds"] for row in known
         )
         / seconds,
-        "host_busy": any(row["host_busy"] for row in known),
-    }
+        host_busy=any(row["host_busy"] for row in known),
+    )
 
 
 def compile_seconds(first_step: tuple[int, float], images_per_second: float) -> float:
@@ -89,23 +113,20 @@ def compile_seconds(first_step: tuple[int, float], images_per_second: float) -> 
     return max(seconds - images / images_per_second, 0.0)
 
 
-def _after_warm_up(row: Row) -> float:
+def _after_warm_up(row: EpochRow) -> float:
     warm_up = row["warm_up"]
     return (row["train_images"] - warm_up["images"]) / (row["train_seconds"] - warm_up["seconds"])
 
 
-def _whole(row: Row) -> float:
+def _whole(row: EpochRow) -> float:
     return row["train_images"] / row["train_seconds"]
 
 
 def _left_out(
-    warm: Sequence[Row], steps: list[int] | None, seconds: list[float], left_out: bool = True
-) -> dict[str, Any] | None:
+    warm: Sequence[EpochRow], steps: list[int] | None, seconds: list[float], left_out: bool = True
+) -> LeftOut | None:
     if not warm:
         return None
-    return {
-        "epochs": [row["epoch"] for row in warm],
-        "steps": steps,
-        "seconds": sum(seconds),
-        "left_out": left_out,
-    }
+    return LeftOut(
+        epochs=[row["epoch"] for row in warm], steps=steps, seconds=sum(seconds), left_out=left_out
+    )

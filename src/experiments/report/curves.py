@@ -12,8 +12,10 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
+from experiments.config.metric_names import TEST_ACCURACY, TRAIN_LOSS, VAL_ACCURACY
 from experiments.report import repeats
 from experiments.report.drawing import Row, from_zero, label, spanning
+from experiments.training.history import History, validated
 
 # Configurations whose numbers coincide (two placements train alike) would hide one another:
 # each has its own marker and dash, in a sequence that repeats only after 20, the markers hollow
@@ -22,7 +24,7 @@ MARKERS = ("o", "s", "^", "D", "v")
 DASHES = ("-", "--", ":", "-.")
 
 
-def curves_figure(rows: Sequence[Row], histories: Sequence[list[Row]]) -> Any:
+def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
     """Test (and, faint, validation) accuracy in % and train loss per epoch, a line per
     configuration (runs that differ only in the seed): the mean of its runs at each epoch, and a
     band from their lowest to their highest; one legend entry per configuration. Accuracy is
@@ -43,13 +45,13 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[list[Row]]) -> Any:
         if len(runs) > 1:
             repeated = True
             name += f" ({len(runs)} runs)"
-        colour = _mean_and_band(accuracy, _per_epoch(runs, "test_accuracy", 100), style)
-        if all("val_accuracy" in history[-1] for history in runs):  # lighter, for validation
-            validation = _per_epoch(runs, "val_accuracy", 100)
+        colour = _mean_and_band(accuracy, _per_epoch(runs, TEST_ACCURACY, 100), style)
+        if all(validated(history) for history in runs):  # lighter, for validation
+            validation = _per_epoch(runs, VAL_ACCURACY, 100)
             _mean_and_band(accuracy, validation, {**style, "alpha": 0.4}, colour)
-        _mean_and_band(loss, _per_epoch(runs, "train_loss"), style, colour, name)
-    validated = any("val_accuracy" in runs[0][-1] for runs in configurations.values())
-    title = "Test accuracy (faint: validation)" if validated else "Test accuracy"
+        _mean_and_band(loss, _per_epoch(runs, TRAIN_LOSS), style, colour, name)
+    any_validated = any(validated(runs[0]) for runs in configurations.values())
+    title = "Test accuracy (faint: validation)" if any_validated else "Test accuracy"
     accuracy.set(title=title, xlabel="epoch", ylabel="accuracy (%)")
     loss.set(title="Train loss", xlabel="epoch", ylabel="loss")
     if repeated:
@@ -68,12 +70,10 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[list[Row]]) -> Any:
     return figure
 
 
-def _configurations(
-    rows: Sequence[Row], histories: Sequence[list[Row]]
-) -> dict[str, list[list[Row]]]:
+def _configurations(rows: Sequence[Row], histories: Sequence[History]) -> dict[str, list[History]]:
     """The epochs' rows of the runs that have any, by configuration (named by the swept values
     its runs share but the seed), whatever their status: a run cut short shows how far it got."""
-    runs: dict[tuple[tuple[str, str], ...], list[tuple[Row, list[Row]]]] = {}
+    runs: dict[tuple[tuple[str, str], ...], list[tuple[Row, History]]] = {}
     for row, history in zip(rows, histories, strict=True):
         if history:
             swept = row.get("swept") or {}
@@ -90,7 +90,7 @@ def _configurations(
 Band = dict[int, list[float]]  # the runs' values at each epoch
 
 
-def _per_epoch(runs: Sequence[list[Row]], key: str, scale: float = 1) -> Band:
+def _per_epoch(runs: Sequence[History], key: str, scale: float = 1) -> Band:
     values: Band = {}
     for history in runs:
         for row in history:

@@ -22,9 +22,10 @@ from experiments.report.curves import curves_figure
 from experiments.report.drawing import Row
 from experiments.report.scaling import scaling_figure, scaling_lines
 from experiments.report.throughput import speed_groups, throughput_figure
+from experiments.training.history import History
 
 
-def draw(folder: Path, rows: Sequence[Row], histories: Sequence[list[Row]]) -> None:
+def draw(folder: Path, rows: Sequence[Row], histories: Sequence[History]) -> None:
     """The plots of the report's `rows`, each run's epochs' rows in `histories`."""
     if speed_groups(rows):
         _save(throughput_figure(rows), folder / "throughput.png")

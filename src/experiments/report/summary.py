@@ -51,13 +51,16 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from experiments.config.metric_names import FINAL_TEST_ACCURACY, TEST_ACCURACY, VAL_ACCURACY
 from experiments.config.naming import planned_job_names
 from experiments.core.errors import ExperimentError
 from experiments.core.files import read_json_lines, write_text_atomically
 from experiments.core.text import part_of_split, short_count
 from experiments.records.running import alive_here, recorded
 from experiments.report import plots, repeats, verdicts
+from experiments.report.run_configs import run_config
 from experiments.report.swept import swept_values
+from experiments.training.history import History, validated
 from experiments.training.selection import Monitor, selected_epoch
 
 Row = dict[str, Any]
@@ -110,9 +113,9 @@ COLUMNS = [
     Column("reason", "reason", in_console=False),
     # The epoch selected on the validation split (the final one without), and its accuracies.
     Column("selected_epoch", "epoch"),
-    Column("val_accuracy", "val acc", _percent),
-    Column("test_accuracy", "test acc", _percent),
-    Column("final_test_accuracy", "final test acc", _percent),
+    Column(VAL_ACCURACY, "val acc", _percent),
+    Column(TEST_ACCURACY, "test acc", _percent),
+    Column(FINAL_TEST_ACCURACY, "final test acc", _percent),
     # "64 of 1,000" when only part of the test split was evaluated (trainer.limit_eval_images).
     Column("test_images", "test images"),
     Column("train_images_per_second", "train img/s", "{:,.0f}".format),
@@ -140,7 +143,7 @@ def find_runs(folder: Path) -> list[Path]:
     runs = [
         path.parent
         for path in folder.rglob(".hydra")
-        if (path / "config.yaml").is_file() and "trainer" in OmegaConf.load(path / "config.yaml")
+        if (path / "config.yaml").is_file() and "trainer" in run_config(path / "config.yaml")
     ]
     return sorted(runs, key=lambda run: _natural_key(run.relative_to(folder)))
 
@@ -153,10 +156,10 @@ def _natural_key(path: Path) -> list[Any]:
     ]
 
 
-def summary_row(run_dir: Path, folder: Path, history: list[Row]) -> Row:
+def summary_row(run_dir: Path, folder: Path, history: History) -> Row:
     """One summary row for a run folder, from its results.json, or what its folder and its
     epochs' rows (`history`) show."""
-    config = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    config = run_config(run_dir / ".hydra" / "config.yaml")
     row: Row = dict.fromkeys(column.key for column in COLUMNS)
     row.update(
         run=str(run_dir.relative_to(folder)) if run_dir != folder else run_dir.name,
@@ -184,18 +187,20 @@ def summary_row(run_dir: Path, folder: Path, history: list[Row]) -> Row:
         row["accuracy_target"] = (reached.get("target"), reached.get("split"))
     if history:
         if row["selected_epoch"] is None:  # a run still going, or stopped: its epochs so far
-            validated = "val_accuracy" in history[-1]
-            selected = selected_epoch(history, Monitor.of(config.trainer) if validated else None)
+            monitor = Monitor.of(config.trainer) if validated(history) else None
+            selected = selected_epoch(history, monitor)
             row.update(
-                selected_epoch=selected["epoch"],
-                val_accuracy=selected.get("val_accuracy"),
-                test_accuracy=selected["test_accuracy"],
-                final_test_accuracy=history[-1]["test_accuracy"],
+                {
+                    "selected_epoch": selected["epoch"],
+                    VAL_ACCURACY: selected.get(VAL_ACCURACY),
+                    TEST_ACCURACY: selected[TEST_ACCURACY],
+                    FINAL_TEST_ACCURACY: history[-1][TEST_ACCURACY],
+                }
             )
         row["seconds_per_epoch"] = sum(e["epoch_seconds"] for e in history) / len(history)
     # Of a run's test accuracy; runs of earlier versions did not record the split's size.
     in_split = results.get("test_split_images")
-    measured = in_split and row["test_accuracy"] is not None
+    measured = in_split and row[TEST_ACCURACY] is not None
     row["test_images"] = part_of_split(results["test_images"], in_split) if measured else None
     return row
 
@@ -219,15 +224,16 @@ def _status(results: dict[str, Any]) -> str:
     return status
 
 
-def epochs(run_dir: Path) -> list[dict[str, Any]]:
-    """The epoch rows of a run's metrics.jsonl (none if it has not finished an epoch)."""
+def epochs(run_dir: Path) -> History:
+    """The epoch rows of a run's metrics.jsonl, with their `kind` and `time` (none if it has not
+    finished an epoch)."""
     path = run_dir / "metrics.jsonl"
     if not path.is_file():
         return []
     return [row for row in read_json_lines(path) if row["kind"] == "epoch"]
 
 
-def _epochs_or_why(run_dir: Path) -> tuple[list[Row], str | None]:
+def _epochs_or_why(run_dir: Path) -> tuple[History, str | None]:
     """A run's epoch rows, or none and why, when its metrics.jsonl cannot be read (a damaged line,
     a binary file): the row says so, and the report is made all the same."""
     try:
@@ -238,7 +244,7 @@ def _epochs_or_why(run_dir: Path) -> tuple[list[Row], str | None]:
 
 def write_report(folder: Path) -> list[dict[str, Any]]:
     """Write summary.csv, summary.md and the plots into `folder`; return the rows."""
-    pairs: list[tuple[Row, list[Row]]] = []  # a row and its run's epochs
+    pairs: list[tuple[Row, History]] = []  # a row and its run's epochs
     runs = find_runs(folder)
     swept = swept_values(runs, folder)
     for run in runs:

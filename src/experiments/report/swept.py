@@ -14,6 +14,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config.naming import sweep_keys
+from experiments.report.run_configs import run_config
 
 # Where a run came from, not what it ran.
 ORIGINS = ("resume", "replay")
@@ -45,7 +46,7 @@ def _given(run: Path) -> dict[str, str]:
 
 
 def _values(run: Path, keys: list[str], given: dict[str, str]) -> dict[str, str]:
-    config = OmegaConf.load(run / ".hydra" / "config.yaml")
+    config = run_config(run / ".hydra" / "config.yaml")
     hydra_yaml = run / ".hydra" / "hydra.yaml"
     choices = (
         OmegaConf.select(OmegaConf.load(hydra_yaml), "hydra.runtime.choices", default=None)

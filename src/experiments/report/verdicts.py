@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from experiments.config.metric_names import TEST_ACCURACY
 from experiments.report import repeats
 from experiments.report.repeats import (
     GET_INTERVALS,
@@ -116,7 +117,7 @@ SPEED = Compared(
     "{better} trains {value} {interval} as fast as {worse}{held}",
 )
 ACCURACY = Compared(
-    "test_accuracy",  # of the selected epoch
+    TEST_ACCURACY,  # of the selected epoch
     "test accuracy",
     _points,
     0.0,

@@ -17,6 +17,7 @@ from torch import nn
 
 from experiments.config import trust
 from experiments.config.build import plain
+from experiments.config.metric_names import TEST_ACCURACY, TEST_LOSS
 from experiments.config.schemas import is_image_folder, is_users_data
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
@@ -53,31 +54,31 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         results.add(checkpoint=str(path.resolve()))
         validate(cfg)
         process_settings.apply(cfg.device.visible, threads=None, deterministic=False)
-        device = setup.prepare_device(cfg.device, cfg.placement, ONE_PROCESS, free_gpus)
-        results.add(device=device_record(cfg.device, device.plan))
+        runtime = setup.prepare_runtime(cfg.device, cfg.placement, ONE_PROCESS, free_gpus)
+        results.add(device=device_record(cfg.device, runtime.plan))
         # On the host: the model is built there, takes the weights, and then goes to the device
         # (loaded onto a GPU, they would go there, back, and there again, and stay beside it).
         state = checkpoints.load(path)
         trained = _to_build(state["config"], cfg, path)
         log.info("evaluating %s: %s", display_path(path), _which_epoch(path, state, trained))
-        dataset = _dataset_to_evaluate(cfg.dataset, trained.dataset)
-        data = setup.load_data(dataset, device, training=False)
+        dataset = dataset_to_evaluate(cfg.dataset, trained.dataset)
+        data = setup.load_data(dataset, runtime, training=False)
         _check_classes(data.classes, trained.dataset, dataset)
         results.add(data={**data.record, **data.derived()})
 
         model = models.build_for(trained.model, data.shape, len(data.classes), data.name)
         model.load_state_dict(state["model"])
-        model = setup.place_model(model, device)
+        model = setup.place_model(model, runtime)
         test_batches = Batches(
             data.test,
             batch_size=cfg.batch_size,
             mean=data.mean,
             std=data.std,
-            device=device,
+            runtime=runtime,
             subset=evaluated_test_rows(cfg, trained, len(data.test)),
         )
-        audit(model, nn.CrossEntropyLoss(), next(iter(test_batches)), device.plan)
-        evaluation = loop.evaluate(model, test_batches, device, len(data.classes))
+        audit(model, nn.CrossEntropyLoss(), next(iter(test_batches)), runtime.plan)
+        evaluation = loop.evaluate(model, test_batches, runtime, len(data.classes))
         outcome = results.finish(
             "completed",
             None,
@@ -87,12 +88,11 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
             dataset=data.name,
             test_images=test_batches.count_images(),
             test_split_images=len(data.test),
-            test_accuracy=evaluation.accuracy,
-            test_loss=evaluation.loss,
+            **{TEST_ACCURACY: evaluation.accuracy, TEST_LOSS: evaluation.loss},
             class_accuracy=dict(zip(data.classes, evaluation.class_accuracy, strict=True)),
             seconds=evaluation.seconds,
         )
-    _log_outcome(outcome, device.plan, run_dir)
+    _log_outcome(outcome, runtime.plan, run_dir)
     return evaluation.accuracy
 
 
@@ -164,18 +164,16 @@ def evaluated_test_rows(cfg: DictConfig, trained: DictConfig, in_split: int) -> 
     return rows
 
 
-def _dataset_to_evaluate(asked: DictConfig | None, trained: DictConfig) -> DictConfig:
+def dataset_to_evaluate(asked: DictConfig | None, trained: DictConfig) -> DictConfig:
     """The dataset the evaluation asks for (by default the one trained on), normalized as the
     training images were unless it says otherwise; images of the user's own are made the size
     and channels the model was trained on (it takes no other)."""
     if asked is None:
         return trained
-    for key in ("mean", "std"):
-        if asked[key] is None:
-            asked[key] = trained[key]
+    filled = {key: trained[key] for key in ("mean", "std") if asked[key] is None}
     if is_users_data(asked):
-        asked.channels, asked.image_size = trained.channels, trained.image_size
-    return asked
+        filled |= {"channels": trained.channels, "image_size": trained.image_size}
+    return OmegaConf.merge(asked, filled)
 
 
 def _check_classes(classes: list[str], trained: DictConfig, dataset: DictConfig) -> None:
@@ -209,8 +207,8 @@ def _log_outcome(outcome: dict[str, Any], plan: DevicePlan, run_dir: Path) -> No
         outcome["trained_epochs"],
         outcome["trained_on"],
         outcome["dataset"],
-        100 * outcome["test_accuracy"],
-        outcome["test_loss"],
+        100 * outcome[TEST_ACCURACY],
+        outcome[TEST_LOSS],
         f"{part} test images" if part else f"{outcome['test_images']} images",
         plan,
         display_path(run_dir),

@@ -1,7 +1,8 @@
 """What a training run and an evaluation both set up before their first batch: the device,
-decided once into a `Device` and passed on from there; the dataset, where the config wants it;
-and the model on the device, wrapped for several GPUs or processes and compiled as asked. (The
-audit that checks it all arrived is `experiments.devices.placement.audit`.)
+decided once into a `Runtime` and passed on from there; the dataset, where the config wants it,
+and what it told of itself merged into the config; and the model on the device, wrapped for
+several GPUs or processes and compiled as asked. (The audit that checks it all arrived is
+`experiments.devices.placement.audit`.)
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import logging
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from experiments.config.build import build
@@ -19,15 +20,15 @@ from experiments.core.errors import ExperimentError
 from experiments.data import loading, validation
 from experiments.data.types import ImageData
 from experiments.devices import distributed, memory, precision, wrapping
-from experiments.devices.device import Device
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.plan import DevicePlan, Machine, resolve, wants_any_gpu
 from experiments.devices.process_group import ProcessGroup
+from experiments.devices.runtime import Runtime
 
 log = logging.getLogger("experiments")
 
 
-def prepare_device(
+def prepare_runtime(
     request: DeviceConfig,
     placement: DictConfig,
     group: ProcessGroup,
@@ -35,11 +36,11 @@ def prepare_device(
     *,
     precision_name: Precision = Precision.fp32,
     channels_last: bool | None = False,
-) -> Device:
-    """The device this process computes on: the request resolved against this machine (in a
-    parallel sweep, a GPU no other job holds, if the request leaves it open), made the current
-    one and joined to the process group when the run spans processes; with the placement
-    method, the precision and the memory format (None: the device's default) the job runs in."""
+) -> Runtime:
+    """What this process computes on and in: the device request resolved against this machine
+    (in a parallel sweep, a GPU no other job holds, if the request leaves it open), made the
+    current device and joined to the process group when the run spans processes; with the
+    placement method, the precision and the memory format (None: the device's default)."""
     plan = plan_for_job(request, Machine.detect(), group, free_gpus)
     if plan.type == "cuda":
         torch.cuda.set_device(plan.index)  # so nothing lands on cuda:0 by default
@@ -49,7 +50,7 @@ def prepare_device(
     log.info("device: %s%s", plan, chosen)
     memory.reset_peak_memory(plan)
     autocast_dtype, scaler = precision.autocast_and_scaler(precision_name, plan.device)
-    return Device(
+    return Runtime(
         plan,
         build(placement, device=plan.device),
         group,
@@ -73,21 +74,23 @@ def plan_for_job(
     return plan
 
 
-def load_data(config: DatasetConfig, device: Device, *, training: bool = True) -> ImageData:
+def load_data(config: DatasetConfig, runtime: Runtime, *, training: bool = True) -> ImageData:
     """The dataset (for an evaluation, only its test split) with its validation split, if any,
-    its in-memory splits moved to the device once if `dataset.preload=device`.
-
-    What the data told (its classes, image shape, computed mean and std) is written into
-    `config`, so the model is sized from it and a checkpoint's config holds it: an evaluation
-    then normalizes as training did, and knows the classes it was trained on."""
-    processes_here = device.group.local_world_size
+    its in-memory splits moved to the device once if `dataset.preload=device`."""
+    processes_here = runtime.group.local_world_size
     data = loading.load(config, processes_here=processes_here, training=training)
     data = validation.with_validation(data, config)
-    for key, value in data.derived().items():
-        config[key] = value
     if config.preload == Preload.device:
-        data = loading.preload(data, device.placement, channels_last=device.channels_last)
+        data = loading.preload(data, runtime.placement, channels_last=runtime.channels_last)
     return data
+
+
+def with_data_facts(cfg: DictConfig, data: ImageData) -> DictConfig:
+    """A copy of the run's config with what its data told of itself (its classes, image shape,
+    computed mean and std) in the dataset's fields: the model is sized from them (the schemas'
+    `${dataset.channels}`), and a checkpoint's config holds them, so an evaluation normalizes
+    as training did and knows the classes it was trained on."""
+    return OmegaConf.merge(cfg, {"dataset": data.derived()})
 
 
 def refuse_unknown_backend(compile_backend: str | None) -> None:
@@ -102,17 +105,17 @@ def refuse_unknown_backend(compile_backend: str | None) -> None:
 
 def place_model(
     model: nn.Module,
-    device: Device,
+    runtime: Runtime,
     compile_backend: str | None = None,
     sync_batchnorm: bool = False,
 ) -> nn.Module:
     """The model on its device, in its memory format, wrapped for several GPUs or processes (its
     BatchNorm layers synchronized over DDP's processes, with `sync_batchnorm`), and compiled
     with `compile_backend` if one is named."""
-    model = device.placement.module(model)
-    if device.channels_last:
+    model = runtime.placement.module(model)
+    if runtime.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    model = wrapping.parallelize(model, device.plan, device.autocast_dtype, sync_batchnorm)
+    model = wrapping.parallelize(model, runtime.plan, runtime.autocast_dtype, sync_batchnorm)
     if compile_backend:
         model = torch.compile(model, backend=compile_backend)
     return model

@@ -8,7 +8,6 @@ early if asked; `finish` records the outcome.
 
 from __future__ import annotations
 
-import copy
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -17,30 +16,35 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import nn
+from torch.optim.lr_scheduler import LRScheduler
 
-from experiments.config import trust
 from experiments.config.build import plain
 from experiments.config.choices import Interval
-from experiments.config.naming import sweep_keys
+from experiments.config.metric_names import (
+    FINAL_TEST_ACCURACY,
+    TEST,
+    TEST_ACCURACY,
+    TRAIN_IMAGES_PER_SECOND,
+    VAL,
+    VAL_ACCURACY,
+)
 from experiments.config.validate import refuse_unchosen_groups, validate
+from experiments.core import collection
 from experiments.core.errors import ExperimentError
 from experiments.core.files import remove_leftovers
-from experiments.core.text import display_path, part_of_split, shape_text
+from experiments.core.text import display_path
 from experiments.data import fingerprint, subset
 from experiments.data.batches import Augment, Batches
-from experiments.data.types import Split, Streamed
+from experiments.data.types import ImageData, Split, Streamed
 from experiments.devices import host_load, memory, peak, precision, process_settings
 from experiments.devices.description import device_record
-from experiments.devices.device import Device
 from experiments.devices.distributed import teardown, wait_for_all
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.placement import audit
-from experiments.devices.plan import DevicePlan
 from experiments.devices.process_group import ProcessGroup
+from experiments.devices.runtime import Runtime
 from experiments.devices.wrapping import unwrap
 from experiments.records import (
     checkpoints,
@@ -56,11 +60,10 @@ from experiments.records.log_file import HeldLog
 from experiments.records.metrics import Metrics
 from experiments.records.results import (
     Results,
-    per_class_text,
     training_fields,
     training_summary,
 )
-from experiments.run import setup
+from experiments.run import console, job, setup
 from experiments.training import (
     loop,
     model_size,
@@ -72,7 +75,9 @@ from experiments.training import (
     selection,
     time_to_accuracy,
 )
+from experiments.training.history import History
 from experiments.training.selection import Monitor, selected_epoch
+from experiments.training.time_to_accuracy import TimeToAccuracy
 from experiments.training.weights import load_weights
 
 log = logging.getLogger("experiments")
@@ -81,12 +86,7 @@ log = logging.getLogger("experiments")
 WRITTEN_FOLDERS = (Path(".hydra"), checkpoints.LAST.parent, profiling.TRACE.parent)
 
 # The numbers of a finished run that TensorBoard's HParams tab compares runs by.
-HPARAMS_METRICS = (
-    "val_accuracy",
-    "test_accuracy",
-    "final_test_accuracy",
-    "train_images_per_second",
-)
+HPARAMS_METRICS = (VAL_ACCURACY, TEST_ACCURACY, FINAL_TEST_ACCURACY, TRAIN_IMAGES_PER_SECOND)
 
 
 def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float | None:
@@ -117,23 +117,40 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                 group.world_size,
             ):
                 run = TrainingRun(cfg, run_dir, results, metrics)
-                with results.phase():  # what setup learns, in one write of results.json
+                # What setup learns, in one write of results.json; what it makes to keep (torch's
+                # compiler's modules, the data) left out of every later garbage collection.
+                with results.phase(), collection.held():
                     run.setup(group, free_gpus, resumed)
                 run.fit()
                 summary = run.finish()
-                plan = run.device.plan
+                plan = run.runtime.plan
                 del run  # its DDP model holds the process group, which teardown() then ends
-        _log_summary(summary, plan, run_dir)
+        console.log_summary(summary, plan, run_dir)
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
 
 
 class TrainingRun:
     def __init__(self, cfg: DictConfig, run_dir: Path, results: Results, metrics: Metrics) -> None:
+        # As composed, until setup has merged in what the data told of itself.
         self.cfg = cfg
         self.run_dir = run_dir
         self.results = results
         self.metrics = metrics
-        self.history: list[dict[str, Any]] = []  # a row per epoch trained
+        # Set up by `setup`, in its order: the device, the data, the model, the optimization.
+        self.runtime: Runtime
+        self.data: ImageData
+        self.data_fingerprint: dict[str, Any]  # what a resume must find again
+        self.monitor: Monitor | None  # what selects epochs, with a validation split
+        self.model_size: model_size.ModelSize
+        self.shuffle: torch.Generator  # the same in every process
+        self.train_batches: Batches
+        self.test_batches: Batches
+        self.val_batches: Batches | None
+        self.steps_per_epoch: int
+        self.scheduler: LRScheduler
+        self.learner: loop.Learner
+        # What training has done.
+        self.history: History = []  # a row per epoch trained
         self.selected_confusion: list[list[int]] = []  # the test split's, at the selected epoch
         self.stopped_early = False  # a resumed run, killed after it stopped early
         self.trained = False  # an epoch in this process (a resume may find none left)
@@ -148,14 +165,38 @@ class TrainingRun:
         self, group: ProcessGroup, free_gpus: FreeGpus | None, resumed: dict[str, Any] | None
     ) -> None:
         """Everything the first step needs, on the device; a resumed run's state put back."""
-        cfg, trainer, results = self.cfg, self.cfg.trainer, self.results
-        # A resumed run's config snapshot, as composed (before the data fills in what it tells).
-        composed = copy.deepcopy(cfg) if resumed is not None else None
-        built = _refuse_targets_not_typed(cfg)
+        composed = self.cfg  # a resumed run's config snapshot is this one
+        self._check_config(group)
+        self._set_up_device(group, free_gpus, resumed is None)
+        self._set_up_data()
+        model = self._set_up_model(resumed is None)
+        self._set_up_optimization(model)
+        audit(model, self.learner.loss_fn, next(iter(self.test_batches)), self.runtime.plan)
+        if resumed is not None:
+            self._restore(resumed, composed)
+        console.log_start(
+            self.cfg,
+            self.data.shape,
+            self.model_size,
+            self.train_batches,
+            self.test_batches,
+            self.val_batches,
+            self.runtime,
+        )
+
+    def _check_config(self, group: ProcessGroup) -> None:
+        """What can be refused before anything is built."""
+        cfg = self.cfg
+        built = job.refuse_targets_not_typed(cfg)
         if cfg.replay:
-            _say_what_a_replay_builds(cfg.replay, built)
+            job.say_what_a_replay_builds(cfg.replay, built)
         validate(cfg, group.world_size)
-        setup.refuse_unknown_backend(trainer.compile)
+        setup.refuse_unknown_backend(cfg.trainer.compile)
+
+    def _set_up_device(self, group: ProcessGroup, free_gpus: FreeGpus | None, new: bool) -> None:
+        """The process's settings, and the device decided once (`self.runtime`); the environment
+        recorded for a `new` run (a resume's, once it is accepted)."""
+        cfg, trainer, results = self.cfg, self.cfg.trainer, self.results
         process_settings.apply(
             cfg.device.visible,
             trainer.threads,
@@ -163,11 +204,11 @@ class TrainingRun:
             cudnn_benchmark=trainer.cudnn_benchmark,
         )
         results.add(deterministic=torch.are_deterministic_algorithms_enabled())
-        if group.is_main and resumed is None:  # a resume's, once it is accepted
+        if group.is_main and new:
             environment.write(self.run_dir)
         if trainer.keep_freed_memory:
             results.add(keep_freed_memory=memory.keep_freed_memory())
-        self.device = device = setup.prepare_device(
+        self.runtime = runtime = setup.prepare_runtime(
             cfg.device,
             cfg.placement,
             group,
@@ -175,34 +216,42 @@ class TrainingRun:
             precision_name=trainer.precision,
             channels_last=trainer.channels_last,
         )
-        results.add(device=device_record(cfg.device, device.plan))
-        if note := precision.emulated_bf16(trainer.precision, device.plan):
+        results.add(device=device_record(cfg.device, runtime.plan))
+        if note := precision.emulated_bf16(trainer.precision, runtime.plan):
             log.warning(note)
             results.add(precision_note=note)
-        results.add(channels_last=device.channels_last)
+        results.add(channels_last=runtime.channels_last)
         if trainer.measure_peak_flops:
-            measured = peak.measure(device.torch_device, device.autocast_dtype)
+            measured = peak.measure(runtime.device, runtime.autocast_dtype)
             results.add(
                 device_peak_flops=measured.flops_per_second,
                 device_peak_precision=measured.precision,
             )
             # Its matrices (up to 768 MiB on a GPU) are not the run's peak memory.
-            memory.reset_peak_memory(device.plan)
-        self.data = data = setup.load_data(cfg.dataset, device)
-        _refuse_targets_not_typed(cfg)  # (the data filled in fields)
-        results.add(data={**data.record, **data.derived()})
-        self.data_fingerprint = fingerprint.of(data, cfg.dataset)
-        # Epochs are selected (and runs stopped early) on the validation split, never on test.
-        selection.require_validation(cfg, has_validation=data.val is not None)
-        self.monitor = Monitor.of(trainer) if data.val is not None else None
+            memory.reset_peak_memory(runtime.plan)
 
-        seeding.seed_everything(trainer.seed)  # the same weights on every device and placement
+    def _set_up_data(self) -> None:
+        """The splits, and the config with what they told of themselves (`self.cfg`)."""
+        self.data = data = setup.load_data(self.cfg.dataset, self.runtime)
+        self.cfg = setup.with_data_facts(self.cfg, data)
+        job.refuse_targets_not_typed(self.cfg)  # (an interpolation may read the data's fields)
+        self.results.add(data={**data.record, **data.derived()})
+        self.data_fingerprint = fingerprint.of(data, self.cfg.dataset)
+        # Epochs are selected (and runs stopped early) on the validation split, never on test.
+        selection.require_validation(self.cfg, has_validation=data.val is not None)
+        self.monitor = Monitor.of(self.cfg.trainer) if data.val is not None else None
+
+    def _set_up_model(self, new: bool) -> nn.Module:
+        """The model as built (the same weights on every device and placement), `model.weights`
+        loaded into a `new` run's (a resume takes its own back), measured, and on the device."""
+        cfg, data, trainer = self.cfg, self.data, self.cfg.trainer
+        seeding.seed_everything(trainer.seed)
         model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
-        if cfg.model.get("weights") and resumed is None:  # a resume takes its own back
+        if cfg.model.get("weights") and new:
             weights_partial = bool(cfg.model.get("weights_partial"))
             left = load_weights(model, cfg.model.weights, weights_partial)
             if weights_partial:  # (without it, every tensor was loaded)
-                results.add(weights_left_as_built=left)
+                self.results.add(weights_left_as_built=left)
                 if left:
                     log.info(
                         "model.weights=%s loaded but for %d tensor(s), left as built: %s",
@@ -211,27 +260,34 @@ class TrainingRun:
                         ", ".join(left),
                     )
         self.model_size = model_size.measure(model, data.shape)
-        results.add(**self.model_size.record())
-        model = setup.place_model(model, device, trainer.compile, trainer.sync_batchnorm)
-        loss_fn = device.placement.module(
+        self.results.add(**self.model_size.record())
+        return setup.place_model(model, self.runtime, trainer.compile, trainer.sync_batchnorm)
+
+    def _set_up_optimization(self, model: nn.Module) -> None:
+        """The loss, optimizer and schedule, and the splits cut into batches: the `learner`."""
+        cfg, trainer, runtime = self.cfg, self.cfg.trainer, self.runtime
+        loss_fn = runtime.placement.module(
             nn.CrossEntropyLoss(label_smoothing=trainer.label_smoothing)
         )
         optimizer, fused = optimizers.build_optimizer(
-            cfg.optimizer, model.parameters(), device.type
+            cfg.optimizer, model.parameters(), runtime.type
         )
-        cudnn_benchmark = trainer.cudnn_benchmark and device.type == "cuda"
-        results.add(optimizer_fused=fused, cudnn_benchmark=cudnn_benchmark)
+        cudnn_benchmark = trainer.cudnn_benchmark and runtime.type == "cuda"
+        self.results.add(optimizer_fused=fused, cudnn_benchmark=cudnn_benchmark)
         # The same shuffle (and augmentation) in every process; each takes its share of a batch.
         self.shuffle = torch.Generator().manual_seed(trainer.seed)
         augment = Augment(**cfg.dataset.augment, generator=self.shuffle)
+        data, world_size = self.data, runtime.group.world_size
         assert data.train is not None
-        fewest = loop.fewest_images_per_batch(model, trainer.batch_size, group.world_size)
+        fewest = loop.fewest_images_per_batch(model, trainer.batch_size, world_size)
         self.train_batches = self._batches(data.train, self.shuffle, augment, fewest)
-        if note := loop.left_out_note(self.train_batches, group.world_size):
+        if note := loop.left_out_note(self.train_batches, world_size):
             log.info(note)
         self.test_batches = self._batches(data.test)
         self.val_batches = self._batches(data.val) if data.val is not None else None
-        results.add(test_images=self.test_batches.count_images(), test_split_images=len(data.test))
+        self.results.add(
+            test_images=self.test_batches.count_images(), test_split_images=len(data.test)
+        )
         self.steps_per_epoch = loop.optimizer_steps(
             len(self.train_batches), trainer.accumulate_batches
         )
@@ -248,27 +304,14 @@ class TrainingRun:
             epochs=trainer.epochs,
             steps_per_epoch=self.steps_per_epoch,
         )
-        step_scheduler = self.scheduler if interval == Interval.step else None
         self.learner = loop.Learner(
             model,
             loss_fn,
             optimizer,
-            step_scheduler,
+            self.scheduler if interval == Interval.step else None,
             trainer.gradient_clip,
             trainer.stop_on_divergence,
             trainer.accumulate_batches,
-        )
-        audit(model, loss_fn, next(iter(self.test_batches)), device.plan)
-        if resumed is not None and composed is not None:
-            self._restore(resumed, composed)
-        _log_start(
-            cfg,
-            data.shape,
-            self.model_size,
-            self.train_batches,
-            self.test_batches,
-            self.val_batches,
-            device,
         )
 
     def fit(self) -> None:
@@ -286,7 +329,7 @@ class TrainingRun:
                 training = loop.train_epoch(
                     self.learner,
                     self.train_batches,
-                    self.device,
+                    self.runtime,
                     log_interval=trainer.log_interval,
                     log_step=partial(self.metrics.step, epoch, steps_before),
                     description=f"epoch {epoch}/{trainer.epochs}",
@@ -317,7 +360,9 @@ class TrainingRun:
             self.results.add(epochs_completed=epoch)
             last = epoch == trainer.epochs or stop is not None
             self._save_checkpoints(epoch, last=last, best=self.monitor is not None and selected)
-            _log_epoch(epoch, trainer.epochs, training, test, val, self.cfg.scheduler.name, host)
+            console.log_epoch(
+                epoch, trainer.epochs, training, test, val, self.cfg.scheduler.name, host
+            )
             if trainer.target_accuracy is not None:
                 reached = self._time_to_accuracy()
                 if reached["epoch"] == epoch:
@@ -333,7 +378,7 @@ class TrainingRun:
         cfg = self.cfg
         summary = training_summary(self.history, self.monitor)
         summary["compile_seconds"] = (
-            speed.compile_seconds(self.first_step, summary["train_images_per_second"])
+            speed.compile_seconds(self.first_step, summary[TRAIN_IMAGES_PER_SECOND])
             if cfg.trainer.compile and self.first_step is not None
             else None
         )
@@ -345,16 +390,16 @@ class TrainingRun:
             numbers["time_to_accuracy"] = summary["time_to_accuracy"]["seconds"]
         # A resume that trained nothing finishes a run killed at its end, maybe after these.
         written = (
-            set() if self.trained or not self.device.group.is_main else self.metrics.end_records()
+            set() if self.trained or not self.runtime.group.is_main else self.metrics.end_records()
         )
         if "hparams" not in written:
             self.metrics.hyperparameters(
-                hparams.hyperparameters(cfg, str(self.device.plan), _overrides())
+                hparams.hyperparameters(cfg, str(self.runtime.plan), job.overrides())
                 # As numbers, to sort and filter by (whole numbers would be text there).
                 | {name: float(count) for name, count in self.model_size.record().items()},
                 numbers,
                 last_step,
-                hparams.swept_columns(_swept_keys()),
+                hparams.swept_columns(job.swept_keys()),
             )
         if cfg.trainer.confusion_matrix and "confusion_matrix" not in written:
             title = (
@@ -363,13 +408,13 @@ class TrainingRun:
             self.metrics.confusion_matrix(
                 self.selected_confusion, self.data.classes, title, last_step
             )
-        peak_memory = memory.peak_memory_mb(self.device.plan)
+        peak_memory = memory.peak_memory_mb(self.runtime.plan)
         summary = self.results.finish("completed", None, **summary, **peak_memory)
-        wait_for_all(self.device.group)
+        wait_for_all(self.runtime.group)
         return summary
 
-    def _time_to_accuracy(self) -> dict[str, Any]:
-        split = "test" if self.val_batches is None else "val"
+    def _time_to_accuracy(self) -> TimeToAccuracy:
+        split = TEST if self.val_batches is None else VAL
         trainer = self.cfg.trainer
         # Every epoch's training counts, the first's compilation with it.
         compiled = trainer.compile is not None
@@ -402,8 +447,8 @@ class TrainingRun:
     def _profiled(self, first_epoch: bool) -> AbstractContextManager[Callable[[], None] | None]:
         """The profiler over the first epoch this process trains, with trainer.profile (of the
         main process's steps: the others' run alike)."""
-        if first_epoch and self.cfg.trainer.profile and self.device.group.is_main:
-            return profiling.profiled(self.run_dir, self.device.type)
+        if first_epoch and self.cfg.trainer.profile and self.runtime.group.is_main:
+            return profiling.profiled(self.run_dir, self.runtime.type)
         return nullcontext()
 
     def _batches(
@@ -423,7 +468,7 @@ class TrainingRun:
             batch_size=trainer.batch_size,
             mean=self.data.mean,
             std=self.data.std,
-            device=self.device,
+            runtime=self.runtime,
             shuffle=shuffle,
             limit=trainer.limit_train_batches if training else None,
             subset=evaluated,
@@ -432,11 +477,11 @@ class TrainingRun:
         )
 
     def _evaluate(self, batches: Batches) -> loop.EvaluationResult:
-        return loop.evaluate(self.learner.model, batches, self.device, len(self.data.classes))
+        return loop.evaluate(self.learner.model, batches, self.runtime, len(self.data.classes))
 
     def _restore(self, resumed: dict[str, Any], composed: DictConfig) -> None:
         """Continue from the checkpoint `resume=` named: every state as it was saved."""
-        learner, device, run = self.learner, self.device, self.cfg.resume
+        learner, runtime, run = self.learner, self.runtime, self.cfg.resume
         resume_checks.refuse_other_data(resumed, run, self.data_fingerprint)
         resume_checks.refuse_other_steps(resumed, run, self.steps_per_epoch, self.cfg.trainer)
         resume_checks.refuse_other_batch_size(resumed, run, self.cfg.trainer.batch_size)
@@ -446,17 +491,17 @@ class TrainingRun:
             unwrap(learner.model),
             learner.optimizer,
             self.scheduler,
-            device.scaler,
+            runtime.scaler,
         )
         # Accepted: the run now has this config, this environment, and records again.
         self.results.accept()
         self.history = list(resumed["history"])
         self.selected_confusion = resumed.get("selected_confusion", [])
-        if device.group.is_main:
+        if runtime.group.is_main:
             snapshot.save(composed, self.run_dir)
             environment.write(self.run_dir)
             self._repair(resumed)
-        seeding.restore(resumed["rng"], self.shuffle, device.plan.gpus)
+        seeding.restore(resumed["rng"], self.shuffle, runtime.plan.gpus)
         self.metrics.resume_after(resumed["epoch"], self.steps_per_epoch, self.history)
         trainer = self.cfg.trainer
         stopping = trainer.early_stopping
@@ -486,18 +531,18 @@ class TrainingRun:
         """last.pt every trainer.checkpoint_every epochs and at the last; best.pt at a newly
         selected epoch."""
         due = epoch % self.cfg.trainer.checkpoint_every == 0 or last
-        if not self.device.group.is_main or not (due or best):
+        if not self.runtime.group.is_main or not (due or best):
             return
         learner = self.learner
         checkpoint = checkpoints.state(
             model=unwrap(learner.model),
             optimizer=learner.optimizer,
             scheduler=self.scheduler,
-            scaler=self.device.scaler,
+            scaler=self.runtime.scaler,
             epoch=epoch,
             config=plain(self.cfg),
             history=self.history,
-            rng=seeding.capture(self.shuffle, self.device.plan.gpus),
+            rng=seeding.capture(self.shuffle, self.runtime.plan.gpus),
             selected_confusion=self.selected_confusion,
             data=self.data_fingerprint,
             steps_per_epoch=self.steps_per_epoch,
@@ -522,148 +567,3 @@ def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:
     if completed:  # (one killed after stopping early is finished where it stopped)
         selection.refuse_stopped(resumed["history"], cfg.trainer, cfg.resume)
     return resumed
-
-
-def _refuse_targets_not_typed(cfg: DictConfig) -> list[trust.Target]:
-    """A resumed or replayed run's config comes from its folder's overrides, whose targets were
-    checked as they were read (`overrides.with_saved_overrides`); what interpolations made of
-    them is checked here, before anything is built and again once the data has filled in its
-    fields (which an interpolation may read): each target is a shipped one in its place, or one
-    this job's overrides name there. Returns the targets of such a config."""
-    key = "resume" if cfg.resume else "replay" if cfg.replay else None
-    if key is None:
-        return []
-    named = trust.typed_as(trust.targets_named(_overrides()))
-    built = list(trust.targets_in(trust.resolved_so_far(cfg)))
-    trust.refuse_untrusted(built, named, f"{key}={cfg[key]}: its config", trust.typed_again)
-    return built
-
-
-def _say_what_a_replay_builds(replayed: str, built: list[trust.Target]) -> None:
-    others = [f"{found.target} ({found.key})" for found in built if not _ours(found.target)]
-    log.info(
-        "replay=%s runs that run's config, as running its script would; besides the project's "
-        "own code it builds %s",
-        replayed,
-        ", ".join(others) or "nothing",
-    )
-
-
-def _ours(target: str) -> bool:
-    return target.startswith("experiments.")
-
-
-def _overrides() -> list[str]:
-    """The command line's overrides of this job (in a sweep, with its swept values)."""
-    if not HydraConfig.initialized():
-        return []
-    # As typed: an override's ${...} is resolved in the config, not here.
-    return OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
-
-
-def _swept_keys() -> set[str]:
-    """The keys this job's sweep varies (its command line's or its sweeper's, as its
-    `multirun.yaml` says); none outside a sweep."""
-    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
-        return set()
-    multirun_yaml = Path(HydraConfig.get().sweep.dir) / "multirun.yaml"
-    return sweep_keys(multirun_yaml) if multirun_yaml.is_file() else set()
-
-
-def _log_start(
-    cfg: DictConfig,
-    shape: tuple[int, int, int],
-    size: model_size.ModelSize,
-    train_batches: Batches,
-    test_batches: Batches,
-    val_batches: Batches | None,
-    device: Device,
-) -> None:
-    plan = device.plan
-    shared = f" over {device.group.world_size} processes ({plan.backend})" if plan.backend else ""
-    val = f"{val_batches.count_images()} val / " if val_batches else ""
-    trainer = cfg.trainer
-    accumulated = trainer.accumulate_batches
-    step = accumulated * trainer.batch_size
-    steps = f" ({accumulated} to a step of {step})" if accumulated > 1 else ""
-    log.info(
-        "training %s (%s) on %s (%d train / %s%d test images, %s) with %s placement, %s, "
-        "batch %d%s%s",
-        cfg.model.name,
-        size,
-        cfg.dataset.name,
-        train_batches.count_images(),
-        val,
-        test_batches.count_images(),
-        shape_text(shape),
-        cfg.placement.name,
-        cfg.optimizer.name,
-        trainer.batch_size,
-        steps,
-        shared,
-    )
-
-
-def _log_epoch(
-    epoch: int,
-    epochs: int,
-    training: loop.TrainingResult,
-    test: loop.EvaluationResult,
-    val: loop.EvaluationResult | None,
-    scheduler: str,
-    host: host_load.HostLoad | None,
-) -> None:
-    validation = f"val loss {val.loss:.4f}, val accuracy {100 * val.accuracy:.1f}%, " if val else ""
-    lr = f"lr {training.lr:.3g}, " if scheduler != "none" else ""
-    busy = f" ({host.text()})" if host is not None and host.busy else ""
-    log.info(
-        "epoch %d/%d: train loss %.4f, %stest loss %.4f, test accuracy %.1f%%, %s%s img/s%s, "
-        "%.1f s",
-        epoch,
-        epochs,
-        training.loss,
-        validation,
-        test.loss,
-        100 * test.accuracy,
-        lr,
-        f"{training.images_per_second:,.0f}",
-        busy,
-        training.seconds + test.seconds + (val.seconds if val else 0.0),
-    )
-
-
-def _log_summary(summary: dict[str, Any], plan: DevicePlan, run_dir: Path) -> None:
-    epoch = summary["selected_epoch"]
-    log.info(
-        "test accuracy per class (epoch %d): %s", epoch, per_class_text(summary["class_accuracy"])
-    )
-    part = part_of_split(summary["test_images"], summary["test_split_images"])
-    test_accuracy = f"test accuracy {100 * summary['test_accuracy']:.1f}%" + (
-        f" on {part} test images" if part else ""
-    )
-    if summary["val_accuracy"] is None:
-        selected = f"{test_accuracy} at the final epoch (no validation split to select one)"
-    else:
-        selected = (
-            f"epoch {epoch} selected by {summary['selected_by']}: val accuracy "
-            f"{100 * summary['val_accuracy']:.1f}%, val loss {summary['val_loss']:.4f}, "
-            f"{test_accuracy} (final epoch: {100 * summary['final_test_accuracy']:.1f}%)"
-        )
-    if "time_to_accuracy" in summary:
-        selected += f", {time_to_accuracy.text(summary['time_to_accuracy'])}"
-    # Before the final line, which names the run folder last.
-    if summary["host_busy"]:
-        log.warning(
-            "host busy: other processes used %.0f%% of the cores this run could use while it "
-            "trained, so its speed reads low; compare it only with runs on a quiet host",
-            100 * summary["host_other_cpu_share"],
-        )
-    log.info(
-        "completed: %s, %s img/s on %s, %d epoch(s) in %.1f s -> %s",
-        selected,
-        f"{summary['train_images_per_second']:,.0f}",
-        plan,
-        len(summary["epoch_seconds"]),
-        summary["total_seconds"],
-        display_path(run_dir),
-    )

@@ -21,9 +21,9 @@ from tqdm import tqdm
 
 from experiments.core.errors import ExperimentError
 from experiments.data.batches import Batches
-from experiments.devices.device import Device
 from experiments.devices.distributed import summed
 from experiments.devices.process_group import ProcessGroup
+from experiments.devices.runtime import Runtime
 from experiments.devices.timing import DeviceTimer, wait_for
 from experiments.devices.wrapping import without_gradient_sync
 
@@ -90,7 +90,7 @@ class Learner:
 def train_epoch(
     learner: Learner,
     batches: Batches,
-    device: Device,
+    runtime: Runtime,
     *,
     log_interval: int,
     log_step: StepLogger,
@@ -100,13 +100,13 @@ def train_epoch(
 ) -> TrainingResult:
     """One pass of optimizer steps over `batches`, one every `learner.accumulate_batches` batches
     (`log_interval` and the logged step count optimizer steps), calling `after_step` after each;
-    losses and speeds count every process of `device.group`. The forward pass and the loss run
-    in `device.autocast()`; its scaler scales the loss for fp16 and passes it through otherwise.
+    losses and speeds count every process of `runtime.group`. The forward pass and the loss run
+    in `runtime.autocast()`; its scaler scales the loss for fp16 and passes it through otherwise.
     The first `warm_up_steps` steps (compiling, autotuning, profiling) are timed on their own."""
     model, loss_fn, optimizer = learner.model, learner.loss_fn, learner.optimizer
-    scaler, group, accumulate = device.scaler, device.group, learner.accumulate_batches
+    scaler, group, accumulate = runtime.scaler, runtime.group, learner.accumulate_batches
     model.train()
-    compute = DeviceTimer(device.torch_device)
+    compute_timer = DeviceTimer(runtime.device)
     epoch_loss = 0.0
     warm_up: list[tuple[int, float]] = []
     started = time.perf_counter()
@@ -117,11 +117,11 @@ def train_epoch(
         leave=False,
         disable=None if group.is_main else True,
     )
-    interval = _LogInterval(batches, device, learner, progress, log_step, description)
+    interval = _LogInterval(batches, runtime, learner, progress, log_step, description)
     for index, (images, labels) in enumerate(progress):
         step = index // accumulate + 1  # the optimizer step this batch is part of
         last_of_step = index % accumulate == accumulate - 1 or index == len(batches) - 1
-        span = compute.start()
+        span = compute_timer.start()
         if index % accumulate == 0:
             lr = optimizer.param_groups[0]["lr"]
             optimizer.zero_grad(set_to_none=True)
@@ -129,12 +129,12 @@ def train_epoch(
             step_images = sum(batches.sizes[index : index + accumulate])
         # DDP averages the gradients over the processes at the step's last backward only.
         with nullcontext() if last_of_step else without_gradient_sync(model):
-            with device.autocast():
+            with runtime.autocast():
                 loss = loss_fn(model(images), labels)
             scaler.scale(_weighted(loss, len(labels), step_images, group)).backward()
         interval.add(loss.detach(), len(labels))
         if not last_of_step:
-            compute.stop(span)
+            compute_timer.stop(span)
             continue
         if learner.gradient_clip is not None:
             scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
@@ -144,11 +144,11 @@ def train_epoch(
         if learner.step_scheduler is not None:
             with _schedule_may_step_first() if step == 1 else nullcontext():
                 learner.step_scheduler.step()
-        compute.stop(span)
+        compute_timer.stop(span)
         if after_step is not None:
             after_step()  # a profiler's
         if step <= warm_up_steps:
-            wait_for(device.torch_device)  # its time is the step's, not the next one's
+            wait_for(runtime.device)  # its time is the step's, not the next one's
             warm_up.append((sum(batches.sizes[: index + 1]), time.perf_counter() - started))
         if step % log_interval == 0 or index == len(batches) - 1:
             epoch_loss += interval.end(index, step, lr)
@@ -157,7 +157,7 @@ def train_epoch(
     images = batches.count_images()
     waited, copying = batches.times()
     return TrainingResult(
-        epoch_loss / images, images, seconds, waited, copying, compute.take(), lr, warm_up
+        epoch_loss / images, images, seconds, waited, copying, compute_timer.take(), lr, warm_up
     )
 
 
@@ -234,15 +234,15 @@ class _LogInterval:
     def __init__(
         self,
         batches: Batches,
-        device: Device,
+        runtime: Runtime,
         learner: Learner,
         progress: tqdm,
         log_step: StepLogger,
         description: str,
     ) -> None:
-        self.batches, self.group, self.learner = batches, device.group, learner
+        self.batches, self.group, self.learner = batches, runtime.group, learner
         self.progress, self.log_step, self.description = progress, log_step, description
-        self.loss = torch.zeros((), device=device.torch_device)
+        self.loss = torch.zeros((), device=runtime.device)
         # A batch's each: looked at only when the total is not finite, so no step waits, or
         # launches work, for them.
         self.losses: list[torch.Tensor] = []
@@ -296,17 +296,17 @@ def _weighted(
 
 @torch.no_grad()
 def evaluate(
-    model: nn.Module, batches: Batches, device: Device, num_classes: int
+    model: nn.Module, batches: Batches, runtime: Runtime, num_classes: int
 ) -> EvaluationResult:
     """Loss (plain cross-entropy, so losses compare across training settings), accuracy
     (overall and per class) and confusion matrix over `batches`, counting every process."""
     model.eval()
-    group = device.group
+    group = runtime.group
     started = time.perf_counter()
-    loss_sum = torch.zeros((), device=device.torch_device)
-    counts = torch.zeros(num_classes, num_classes, dtype=torch.int64, device=device.torch_device)
+    loss_sum = torch.zeros((), device=runtime.device)
+    counts = torch.zeros(num_classes, num_classes, dtype=torch.int64, device=runtime.device)
     for images, labels in batches:
-        with device.autocast():
+        with runtime.autocast():
             outputs = model(images)
             loss_sum += nn.functional.cross_entropy(outputs, labels).float() * len(labels)
         counts += confusion_counts(labels, outputs.argmax(1), num_classes)

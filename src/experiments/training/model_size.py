@@ -14,6 +14,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from experiments.core.text import short_count
+from experiments.devices.process_settings import one_thread
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,14 @@ def measure(model: nn.Module, image_shape: tuple[int, int, int]) -> ModelSize:
     training = model.training
     model.eval()
     image = torch.zeros(1, *image_shape, device=device)
-    with torch.no_grad(), FlopCounterMode(display=False) as forward:
-        model(image)
     trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
-    with FlopCounterMode(display=False) as step:
-        output = model(image)
-        if trained:  # autograd.grad, not backward: the parameters' .grad stay as they were
-            torch.autograd.grad(output.sum(), trained)
-    model.train(training)
+    try:
+        with one_thread(), torch.no_grad(), FlopCounterMode(display=False) as forward:
+            model(image)
+        with one_thread(), FlopCounterMode(display=False) as step:
+            output = model(image)
+            if trained:  # autograd.grad, not backward: the parameters' .grad stay as they were
+                torch.autograd.grad(output.sum(), trained)
+    finally:
+        model.train(training)
     return ModelSize(parameters, forward.get_total_flops(), step.get_total_flops())

@@ -20,6 +20,7 @@ from experiments.config.build import build, check_importable
 from experiments.config.schemas import ModelConfig
 from experiments.core.errors import ExperimentError
 from experiments.core.text import shape_text
+from experiments.devices.process_settings import one_thread
 
 
 class ShapeError(ValueError):
@@ -36,7 +37,7 @@ def build_for(
         # The weights, if any, are loaded once the model is built (`experiments.training.weights`).
         model = build(config, leave_out=(*WEIGHTS_FIELDS, *_shape_fields_not_taken(target)))
         model.eval()  # the probe below must not change any state (batch-norm statistics)
-        with torch.no_grad():
+        with torch.no_grad(), one_thread():
             outputs = model(torch.zeros(1, *image_shape))
         model.train()
     # torch's own shape checks raise AssertionError (torch._assert), the others RuntimeError.

@@ -10,28 +10,29 @@ validation split nothing is selected: a run reports its final epoch.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from omegaconf import DictConfig
 
 from experiments.config.choices import Mode
+from experiments.config.metric_names import CLASSIFICATION, MONITORED, OPTIMIZABLE, VAL
 from experiments.core.errors import ExperimentError
+from experiments.training.history import EpochRow, validated
 
-Row = dict[str, Any]
 ADD_VALIDATION = "add dataset.val_fraction=0.1 (or a val/ folder to an image folder)"
 
 
 @dataclass(frozen=True)
 class Monitor:
-    metric: str  # val_accuracy or val_loss
+    metric: str  # a key of a metric on the validation split: val_accuracy, val_loss
     mode: Mode  # max or min
 
     @classmethod
     def of(cls, trainer: DictConfig) -> Monitor:
         mode = trainer.monitor_mode
         if mode == Mode.auto:
-            mode = Mode.max if trainer.monitor.endswith("accuracy") else Mode.min
+            mode = CLASSIFICATION.on(VAL)[trainer.monitor].better
         return cls(trainer.monitor, Mode(mode))
 
     def __str__(self) -> str:
@@ -41,7 +42,7 @@ class Monitor:
         """Whether `value` is better than `on` by more than `by`."""
         return value > on + by if self.mode == Mode.max else value < on - by
 
-    def selected(self, history: list[Row]) -> Row:
+    def selected(self, history: Sequence[EpochRow]) -> EpochRow:
         """The epoch with the best value (the first of equals). An epoch whose value is not
         finite (a diverged run trained on: trainer.stop_on_divergence=false) is never selected,
         unless no epoch has a finite one: then the last."""
@@ -53,13 +54,13 @@ class Monitor:
         return best
 
 
-def selected_epoch(history: list[Row], monitor: Monitor | None) -> Row:
+def selected_epoch(history: Sequence[EpochRow], monitor: Monitor | None) -> EpochRow:
     """The epoch a run reports: the one `monitor` selects on the validation split, or without
     one (None) the final epoch."""
     return monitor.selected(history) if monitor else history[-1]
 
 
-def early_stop(history: list[Row], monitor: Monitor, stopping: DictConfig) -> str | None:
+def early_stop(history: Sequence[EpochRow], monitor: Monitor, stopping: DictConfig) -> str | None:
     """Why the run stops after its latest epoch (`stopping`: trainer.early_stopping), or None to
     go on."""
     if stopping.patience is None:
@@ -90,17 +91,18 @@ def require_validation(cfg: DictConfig, has_validation: bool) -> None:
             f"{cfg.trainer.monitor}, which needs a validation split: {ADD_VALIDATION}"
         )
     metric = cfg.optimized_metric
-    if metric is not None and metric.startswith("val_"):
+    if metric in MONITORED:
+        without_validation = (metric for metric in OPTIMIZABLE if metric not in MONITORED)
         raise ExperimentError(
             f"optimized_metric={metric} needs a validation split: {ADD_VALIDATION}, or optimize "
-            "train_loss or train_images_per_second"
+            f"{' or '.join(without_validation)}"
         )
 
 
-def refuse_stopped(history: list[Row], trainer: DictConfig, run: str) -> None:
+def refuse_stopped(history: Sequence[EpochRow], trainer: DictConfig, run: str) -> None:
     """A run that stopped early stays stopped when resumed, unless the early stopping asked for
     now would have gone on (and a resume that early stopping would end at once is refused)."""
-    if not history or "val_accuracy" not in history[-1]:
+    if not validated(history):
         return
     reason = early_stop(history, Monitor.of(trainer), trainer.early_stopping)
     if reason is not None:

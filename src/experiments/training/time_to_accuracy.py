@@ -13,31 +13,50 @@ leaves out, `records.speed`) is part of the time, and the record says so.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TypedDict
+
+from experiments.config.metric_names import ACCURACY
+from experiments.training.history import EpochRow
+
+
+class _Target(TypedDict):
+    target: float
+    split: str  # "val" or "test"
+    epoch: int | None  # None: not reached
+    seconds: float | None
+
+
+class TimeToAccuracy(_Target, total=False):
+    """results.json's `time_to_accuracy` (records of earlier versions do not say whether the
+    seconds include compiling the model)."""
+
+    includes_compile_seconds: bool
 
 
 def reached(
-    history: Sequence[dict[str, Any]], target: float, split: str, compiled: bool = False
-) -> dict[str, Any]:
+    history: Sequence[EpochRow], target: float, split: str, compiled: bool = False
+) -> TimeToAccuracy:
     """results.json's `time_to_accuracy`: the `target`, the `split` ("val" or "test") whose
     accuracy is measured, and the first epoch of `history` at or above it with the training
     seconds until its end (both None: not reached); `includes_compile_seconds`: whether they
     include compiling the model (`compiled`: trainer.compile)."""
-    measured = {"target": target, "split": split}
     seconds = 0.0
     for row in history:
         seconds += row["train_seconds"]
-        if row[f"{split}_accuracy"] >= target:
-            return {
-                **measured,
-                "epoch": row["epoch"],
-                "seconds": seconds,
-                "includes_compile_seconds": compiled,
-            }
-    return {**measured, "epoch": None, "seconds": None, "includes_compile_seconds": compiled}
+        if row[ACCURACY.key(split)] >= target:
+            return TimeToAccuracy(
+                target=target,
+                split=split,
+                epoch=row["epoch"],
+                seconds=seconds,
+                includes_compile_seconds=compiled,
+            )
+    return TimeToAccuracy(
+        target=target, split=split, epoch=None, seconds=None, includes_compile_seconds=compiled
+    )
 
 
-def text(record: dict[str, Any]) -> str:
+def text(record: TimeToAccuracy) -> str:
     """ "50% val accuracy after 12.3 s of training (epoch 3)" ("... of training, compilation
     included (epoch 3)" with trainer.compile), or "... not reached"."""
     goal = f"{100 * record['target']:g}% {record['split']} accuracy"

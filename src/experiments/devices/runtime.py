@@ -1,7 +1,11 @@
-"""The device a job computes on, decided once (`experiments.run.setup.prepare_device`) and passed
+"""What a job runs on and in, decided once (`experiments.run.setup.prepare_runtime`) and passed
 explicitly from there to the data, the model and the loop: the plan, the placement method, this
 process's place among torchrun's, and what the training step runs in (autocast dtype, gradient
 scaler, memory format).
+
+One word, one meaning: `cfg.device` is the user's request (`config.schemas.DeviceConfig`), the
+`DevicePlan` what it resolved to on this machine, a `device` the `torch.device` computed on
+(`plan.device`, `runtime.device`), and the `Runtime` all of the above with how the step runs.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ def _disabled_scaler() -> torch.amp.GradScaler:
 
 
 @dataclass(frozen=True)
-class Device:
+class Runtime:
     plan: DevicePlan
     placement: Placement  # how tensors and modules get onto plan.device
     group: ProcessGroup = ONE_PROCESS
@@ -36,7 +40,7 @@ class Device:
             raise ValueError(f"placement on {self.placement.device}, plan on {self.plan.device}")
 
     @property
-    def torch_device(self) -> torch.device:
+    def device(self) -> torch.device:
         return self.plan.device
 
     @property

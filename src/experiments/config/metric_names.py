@@ -1,0 +1,80 @@
+"""The names of the numbers a run measures, spelled here once: an epoch row's keys (metrics.jsonl,
+the checkpoint's history), results.json's, TensorBoard's tags, and what trainer.monitor and
+optimized_metric may name. Here, below every layer that reads them: the config's checks refuse
+a name before any run starts.
+
+A metric is measured on a split: `accuracy` on the validation split is `val_accuracy` in rows
+and results.json, `val/accuracy` in TensorBoard. A task's metrics (`TaskMetrics`) say what it
+measures on the validation and test splits, which way each is better (trainer.monitor_mode=auto
+follows it), and which one its results lead with. Image classification's (`CLASSIFICATION`) are
+the only ones so far.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from experiments.config.choices import Mode
+
+# The splits a metric is measured on: the training split (its loss, as it trains), validation
+# and test.
+TRAIN, VAL, TEST = "train", "val", "test"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A number an evaluation measures: its `name`, and which way is `better`."""
+
+    name: str
+    better: Mode  # max or min
+
+    def key(self, split: str) -> str:
+        """Its key on `split` in an epoch row and results.json: val_accuracy."""
+        return f"{split}_{self.name}"
+
+    def tag(self, split: str) -> str:
+        """Its TensorBoard tag on `split`, grouped by split: val/accuracy."""
+        return f"{split}/{self.name}"
+
+
+LOSS = Metric("loss", Mode.min)
+ACCURACY = Metric("accuracy", Mode.max)
+
+
+@dataclass(frozen=True)
+class TaskMetrics:
+    """What a task measures on the validation and test splits after each epoch, the one its
+    results lead with first (the `headline`: results.json repeats it at the final epoch,
+    `final_key`), its loss among them."""
+
+    evaluated: tuple[Metric, ...]
+
+    @property
+    def headline(self) -> Metric:
+        return self.evaluated[0]
+
+    def on(self, split: str) -> dict[str, Metric]:
+        """Its metrics on `split`, by their keys: {"val_accuracy": ACCURACY, "val_loss": LOSS}."""
+        return {metric.key(split): metric for metric in self.evaluated}
+
+    def final_key(self, split: str) -> str:
+        """results.json's key of the headline on `split` at the final epoch, beside the selected
+        epoch's: final_test_accuracy."""
+        return f"final_{self.headline.key(split)}"
+
+
+CLASSIFICATION = TaskMetrics((ACCURACY, LOSS))
+
+# The keys the classification code reads by name: a key per split and metric.
+TRAIN_LOSS = LOSS.key(TRAIN)
+VAL_LOSS, VAL_ACCURACY = LOSS.key(VAL), ACCURACY.key(VAL)
+TEST_LOSS, TEST_ACCURACY = LOSS.key(TEST), ACCURACY.key(TEST)
+FINAL_TEST_ACCURACY = CLASSIFICATION.final_key(TEST)
+# results.json's training speed (`records.speed`), a number a sweep may optimize too.
+TRAIN_IMAGES_PER_SECOND = "train_images_per_second"
+
+# What trainer.monitor may select on, what a run may return to a sweeper, and what neither may
+# name: a test number.
+MONITORED = tuple(CLASSIFICATION.on(VAL))
+OPTIMIZABLE = (*MONITORED, TRAIN_LOSS, TRAIN_IMAGES_PER_SECOND)
+TEST_METRICS = (*CLASSIFICATION.on(TEST), FINAL_TEST_ACCURACY)

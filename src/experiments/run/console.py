@@ -1,0 +1,126 @@
+"""What a training run says on the console (and in train.log): its start, each epoch, and its
+outcome, whose last line names the run folder.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from experiments.config.metric_names import (
+    FINAL_TEST_ACCURACY,
+    TEST_ACCURACY,
+    VAL_ACCURACY,
+    VAL_LOSS,
+)
+from experiments.core.text import display_path, part_of_split, shape_text
+from experiments.data.batches import Batches
+from experiments.devices import host_load
+from experiments.devices.plan import DevicePlan
+from experiments.devices.runtime import Runtime
+from experiments.records.results import per_class_text
+from experiments.training import loop, model_size, time_to_accuracy
+
+log = logging.getLogger("experiments")
+
+
+def log_start(
+    cfg: DictConfig,
+    shape: tuple[int, int, int],
+    size: model_size.ModelSize,
+    train_batches: Batches,
+    test_batches: Batches,
+    val_batches: Batches | None,
+    runtime: Runtime,
+) -> None:
+    plan = runtime.plan
+    shared = f" over {runtime.group.world_size} processes ({plan.backend})" if plan.backend else ""
+    val = f"{val_batches.count_images()} val / " if val_batches else ""
+    trainer = cfg.trainer
+    accumulated = trainer.accumulate_batches
+    step = accumulated * trainer.batch_size
+    steps = f" ({accumulated} to a step of {step})" if accumulated > 1 else ""
+    log.info(
+        "training %s (%s) on %s (%d train / %s%d test images, %s) with %s placement, %s, "
+        "batch %d%s%s",
+        cfg.model.name,
+        size,
+        cfg.dataset.name,
+        train_batches.count_images(),
+        val,
+        test_batches.count_images(),
+        shape_text(shape),
+        cfg.placement.name,
+        cfg.optimizer.name,
+        trainer.batch_size,
+        steps,
+        shared,
+    )
+
+
+def log_epoch(
+    epoch: int,
+    epochs: int,
+    training: loop.TrainingResult,
+    test: loop.EvaluationResult,
+    val: loop.EvaluationResult | None,
+    scheduler: str,
+    host: host_load.HostLoad | None,
+) -> None:
+    validation = f"val loss {val.loss:.4f}, val accuracy {100 * val.accuracy:.1f}%, " if val else ""
+    lr = f"lr {training.lr:.3g}, " if scheduler != "none" else ""
+    busy = f" ({host.text()})" if host is not None and host.busy else ""
+    log.info(
+        "epoch %d/%d: train loss %.4f, %stest loss %.4f, test accuracy %.1f%%, %s%s img/s%s, "
+        "%.1f s",
+        epoch,
+        epochs,
+        training.loss,
+        validation,
+        test.loss,
+        100 * test.accuracy,
+        lr,
+        f"{training.images_per_second:,.0f}",
+        busy,
+        training.seconds + test.seconds + (val.seconds if val else 0.0),
+    )
+
+
+def log_summary(summary: dict[str, Any], plan: DevicePlan, run_dir: Path) -> None:
+    epoch = summary["selected_epoch"]
+    log.info(
+        "test accuracy per class (epoch %d): %s", epoch, per_class_text(summary["class_accuracy"])
+    )
+    part = part_of_split(summary["test_images"], summary["test_split_images"])
+    test_accuracy = f"test accuracy {100 * summary[TEST_ACCURACY]:.1f}%" + (
+        f" on {part} test images" if part else ""
+    )
+    if summary[VAL_ACCURACY] is None:
+        selected = f"{test_accuracy} at the final epoch (no validation split to select one)"
+    else:
+        selected = (
+            f"epoch {epoch} selected by {summary['selected_by']}: val accuracy "
+            f"{100 * summary[VAL_ACCURACY]:.1f}%, val loss {summary[VAL_LOSS]:.4f}, "
+            f"{test_accuracy} (final epoch: {100 * summary[FINAL_TEST_ACCURACY]:.1f}%)"
+        )
+    if "time_to_accuracy" in summary:
+        selected += f", {time_to_accuracy.text(summary['time_to_accuracy'])}"
+    # Before the final line, which names the run folder last.
+    if summary["host_busy"]:
+        log.warning(
+            "host busy: other processes used %.0f%% of the cores this run could use while it "
+            "trained, so its speed reads low; compare it only with runs on a quiet host",
+            100 * summary["host_other_cpu_share"],
+        )
+    log.info(
+        "completed: %s, %s img/s on %s, %d epoch(s) in %.1f s -> %s",
+        selected,
+        f"{summary['train_images_per_second']:,.0f}",
+        plan,
+        len(summary["epoch_seconds"]),
+        summary["total_seconds"],
+        display_path(run_dir),
+    )

@@ -1,0 +1,63 @@
+"""What Hydra tells a training job (its command line's overrides, the keys its sweep varies), and
+what those let the config of a resumed or replayed run build.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.config import trust
+from experiments.config.naming import sweep_keys
+
+log = logging.getLogger("experiments")
+
+
+def refuse_targets_not_typed(cfg: DictConfig) -> list[trust.Target]:
+    """A resumed or replayed run's config comes from its folder's overrides, whose targets were
+    checked as they were read (`overrides.with_saved_overrides`); what interpolations made of
+    them is checked here, before anything is built and again once the data has filled in its
+    fields (which an interpolation may read): each target is a shipped one in its place, or one
+    this job's overrides name there. Returns the targets of such a config."""
+    key = "resume" if cfg.resume else "replay" if cfg.replay else None
+    if key is None:
+        return []
+    named = trust.typed_as(trust.targets_named(overrides()))
+    built = list(trust.targets_in(trust.resolved_so_far(cfg)))
+    trust.refuse_untrusted(built, named, f"{key}={cfg[key]}: its config", trust.typed_again)
+    return built
+
+
+def say_what_a_replay_builds(replayed: str, built: list[trust.Target]) -> None:
+    others = [f"{found.target} ({found.key})" for found in built if not _ours(found.target)]
+    log.info(
+        "replay=%s runs that run's config, as running its script would; besides the project's "
+        "own code it builds %s",
+        replayed,
+        ", ".join(others) or "nothing",
+    )
+
+
+def _ours(target: str) -> bool:
+    return target.startswith("experiments.")
+
+
+def overrides() -> list[str]:
+    """The command line's overrides of this job (in a sweep, with its swept values)."""
+    if not HydraConfig.initialized():
+        return []
+    # As typed: an override's ${...} is resolved in the config, not here.
+    return OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
+
+
+def swept_keys() -> set[str]:
+    """The keys this job's sweep varies (its command line's or its sweeper's, as its
+    `multirun.yaml` says); none outside a sweep."""
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return set()
+    multirun_yaml = Path(HydraConfig.get().sweep.dir) / "multirun.yaml"
+    return sweep_keys(multirun_yaml) if multirun_yaml.is_file() else set()

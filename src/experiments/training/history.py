@@ -1,0 +1,61 @@
+"""A run's history: a row per epoch trained, as the run keeps it (its checkpoint's `history`) and
+writes it (metrics.jsonl's rows of kind "epoch", with their `kind` and `time`), and as
+selection, a resume and the report read it back, from files of any version: a key that older
+versions did not write is not required.
+
+The metrics' keys are `config.metric_names`' (CLASSIFICATION on the validation and test splits);
+tests/training/test_history.py holds these types to them, and to the rows an old run wrote.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypedDict
+
+from experiments.config.metric_names import VAL_LOSS
+
+
+class WarmUp(TypedDict):
+    """The steps an epoch timed apart at its start (`records.speed`), their images and seconds."""
+
+    steps: int
+    images: int
+    seconds: float
+
+
+class _EveryVersionsRow(TypedDict):
+    epoch: int
+    global_step: int  # optimizer steps so far
+    train_loss: float  # the mean over the epoch's training images
+    lr: float  # of the epoch's last step
+    test_loss: float
+    test_accuracy: float
+    class_accuracy: dict[str, float | None]  # of the test split; None: no images of the class
+    images_per_second: float  # training, the epoch's whole
+    train_images: int
+    train_seconds: float
+    wait_seconds: float
+    copy_seconds: float
+    compute_seconds: float
+    eval_seconds: float
+    epoch_seconds: float
+
+
+class EpochRow(_EveryVersionsRow, total=False):
+    """An epoch's numbers. Only with a validation split: val_loss and val_accuracy. Not in runs
+    of older versions: warm_up and the host's load."""
+
+    val_loss: float
+    val_accuracy: float
+    warm_up: WarmUp | None  # None: no step timed apart, a measured epoch
+    host_other_cpu_share: float | None  # None: /proc could not tell
+    host_busy: bool | None
+
+
+History = list[EpochRow]
+
+
+def validated(history: Sequence[EpochRow]) -> bool:
+    """Whether the run measured a validation split (its rows carry the validation loss, which
+    every task has)."""
+    return bool(history) and VAL_LOSS in history[-1]

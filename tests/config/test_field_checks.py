@@ -1,0 +1,37 @@
+"""validate's table of checks: a field out of its range is refused in one line, NaN included
+(which compares as neither below nor above a bound)."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.config.validate import validate
+from experiments.core.errors import ExperimentError
+from helpers import compose_config
+
+
+@pytest.mark.parametrize(
+    ("overrides", "line"),
+    [
+        (
+            ["trainer.early_stopping.min_delta=nan"],
+            "trainer.early_stopping.min_delta=nan must be >= 0",
+        ),
+        (
+            ["dataset=image_folder", "dataset.root=/data", "dataset.cache_max_gb=nan"],
+            "dataset.cache_max_gb=nan must be >= 0",
+        ),
+    ],
+)
+def test_nan_is_refused_where_a_bound_is(overrides: list[str], line: str) -> None:
+    with pytest.raises(ExperimentError) as refused:
+        validate(compose_config(*overrides))
+    assert str(refused.value) == line
+
+
+def test_a_field_the_config_lacks_is_not_checked() -> None:
+    # The cache's fields are those of data of one's own; the one-cycle schedule's pct_start is
+    # not the step schedule's.
+    validate(compose_config("dataset=cifar10", "scheduler=step"))
+    with pytest.raises(ExperimentError, match=r"^scheduler.pct_start=1.0 must be in \(0, 1\)$"):
+        validate(compose_config("scheduler=onecycle", "scheduler.pct_start=1.0"))

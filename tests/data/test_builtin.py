@@ -1,0 +1,25 @@
+"""The shipped CIFAR-10 sample, decoded strip by strip side by side: each strip in its place."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from PIL import Image
+
+from experiments.data.builtin import SAMPLE_DATA, cifar10_sample
+
+
+def strip(number: int) -> torch.Tensor:
+    """One PNG strip's 1,000 images, decoded alone."""
+    with Image.open(SAMPLE_DATA / "cifar10" / f"cifar10_batch_{number}.png") as image:
+        pixels = torch.from_numpy(np.array(image))
+    return pixels.reshape(1000, 32, 32, 3).permute(0, 3, 1, 2)
+
+
+def test_the_train_split_is_strips_0_to_3_in_order_and_the_test_split_strip_50() -> None:
+    train, test = cifar10_sample()
+    assert train.images.shape == (4000, 3, 32, 32) and train.images.is_contiguous()
+    for number in range(4):
+        assert torch.equal(train.images[1000 * number : 1000 * (number + 1)], strip(number))
+    assert torch.equal(test.images, strip(50))
+    assert len(train.labels) == 4000 and len(test.labels) == 1000
