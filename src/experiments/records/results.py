@@ -75,7 +75,13 @@ class Results:
         }
 
     def __enter__(self) -> Results:
-        self._write()
+        try:
+            self._write()
+        except BaseException as error:
+            # A signal taken once "running" is on disk, while the write still syncs its folder:
+            # the with-statement would call no __exit__, and leave it so.
+            self.__exit__(type(error), error, error.__traceback__)
+            raise
         return self
 
     def __exit__(

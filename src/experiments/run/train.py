@@ -31,7 +31,6 @@ from experiments.config.metric_names import (
     VAL_ACCURACY,
 )
 from experiments.config.validate import refuse_unchosen_groups, validate
-from experiments.core import collection
 from experiments.core.errors import ExperimentError
 from experiments.core.files import remove_leftovers
 from experiments.core.text import display_path
@@ -117,9 +116,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                 group.world_size,
             ):
                 run = TrainingRun(cfg, run_dir, results, metrics)
-                # What setup learns, in one write of results.json; what it makes to keep (torch's
-                # compiler's modules, the data) left out of every later garbage collection.
-                with results.phase(), collection.held():
+                with results.phase():  # what setup learns, in one write of results.json
                     run.setup(group, free_gpus, resumed)
                 run.fit()
                 summary = run.finish()
