@@ -27,6 +27,14 @@ class Signalled:
     run_dir: Path
 
 
+def _as_a_shell_starts_it() -> None:
+    """Each signal's default action, as a terminal's shell starts a command: a signal ignored by
+    this test process (another test's run in it may have left one so) would stay ignored in
+    the run, by design (`nohup`), and the run would train on."""
+    for name in ENDS:
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+
+
 @pytest.fixture(scope="module")
 def signalled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Signalled]:
     """A run per signal, started side by side, each sent its signal once results.json says it is
@@ -37,7 +45,12 @@ def signalled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Signalled]:
             cwd = tmp_path_factory.mktemp(name)
             with open(cwd / "stderr.txt", "w") as stderr:
                 command = [sys.executable, str(ROOT / "train.py"), *RUN]
-                started[name] = cwd, subprocess.Popen(command, cwd=cwd, stderr=stderr)
+                started[name] = (
+                    cwd,
+                    subprocess.Popen(
+                        command, cwd=cwd, stderr=stderr, preexec_fn=_as_a_shell_starts_it
+                    ),
+                )
         waiting, deadline = set(ENDS), time.monotonic() + 120
         while waiting:
             for name in sorted(waiting):
