@@ -197,14 +197,17 @@ def start(group: ProcessGroup, backend: str, device: torch.device, timeout: floa
 @contextmanager
 def teardown() -> Iterator[None]:
     """Leave the process group (if this process joined one) when the block ends; from then on,
-    torchrun's SIGTERM ends the process as usual. Whatever holds the group (a DDP model) must be
-    gone by then."""
+    torchrun's SIGTERM ends the process as usual, unless the block failed: the failure is said
+    after the group is left (`experiments.cli`), and a SIGTERM then would cut its line. Whatever
+    holds the group (a DDP model) must be gone by then."""
+    failed = True
     try:
         yield
+        failed = False
     finally:
         if dist.is_initialized():
             _leave()
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN if failed else signal.SIG_DFL)
 
 
 def _leave() -> None:
