@@ -48,12 +48,13 @@ def measure(model: nn.Module, image_shape: tuple[int, int, int]) -> ModelSize:
     image = torch.zeros(1, *image_shape, device=device)
     trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
     try:
-        with one_thread(), torch.no_grad(), FlopCounterMode(display=False) as forward:
-            model(image)
-        with one_thread(), FlopCounterMode(display=False) as step:
-            output = model(image)
-            if trained:  # autograd.grad, not backward: the parameters' .grad stay as they were
-                torch.autograd.grad(output.sum(), trained)
+        with one_thread():
+            with torch.no_grad(), FlopCounterMode(display=False) as forward:
+                model(image)
+            with FlopCounterMode(display=False) as step:
+                output = model(image)
+                if trained:  # autograd.grad, not backward: the parameters' .grad stay as they were
+                    torch.autograd.grad(output.sum(), trained)
     finally:
         model.train(training)
     return ModelSize(parameters, forward.get_total_flops(), step.get_total_flops())
