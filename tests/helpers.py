@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -100,13 +101,14 @@ class Finished:
 def train_cli(
     cwd: Path, *overrides: str, env: dict[str, str] | None = None, own_process: bool = False
 ) -> Finished:
-    """Run `python train.py <overrides>` as a user would, in `cwd` (so outputs/ lands there):
-    in this process (`in_process`), or in a process of its own where the test sets environment
-    variables (`env`) or the process is the point (`own_process`)."""
-    if env is None and not own_process:
+    """Run `python train.py <overrides>` as a user would, in `cwd` (so outputs/ lands there),
+    with the environment variables `env` set: in this process (`in_process`), or in a process of
+    its own where the process is the point (`own_process`: a launcher's workers that inherit the
+    environment, a lock held by this process)."""
+    if not own_process:
         from experiments.cli import main
 
-        return in_process(cwd, main, ROOT / "train.py", overrides)
+        return in_process(cwd, main, ROOT / "train.py", overrides, env)
     return _run(cwd, [sys.executable, str(ROOT / "train.py"), *overrides], env)
 
 
@@ -137,13 +139,18 @@ def eval_cli(cwd: Path, *overrides: str, own_process: bool = False) -> Finished:
 
 
 def in_process(
-    cwd: Path, entry: Callable[[], None], script: Path, arguments: Sequence[str]
+    cwd: Path,
+    entry: Callable[[], None],
+    script: Path,
+    arguments: Sequence[str],
+    env: dict[str, str] | None = None,
 ) -> Finished:
     """The command line `script <arguments>` run by its entry function in this process, as its
     own process would run it (Hydra's command line, its run folder and logging, one-line errors
-    and exit codes), without paying torch's and Hydra's imports again; what the command changes
-    in the process (the working folder, argv, the import path, environment variables, signal
-    handlers, logging, Hydra's global state, modules of the user's own) is put back after."""
+    and exit codes), without paying torch's and Hydra's imports again; `env` is set as a shell
+    would set it (PYTHONPATH's folders on the import path). What the command changes in the
+    process (the working folder, argv, the import path, environment variables, signal handlers,
+    logging, Hydra's global state, modules of the user's own) is put back after."""
     cwd.mkdir(parents=True, exist_ok=True)
     saved_argv, saved_path, saved_cwd = sys.argv[:], sys.path[:], os.getcwd()
     saved_environ = dict(os.environ)
@@ -153,6 +160,8 @@ def in_process(
     out, err = io.StringIO(), io.StringIO()
     for switch in TRACEBACK_SWITCHES:
         os.environ.pop(switch, None)
+    os.environ.update(env or {})
+    sys.path[:0] = [path for path in (env or {}).get("PYTHONPATH", "").split(os.pathsep) if path]
     os.chdir(cwd)
     sys.argv = [str(script), *arguments]
     code = 0
@@ -161,6 +170,9 @@ def in_process(
             entry()
     except SystemExit as exit_:
         code = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+    except Exception:  # raised to the top (HYDRA_FULL_ERROR=1): the interpreter would print it
+        err.write(traceback.format_exc())
+        code = 1
     finally:
         os.chdir(saved_cwd)
         sys.argv, sys.path[:] = saved_argv, saved_path

@@ -26,7 +26,6 @@ from helpers import (
     assert_same_epochs_as_one_process,
     compose_config,
     failing_torchrun,
-    metrics,
     results,
     torchrun_cli,
     train_cli,
@@ -42,11 +41,24 @@ SHORT = (
 )
 
 
-def test_two_processes_write_one_folder_and_match_one_process(tmp_path: Path) -> None:
-    ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *SHORT)
+def test_two_processes_write_one_folder_and_train_as_one_process(tmp_path: Path) -> None:
+    # 67 images in batches of 64: the last batch's 3 images split 1 and 2 between the processes,
+    # and each must weigh 1/3 of that step's loss, as in one process. The processes take them in
+    # batches of 32, two to a step (no_sync for the first): the same steps, [32, 32] and [3].
+    tiny = (
+        "model=lenet",
+        "dataset=synthetic",
+        "dataset.train_size=67",
+        "dataset.test_size=8",
+        "trainer.epochs=2",
+        "trainer.log_interval=1",
+        "trainer.batch_size=32",
+        "trainer.accumulate_batches=2",
+    )
+    ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *tiny)
     assert ddp.returncode == 0, ddp.stderr
-    single = train_cli(tmp_path / "single", "device=cpu", *SHORT)
-    assert single.returncode == 0, single.stderr
+    with process_settings.restored():  # one process: this one
+        train(compose_config("device=cpu", *tiny), tmp_path / "single")
 
     run_dir = ddp.run_dir  # exactly one run folder for both processes
     assert len(list((tmp_path / "ddp" / "outputs").glob("*/*"))) == 1
@@ -57,15 +69,21 @@ def test_two_processes_write_one_folder_and_match_one_process(tmp_path: Path) ->
     assert result["status"] == "completed"
     assert (result["world_size"], result["batch_size"], result["per_process_batch_size"]) == (
         2,
-        64,
         32,
+        16,
     )
     assert result["device"]["backend"] == "gloo"
-    torch.load(run_dir / "checkpoints" / "last.pt", weights_only=True)
 
     # The two processes together take the same batches one process takes: the same numbers,
-    # up to the order of floating point additions.
-    assert_same_epochs_as_one_process(run_dir, single.run_dir, epochs=2, train_images=6 * 64)
+    # up to the order of floating point additions, and the same weights at the end.
+    assert_same_epochs_as_one_process(run_dir, tmp_path / "single", epochs=2, train_images=67)
+    ours, theirs = (
+        checkpoints.load(folder / checkpoints.LAST)["model"]
+        for folder in (run_dir, tmp_path / "single")
+    )
+    assert ours.keys() == theirs.keys()
+    for name, weights in theirs.items():
+        torch.testing.assert_close(ours[name], weights, rtol=0, atol=1e-6, msg=name)
 
 
 def test_a_process_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path) -> None:
@@ -78,36 +96,6 @@ def test_a_process_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path)
     # torchrun's own summary names the root cause too (written for it by @record).
     summary = done.stderr[done.stderr.index("Root Cause") :]
     assert PROCESS_1_FAILURE in summary and "To enable traceback" not in summary
-
-
-def test_an_uneven_last_batch_and_accumulated_batches_train_as_in_one_process(
-    tmp_path: Path,
-) -> None:
-    # 67 images in batches of 64: the last batch's 3 images split 1 and 2 between the processes,
-    # and each must weigh 1/3 of that step's loss, as in one process. The processes take them in
-    # batches of 32, two to a step (no_sync for the first): the same steps, [32, 32] and [3].
-    tiny = (
-        "model=lenet",
-        "dataset=synthetic",
-        "dataset.train_size=67",
-        "dataset.test_size=8",
-        "trainer.epochs=1",
-        "trainer.confusion_matrix=false",
-    )
-    accumulated = ("trainer.batch_size=32", "trainer.accumulate_batches=2")
-    ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *tiny, *accumulated)
-    assert ddp.returncode == 0, ddp.stderr
-    assert metrics(ddp.run_dir, "epoch")[0]["train_images"] == 67
-    with process_settings.restored():  # one process: this one
-        train(compose_config("device=cpu", *tiny), tmp_path / "single")
-
-    ours, theirs = (
-        checkpoints.load(run_dir / checkpoints.LAST)["model"]
-        for run_dir in (ddp.run_dir, tmp_path / "single")
-    )
-    assert ours.keys() == theirs.keys()
-    for name, weights in theirs.items():
-        torch.testing.assert_close(ours[name], weights, rtol=0, atol=1e-6, msg=name)
 
 
 @pytest.mark.parametrize("killed", [1, 0])

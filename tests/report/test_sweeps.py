@@ -139,6 +139,7 @@ def test_the_users_full_error_does_not_cost_a_sweep_its_report(tmp_path: Path) -
         "model=lenet",
         *QUICK_SWEEP,
         env={"HYDRA_FULL_ERROR": "1"},
+        own_process=True,  # joblib's workers, reused across sweeps, keep the env they started with
     )
     assert done.returncode == 1
     assert [row["status"] for row in summary(sweep_dir(tmp_path))] == ["completed", "failed"]
@@ -159,6 +160,7 @@ def test_a_worker_killed_by_the_system_still_leaves_the_report(tmp_path: Path) -
         "device=cpu",
         *QUICK_SWEEP,
         env={"PYTHONPATH": str(ROOT / "tests")},
+        own_process=True,  # (as above)
     )
     assert done.returncode == 1
     rows = summary(sweep_dir(tmp_path))

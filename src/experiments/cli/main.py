@@ -57,10 +57,16 @@ from experiments.report.sweep_end import report_unfinished_sweeps
 
 log = logging.getLogger(__name__)
 
-# Whether the user asked for tracebacks. `_command_line` sets HYDRA_FULL_ERROR for Hydra, and
-# workers that run sweep jobs inherit it; they read the user's own choice from USER_TRACEBACKS.
+# The user's choice of tracebacks (HYDRA_FULL_ERROR=1), as each command found it. `_command_line`
+# sets HYDRA_FULL_ERROR for Hydra, and workers that run sweep jobs inherit it; they read the
+# user's own choice from USER_TRACEBACKS, which `_command_line` sets first.
 USER_TRACEBACKS = "EXPERIMENTS_TRACEBACKS"
-TRACEBACKS = os.environ.get(USER_TRACEBACKS, os.environ.get("HYDRA_FULL_ERROR")) == "1"
+
+
+def tracebacks_asked() -> bool:
+    """Whether the user asked for tracebacks instead of one-line errors."""
+    return os.environ.get(USER_TRACEBACKS, os.environ.get("HYDRA_FULL_ERROR")) == "1"
+
 
 # torchrun's processes other than 0: no .hydra/ snapshot, no train.log, warnings and errors only.
 WORKER_OVERRIDES = ["hydra.output_subdir=null", "hydra/job_logging=worker"]
@@ -146,11 +152,11 @@ def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | N
         if not in_sweep:
             if says_the_failure(group, reason):  # once (torchrun's summary says it too)
                 log.error("Error: %s", reason)
-            if TRACEBACKS:
+            if tracebacks_asked():
                 raise
             raise JobFailed(reason) from error
         # Recorded as failed in its folder; the sweep goes on, and its report says why.
-        log.error("Error: %s", reason, exc_info=TRACEBACKS)
+        log.error("Error: %s", reason, exc_info=tracebacks_asked())
     cuda_error = cuda_unusable()
     if in_sweep and cuda_error and later_jobs_share_this_process(hydra_cfg.launcher._target_):
         raise CudaUnusable(sweep_stopped_by(cuda_error, hydra_cfg.job.num, run_dir))
@@ -192,7 +198,8 @@ def _command_line(
 ) -> None:
     """Run a command line: what the process needs once, then `_compose_and_run`; every failure
     ends as one line on stderr and a non-zero exit."""
-    os.environ[USER_TRACEBACKS] = "1" if TRACEBACKS else "0"
+    tracebacks = tracebacks_asked()
+    os.environ[USER_TRACEBACKS] = "1" if tracebacks else "0"
     take_interrupts()
     # `python train.py` puts train.py's folder on the import path, not the one it runs in; a
     # model or data source of one's own there (model._target_=my_models.Net) is found as it
@@ -204,7 +211,7 @@ def _command_line(
     os.environ["HYDRA_FULL_ERROR"] = "1"
     # A log line train.log cannot take (a full disk) is no traceback on the console: the write
     # that fails next says it in one line.
-    logging.raiseExceptions = TRACEBACKS
+    logging.raiseExceptions = tracebacks
     # The process ends with the command: what lives then is the system's to take back. Frozen,
     # it is skipped by the collections Python makes as it shuts down, which otherwise go through
     # torch's quarter of a million objects (0.6 s of CPU on a 2-core EPYC, every command).
@@ -213,7 +220,7 @@ def _command_line(
     try:
         _recorded_by_torchrun(_compose_and_run)(hydra_main, arguments)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or another signal taken as it (SIGTERM)
-        if TRACEBACKS:
+        if tracebacks:
             raise
         said = reason(interrupt)
         print(said[0].upper() + said[1:], file=sys.stderr)
@@ -223,19 +230,19 @@ def _command_line(
         sys.exit(1)
     except CudaUnusable as unusable:
         report_unfinished_sweeps()  # its jobs left, as not run
-        if TRACEBACKS:
+        if tracebacks:
             raise
         print(f"Error: {unusable}", file=sys.stderr)
         sys.exit(1)
     except Refused as refused:  # a run folder, before Hydra made it
-        if TRACEBACKS:
+        if tracebacks:
             raise
         print(f"Error: {refused.reason}", file=sys.stderr)
         sys.exit(1)
     except Exception as error:
         # A sweep its launcher gave up on (a worker killed by the system) still gets its report.
         report_unfinished_sweeps()
-        if TRACEBACKS:
+        if tracebacks:
             raise
         said = run_folder_unmade(error, config_copy.folder) or one_line(error)
         print(f"Error: {said}", file=sys.stderr)

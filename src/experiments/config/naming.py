@@ -15,13 +15,15 @@ from __future__ import annotations
 import functools
 import itertools
 import re
-from collections.abc import Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from pathlib import Path
+from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
+
+from experiments.core.files import read_yaml
 
 # Longest job folder name; the job number alone keeps names unique, the rest is for people.
 MAX_NAME = 120
@@ -56,14 +58,14 @@ def safe_name(choice: str) -> str:
 def planned_job_names(multirun_yaml: Path) -> list[str] | None:
     """The folder names of every job, in order, of a sweep by Hydra's basic sweeper (from its
     `multirun.yaml`); None for other sweepers, which decide their jobs as they go (Optuna)."""
-    hydra = OmegaConf.load(multirun_yaml).hydra
-    if not str(hydra.sweeper._target_).endswith(".BasicSweeper"):
+    hydra = read_yaml(multirun_yaml)["hydra"]
+    if not str(hydra["sweeper"]["_target_"]).endswith(".BasicSweeper"):
         return None
-    params = [f"{key}={value}" for key, value in (hydra.sweeper.get("params") or {}).items()]
+    params = [f"{key}={value}" for key, value in (hydra["sweeper"].get("params") or {}).items()]
     # As the basic sweeper does: a key's last override counts, in the place of its first.
     values: dict[str, list[str]] = {}
     try:
-        for override in _parser().parse_overrides([*params, *hydra.overrides.task]):
+        for override in _parser().parse_overrides([*params, *hydra["overrides"]["task"]]):
             key = override.get_key_element()
             values[key] = [
                 f"{key}={value}"
@@ -80,16 +82,18 @@ def planned_job_names(multirun_yaml: Path) -> list[str] | None:
     return [job_name(number, job, varying) for number, job in enumerate(jobs)]
 
 
-def sweep_keys(multirun_yaml: Path) -> set[str]:
-    """The keys a sweep's command line sweeps over, or its sweeper searches (from its
-    `multirun.yaml`)."""
-    return _varying_keys(OmegaConf.load(multirun_yaml).hydra, multirun_yaml) or set()
+def sweep_keys(multirun_yaml: Path, hydra: Mapping[str, Any] | None = None) -> set[str]:
+    """The keys a sweep's command line sweeps over, or its sweeper searches: from its
+    `multirun.yaml`, or, in one of its jobs, from the sweep's Hydra config (`hydra`)."""
+    if hydra is None:
+        hydra = read_yaml(multirun_yaml)["hydra"]
+    return _varying_keys(hydra, multirun_yaml) or set()
 
 
-def _varying_keys(hydra: DictConfig, multirun_yaml: Path) -> set[str] | None:
+def _varying_keys(hydra: Mapping[str, Any], multirun_yaml: Path) -> set[str] | None:
     """Keys the sweep varies; None when it cannot tell (then every override names the job)."""
     keys: set[str] = set()
-    params = OmegaConf.select(hydra, "sweeper.params")
+    params = (hydra.get("sweeper") or {}).get("params")
     if params:
         keys.update(params.keys())
     if not multirun_yaml.is_file():
@@ -101,7 +105,7 @@ def _varying_keys(hydra: DictConfig, multirun_yaml: Path) -> set[str] | None:
 @functools.cache
 def _swept_on_command_line(multirun_yaml: str) -> frozenset[str]:
     """The keys the sweep's saved command line sweeps over (`model=tudui,lenet`)."""
-    overrides = OmegaConf.load(multirun_yaml).hydra.overrides.task
+    overrides = read_yaml(Path(multirun_yaml))["hydra"]["overrides"]["task"]
     parsed = _parser().parse_overrides(list(overrides))
     return frozenset(override.key_or_group for override in parsed if override.is_sweep_override())
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config.naming import sweep_keys
+from experiments.core.files import read_yaml
 from experiments.report.run_configs import run_config
 
 # Where a run came from, not what it ran.
@@ -35,7 +37,7 @@ def swept_values(runs: Sequence[Path], folder: Path) -> dict[Path, dict[str, str
 def _given(run: Path) -> dict[str, str]:
     """The run's overrides, by key (`+` and `~` left out), as written on its command line."""
     path = run / ".hydra" / "overrides.yaml"
-    overrides = [str(override) for override in OmegaConf.load(path)] if path.is_file() else []
+    overrides = [str(override) for override in read_yaml(path) or []] if path.is_file() else []
     given = {}
     for override in overrides:
         key, _, value = override.partition("=")
@@ -48,11 +50,7 @@ def _given(run: Path) -> dict[str, str]:
 def _values(run: Path, keys: list[str], given: dict[str, str]) -> dict[str, str]:
     config = run_config(run / ".hydra" / "config.yaml")
     hydra_yaml = run / ".hydra" / "hydra.yaml"
-    choices = (
-        OmegaConf.select(OmegaConf.load(hydra_yaml), "hydra.runtime.choices", default=None)
-        if hydra_yaml.is_file()
-        else None
-    ) or {}
+    choices = _recorded_choices(hydra_yaml) if hydra_yaml.is_file() else {}
     values = {}
     for key in keys:
         if key in choices:
@@ -64,3 +62,11 @@ def _values(run: Path, keys: list[str], given: dict[str, str]) -> dict[str, str]
         else:
             values[key] = "null" if value is None else str(value)
     return values
+
+
+def _recorded_choices(hydra_yaml: Path) -> dict[str, Any]:
+    """The group choices Hydra recorded in a run's hydra.yaml (`hydra.runtime.choices`)."""
+    recorded: Any = read_yaml(hydra_yaml)
+    for key in ("hydra", "runtime", "choices"):
+        recorded = recorded.get(key) if isinstance(recorded, dict) else None
+    return recorded or {}

@@ -59,5 +59,6 @@ def swept_keys() -> set[str]:
     `multirun.yaml` says); none outside a sweep."""
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return set()
-    multirun_yaml = Path(HydraConfig.get().sweep.dir) / "multirun.yaml"
-    return sweep_keys(multirun_yaml) if multirun_yaml.is_file() else set()
+    hydra = HydraConfig.get()
+    multirun_yaml = Path(hydra.sweep.dir) / "multirun.yaml"
+    return sweep_keys(multirun_yaml, hydra) if multirun_yaml.is_file() else set()
