@@ -238,7 +238,9 @@ def test_report_on_a_folder_shows_runs_without_results(
         deadline = time.monotonic() + 120
         while not list((tmp_path / "outputs").rglob("metrics.jsonl"))[1:]:
             assert time.monotonic() < deadline and killed.poll() is None
-            time.sleep(0.2)
+            time.sleep(0.05)
+        # Suspended (as by Ctrl-Z), it is still a running run, and leaves the cores to the tests.
+        killed.send_signal(signal.SIGSTOP)
         assert report_main([str(tmp_path / "outputs")]) == 0
         assert ": 1 completed, 1 running" in capsys.readouterr().err
     finally:

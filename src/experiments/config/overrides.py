@@ -36,13 +36,17 @@ from experiments.core.errors import ExperimentError
 def _read(arguments: Iterable[str]) -> list[Override]:
     """The overrides among `arguments` as Hydra reads them; its flags (`-m`, `--cfg job`) and what
     its grammar cannot read are left out."""
-    parsed = (_parsed(argument) for argument in flags_apart(list(arguments))[1])
-    return [override for override in parsed if override is not None]
+    return [
+        override
+        for override in map(parsed, flags_apart(list(arguments))[1])
+        if override is not None
+    ]
 
 
-# Every check reads the same few arguments again: each is parsed once.
+# Every check reads the same few arguments again, a report each run's: each is parsed once.
 @functools.cache
-def _parsed(argument: str) -> Override | None:
+def parsed(argument: str) -> Override | None:
+    """An override as Hydra's grammar reads it; None where the grammar cannot read it."""
     try:
         return OverridesParser.create().parse_override(argument)
     except HydraException:  # Hydra says what is wrong with it, in its place
@@ -285,5 +289,5 @@ def _last_of_each_key(overrides: list[str]) -> list[str]:
 def _key(override: str) -> str:
     """The key an override sets, with its + or ~ (`+trainer.x` and `trainer.x` are two); one the
     grammar cannot read is a key of its own, for Hydra to refuse."""
-    parsed = _parsed(override)
-    return override if parsed is None else parsed.get_key_element()
+    read = parsed(override)
+    return override if read is None else read.get_key_element()

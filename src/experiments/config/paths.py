@@ -88,6 +88,8 @@ def with_paths_as_given(arguments: list[str]) -> list[str]:
 
 
 def _path_as_given(argument: str) -> str:
+    # As text, not by Hydra's grammar: the value is a path as typed, which the grammar may not
+    # read (`dataset.root=/data/my images`), and which this makes into one it reads.
     key, _, value = argument.partition("=")
     if key.lstrip("+") not in PATH_KEYS:
         return argument

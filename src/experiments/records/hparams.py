@@ -70,7 +70,7 @@ def hyperparameters(cfg: DictConfig, device: str, overrides: Sequence[str]) -> d
     }
     covered = {*COLUMNS, *COLUMNS.values(), *NOT_HYPERPARAMETERS}
     for override in OverridesParser.create().parse_overrides(list(overrides)):
-        key = override.key_or_group.lstrip("+~")
+        key = override.key_or_group  # (without its + or ~: the grammar keeps them apart)
         if key in covered or override.is_hydra_override():
             continue
         values[key] = _composed(cfg, key, str(override.value()))

@@ -15,6 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config.naming import sweep_keys
+from experiments.config.overrides import parsed
 from experiments.core.files import read_yaml
 from experiments.report.run_configs import run_config
 
@@ -35,15 +36,15 @@ def swept_values(runs: Sequence[Path], folder: Path) -> dict[Path, dict[str, str
 
 
 def _given(run: Path) -> dict[str, str]:
-    """The run's overrides, by key (`+` and `~` left out), as written on its command line."""
+    """The run's overrides, by key (without `+` or `~`), each value as its command line gave it;
+    one Hydra's grammar cannot read (a resume= folder's path may not be) left out."""
     path = run / ".hydra" / "overrides.yaml"
     overrides = [str(override) for override in read_yaml(path) or []] if path.is_file() else []
     given = {}
-    for override in overrides:
-        key, _, value = override.partition("=")
-        key = key.lstrip("+~")
-        if key not in ORIGINS:
-            given[key] = value
+    for override in filter(None, map(parsed, overrides)):
+        if override.key_or_group not in ORIGINS:
+            value = override.value()
+            given[override.key_or_group] = "" if value is None else str(value)
     return given
 
 
