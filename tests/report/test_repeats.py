@@ -1,10 +1,12 @@
 """Runs that differ only in the seed are repeats of one configuration: a row per configuration
-with n, mean ± sd and the 95% confidence interval of the mean (Student's t, with scipy)."""
+with n, mean ± sd and the 95% confidence interval of the mean (Student's t, with scipy), and the
+verdicts between configurations (their arithmetic: tests/report/test_verdicts.py)."""
 
 from __future__ import annotations
 
 import csv
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -14,9 +16,9 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.report import repeats
+from experiments.report import repeats, verdicts
 from experiments.report.command import main
-from helpers import completed_sweep
+from helpers import completed_sweep, welch_by_scipy
 
 TEST_ACCURACY = repeats.MEASURES[1]
 TIME_TO_ACCURACY = repeats.MEASURES[4]
@@ -106,7 +108,8 @@ def test_a_time_to_accuracy_not_reached_by_every_run_says_how_many() -> None:
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two models, each trained with two seeds: two configurations of two runs each."""
+    """Two models, each trained with two seeds: two configurations of two runs each, and a
+    verdict between them."""
     return completed_sweep(
         tmp_path_factory.mktemp("repeats"),
         "model=lenet,mlp",
@@ -184,3 +187,53 @@ def test_the_report_command_has_a_row_per_configuration(
     assert body[0].startswith(f"| lenet | 2 | {100 * mean:.1f}% ± ")
     assert f"({100 * low:.1f}% to " in body[0] and len(body) == 2
     assert markdown[1] in console and "mlp    2  " in console
+
+
+SPEED = re.compile(
+    r"(?P<faster>\S+) trains [\d.,]+x \[(?P<low>[\d.,]+), (?P<high>[\d.,]+)\] as fast as "
+    r"(?P<slower>\S+) \(2 runs each(?:, (?P<busy>\d) of 4 on a busy host)?\)"
+)
+SPEED_WITHIN_NOISE = re.compile(
+    r"lenet vs mlp: no difference beyond the noise in train images/s "
+    r"\([\d.,]+x \[(?P<low>[\d.,]+), (?P<high>[\d.,]+)\], 2 runs each"
+    r"(?:, (?P<busy>\d) of 4 on a busy host)?\)"
+)
+
+
+def test_a_sweeps_summary_states_its_verdicts(
+    sweep: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(sweep)]) == 0
+    console = capsys.readouterr().err
+    markdown = (sweep / "summary.md").read_text()
+    heading, listed = markdown.split("\n\n")[-2:]
+    assert heading == verdicts.HEADING + ":"
+    speed, accuracy = listed.splitlines()
+    assert f"  {speed[2:]}" in console and f"  {accuracy[2:]}" in console
+    assert "Warning: repeats" not in markdown  # the seed's sweep ran first: interleaved
+
+    runs = read_csv(sweep / "summary.csv")
+    speeds = {
+        model: [
+            math.log(float(run["train_images_per_second"])) for run in runs if run["model"] == model
+        ]
+        for model in ("lenet", "mlp")
+    }
+    if found := SPEED.fullmatch(speed[2:]):
+        low, high = welch_by_scipy(speeds[found["faster"]], speeds[found["slower"]])
+    else:
+        found = SPEED_WITHIN_NOISE.fullmatch(speed[2:])
+        assert found, speed
+        low, high = welch_by_scipy(speeds["lenet"], speeds["mlp"])
+    # Two runs a side: t(0.975, ~1) is 12.7, so the interval can span thousands (`1,958`).
+    shown = [float(found[end].replace(",", "")) for end in ("low", "high")]
+    assert shown == pytest.approx([math.exp(low), math.exp(high)], rel=0.01, abs=0.006)
+    # Runs beside other work (this suite's other worker) are counted in the speed's verdict.
+    busy = sum(run.get("host_busy") == "True" for run in runs)
+    assert int(found["busy"] or 0) == busy
+    assert re.fullmatch(
+        r"- lenet vs mlp: no difference beyond the noise in test accuracy "
+        r"\([+-][\d.]+ points \[[+-][\d.]+, [+-][\d.]+\], 2 runs each\)"
+        r"|- \S+ - \S+: \+[\d.]+ points of test accuracy \[\+[\d.]+, \+[\d.]+\] \(2 runs each\)",
+        accuracy,
+    )

@@ -1,30 +1,20 @@
 """Verdicts: each swept value against another with the other keys held equal, a difference
 called only where its 95% interval (Welch's t) excludes none, and a warning where repeats ran
-back to back."""
+back to back (a real sweep's verdicts: tests/report/test_repeats.py, on its sweep)."""
 
 from __future__ import annotations
 
-import csv
 import math
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
-from scipy import stats
 
 from experiments.report import repeats, verdicts
-from experiments.report.command import main
-from helpers import SMALL, completed_sweep
+from helpers import welch_by_scipy
 
 QUANTILE = repeats.t_quantile
 REPEAT = "no verdict; repeat with `-m trainer.seed=0,1,2`"
-
-
-def welch_by_scipy(first: list[float], second: list[float]) -> tuple[float, float]:
-    """The 95% interval of the difference of the means by scipy's own Welch test."""
-    interval = stats.ttest_ind(first, second, equal_var=False).confidence_interval(0.95)
-    return interval.low, interval.high
 
 
 def test_welchs_interval_is_the_textbooks_and_scipys() -> None:
@@ -216,67 +206,3 @@ def test_repeats_that_ran_back_to_back_are_warned_of() -> None:
     # Repeats of the only configuration: nothing to pose as a difference against.
     cpu_alone = in_a_row[:3]
     assert verdicts.back_to_back(cpu_alone, repeats.configurations(cpu_alone)) is None
-
-
-SPEED = re.compile(
-    r"(?P<faster>\S+) trains [\d.,]+x \[(?P<low>[\d.,]+), (?P<high>[\d.,]+)\] as fast as "
-    r"(?P<slower>\S+) \(2 runs each(?:, (?P<busy>\d) of 4 on a busy host)?\)"
-)
-SPEED_WITHIN_NOISE = re.compile(
-    r"to_device vs cuda_call: no difference beyond the noise in train images/s "
-    r"\([\d.,]+x \[(?P<low>[\d.,]+), (?P<high>[\d.,]+)\], 2 runs each"
-    r"(?:, (?P<busy>\d) of 4 on a busy host)?\)"
-)
-
-
-@pytest.fixture(scope="module")
-def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two placements, each trained with two seeds, interleaved."""
-    return completed_sweep(
-        tmp_path_factory.mktemp("verdicts"),
-        "trainer.seed=0,1",
-        "placement=to_device,cuda_call",
-        *SMALL,
-    )
-
-
-def test_a_sweeps_summary_states_its_verdicts(
-    sweep: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert main([str(sweep)]) == 0
-    console = capsys.readouterr().err
-    markdown = (sweep / "summary.md").read_text()
-    heading, listed = markdown.split("\n\n")[-2:]
-    assert heading == verdicts.HEADING + ":"
-    speed, accuracy = listed.splitlines()
-    assert f"  {speed[2:]}" in console and f"  {accuracy[2:]}" in console
-    assert "Warning: repeats" not in markdown  # the seed's sweep ran first: interleaved
-
-    with open(sweep / "summary.csv", newline="") as file:
-        runs = list(csv.DictReader(file))
-    speeds = {
-        placement: [
-            math.log(float(run["train_images_per_second"]))
-            for run in runs
-            if run["placement"] == placement
-        ]
-        for placement in ("to_device", "cuda_call")
-    }
-    if found := SPEED.fullmatch(speed[2:]):
-        low, high = welch_by_scipy(speeds[found["faster"]], speeds[found["slower"]])
-    else:
-        found = SPEED_WITHIN_NOISE.fullmatch(speed[2:])
-        assert found, speed
-        low, high = welch_by_scipy(speeds["to_device"], speeds["cuda_call"])
-    # Two runs a side: t(0.975, ~1) is 12.7, so the interval can span thousands (`1,958`).
-    shown = [float(found[end].replace(",", "")) for end in ("low", "high")]
-    assert shown == pytest.approx([math.exp(low), math.exp(high)], rel=0.01, abs=0.006)
-    # Runs beside other work (this suite's other worker) are counted in the speed's verdict.
-    busy = sum(run.get("host_busy") == "True" for run in runs)
-    assert int(found["busy"] or 0) == busy
-    assert re.fullmatch(
-        r"- to_device vs cuda_call: no difference beyond the noise in test accuracy "
-        r"\([+-][\d.]+ points \[[+-][\d.]+, [+-][\d.]+\], 2 runs each\)"
-        r"|- \S+ - \S+: \+[\d.]+ points of test accuracy \[\+[\d.]+, \+[\d.]+\] \(2 runs each\)",
-        accuracy,
-    )
