@@ -1,10 +1,8 @@
 """One thread per test worker, GPUs numbered as every run numbers them, the tests marked `gpu`
-skipped when there is no CUDA GPU, what lives between tests frozen, and `old_run`, a run folder an
-earlier version left."""
+skipped when there is no CUDA GPU, and `old_run`, a run folder an earlier version left."""
 
 from __future__ import annotations
 
-import gc
 import os
 import tarfile
 from pathlib import Path
@@ -30,16 +28,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown() -> None:
-    # What lives between tests (torch's, Hydra's, TensorBoard's and matplotlib's modules, half a
-    # million objects) is left out of the collector's full collections, as a run's own process
-    # leaves torch's out (experiments.core.collection): each went through all of them, 80 times a
-    # worker, 8 s of its CPU. A job thaws all as it ends (process_settings.restored), after
-    # collecting its own cycles; what a test left in cycles otherwise is kept, a few megabytes.
-    gc.freeze()
 
 
 @pytest.fixture

@@ -17,7 +17,6 @@ class Model:
 
 
 def test_a_job_collects_its_own_cycles_without_going_through_the_process() -> None:
-    gc.unfreeze()  # (tests/conftest.py freezes what lives between tests)
     from_before = Model()  # the process's: lives on, a cycle the job's collection leaves alone
     assert gc.get_freeze_count() == 0
     with job(None):
