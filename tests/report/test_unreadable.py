@@ -1,5 +1,6 @@
 """A run whose metrics.jsonl cannot be read (binary, or damaged mid-file) is a row that says so:
-`python -m experiments.report` makes the report all the same."""
+`python -m experiments.report` makes the report all the same. A sweep's multirun.yaml that cannot
+be read is named in one line."""
 
 from __future__ import annotations
 
@@ -41,3 +42,42 @@ def test_an_unreadable_metrics_file_is_named_in_its_row_and_the_report_is_made(
     assert (row["status"], row["test_accuracy"]) == ("completed", "0.1484375")  # results.json's
     assert row["reason"].startswith(reason)
     assert {"summary.md", "throughput.png"} <= {path.name for path in tmp_path.iterdir()}
+
+
+AWAY = "put it back from a copy, or move it out of the folder"
+NOT_YAML = f"; Hydra wrote it as a record of the run or sweep: {AWAY}"
+
+
+@pytest.mark.parametrize(
+    ("written", "said"),
+    [
+        (
+            "",
+            "holds no record of a sweep (Hydra writes its sweeper and command line under "
+            f"hydra:); {AWAY}",
+        ),
+        (
+            "hydra:\n  sweeper: [\n",
+            f"is not YAML (did not find expected node content at line 3){NOT_YAML}",
+        ),
+        (b"\xff\xfe", f"is not YAML (not text){NOT_YAML}"),
+    ],
+    ids=["empty", "torn", "binary"],
+)
+def test_a_sweep_record_that_cannot_be_read_is_named_in_one_line(
+    old_run: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    written: str | bytes,
+    said: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    record = tmp_path / "multirun.yaml"  # beside the run, as a sweep's is beside its jobs
+    if isinstance(written, bytes):
+        record.write_bytes(written)
+    else:
+        record.write_text(written)
+
+    assert main([str(tmp_path)]) == 1
+    assert capsys.readouterr().err == f"Error: multirun.yaml {said}\n"
