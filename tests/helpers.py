@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import csv
 import io
 import json
 import logging
@@ -376,6 +377,15 @@ def failing_torchrun(cwd: Path, *overrides: str) -> tuple[Finished, float]:
         env={"PYTHONPATH": str(ROOT / "tests")},
     )
     return done, time.monotonic() - began
+
+
+def csv_numbers(run_dir: Path) -> list[dict[str, str]]:
+    """metrics.csv's rows (by the csv module), without the speed, which no two runs share."""
+    with (run_dir / "metrics.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    return [
+        {tag: value for tag, value in row.items() if not tag.startswith("perf/")} for row in rows
+    ]
 
 
 def killed_in_epoch_2(cwd: Path, *overrides: str) -> Path:

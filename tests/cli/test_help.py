@@ -16,6 +16,7 @@ TRAINING_GROUPS = {
     "device",
     "experiment",
     "hparams_search",
+    "logger",
     "model",
     "optimizer",
     "placement",

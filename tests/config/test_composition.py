@@ -27,6 +27,7 @@ GROUPS = [
     "optimizer",
     "scheduler",
     "trainer",
+    "logger",
     "experiment",
 ]
 

@@ -124,11 +124,6 @@ TEMPLATE_KEYS = [
         "data.batch_size=128: the config has no key 'data'; the batch size is trainer.batch_size=N",
     ),
     (
-        "logger=tensorboard",
-        "logger=tensorboard: the config has no key 'logger'; TensorBoard is always on: each run "
-        "writes its events to its own folder (tensorboard --logdir outputs)",
-    ),
-    (
         "callbacks=default",
         "callbacks=default: the config has no key 'callbacks'; checkpoints and early stopping "
         "are trainer.checkpoint_every=N, trainer.monitor=<metric> and "

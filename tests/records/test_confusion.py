@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from torch.utils.tensorboard import SummaryWriter
 
 from experiments.records import confusion
+from experiments.records.tensorboard import TensorBoard
 from experiments.training.loop import confusion_counts
 from helpers import read_events
 
@@ -56,10 +56,11 @@ def test_counting_a_batch_never_waits_for_the_gpu() -> None:
 def test_confusion_matrix_is_saved_as_png_and_tensorboard_image(tmp_path: Path) -> None:
     counts = [[5, 1, 0], [2, 7, 1], [0, 0, 9]]
     path = tmp_path / "confusion_matrix.png"
-    writer = SummaryWriter(tmp_path / "run")
+    board = TensorBoard(tmp_path / "run")
 
-    confusion.save(counts, ["cat", "dog", "bird"], "test, epoch 3", path, writer, step=30)
-    writer.close()
+    png, size = confusion.save(counts, ["cat", "dog", "bird"], "test, epoch 3", path)
+    board.picture(confusion.TAG, png, size, step=30)
+    board.close()
 
     with Image.open(path) as png:
         assert png.format == "PNG"

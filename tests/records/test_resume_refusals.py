@@ -14,7 +14,7 @@ import pytest
 from experiments.core.errors import ExperimentError
 from experiments.devices import process_settings
 from experiments.records import checkpoints
-from experiments.records.metrics import EVENTS
+from experiments.records.tensorboard import EVENTS
 from experiments.run.train import train
 from helpers import compose_config, metrics, read_events, results
 

@@ -22,6 +22,7 @@ from helpers import (
     CAT_DOG,
     ROOT,
     compose_config,
+    csv_numbers,
     eval_cli,
     killed_in_epoch_2,
     metrics,
@@ -44,6 +45,7 @@ RUN = (
     "trainer.limit_train_batches=30",
     "trainer.limit_eval_images=256",
     "trainer.log_interval=5",
+    "logger=[tensorboard,csv]",
 )
 
 
@@ -105,6 +107,9 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_pat
 
     for tag in ("train/loss", "lr", "val/accuracy"):
         assert scalars(run_dir, tag) == scalars(reference, tag)
+    # So does metrics.csv: each step's and epoch's row once, in order, as in the reference.
+    assert csv_numbers(run_dir) == csv_numbers(reference)
+    assert len(csv_numbers(run_dir)) == len(numbers(reference))
 
 
 def test_a_run_killed_after_its_last_checkpoint_is_finished_by_a_resume(
@@ -164,6 +169,9 @@ def test_a_run_killed_after_its_last_checkpoint_is_finished_by_a_resume(
     (accuracy,) = events.Scalars("whole_run/test_accuracy")
     assert accuracy.value == pytest.approx(result["test_accuracy"])
     assert not any(leftover.exists() for leftover in leftovers)
+    # The CSV files held all of it already: neither is written again.
+    for name in ("metrics.csv", "hparams.csv"):
+        assert (run_dir / name).read_bytes() == (reference / name).read_bytes()
 
 
 def test_a_run_killed_after_its_end_records_gets_them_once(reference: Path, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ the rows a run writes and those an old run wrote, and the metric names that key 
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -13,8 +14,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from experiments.config.metric_names import CLASSIFICATION, TEST, VAL
 from experiments.records import checkpoints
+from experiments.records.csv_file import CsvFile
 from experiments.records.metrics import Metrics
 from experiments.records.results import RunSummary, training_summary
+from experiments.records.tensorboard import TensorBoard
 from experiments.report.summary import epochs
 from experiments.training.history import EpochRow, validated
 from experiments.training.loop import EvaluationResult, TrainingResult
@@ -42,11 +45,12 @@ def _training() -> TrainingResult:
 
 
 @pytest.mark.parametrize("validation", [True, False], ids=["validation", "none"])
-def test_an_epoch_row_is_an_epoch_row_and_tensorboard_holds_its_metrics(
+def test_an_epoch_row_is_an_epoch_row_and_each_tracker_holds_its_metrics(
     tmp_path: Path, validation: bool
 ) -> None:
     val = _evaluation(2.0, 0.5) if validation else None
-    with Metrics(tmp_path, writes=True) as metrics:
+    trackers = [TensorBoard(tmp_path), CsvFile(tmp_path)]
+    with Metrics(tmp_path, writes=True, trackers=trackers) as metrics:
         row = metrics.epoch(1, 4, _training(), _evaluation(2.125, 0.375), val, CLASSES)
     assert EpochRow.__required_keys__ <= row.keys() <= EVERY_KEY
     assert validated([row]) is validation
@@ -67,6 +71,10 @@ def test_an_epoch_row_is_an_epoch_row_and_tensorboard_holds_its_metrics(
     events.Reload()
     assert set(events.Tags()["scalars"]) == {*logged, "perf/images_per_second"}
     assert {tag: events.Scalars(tag)[0].value for tag in logged} == logged
+    with (tmp_path / "metrics.csv").open(newline="") as file:
+        (csv_row,) = csv.DictReader(file)
+    assert csv_row.keys() == {"step", *logged, "perf/images_per_second"}
+    assert {tag: float(csv_row[tag]) for tag in logged} == logged
 
 
 def test_a_summary_has_the_keys_its_type_declares(tmp_path: Path) -> None:

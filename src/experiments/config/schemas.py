@@ -224,6 +224,24 @@ class OneCycleSchedulerConfig(SchedulerConfig):
 
 
 @dataclass
+class TrackerConfig:
+    """A tracker of the `logger` group (`experiments.records.tracker`): its class, given the
+    run folder."""
+
+    _target_: str = MISSING
+
+
+@dataclass
+class TensorBoardTrackerConfig(TrackerConfig):
+    _target_: str = "experiments.records.tensorboard.TensorBoard"
+
+
+@dataclass
+class CsvTrackerConfig(TrackerConfig):
+    _target_: str = "experiments.records.csv_file.CsvFile"
+
+
+@dataclass
 class EarlyStoppingConfig:
     # Stop when trainer.monitor has not improved by more than min_delta for this many epochs
     # (null: never). Needs a validation split.
@@ -309,6 +327,9 @@ class TrainSchema:
     optimizer: OptimizerConfig = MISSING
     scheduler: SchedulerConfig = MISSING
     trainer: TrainerConfig = MISSING
+    # Where the run's numbers go besides metrics.jsonl, by tracker (logger=tensorboard, csv, or
+    # a list of them: logger=[tensorboard,csv]; logger=[] for none).
+    logger: dict[str, TrackerConfig] = field(default_factory=dict)
     # What a run returns to a sweeper (hparams_search=optuna optimizes it, minimizing a loss):
     # val_accuracy or val_loss at the selected epoch, the final train_loss, or the run's
     # train_images_per_second (null: nothing).
@@ -361,6 +382,8 @@ SCHEMAS: dict[str, type] = {
     "warmup_cosine_scheduler_schema": WarmupCosineSchedulerConfig,
     "onecycle_scheduler_schema": OneCycleSchedulerConfig,
     "trainer_schema": TrainerConfig,
+    "tensorboard_tracker_schema": TensorBoardTrackerConfig,
+    "csv_tracker_schema": CsvTrackerConfig,
 }
 
 

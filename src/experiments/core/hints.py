@@ -35,10 +35,6 @@ TEMPLATE_EQUIVALENTS = {
     "trainer=ddp": "DDP is device=ddp under torchrun (torchrun --nproc-per-node=N train.py ...)",
     "trainer=mps": DEVICES,
     "device=gpu": "a GPU is device=cuda (device=cuda:N for another one)",
-    "logger": (
-        "TensorBoard is always on: each run writes its events to its own folder "
-        "(tensorboard --logdir outputs)"
-    ),
     "callbacks": (
         "checkpoints and early stopping are trainer.checkpoint_every=N, trainer.monitor=<metric> "
         "and trainer.early_stopping.patience=N"

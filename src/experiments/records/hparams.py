@@ -36,8 +36,9 @@ from torch.utils.tensorboard import SummaryWriter
 
 Value = bool | int | float | str
 
-# Overrides that say where a run came from or how it was searched, not how it trains.
-NOT_HYPERPARAMETERS = ("resume", "replay", "hparams_search")
+# Overrides that say where a run came from, how it was searched or where its numbers go, not how
+# it trains.
+NOT_HYPERPARAMETERS = ("resume", "replay", "hparams_search", "logger")
 
 # The columns every run has, by the config key they come from (an override of one of these keys
 # is that column, not another).

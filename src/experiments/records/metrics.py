@@ -1,45 +1,26 @@
-"""A run's numbers as it trains, for people and for TensorBoard.
+"""A run's numbers as it trains, for people and for the trackers.
 
-    metrics.jsonl          one JSON object per logged step and per epoch
-    events.out.tfevents.*  TensorBoard, grouped by split: per logged step train/loss and lr;
-                           per epoch test/loss, test/accuracy (val/loss, val/accuracy with a
-                           validation split) and perf/images_per_second (training); at the
-                           end, the run's HParams (its final numbers tagged whole_run/...)
-                           and test/confusion_matrix
-
-(Runs of versions before these groups tagged them train_loss, lr, test_loss, test_accuracy,
-val_loss, val_accuracy and confusion_matrix, with no speed; their files keep those tags.)
+    metrics.jsonl   one JSON object per logged step and per epoch
+    trackers        the `logger` group's (`records.tracker`): TensorBoard's event files by
+                    default, a CSV file, ...: each step's train/loss and lr, each epoch's
+                    numbers by their tags (`records.tracker.EPOCH_TAGS`), the run's
+                    hyperparameters and final numbers, the confusion matrix
 
 Of several processes, only the main one writes. A resumed run first drops what the epoch cut
-short had logged (metrics.jsonl's rows; TensorBoard hides its events), then carries on.
-Ctrl-C and SIGTERM wait until a write to TensorBoard is done: cut short, it would leave the
-writer's queue, which its thread and `close` wait on, waiting for ever.
+short had logged (metrics.jsonl's rows; each tracker its own), then carries on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from tensorboard.plugins.hparams import metadata
-from torch.utils.tensorboard import SummaryWriter
-
-from experiments.config.metric_names import (
-    ACCURACY,
-    CLASSIFICATION,
-    LOSS,
-    TEST,
-    TEST_ACCURACY,
-    TRAIN,
-    TRAIN_LOSS,
-    VAL,
-)
+from experiments.config.metric_names import ACCURACY, LOSS, TEST, TRAIN, TRAIN_LOSS, VAL
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import (
@@ -49,71 +30,46 @@ from experiments.core.files import (
     writing,
 )
 from experiments.devices.host_load import HostLoad
-from experiments.records import confusion, hparams
+from experiments.records import confusion
 from experiments.records.speed import host_record, warm_up_record
+from experiments.records.tracker import Tracker, epoch_scalars
 from experiments.training.history import EpochRow, History
 from experiments.training.loop import EvaluationResult, TrainingResult
 
 log = logging.getLogger("experiments")
 
-# TensorBoard's file, as a failed write names it (its writer picks the rest of the name).
-EVENTS = "events.out.tfevents.*"
-
-# An epoch row's numbers in TensorBoard, by their tags: a group per split, and one for speed.
-EPOCH_TAGS = {
-    **{
-        key: metric.tag(split)
-        for split in (VAL, TEST)
-        for key, metric in CLASSIFICATION.on(split).items()
-    },
-    "images_per_second": "perf/images_per_second",
-}
-# The tag an epoch's row is found by in the events: today's, and older versions'.
-TEST_ACCURACY_TAGS = (EPOCH_TAGS[TEST_ACCURACY], TEST_ACCURACY)
-
-# The records of a run's end, by the kind and tag that show one was written.
-END_RECORDS = {
-    "hparams": ("tensors", metadata.SESSION_END_INFO_TAG),
-    "confusion_matrix": ("images", confusion.TAG),
-}
-
 
 class Metrics:
-    """metrics.jsonl and the TensorBoard events of one run folder; a context manager that closes
-    them."""
+    """metrics.jsonl and the trackers (`records.tracker`) of one run folder; a context manager
+    that closes them."""
 
-    def __init__(self, run_dir: Path, writes: bool) -> None:
+    def __init__(self, run_dir: Path, writes: bool, trackers: Sequence[Tracker] = ()) -> None:
         self.dir = run_dir
         self.writes = writes
+        self.trackers = list(trackers) if writes else []
         self._jsonl: IO[str] | None = None
-        self._tensorboard: SummaryWriter | None = None
-        # TensorBoard hides events from this step on: those of an epoch cut short before a resume.
-        self._purge_step: int | None = None
+        # The records of a run's end each tracker holds already (`end_records`).
+        self._held: list[set[str]] = [set() for _ in self.trackers]
 
     def __enter__(self) -> Metrics:
-        self._excepthook = threading.excepthook
-        threading.excepthook = _quiet_tensorboard_thread(self._excepthook)
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:
         try:
-            with interrupts.held(), writing(self.dir / EVENTS):
+            with contextlib.ExitStack() as closing:  # each, even after another failed
+                for tracker in self.trackers:
+                    closing.callback(tracker.close)
                 if self._jsonl is not None:
-                    self._jsonl.close()
-                if self._tensorboard is not None:
-                    self._tensorboard.close()
+                    closing.callback(self._jsonl.close)
         except ExperimentError:
             if kind is None:
                 raise  # else the run's own failure is what to say, not a repeat of it
-        finally:
-            threading.excepthook = self._excepthook
 
     def resume_after(self, epoch: int, steps_per_epoch: int, history: History) -> None:
         """Continue after `epoch`: what was logged after it is about to be done again. An epoch of
-        `history` (the checkpoint's rows, up to `epoch`) that metrics.jsonl or the TensorBoard
-        events lack, their file deleted, is written into them again from its row there (the
-        steps logged in it went with the file)."""
-        self._purge_step = epoch * steps_per_epoch + 1
+        `history` (the checkpoint's rows, up to `epoch`) that metrics.jsonl or a tracker lacks,
+        its file deleted, is written into it again from its row there (the steps logged in it
+        went with the file)."""
         if not self.writes:
             return
         path = self.dir / "metrics.jsonl"
@@ -130,21 +86,10 @@ class Metrics:
             )
         if path.is_file() or lost:
             write_text_atomically(path, "".join(f"{json.dumps(row)}\n" for row in kept))
-        self._write_lost_epoch_events(history)
-
-    def _write_lost_epoch_events(self, history: History) -> None:
-        """The epoch scalars of the rows of `history` that no event file holds (deleted)."""
-        events = EventAccumulator(str(self.dir), size_guidance={"scalars": 0})  # (0: all)
-        events.Reload()
-        tags = set(events.Tags()["scalars"]) & set(TEST_ACCURACY_TAGS)
-        logged = {event.step for tag in tags for event in events.Scalars(tag)}
-        lost = [row for row in history if row["global_step"] not in logged]
-        if lost:
-            _say_written_again("the TensorBoard events", lost)
-        for row in lost:
-            for key, tag in EPOCH_TAGS.items():
-                if key in row:
-                    self._scalar(tag, row[key], row["global_step"])
+        for tracker in self.trackers:
+            lost = tracker.resume_after(epoch * steps_per_epoch + 1, history)
+            if lost:
+                _say_written_again(tracker.record, lost)
 
     def step(
         self, epoch: int, steps_before: int, step: int, loss: float, speed: float, lr: float
@@ -160,8 +105,8 @@ class Metrics:
             lr=lr,
             images_per_second=speed,
         )
-        self._scalar(LOSS.tag(TRAIN), loss, global_step)
-        self._scalar("lr", lr, global_step)
+        for tracker in self.trackers:
+            tracker.scalars({LOSS.tag(TRAIN): loss, "lr": lr}, global_step)
 
     def epoch(
         self,
@@ -196,9 +141,8 @@ class Metrics:
             **host_record(host),
         }
         self._write(kind="epoch", **row)
-        for key, tag in EPOCH_TAGS.items():
-            if key in row:
-                self._scalar(tag, row[key], global_step)
+        for tracker in self.trackers:
+            tracker.scalars(epoch_scalars(row), global_step)
         return row
 
     def hyperparameters(
@@ -208,21 +152,20 @@ class Metrics:
         global_step: int,
         swept: Collection[str] = (),
     ) -> None:
-        """The run's hyperparameters and final `numbers`, for TensorBoard's HParams tab, the
-        columns its sweep varies (`swept`) first."""
-        if self.writes:
-            with writing(self.dir / EVENTS), interrupts.held():
-                hparams.write(self._writer(), hyperparameters, numbers, global_step, swept)
+        """The run's hyperparameters and final `numbers` (TensorBoard's HParams tab), the columns
+        its sweep varies (`swept`) first, for each tracker that lacks them."""
+        for tracker, held in zip(self.trackers, self._held, strict=True):
+            if "hparams" not in held:
+                tracker.hyperparameters(hyperparameters, numbers, global_step, swept)
 
     def end_records(self) -> set[str]:
-        """Which of the records written at a run's end ("hparams", "confusion_matrix") its event
-        files hold already: those of a run killed after writing them, before it recorded its
-        end, which the resume that finishes it must not write a second time."""
-        events = EventAccumulator(str(self.dir))
-        events.Reload()
-        tags = events.Tags()
-        # HParams: the last of its summaries, so all of them.
-        written = {name for name, (kind, tag) in END_RECORDS.items() if tag in tags[kind]}
+        """Which of the records written at a run's end ("hparams", "confusion_matrix") every
+        tracker holds already: those of a run killed after writing them, before it recorded its
+        end, which the resume that finishes it must not write a second time (nor to a tracker
+        that holds them)."""
+        self._held = [tracker.end_records() for tracker in self.trackers]
+        everywhere = set.intersection({"hparams", confusion.TAG}, *self._held)
+        written = {"confusion_matrix" if name == confusion.TAG else name for name in everywhere}
         if not (self.dir / confusion.PICTURE).is_file():
             written.discard("confusion_matrix")  # drawn again, for its picture
         return written
@@ -230,8 +173,9 @@ class Metrics:
     def confusion_matrix(
         self, counts: list[list[int]], classes: list[str], title: str, global_step: int
     ) -> None:
-        """A confusion matrix as an image in TensorBoard and as confusion_matrix.png (up to
-        `confusion.MOST_DRAWN_CLASSES` classes: beyond, its cells would be too small to see)."""
+        """A confusion matrix as confusion_matrix.png and a picture for each tracker that lacks
+        it (up to `confusion.MOST_DRAWN_CLASSES` classes: beyond, its cells would be too small to
+        see)."""
         if not self.writes:
             return
         if len(classes) > confusion.MOST_DRAWN_CLASSES:
@@ -243,7 +187,10 @@ class Metrics:
             return
         path = self.dir / confusion.PICTURE
         with writing(path), interrupts.held():
-            confusion.save(counts, classes, title, path, self._writer(), global_step)
+            png, size = confusion.save(counts, classes, title, path)
+        for tracker, held in zip(self.trackers, self._held, strict=True):
+            if confusion.TAG not in held:
+                tracker.picture(confusion.TAG, png, size, global_step)
 
     def _write(self, **row: Any) -> None:
         if not self.writes:
@@ -254,19 +201,6 @@ class Metrics:
                 self._jsonl = open_to_append(path)
             self._jsonl.write(json.dumps({**row, "time": time.time()}) + "\n")
             self._jsonl.flush()
-
-    def _scalar(self, tag: str, value: float, step: int) -> None:
-        if not self.writes:
-            return
-        with writing(self.dir / EVENTS), interrupts.held():
-            writer = self._writer()
-            writer.add_scalar(tag, value, step)
-            writer.flush()
-
-    def _writer(self) -> SummaryWriter:
-        if self._tensorboard is None:
-            self._tensorboard = SummaryWriter(self.dir, purge_step=self._purge_step)
-        return self._tensorboard
 
 
 def _measured(split: str, result: EvaluationResult) -> dict[str, float]:
@@ -284,18 +218,3 @@ def _say_written_again(record: str, rows: History) -> None:
         epochs,
         "them" if len(rows) > 1 else "it",
     )
-
-
-def _quiet_tensorboard_thread(
-    previous: Callable[[threading.ExceptHookArgs], object],
-) -> Callable[[threading.ExceptHookArgs], object]:
-    """TensorBoard writes its events in a thread, which keeps a failed write's error for the next
-    write to raise (and `writing` to say in one line): the thread's own traceback would only say
-    it first, in many lines."""
-
-    def hook(args: threading.ExceptHookArgs) -> object:
-        if type(args.thread).__module__.startswith("tensorboard."):
-            return None
-        return previous(args)
-
-    return hook

@@ -54,6 +54,7 @@ from experiments.records import (
     running,
     snapshot,
     speed,
+    tracker,
 )
 from experiments.records.log_file import HeldLog
 from experiments.records.metrics import Metrics
@@ -62,6 +63,7 @@ from experiments.records.results import (
     training_fields,
     training_summary,
 )
+from experiments.records.tracker import Tracker
 from experiments.run import console, job, setup
 from experiments.training import (
     loop,
@@ -106,7 +108,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
         with (
             teardown(),
             Results(run_dir, training_fields(cfg, group, resumed), group, held=held) as results,
-            Metrics(run_dir, writes=group.is_main) as metrics,
+            Metrics(run_dir, group.is_main, _trackers(cfg, run_dir, group)) as metrics,
         ):
             refuse_unchosen_groups(cfg)  # (~trainer) before the trainer's settings are read
             with memory.out_of_memory_said(
@@ -124,6 +126,11 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                 del run  # its DDP model holds the process group, which teardown() then ends
         console.log_summary(summary, plan, run_dir)
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
+
+
+def _trackers(cfg: DictConfig, run_dir: Path, group: ProcessGroup) -> list[Tracker]:
+    """The `logger` group's trackers, of the main process only."""
+    return tracker.trackers(cfg.logger, run_dir) if group.is_main else []
 
 
 class TrainingRun:

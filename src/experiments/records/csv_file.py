@@ -1,0 +1,131 @@
+"""CSV files in the run folder, for a spreadsheet or pandas: `logger=csv`.
+
+    metrics.csv   a row per logged step and per epoch: `step` (the global step), then a column
+                  per tag (train/loss, lr, test/accuracy, ..., as TensorBoard's), empty where a
+                  row has no such number
+    hparams.csv   `name,value`: the run's hyperparameters, then its final numbers
+                  (whole_run/<name>), written at its end
+
+A row is appended as it is logged; a tag that no row had yet widens the header, and the file is
+written again whole (atomically), once or twice a run. A resumed run drops the rows of the
+steps it does again, and a row that a killed run left cut short.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+from experiments.core.files import open_to_append, write_text_atomically, writing
+from experiments.records.hparams import METRICS_GROUP, Value
+from experiments.records.tracker import EPOCH_TAGS, epoch_scalars
+from experiments.training.history import History
+
+METRICS = "metrics.csv"
+HPARAMS = "hparams.csv"
+STEP = "step"
+
+
+class CsvFile:
+    """metrics.csv and hparams.csv of one run folder (a `records.tracker.Tracker`)."""
+
+    record = METRICS
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / METRICS
+        self.hparams_path = run_dir / HPARAMS
+        self._columns: list[str] = []
+        self._file: IO[str] | None = None
+
+    def resume_after(self, purge_step: int, history: History) -> History:
+        rows = [row for row in self._rows() if int(row[STEP]) < purge_step]
+        # An epoch's row is the one with its numbers (a logged step's may share its step).
+        logged = {
+            int(row[STEP]) for row in rows if any(row.get(tag) for tag in EPOCH_TAGS.values())
+        }
+        lost = [row for row in history if row["global_step"] not in logged]
+        rows += [{STEP: str(row["global_step"]), **_texts(epoch_scalars(row))} for row in lost]
+        rows.sort(key=lambda row: int(row[STEP]))
+        if rows:
+            self._columns = _widened([], [name for row in rows for name in row])
+            self._rewrite(rows)
+        return lost
+
+    def scalars(self, values: Mapping[str, float], step: int) -> None:
+        row = {STEP: str(step), **_texts(values)}
+        with writing(self.path):
+            columns = _widened(self._columns, list(row))
+            if columns != self._columns:
+                self._columns = columns
+                self._rewrite([*self._rows(), row])
+                return
+            if self._file is None:
+                self._file = open_to_append(self.path)
+                if self._file.tell() == 0:
+                    self._file.write(_line(self._columns))
+            self._file.write(_line([row.get(name, "") for name in self._columns]))
+            self._file.flush()
+
+    def hyperparameters(
+        self,
+        hyperparameters: Mapping[str, Value],
+        numbers: Mapping[str, float | None],
+        step: int,
+        swept: Collection[str],
+    ) -> None:
+        first = [name for name in swept if name in hyperparameters]
+        named = [
+            *((name, hyperparameters[name]) for name in first),
+            *((name, value) for name, value in hyperparameters.items() if name not in first),
+            *((f"{METRICS_GROUP}/{name}", value) for name, value in numbers.items()),
+        ]
+        lines = [_line(["name", "value"])]
+        lines += [_line([name, "" if value is None else str(value)]) for name, value in named]
+        write_text_atomically(self.hparams_path, "".join(lines))
+
+    def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:
+        """A CSV file holds no pictures: confusion_matrix.png is in the run folder."""
+
+    def end_records(self) -> set[str]:
+        return {"hparams"} if self.hparams_path.is_file() else set()
+
+    def close(self) -> None:
+        if self._file is not None:
+            with writing(self.path):
+                self._file.close()
+
+    def _rows(self) -> list[dict[str, str]]:
+        """metrics.csv's rows, but a last one cut short (by a killed run: no newline at its
+        end)."""
+        if not self.path.is_file():
+            return []
+        text = self.path.read_text()
+        whole = text[: text.rfind("\n") + 1]
+        return [dict(row) for row in csv.DictReader(io.StringIO(whole))]
+
+    def _rewrite(self, rows: Sequence[Mapping[str, str]]) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        lines = [_line(self._columns)]
+        lines += [_line([row.get(name, "") for name in self._columns]) for row in rows]
+        write_text_atomically(self.path, "".join(lines))
+
+
+def _widened(columns: list[str], names: list[str]) -> list[str]:
+    """`columns` with the `names` it lacks: `step` first, then in the order first seen."""
+    wider = columns or [STEP]
+    return wider + [name for name in dict.fromkeys(names) if name not in wider]
+
+
+def _texts(values: Mapping[str, float]) -> dict[str, str]:
+    return {tag: repr(float(value)) for tag, value in values.items()}
+
+
+def _line(cells: Sequence[str]) -> str:
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerow(cells)
+    return text.getvalue()

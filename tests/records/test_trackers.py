@@ -1,0 +1,110 @@
+"""The `logger` group: TensorBoard's events, CSV files, both or neither, each read back by its own
+reader (TensorBoard's, the csv module)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from experiments.records.csv_file import CsvFile
+from experiments.records.metrics import Metrics
+from experiments.records.tensorboard import EVENTS
+from helpers import QUICK, csv_numbers, metrics, read_events, results, trained_run
+
+EPOCH_1 = {"epoch": 1, "global_step": 4, "test_accuracy": 0.5, "test_loss": 2.0}
+
+
+def table(path: Path) -> list[list[str]]:
+    with path.open(newline="") as file:
+        return list(csv.reader(file))
+
+
+def test_csv_alone_holds_every_logged_number_and_the_final_ones(tmp_path: Path) -> None:
+    run_dir = trained_run(tmp_path, *QUICK, "model=lenet", "logger=csv")
+    assert not list(run_dir.glob(EVENTS))
+    steps, epochs = metrics(run_dir, "step"), metrics(run_dir, "epoch")
+    rows = csv_numbers(run_dir)
+    # A row per logged step and per epoch, in the order metrics.jsonl has them.
+    assert [int(row["step"]) for row in rows] == sorted(
+        row["global_step"] for row in [*steps, *epochs]
+    )
+    logged_losses = [float(row["train/loss"]) for row in rows if row["train/loss"]]
+    assert logged_losses == [row["train_loss"] for row in steps]
+    tested = [float(row["test/accuracy"]) for row in rows if row["test/accuracy"]]
+    assert tested == [row["test_accuracy"] for row in epochs]
+    named = dict(table(run_dir / "hparams.csv")[1:])
+    assert (named["model"], named["seed"], named["trainer.epochs"]) == ("lenet", "0", "2")
+    assert "logger" not in named  # where the numbers go is no hyperparameter
+    result = results(run_dir)
+    assert float(named["whole_run/test_accuracy"]) == result["test_accuracy"]
+    assert float(named["whole_run/train_images_per_second"]) == pytest.approx(
+        result["train_images_per_second"]
+    )
+
+
+def test_both_trackers_hold_the_same_numbers_and_none_writes_neither(tmp_path: Path) -> None:
+    both = trained_run(tmp_path / "both", *QUICK, "model=lenet", "logger=[tensorboard,csv]")
+    events = read_events(both)
+    for tag in ("train/loss", "test/accuracy"):
+        from_events = [event.value for event in events.Scalars(tag)]
+        from_csv = [float(row[tag]) for row in csv_numbers(both) if row[tag]]
+        assert from_csv == pytest.approx(from_events)
+    assert "test/confusion_matrix" in events.Tags()["images"]
+
+    neither = trained_run(tmp_path / "neither", *QUICK, "model=lenet", "logger=[]")
+    assert not list(neither.glob(EVENTS)) and not list(neither.glob("*.csv"))
+    assert (neither / "confusion_matrix.png").is_file()
+    assert metrics(neither, "epoch") and results(neither)["status"] == "completed"
+
+
+def test_a_row_cut_short_by_a_kill_is_dropped_on_resume(tmp_path: Path) -> None:
+    with Metrics(tmp_path, writes=True, trackers=[CsvFile(tmp_path)]) as written:
+        written.step(epoch=1, steps_before=0, step=2, loss=2.25, speed=100.0, lr=0.1)
+        written.step(epoch=1, steps_before=0, step=4, loss=2.0, speed=100.0, lr=0.1)
+    path = tmp_path / "metrics.csv"
+    path.write_text(path.read_text() + "6,1.7")  # SIGKILLed while writing step 6's row
+    with Metrics(tmp_path, writes=True, trackers=[CsvFile(tmp_path)]) as resumed:
+        resumed.resume_after(1, steps_per_epoch=4, history=[EPOCH_1])  # type: ignore[list-item]
+    assert table(path) == [
+        ["step", "train/loss", "lr", "test/accuracy", "test/loss"],
+        ["2", "2.25", "0.1", "", ""],
+        ["4", "2.0", "0.1", "", ""],
+        ["4", "", "", "0.5", "2.0"],  # the epoch's row, written again from the checkpoint's
+    ]
+
+
+def test_a_new_tag_widens_the_header_and_keeps_the_earlier_rows(tmp_path: Path) -> None:
+    csv_file = CsvFile(tmp_path)
+    csv_file.scalars({"train/loss": 2.5}, step=1)
+    csv_file.scalars({"train/loss": 2.25}, step=2)
+    csv_file.scalars({"test/accuracy": 0.25}, step=2)
+    csv_file.scalars({"train/loss": 2.0}, step=3)
+    csv_file.close()
+    assert table(tmp_path / "metrics.csv") == [
+        ["step", "train/loss", "test/accuracy"],
+        ["1", "2.5", ""],
+        ["2", "2.25", ""],
+        ["2", "", "0.25"],
+        ["3", "2.0", ""],
+    ]
+
+
+def test_the_csv_files_are_never_written_through_a_link(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.csv"
+    outside.write_text("theirs\n")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for name in ("metrics.csv", "hparams.csv"):
+        (run_dir / name).symlink_to(outside)
+    csv_file = CsvFile(run_dir)
+    csv_file.scalars({"train/loss": 2.5}, step=1)
+    csv_file.hyperparameters({"model": "lenet"}, {"test_accuracy": 0.5}, step=1, swept=())
+    csv_file.close()
+    assert outside.read_text() == "theirs\n"
+    assert not any((run_dir / name).is_symlink() for name in ("metrics.csv", "hparams.csv"))
+    assert table(run_dir / "hparams.csv")[1:] == [
+        ["model", "lenet"],
+        ["whole_run/test_accuracy", "0.5"],
+    ]
