@@ -60,12 +60,12 @@ def test_both_trackers_hold_the_same_numbers_and_none_writes_neither(tmp_path: P
 
 
 def test_a_row_cut_short_by_a_kill_is_dropped_on_resume(tmp_path: Path) -> None:
-    with Metrics(tmp_path, writes=True, trackers=[CsvFile(tmp_path)]) as written:
+    with Metrics(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as written:
         written.step(epoch=1, steps_before=0, step=2, loss=2.25, speed=100.0, lr=0.1)
         written.step(epoch=1, steps_before=0, step=4, loss=2.0, speed=100.0, lr=0.1)
     path = tmp_path / "metrics.csv"
     path.write_text(path.read_text() + "6,1.7")  # SIGKILLed while writing step 6's row
-    with Metrics(tmp_path, writes=True, trackers=[CsvFile(tmp_path)]) as resumed:
+    with Metrics(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as resumed:
         resumed.resume_after(1, steps_per_epoch=4, history=[EPOCH_1])  # type: ignore[list-item]
     assert table(path) == [
         ["step", "train/loss", "lr", "test/accuracy", "test/loss"],
@@ -81,7 +81,7 @@ def test_a_new_tag_widens_the_header_and_keeps_the_earlier_rows(tmp_path: Path) 
     csv_file.scalars({"train/loss": 2.25}, step=2)
     csv_file.scalars({"test/accuracy": 0.25}, step=2)
     csv_file.scalars({"train/loss": 2.0}, step=3)
-    csv_file.close()
+    csv_file.close(completed=True)
     assert table(tmp_path / "metrics.csv") == [
         ["step", "train/loss", "test/accuracy"],
         ["1", "2.5", ""],
@@ -101,7 +101,7 @@ def test_the_csv_files_are_never_written_through_a_link(tmp_path: Path) -> None:
     csv_file = CsvFile(run_dir)
     csv_file.scalars({"train/loss": 2.5}, step=1)
     csv_file.hyperparameters({"model": "lenet"}, {"test_accuracy": 0.5}, step=1, swept=())
-    csv_file.close()
+    csv_file.close(completed=True)
     assert outside.read_text() == "theirs\n"
     assert not any((run_dir / name).is_symlink() for name in ("metrics.csv", "hparams.csv"))
     assert table(run_dir / "hparams.csv")[1:] == [

@@ -49,7 +49,7 @@ def test_an_epoch_row_is_an_epoch_row_and_each_tracker_holds_its_metrics(
     tmp_path: Path, validation: bool
 ) -> None:
     val = _evaluation(2.0, 0.5) if validation else None
-    trackers = [TensorBoard(tmp_path), CsvFile(tmp_path)]
+    trackers = {"tensorboard": TensorBoard(tmp_path), "csv": CsvFile(tmp_path)}
     with Metrics(tmp_path, writes=True, trackers=trackers) as metrics:
         row = metrics.epoch(1, 4, _training(), _evaluation(2.125, 0.375), val, CLASSES)
     assert EpochRow.__required_keys__ <= row.keys() <= EVERY_KEY

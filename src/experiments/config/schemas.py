@@ -242,6 +242,15 @@ class CsvTrackerConfig(TrackerConfig):
 
 
 @dataclass
+class MlflowTrackerConfig(TrackerConfig):
+    _target_: str = "experiments.records.mlflow_run.MlflowRun"
+    # null: MLFLOW_TRACKING_URI, else a SQLite store in outputs/ (outputs/mlflow.db).
+    tracking_uri: str | None = None
+    # The experiment of runs outside a sweep (a sweep's jobs share one named by its folder).
+    experiment: str = "runs"
+
+
+@dataclass
 class EarlyStoppingConfig:
     # Stop when trainer.monitor has not improved by more than min_delta for this many epochs
     # (null: never). Needs a validation split.
@@ -384,6 +393,7 @@ SCHEMAS: dict[str, type] = {
     "trainer_schema": TrainerConfig,
     "tensorboard_tracker_schema": TensorBoardTrackerConfig,
     "csv_tracker_schema": CsvTrackerConfig,
+    "mlflow_tracker_schema": MlflowTrackerConfig,
 }
 
 

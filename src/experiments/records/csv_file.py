@@ -21,7 +21,7 @@ from typing import IO
 
 from experiments.core.files import open_to_append, write_text_atomically, writing
 from experiments.records.hparams import METRICS_GROUP, Value
-from experiments.records.tracker import EPOCH_TAGS, epoch_scalars
+from experiments.records.tracker import EPOCH_TAGS, TrackedRun, epoch_scalars
 from experiments.training.history import History
 
 METRICS = "metrics.csv"
@@ -39,6 +39,9 @@ class CsvFile:
         self.hparams_path = run_dir / HPARAMS
         self._columns: list[str] = []
         self._file: IO[str] | None = None
+
+    def begin(self, run: TrackedRun) -> None:
+        """Its hyperparameters are written at the run's end, with its final numbers."""
 
     def resume_after(self, purge_step: int, history: History) -> History:
         rows = [row for row in self._rows() if int(row[STEP]) < purge_step]
@@ -92,7 +95,7 @@ class CsvFile:
     def end_records(self) -> set[str]:
         return {"hparams"} if self.hparams_path.is_file() else set()
 
-    def close(self) -> None:
+    def close(self, completed: bool) -> None:
         if self._file is not None:
             with writing(self.path):
                 self._file.close()

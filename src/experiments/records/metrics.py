@@ -13,14 +13,15 @@ short had logged (metrics.jsonl's rows; each tracker its own), then carries on.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from experiments.config.metric_names import ACCURACY, LOSS, TEST, TRAIN, TRAIN_LOSS, VAL
+from experiments.config.metric_names import ACCURACY, LOSS, TEST, TRAIN_LOSS, VAL
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import (
@@ -32,7 +33,7 @@ from experiments.core.files import (
 from experiments.devices.host_load import HostLoad
 from experiments.records import confusion
 from experiments.records.speed import host_record, warm_up_record
-from experiments.records.tracker import Tracker, epoch_scalars
+from experiments.records.tracker import STEP_TAGS, TrackedRun, Tracker, epoch_scalars
 from experiments.training.history import EpochRow, History
 from experiments.training.loop import EvaluationResult, TrainingResult
 
@@ -43,10 +44,13 @@ class Metrics:
     """metrics.jsonl and the trackers (`records.tracker`) of one run folder; a context manager
     that closes them."""
 
-    def __init__(self, run_dir: Path, writes: bool, trackers: Sequence[Tracker] = ()) -> None:
+    def __init__(
+        self, run_dir: Path, writes: bool, trackers: Mapping[str, Tracker] | None = None
+    ) -> None:
         self.dir = run_dir
         self.writes = writes
-        self.trackers = list(trackers) if writes else []
+        self.named_trackers = dict(trackers or {}) if writes else {}
+        self.trackers = list(self.named_trackers.values())
         self._jsonl: IO[str] | None = None
         # The records of a run's end each tracker holds already (`end_records`).
         self._held: list[set[str]] = [set() for _ in self.trackers]
@@ -58,12 +62,22 @@ class Metrics:
         try:
             with contextlib.ExitStack() as closing:  # each, even after another failed
                 for tracker in self.trackers:
-                    closing.callback(tracker.close)
+                    closing.callback(tracker.close, completed=kind is None)
                 if self._jsonl is not None:
                     closing.callback(self._jsonl.close)
         except ExperimentError:
             if kind is None:
                 raise  # else the run's own failure is what to say, not a repeat of it
+
+    def begin(self, run: TrackedRun, resumed_ids: Mapping[str, str]) -> dict[str, str]:
+        """Tell each tracker of the run (one a resume continues: the ids `begin` returned before,
+        by tracker); returns the ids each gave it, by tracker, for results.json."""
+        ids = {}
+        for key, tracker in self.named_trackers.items():
+            given = tracker.begin(dataclasses.replace(run, resumed_id=resumed_ids.get(key)))
+            if given is not None:
+                ids[key] = given
+        return ids
 
     def resume_after(self, epoch: int, steps_per_epoch: int, history: History) -> None:
         """Continue after `epoch`: what was logged after it is about to be done again. An epoch of
@@ -106,7 +120,7 @@ class Metrics:
             images_per_second=speed,
         )
         for tracker in self.trackers:
-            tracker.scalars({LOSS.tag(TRAIN): loss, "lr": lr}, global_step)
+            tracker.scalars(dict(zip(STEP_TAGS, (loss, lr), strict=True)), global_step)
 
     def epoch(
         self,

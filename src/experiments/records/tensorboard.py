@@ -29,7 +29,7 @@ from experiments.config.metric_names import TEST_ACCURACY
 from experiments.core import interrupts
 from experiments.core.files import writing
 from experiments.records import hparams
-from experiments.records.tracker import EPOCH_TAGS, epoch_scalars
+from experiments.records.tracker import EPOCH_TAGS, TrackedRun, epoch_scalars
 from experiments.training.history import History
 
 # TensorBoard's file, as a failed write names it (its writer picks the rest of the name).
@@ -51,6 +51,9 @@ class TensorBoard:
         self._purge_step: int | None = None
         self._excepthook = threading.excepthook
         threading.excepthook = _quiet_tensorboard_thread(self._excepthook)
+
+    def begin(self, run: TrackedRun) -> None:
+        """Its hyperparameters are written at the run's end, with its final numbers."""
 
     def resume_after(self, purge_step: int, history: History) -> History:
         self._purge_step = purge_step
@@ -99,7 +102,7 @@ class TensorBoard:
         hparams_written = metadata.SESSION_END_INFO_TAG in tags["tensors"]
         return {*tags["images"], *(["hparams"] if hparams_written else [])}
 
-    def close(self) -> None:
+    def close(self, completed: bool) -> None:
         try:
             if self._writer is not None:
                 with interrupts.held(), writing(self.dir / EVENTS):

@@ -2,7 +2,8 @@
 
     logger=tensorboard           TensorBoard's event files in the run folder (the default)
     logger=csv                   csv/metrics.csv, csv/params.csv, csv/results.csv
-    logger=[tensorboard,csv]     both
+    logger=mlflow                an MLflow run (`records.mlflow_run`; pip install mlflow)
+    logger=[tensorboard,csv]     several
 
 Each gets the same things, as `records.metrics.Metrics` hands them over: the scalars of every
 logged step and epoch (by TensorBoard's tags: train/loss, val/accuracy, perf/images_per_second),
@@ -13,13 +14,15 @@ Of several processes, only the main one builds them.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from omegaconf import DictConfig
 
 from experiments.config.build import build
-from experiments.config.metric_names import CLASSIFICATION, TEST, VAL
+from experiments.config.metric_names import CLASSIFICATION, LOSS, TEST, TRAIN, VAL
+from experiments.core.errors import ExperimentError
 from experiments.records.hparams import Value
 from experiments.training.history import History
 
@@ -34,15 +37,35 @@ EPOCH_TAGS = {
 }
 
 
+# A logged step's numbers, by their tags.
+STEP_TAGS = (LOSS.tag(TRAIN), "lr")
+
+
 def epoch_scalars(row: Mapping[str, Any]) -> dict[str, float]:
     """An epoch row's numbers by their tags."""
     return {tag: row[key] for key, tag in EPOCH_TAGS.items() if key in row}
+
+
+@dataclass(frozen=True)
+class TrackedRun:
+    """What a tracker is told of the run when it begins."""
+
+    name: str  # the run folder's name
+    group: str | None  # its sweep's folder (relative to outputs/), for a sweep's job
+    parameters: dict[str, Value]  # the config, flattened: {"model.name": "tudui", ...}
+    tags: dict[str, str]  # model, dataset, device, placement, precision, seed, sweep
+    # The tracker's own id of the run this one continues (`resume=`), as `begin` returned it.
+    resumed_id: str | None = None
 
 
 class Tracker(Protocol):
     """A record of a run's numbers that something other than this project reads."""
 
     record: str  # what a warning calls it: "the TensorBoard events"
+
+    def begin(self, run: TrackedRun) -> str | None:
+        """Start recording `run` (or carry on recording it: `run.resumed_id`); returns the
+        tracker's id of it, kept in results.json for a resume, if it has one."""
 
     def resume_after(self, purge_step: int, history: History) -> History:
         """Continue a run whose steps from `purge_step` on are about to be done again; the
@@ -70,11 +93,36 @@ class Tracker(Protocol):
         already: those of a run killed after writing them, which its resume must not write
         again."""
 
-    def close(self) -> None:
-        """Write what is pending and let go of the files."""
+    def close(self, completed: bool) -> None:
+        """Write what is pending and let go of the files; the run `completed`, or not (failed,
+        interrupted)."""
 
 
-def trackers(logger: DictConfig, run_dir: Path) -> list[Tracker]:
+def trackers(logger: DictConfig, run_dir: Path) -> dict[str, Tracker]:
     """The trackers `logger` names (the config group's options, each under its own key), writing
-    into `run_dir`, in the order given."""
-    return [build(node, run_dir=run_dir) for node in logger.values()]
+    into `run_dir`, by that key, in the order given."""
+    built = {}
+    for key, node in logger.items():
+        try:
+            built[key] = build(node, run_dir=run_dir)
+        except ModuleNotFoundError as error:
+            if not str(node._target_).startswith("experiments.records."):
+                raise
+            package = str(error.name).partition(".")[0]
+            raise ExperimentError(
+                f"logger={key} needs {package}, which is not installed: pip install -e "
+                f"'.[trackers]' (or pip install {package})"
+            ) from None
+    return built
+
+
+def flattened(config: Mapping[str, Any], prefix: str = "") -> dict[str, Value]:
+    """A config (plain data) as one level of dotted keys; a list, or None, as its text."""
+    flat: dict[str, Value] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping) and value:
+            flat |= flattened(value, f"{prefix}{key}.")
+        else:
+            plain = isinstance(value, bool | int | float | str)
+            flat[f"{prefix}{key}"] = value if plain else str(value)
+    return flat

@@ -54,6 +54,14 @@ def overrides() -> list[str]:
     return OmegaConf.to_container(HydraConfig.get().overrides.task, resolve=False)
 
 
+def sweep_folder() -> str | None:
+    """This job's sweep's folder, as its command named it (outputs/2026-11-26/20-45-43_1037b65b);
+    None outside a sweep."""
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    return str(HydraConfig.get().sweep.dir)
+
+
 def swept_keys() -> set[str]:
     """The keys this job's sweep varies (its command line's or its sweeper's, as its
     `multirun.yaml` says); none outside a sweep."""

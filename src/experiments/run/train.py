@@ -63,7 +63,7 @@ from experiments.records.results import (
     training_fields,
     training_summary,
 )
-from experiments.records.tracker import Tracker
+from experiments.records.tracker import TrackedRun, Tracker
 from experiments.run import console, job, setup
 from experiments.training import (
     loop,
@@ -84,6 +84,8 @@ from experiments.training.weights import load_weights
 log = logging.getLogger("experiments")
 
 # The folders a run writes in, inside its own: Hydra's snapshot, checkpoints, a profile's trace.
+# What a tracker's run is tagged with (of the HParams columns), besides its sweep.
+TRACKER_TAGS = ("model", "dataset", "device", "placement", "precision", "seed")
 WRITTEN_FOLDERS = (Path(".hydra"), checkpoints.LAST.parent, profiling.TRACE.parent)
 
 # The numbers of a finished run that TensorBoard's HParams tab compares runs by.
@@ -128,9 +130,9 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
 
 
-def _trackers(cfg: DictConfig, run_dir: Path, group: ProcessGroup) -> list[Tracker]:
+def _trackers(cfg: DictConfig, run_dir: Path, group: ProcessGroup) -> dict[str, Tracker]:
     """The `logger` group's trackers, of the main process only."""
-    return tracker.trackers(cfg.logger, run_dir) if group.is_main else []
+    return tracker.trackers(cfg.logger, run_dir) if group.is_main else {}
 
 
 class TrainingRun:
@@ -175,6 +177,7 @@ class TrainingRun:
         self._set_up_data()
         model = self._set_up_model(resumed is None)
         self._set_up_optimization(model)
+        self._begin_tracking()
         audit(model, self.learner.loss_fn, next(iter(self.test_batches)), self.runtime.plan)
         if resumed is not None:
             self._restore(resumed, composed)
@@ -482,6 +485,25 @@ class TrainingRun:
 
     def _evaluate(self, batches: Batches) -> loop.EvaluationResult:
         return loop.evaluate(self.learner.model, batches, self.runtime, len(self.data.classes))
+
+    def _begin_tracking(self) -> None:
+        """Tell the trackers what the run is; a resume carries on the runs they began before
+        (results.json, not yet written again, names them)."""
+        cfg, sweep = self.cfg, job.sweep_folder()
+        columns = hparams.hyperparameters(cfg, str(self.runtime.plan), [])
+        run = TrackedRun(
+            name=self.run_dir.name,
+            group=sweep,
+            parameters=tracker.flattened(plain(cfg)),
+            tags={
+                **{column: str(columns[column]) for column in TRACKER_TAGS},
+                **({"sweep": sweep} if sweep else {}),
+            },
+        )
+        earlier = running.recorded(self.run_dir).get("trackers", {}) if cfg.resume else {}
+        ids = self.metrics.begin(run, earlier)
+        if ids:
+            self.results.add(trackers=ids)
 
     def _restore(self, resumed: dict[str, Any], composed: DictConfig) -> None:
         """Continue from the checkpoint `resume=` named: every state as it was saved."""

@@ -1,0 +1,200 @@
+"""An MLflow run per training run: `logger=mlflow` (pip install -e '.[trackers]').
+
+Written with MLflow's own client (`MlflowClient`, no global active run) to the tracking server
+`logger.mlflow.tracking_uri` names; by default `MLFLOW_TRACKING_URI`, else a SQLite store in the
+outputs folder of the folder the command runs in (`outputs/mlflow.db`, its artifacts in
+`outputs/mlartifacts/`), which `mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db` shows.
+
+A run is named by its folder. A sweep's jobs share an experiment, named by the sweep's folder;
+other runs go to `logger.mlflow.experiment` ("runs"). The run's config, flattened, is its
+parameters; model, dataset, device, placement, precision, seed and the sweep are its tags; the
+numbers of each logged step and epoch its metrics, by TensorBoard's tags; the final numbers
+`whole_run/<name>`; the confusion matrix an artifact. A resume carries on the same MLflow run
+(its id is in results.json), and logs no step it had logged already.
+
+MLflow is a copy: the run folder holds every number either way. So a tracking server that cannot
+be reached, or a write it refuses, costs one warning line, and the run goes on without it.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import time
+from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+from mlflow.entities import Metric, Param, RunStatus
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+from PIL import Image
+
+from experiments.config.metric_names import TEST_ACCURACY
+from experiments.records import confusion
+from experiments.records.hparams import METRICS_GROUP, Value
+from experiments.records.tracker import EPOCH_TAGS, STEP_TAGS, TrackedRun, epoch_scalars
+from experiments.training.history import History
+
+log = logging.getLogger("experiments")
+
+# MLflow's limits on one call (mlflow.utils.validation) and on a parameter's value.
+PARAMS_PER_CALL = 100
+METRICS_PER_CALL = 1000
+LONGEST_PARAMETER = 6000
+
+# The pictures a run's end draws.
+PICTURE_TAGS = (confusion.TAG,)
+
+Result = TypeVar("Result")
+
+
+class MlflowRun:
+    """One run folder's MLflow run (a `records.tracker.Tracker`)."""
+
+    record = "the MLflow run"
+
+    def __init__(
+        self, run_dir: Path, tracking_uri: str | None = None, experiment: str = "runs"
+    ) -> None:
+        outputs = Path.cwd() / "outputs"
+        uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        self._artifacts: str | None = None
+        if not uri:
+            outputs.mkdir(exist_ok=True)
+            uri = f"sqlite:///{outputs / 'mlflow.db'}"
+            self._artifacts = (outputs / "mlartifacts").as_uri()
+        self.uri = uri
+        self.experiment = experiment
+        # MLflow says it makes a new store's tables in lines of its own format, amid the run's.
+        logging.getLogger("mlflow").setLevel(logging.WARNING)
+        self.client = MlflowClient(tracking_uri=uri)
+        self.run_id: str | None = None
+        # A resumed run's last step logged, by tag: none is logged a second time.
+        self._last_steps: dict[str, int] = {}
+        self._failed = False
+
+    def begin(self, run: TrackedRun) -> str | None:
+        def started() -> str:
+            if run.resumed_id is not None:
+                running = RunStatus.to_string(RunStatus.RUNNING)
+                self.client.update_run(run.resumed_id, status=running)
+                return run.resumed_id
+            experiment_id = self._experiment_id(run.group or self.experiment)
+            created = self.client.create_run(experiment_id, run_name=run.name, tags=run.tags)
+            parameters = [
+                Param(key, str(value)[:LONGEST_PARAMETER]) for key, value in run.parameters.items()
+            ]
+            for first in range(0, len(parameters), PARAMS_PER_CALL):
+                chunk = parameters[first : first + PARAMS_PER_CALL]
+                self.client.log_batch(created.info.run_id, params=chunk)
+            return created.info.run_id
+
+        self.run_id = self._guarded(started, needs_run=False)
+        if self.run_id is not None:
+            log.info(
+                "MLflow: run %s of experiment %s in %s",
+                run.name,
+                run.group or self.experiment,
+                self.uri,
+            )
+        return self.run_id
+
+    def resume_after(self, purge_step: int, history: History) -> History:
+        """The steps logged after the checkpoint, before the kill, are computed again (to the
+        same numbers): each tag is logged on from the step after its last in MLflow."""
+
+        def last_steps() -> dict[str, int]:
+            return {
+                tag: max(metric.step for metric in found)
+                for tag in (*STEP_TAGS, *EPOCH_TAGS.values())
+                if (found := self.client.get_metric_history(self.run_id, tag))
+            }
+
+        self._last_steps = self._guarded(last_steps) or {}
+        test_tag = EPOCH_TAGS[TEST_ACCURACY]
+        lost = [row for row in history if row["global_step"] > self._last_steps.get(test_tag, 0)]
+        for row in lost:
+            self._log(epoch_scalars(row), row["global_step"])
+        return lost if self._last_steps else []
+
+    def scalars(self, values: Mapping[str, float], step: int) -> None:
+        self._log(values, step)
+
+    def hyperparameters(
+        self,
+        hyperparameters: Mapping[str, Value],
+        numbers: Mapping[str, float | None],
+        step: int,
+        swept: Collection[str],
+    ) -> None:
+        """Its parameters are the whole config, logged as it began; its final numbers here."""
+        final = {f"{METRICS_GROUP}/{name}": value for name, value in numbers.items()}
+        self._log({name: value for name, value in final.items() if value is not None}, step)
+
+    def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:
+        def logged() -> None:
+            with Image.open(io.BytesIO(png)) as image:
+                self.client.log_image(self.run_id, image, artifact_file=f"{tag}.png")
+
+        self._guarded(logged)
+
+    def end_records(self) -> set[str]:
+        def held() -> set[str]:
+            folders = {tag.rpartition("/")[0] for tag in PICTURE_TAGS}
+            found = {
+                artifact.path.removesuffix(".png")
+                for folder in folders
+                for artifact in self.client.list_artifacts(self.run_id, folder)
+            }
+            metrics = self.client.get_run(self.run_id).data.metrics
+            if any(key.startswith(f"{METRICS_GROUP}/") for key in metrics):
+                found.add("hparams")
+            return found
+
+        return self._guarded(held) or set()
+
+    def close(self, completed: bool) -> None:
+        status = RunStatus.to_string(RunStatus.FINISHED if completed else RunStatus.FAILED)
+        self._guarded(lambda: self.client.set_terminated(self.run_id, status))
+
+    def _log(self, values: Mapping[str, float], step: int) -> None:
+        now = int(time.time() * 1000)
+        metrics = [
+            Metric(tag, float(value), now, step)
+            for tag, value in values.items()
+            if step > self._last_steps.get(tag, 0)
+        ]
+        if metrics:
+            self._guarded(lambda: self.client.log_batch(self.run_id, metrics=metrics))
+
+    def _experiment_id(self, name: str) -> str:
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return self.client.create_experiment(name, artifact_location=self._artifacts)
+        except MlflowException:  # made meanwhile by another job of the sweep
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise
+            return found.experiment_id
+
+    def _guarded(self, action: Callable[[], Result], needs_run: bool = True) -> Result | None:
+        """`action`'s result; after a failure, a warning, and nothing more is sent."""
+        if self._failed or (needs_run and self.run_id is None):
+            return None
+        try:
+            return action()
+        except Exception as error:
+            self._failed = True
+            said = str(error).strip()
+            log.warning(
+                "MLflow (%s) failed, and the run goes on without it (its folder has every "
+                "number): %s%s",
+                self.uri,
+                type(error).__name__,
+                f": {said.splitlines()[0]}" if said else "",
+            )
+            return None
