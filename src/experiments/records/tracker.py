@@ -13,6 +13,7 @@ Of several processes, only the main one builds them.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,17 +104,26 @@ def trackers(logger: DictConfig, run_dir: Path) -> dict[str, Tracker]:
     into `run_dir`, by that key, in the order given."""
     built = {}
     for key, node in logger.items():
-        try:
-            built[key] = build(node, run_dir=run_dir)
-        except ModuleNotFoundError as error:
-            if not str(node._target_).startswith("experiments.records."):
-                raise
-            package = str(error.name).partition(".")[0]
-            raise ExperimentError(
-                f"logger={key} needs {package}, which is not installed: pip install -e "
-                f"'.[trackers]' (or pip install {package})"
-            ) from None
+        _refuse_missing_package(key, str(node._target_))
+        built[key] = build(node, run_dir=run_dir)
     return built
+
+
+def _refuse_missing_package(key: str, target: str) -> None:
+    """A shipped tracker whose library is not installed (an optional extra) is said in one line
+    that says how to install it; imported here, not by Hydra, which reports a failed import of
+    the target's module as its own."""
+    module = target.rpartition(".")[0]
+    if not module.startswith("experiments.records."):
+        return
+    try:
+        importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        package = str(error.name).partition(".")[0]
+        raise ExperimentError(
+            f"logger={key} needs {package}, which is not installed: pip install -e "
+            f"'.[trackers]' (or pip install {package})"
+        ) from None
 
 
 def flattened(config: Mapping[str, Any], prefix: str = "") -> dict[str, Value]:
