@@ -251,6 +251,14 @@ class MlflowTrackerConfig(TrackerConfig):
 
 
 @dataclass
+class WandbTrackerConfig(TrackerConfig):
+    _target_: str = "experiments.records.wandb_run.WandbRun"
+    project: str = "experiments"
+    # null: the account's default entity (user or team).
+    entity: str | None = None
+
+
+@dataclass
 class EarlyStoppingConfig:
     # Stop when trainer.monitor has not improved by more than min_delta for this many epochs
     # (null: never). Needs a validation split.
@@ -394,6 +402,7 @@ SCHEMAS: dict[str, type] = {
     "tensorboard_tracker_schema": TensorBoardTrackerConfig,
     "csv_tracker_schema": CsvTrackerConfig,
     "mlflow_tracker_schema": MlflowTrackerConfig,
+    "wandb_tracker_schema": WandbTrackerConfig,
 }
 
 

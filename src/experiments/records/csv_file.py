@@ -43,7 +43,7 @@ class CsvFile:
     def begin(self, run: TrackedRun) -> None:
         """Its hyperparameters are written at the run's end, with its final numbers."""
 
-    def resume_after(self, purge_step: int, history: History) -> History:
+    def resume_after(self, purge_step: int, history: History, logged_through: int) -> History:
         rows = [row for row in self._rows() if int(row[STEP]) < purge_step]
         # An epoch's row is the one with its numbers (a logged step's may share its step).
         logged = {

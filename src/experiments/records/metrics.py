@@ -100,8 +100,10 @@ class Metrics:
             )
         if path.is_file() or lost:
             write_text_atomically(path, "".join(f"{json.dumps(row)}\n" for row in kept))
+        # What the trackers were sent, in the same calls: up to metrics.jsonl's last step.
+        logged_through = max((row["global_step"] for row in rows), default=0)
         for tracker in self.trackers:
-            lost = tracker.resume_after(epoch * steps_per_epoch + 1, history)
+            lost = tracker.resume_after(epoch * steps_per_epoch + 1, history, logged_through)
             if lost:
                 _say_written_again(tracker.record, lost)
 

@@ -101,7 +101,7 @@ class MlflowRun:
             )
         return self.run_id
 
-    def resume_after(self, purge_step: int, history: History) -> History:
+    def resume_after(self, purge_step: int, history: History, logged_through: int) -> History:
         """The steps logged after the checkpoint, before the kill, are computed again (to the
         same numbers): each tag is logged on from the step after its last in MLflow."""
 

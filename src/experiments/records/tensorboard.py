@@ -55,7 +55,7 @@ class TensorBoard:
     def begin(self, run: TrackedRun) -> None:
         """Its hyperparameters are written at the run's end, with its final numbers."""
 
-    def resume_after(self, purge_step: int, history: History) -> History:
+    def resume_after(self, purge_step: int, history: History, logged_through: int) -> History:
         self._purge_step = purge_step
         events = EventAccumulator(str(self.dir), size_guidance={"scalars": 0})  # (0: all)
         events.Reload()

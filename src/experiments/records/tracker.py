@@ -3,6 +3,7 @@
     logger=tensorboard           TensorBoard's event files in the run folder (the default)
     logger=csv                   csv/metrics.csv, csv/params.csv, csv/results.csv
     logger=mlflow                an MLflow run (`records.mlflow_run`; pip install mlflow)
+    logger=wandb                 a W&B run (`records.wandb_run`; pip install wandb)
     logger=[tensorboard,csv]     several
 
 Each gets the same things, as `records.metrics.Metrics` hands them over: the scalars of every
@@ -68,9 +69,10 @@ class Tracker(Protocol):
         """Start recording `run` (or carry on recording it: `run.resumed_id`); returns the
         tracker's id of it, kept in results.json for a resume, if it has one."""
 
-    def resume_after(self, purge_step: int, history: History) -> History:
-        """Continue a run whose steps from `purge_step` on are about to be done again; the
-        epochs of `history` (the checkpoint's rows) that the record lacks are written again, and
+    def resume_after(self, purge_step: int, history: History, logged_through: int) -> History:
+        """Continue a run whose steps from `purge_step` on are about to be done again, and
+        whose trackers were sent steps up to `logged_through` (metrics.jsonl's last); the epochs
+        of `history` (the checkpoint's rows) that the record lacks are written again, and
         returned."""
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:

@@ -86,7 +86,8 @@ log = logging.getLogger("experiments")
 # The folders a run writes in, inside its own: Hydra's snapshot, checkpoints, a profile's trace.
 # What a tracker's run is tagged with (of the HParams columns), besides its sweep.
 TRACKER_TAGS = ("model", "dataset", "device", "placement", "precision", "seed")
-WRITTEN_FOLDERS = (Path(".hydra"), checkpoints.LAST.parent, profiling.TRACE.parent)
+# (wandb/: logger=wandb's files.)
+WRITTEN_FOLDERS = (Path(".hydra"), checkpoints.LAST.parent, profiling.TRACE.parent, Path("wandb"))
 
 # The numbers of a finished run that TensorBoard's HParams tab compares runs by.
 HPARAMS_METRICS = (VAL_ACCURACY, TEST_ACCURACY, FINAL_TEST_ACCURACY, TRAIN_IMAGES_PER_SECOND)

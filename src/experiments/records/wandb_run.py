@@ -1,0 +1,145 @@
+"""A W&B run per training run: `logger=wandb` (pip install -e '.[trackers]').
+
+Offline unless W&B can be reached with credentials: `WANDB_MODE` decides where it is set; else a
+run goes online when `WANDB_API_KEY` is set or `wandb login` left a key in ~/.netrc, and offline
+otherwise, so a fresh machine trains without an account (`wandb sync <run folder>/wandb/offline-*`
+uploads it later). Its files are in the run folder's `wandb/`.
+
+A run is named by its folder; a sweep's jobs share a group, named by the sweep's folder. The
+run's config, flattened, is its config; model, dataset, device, placement, precision and seed its
+tags (`model=lenet`); the numbers of each logged step and epoch its history, by TensorBoard's tags;
+the final numbers its summary (`whole_run/<name>`); the confusion matrix an image. A resume
+carries on the same W&B run (its id is in results.json) from the step after the last it was sent.
+
+W&B is a copy: a failure to start or to log costs one warning line, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import netrc
+import os
+from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import wandb
+from PIL import Image
+
+from experiments.records.hparams import METRICS_GROUP, Value
+from experiments.records.tracker import TrackedRun
+from experiments.training.history import History
+
+log = logging.getLogger("experiments")
+
+Result = TypeVar("Result")
+
+
+def logged_in() -> bool:
+    """Whether W&B has a key to go online with: WANDB_API_KEY, or `wandb login`'s ~/.netrc."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    try:
+        return netrc.netrc().authenticators("api.wandb.ai") is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+class WandbRun:
+    """One run folder's W&B run (a `records.tracker.Tracker`)."""
+
+    record = "the W&B run"
+
+    def __init__(
+        self, run_dir: Path, project: str = "experiments", entity: str | None = None
+    ) -> None:
+        self.dir = run_dir
+        self.project, self.entity = project, entity
+        # WANDB_MODE, where set, is W&B's to read.
+        self.mode = None if os.environ.get("WANDB_MODE") else "online" if logged_in() else "offline"
+        self.run: Any = None  # wandb's Run
+        self._logged_through = 0  # a resumed run's steps W&B was sent already
+        self._failed = False
+
+    def begin(self, run: TrackedRun) -> str | None:
+        def started() -> str:
+            self.run = wandb.init(
+                dir=self.dir,
+                project=self.project,
+                entity=self.entity,
+                mode=self.mode,
+                name=run.name,
+                group=run.group,
+                id=run.resumed_id,
+                resume="allow" if run.resumed_id else None,
+                config=dict(run.parameters),
+                tags=[f"{key}={value}"[:64] for key, value in run.tags.items()],
+                # One run of several in a sweep's process; none of the console's lines.
+                settings=wandb.Settings(
+                    reinit="create_new",
+                    silent=True,
+                    console="off",
+                    disable_git=True,
+                    save_code=False,
+                    x_disable_stats=True,
+                ),
+            )
+            return str(self.run.id)
+
+        given = self._guarded(started, needs_run=False)
+        if given is not None:
+            mode = self.run.settings.mode
+            log.info("W&B: run %s (%s), %s, in %s", run.name, given, mode, self.dir / "wandb")
+        return given
+
+    def resume_after(self, purge_step: int, history: History, logged_through: int) -> History:
+        """W&B takes no step below the last it was sent: the steps logged after the checkpoint,
+        before the kill (computed again, to the same numbers), are not sent again."""
+        self._logged_through = logged_through
+        return []
+
+    def scalars(self, values: Mapping[str, float], step: int) -> None:
+        if step > self._logged_through:
+            self._guarded(lambda: self.run.log(dict(values), step=step))
+
+    def hyperparameters(
+        self,
+        hyperparameters: Mapping[str, Value],
+        numbers: Mapping[str, float | None],
+        step: int,
+        swept: Collection[str],
+    ) -> None:
+        """Its config is the whole config, given as it began; its final numbers here."""
+        final = {f"{METRICS_GROUP}/{name}": value for name, value in numbers.items()}
+        self._guarded(lambda: self.run.summary.update(final))
+
+    def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:
+        def logged() -> None:
+            with Image.open(io.BytesIO(png)) as image:
+                self.run.log({tag: wandb.Image(image.copy())}, step=step)
+
+        self._guarded(logged)
+
+    def end_records(self) -> set[str]:
+        """W&B merges what a resume logs again into the run's summary and last step."""
+        return set()
+
+    def close(self, completed: bool) -> None:
+        self._guarded(lambda: self.run.finish(exit_code=0 if completed else 1))
+
+    def _guarded(self, action: Callable[[], Result], needs_run: bool = True) -> Result | None:
+        """`action`'s result; after a failure, a warning, and nothing more is sent."""
+        if self._failed or (needs_run and self.run is None):
+            return None
+        try:
+            return action()
+        except Exception as error:
+            self._failed = True
+            said = str(error).strip()
+            log.warning(
+                "W&B failed, and the run goes on without it (its folder has every number): %s%s",
+                type(error).__name__,
+                f": {said.splitlines()[0]}" if said else "",
+            )
+            return None
