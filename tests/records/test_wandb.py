@@ -22,9 +22,8 @@ OFFLINE = {"WANDB_MODE": "offline"}  # whatever login the machine running the te
 
 def records(run_file: Path) -> list[dict[str, Any]]:
     """The records of a run's .wandb file, as W&B's own reader prints them."""
-    wandb = Path(sys.executable).parent / "wandb"
     shown = subprocess.run(
-        [str(wandb), "leet", "inspect", "--json", str(run_file)],
+        [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(run_file)],
         capture_output=True,
         text=True,
         check=True,
@@ -119,6 +118,7 @@ def test_without_a_reachable_server_the_run_goes_on_after_one_warning(tmp_path: 
             "WANDB_BASE_URL": "http://127.0.0.1:9",  # (discard: nothing listens)
             "WANDB_INIT_TIMEOUT": "5",
         },
+        own_process=True,  # W&B's settings are its process's from its first run on
     )
     assert done.returncode == 0, done.stderr
     warned = [line for line in done.stderr.splitlines() if "W&B" in line]
@@ -161,4 +161,4 @@ def test_a_run_goes_offline_without_a_login(
     monkeypatch.setenv("WANDB_API_KEY", "a" * 40)
     assert WandbRun(Path("run")).mode == "online"
     monkeypatch.setenv("WANDB_MODE", "disabled")
-    assert WandbRun(Path("run")).mode is None  # W&B's to read
+    assert WandbRun(Path("run")).mode == "disabled"  # the user's word

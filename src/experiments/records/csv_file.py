@@ -21,7 +21,7 @@ from typing import IO
 
 from experiments.core.files import open_to_append, write_text_atomically, writing
 from experiments.records.hparams import METRICS_GROUP, Value
-from experiments.records.tracker import EPOCH_TAGS, TrackedRun, epoch_scalars
+from experiments.records.tracker import EPOCH_TAGS, Sent, TrackedRun, epoch_scalars
 from experiments.training.history import History
 
 METRICS = "metrics.csv"
@@ -43,7 +43,7 @@ class CsvFile:
     def begin(self, run: TrackedRun) -> None:
         """Its hyperparameters are written at the run's end, with its final numbers."""
 
-    def resume_after(self, purge_step: int, history: History, logged_through: int) -> History:
+    def resume_after(self, purge_step: int, history: History, sent: Sequence[Sent]) -> History:
         rows = [row for row in self._rows() if int(row[STEP]) < purge_step]
         # An epoch's row is the one with its numbers (a logged step's may share its step).
         logged = {

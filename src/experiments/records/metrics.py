@@ -33,7 +33,13 @@ from experiments.core.files import (
 from experiments.devices.host_load import HostLoad
 from experiments.records import confusion
 from experiments.records.speed import host_record, warm_up_record
-from experiments.records.tracker import STEP_TAGS, TrackedRun, Tracker, epoch_scalars
+from experiments.records.tracker import (
+    TrackedRun,
+    Tracker,
+    epoch_scalars,
+    sent_scalars,
+    step_scalars,
+)
 from experiments.training.history import EpochRow, History
 from experiments.training.loop import EvaluationResult, TrainingResult
 
@@ -100,10 +106,9 @@ class Metrics:
             )
         if path.is_file() or lost:
             write_text_atomically(path, "".join(f"{json.dumps(row)}\n" for row in kept))
-        # What the trackers were sent, in the same calls: up to metrics.jsonl's last step.
-        logged_through = max((row["global_step"] for row in rows), default=0)
+        sent = sent_scalars(kept)
         for tracker in self.trackers:
-            lost = tracker.resume_after(epoch * steps_per_epoch + 1, history, logged_through)
+            lost = tracker.resume_after(epoch * steps_per_epoch + 1, history, sent)
             if lost:
                 _say_written_again(tracker.record, lost)
 
@@ -122,7 +127,7 @@ class Metrics:
             images_per_second=speed,
         )
         for tracker in self.trackers:
-            tracker.scalars(dict(zip(STEP_TAGS, (loss, lr), strict=True)), global_step)
+            tracker.scalars(step_scalars(loss, lr), global_step)
 
     def epoch(
         self,

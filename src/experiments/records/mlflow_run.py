@@ -22,7 +22,7 @@ import io
 import logging
 import os
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -34,7 +34,7 @@ from PIL import Image
 from experiments.config.metric_names import TEST_ACCURACY
 from experiments.records import confusion
 from experiments.records.hparams import METRICS_GROUP, Value
-from experiments.records.tracker import EPOCH_TAGS, STEP_TAGS, TrackedRun, epoch_scalars
+from experiments.records.tracker import EPOCH_TAGS, STEP_TAGS, Sent, TrackedRun, epoch_scalars
 from experiments.training.history import History
 
 log = logging.getLogger("experiments")
@@ -101,7 +101,7 @@ class MlflowRun:
             )
         return self.run_id
 
-    def resume_after(self, purge_step: int, history: History, logged_through: int) -> History:
+    def resume_after(self, purge_step: int, history: History, sent: Sequence[Sent]) -> History:
         """The steps logged after the checkpoint, before the kill, are computed again (to the
         same numbers): each tag is logged on from the step after its last in MLflow."""
 

@@ -17,7 +17,7 @@ wait until a write is done: cut short, it would leave the writer's queue, which 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -29,7 +29,7 @@ from experiments.config.metric_names import TEST_ACCURACY
 from experiments.core import interrupts
 from experiments.core.files import writing
 from experiments.records import hparams
-from experiments.records.tracker import EPOCH_TAGS, TrackedRun, epoch_scalars
+from experiments.records.tracker import EPOCH_TAGS, Sent, TrackedRun, epoch_scalars
 from experiments.training.history import History
 
 # TensorBoard's file, as a failed write names it (its writer picks the rest of the name).
@@ -55,7 +55,7 @@ class TensorBoard:
     def begin(self, run: TrackedRun) -> None:
         """Its hyperparameters are written at the run's end, with its final numbers."""
 
-    def resume_after(self, purge_step: int, history: History, logged_through: int) -> History:
+    def resume_after(self, purge_step: int, history: History, sent: Sequence[Sent]) -> History:
         self._purge_step = purge_step
         events = EventAccumulator(str(self.dir), size_guidance={"scalars": 0})  # (0: all)
         events.Reload()

@@ -1,7 +1,7 @@
 """Where a run's numbers go besides metrics.jsonl: the trackers of the `logger` config group.
 
     logger=tensorboard           TensorBoard's event files in the run folder (the default)
-    logger=csv                   csv/metrics.csv, csv/params.csv, csv/results.csv
+    logger=csv                   metrics.csv and hparams.csv in the run folder
     logger=mlflow                an MLflow run (`records.mlflow_run`; pip install mlflow)
     logger=wandb                 a W&B run (`records.wandb_run`; pip install wandb)
     logger=[tensorboard,csv]     several
@@ -15,7 +15,7 @@ Of several processes, only the main one builds them.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -43,9 +43,31 @@ EPOCH_TAGS = {
 STEP_TAGS = (LOSS.tag(TRAIN), "lr")
 
 
+def step_scalars(loss: float, lr: float) -> dict[str, float]:
+    """A logged step's numbers by their tags."""
+    return dict(zip(STEP_TAGS, (loss, lr), strict=True))
+
+
 def epoch_scalars(row: Mapping[str, Any]) -> dict[str, float]:
     """An epoch row's numbers by their tags."""
     return {tag: row[key] for key, tag in EPOCH_TAGS.items() if key in row}
+
+
+# A global step and the numbers sent at it, by their tags.
+Sent = tuple[int, dict[str, float]]
+
+
+def sent_scalars(rows: Iterable[Mapping[str, Any]]) -> list[Sent]:
+    """What the trackers were sent for metrics.jsonl's `rows`, in order."""
+    return [
+        (
+            row["global_step"],
+            epoch_scalars(row)
+            if row["kind"] == "epoch"
+            else step_scalars(row["train_loss"], row["lr"]),
+        )
+        for row in rows
+    ]
 
 
 @dataclass(frozen=True)
@@ -69,11 +91,11 @@ class Tracker(Protocol):
         """Start recording `run` (or carry on recording it: `run.resumed_id`); returns the
         tracker's id of it, kept in results.json for a resume, if it has one."""
 
-    def resume_after(self, purge_step: int, history: History, logged_through: int) -> History:
-        """Continue a run whose steps from `purge_step` on are about to be done again, and
-        whose trackers were sent steps up to `logged_through` (metrics.jsonl's last); the epochs
-        of `history` (the checkpoint's rows) that the record lacks are written again, and
-        returned."""
+    def resume_after(self, purge_step: int, history: History, sent: Sequence[Sent]) -> History:
+        """Continue a run whose steps from `purge_step` on are about to be done again; the
+        epochs of `history` (the checkpoint's rows) that the record lacks are written again, and
+        returned. `sent`: what trackers were sent before `purge_step`, by metrics.jsonl, for a
+        record that may not hold all it was sent."""
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
         """Numbers by their tags at a global `step`."""

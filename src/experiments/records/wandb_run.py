@@ -9,7 +9,7 @@ A run is named by its folder; a sweep's jobs share a group, named by the sweep's
 run's config, flattened, is its config; model, dataset, device, placement, precision and seed its
 tags (`model=lenet`); the numbers of each logged step and epoch its history, by TensorBoard's tags;
 the final numbers its summary (`whole_run/<name>`); the confusion matrix an image. A resume
-carries on the same W&B run (its id is in results.json) from the step after the last it was sent.
+carries on the same W&B run (its id is in results.json) from the step after the last it holds.
 
 W&B is a copy: a failure to start or to log costs one warning line, and the run goes on.
 """
@@ -17,10 +17,13 @@ W&B is a copy: a failure to start or to log costs one warning line, and the run 
 from __future__ import annotations
 
 import io
+import json
 import logging
 import netrc
 import os
-from collections.abc import Callable, Collection, Mapping
+import subprocess
+import sys
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,7 +31,7 @@ import wandb
 from PIL import Image
 
 from experiments.records.hparams import METRICS_GROUP, Value
-from experiments.records.tracker import TrackedRun
+from experiments.records.tracker import Sent, TrackedRun
 from experiments.training.history import History
 
 log = logging.getLogger("experiments")
@@ -56,10 +59,10 @@ class WandbRun:
     ) -> None:
         self.dir = run_dir
         self.project, self.entity = project, entity
-        # WANDB_MODE, where set, is W&B's to read.
-        self.mode = None if os.environ.get("WANDB_MODE") else "online" if logged_in() else "offline"
+        # Given, not left to W&B's settings, which one process keeps from its first run on.
+        self.mode = os.environ.get("WANDB_MODE") or ("online" if logged_in() else "offline")
         self.run: Any = None  # wandb's Run
-        self._logged_through = 0  # a resumed run's steps W&B was sent already
+        self._held = -1  # a resumed run's last step W&B holds
         self._failed = False
 
     def begin(self, run: TrackedRun) -> str | None:
@@ -93,14 +96,35 @@ class WandbRun:
             log.info("W&B: run %s (%s), %s, in %s", run.name, given, mode, self.dir / "wandb")
         return given
 
-    def resume_after(self, purge_step: int, history: History, logged_through: int) -> History:
-        """W&B takes no step below the last it was sent: the steps logged after the checkpoint,
-        before the kill (computed again, to the same numbers), are not sent again."""
-        self._logged_through = logged_through
+    def resume_after(self, purge_step: int, history: History, sent: Sequence[Sent]) -> History:
+        """W&B takes no step below the last it holds. What it holds is read back, not assumed: a
+        run killed with -9 takes what its wandb-core had not written yet with it. Of what the
+        trackers were `sent` before the checkpoint, W&B gets the steps it lacks again; of the
+        steps computed again after it (to the same numbers), those it lacks."""
+        held = self._guarded(self._held_through)
+        if held is None:
+            return []
+        for step, values in sent:
+            if step > held:
+                self._guarded(lambda step=step, values=values: self.run.log(values, step=step))
+        self._held = held
         return []
 
+    def _held_through(self) -> int:
+        """The last step W&B holds of the run this one continues: the server's, online; its
+        earlier offline files', read back with W&B's own reader, offline."""
+        if not (self.run.offline or self.run.disabled):
+            return int(self.run.step) - 1
+        mine = Path(self.run.dir).parent
+        earlier = [
+            path
+            for path in self.dir.glob(f"wandb/offline-run-*/run-{self.run.id}.wandb")
+            if path.parent != mine
+        ]
+        return max((_last_step(path) for path in earlier), default=-1)
+
     def scalars(self, values: Mapping[str, float], step: int) -> None:
-        if step > self._logged_through:
+        if step > self._held:
             self._guarded(lambda: self.run.log(dict(values), step=step))
 
     def hyperparameters(
@@ -143,3 +167,21 @@ class WandbRun:
                 f": {said.splitlines()[0]}" if said else "",
             )
             return None
+
+
+def _last_step(run_file: Path) -> int:
+    """The last step of the history in a .wandb file (-1: none), as `wandb leet inspect` reads
+    it: a kill can leave its last record cut short."""
+    shown = subprocess.run(
+        [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(run_file)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    steps = [
+        record["history"]["item"].get("_step", -1)
+        for record in map(json.loads, shown.stdout.splitlines())
+        if record.get("type") == "history"
+    ]
+    return max(steps, default=-1)
