@@ -21,6 +21,7 @@ TRAINING_GROUPS = {
     "optimizer",
     "placement",
     "scheduler",
+    "task",
     "trainer",
 }
 

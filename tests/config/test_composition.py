@@ -22,6 +22,7 @@ CONF = resources.files(CONFIG_PACKAGE)
 GROUPS = [
     "model",
     "dataset",
+    "task",
     "device",
     "placement",
     "optimizer",
@@ -65,7 +66,7 @@ def test_every_option_composes_and_resolves(override: str) -> None:
     # A section per group (experiment merges into the others), and the top-level fields.
     assert set(resolved) == {*GROUPS, "optimized_metric", "resume", "replay"} - {"experiment"}
     group, _, option = override.partition("=")
-    if group in ("model", "dataset", "placement", "optimizer", "scheduler"):
+    if group in ("model", "dataset", "task", "placement", "optimizer", "scheduler"):
         assert resolved[group]["name"] == NAMES.get(override, option)
     validate(cfg)
 
@@ -83,6 +84,7 @@ def test_the_groups_have_the_options_the_readme_promises() -> None:
         "synthetic",
     ]
     assert {"cpu", "cuda", "auto", "dp", "ddp", "cuda:0", "cuda:15"} <= set(options("device"))
+    assert options("task") == ["classification"]
     assert options("placement") == ["cuda_call", "to_device"]
     assert options("optimizer") == ["adam", "sgd", "sgd_momentum"]
     assert options("scheduler") == ["cosine", "none", "onecycle", "step", "warmup_cosine"]

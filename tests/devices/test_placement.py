@@ -24,11 +24,11 @@ def test_the_audit_names_a_misplaced_tensor() -> None:
     )
 
 
-def test_the_audit_checks_the_loss_module_and_the_batch() -> None:
+def test_the_audit_checks_the_task_and_the_batch() -> None:
     model = Tudui(3, 32, 10)
-    weighted = nn.CrossEntropyLoss(weight=torch.ones(10, device="meta"))
+    weighted = nn.CrossEntropyLoss(weight=torch.ones(10, device="meta"))  # a task's weights
     batch = (torch.zeros(1, 3, 32, 32), torch.zeros(1, dtype=torch.int64))
-    with pytest.raises(ExperimentError, match="loss buffer weight is on meta"):
+    with pytest.raises(ExperimentError, match="task buffer weight is on meta"):
         audit(model, weighted, batch, DevicePlan("cpu"))
     misplaced = (torch.zeros(1, 3, 32, 32, device="meta"), batch[1])
     with pytest.raises(ExperimentError, match="batch images is on meta"):

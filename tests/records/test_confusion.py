@@ -11,7 +11,7 @@ from PIL import Image
 
 from experiments.records import confusion
 from experiments.records.tensorboard import TensorBoard
-from experiments.training.loop import confusion_counts
+from experiments.training.tasks import confusion_counts
 from helpers import read_events
 
 

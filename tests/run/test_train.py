@@ -28,6 +28,7 @@ from experiments.run.train import train
 from experiments.training import loop
 from experiments.training.model_size import measure
 from experiments.training.models import LeNet, build_for
+from experiments.training.tasks import Classification
 from helpers import (
     CIFAR10_CLASSES,
     QUICK,
@@ -206,9 +207,9 @@ def test_the_checkpoint_restores_the_models_outputs(sweep: dict[tuple[str, str],
             len(dataset.test), config.trainer.limit_eval_images, config.trainer.limit_eval_fraction
         ),
     )
-    evaluation = loop.evaluate(model, test_batches, on("cpu"), len(dataset.classes))
+    evaluation = loop.evaluate(model, test_batches, on("cpu"), Classification())
     last = metrics(run_dir, "epoch")[-1]
-    assert evaluation.accuracy == last["test_accuracy"]
+    assert evaluation.metrics == {"accuracy": last["test_accuracy"]}
     assert evaluation.loss == pytest.approx(last["test_loss"], rel=1e-6)
 
 

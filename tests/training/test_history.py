@@ -28,7 +28,7 @@ EVERY_KEY = EpochRow.__required_keys__ | EpochRow.__optional_keys__
 
 
 def _evaluation(loss: float, accuracy: float) -> EvaluationResult:
-    return EvaluationResult(loss, accuracy, [accuracy, None], [[1, 0], [1, 0]], seconds=0.25)
+    return EvaluationResult(loss, {"accuracy": accuracy}, 0.25, [[1, 0], [1, 0]], [accuracy, None])
 
 
 def _training() -> TrainingResult:

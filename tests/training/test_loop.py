@@ -20,6 +20,7 @@ from experiments.data.batches import Batches
 from experiments.data.types import Split
 from experiments.training import loop, schedules
 from experiments.training.models import LeNet
+from experiments.training.tasks import Classification, Task
 from helpers import LR, half_cosine, lr_of, on, scheduler_config
 
 CPU = torch.device("cpu")
@@ -52,7 +53,7 @@ def train(
     optimizer: Optimizer,
     batches: Batches,
     *,
-    loss_fn: nn.Module | None = None,
+    task: Task | None = None,
     gradient_clip: float | None = None,
     scheduler: LRScheduler | None = None,
     on_step: Callable[[], None] = lambda: None,
@@ -68,9 +69,7 @@ def train(
         logged.append((step, loss, speed, lr))
         on_step()
 
-    learner = loop.Learner(
-        model, loss_fn or nn.CrossEntropyLoss(), optimizer, scheduler, gradient_clip
-    )
+    learner = loop.Learner(model, task or Classification(), optimizer, scheduler, gradient_clip)
     precision = {
         "autocast_dtype": torch.float16 if fp16 else None,
         "scaler": torch.amp.GradScaler(device.type, initial_scale, enabled=fp16),
@@ -207,7 +206,7 @@ def test_label_smoothing_changes_the_trained_loss_to_the_smoothed_cross_entropy(
         model,
         SGD(model.parameters(), lr=LR),
         batches,
-        loss_fn=nn.CrossEntropyLoss(label_smoothing=smoothing),
+        task=Classification(label_smoothing=smoothing),
     )
     assert result.images == 4
     assert result.loss == pytest.approx(smoothed, rel=1e-5)

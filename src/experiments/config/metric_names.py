@@ -21,16 +21,27 @@ from experiments.config.choices import Mode
 TRAIN, VAL, TEST = "train", "val", "test"
 
 
+def metric_key(split: str, name: str) -> str:
+    """A metric's key on `split` in an epoch row and results.json: val_accuracy."""
+    return f"{split}_{name}"
+
+
 @dataclass(frozen=True)
 class Metric:
-    """A number an evaluation measures: its `name`, and which way is `better`."""
+    """A number an evaluation measures: its `name`, which way is `better`, and whether it is a
+    fraction that reads best as a `percent` (accuracy: 38.6%)."""
 
     name: str
     better: Mode  # max or min
+    percent: bool = False
+
+    def text(self, value: float) -> str:
+        """The value as the console says it: 38.6%, 2.3031 (a loss), 0.8571."""
+        return f"{100 * value:.1f}%" if self.percent else f"{value:.4f}"
 
     def key(self, split: str) -> str:
         """Its key on `split` in an epoch row and results.json: val_accuracy."""
-        return f"{split}_{self.name}"
+        return metric_key(split, self.name)
 
     def tag(self, split: str) -> str:
         """Its TensorBoard tag on `split`, grouped by split: val/accuracy."""
@@ -38,7 +49,7 @@ class Metric:
 
 
 LOSS = Metric("loss", Mode.min)
-ACCURACY = Metric("accuracy", Mode.max)
+ACCURACY = Metric("accuracy", Mode.max, percent=True)
 
 
 @dataclass(frozen=True)

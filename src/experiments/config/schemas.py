@@ -259,6 +259,22 @@ class WandbTrackerConfig(TrackerConfig):
 
 
 @dataclass
+class TaskConfig:
+    """What a batch holds, the loss and the metrics (`experiments.training.tasks`)."""
+
+    name: str = MISSING
+    _target_: str = MISSING
+
+
+@dataclass
+class ClassificationTaskConfig(TaskConfig):
+    name: str = "classification"
+    _target_: str = "experiments.training.tasks.Classification"
+    # The training loss's (evaluation's loss is plain cross-entropy, to compare across runs).
+    label_smoothing: float = II("trainer.label_smoothing")
+
+
+@dataclass
 class EarlyStoppingConfig:
     # Stop when trainer.monitor has not improved by more than min_delta for this many epochs
     # (null: never). Needs a validation split.
@@ -339,6 +355,8 @@ class TrainSchema:
     # Any: a model of the user's own may bring fields of its own (the shipped ones are typed).
     model: Any = MISSING
     dataset: DatasetConfig = MISSING
+    # Any: a task of the user's own may bring fields of its own (the shipped ones are typed).
+    task: Any = MISSING
     device: DeviceConfig = MISSING
     placement: PlacementConfig = MISSING
     optimizer: OptimizerConfig = MISSING
@@ -399,6 +417,7 @@ SCHEMAS: dict[str, type] = {
     "warmup_cosine_scheduler_schema": WarmupCosineSchedulerConfig,
     "onecycle_scheduler_schema": OneCycleSchedulerConfig,
     "trainer_schema": TrainerConfig,
+    "classification_task_schema": ClassificationTaskConfig,
     "tensorboard_tracker_schema": TensorBoardTrackerConfig,
     "csv_tracker_schema": CsvTrackerConfig,
     "mlflow_tracker_schema": MlflowTrackerConfig,

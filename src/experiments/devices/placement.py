@@ -58,13 +58,14 @@ class CudaCall(Placement):
 
 
 def audit(
-    model: nn.Module, loss_fn: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], plan: DevicePlan
+    model: nn.Module, task: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], plan: DevicePlan
 ) -> None:
     """Before the first step: check that every parameter and buffer of the (wrapped) model and of
-    the loss module, and a batch, are on the plan's device; otherwise name the first that is not,
-    and both places (what would surface mid-step as "expected device cuda:0 but got cpu")."""
+    the task (its loss's weights), and a batch, are on the plan's device; otherwise name the first
+    that is not, and both places (what would surface mid-step as "expected device cuda:0 but got
+    cpu")."""
     expected = plan.device
-    for name, tensor in _placed_tensors(model, loss_fn, batch):
+    for name, tensor in _placed_tensors(model, task, batch):
         if tensor.device != expected:
             raise ExperimentError(
                 f"placement audit: {name} is on {tensor.device}, but device={plan} puts "
@@ -73,9 +74,9 @@ def audit(
 
 
 def _placed_tensors(
-    model: nn.Module, loss_fn: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
+    model: nn.Module, task: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]
 ) -> Iterator[tuple[str, torch.Tensor]]:
-    for owner, module in (("model", model), ("loss", loss_fn)):
+    for owner, module in (("model", model), ("task", task)):
         yield from ((f"{owner} parameter {n}", t) for n, t in module.named_parameters())
         yield from ((f"{owner} buffer {n}", t) for n, t in module.named_buffers())
     yield "batch images", batch[0]

@@ -21,7 +21,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from experiments.config.metric_names import ACCURACY, LOSS, TEST, TRAIN_LOSS, VAL
+from experiments.config.metric_names import LOSS, TEST, TRAIN_LOSS, VAL, metric_key
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import (
@@ -148,7 +148,11 @@ class Metrics:
             "lr": training.lr,
             **(_measured(VAL, val) if val is not None else {}),
             **_measured(TEST, test),
-            "class_accuracy": dict(zip(classes, test.class_accuracy, strict=True)),
+            **(
+                {"class_accuracy": dict(zip(classes, test.class_accuracy, strict=True))}
+                if test.class_accuracy is not None
+                else {}
+            ),
             "images_per_second": training.images_per_second,
             "train_images": training.images,
             "train_seconds": training.seconds,
@@ -226,7 +230,10 @@ class Metrics:
 
 def _measured(split: str, result: EvaluationResult) -> dict[str, float]:
     """An evaluation's numbers on `split`, by their keys in the epoch's row: its loss first."""
-    return {LOSS.key(split): result.loss, ACCURACY.key(split): result.accuracy}
+    return {
+        LOSS.key(split): result.loss,
+        **{metric_key(split, name): value for name, value in result.metrics.items()},
+    }
 
 
 def _say_written_again(record: str, rows: History) -> None:

@@ -12,9 +12,13 @@ from omegaconf import DictConfig
 
 from experiments.config.metric_names import (
     FINAL_TEST_ACCURACY,
+    LOSS,
+    TEST,
     TEST_ACCURACY,
+    VAL,
     VAL_ACCURACY,
     VAL_LOSS,
+    TaskMetrics,
 )
 from experiments.core.text import display_path, part_of_split, shape_text
 from experiments.data.batches import Batches
@@ -67,25 +71,34 @@ def log_epoch(
     training: loop.TrainingResult,
     test: loop.EvaluationResult,
     val: loop.EvaluationResult | None,
+    measures: TaskMetrics,
     scheduler: str,
     host: host_load.HostLoad | None,
 ) -> None:
-    validation = f"val loss {val.loss:.4f}, val accuracy {100 * val.accuracy:.1f}%, " if val else ""
+    """An epoch's line: the losses and the task's metrics (`measures`) on each split, speed."""
+    validation = f"{_measured_text(VAL, val, measures)}, " if val else ""
     lr = f"lr {training.lr:.3g}, " if scheduler != "none" else ""
     busy = f" ({host.text()})" if host is not None and host.busy else ""
     log.info(
-        "epoch %d/%d: train loss %.4f, %stest loss %.4f, test accuracy %.1f%%, %s%s img/s%s, "
-        "%.1f s",
+        "epoch %d/%d: train loss %.4f, %s%s, %s%s img/s%s, %.1f s",
         epoch,
         epochs,
         training.loss,
         validation,
-        test.loss,
-        100 * test.accuracy,
+        _measured_text(TEST, test, measures),
         lr,
         f"{training.images_per_second:,.0f}",
         busy,
         training.seconds + test.seconds + (val.seconds if val else 0.0),
+    )
+
+
+def _measured_text(split: str, result: loop.EvaluationResult, measures: TaskMetrics) -> str:
+    """ "test loss 2.3031, test accuracy 11.6%": the loss, then the task's other metrics."""
+    numbers = {LOSS.name: result.loss, **result.metrics}
+    shown = sorted(measures.evaluated, key=lambda metric: metric != LOSS)
+    return ", ".join(
+        f"{split} {metric.name} {metric.text(numbers[metric.name])}" for metric in shown
     )
 
 

@@ -13,12 +13,11 @@ from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
-from torch import nn
 
 from experiments.config import trust
-from experiments.config.build import plain
-from experiments.config.metric_names import TEST_ACCURACY, TEST_LOSS
-from experiments.config.schemas import is_image_folder, is_users_data
+from experiments.config.build import build, plain
+from experiments.config.metric_names import TEST, TEST_ACCURACY, TEST_LOSS, metric_key
+from experiments.config.schemas import ClassificationTaskConfig, is_image_folder, is_users_data
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
 from experiments.core.text import display_path, part_of_split
@@ -77,8 +76,9 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
             runtime=runtime,
             subset=evaluated_test_rows(cfg, trained, len(data.test)),
         )
-        audit(model, nn.CrossEntropyLoss(), next(iter(test_batches)), runtime.plan)
-        evaluation = loop.evaluate(model, test_batches, runtime, len(data.classes))
+        task = runtime.placement.module(build(trained.task))
+        audit(model, task, next(iter(test_batches)), runtime.plan)
+        evaluation = loop.evaluate(model, test_batches, runtime, task)
         outcome = results.finish(
             "completed",
             None,
@@ -88,12 +88,17 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
             dataset=data.name,
             test_images=test_batches.count_images(),
             test_split_images=len(data.test),
-            **{TEST_ACCURACY: evaluation.accuracy, TEST_LOSS: evaluation.loss},
-            class_accuracy=dict(zip(data.classes, evaluation.class_accuracy, strict=True)),
+            **{TEST_LOSS: evaluation.loss},
+            **{metric_key(TEST, name): value for name, value in evaluation.metrics.items()},
+            **(
+                {"class_accuracy": dict(zip(data.classes, evaluation.class_accuracy, strict=True))}
+                if evaluation.class_accuracy is not None
+                else {}
+            ),
             seconds=evaluation.seconds,
         )
     _log_outcome(outcome, runtime.plan, run_dir)
-    return evaluation.accuracy
+    return outcome[TEST_ACCURACY]
 
 
 def _to_build(config: dict[str, Any], cfg: DictConfig, path: Path) -> DictConfig:
@@ -102,13 +107,15 @@ def _to_build(config: dict[str, Any], cfg: DictConfig, path: Path) -> DictConfig
     replaces the one the file names, whatever class it was), and a dataset asked for replaces
     the file's. (A checkpoint's config holds no interpolation: `checkpoints.load`.)"""
     trained = OmegaConf.create(config)
+    if "task" not in trained:  # a run before the task group: a classifier's
+        trained.task = OmegaConf.structured(ClassificationTaskConfig(label_smoothing=0.0))
     typed: set[tuple[str, str]] = set()
     if cfg.model is not None and cfg.model.get("_target_"):
         # Unresolved: a model=custom's shape fields point into a dataset eval.py may not have.
         model = OmegaConf.to_container(cfg.model)
         typed = trust.typed_as(trust.targets_in(model, "model"))
         trained.model._target_ = cfg.model._target_
-    built = {"model": plain(trained.model)}
+    built = {"model": plain(trained.model), "task": plain(trained.task)}
     if cfg.dataset is None:
         built["dataset"] = plain(trained.dataset)
     where = f"checkpoint {display_path(path)}"

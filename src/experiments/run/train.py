@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
 
-from experiments.config.build import plain
+from experiments.config.build import build, plain
 from experiments.config.choices import Interval
 from experiments.config.metric_names import (
     FINAL_TEST_ACCURACY,
@@ -179,7 +179,7 @@ class TrainingRun:
         model = self._set_up_model(resumed is None)
         self._set_up_optimization(model)
         self._begin_tracking()
-        audit(model, self.learner.loss_fn, next(iter(self.test_batches)), self.runtime.plan)
+        audit(model, self.learner.task, next(iter(self.test_batches)), self.runtime.plan)
         if resumed is not None:
             self._restore(resumed, composed)
         console.log_start(
@@ -272,11 +272,10 @@ class TrainingRun:
         return setup.place_model(model, self.runtime, trainer.compile, trainer.sync_batchnorm)
 
     def _set_up_optimization(self, model: nn.Module) -> None:
-        """The loss, optimizer and schedule, and the splits cut into batches: the `learner`."""
+        """The task (its loss), optimizer and schedule, and the splits cut into batches: the
+        `learner`."""
         cfg, trainer, runtime = self.cfg, self.cfg.trainer, self.runtime
-        loss_fn = runtime.placement.module(
-            nn.CrossEntropyLoss(label_smoothing=trainer.label_smoothing)
-        )
+        task = runtime.placement.module(build(cfg.task))
         optimizer, fused = optimizers.build_optimizer(
             cfg.optimizer, model.parameters(), runtime.type
         )
@@ -314,7 +313,7 @@ class TrainingRun:
         )
         self.learner = loop.Learner(
             model,
-            loss_fn,
+            task,
             optimizer,
             self.scheduler if interval == Interval.step else None,
             trainer.gradient_clip,
@@ -358,7 +357,7 @@ class TrainingRun:
             row = self.metrics.epoch(epoch, steps, training, test, val, self.data.classes, host)
             self.history.append(row)
             selected = self.monitor is None or self.monitor.selected(self.history) is row
-            if selected:
+            if selected and test.confusion is not None:
                 self.selected_confusion = test.confusion
             stop = (
                 selection.early_stop(self.history, self.monitor, trainer.early_stopping)
@@ -369,7 +368,14 @@ class TrainingRun:
             last = epoch == trainer.epochs or stop is not None
             self._save_checkpoints(epoch, last=last, best=self.monitor is not None and selected)
             console.log_epoch(
-                epoch, trainer.epochs, training, test, val, self.cfg.scheduler.name, host
+                epoch,
+                trainer.epochs,
+                training,
+                test,
+                val,
+                self.learner.task.metrics,
+                self.cfg.scheduler.name,
+                host,
             )
             if trainer.target_accuracy is not None:
                 reached = self._time_to_accuracy()
@@ -485,7 +491,7 @@ class TrainingRun:
         )
 
     def _evaluate(self, batches: Batches) -> loop.EvaluationResult:
-        return loop.evaluate(self.learner.model, batches, self.runtime, len(self.data.classes))
+        return loop.evaluate(self.learner.model, batches, self.runtime, self.learner.task)
 
     def _begin_tracking(self) -> None:
         """Tell the trackers what the run is; a resume carries on the runs they began before

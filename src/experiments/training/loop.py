@@ -1,7 +1,9 @@
-"""The training loop: one epoch of optimizer steps, and evaluation on a split.
+"""The training loop: one epoch of optimizer steps, and evaluation on a split, as the run's task
+(`training.tasks`) scores a batch.
 
-Losses and correct counts add up on the device; they come back to the host (`.item()`, `.tolist()`)
-only at log intervals and at the end of a pass, so the loop never waits for the device per step.
+Losses and the task's tallies add up on the device; they come back to the host (`.item()`,
+`.tolist()`) only at log intervals and at the end of a pass, so the loop never waits for the
+device per step.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from experiments.devices.process_group import ProcessGroup
 from experiments.devices.runtime import Runtime
 from experiments.devices.timing import DeviceTimer, wait_for
 from experiments.devices.wrapping import without_gradient_sync
+from experiments.training.tasks import Task
 
 # A progress bar is its own process's: a thread lock will do. tqdm's default also takes a
 # multiprocessing lock, a named semaphore that a sweep worker killed by the system (or by joblib,
@@ -64,20 +67,23 @@ class TrainingResult:
 @dataclass
 class EvaluationResult:
     loss: float  # mean over the images
-    accuracy: float  # fraction correct
-    class_accuracy: list[float | None]  # per class; None for a class with no images
-    confusion: list[list[int]]  # images of true class i predicted as class j
+    metrics: dict[str, float]  # the task's, by name: {"accuracy": 0.386}
     seconds: float
+    # Of a task that tells classes apart: inputs of true class i predicted as class j, and the
+    # fraction right per class (None for a class with none).
+    confusion: list[list[int]] | None = None
+    class_accuracy: list[float | None] | None = None
 
 
 @dataclass
 class Learner:
-    """What the training step updates, and how: the model (wrapped for its device), the training
-    loss, the optimizer, a schedule stepped after every optimizer step (None: the caller steps
-    it per epoch), and the bound on the gradients' total norm (None: unclipped)."""
+    """What the training step updates, and how: the model (wrapped for its device), the task
+    (whose loss it minimizes), the optimizer, a schedule stepped after every optimizer step
+    (None: the caller steps it per epoch), and the bound on the gradients' total norm (None:
+    unclipped)."""
 
     model: nn.Module
-    loss_fn: nn.Module
+    task: Task
     optimizer: torch.optim.Optimizer
     step_scheduler: LRScheduler | None = None
     gradient_clip: float | None = None
@@ -103,7 +109,7 @@ def train_epoch(
     losses and speeds count every process of `runtime.group`. The forward pass and the loss run
     in `runtime.autocast()`; its scaler scales the loss for fp16 and passes it through otherwise.
     The first `warm_up_steps` steps (compiling, autotuning, profiling) are timed on their own."""
-    model, loss_fn, optimizer = learner.model, learner.loss_fn, learner.optimizer
+    model, task, optimizer = learner.model, learner.task, learner.optimizer
     scaler, group, accumulate = runtime.scaler, runtime.group, learner.accumulate_batches
     model.train()
     compute_timer = DeviceTimer(runtime.device)
@@ -118,7 +124,7 @@ def train_epoch(
         disable=None if group.is_main else True,
     )
     interval = _LogInterval(batches, runtime, learner, progress, log_step, description)
-    for index, (images, labels) in enumerate(progress):
+    for index, (inputs, targets) in enumerate(progress):
         step = index // accumulate + 1  # the optimizer step this batch is part of
         last_of_step = index % accumulate == accumulate - 1 or index == len(batches) - 1
         span = compute_timer.start()
@@ -130,9 +136,9 @@ def train_epoch(
         # DDP averages the gradients over the processes at the step's last backward only.
         with nullcontext() if last_of_step else without_gradient_sync(model):
             with runtime.autocast():
-                loss = loss_fn(model(images), labels)
-            scaler.scale(_weighted(loss, len(labels), step_images, group)).backward()
-        interval.add(loss.detach(), len(labels))
+                loss = task(model(inputs), targets)
+            scaler.scale(_weighted(loss, len(targets), step_images, group)).backward()
+        interval.add(loss.detach(), len(targets))
         if not last_of_step:
             compute_timer.stop(span)
             continue
@@ -295,45 +301,33 @@ def _weighted(
 
 
 @torch.no_grad()
-def evaluate(
-    model: nn.Module, batches: Batches, runtime: Runtime, num_classes: int
-) -> EvaluationResult:
-    """Loss (plain cross-entropy, so losses compare across training settings), accuracy
-    (overall and per class) and confusion matrix over `batches`, counting every process."""
+def evaluate(model: nn.Module, batches: Batches, runtime: Runtime, task: Task) -> EvaluationResult:
+    """The task's loss (as it evaluates: comparable across training settings) and metrics over
+    `batches`, counting every process; the confusion matrix and per-class accuracy of a task
+    that tells classes apart."""
     model.eval()
     group = runtime.group
     started = time.perf_counter()
     loss_sum = torch.zeros((), device=runtime.device)
-    counts = torch.zeros(num_classes, num_classes, dtype=torch.int64, device=runtime.device)
-    for images, labels in batches:
+    tally: torch.Tensor | None = None
+    for inputs, targets in batches:
         with runtime.autocast():
-            outputs = model(images)
-            loss_sum += nn.functional.cross_entropy(outputs, labels).float() * len(labels)
-        counts += confusion_counts(labels, outputs.argmax(1), num_classes)
+            outputs = model(inputs)
+            loss_sum += task.evaluation_loss(outputs, targets).float() * len(targets)
+        counted = task.tally(outputs, targets)
+        tally = counted if tally is None else tally.add_(counted)
     batches.times()  # evaluation's waits are part of its seconds
-    matrix = summed(counts, group).tolist()
-    seen = [sum(row) for row in matrix]
-    correct = [row[label] for label, row in enumerate(matrix)]
-    images = sum(seen)
+    assert tally is not None  # (a split has a batch: `data.subset` keeps one at least)
+    measured = task.measure(summed(tally, group).cpu())
     return EvaluationResult(
-        loss=summed(loss_sum, group).item() / images,
-        accuracy=sum(correct) / images,
-        class_accuracy=[c / n if n else None for c, n in zip(correct, seen, strict=True)],
-        confusion=matrix,
+        loss=summed(loss_sum, group).item() / batches.count_images(),
+        metrics=measured.metrics,
         seconds=time.perf_counter() - started,
+        confusion=measured.confusion,
+        class_accuracy=None if measured.confusion is None else class_accuracy(measured.confusion),
     )
 
 
-def confusion_counts(
-    labels: torch.Tensor, predictions: torch.Tensor, num_classes: int
-) -> torch.Tensor:
-    """(num_classes, num_classes) int64 counts: row = true class, column = predicted class.
-
-    A one-dimensional scatter_add_ of ones at `label * K + prediction`, on whatever device the
-    tensors are on: no wait for a GPU (bincount would copy its minimum and maximum to the host,
-    two waits per batch), and deterministic on CUDA too (integer sums; torch's deterministic
-    mode has a one-dimensional scatter_add_)."""
-    pairs = labels.reshape(-1).long() * num_classes + predictions.reshape(-1).long()
-    counts = torch.zeros(num_classes * num_classes, dtype=torch.int64, device=pairs.device)
-    counts.scatter_add_(0, pairs, torch.ones_like(pairs))
-    return counts.reshape(num_classes, num_classes)
+def class_accuracy(confusion: list[list[int]]) -> list[float | None]:
+    """The fraction right of each class's inputs (None: a class with none)."""
+    return [row[label] / sum(row) if sum(row) else None for label, row in enumerate(confusion)]
