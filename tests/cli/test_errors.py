@@ -28,7 +28,7 @@ COMPOSITION_ERRORS = [
     (
         "dataset=imagenet",
         "Error: dataset=imagenet is not an option of 'dataset'; choose one of: cifar10, "
-        "cifar10_sample, custom, fashion_mnist, image_folder, mnist, mnist_sample, synthetic",
+        "cifar10_sample, csv, custom, fashion_mnist, image_folder, mnist, mnist_sample, synthetic",
     ),
     (
         "placement=pin",

@@ -52,6 +52,7 @@ WHAT_THE_DATA_TELLS = {
         "dataset.num_classes=10",
     ),
     "model=custom": ("model._target_=my_models.Net",),
+    "dataset=csv": ("dataset.channels=10",),
 }
 # Options named by what they build rather than by the option itself.
 NAMES = {"model=torchvision": "resnet18", "model=custom": "my_models.Net"}
@@ -76,6 +77,7 @@ def test_the_groups_have_the_options_the_readme_promises() -> None:
     assert options("dataset") == [
         "cifar10",
         "cifar10_sample",
+        "csv",
         "custom",
         "fashion_mnist",
         "image_folder",
@@ -84,7 +86,7 @@ def test_the_groups_have_the_options_the_readme_promises() -> None:
         "synthetic",
     ]
     assert {"cpu", "cuda", "auto", "dp", "ddp", "cuda:0", "cuda:15"} <= set(options("device"))
-    assert options("task") == ["classification"]
+    assert options("task") == ["classification", "regression"]
     assert options("placement") == ["cuda_call", "to_device"]
     assert options("optimizer") == ["adam", "sgd", "sgd_momentum"]
     assert options("scheduler") == ["cosine", "none", "onecycle", "step", "warmup_cosine"]

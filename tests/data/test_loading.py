@@ -18,7 +18,7 @@ from experiments.data import builtin, loading
 from helpers import compose_config
 
 
-@pytest.mark.parametrize("folder", ["cifar10", "mnist"])
+@pytest.mark.parametrize("folder", ["cifar10", "diabetes", "mnist"])
 def test_shipped_files_match_their_provenance(folder: str) -> None:
     root = builtin.SAMPLE_DATA / folder
     table = re.findall(

@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from experiments.config.metric_names import CLASSIFICATION, TEST, VAL
+from experiments.config.metric_names import CLASSIFICATION, REGRESSION, TEST, VAL
 from experiments.records import checkpoints
 from experiments.records.csv_file import CsvFile
 from experiments.records.metrics import Metrics
@@ -83,7 +83,7 @@ def test_a_summary_has_the_keys_its_type_declares(tmp_path: Path) -> None:
             metrics.epoch(epoch, 4 * epoch, _training(), _evaluation(2.0, 0.25), val, CLASSES)
             for epoch, val in [(1, _evaluation(1.5, 0.5)), (2, _evaluation(1.75, 0.25))]
         ]
-    monitor = Monitor.of(OmegaConf.create({"monitor": "val_loss", "monitor_mode": "auto"}))
+    monitor = Monitor.of(trained_with({"monitor": "val_loss", "monitor_mode": "auto"}))
     summary = training_summary(history, monitor)
     assert summary.keys() == RunSummary.__required_keys__
     # val_loss is better low: epoch 1 is selected, the final epoch's accuracy beside it.
@@ -91,12 +91,30 @@ def test_a_summary_has_the_keys_its_type_declares(tmp_path: Path) -> None:
     assert (summary["val_accuracy"], summary["final_val_accuracy"]) == (0.5, 0.25)
 
 
+def trained_with(trainer: dict[str, str | None], task: str | None = None) -> DictConfig:
+    """A run's config as a monitor reads it: its trainer, and its task (a run of a version
+    before the task group has none)."""
+    return OmegaConf.create({"trainer": trainer, **({"task": {"name": task}} if task else {})})
+
+
 def test_the_monitor_is_better_the_way_its_metric_is() -> None:
     modes = {
-        key: Monitor.of(OmegaConf.create({"monitor": key, "monitor_mode": "auto"})).mode
+        key: Monitor.of(trained_with({"monitor": key, "monitor_mode": "auto"})).mode
         for key in CLASSIFICATION.on(VAL)
     }
     assert modes == {"val_accuracy": "max", "val_loss": "min"}
+    modes = {
+        key: Monitor.of(trained_with({"monitor": key, "monitor_mode": "auto"}, "regression")).mode
+        for key in REGRESSION.on(VAL)
+    }
+    assert modes == {"val_rmse": "min", "val_mae": "min", "val_r2": "max", "val_loss": "min"}
+
+
+def test_by_default_the_monitor_is_the_tasks_first_metric_on_validation() -> None:
+    default = {"monitor": None, "monitor_mode": "auto"}
+    assert str(Monitor.of(trained_with(default, "classification"))) == "val_accuracy (max)"
+    assert str(Monitor.of(trained_with(default, "regression"))) == "val_rmse (min)"
+    assert str(Monitor.of(trained_with(default))) == "val_accuracy (max)"
 
 
 def test_an_old_runs_rows_load_and_sum_up_to_its_recorded_numbers(old_run: Path) -> None:
@@ -108,7 +126,7 @@ def test_an_old_runs_rows_load_and_sum_up_to_its_recorded_numbers(old_run: Path)
         assert EpochRow.__required_keys__ <= row.keys() <= EVERY_KEY | {"kind", "time"}
     recorded = json.loads((old_run / "results.json").read_text())
     config = OmegaConf.load(old_run / ".hydra" / "config.yaml")
-    summary = training_summary(history, Monitor.of(config.trainer))
+    summary = training_summary(history, Monitor.of(config))
     kept = {key: value for key, value in summary.items() if key in recorded}
     assert {"val_accuracy", "test_accuracy", "final_test_accuracy", "train_loss"} <= kept.keys()
     assert kept == {key: recorded[key] for key in kept}

@@ -162,9 +162,9 @@ def test_early_stopping_stops_a_plateau_and_resume_respects_it(tmp_path: Path) -
     # Resumed as it is, it stays stopped (refused before its records are touched); with more
     # patience, it goes on until that runs out.
     checkpoint = checkpoints.load(run_dir / checkpoints.LAST)
-    trainer = compose_config(*PLATEAU).trainer
+    config = compose_config(*PLATEAU)
     with pytest.raises(ExperimentError) as error:
-        selection.refuse_stopped(checkpoint["history"], trainer, str(run_dir))
+        selection.refuse_stopped(checkpoint["history"], config, str(run_dir))
     assert str(error.value) == (
         f"resume={run_dir}: {reason}, so early stopping ends it after epoch 3, where it is; "
         "raise trainer.early_stopping.patience (or set it to null) to train on"

@@ -6,13 +6,14 @@ a name before any run starts.
 A metric is measured on a split: `accuracy` on the validation split is `val_accuracy` in rows
 and results.json, `val/accuracy` in TensorBoard. A task's metrics (`TaskMetrics`) say what it
 measures on the validation and test splits, which way each is better (trainer.monitor_mode=auto
-follows it), and which one its results lead with. Image classification's (`CLASSIFICATION`) are
-the only ones so far.
+follows it), and which one its results lead with: image classification's (`CLASSIFICATION`) and
+regression's (`REGRESSION`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from experiments.config.choices import Mode
 
@@ -73,8 +74,36 @@ class TaskMetrics:
         epoch's: final_test_accuracy."""
         return f"final_{self.headline.key(split)}"
 
+    def monitored(self) -> tuple[str, ...]:
+        """What trainer.monitor may select on: its metrics on the validation split."""
+        return tuple(self.on(VAL))
+
+    def optimizable(self) -> tuple[str, ...]:
+        """What a run may return to a sweeper."""
+        return (*self.monitored(), TRAIN_LOSS, TRAIN_IMAGES_PER_SECOND)
+
+    def on_test(self) -> tuple[str, ...]:
+        """Its numbers on the test split, which select nothing."""
+        return (*self.on(TEST), self.final_key(TEST))
+
 
 CLASSIFICATION = TaskMetrics((ACCURACY, LOSS))
+# In the target's own units (RMSE, MAE); R² the share of its variance explained. The loss is the
+# mean squared error of the standardized target (`training.tasks.Regression`).
+RMSE, MAE, R2 = Metric("rmse", Mode.min), Metric("mae", Mode.min), Metric("r2", Mode.max)
+REGRESSION = TaskMetrics((RMSE, MAE, R2, LOSS))
+# The shipped tasks' metrics, by the task's name (`task=regression`), for the checks made before
+# a task is built.
+CLASSIFICATION_TASK = "classification"  # the default
+TASK_METRICS = {CLASSIFICATION_TASK: CLASSIFICATION, "regression": REGRESSION}
+
+
+def metrics_of(config: Any) -> TaskMetrics:
+    """The metrics of a run's task (`config`: the run's config; one from before the task group
+    has none, and was a classifier's)."""
+    task = config.get("task")
+    return TASK_METRICS[task["name"]] if task else CLASSIFICATION
+
 
 # The keys the classification code reads by name: a key per split and metric.
 TRAIN_LOSS = LOSS.key(TRAIN)
@@ -84,8 +113,5 @@ FINAL_TEST_ACCURACY = CLASSIFICATION.final_key(TEST)
 # results.json's training speed (`records.speed`), a number a sweep may optimize too.
 TRAIN_IMAGES_PER_SECOND = "train_images_per_second"
 
-# What trainer.monitor may select on, what a run may return to a sweeper, and what neither may
-# name: a test number.
-MONITORED = tuple(CLASSIFICATION.on(VAL))
-OPTIMIZABLE = (*MONITORED, TRAIN_LOSS, TRAIN_IMAGES_PER_SECOND)
-TEST_METRICS = (*CLASSIFICATION.on(TEST), FINAL_TEST_ACCURACY)
+# What no task's trainer.monitor or optimized_metric may name: a test number.
+ON_TEST = {key for measures in TASK_METRICS.values() for key in measures.on_test()}

@@ -26,6 +26,7 @@ from hydra.core.override_parser.types import ChoiceSweep, Override, OverrideType
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
+from experiments.config.metric_names import CLASSIFICATION, TASK_METRICS
 from experiments.config.paths import as_value, path_given
 from experiments.config.saved_overrides import overrides_saved_in, refuse_read_only
 from experiments.config.store import CONFIG_PACKAGE, config_groups, group_options
@@ -91,11 +92,19 @@ def refuse_numbers_for_groups(arguments: Sequence[str]) -> None:
 def refuse_optimizing_on_test(arguments: Sequence[str]) -> None:
     """Every run refuses `optimized_metric=test_accuracy`; a search is told before it starts,
     rather than by each of its trials (Hydra only warns of a callback's error)."""
-    for override in _read(arguments):
+    overrides = _read(arguments)
+    tasks = [
+        str(value)
+        for override in overrides
+        if override.key_or_group == "task" and not override.is_delete()
+        for value in _values(override)
+    ]
+    measures = TASK_METRICS.get(tasks[0], CLASSIFICATION) if len(tasks) == 1 else CLASSIFICATION
+    for override in overrides:
         if override.key_or_group == "optimized_metric" and not override.is_delete():
             for metric in _values(override):
                 if metric not in ("", None):
-                    check_optimized_metric(str(metric))
+                    check_optimized_metric(str(metric), measures)
 
 
 def refuse_own_class_on_a_shipped_model(arguments: Sequence[str]) -> None:

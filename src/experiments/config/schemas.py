@@ -12,7 +12,6 @@ from typing import Any
 from omegaconf import II, MISSING, DictConfig
 
 from experiments.config.choices import DeviceName, Interval, Loader, Mode, Precision, Preload
-from experiments.config.metric_names import VAL_ACCURACY
 
 
 @dataclass
@@ -131,6 +130,29 @@ class SyntheticDatasetConfig(DatasetConfig):
     test_size: int = 512
     # Seed of the generated images, separate from the training seed so they stay fixed.
     data_seed: int = 0
+
+
+@dataclass
+class CsvDatasetConfig(DatasetConfig):
+    """A CSV file of numbers (dataset=csv, for task=regression): each row an example, every
+    column but `target` a feature. Its features are the "channels" of a 1x1 image, so the
+    models that flatten their input take them; their mean and std, and the target's, are the
+    training split's."""
+
+    # null: the shipped diabetes sample (experiments/sample_data/diabetes/); relative to the
+    # working directory.
+    path: str | None = None
+    target: str = "progression"
+    # Share of the rows drawn (with split_seed) for the test split.
+    test_fraction: float = 0.2
+    split_seed: int = 0
+    channels: int | None = None
+    image_size: int | None = 1
+    num_classes: int | None = 1
+    mean: list[float] | None = None
+    std: list[float] | None = None
+    target_mean: list[float] | None = None
+    target_std: list[float] | None = None
 
 
 @dataclass
@@ -275,6 +297,15 @@ class ClassificationTaskConfig(TaskConfig):
 
 
 @dataclass
+class RegressionTaskConfig(TaskConfig):
+    name: str = "regression"
+    _target_: str = "experiments.training.tasks.Regression"
+    # The training split's, per target, as the data tells them (dataset=csv), to standardize it.
+    target_mean: Any = "${oc.select:dataset.target_mean,[0.0]}"
+    target_std: Any = "${oc.select:dataset.target_std,[1.0]}"
+
+
+@dataclass
 class EarlyStoppingConfig:
     # Stop when trainer.monitor has not improved by more than min_delta for this many epochs
     # (null: never). Needs a validation split.
@@ -316,9 +347,10 @@ class TrainerConfig:
     # and for every run of the same data (drawn by a fixed seed: experiments.data.subset).
     limit_eval_images: int | None = None
     limit_eval_fraction: float | None = None
-    # The validation metric that selects the run's epoch (checkpoints/best.pt); with mode auto,
-    # the highest accuracy or the lowest loss. Never a test metric.
-    monitor: str = VAL_ACCURACY
+    # The validation metric that selects the run's epoch (checkpoints/best.pt), null: the task's
+    # first (val_accuracy, val_rmse); with mode auto, the best value the task's way (the highest
+    # accuracy, the lowest loss). Never a test metric.
+    monitor: str | None = None
     monitor_mode: Mode = Mode.auto
     early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
     # Clip the gradients' total norm to this before each step (null: no clipping).
@@ -407,6 +439,7 @@ SCHEMAS: dict[str, type] = {
     "user_dataset_schema": UserDatasetConfig,
     "image_folder_dataset_schema": ImageFolderDatasetConfig,
     "synthetic_dataset_schema": SyntheticDatasetConfig,
+    "csv_dataset_schema": CsvDatasetConfig,
     "device_schema": DeviceConfig,
     "placement_schema": PlacementConfig,
     "sgd_schema": SGDConfig,
@@ -418,6 +451,7 @@ SCHEMAS: dict[str, type] = {
     "onecycle_scheduler_schema": OneCycleSchedulerConfig,
     "trainer_schema": TrainerConfig,
     "classification_task_schema": ClassificationTaskConfig,
+    "regression_task_schema": RegressionTaskConfig,
     "tensorboard_tracker_schema": TensorBoardTrackerConfig,
     "csv_tracker_schema": CsvTrackerConfig,
     "mlflow_tracker_schema": MlflowTrackerConfig,
@@ -430,6 +464,11 @@ def is_users_data(dataset: DictConfig) -> bool:
     leave its shape, classes and statistics to the data. Told by its fields, which a
     checkpoint's plain config keeps too."""
     return "loader" in dataset
+
+
+def is_table(dataset: DictConfig) -> bool:
+    """dataset=csv: rows of numbers, not images. Told by its fields, as `is_users_data`."""
+    return "target" in dataset and "test_fraction" in dataset
 
 
 def is_image_folder(dataset: DictConfig) -> bool:

@@ -16,7 +16,13 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from experiments.config.choices import DeviceName
-from experiments.config.metric_names import MONITORED, OPTIMIZABLE, TEST_METRICS
+from experiments.config.metric_names import (
+    CLASSIFICATION_TASK,
+    ON_TEST,
+    TaskMetrics,
+    metrics_of,
+)
+from experiments.config.schemas import is_table
 from experiments.config.store import config_groups, group_options
 from experiments.core.errors import ExperimentError
 from experiments.core.hints import no_such_key
@@ -99,6 +105,14 @@ class FieldCheck:
         if value is _ABSENT or self.valid(value):
             return None
         return f"{self.key}={value} {self.says}"
+
+
+def _image_channels(cfg: DictConfig) -> str | None:
+    """An image is grey or RGB; a CSV file's rows have as many "channels" as features."""
+    dataset = cfg.get("dataset")
+    if dataset is None or is_table(dataset) or dataset.get("channels") in (None, 1, 3):
+        return None
+    return f"dataset.channels={dataset.channels} must be 1 (grey) or 3 (RGB)"
 
 
 def _whole_from_one(key: str) -> FieldCheck:
@@ -206,47 +220,56 @@ WHY_NOT_TEST = (
 def _monitor_on_test(cfg: DictConfig) -> str | None:
     """Validation metrics select epochs and hyperparameters; test metrics never do."""
     monitor = cfg.trainer.monitor
-    if monitor not in TEST_METRICS:
+    if monitor not in ON_TEST:
         return None
     return (
         f"trainer.monitor={monitor} would pick the epoch on the test split: "
-        f"{WHY_NOT_TEST}; monitor {' or '.join(MONITORED)} (with dataset.val_fraction=0.1)"
+        f"{WHY_NOT_TEST}; monitor {' or '.join(metrics_of(cfg).monitored())} (with "
+        "dataset.val_fraction=0.1)"
     )
 
 
 def _monitor_unknown(cfg: DictConfig) -> str | None:
-    monitor = cfg.trainer.monitor
-    if monitor in MONITORED or monitor in TEST_METRICS:
+    monitor, monitored = cfg.trainer.monitor, metrics_of(cfg).monitored()
+    if monitor is None or monitor in monitored or monitor in ON_TEST:
         return None
     return (
-        f"trainer.monitor={monitor} is not a metric it can monitor; choose {' or '.join(MONITORED)}"
+        f"trainer.monitor={monitor} is not a metric {_task_text(cfg)} can monitor; choose "
+        f"{' or '.join(monitored)}"
     )
 
 
-def check_optimized_metric(metric: str | None) -> None:
+def _task_text(cfg: DictConfig) -> str:
+    """ "it", or "task=regression" for a task other than the default."""
+    name = cfg.task.name
+    return "it" if name == CLASSIFICATION_TASK else f"task={name}"
+
+
+def check_optimized_metric(metric: str | None, measures: TaskMetrics) -> None:
     """What a run returns to a sweeper is a validation (or training) number, never a test one.
     (Also checked when a sweep starts, before its first trial.)"""
-    refusal = _unoptimizable(metric)
+    refusal = _unoptimizable(metric, measures)
     if refusal is not None:
         raise ExperimentError(refusal)
 
 
-def _unoptimizable(metric: str | None) -> str | None:
-    if metric in TEST_METRICS:
+def _unoptimizable(metric: str | None, measures: TaskMetrics) -> str | None:
+    optimizable = measures.optimizable()
+    if metric in ON_TEST:
         return (
             f"optimized_metric={metric} would choose hyperparameters on the test split: "
-            f"{WHY_NOT_TEST}; optimize {', '.join(OPTIMIZABLE)}"
+            f"{WHY_NOT_TEST}; optimize {', '.join(optimizable)}"
         )
-    if metric is not None and metric not in OPTIMIZABLE:
+    if metric is not None and metric not in optimizable:
         return (
             f"optimized_metric={metric} is not a metric a run reports; choose "
-            f"{', '.join(OPTIMIZABLE)}"
+            f"{', '.join(optimizable)}"
         )
     return None
 
 
 def _optimized_metric_unoptimizable(cfg: DictConfig) -> str | None:
-    return _unoptimizable(cfg.optimized_metric)
+    return _unoptimizable(cfg.optimized_metric, metrics_of(cfg))
 
 
 # The largest float32: the optimizer's step computes in the parameters' float32, where a larger
@@ -390,11 +413,7 @@ DATASET_CHECKS: tuple[Check, ...] = (
     ),
     _image_folder_without_root,
     _source_without_target,
-    FieldCheck(
-        "dataset.channels",
-        lambda channels: channels in (None, 1, 3),
-        "must be 1 (grey) or 3 (RGB)",
-    ),
+    _image_channels,
     _from_one_or_null("dataset.image_size"),
     # Fields of data of the user's own only (`is_users_data`).
     FieldCheck(

@@ -156,7 +156,11 @@ class Batches:
         self.sizes = sizes[:limit]  # of each batch, over all processes
         # The images of a last batch left out for being too small, where `limit` left it in.
         self.left_out = rest if too_small and (limit is None or limit > full) else 0
-        self.scale, self.shift = self._normalization(mean, std, max(len(mean), len(std)))
+        # uint8 pixels are scaled to [0, 1] first; float values (a CSV file's) are taken as read.
+        pixels = not (isinstance(split, Split) and split.images.is_floating_point())
+        self.scale, self.shift = self._normalization(
+            mean, std, max(len(mean), len(std)), 255 if pixels else 1
+        )
         self.copy_timer = DeviceTimer(runtime.device)
         self.wait_seconds = 0.0
 
@@ -222,18 +226,20 @@ class Batches:
         return self.augment(images, size, share).contiguous(memory_format=memory_format)
 
     def _normalize(self, images: torch.Tensor) -> torch.Tensor:
-        # In place on the new float copy, which keeps the memory format.
-        return images.float().mul_(self.scale).add_(self.shift)
+        # In place on a new float copy, which keeps the memory format (float values, a view of
+        # the split's own rows, are copied first).
+        copy = images.clone() if images.is_floating_point() else images.float()
+        return copy.mul_(self.scale).add_(self.shift)
 
     def _normalization(
-        self, mean: list[float], std: list[float], channels: int
+        self, mean: list[float], std: list[float], channels: int, full_scale: int
     ) -> tuple[float | torch.Tensor, float | torch.Tensor]:
-        """(pixel / 255 - mean) / std as a multiply and an add: pixel * scale + shift; with
-        numbers when every channel has the same mean and std (much faster on channels-last
+        """(value / full_scale - mean) / std as a multiply and an add: value * scale + shift;
+        with numbers when every channel has the same mean and std (much faster on channels-last
         batches than broadcasting a per-channel tensor), else with per-channel tensors."""
         means = torch.tensor(mean, dtype=torch.float64).expand(channels)
         stds = torch.tensor(std, dtype=torch.float64).expand(channels)
-        scale, shift = 1 / (255 * stds), -means / stds
+        scale, shift = 1 / (full_scale * stds), -means / stds
         if len(set(mean)) == 1 and len(set(std)) == 1:
             return scale[0].item(), shift[0].item()
         per_channel = (1, channels, 1, 1)

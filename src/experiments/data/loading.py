@@ -54,8 +54,14 @@ def _made_by_source(config: DatasetConfig, evaluating: bool) -> Any:
 
 
 def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
-    channels, size, classes = config.channels, config.image_size, config.num_classes
     train, test = made
+    # What the config leaves null, the training split tells (a CSV file's features).
+    channels = config.channels if config.channels is not None else train.images.shape[1]
+    size = config.image_size if config.image_size is not None else train.images.shape[2]
+    values = train.labels.is_floating_point()  # targets to regress, not classes
+    classes = config.num_classes
+    if classes is None and values:
+        classes = train.labels.shape[1]
     for split_name, split in (("train", train), ("test", test)):
         if len(split) == 0:
             raise ExperimentError(f"dataset {config.name} has no {split_name} images")
@@ -66,21 +72,41 @@ def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
                 f"config says {shape_text((channels, size, size))} (dataset.channels, "
                 "dataset.image_size)"
             )
-        if int(split.labels.max()) >= classes:
+        if not values and int(split.labels.max()) >= classes:
             raise ExperimentError(
                 f"dataset {config.name} has label {int(split.labels.max())}, but "
                 f"dataset.num_classes={classes}"
             )
     names = list(config.classes) if config.classes is not None else [str(k) for k in range(classes)]
+    record: dict[str, Any] = {}
+    facts: dict[str, Any] = {}
+    mean, std = config.mean, config.std
+    if mean is None or std is None:
+        found_mean, found_std = _value_statistics(train.images)
+        mean, std = mean or found_mean, std or found_std
+        record["statistics"] = f"computed from the {len(train)} training rows"
+    if values:
+        facts["target_mean"], facts["target_std"] = _value_statistics(train.labels)
+        record["target_statistics"] = f"computed from the {len(train)} training rows"
     return ImageData(
         config.name,
         train,
         test,
         names,
-        list(config.mean),
-        list(config.std),
+        list(mean),
+        list(std),
         (channels, size, size),
+        record=record,
+        facts=facts,
     )
+
+
+def _value_statistics(values: torch.Tensor) -> tuple[list[float], list[float]]:
+    """The mean and standard deviation of each column (dimension 1) of float `values`: a CSV
+    file's features or targets (a constant column's std is taken as 1, so it standardizes to 0)."""
+    flat = values.double().transpose(0, 1).reshape(values.shape[1], -1)
+    mean, std = flat.mean(1), flat.std(1)
+    return mean.tolist(), torch.where(std > 0, std, 1.0).tolist()
 
 
 def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> ImageData:

@@ -35,6 +35,13 @@ class ImageData:
     # Digests of the files each split was read from, where its Dataset lists them (by split name:
     # `experiments.data.fingerprint.files_digest`).
     files: dict[str, str] = field(default_factory=dict)
+    # Other dataset config fields the data tells: a CSV file's target_mean and target_std.
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def has_values(self) -> bool:
+        """Whether its targets are values to predict (float vectors: a CSV file's), not classes."""
+        return "target_mean" in self.facts
 
     def derived(self) -> dict[str, Any]:
         """The dataset config's fields as this data filled them in."""
@@ -46,6 +53,7 @@ class ImageData:
             "classes": self.classes,
             "mean": self.mean,
             "std": self.std,
+            **self.facts,
         }
 
 

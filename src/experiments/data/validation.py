@@ -39,12 +39,21 @@ def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
             f"image: give the train Dataset of {data.name} a `targets` list (as torchvision's "
             "have), or return a validation split of its own"
         )
-    train_rows, val_rows = held_out_rows(labels, fraction, config.val_seed, data.classes)
+    if labels.is_floating_point():  # targets to regress: the rows are one stratum
+        train_rows, val_rows = held_out_rows(
+            torch.zeros(len(labels), dtype=torch.int64), fraction, config.val_seed, ["all"]
+        )
+    else:
+        train_rows, val_rows = held_out_rows(labels, fraction, config.val_seed, data.classes)
     if len(val_rows) == 0:
-        largest = int(torch.bincount(labels, minlength=len(data.classes)).max())
+        largest = (
+            f"of its {len(labels)} rows"
+            if labels.is_floating_point()
+            else f"the largest class has {int(torch.bincount(labels).max())}"
+        )
         raise ExperimentError(
-            f"dataset.val_fraction={fraction} holds out no image (the largest class has "
-            f"{largest}); raise it, or leave it at 0 for no validation split"
+            f"dataset.val_fraction={fraction} holds out no image ({largest}); raise it, or "
+            "leave it at 0 for no validation split"
         )
     train, val = _rows(data.train, train_rows), _rows(data.train, val_rows)
     origin = f"held out of train: val_fraction={fraction}, val_seed={config.val_seed}"
@@ -114,7 +123,7 @@ def _rows(split: Split | Streamed, rows: torch.Tensor) -> Split | Streamed:
 def _described(split: Split | Streamed, classes: list[str], origin: str) -> dict[str, Any]:
     """Where the validation split came from, and its images per class (for results.json)."""
     labels = labels_of(split)
-    if labels is None:
+    if labels is None or labels.is_floating_point():
         return {"origin": origin, "images": len(split), "per_class": None}
     counts = torch.bincount(labels, minlength=len(classes)).tolist()
     per_class = dict(zip(classes, counts, strict=True))

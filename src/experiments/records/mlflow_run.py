@@ -31,10 +31,16 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 from PIL import Image
 
-from experiments.config.metric_names import TEST_ACCURACY
 from experiments.records import confusion
 from experiments.records.hparams import METRICS_GROUP, Value
-from experiments.records.tracker import EPOCH_TAGS, STEP_TAGS, Sent, TrackedRun, epoch_scalars
+from experiments.records.tracker import (
+    EPOCH_ROW_TAG,
+    EPOCH_TAGS,
+    STEP_TAGS,
+    Sent,
+    TrackedRun,
+    epoch_scalars,
+)
 from experiments.training.history import History
 
 log = logging.getLogger("experiments")
@@ -113,8 +119,8 @@ class MlflowRun:
             }
 
         self._last_steps = self._guarded(last_steps) or {}
-        test_tag = EPOCH_TAGS[TEST_ACCURACY]
-        lost = [row for row in history if row["global_step"] > self._last_steps.get(test_tag, 0)]
+        logged_through = self._last_steps.get(EPOCH_ROW_TAG, 0)
+        lost = [row for row in history if row["global_step"] > logged_through]
         for row in lost:
             self._log(epoch_scalars(row), row["global_step"])
         return lost if self._last_steps else []

@@ -25,7 +25,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config.metric_names import CLASSIFICATION, TEST, TRAIN_LOSS, VAL
+from experiments.config.metric_names import CLASSIFICATION, TEST, TRAIN_LOSS, VAL, TaskMetrics
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import write_text_atomically
@@ -190,7 +190,8 @@ class _Summary(SpeedSummary, HostRecord):
     selected_epoch: int
     selected_by: str  # "val_accuracy (max)", or "final epoch (no validation split)"
     # The selected epoch's metrics (None: no validation split), the headline's at the final
-    # epoch too, and the final training loss: keys of `metric_names.CLASSIFICATION`.
+    # epoch too, and the final training loss: keys of `metric_names.CLASSIFICATION` (another
+    # task's, `metric_names.TASK_METRICS`, stand in their place).
     val_accuracy: float | None
     val_loss: float | None
     test_accuracy: float
@@ -216,20 +217,23 @@ class RunSummary(_Summary, total=False):
     time_to_accuracy: TimeToAccuracy
 
 
-def training_summary(history: History, monitor: Monitor | None) -> RunSummary:
+def training_summary(
+    history: History, monitor: Monitor | None, measures: TaskMetrics = CLASSIFICATION
+) -> RunSummary:
     """A finished run's numbers, from its epochs' rows: those of the epoch `monitor` selects on
-    the validation split, or without one (`monitor` None) of the final epoch."""
+    the validation split, or without one (`monitor` None) of the final epoch; its task's metrics
+    (`measures`), per class too where the task has classes."""
     last = history[-1]
     selected = selected_epoch(history, monitor)
     train_seconds = sum(row["train_seconds"] for row in history)
     return {
         "selected_epoch": selected["epoch"],
         "selected_by": str(monitor) if monitor else "final epoch (no validation split)",
-        **{key: selected.get(key) for key in CLASSIFICATION.on(VAL)},
-        **{key: selected[key] for key in CLASSIFICATION.on(TEST)},
-        "class_accuracy": selected["class_accuracy"],
+        **{key: selected.get(key) for key in measures.on(VAL)},
+        **{key: selected[key] for key in measures.on(TEST)},
+        **({"class_accuracy": selected["class_accuracy"]} if "class_accuracy" in selected else {}),
         **{
-            CLASSIFICATION.final_key(split): last.get(CLASSIFICATION.headline.key(split))
+            measures.final_key(split): last.get(measures.headline.key(split))
             for split in (VAL, TEST)
         },
         TRAIN_LOSS: last[TRAIN_LOSS],

@@ -25,18 +25,18 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.hparams import metadata
 from torch.utils.tensorboard import SummaryWriter
 
-from experiments.config.metric_names import TEST_ACCURACY
+from experiments.config.metric_names import TEST_LOSS
 from experiments.core import interrupts
 from experiments.core.files import writing
 from experiments.records import hparams
-from experiments.records.tracker import EPOCH_TAGS, Sent, TrackedRun, epoch_scalars
+from experiments.records.tracker import EPOCH_ROW_TAG, Sent, TrackedRun, epoch_scalars
 from experiments.training.history import History
 
 # TensorBoard's file, as a failed write names it (its writer picks the rest of the name).
 EVENTS = "events.out.tfevents.*"
 
 # The tag an epoch's row is found by in the events: today's, and older versions'.
-TEST_ACCURACY_TAGS = (EPOCH_TAGS[TEST_ACCURACY], TEST_ACCURACY)
+EPOCH_ROW_TAGS = (EPOCH_ROW_TAG, TEST_LOSS)
 
 
 class TensorBoard:
@@ -59,7 +59,7 @@ class TensorBoard:
         self._purge_step = purge_step
         events = EventAccumulator(str(self.dir), size_guidance={"scalars": 0})  # (0: all)
         events.Reload()
-        tags = set(events.Tags()["scalars"]) & set(TEST_ACCURACY_TAGS)
+        tags = set(events.Tags()["scalars"]) & set(EPOCH_ROW_TAGS)
         logged = {event.step for tag in tags for event in events.Scalars(tag)}
         lost = [row for row in history if row["global_step"] not in logged]
         for row in lost:

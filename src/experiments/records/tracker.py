@@ -23,20 +23,24 @@ from typing import Any, Protocol
 from omegaconf import DictConfig
 
 from experiments.config.build import build
-from experiments.config.metric_names import CLASSIFICATION, LOSS, TEST, TRAIN, VAL
+from experiments.config.metric_names import LOSS, TASK_METRICS, TEST, TRAIN, VAL
 from experiments.core.errors import ExperimentError
 from experiments.records.hparams import Value
 from experiments.training.history import History
 
-# An epoch row's numbers by their tags (TensorBoard's): a group per split, and one for speed.
+# An epoch row's numbers by their tags (TensorBoard's): a group per split (of every shipped
+# task's metrics: a row has its own task's), and one for speed.
 EPOCH_TAGS = {
     **{
         key: metric.tag(split)
         for split in (VAL, TEST)
-        for key, metric in CLASSIFICATION.on(split).items()
+        for measures in TASK_METRICS.values()
+        for key, metric in measures.on(split).items()
     },
     "images_per_second": "perf/images_per_second",
 }
+# The tag an epoch's row is found by in a record: every task's rows have a test loss.
+EPOCH_ROW_TAG = LOSS.tag(TEST)
 
 
 # A logged step's numbers, by their tags.

@@ -187,7 +187,7 @@ def summary_row(run_dir: Path, folder: Path, history: History) -> Row:
         row["accuracy_target"] = (reached.get("target"), reached.get("split"))
     if history:
         if row["selected_epoch"] is None:  # a run still going, or stopped: its epochs so far
-            monitor = Monitor.of(config.trainer) if validated(history) else None
+            monitor = Monitor.of(config) if validated(history) else None
             selected = selected_epoch(history, monitor)
             row.update(
                 {

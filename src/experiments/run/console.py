@@ -10,16 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from experiments.config.metric_names import (
-    FINAL_TEST_ACCURACY,
-    LOSS,
-    TEST,
-    TEST_ACCURACY,
-    VAL,
-    VAL_ACCURACY,
-    VAL_LOSS,
-    TaskMetrics,
-)
+from experiments.config.metric_names import LOSS, TEST, VAL, TaskMetrics
 from experiments.core.text import display_path, part_of_split, shape_text
 from experiments.data.batches import Batches
 from experiments.devices import host_load
@@ -47,8 +38,10 @@ def log_start(
     accumulated = trainer.accumulate_batches
     step = accumulated * trainer.batch_size
     steps = f" ({accumulated} to a step of {step})" if accumulated > 1 else ""
+    # A CSV file's rows are vectors of features, seen as 1x1 images of a channel each.
+    tabular = shape[1:] == (1, 1)
     log.info(
-        "training %s (%s) on %s (%d train / %s%d test images, %s) with %s placement, %s, "
+        "training %s (%s) on %s (%d train / %s%d test %s, %s) with %s placement, %s, "
         "batch %d%s%s",
         cfg.model.name,
         size,
@@ -56,7 +49,8 @@ def log_start(
         train_batches.count_images(),
         val,
         test_batches.count_images(),
-        shape_text(shape),
+        "rows" if tabular else "images",
+        f"{shape[0]} features" if tabular else shape_text(shape),
         cfg.placement.name,
         cfg.optimizer.name,
         trainer.batch_size,
@@ -102,22 +96,30 @@ def _measured_text(split: str, result: loop.EvaluationResult, measures: TaskMetr
     )
 
 
-def log_summary(summary: dict[str, Any], plan: DevicePlan, run_dir: Path) -> None:
-    epoch = summary["selected_epoch"]
-    log.info(
-        "test accuracy per class (epoch %d): %s", epoch, per_class_text(summary["class_accuracy"])
-    )
+def log_summary(
+    summary: dict[str, Any], plan: DevicePlan, run_dir: Path, measures: TaskMetrics
+) -> None:
+    """The outcome: the selected epoch's headline metric (`measures`: the task's), per class
+    where the task has classes; the speed; the run folder, last."""
+    epoch, headline = summary["selected_epoch"], measures.headline
+    if "class_accuracy" in summary:
+        log.info(
+            "test accuracy per class (epoch %d): %s",
+            epoch,
+            per_class_text(summary["class_accuracy"]),
+        )
     part = part_of_split(summary["test_images"], summary["test_split_images"])
-    test_accuracy = f"test accuracy {100 * summary[TEST_ACCURACY]:.1f}%" + (
+    tested = f"test {headline.name} {headline.text(summary[headline.key(TEST)])}" + (
         f" on {part} test images" if part else ""
     )
-    if summary[VAL_ACCURACY] is None:
-        selected = f"{test_accuracy} at the final epoch (no validation split to select one)"
+    if summary[headline.key(VAL)] is None:
+        selected = f"{tested} at the final epoch (no validation split to select one)"
     else:
         selected = (
-            f"epoch {epoch} selected by {summary['selected_by']}: val accuracy "
-            f"{100 * summary[VAL_ACCURACY]:.1f}%, val loss {summary[VAL_LOSS]:.4f}, "
-            f"{test_accuracy} (final epoch: {100 * summary[FINAL_TEST_ACCURACY]:.1f}%)"
+            f"epoch {epoch} selected by {summary['selected_by']}: val {headline.name} "
+            f"{headline.text(summary[headline.key(VAL)])}, val loss "
+            f"{summary[LOSS.key(VAL)]:.4f}, {tested} (final epoch: "
+            f"{headline.text(summary[measures.final_key(TEST)])})"
         )
     if "time_to_accuracy" in summary:
         selected += f", {time_to_accuracy.text(summary['time_to_accuracy'])}"

@@ -139,7 +139,7 @@ def _typed_for_eval(found: trust.Target) -> str:
 def _which_epoch(path: Path, state: dict[str, Any], trained: DictConfig) -> str:
     """What the checkpoint holds: a run's selected epoch (best.pt), or its latest."""
     if path.name == checkpoints.BEST.name:
-        return f"epoch {state['epoch']}, selected by {Monitor.of(trained.trainer)}"
+        return f"epoch {state['epoch']}, selected by {Monitor.of(trained)}"
     if path.name == checkpoints.LAST.name:
         return f"epoch {state['epoch']}, the last its run saved"
     return f"epoch {state['epoch']}"

@@ -22,14 +22,7 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.config.build import build, plain
 from experiments.config.choices import Interval
-from experiments.config.metric_names import (
-    FINAL_TEST_ACCURACY,
-    TEST,
-    TEST_ACCURACY,
-    TRAIN_IMAGES_PER_SECOND,
-    VAL,
-    VAL_ACCURACY,
-)
+from experiments.config.metric_names import TEST, TRAIN_IMAGES_PER_SECOND, VAL, metrics_of
 from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core.errors import ExperimentError
 from experiments.core.files import remove_leftovers
@@ -89,9 +82,6 @@ TRACKER_TAGS = ("model", "dataset", "device", "placement", "precision", "seed")
 # (wandb/: logger=wandb's files.)
 WRITTEN_FOLDERS = (Path(".hydra"), checkpoints.LAST.parent, profiling.TRACE.parent, Path("wandb"))
 
-# The numbers of a finished run that TensorBoard's HParams tab compares runs by.
-HPARAMS_METRICS = (VAL_ACCURACY, TEST_ACCURACY, FINAL_TEST_ACCURACY, TRAIN_IMAGES_PER_SECOND)
-
 
 def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float | None:
     """Train as `cfg` says, recording everything in `run_dir`; returns `cfg.optimized_metric`
@@ -127,7 +117,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                 summary = run.finish()
                 plan = run.runtime.plan
                 del run  # its DDP model holds the process group, which teardown() then ends
-        console.log_summary(summary, plan, run_dir)
+        console.log_summary(summary, plan, run_dir, metrics_of(cfg))
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
 
 
@@ -247,7 +237,7 @@ class TrainingRun:
         self.data_fingerprint = fingerprint.of(data, self.cfg.dataset)
         # Epochs are selected (and runs stopped early) on the validation split, never on test.
         selection.require_validation(self.cfg, has_validation=data.val is not None)
-        self.monitor = Monitor.of(self.cfg.trainer) if data.val is not None else None
+        self.monitor = Monitor.of(self.cfg) if data.val is not None else None
 
     def _set_up_model(self, new: bool) -> nn.Module:
         """The model as built (the same weights on every device and placement), `model.weights`
@@ -275,7 +265,9 @@ class TrainingRun:
         """The task (its loss), optimizer and schedule, and the splits cut into batches: the
         `learner`."""
         cfg, trainer, runtime = self.cfg, self.cfg.trainer, self.runtime
-        task = runtime.placement.module(build(cfg.task))
+        task = build(cfg.task)
+        task.refuse_other_data(cfg.task.name, self.data)
+        task = runtime.placement.module(task)
         optimizer, fused = optimizers.build_optimizer(
             cfg.optimizer, model.parameters(), runtime.type
         )
@@ -390,7 +382,7 @@ class TrainingRun:
         """The outcome: the selected epoch's numbers in results.json, the HParams row and the
         confusion matrix in TensorBoard; once every process has got here."""
         cfg = self.cfg
-        summary = training_summary(self.history, self.monitor)
+        summary = training_summary(self.history, self.monitor, self.learner.task.metrics)
         summary["compile_seconds"] = (
             speed.compile_seconds(self.first_step, summary[TRAIN_IMAGES_PER_SECOND])
             if cfg.trainer.compile and self.first_step is not None
@@ -399,7 +391,14 @@ class TrainingRun:
         if cfg.trainer.target_accuracy is not None:
             summary["time_to_accuracy"] = self._time_to_accuracy()
         last_step = self.history[-1]["global_step"]
-        numbers = {key: summary[key] for key in HPARAMS_METRICS}
+        # What TensorBoard's HParams tab compares finished runs by.
+        measures = self.learner.task.metrics
+        hparams_metrics = (
+            *(measures.headline.key(split) for split in (VAL, TEST)),
+            measures.final_key(TEST),
+            TRAIN_IMAGES_PER_SECOND,
+        )
+        numbers = {key: summary[key] for key in hparams_metrics}
         if "time_to_accuracy" in summary:
             numbers["time_to_accuracy"] = summary["time_to_accuracy"]["seconds"]
         # A resume that trained nothing finishes a run killed at its end, maybe after these.
@@ -415,7 +414,12 @@ class TrainingRun:
                 last_step,
                 hparams.swept_columns(job.swept_keys()),
             )
-        if cfg.trainer.confusion_matrix and "confusion_matrix" not in written:
+        # (A task without classes has none.)
+        if (
+            cfg.trainer.confusion_matrix
+            and self.selected_confusion
+            and "confusion_matrix" not in written
+        ):
             title = (
                 f"{cfg.model.name} on {cfg.dataset.name}: test, epoch {summary['selected_epoch']}"
             )
@@ -598,5 +602,5 @@ def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:
         cfg.resume, cfg.trainer.epochs, cfg.scheduler.name, completed=completed
     )
     if completed:  # (one killed after stopping early is finished where it stopped)
-        selection.refuse_stopped(resumed["history"], cfg.trainer, cfg.resume)
+        selection.refuse_stopped(resumed["history"], cfg, cfg.resume)
     return resumed

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 
 from experiments.config.choices import Mode
-from experiments.config.metric_names import CLASSIFICATION, MONITORED, OPTIMIZABLE, VAL
+from experiments.config.metric_names import VAL, metrics_of
 from experiments.core.errors import ExperimentError
 from experiments.training.history import EpochRow, validated
 
@@ -29,11 +29,16 @@ class Monitor:
     mode: Mode  # max or min
 
     @classmethod
-    def of(cls, trainer: DictConfig) -> Monitor:
+    def of(cls, config: DictConfig) -> Monitor:
+        """A run's (`config`: its config): trainer.monitor, or by default its task's headline
+        metric on the validation split; the direction its task gives it, unless
+        trainer.monitor_mode says."""
+        trainer, measures = config.trainer, metrics_of(config)
+        metric = trainer.monitor or measures.headline.key(VAL)
         mode = trainer.monitor_mode
         if mode == Mode.auto:
-            mode = CLASSIFICATION.on(VAL)[trainer.monitor].better
-        return cls(trainer.monitor, Mode(mode))
+            mode = measures.on(VAL)[metric].better
+        return cls(metric, Mode(mode))
 
     def __str__(self) -> str:
         return f"{self.metric} ({self.mode})"
@@ -88,23 +93,24 @@ def require_validation(cfg: DictConfig, has_validation: bool) -> None:
     if patience is not None:
         raise ExperimentError(
             f"trainer.early_stopping.patience={patience} stops on trainer.monitor="
-            f"{cfg.trainer.monitor}, which needs a validation split: {ADD_VALIDATION}"
+            f"{Monitor.of(cfg).metric}, which needs a validation split: {ADD_VALIDATION}"
         )
-    metric = cfg.optimized_metric
-    if metric in MONITORED:
-        without_validation = (metric for metric in OPTIMIZABLE if metric not in MONITORED)
+    metric, measures = cfg.optimized_metric, metrics_of(cfg)
+    monitored = measures.monitored()
+    if metric in monitored:
+        without_validation = (name for name in measures.optimizable() if name not in monitored)
         raise ExperimentError(
             f"optimized_metric={metric} needs a validation split: {ADD_VALIDATION}, or optimize "
             f"{' or '.join(without_validation)}"
         )
 
 
-def refuse_stopped(history: Sequence[EpochRow], trainer: DictConfig, run: str) -> None:
+def refuse_stopped(history: Sequence[EpochRow], config: DictConfig, run: str) -> None:
     """A run that stopped early stays stopped when resumed, unless the early stopping asked for
     now would have gone on (and a resume that early stopping would end at once is refused)."""
     if not validated(history):
         return
-    reason = early_stop(history, Monitor.of(trainer), trainer.early_stopping)
+    reason = early_stop(history, Monitor.of(config), config.trainer.early_stopping)
     if reason is not None:
         raise ExperimentError(
             f"resume={run}: {reason}, so early stopping ends it after epoch "

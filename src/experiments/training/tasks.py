@@ -6,16 +6,29 @@ gives the training loss of a batch, and what evaluation adds up over a split on 
 Its `metrics` name what it measures, which way each is better, and which one leads.
 
     task=classification     a batch is (images, class indices); cross-entropy; accuracy
+    task=regression         a batch is (features, target values); mean squared error; RMSE,
+                            MAE and R²
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from experiments.config.metric_names import ACCURACY, CLASSIFICATION, TaskMetrics
+from experiments.config.metric_names import (
+    ACCURACY,
+    CLASSIFICATION,
+    MAE,
+    R2,
+    REGRESSION,
+    RMSE,
+    TaskMetrics,
+)
+from experiments.core.errors import ExperimentError
+from experiments.data.types import ImageData
 
 
 @dataclass
@@ -31,6 +44,19 @@ class Task(nn.Module):
     """The base of a task; `forward` is its training loss, a batch's mean."""
 
     metrics: TaskMetrics
+    # What its targets are: "classes" (int64 indices) or "values" (float vectors).
+    targets = "classes"
+
+    def refuse_other_data(self, option: str, data: ImageData) -> None:
+        """Refuse, in one line, data whose targets are not the kind the task learns."""
+        held = "values" if data.has_values else "classes"
+        if held == self.targets:
+            return
+        fitting = "task=regression" if held == "values" else "task=classification"
+        raise ExperimentError(
+            f"task={option} learns {self.targets}, but dataset {data.name} holds {held} to "
+            f"predict; use {fitting}, or a dataset of {self.targets}"
+        )
 
     def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -73,6 +99,45 @@ class Classification(Task):
         matrix = total.tolist()
         correct = sum(row[label] for label, row in enumerate(matrix))
         return Measured({ACCURACY.name: correct / sum(map(sum, matrix))}, matrix)
+
+
+class Regression(Task):
+    """Values to predict (a float vector per example): the model's outputs are taken as the
+    standardized targets, (target - `target_mean`) / `target_std`, the training split's statistics
+    (`data.loading`), so the loss, their mean squared error, starts near 1 whatever the target's
+    units; RMSE and MAE are in the target's own units, R² the share of its variance explained.
+    With several targets, each metric is their mean."""
+
+    metrics = REGRESSION
+    targets = "values"
+
+    def __init__(self, target_mean: Sequence[float] = (0.0,), target_std: Sequence[float] = (1.0,)):
+        super().__init__()
+        self.register_buffer("mean", torch.tensor(target_mean, dtype=torch.float32))
+        self.register_buffer("std", torch.tensor(target_std, dtype=torch.float32))
+
+    def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return nn.functional.mse_loss(outputs.float(), (targets - self.mean) / self.std)
+
+    def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Per target: the sums of squared and absolute errors, of the targets and their squares,
+        and the count, in float64 (sums of squares of a whole split)."""
+        predicted = (outputs.double() * self.std + self.mean).reshape(targets.shape)
+        errors, values = predicted - targets, targets.double()
+        count = torch.full_like(values[0], len(values))
+        sums = [errors.square(), errors.abs(), values, values.square()]
+        return torch.stack([*(each.sum(0) for each in sums), count])
+
+    def measure(self, total: torch.Tensor) -> Measured:
+        squared, absolute, summed, squares, count = total
+        variance = squares - summed.square() / count  # the targets' total sum of squares
+        return Measured(
+            {
+                RMSE.name: (squared / count).sqrt().mean().item(),
+                MAE.name: (absolute / count).mean().item(),
+                R2.name: (1 - squared / variance).mean().item(),
+            }
+        )
 
 
 def confusion_counts(

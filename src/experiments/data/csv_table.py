@@ -1,0 +1,91 @@
+"""A CSV file of numbers as train and test splits: `dataset=csv` (`task=regression`).
+
+Every column but the target is a feature. A row is one example: its features as a float32 vector
+seen as an (F, 1, 1) "image" of F channels, so the models that flatten their input (`model=mlp`)
+take it as they are; its target a float32 vector of one value. The test split is a fraction of
+the rows drawn with a fixed seed (the file's order may be sorted by anything). Features are
+standardized by the training split's statistics as images are normalized (`data.loading`), the
+target by its own (`training.tasks.Regression`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import torch
+
+from experiments.core.errors import ExperimentError
+from experiments.data.types import Split
+
+# The shipped sample (`sample_data/diabetes/PROVENANCE.md`), when dataset.path is null.
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "diabetes" / "diabetes.csv"
+
+
+def csv_splits(
+    path: str | None, target: str, test_fraction: float, seed: int
+) -> tuple[Split, Split]:
+    """The rows of the CSV file at `path` (None: the shipped diabetes sample), `test_fraction`
+    of them, drawn by `seed`, the test split; `target` names the column to predict."""
+    file = Path(path) if path is not None else SAMPLE
+    columns, rows = _read(file)
+    if target not in columns:
+        raise ExperimentError(
+            f"dataset.target={target}: {file} has no such column; its columns: {', '.join(columns)}"
+        )
+    if len(columns) < 2:
+        raise ExperimentError(f"dataset.path={file} has one column: no feature to predict from")
+    values = torch.tensor(rows, dtype=torch.float64)
+    at = columns.index(target)
+    features = torch.cat([values[:, :at], values[:, at + 1 :]], dim=1).float()
+    targets = values[:, at : at + 1].float()
+    test_rows = round(len(rows) * test_fraction)
+    if not 0 < test_rows < len(rows) - 1:
+        raise ExperimentError(
+            f"dataset.test_fraction={test_fraction} of {file}'s {len(rows)} rows leaves no "
+            "test or too few training rows; give a fraction in (0, 1) of a file with more rows"
+        )
+    order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed))
+    test, train = order[:test_rows].sort().values, order[test_rows:].sort().values
+    return (
+        Split(features[train, :, None, None], targets[train]),
+        Split(features[test, :, None, None], targets[test]),
+    )
+
+
+def _read(file: Path) -> tuple[list[str], list[list[float]]]:
+    """The header and the rows of numbers of a CSV file; a cell that is no number is refused,
+    naming its line and column."""
+    try:
+        with file.open(newline="") as opened:
+            reader = csv.reader(opened)
+            columns = [name.strip() for name in next(reader, [])]
+            rows = []
+            for line, row in enumerate(reader, start=2):
+                if not row:
+                    continue
+                if len(row) != len(columns):
+                    raise ExperimentError(
+                        f"dataset.path={file}, line {line}: {len(row)} values for "
+                        f"{len(columns)} columns"
+                    )
+                rows.append([_number(cell, file, line, columns[at]) for at, cell in enumerate(row)])
+    except (OSError, UnicodeDecodeError) as error:
+        raise ExperimentError(f"dataset.path={file} cannot be read: {error}") from None
+    if not rows:
+        raise ExperimentError(f"dataset.path={file} has no rows of numbers under its header")
+    return columns, rows
+
+
+def _number(cell: str, file: Path, line: int, column: str) -> float:
+    try:
+        value = float(cell)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ExperimentError(
+            f"dataset.path={file}, line {line}, column {column}: {cell!r} is not a number (every "
+            "cell of a dataset=csv file must be one)"
+        )
+    return value

@@ -1,0 +1,115 @@
+"""task=regression end to end: the shipped CSV sample and a CSV file of one's own train model=mlp,
+selected on val_rmse, recorded with the task's metrics; bad files and columns are said in one
+line."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers import metrics, read_events, results, train_cli
+
+REGRESSION = ("device=cpu", "task=regression", "dataset=csv", "model=mlp", "optimizer=adam")
+
+
+def write_table(path: Path, rows: int = 240) -> Path:
+    """y = 3 a - 2 b + 0.5 c + noise, in a CSV file: what an MLP fits closely in a few epochs."""
+    generator = torch.Generator().manual_seed(0)
+    features = torch.randn(rows, 3, generator=generator) * torch.tensor([1.0, 10.0, 100.0])
+    target = features @ torch.tensor([3.0, -0.2, 0.005]) + 0.1 * torch.randn(
+        rows, generator=generator
+    )
+    with path.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["a", "b", "c", "y"])
+        writer.writerows(
+            [*map(float, row), float(y)] for row, y in zip(features, target, strict=True)
+        )
+    return path
+
+
+def test_the_shipped_sample_trains_and_is_selected_on_validation_rmse(tmp_path: Path) -> None:
+    done = train_cli(
+        tmp_path, *REGRESSION, "optimizer.lr=0.003", "trainer.epochs=4", "dataset.val_fraction=0.2"
+    )
+    assert done.returncode == 0, done.stderr
+    result = results(done.run_dir)
+    assert result["selected_by"] == "val_rmse (min)"
+    epochs = metrics(done.run_dir, "epoch")
+    assert [set(row) >= {"val_rmse", "val_mae", "val_r2", "test_rmse", "test_r2"} for row in epochs]
+    assert "class_accuracy" not in epochs[0] and "test_accuracy" not in result
+    # The progression's RMSE (its spread is 77) falls as it learns.
+    assert epochs[-1]["test_rmse"] < epochs[0]["test_rmse"] < 200
+    assert result["test_rmse"] == min(epochs, key=lambda row: row["val_rmse"])["test_rmse"]
+    assert result["final_test_rmse"] == epochs[-1]["test_rmse"]
+    data = result["data"]
+    assert (data["channels"], data["num_classes"], data["classes"]) == (10, 1, ["progression"])
+    assert data["target_mean"][0] == pytest.approx(152, abs=10)
+    assert data["statistics"] == "computed from the 354 training rows"
+    assert not (done.run_dir / "confusion_matrix.png").exists()
+    events = read_events(done.run_dir)
+    assert [event.value for event in events.Scalars("test/rmse")] == pytest.approx(
+        [row["test_rmse"] for row in epochs]
+    )
+    assert "test rmse" in done.stderr and "val_rmse (min)" in done.last_line
+
+
+def test_a_csv_file_of_ones_own_trains_on_the_column_it_names(tmp_path: Path) -> None:
+    table = write_table(tmp_path / "table.csv")
+    done = train_cli(
+        tmp_path,
+        *REGRESSION,
+        f"dataset.path={table}",
+        "dataset.target=y",
+        "optimizer.lr=0.01",
+        "trainer.epochs=15",
+        "trainer.batch_size=16",
+    )
+    assert done.returncode == 0, done.stderr
+    result = results(done.run_dir)
+    assert result["test_r2"] > 0.95
+    # Standardized by the training rows' statistics: the features' spreads differ a hundredfold.
+    assert result["data"]["std"] == pytest.approx([1.0, 10.0, 100.0], rel=0.2)
+
+
+@pytest.mark.parametrize(
+    ("override", "said"),
+    [
+        (
+            "dataset.target=price",
+            "dataset.target=price: {table} has no such column; its columns: a, b, c, y",
+        ),
+        ("dataset.test_fraction=1.0", "dataset.test_fraction=1.0 of {table}'s 240 rows leaves no"),
+    ],
+)
+def test_a_column_or_fraction_the_file_cannot_give_is_said_in_one_line(
+    tmp_path: Path, override: str, said: str
+) -> None:
+    table = write_table(tmp_path / "table.csv")
+    done = train_cli(tmp_path, *REGRESSION, f"dataset.path={table}", "dataset.target=y", override)
+    assert done.returncode == 1
+    assert f"] Error: {said.format(table=table)}" in done.last_line
+
+
+def test_a_cell_that_is_no_number_is_named_by_line_and_column(tmp_path: Path) -> None:
+    table = tmp_path / "table.csv"
+    table.write_text("a,b,y\n1,2,3\n4,five,6\n")
+    done = train_cli(tmp_path, *REGRESSION, f"dataset.path={table}", "dataset.target=y")
+    assert done.returncode == 1
+    assert done.last_line.endswith(
+        f"Error: dataset.path={table}, line 3, column b: 'five' is not a number (every cell of a "
+        "dataset=csv file must be one)"
+    )
+
+
+def test_a_task_and_a_dataset_of_the_other_kind_are_refused(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, "device=cpu", "dataset=csv", "model=mlp")
+    assert done.returncode == 1
+    assert done.last_line.endswith(
+        "Error: task=classification learns classes, but dataset csv holds values to predict; "
+        "use task=regression, or a dataset of classes"
+    )
+    assert results(done.run_dir)["status"] == "failed"

@@ -1,0 +1,90 @@
+"""The tasks: what each adds up over a split's batches measures the split as a whole would, and a
+task refuses data of the other kind."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from experiments.core.errors import ExperimentError
+from experiments.data.types import ImageData, Split
+from experiments.training.tasks import Classification, Regression
+
+
+def tallied(task: Classification | Regression, outputs: torch.Tensor, targets: torch.Tensor):
+    """The task's measure of a split tallied in batches of 7."""
+    total = sum(
+        task.tally(outputs[low : low + 7], targets[low : low + 7])
+        for low in range(0, len(targets), 7)
+    )
+    return task.measure(total)
+
+
+def test_regression_measures_rmse_mae_and_r2_in_the_targets_units() -> None:
+    generator = torch.Generator().manual_seed(0)
+    targets = 150 + 70 * torch.randn(50, 2, generator=generator)
+    predicted = targets + 20 * torch.randn(50, 2, generator=generator)
+    mean, std = [150.0, 140.0], [70.0, 80.0]
+    task = Regression(mean, std)
+    # The model predicts standardized targets.
+    outputs = (predicted - torch.tensor(mean)) / torch.tensor(std)
+
+    measured = tallied(task, outputs, targets).metrics
+
+    errors = (predicted - targets).double()
+    variance = (targets.double() - targets.double().mean(0)).square().sum(0)
+    assert measured["rmse"] == pytest.approx(errors.square().mean(0).sqrt().mean().item(), 1e-5)
+    assert measured["mae"] == pytest.approx(errors.abs().mean(0).mean().item(), 1e-5)
+    r2 = (1 - errors.square().sum(0) / variance).mean().item()
+    assert measured["r2"] == pytest.approx(r2, 1e-5)
+    assert 0.8 < measured["r2"] < 1  # predictions off by 20 of a spread of 70
+
+
+def test_regression_trains_on_the_standardized_target() -> None:
+    task = Regression([100.0], [10.0])
+    targets = torch.tensor([[110.0], [90.0]])
+    assert task(torch.tensor([[1.0], [-1.0]]), targets).item() == 0
+    assert task(torch.zeros(2, 1), targets).item() == pytest.approx(1.0)
+
+
+def test_classification_measures_accuracy_and_its_confusion_matrix() -> None:
+    targets = torch.tensor([0, 1, 2, 2, 1, 0, 0, 2, 1, 1, 0, 2, 2, 1, 0])
+    predictions = torch.tensor([0, 1, 1, 2, 1, 0, 2, 2, 1, 0, 0, 2, 2, 1, 0])
+    outputs = torch.nn.functional.one_hot(predictions, 3).float()
+
+    measured = tallied(Classification(), outputs, targets)
+
+    assert measured.metrics == {"accuracy": pytest.approx(12 / 15)}
+    assert measured.confusion == [[4, 0, 1], [1, 4, 0], [0, 1, 4]]
+
+
+def test_a_task_refuses_data_of_the_other_kind() -> None:
+    classes = ImageData(
+        "cifar10_sample",
+        None,
+        Split(torch.zeros(1, 3, 2, 2), torch.zeros(1)),
+        ["a"],
+        [0.5],
+        [0.5],
+        (3, 2, 2),
+    )
+    values = ImageData(
+        "csv",
+        None,
+        Split(torch.zeros(1, 3, 1, 1), torch.zeros(1, 1)),
+        ["y"],
+        [0.0],
+        [1.0],
+        (3, 1, 1),
+        facts={"target_mean": [0.0], "target_std": [1.0]},
+    )
+    Classification().refuse_other_data("classification", classes)
+    Regression().refuse_other_data("regression", values)
+    with pytest.raises(ExperimentError) as refused:
+        Regression().refuse_other_data("regression", classes)
+    assert str(refused.value) == (
+        "task=regression learns values, but dataset cifar10_sample holds classes to predict; use "
+        "task=classification, or a dataset of values"
+    )
+    with pytest.raises(ExperimentError, match=r"^task=classification learns classes, but dataset"):
+        Classification().refuse_other_data("classification", values)
