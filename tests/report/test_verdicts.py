@@ -83,6 +83,25 @@ def test_a_difference_beyond_the_noise_is_called_and_the_better_named_first() ->
     assert accuracy == "cuda:0 - cpu: +3.0 points of test accuracy [+0.7, +5.3] (3 runs each)"
 
 
+def test_a_regressions_verdict_names_the_lower_rmse_better_first() -> None:
+    rows = sweep_rows(
+        {("0.01",): [(1000.0, 0.0)] * 3, ("0.001",): [(1000.0, 0.0)] * 3},
+        ["optimizer.lr"],
+    )
+    for row, rmse in zip(rows, [57.0, 72.0, 58.0, 73.0, 56.0, 71.0], strict=True):
+        row["test_accuracy"], row["test_rmse"] = None, rmse
+    speed, rmse = verdicts.lines(repeats.configurations(rows), QUANTILE)
+    assert speed.startswith("optimizer.lr=0.01 vs optimizer.lr=0.001: no difference")
+    # 57, 58, 56 against 72, 73, 71: -15 ± 2.776 · √(2/3) = ±2.27, the lower RMSE first.
+    assert rmse == (
+        "optimizer.lr=0.01 - optimizer.lr=0.001: -15 of test rmse [-17.27, -12.73] (3 runs each)"
+    )
+    rows.reverse()  # the worse configuration first in the report: still named second
+    assert verdicts.lines(repeats.configurations(rows), QUANTILE)[1].startswith(
+        "optimizer.lr=0.01 - optimizer.lr=0.001: -15 of test rmse"
+    )
+
+
 def test_a_speeds_verdict_counts_the_runs_on_a_busy_host() -> None:
     rows = sweep_rows(
         {

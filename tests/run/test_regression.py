@@ -113,3 +113,17 @@ def test_a_task_and_a_dataset_of_the_other_kind_are_refused(tmp_path: Path) -> N
         "use task=regression, or a dataset of classes"
     )
     assert results(done.run_dir)["status"] == "failed"
+
+
+def test_a_sweeps_report_leads_with_rmse(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, "-m", *REGRESSION, "trainer.epochs=2", "optimizer.lr=0.001,0.01")
+    assert done.returncode == 0, done.stderr
+    (sweep,) = {run_dir.parent for run_dir in done.run_dirs}
+    with (sweep / "summary.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert {"test_rmse", "final_test_rmse"} <= rows[0].keys()
+    assert not {"test_accuracy", "val_rmse"} & rows[0].keys()  # no classifier, no validation
+    assert [float(row["test_rmse"]) for row in rows] == [
+        results(run_dir)["test_rmse"] for run_dir in done.run_dirs
+    ]
+    assert "test rmse" in (sweep / "summary.md").read_text().splitlines()[0]

@@ -1,6 +1,6 @@
-"""curves.png: accuracy in % and train loss per epoch, a line per configuration (the runs that
-differ only in trainer.seed: their mean, with a band from their lowest to their highest); the
-loss axis spans the losses."""
+"""curves.png: accuracy in % (or another task's headline metric: RMSE) and train loss per epoch,
+a line per configuration (the runs that differ only in trainer.seed: their mean, with a band from
+their lowest to their highest); the loss axis spans the losses."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
-from experiments.config.metric_names import TEST_ACCURACY, TRAIN_LOSS, VAL_ACCURACY
+from experiments.config.metric_names import CLASSIFICATION, TEST, TRAIN_LOSS, VAL
 from experiments.report import repeats
 from experiments.report.drawing import Row, from_zero, label, spanning
+from experiments.report.headlines import first_measured, measured_by
 from experiments.training.history import History, validated
 
 # Configurations whose numbers coincide (two placements train alike) would hide one another:
@@ -32,6 +33,10 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
     flat line at the top of an axis from 0."""
     # No layout engine: the legend sits beside the axes, and savefig's tight box takes it in.
     figure, (accuracy, loss) = plt.subplots(1, 2, figsize=(12, 4.5))
+    # The first run's task's headline (accuracy, RMSE); runs of another task have no line there.
+    measures = first_measured(histories) or CLASSIFICATION
+    headline = measures.headline
+    scale = 100 if headline.percent else 1
     configurations = _configurations(rows, histories)
     repeated = False
     for number, (name, runs) in enumerate(configurations.items()):
@@ -45,14 +50,19 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
         if len(runs) > 1:
             repeated = True
             name += f" ({len(runs)} runs)"
-        colour = _mean_and_band(accuracy, _per_epoch(runs, TEST_ACCURACY, 100), style)
-        if all(validated(history) for history in runs):  # lighter, for validation
-            validation = _per_epoch(runs, VAL_ACCURACY, 100)
-            _mean_and_band(accuracy, validation, {**style, "alpha": 0.4}, colour)
+        tested = [history for history in runs if measured_by(history) == measures]
+        colour = None
+        if tested:
+            band = _per_epoch(tested, headline.key(TEST), scale)
+            colour = _mean_and_band(accuracy, band, style)
+            if all(validated(history) for history in tested):  # lighter, for validation
+                validation = _per_epoch(tested, headline.key(VAL), scale)
+                _mean_and_band(accuracy, validation, {**style, "alpha": 0.4}, colour)
         _mean_and_band(loss, _per_epoch(runs, TRAIN_LOSS), style, colour, name)
     any_validated = any(validated(runs[0]) for runs in configurations.values())
-    title = "Test accuracy (faint: validation)" if any_validated else "Test accuracy"
-    accuracy.set(title=title, xlabel="epoch", ylabel="accuracy (%)")
+    title = f"Test {headline.name}" + (" (faint: validation)" if any_validated else "")
+    unit = " (%)" if headline.percent else ""
+    accuracy.set(title=title, xlabel="epoch", ylabel=f"{headline.name}{unit}")
     loss.set(title="Train loss", xlabel="epoch", ylabel="loss")
     if repeated:
         for axis in (accuracy, loss):
@@ -64,7 +74,8 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
         # Half an epoch either side: one epoch's dots would otherwise sit alone on 0.96 to 1.04.
         axis.set_xlim(0.5, last + 0.5)
     from_zero(accuracy)
-    accuracy.set_ylim(top=min(accuracy.get_ylim()[1], 100))
+    if headline.percent:
+        accuracy.set_ylim(top=min(accuracy.get_ylim()[1], 100))
     spanning(loss)
     loss.legend(title="configuration", loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
     return figure

@@ -18,7 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.config.metric_names import FINAL_TEST_ACCURACY, TEST_ACCURACY, VAL_ACCURACY
+from experiments.config.metric_names import VAL
+from experiments.report.headlines import HEADLINES
 
 try:
     # scipy.special's quantile, which scipy.stats' `t.ppf` calls: scipy.stats takes three times
@@ -68,10 +69,6 @@ def spread(values: Sequence[float], quantile: Quantile | None = QUANTILE) -> Spr
     return Spread(len(values), mean, sd, (mean - half_width, mean + half_width))
 
 
-def _percent(value: float) -> str:
-    return f"{100 * value:.1f}%"
-
-
 @dataclass(frozen=True)
 class Measure:
     """A number of each run (its summary row's `key`) summed up per configuration."""
@@ -82,12 +79,16 @@ class Measure:
 
 
 MEASURES = [
-    Measure(VAL_ACCURACY, "val acc", _percent),  # of the selected epoch
-    Measure(TEST_ACCURACY, "test acc", _percent),
-    Measure(FINAL_TEST_ACCURACY, "final test acc", _percent),
+    # Each task's headline metric: on validation and test at the selected epoch, at the final.
+    *(Measure(headline.key, headline.header, headline.text) for headline in HEADLINES),
     Measure("train_images_per_second", "train img/s", "{:,.0f}".format),
     Measure("time_to_accuracy", "time to acc (s)", "{:.1f}".format),
 ]
+
+
+# The headlines on validation, and at the final epoch (repeating the selected one without).
+VALIDATION_KEYS = {headline.key for headline in HEADLINES if headline.key.startswith(f"{VAL}_")}
+FINAL_KEYS = {headline.key for headline in HEADLINES if headline.final}
 
 
 @dataclass(frozen=True)
@@ -177,8 +178,8 @@ def cells(
     (but the final test accuracy where no run had a validation split: the selected epoch is then
     the final one, and the column would repeat the test accuracy's)."""
     keys, measures = _keys(configurations), _measures(configurations)
-    if not any(measure.key == VAL_ACCURACY for measure in measures):
-        measures = [measure for measure in measures if measure.key != FINAL_TEST_ACCURACY]
+    if not any(measure.key in VALIDATION_KEYS for measure in measures):
+        measures = [measure for measure in measures if measure.key not in FINAL_KEYS]
     table = [[*keys, "n", *(measure.header for measure in measures)]]
     table += [
         [

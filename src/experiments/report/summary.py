@@ -12,8 +12,9 @@ listed as such, not left out, and so are the jobs a sweep planned but never star
     summary.csv, summary.md   model (its parameters and FLOPs per image), dataset, device,
                               placement, every other key the runs differ in
                               (`experiments.report.swept`), status (and why it failed), the
-                              selected epoch with its validation and test accuracy (the final
-                              epoch without a validation split), the final test accuracy, how
+                              selected epoch with its validation and test accuracy, or its
+                              task's headline metric (`experiments.report.headlines`; the final
+                              epoch without a validation split), the final test one, how
                               much of the test split it was measured on when not all, train
                               images/s (warm-up left out) and the speedup over the CPU run of
                               the same configuration, "busy" where other work on the host
@@ -51,13 +52,14 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from experiments.config.metric_names import FINAL_TEST_ACCURACY, TEST_ACCURACY, VAL_ACCURACY
+from experiments.config.metric_names import TEST, VAL, metrics_of
 from experiments.config.naming import planned_job_names
 from experiments.core.errors import ExperimentError
 from experiments.core.files import read_json_lines, write_text_atomically
 from experiments.core.text import part_of_split, short_count
 from experiments.records.running import alive_here, recorded
 from experiments.report import plots, repeats, verdicts
+from experiments.report.headlines import HEADLINES
 from experiments.report.run_configs import run_config
 from experiments.report.swept import swept_values
 from experiments.training.history import History, validated
@@ -111,11 +113,10 @@ COLUMNS = [
     Column("loader", "loader"),  # memory or stream, for data of the user's own
     Column("status", "status"),
     Column("reason", "reason", in_console=False),
-    # The epoch selected on the validation split (the final one without), and its accuracies.
+    # The epoch selected on the validation split (the final one without), and its task's
+    # headline metric there (accuracy, RMSE), and at the final epoch.
     Column("selected_epoch", "epoch"),
-    Column(VAL_ACCURACY, "val acc", _percent),
-    Column(TEST_ACCURACY, "test acc", _percent),
-    Column(FINAL_TEST_ACCURACY, "final test acc", _percent),
+    *(Column(headline.key, headline.header, headline.text) for headline in HEADLINES),
     # "64 of 1,000" when only part of the test split was evaluated (trainer.limit_eval_images).
     Column("test_images", "test images"),
     Column("train_images_per_second", "train img/s", "{:,.0f}".format),
@@ -185,22 +186,25 @@ def summary_row(run_dir: Path, folder: Path, history: History) -> Row:
         )
         # What it was the time to, for the figures: 0.4 and "val" (no column of its own).
         row["accuracy_target"] = (reached.get("target"), reached.get("split"))
+    measures = metrics_of(config)
+    tested = measures.headline.key(TEST)
     if history:
         if row["selected_epoch"] is None:  # a run still going, or stopped: its epochs so far
             monitor = Monitor.of(config) if validated(history) else None
             selected = selected_epoch(history, monitor)
+            val = measures.headline.key(VAL)
             row.update(
                 {
                     "selected_epoch": selected["epoch"],
-                    VAL_ACCURACY: selected.get(VAL_ACCURACY),
-                    TEST_ACCURACY: selected[TEST_ACCURACY],
-                    FINAL_TEST_ACCURACY: history[-1][TEST_ACCURACY],
+                    val: selected.get(val),
+                    tested: selected[tested],
+                    measures.final_key(TEST): history[-1][tested],
                 }
             )
         row["seconds_per_epoch"] = sum(e["epoch_seconds"] for e in history) / len(history)
-    # Of a run's test accuracy; runs of earlier versions did not record the split's size.
+    # Of a run's test numbers; runs of earlier versions did not record the split's size.
     in_split = results.get("test_split_images")
-    measured = in_split and row[TEST_ACCURACY] is not None
+    measured = in_split and row[tested] is not None
     row["test_images"] = part_of_split(results["test_images"], in_split) if measured else None
     return row
 

@@ -8,7 +8,8 @@ and criterion.rs state them, and a difference called only where its interval exc
     one run each: no verdict; repeat with `-m trainer.seed=0,1,2`
 
 Two measures, a line each per pair of configurations: train images/s as a ratio, the selected
-epoch's test accuracy as a difference in points. Both intervals are Welch's t at 95% (the
+epoch's test accuracy as a difference in points (another task's headline, RMSE, as a difference
+in its units, the lower one better). Both intervals are Welch's t at 95% (the
 variances of the two configurations are not assumed equal): for the accuracy on the runs' values,
 for the speed on their logarithms, its interval the exponential of the log-difference's, so the
 ratio is one of geometric means and never reaches below 0. They assume independent runs, their
@@ -26,7 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.config.metric_names import TEST_ACCURACY
+from experiments.config.choices import Mode
+from experiments.config.metric_names import TASK_METRICS, TEST, TaskMetrics
 from experiments.report import repeats
 from experiments.report.repeats import (
     GET_INTERVALS,
@@ -104,6 +106,8 @@ class Compared:
     value: Callable[[float], str]  # how the estimate reads
     bound: Callable[[float], str]  # how the interval's ends read
     verdict: str  # of {better}, {worse}, {held} (the keys held equal), {value} and {interval}
+    # A difference read the other way: an RMSE's better side has the lower one.
+    lower_is_better: bool = False
 
 
 SPEED = Compared(
@@ -116,17 +120,31 @@ SPEED = Compared(
     _times,
     "{better} trains {value} {interval} as fast as {worse}{held}",
 )
-ACCURACY = Compared(
-    TEST_ACCURACY,  # of the selected epoch
-    "test accuracy",
-    _points,
-    0.0,
-    lambda value: -value,
-    "{:+.1f} points".format,
-    "{:+.1f}".format,
-    "{better} - {worse}{held}: {value} of test accuracy {interval}",
-)
-COMPARED = (SPEED, ACCURACY)
+
+
+def _headline(measures: TaskMetrics) -> Compared:
+    """The selected epoch's test number of a task's headline metric, as a difference: in points
+    of a percentage (accuracy), or in its own units (RMSE)."""
+    metric = measures.headline
+    name = f"test {metric.name}"
+    if metric.percent:
+        estimate, value, bound = _points, "{:+.1f} points".format, "{:+.1f}".format
+    else:
+        estimate, value, bound = welch, "{:+.4g}".format, "{:+.4g}".format
+    return Compared(
+        metric.key(TEST),
+        name,
+        estimate,
+        0.0,
+        lambda value: -value,
+        value,
+        bound,
+        "{better} - {worse}{held}: {value} of " + name + " {interval}",
+        lower_is_better=metric.better == Mode.min,
+    )
+
+
+COMPARED = (SPEED, *(_headline(measures) for measures in TASK_METRICS.values()))
 
 
 @dataclass(frozen=True)
@@ -164,7 +182,10 @@ class Pair:
         estimate = measure.estimate(first, second, quantile)
         better, worse = self.first, self.second
         differs = not estimate.holds(measure.no_change)
-        if differs and measure.reverse(estimate.value) > estimate.value:  # the better one first
+        second_better = (
+            measure.reverse(estimate.value) > estimate.value
+        ) != measure.lower_is_better
+        if differs and second_better:  # the better one first
             better, worse = worse, better
             ends = measure.reverse(estimate.high), measure.reverse(estimate.low)
             estimate = Estimate(measure.reverse(estimate.value), *ends)

@@ -41,8 +41,7 @@ def log_start(
     # A CSV file's rows are vectors of features, seen as 1x1 images of a channel each.
     tabular = shape[1:] == (1, 1)
     log.info(
-        "training %s (%s) on %s (%d train / %s%d test %s, %s) with %s placement, %s, "
-        "batch %d%s%s",
+        "training %s (%s) on %s (%d train / %s%d test %s, %s) with %s placement, %s, batch %d%s%s",
         cfg.model.name,
         size,
         cfg.dataset.name,

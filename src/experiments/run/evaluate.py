@@ -1,8 +1,8 @@
 """The story of one evaluation: a checkpoint's model on a test split, on a device.
 
 `experiments.cli` calls `evaluate_checkpoint` with the config Hydra composed (conf/eval.yaml) and
-the folder it made for this evaluation; results.json there holds overall and per-class accuracy
-and loss.
+the folder it made for this evaluation; results.json there holds the loss and the task's metrics
+(overall and per-class accuracy for a classifier).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import trust
 from experiments.config.build import build, plain
-from experiments.config.metric_names import TEST, TEST_ACCURACY, TEST_LOSS, metric_key
+from experiments.config.metric_names import TEST, TEST_LOSS, TaskMetrics, metric_key
 from experiments.config.schemas import ClassificationTaskConfig, is_image_folder, is_users_data
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
@@ -39,7 +39,8 @@ log = logging.getLogger("experiments")
 
 
 def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float:
-    """Evaluate the checkpoint `cfg.ckpt` names; returns its test accuracy."""
+    """Evaluate the checkpoint `cfg.ckpt` names; returns its task's headline metric on the test
+    split (accuracy)."""
     fields = {"kind": "evaluation", "device": {"requested": request_text(cfg.device)}}
     with (
         Results(run_dir, fields) as results,
@@ -97,8 +98,8 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
             ),
             seconds=evaluation.seconds,
         )
-    _log_outcome(outcome, runtime.plan, run_dir)
-    return outcome[TEST_ACCURACY]
+    _log_outcome(outcome, runtime.plan, run_dir, task.metrics)
+    return outcome[task.metrics.headline.key(TEST)]
 
 
 def _to_build(config: dict[str, Any], cfg: DictConfig, path: Path) -> DictConfig:
@@ -204,17 +205,21 @@ def _check_classes(classes: list[str], trained: DictConfig, dataset: DictConfig)
     )
 
 
-def _log_outcome(outcome: dict[str, Any], plan: DevicePlan, run_dir: Path) -> None:
-    log.info("test accuracy per class: %s", per_class_text(outcome["class_accuracy"]))
+def _log_outcome(
+    outcome: dict[str, Any], plan: DevicePlan, run_dir: Path, measures: TaskMetrics
+) -> None:
+    if "class_accuracy" in outcome:
+        log.info("test accuracy per class: %s", per_class_text(outcome["class_accuracy"]))
     part = part_of_split(outcome["test_images"], outcome["test_split_images"])
+    headline = measures.headline
     log.info(
-        "evaluated %s (%d epochs on %s) on %s: test accuracy %.1f%%, test loss %.4f, "
-        "%s on %s -> %s",
+        "evaluated %s (%d epochs on %s) on %s: test %s %s, test loss %.4f, %s on %s -> %s",
         outcome["model"],
         outcome["trained_epochs"],
         outcome["trained_on"],
         outcome["dataset"],
-        100 * outcome[TEST_ACCURACY],
+        headline.name,
+        headline.text(outcome[headline.key(TEST)]),
         outcome[TEST_LOSS],
         f"{part} test images" if part else f"{outcome['test_images']} images",
         plan,

@@ -1,0 +1,58 @@
+"""The numbers a report leads with: each task's headline metric (accuracy, RMSE) on the validation
+and test splits at the selected epoch, and on the test split at the final one.
+
+A report holds the columns of every shipped task's headline and leaves out those empty for all
+its runs, so a sweep of classifiers shows accuracy and a sweep of regressions RMSE (a report on
+both, both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from experiments.config.metric_names import TASK_METRICS, TEST, VAL, Metric, TaskMetrics
+from experiments.training.history import History
+
+# Headers say a few metrics shorter: "test acc".
+SHORT = {"accuracy": "acc"}
+
+
+@dataclass(frozen=True)
+class Headline:
+    """A task's headline on a split: its key in a run's results (and summary row), its header."""
+
+    key: str
+    header: str
+    metric: Metric
+    final: bool  # at the final epoch, not the selected one
+
+    def text(self, value: float) -> str:
+        return self.metric.text(value)
+
+
+def headlines(measures: TaskMetrics) -> list[Headline]:
+    """val, test, and final test, of `measures`' headline."""
+    metric = measures.headline
+    short = SHORT.get(metric.name, metric.name)
+    return [
+        Headline(metric.key(VAL), f"val {short}", metric, final=False),
+        Headline(metric.key(TEST), f"test {short}", metric, final=False),
+        Headline(measures.final_key(TEST), f"final test {short}", metric, final=True),
+    ]
+
+
+# Every shipped task's, in the order of `metric_names.TASK_METRICS`.
+HEADLINES = [headline for measures in TASK_METRICS.values() for headline in headlines(measures)]
+
+
+def measured_by(history: History) -> TaskMetrics | None:
+    """The task whose metrics a run's epoch rows hold (None: no epoch yet)."""
+    if not history:
+        return None
+    return next((m for m in TASK_METRICS.values() if m.headline.key(TEST) in history[0]), None)
+
+
+def first_measured(histories: Sequence[History]) -> TaskMetrics | None:
+    """The task of the first run with epochs."""
+    return next(filter(None, map(measured_by, histories)), None)
