@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from helpers import metrics, read_events, results, train_cli
+from experiments.devices import process_settings
+from experiments.run.train import train
+from helpers import compose_config, metrics, read_events, results, torchrun_cli, train_cli
 
 REGRESSION = ("device=cpu", "task=regression", "dataset=csv", "model=mlp", "optimizer=adam")
 
@@ -33,11 +35,18 @@ def write_table(path: Path, rows: int = 240) -> Path:
 
 def test_the_shipped_sample_trains_and_is_selected_on_validation_rmse(tmp_path: Path) -> None:
     done = train_cli(
-        tmp_path, *REGRESSION, "optimizer.lr=0.003", "trainer.epochs=4", "dataset.val_fraction=0.2"
+        tmp_path,
+        *REGRESSION,
+        "optimizer.lr=0.003",
+        "trainer.epochs=4",
+        "dataset.val_fraction=0.2",
+        "trainer.target_value=200",  # of the task's first metric, RMSE: reached at once
     )
     assert done.returncode == 0, done.stderr
     result = results(done.run_dir)
     assert result["selected_by"] == "val_rmse (min)"
+    reached = result["time_to_accuracy"]
+    assert (reached["metric"], reached["split"], reached["epoch"]) == ("rmse", "val", 1)
     epochs = metrics(done.run_dir, "epoch")
     assert [set(row) >= {"val_rmse", "val_mae", "val_r2", "test_rmse", "test_r2"} for row in epochs]
     assert "class_accuracy" not in epochs[0] and "test_accuracy" not in result
@@ -94,6 +103,34 @@ def test_a_column_or_fraction_the_file_cannot_give_is_said_in_one_line(
     assert f"] Error: {said.format(table=table)}" in done.last_line
 
 
+@pytest.mark.parametrize(
+    ("overrides", "said"),
+    [
+        (
+            ("trainer.target_accuracy=0.5",),
+            "trainer.target_accuracy=0.5: task=regression measures no accuracy; use "
+            "trainer.target_metric (one of rmse, mae, r2, loss) and trainer.target_value",
+        ),
+        (
+            ("trainer.target_metric=acc", "trainer.target_value=1"),
+            "trainer.target_metric=acc is not a metric task=regression measures; choose rmse "
+            "or mae or r2 or loss",
+        ),
+        (
+            ("trainer.monitor=val_accuracy",),
+            "trainer.monitor=val_accuracy is not a metric task=regression can monitor; choose "
+            "val_rmse or val_mae or val_r2 or val_loss",
+        ),
+    ],
+)
+def test_a_target_or_monitor_the_task_does_not_measure_is_refused(
+    tmp_path: Path, overrides: tuple[str, ...], said: str
+) -> None:
+    done = train_cli(tmp_path, *REGRESSION, *overrides)
+    assert done.returncode == 1
+    assert done.last_line.endswith(f"Error: {said}")
+
+
 def test_a_cell_that_is_no_number_is_named_by_line_and_column(tmp_path: Path) -> None:
     table = tmp_path / "table.csv"
     table.write_text("a,b,y\n1,2,3\n4,five,6\n")
@@ -127,3 +164,18 @@ def test_a_sweeps_report_leads_with_rmse(tmp_path: Path) -> None:
         results(run_dir)["test_rmse"] for run_dir in done.run_dirs
     ]
     assert "test rmse" in (sweep / "summary.md").read_text().splitlines()[0]
+
+
+def test_two_processes_measure_what_one_process_does(tmp_path: Path) -> None:
+    """Under DDP each process tallies its share of every batch; summed over the processes, the
+    sums of squared errors, of the targets and their squares give one process's RMSE and R²."""
+    run = (*REGRESSION[1:], "trainer.epochs=2", "trainer.batch_size=32", "dataset.val_fraction=0.2")
+    ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *run)
+    assert ddp.returncode == 0, ddp.stderr
+    with process_settings.restored():  # one process: this one
+        train(compose_config("device=cpu", *run), tmp_path / "single")
+    ours, theirs = metrics(ddp.run_dir, "epoch"), metrics(tmp_path / "single", "epoch")
+    assert len(ours) == len(theirs) == 2
+    for mine, one in zip(ours, theirs, strict=True):
+        for key in ("train_loss", "val_rmse", "val_r2", "test_rmse", "test_mae", "test_r2"):
+            assert mine[key] == pytest.approx(one[key], rel=1e-4), key

@@ -88,3 +88,32 @@ def test_a_task_refuses_data_of_the_other_kind() -> None:
     )
     with pytest.raises(ExperimentError, match=r"^task=classification learns classes, but dataset"):
         Classification().refuse_other_data("classification", values)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("task", [Classification(0.1), Regression([150.0], [70.0])])
+def test_a_tasks_loss_and_tally_never_make_the_host_wait_for_the_gpu(
+    task: Classification | Regression,
+) -> None:
+    """What the training step and evaluation ask of a task per batch, on the GPU with CUDA
+    raising at any call that waits for it: the loss, its gradient, the tally added up."""
+    device = torch.device("cuda", 0)
+    task = task.to(device)
+    outputs = torch.randn(64, 10 if isinstance(task, Classification) else 1, device=device)
+    targets = (
+        torch.randint(0, 10, (64,), device=device)
+        if isinstance(task, Classification)
+        else 150 + 70 * torch.randn(64, 1, device=device)
+    )
+    outputs.requires_grad_()
+    total = task.tally(outputs.detach(), targets)  # warm up: CUDA's first calls may wait once
+    losses = torch.zeros((), device=device)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            task(outputs, targets).backward()
+            total.add_(task.tally(outputs.detach(), targets))
+            losses += task.evaluation_loss(outputs.detach(), targets).float() * len(targets)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert task.measure(total.cpu()).metrics and losses.item() > 0

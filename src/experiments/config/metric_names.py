@@ -98,6 +98,11 @@ CLASSIFICATION_TASK = "classification"  # the default
 TASK_METRICS = {CLASSIFICATION_TASK: CLASSIFICATION, "regression": REGRESSION}
 
 
+def metric_named(name: str) -> Metric:
+    """A shipped task's metric by its name (records name them: "rmse")."""
+    return next(m for task in TASK_METRICS.values() for m in task.evaluated if m.name == name)
+
+
 def metrics_of(config: Any) -> TaskMetrics:
     """The metrics of a run's task (`config`: the run's config; one from before the task group
     has none, and was a classifier's)."""

@@ -364,8 +364,12 @@ class TrainerConfig:
     # (nan or inf; checked at each log interval, with no extra wait for the device); false
     # trains on, to see what a diverged run does.
     stop_on_divergence: bool = True
-    # Record the training seconds (evaluation excluded) until the monitored accuracy (validation,
-    # else test) first reaches this fraction, e.g. 0.5 (null: not measured).
+    # Record the training seconds (evaluation excluded) until a metric of the task on the
+    # validation split (else test) first reaches target_value: target_metric (null: the task's
+    # first: accuracy, rmse) at or above it, or at or below it for a metric better low (null:
+    # not measured). target_accuracy=0.5 is target_metric=accuracy target_value=0.5.
+    target_metric: str | None = None
+    target_value: float | None = None
     target_accuracy: float | None = None
     # Measure the device's matrix-product FLOP/s in the run's precision at the start (a fraction
     # of a second) and record it in results.json (device_peak_flops, device_peak_precision): the

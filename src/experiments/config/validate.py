@@ -239,6 +239,37 @@ def _monitor_unknown(cfg: DictConfig) -> str | None:
     )
 
 
+def _target_twice(cfg: DictConfig) -> str | None:
+    trainer = cfg.trainer
+    if trainer.target_accuracy is None or trainer.target_value is None:
+        return None
+    return (
+        f"trainer.target_accuracy={trainer.target_accuracy} and trainer.target_value="
+        f"{trainer.target_value} both set a target; keep one"
+    )
+
+
+def _target_unknown(cfg: DictConfig) -> str | None:
+    """A target's metric is one of the task's; target_accuracy is a classifier's."""
+    trainer, measures = cfg.trainer, metrics_of(cfg)
+    names = [metric.name for metric in measures.evaluated]
+    if trainer.target_accuracy is not None and "accuracy" not in names:
+        return (
+            f"trainer.target_accuracy={trainer.target_accuracy}: task={cfg.task.name} measures "
+            f"no accuracy; use trainer.target_metric (one of {', '.join(names)}) and "
+            "trainer.target_value"
+        )
+    metric = trainer.target_metric
+    if metric is not None and metric not in names:
+        return (
+            f"trainer.target_metric={metric} is not a metric {_task_text(cfg)} measures; "
+            f"choose {' or '.join(names)}"
+        )
+    if metric is not None and trainer.target_value is None:
+        return f"trainer.target_metric={metric} needs trainer.target_value=<the value to reach>"
+    return None
+
+
 def _task_text(cfg: DictConfig) -> str:
     """ "it", or "task=regression" for a task other than the default."""
     name = cfg.task.name
@@ -322,6 +353,8 @@ TRAINING_CHECKS: tuple[Check, ...] = (
         lambda target: target is None or 0 < target <= 1,
         "is a fraction of the images, in (0, 1] (e.g. 0.5 for 50%), or null",
     ),
+    _target_twice,
+    _target_unknown,
     _monitor_on_test,
     _monitor_unknown,
     _optimized_metric_unoptimizable,

@@ -14,6 +14,7 @@ from matplotlib.lines import Line2D
 
 from experiments.report.drawing import Row, from_zero
 from experiments.report.throughput import changes_speed
+from experiments.training.time_to_accuracy import goal_text
 
 BATCH_SIZE = "trainer.batch_size"
 
@@ -106,13 +107,13 @@ def _by_batch_size(
 
 
 def _time_to_accuracy_title(rows: Sequence[Row]) -> str:
-    """ "Time to 40% validation accuracy", or each target where the runs' differ ("target
-    accuracy" for runs of versions that did not record theirs)."""
+    """ "Time to 40% validation accuracy", "Time to validation rmse <= 60", or each target
+    where the runs' differ ("target accuracy" for runs of versions that did not record theirs)."""
     split_names = {"val": "validation", "test": "test"}
-    recorded = [row.get("accuracy_target") or (None, None) for row in rows]
+    recorded = [row.get("accuracy_target") or (None, None, None) for row in rows]
     targets = dict.fromkeys(
-        f"{100 * target:g}% {split_names.get(split, split)} accuracy"
-        for target, split in recorded
+        goal_text(target, split_names.get(split, split), metric or "accuracy")
+        for target, split, metric in recorded
         if target is not None
     )
     return f"Time to {' or '.join(targets) or 'target accuracy'}"

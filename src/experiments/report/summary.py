@@ -127,7 +127,8 @@ COLUMNS = [
     # precision it was measured in: the run's (fp32 as tf32 where the GPU's convolutions use it).
     Column("device_peak_flops", "peak FLOP/s", short_count),
     Column("device_peak_precision", "peak in"),
-    # Training seconds until trainer.target_accuracy was reached, or "not reached".
+    # Training seconds until the target (trainer.target_value, target_accuracy) was reached, or
+    # "not reached".
     Column("time_to_accuracy", "time to acc (s)", _seconds),
     Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
     Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
@@ -184,8 +185,9 @@ def summary_row(run_dir: Path, folder: Path, history: History) -> Row:
         row["time_to_accuracy"] = (
             "not reached" if reached["seconds"] is None else reached["seconds"]
         )
-        # What it was the time to, for the figures: 0.4 and "val" (no column of its own).
-        row["accuracy_target"] = (reached.get("target"), reached.get("split"))
+        # What it was the time to, for the figures: 0.4, "val" and "accuracy" (no column).
+        metric = reached.get("metric", "accuracy")  # (earlier versions': accuracy)
+        row["accuracy_target"] = (reached.get("target"), reached.get("split"), metric)
     measures = metrics_of(config)
     tested = measures.headline.key(TEST)
     if history:

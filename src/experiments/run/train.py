@@ -303,6 +303,8 @@ class TrainingRun:
             epochs=trainer.epochs,
             steps_per_epoch=self.steps_per_epoch,
         )
+        # What time to a target is measured to (trainer.target_*), if anything.
+        self.target = time_to_accuracy.target(trainer, task.metrics)
         self.learner = loop.Learner(
             model,
             task,
@@ -369,7 +371,7 @@ class TrainingRun:
                 self.cfg.scheduler.name,
                 host,
             )
-            if trainer.target_accuracy is not None:
+            if self.target is not None:
                 reached = self._time_to_accuracy()
                 if reached["epoch"] == epoch:
                     log.info("epoch %d: %s", epoch, time_to_accuracy.text(reached))
@@ -388,7 +390,7 @@ class TrainingRun:
             if cfg.trainer.compile and self.first_step is not None
             else None
         )
-        if cfg.trainer.target_accuracy is not None:
+        if self.target is not None:
             summary["time_to_accuracy"] = self._time_to_accuracy()
         last_step = self.history[-1]["global_step"]
         # What TensorBoard's HParams tab compares finished runs by.
@@ -436,7 +438,9 @@ class TrainingRun:
         trainer = self.cfg.trainer
         # Every epoch's training counts, the first's compilation with it.
         compiled = trainer.compile is not None
-        return time_to_accuracy.reached(self.history, trainer.target_accuracy, split, compiled)
+        assert self.target is not None
+        metric, goal = self.target
+        return time_to_accuracy.reached(self.history, goal, split, compiled, metric)
 
     def _warm_up_steps(self, first_epoch: bool) -> int:
         """The steps at the start of an epoch timed apart as warm-up (`records.speed`): of the

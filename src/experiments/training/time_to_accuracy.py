@@ -1,8 +1,10 @@
-"""Time to accuracy (trainer.target_accuracy): the training seconds a run took until its accuracy
-first reached a target, the measure that answers "how fast and how well" at once (MLPerf Training
-and DAWNBench rank by it).
+"""Time to a target (trainer.target_metric and trainer.target_value; trainer.target_accuracy): the
+training seconds a run took until a metric of its task first reached a target, the measure that
+answers "how fast and how well" at once (MLPerf Training and DAWNBench rank by time to
+accuracy). A metric better high (accuracy, R²) reaches its target at or above it; one better low
+(RMSE) at or below.
 
-The accuracy is the validation split's, or without one the test split's; the seconds are the sum
+The metric is the validation split's, or without one the test split's; the seconds are the sum
 of the epochs' training times up to the end of the epoch that reached it, evaluation excluded (a
 run is timed on what it trains, not on how often it is measured). Epoch rows carry their own
 training seconds, so a resumed run counts the epochs trained before its resume too. Every epoch
@@ -15,7 +17,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypedDict
 
-from experiments.config.metric_names import ACCURACY
+from omegaconf import DictConfig
+
+from experiments.config.choices import Mode
+from experiments.config.metric_names import ACCURACY, Metric, TaskMetrics, metric_named
 from experiments.training.history import EpochRow
 
 
@@ -28,38 +33,68 @@ class _Target(TypedDict):
 
 class TimeToAccuracy(_Target, total=False):
     """results.json's `time_to_accuracy` (records of earlier versions do not say whether the
-    seconds include compiling the model)."""
+    seconds include compiling the model, nor name the metric: accuracy)."""
 
     includes_compile_seconds: bool
+    metric: str
+
+
+def target(trainer: DictConfig, measures: TaskMetrics) -> tuple[Metric, float] | None:
+    """The metric of the task (`measures`) a run times itself to, and the value (None: none)."""
+    if trainer.target_accuracy is not None:
+        return ACCURACY, trainer.target_accuracy
+    if trainer.target_value is None:
+        return None
+    named = {metric.name: metric for metric in measures.evaluated}
+    return named.get(trainer.target_metric, measures.headline), trainer.target_value
 
 
 def reached(
-    history: Sequence[EpochRow], target: float, split: str, compiled: bool = False
+    history: Sequence[EpochRow],
+    goal: float,
+    split: str,
+    compiled: bool = False,
+    metric: Metric = ACCURACY,
 ) -> TimeToAccuracy:
-    """results.json's `time_to_accuracy`: the `target`, the `split` ("val" or "test") whose
-    accuracy is measured, and the first epoch of `history` at or above it with the training
+    """results.json's `time_to_accuracy`: the target (`goal`), the `split` ("val" or "test") the
+    `metric` is measured on, and the first epoch of `history` that reached it with the training
     seconds until its end (both None: not reached); `includes_compile_seconds`: whether they
     include compiling the model (`compiled`: trainer.compile)."""
     seconds = 0.0
     for row in history:
         seconds += row["train_seconds"]
-        if row[ACCURACY.key(split)] >= target:
+        value = row[metric.key(split)]
+        if value >= goal if metric.better == Mode.max else value <= goal:
             return TimeToAccuracy(
-                target=target,
+                target=goal,
                 split=split,
                 epoch=row["epoch"],
                 seconds=seconds,
                 includes_compile_seconds=compiled,
+                metric=metric.name,
             )
     return TimeToAccuracy(
-        target=target, split=split, epoch=None, seconds=None, includes_compile_seconds=compiled
+        target=goal,
+        split=split,
+        epoch=None,
+        seconds=None,
+        includes_compile_seconds=compiled,
+        metric=metric.name,
     )
+
+
+def goal_text(goal: float, split: str, metric: str) -> str:
+    """ "50% val accuracy", "val rmse <= 60" (a metric better low), "val r2 >= 0.4"."""
+    if metric == ACCURACY.name:
+        return f"{100 * goal:g}% {split} accuracy"
+    reached_at = "<=" if metric_named(metric).better == Mode.min else ">="
+    return f"{split} {metric} {reached_at} {goal:g}"
 
 
 def text(record: TimeToAccuracy) -> str:
     """ "50% val accuracy after 12.3 s of training (epoch 3)" ("... of training, compilation
     included (epoch 3)" with trainer.compile), or "... not reached"."""
-    goal = f"{100 * record['target']:g}% {record['split']} accuracy"
+    goal = goal_text(record["target"], record["split"], record.get("metric", ACCURACY.name))
     if record["seconds"] is None:
         return f"{goal} not reached"
     # (Records of earlier versions do not say.)
