@@ -2,19 +2,25 @@
 
   (a) tutorial  the tutorials' loop: a torchvision CIFAR10 dataset that makes a PIL image and
                 calls ToTensor (and Normalize) per item, a DataLoader with batch 64, `.to(device)`
-                per batch and `loss.item()` every step;
+                per batch and `loss.item()` every step (for the classifiers: the tutorials have
+                no regression or segmentation to compare with);
   (b) framework this project's training path (`experiments.training.loop.train_epoch`
-                over `experiments.data.batches.Batches`), exactly as `python train.py` runs it;
+                over `experiments.data.batches.Batches`, with the task's loss), exactly as
+                `python train.py` runs it;
   (c) compute   the bound: forward, backward and step repeated on one fixed batch on the device.
 
-The three are measured in rounds, one pass over the 4,000 shipped CIFAR-10 training images each,
-interleaved (a b c, b c a, c a b, ...) after a warm-up pass of each, so that drift in the machine's
-speed touches all three alike: images per second are the medians over the rounds, and b/a and b/c
-the medians of each round's own ratios. It prints them, the machine and the start-up times, and
-appends them to bench/RESULTS.md. glibc's malloc keeps freed memory here, for all three, as
-`python train.py` does by default (--no-keep-freed-memory to measure without).
+The workloads: tudui, lenet and resnet18 classifying the shipped CIFAR-10 sample; mlp_regression,
+model=mlp on the shipped diabetes table (task=regression, dataset=csv); unet_segmentation,
+model=unet on generated shapes (task=segmentation, dataset=shapes). The ways are measured in
+rounds of passes over the workload's training split, 4,000 examples or more a round (one pass
+over the 4,000 CIFAR-10 images), interleaved (a b c, b c a, c a b, ...) after a warm-up of each,
+so that drift in the machine's speed touches all three alike: images per second are the medians
+over the rounds, and b/a and b/c the medians of each round's own ratios. It prints them, the
+machine and the start-up times, and appends them to bench/RESULTS.md. glibc's malloc keeps freed
+memory here, for all three, as `python train.py` does by default (--no-keep-freed-memory to
+measure without).
 
-    python bench/throughput.py                                 # tudui, lenet, resnet18 on the CPU
+    python bench/throughput.py                                 # every workload on the CPU
     python bench/throughput.py --models tudui --device cuda:0 --rounds 7
     python bench/throughput.py --channels-last off --precision bf16  # trainer options, (b) and (c)
 """
@@ -30,6 +36,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
@@ -45,6 +52,7 @@ from tutorial import tutorial_steps
 from experiments.config.choices import Precision
 from experiments.data import builtin
 from experiments.data.batches import Batches
+from experiments.data.csv_table import csv_splits
 from experiments.data.types import Split
 from experiments.devices.description import cpu_name
 from experiments.devices.memory import channels_last, keep_freed_memory
@@ -53,14 +61,52 @@ from experiments.devices.plan import DevicePlan
 from experiments.devices.precision import autocast_and_scaler
 from experiments.devices.runtime import Runtime
 from experiments.training import loop, models, torchvision_models
+from experiments.training.tasks import Classification, Regression, Segmentation, Task
 
-# Each built as train.py builds it: (channels, image size, classes) -> the model.
-MODELS = {
-    "tudui": models.Tudui,
-    "lenet": models.LeNet,
-    "resnet18": partial(torchvision_models.build, "resnet18"),
-}
 BATCH = 64
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A model built as train.py builds it, its training split, and its task."""
+
+    model: Callable[[], nn.Module]
+    data: Callable[[], tuple[Split, list[float], list[float]]]  # the split, its mean and std
+    task: Callable[[Split], Task]
+    tutorial: bool = False  # (a) exists for it
+
+
+def cifar10() -> tuple[Split, list[float], list[float]]:
+    return builtin.cifar10_sample()[0], [0.5], [0.5]
+
+
+def diabetes() -> tuple[Split, list[float], list[float]]:
+    train, _ = csv_splits(None, "progression", 0.2, 0)
+    features = train.images.double()
+    return train, features.mean((0, 2, 3)).tolist(), features.std((0, 2, 3)).tolist()
+
+
+def shapes() -> tuple[Split, list[float], list[float]]:
+    return builtin.shapes_splits(32, 1024, 256, 0)[0], [0.5], [0.5]
+
+
+def regression(train: Split) -> Task:
+    targets = train.labels.double()
+    return Regression(targets.mean(0).tolist(), targets.std(0).tolist())
+
+
+WORKLOADS = {
+    "tudui": Workload(partial(models.Tudui, 3, 32, 10), cifar10, lambda _: Classification(), True),
+    "lenet": Workload(partial(models.LeNet, 3, 32, 10), cifar10, lambda _: Classification(), True),
+    "resnet18": Workload(
+        partial(torchvision_models.build, "resnet18", 3, 32, 10),
+        cifar10,
+        lambda _: Classification(),
+        True,
+    ),
+    "mlp_regression": Workload(partial(models.MLP, 10, 1, 1, [25, 16]), diabetes, regression),
+    "unet_segmentation": Workload(partial(models.UNet, 3, 32, 4), shapes, lambda _: Segmentation()),
+}
 
 
 class TutorialCIFAR10(torchvision.datasets.CIFAR10):
@@ -82,10 +128,10 @@ def tutorial_pass(model: nn.Module, loader: DataLoader, device: torch.device) ->
     return images_seen / (time.perf_counter() - started)
 
 
-def framework_pass(model: nn.Module, batches: Batches) -> float:
+def framework_pass(model: nn.Module, batches: Batches, task: Task) -> float:
     runtime = batches.runtime
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    learner = loop.Learner(model, runtime.placement.module(nn.CrossEntropyLoss()), optimizer)
+    learner = loop.Learner(model, runtime.placement.module(task), optimizer)
     training = loop.train_epoch(
         learner,
         batches,
@@ -98,11 +144,15 @@ def framework_pass(model: nn.Module, batches: Batches) -> float:
 
 
 def compute_pass(
-    model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], steps: int, name: Precision
+    model: nn.Module,
+    batch: tuple[torch.Tensor, torch.Tensor],
+    steps: int,
+    name: Precision,
+    task: Task,
 ) -> float:
     images, labels = batch
     autocast_dtype, scaler = autocast_and_scaler(name, images.device)
-    loss_fn = nn.CrossEntropyLoss().to(images.device)
+    loss_fn = task.to(images.device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     started = time.perf_counter()
     for _ in range(steps):
@@ -120,7 +170,9 @@ def compute_pass(
 
 def measure(name: str, device: torch.device, rounds: int, options: argparse.Namespace) -> dict:
     """Median images/s of each way, and the medians of the per-round ratios b/a and b/c."""
-    train, _ = builtin.cifar10_sample()
+    workload = WORKLOADS[name]
+    train, mean, std = workload.data()
+    task = workload.task(train)
     precision_name = Precision(options.precision)
     asked = {"auto": None, "on": True, "off": False}[options.channels_last]
     in_channels_last = channels_last(asked, device)
@@ -135,31 +187,32 @@ def measure(name: str, device: torch.device, rounds: int, options: argparse.Name
 
     def model() -> nn.Module:
         torch.manual_seed(0)
-        built = MODELS[name](3, 32, 10).to(device)
+        built = workload.model().to(device)
         if in_channels_last:
             built = built.to(memory_format=torch.channels_last)
         return torch.compile(built, backend=options.compile) if options.compile else built
 
-    tutorial_model, framework_model = MODELS[name](3, 32, 10).to(device), model()
-    normalize = transforms.Compose(
-        [transforms.ToTensor(), transforms.Normalize([0.5] * 3, [0.5] * 3)]
-    )
-    loader = DataLoader(TutorialCIFAR10(train, normalize), batch_size=BATCH, shuffle=True)
+    framework_model = model()
     shuffle = torch.Generator().manual_seed(0)
     batches = Batches(
-        train,
-        batch_size=BATCH,
-        mean=[0.5],
-        std=[0.5],
-        runtime=framework_runtime,
-        shuffle=shuffle,
+        train, batch_size=BATCH, mean=mean, std=std, runtime=framework_runtime, shuffle=shuffle
     )
     fixed = next(iter(batches))
     ways = {
-        "tutorial": lambda: tutorial_pass(tutorial_model, loader, device),
-        "framework": lambda: framework_pass(framework_model, batches),
-        "compute": lambda: compute_pass(framework_model, fixed, len(batches), precision_name),
+        "framework": lambda: framework_pass(framework_model, batches, task),
+        "compute": lambda: compute_pass(framework_model, fixed, len(batches), precision_name, task),
     }
+    if workload.tutorial:
+        tutorial_model = workload.model().to(device)
+        normalize = transforms.Compose(
+            [transforms.ToTensor(), transforms.Normalize([0.5] * 3, [0.5] * 3)]
+        )
+        loader = DataLoader(TutorialCIFAR10(train, normalize), batch_size=BATCH, shuffle=True)
+        ways = {"tutorial": lambda: tutorial_pass(tutorial_model, loader, device), **ways}
+    # A round passes over at least 4,000 examples (the diabetes table's 354 rows twelve times):
+    # a pass of a few milliseconds alone would be timed mostly as noise.
+    passes = -(-4000 // len(train))
+    ways = {way: partial(_repeated, run, passes) for way, run in ways.items()}
     for run in ways.values():  # warm-up (and compilation)
         run()
     speeds: dict[str, list[float]] = {way: [] for way in ways}
@@ -170,12 +223,17 @@ def measure(name: str, device: torch.device, rounds: int, options: argparse.Name
         shift = round_number % len(names)
         for way in names[shift:] + names[:shift]:
             speeds[way].append(ways[way]())
-    a, b, c = (speeds[way] for way in ways)
+    a, b, c = (speeds.get(way, []) for way in ("tutorial", "framework", "compute"))
     return {
         **{way: statistics.median(values) for way, values in speeds.items()},
-        "b/a": statistics.median(y / x for x, y in zip(a, b, strict=True)),
+        "b/a": statistics.median(y / x for x, y in zip(a, b, strict=True)) if a else None,
         "b/c": statistics.median(y / x for x, y in zip(c, b, strict=True)),
     }
+
+
+def _repeated(run: Callable[[], float], passes: int) -> float:
+    """Examples/s over `passes` runs of a pass: all their examples over all their time."""
+    return passes / sum(1 / run() for _ in range(passes))
 
 
 def startup_seconds() -> tuple[float, float]:
@@ -215,7 +273,7 @@ def machine(device: torch.device) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--models", nargs="+", default=list(WORKLOADS), choices=list(WORKLOADS))
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--precision", default="fp32", choices=[p.value for p in Precision])
@@ -254,11 +312,10 @@ def main() -> None:
     print(header)
     for name in arguments.models:
         speeds = measure(name, device, arguments.rounds, arguments)
-        a, b, c = speeds["tutorial"], speeds["framework"], speeds["compute"]
-        row = (
-            f"| {name} | {a:,.0f} | {b:,.0f} | {c:,.0f} | {speeds['b/a']:.2f} "
-            f"| {speeds['b/c']:.2f} |"
-        )
+        tutorial, b, c = speeds.get("tutorial"), speeds["framework"], speeds["compute"]
+        a = "-" if tutorial is None else f"{tutorial:,.0f}"
+        b_a = "-" if speeds["b/a"] is None else f"{speeds['b/a']:.2f}"
+        row = f"| {name} | {a} | {b:,.0f} | {c:,.0f} | {b_a} | {speeds['b/c']:.2f} |"
         print(row)
         lines.append(row)
     show_config, first_step = startup_seconds()

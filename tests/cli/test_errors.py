@@ -22,13 +22,14 @@ COMPOSITION_ERRORS = [
     (
         "model=resnet",
         "Error: model=resnet is not an option of 'model'; "
-        "choose one of: custom, lenet, mlp, network, torchvision, tudui (a torchvision "
-        "architecture is model=torchvision model.arch=resnet; or did you mean lenet?)",
+        "choose one of: custom, lenet, mlp, network, torchvision, tudui, unet (a torchvision "
+        "architecture is model=torchvision model.arch=resnet; or did you mean lenet or unet?)",
     ),
     (
         "dataset=imagenet",
         "Error: dataset=imagenet is not an option of 'dataset'; choose one of: cifar10, "
-        "cifar10_sample, csv, custom, fashion_mnist, image_folder, mnist, mnist_sample, synthetic",
+        "cifar10_sample, csv, custom, fashion_mnist, image_folder, mnist, mnist_sample, shapes, "
+        "synthetic",
     ),
     (
         "placement=pin",

@@ -73,7 +73,15 @@ def test_every_option_composes_and_resolves(override: str) -> None:
 
 
 def test_the_groups_have_the_options_the_readme_promises() -> None:
-    assert options("model") == ["custom", "lenet", "mlp", "network", "torchvision", "tudui"]
+    assert options("model") == [
+        "custom",
+        "lenet",
+        "mlp",
+        "network",
+        "torchvision",
+        "tudui",
+        "unet",
+    ]
     assert options("dataset") == [
         "cifar10",
         "cifar10_sample",
@@ -83,10 +91,11 @@ def test_the_groups_have_the_options_the_readme_promises() -> None:
         "image_folder",
         "mnist",
         "mnist_sample",
+        "shapes",
         "synthetic",
     ]
     assert {"cpu", "cuda", "auto", "dp", "ddp", "cuda:0", "cuda:15"} <= set(options("device"))
-    assert options("task") == ["classification", "regression"]
+    assert options("task") == ["classification", "regression", "segmentation"]
     assert options("placement") == ["cuda_call", "to_device"]
     assert options("optimizer") == ["adam", "sgd", "sgd_momentum"]
     assert options("scheduler") == ["cosine", "none", "onecycle", "step", "warmup_cosine"]

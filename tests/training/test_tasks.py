@@ -3,15 +3,17 @@ task refuses data of the other kind."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 from experiments.core.errors import ExperimentError
 from experiments.data.types import ImageData, Split
-from experiments.training.tasks import Classification, Regression
+from experiments.training.tasks import Classification, Measured, Regression, Segmentation, Task
 
 
-def tallied(task: Classification | Regression, outputs: torch.Tensor, targets: torch.Tensor):
+def tallied(task: Task, outputs: torch.Tensor, targets: torch.Tensor) -> Measured:
     """The task's measure of a split tallied in batches of 7."""
     total = sum(
         task.tally(outputs[low : low + 7], targets[low : low + 7])
@@ -76,10 +78,12 @@ def test_a_task_refuses_data_of_the_other_kind() -> None:
         [0.0],
         [1.0],
         (3, 1, 1),
-        facts={"target_mean": [0.0], "target_std": [1.0]},
+        targets="values",
     )
+    masks = dataclasses.replace(classes, name="shapes", targets="masks")
     Classification().refuse_other_data("classification", classes)
     Regression().refuse_other_data("regression", values)
+    Segmentation().refuse_other_data("segmentation", masks)
     with pytest.raises(ExperimentError) as refused:
         Regression().refuse_other_data("regression", classes)
     assert str(refused.value) == (
@@ -88,23 +92,46 @@ def test_a_task_refuses_data_of_the_other_kind() -> None:
     )
     with pytest.raises(ExperimentError, match=r"^task=classification learns classes, but dataset"):
         Classification().refuse_other_data("classification", values)
+    with pytest.raises(ExperimentError) as refused:
+        Classification().refuse_other_data("classification", masks)
+    assert str(refused.value) == (
+        "task=classification learns classes, but dataset shapes holds masks to predict; use "
+        "task=segmentation, or a dataset of classes"
+    )
+
+
+def test_segmentation_measures_mean_iou_and_pixel_accuracy_over_every_pixel() -> None:
+    # Two images of 2x3 pixels, classes 0 to 2; class 2 is never in the masks nor predicted.
+    masks = torch.tensor([[[0, 0, 1], [0, 1, 1]], [[1, 1, 1], [0, 0, 0]]])
+    predicted = torch.tensor([[[0, 1, 1], [0, 1, 1]], [[1, 1, 0], [0, 0, 0]]])
+    outputs = torch.nn.functional.one_hot(predicted, 3).permute(0, 3, 1, 2).float()
+
+    measured = tallied(Segmentation(), outputs, masks)
+
+    # Class 0: 5 of 6 right, 1 more predicted: IoU 5/7; class 1: 5 right of 6, 1 more: 5/7.
+    assert measured.metrics == {
+        "miou": pytest.approx(5 / 7),
+        "pixel_accuracy": pytest.approx(10 / 12),
+    }
+    assert measured.confusion == [[5, 1, 0], [1, 5, 0], [0, 0, 0]]
+    assert Segmentation().outputs(3, (3, 32, 32)) == (3, 32, 32)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("task", [Classification(0.1), Regression([150.0], [70.0])])
+@pytest.mark.parametrize("task", [Classification(0.1), Regression([150.0], [70.0]), Segmentation()])
 def test_a_tasks_loss_and_tally_never_make_the_host_wait_for_the_gpu(
-    task: Classification | Regression,
+    task: Task,
 ) -> None:
     """What the training step and evaluation ask of a task per batch, on the GPU with CUDA
     raising at any call that waits for it: the loss, its gradient, the tally added up."""
     device = torch.device("cuda", 0)
     task = task.to(device)
-    outputs = torch.randn(64, 10 if isinstance(task, Classification) else 1, device=device)
-    targets = (
-        torch.randint(0, 10, (64,), device=device)
-        if isinstance(task, Classification)
-        else 150 + 70 * torch.randn(64, 1, device=device)
-    )
+    outputs = torch.randn(64, *task.outputs(10, (3, 8, 8)), device=device)
+    targets = {
+        "classes": torch.randint(0, 10, (64,), device=device),
+        "masks": torch.randint(0, 10, (64, 8, 8), device=device),
+        "values": 150 + 70 * torch.randn(64, 10, device=device),
+    }[task.targets]
     outputs.requires_grad_()
     total = task.tally(outputs.detach(), targets)  # warm up: CUDA's first calls may wait once
     losses = torch.zeros((), device=device)

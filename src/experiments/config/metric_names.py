@@ -6,8 +6,8 @@ a name before any run starts.
 A metric is measured on a split: `accuracy` on the validation split is `val_accuracy` in rows
 and results.json, `val/accuracy` in TensorBoard. A task's metrics (`TaskMetrics`) say what it
 measures on the validation and test splits, which way each is better (trainer.monitor_mode=auto
-follows it), and which one its results lead with: image classification's (`CLASSIFICATION`) and
-regression's (`REGRESSION`).
+follows it), and which one its results lead with: image classification's (`CLASSIFICATION`),
+regression's (`REGRESSION`) and segmentation's (`SEGMENTATION`).
 """
 
 from __future__ import annotations
@@ -74,6 +74,11 @@ class TaskMetrics:
         epoch's: final_test_accuracy."""
         return f"final_{self.headline.key(split)}"
 
+    @property
+    def per_class(self) -> str:
+        """What its per-class numbers are the accuracy of: "accuracy", "pixel accuracy"."""
+        return "pixel accuracy" if PIXEL_ACCURACY in self.evaluated else "accuracy"
+
     def monitored(self) -> tuple[str, ...]:
         """What trainer.monitor may select on: its metrics on the validation split."""
         return tuple(self.on(VAL))
@@ -92,10 +97,19 @@ CLASSIFICATION = TaskMetrics((ACCURACY, LOSS))
 # mean squared error of the standardized target (`training.tasks.Regression`).
 RMSE, MAE, R2 = Metric("rmse", Mode.min), Metric("mae", Mode.min), Metric("r2", Mode.max)
 REGRESSION = TaskMetrics((RMSE, MAE, R2, LOSS))
+# Over every pixel of a split: the mean over classes of intersection over union (of the classes
+# present in the masks or the predictions), and the share of pixels labelled right.
+MIOU = Metric("miou", Mode.max, percent=True)
+PIXEL_ACCURACY = Metric("pixel_accuracy", Mode.max, percent=True)
+SEGMENTATION = TaskMetrics((MIOU, PIXEL_ACCURACY, LOSS))
 # The shipped tasks' metrics, by the task's name (`task=regression`), for the checks made before
 # a task is built.
 CLASSIFICATION_TASK = "classification"  # the default
-TASK_METRICS = {CLASSIFICATION_TASK: CLASSIFICATION, "regression": REGRESSION}
+TASK_METRICS = {
+    CLASSIFICATION_TASK: CLASSIFICATION,
+    "regression": REGRESSION,
+    "segmentation": SEGMENTATION,
+}
 
 
 def metric_named(name: str) -> Metric:

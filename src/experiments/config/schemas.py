@@ -35,6 +35,14 @@ class MLPConfig(ModelConfig):
 
 
 @dataclass
+class UNetConfig(ModelConfig):
+    # Channels of the first level; each level down doubles them.
+    base_channels: int = 16
+    # Levels down (and back up): the image size must divide by 2**depth.
+    depth: int = 2
+
+
+@dataclass
 class TorchvisionModelConfig(ModelConfig):
     # Any name torchvision.models.list_models(module=torchvision.models) gives.
     arch: str = "resnet18"
@@ -306,6 +314,12 @@ class RegressionTaskConfig(TaskConfig):
 
 
 @dataclass
+class SegmentationTaskConfig(TaskConfig):
+    name: str = "segmentation"
+    _target_: str = "experiments.training.tasks.Segmentation"
+
+
+@dataclass
 class EarlyStoppingConfig:
     # Stop when trainer.monitor has not improved by more than min_delta for this many epochs
     # (null: never). Needs a validation split.
@@ -437,6 +451,7 @@ SCHEMAS: dict[str, type] = {
     "eval_schema": EvalSchema,
     "model_schema": ModelConfig,
     "mlp_schema": MLPConfig,
+    "unet_schema": UNetConfig,
     "torchvision_model_schema": TorchvisionModelConfig,
     "dataset_schema": DatasetConfig,
     "torchvision_dataset_schema": TorchvisionDatasetConfig,
@@ -456,6 +471,7 @@ SCHEMAS: dict[str, type] = {
     "trainer_schema": TrainerConfig,
     "classification_task_schema": ClassificationTaskConfig,
     "regression_task_schema": RegressionTaskConfig,
+    "segmentation_task_schema": SegmentationTaskConfig,
     "tensorboard_tracker_schema": TensorBoardTrackerConfig,
     "csv_tracker_schema": CsvTrackerConfig,
     "mlflow_tracker_schema": MlflowTrackerConfig,

@@ -94,3 +94,46 @@ def synthetic_splits(
         return Split(images.to(torch.uint8), labels)
 
     return split(train_size), split(test_size)
+
+
+# dataset=shapes' classes: the mask's value of a pixel of each.
+SHAPES = ["background", "circle", "square", "triangle"]
+
+
+def shapes_splits(
+    image_size: int, train_size: int, test_size: int, seed: int, shapes_per_image: int = 2
+) -> tuple[Split, Split]:
+    """Generated images for task=segmentation: a dark noisy background with `shapes_per_image`
+    shapes (a circle, a square or a triangle, of any bright colour, size and place, later ones
+    over earlier ones), and their masks, the class of each pixel (`SHAPES`). Seeded: the same
+    images every run. A shape's class is told by its form, not its colour."""
+    generator = torch.Generator().manual_seed(seed)
+    rows, columns = torch.meshgrid(
+        torch.arange(image_size), torch.arange(image_size), indexing="ij"
+    )
+
+    def split(size: int) -> Split:
+        def uniform(low: float, high: float, *shape: int) -> torch.Tensor:
+            return low + (high - low) * torch.rand(size, *shape, generator=generator)
+
+        shade = uniform(0, 80, 1, 1, 1)
+        images = shade + uniform(-20, 20, 3, image_size, image_size)
+        masks = torch.zeros(size, image_size, image_size, dtype=torch.int64)
+        for _ in range(shapes_per_image):
+            kind = torch.randint(1, len(SHAPES), (size,), generator=generator)
+            radius = uniform(image_size / 8, image_size / 4)[:, None, None]
+            down = rows - uniform(0, image_size)[:, None, None]
+            across = (columns - uniform(0, image_size)[:, None, None]).abs()
+            inside = torch.stack(
+                [
+                    down**2 + across**2 <= radius**2,  # a circle
+                    (down.abs() <= radius) & (across <= radius),  # a square
+                    (down.abs() <= radius) & (across <= (down + radius) / 2),  # a triangle
+                ]
+            )[kind - 1, torch.arange(size)]
+            colour = uniform(120, 255, 3, 1, 1)
+            images = torch.where(inside[:, None], colour, images)
+            masks = torch.where(inside, kind[:, None, None], masks)
+        return Split(images.clamp(0, 255).to(torch.uint8), masks)
+
+    return split(train_size), split(test_size)

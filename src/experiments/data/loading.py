@@ -59,6 +59,7 @@ def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
     channels = config.channels if config.channels is not None else train.images.shape[1]
     size = config.image_size if config.image_size is not None else train.images.shape[2]
     values = train.labels.is_floating_point()  # targets to regress, not classes
+    targets = "values" if values else "masks" if train.labels.dim() == 3 else "classes"
     classes = config.num_classes
     if classes is None and values:
         classes = train.labels.shape[1]
@@ -98,6 +99,7 @@ def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
         (channels, size, size),
         record=record,
         facts=facts,
+        targets=targets,
     )
 
 

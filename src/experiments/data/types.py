@@ -13,8 +13,8 @@ from torch.utils.data import Dataset
 
 @dataclass
 class Split:
-    images: torch.Tensor  # uint8 (N, C, H, W)
-    labels: torch.Tensor  # int64 (N,)
+    images: torch.Tensor  # uint8 (N, C, H, W); float32 (N, F, 1, 1) for a CSV file's rows
+    labels: torch.Tensor  # int64 (N,); float32 (N, T) values; int64 (N, H, W) masks
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -38,10 +38,9 @@ class ImageData:
     # Other dataset config fields the data tells: a CSV file's target_mean and target_std.
     facts: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def has_values(self) -> bool:
-        """Whether its targets are values to predict (float vectors: a CSV file's), not classes."""
-        return "target_mean" in self.facts
+    # What each image's target is: "classes" (an index), "values" (a float vector: a CSV
+    # file's) or "masks" (a class per pixel).
+    targets: str = "classes"
 
     def derived(self) -> dict[str, Any]:
         """The dataset config's fields as this data filled them in."""

@@ -39,7 +39,8 @@ def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
             f"image: give the train Dataset of {data.name} a `targets` list (as torchvision's "
             "have), or return a validation split of its own"
         )
-    if labels.is_floating_point():  # targets to regress: the rows are one stratum
+    by_class = not labels.is_floating_point() and labels.dim() == 1
+    if not by_class:  # values to regress, or masks: the rows are one stratum
         train_rows, val_rows = held_out_rows(
             torch.zeros(len(labels), dtype=torch.int64), fraction, config.val_seed, ["all"]
         )
@@ -47,9 +48,9 @@ def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
         train_rows, val_rows = held_out_rows(labels, fraction, config.val_seed, data.classes)
     if len(val_rows) == 0:
         largest = (
-            f"of its {len(labels)} rows"
-            if labels.is_floating_point()
-            else f"the largest class has {int(torch.bincount(labels).max())}"
+            f"the largest class has {int(torch.bincount(labels).max())}"
+            if by_class
+            else f"of its {len(labels)} rows"
         )
         raise ExperimentError(
             f"dataset.val_fraction={fraction} holds out no image ({largest}); raise it, or "
@@ -123,7 +124,7 @@ def _rows(split: Split | Streamed, rows: torch.Tensor) -> Split | Streamed:
 def _described(split: Split | Streamed, classes: list[str], origin: str) -> dict[str, Any]:
     """Where the validation split came from, and its images per class (for results.json)."""
     labels = labels_of(split)
-    if labels is None or labels.is_floating_point():
+    if labels is None or labels.is_floating_point() or labels.dim() > 1:  # (values, masks)
         return {"origin": origin, "images": len(split), "per_class": None}
     counts = torch.bincount(labels, minlength=len(classes)).tolist()
     per_class = dict(zip(classes, counts, strict=True))

@@ -103,7 +103,8 @@ def log_summary(
     epoch, headline = summary["selected_epoch"], measures.headline
     if "class_accuracy" in summary:
         log.info(
-            "test accuracy per class (epoch %d): %s",
+            "test %s per class (epoch %d): %s",
+            measures.per_class,
             epoch,
             per_class_text(summary["class_accuracy"]),
         )

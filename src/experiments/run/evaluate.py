@@ -66,7 +66,16 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         _check_classes(data.classes, trained.dataset, dataset)
         results.add(data={**data.record, **data.derived()})
 
-        model = models.build_for(trained.model, data.shape, len(data.classes), data.name)
+        task = build(trained.task)
+        task.refuse_other_data(trained.task.name, data)
+        model = models.build_for(
+            trained.model,
+            data.shape,
+            len(data.classes),
+            data.name,
+            trained.task.name,
+            task.outputs(len(data.classes), data.shape),
+        )
         model.load_state_dict(state["model"])
         model = setup.place_model(model, runtime)
         test_batches = Batches(
@@ -77,7 +86,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
             runtime=runtime,
             subset=evaluated_test_rows(cfg, trained, len(data.test)),
         )
-        task = runtime.placement.module(build(trained.task))
+        task = runtime.placement.module(task)
         audit(model, task, next(iter(test_batches)), runtime.plan)
         evaluation = loop.evaluate(model, test_batches, runtime, task)
         outcome = results.finish(
@@ -209,7 +218,8 @@ def _log_outcome(
     outcome: dict[str, Any], plan: DevicePlan, run_dir: Path, measures: TaskMetrics
 ) -> None:
     if "class_accuracy" in outcome:
-        log.info("test accuracy per class: %s", per_class_text(outcome["class_accuracy"]))
+        per_class = per_class_text(outcome["class_accuracy"])
+        log.info("test %s per class: %s", measures.per_class, per_class)
     part = part_of_split(outcome["test_images"], outcome["test_split_images"])
     headline = measures.headline
     log.info(

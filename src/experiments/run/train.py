@@ -235,6 +235,10 @@ class TrainingRun:
         job.refuse_targets_not_typed(self.cfg)  # (an interpolation may read the data's fields)
         self.results.add(data={**data.record, **data.derived()})
         self.data_fingerprint = fingerprint.of(data, self.cfg.dataset)
+        # What the model learns: the task, for data of its kind (built once the data has told
+        # its statistics: a regression's target's).
+        self.task = build(self.cfg.task)
+        self.task.refuse_other_data(self.cfg.task.name, data)
         # Epochs are selected (and runs stopped early) on the validation split, never on test.
         selection.require_validation(self.cfg, has_validation=data.val is not None)
         self.monitor = Monitor.of(self.cfg) if data.val is not None else None
@@ -244,7 +248,14 @@ class TrainingRun:
         loaded into a `new` run's (a resume takes its own back), measured, and on the device."""
         cfg, data, trainer = self.cfg, self.data, self.cfg.trainer
         seeding.seed_everything(trainer.seed)
-        model = models.build_for(cfg.model, data.shape, len(data.classes), data.name)
+        model = models.build_for(
+            cfg.model,
+            data.shape,
+            len(data.classes),
+            data.name,
+            cfg.task.name,
+            self.task.outputs(len(data.classes), data.shape),
+        )
         if cfg.model.get("weights") and new:
             weights_partial = bool(cfg.model.get("weights_partial"))
             left = load_weights(model, cfg.model.weights, weights_partial)
@@ -265,9 +276,7 @@ class TrainingRun:
         """The task (its loss), optimizer and schedule, and the splits cut into batches: the
         `learner`."""
         cfg, trainer, runtime = self.cfg, self.cfg.trainer, self.runtime
-        task = build(cfg.task)
-        task.refuse_other_data(cfg.task.name, self.data)
-        task = runtime.placement.module(task)
+        task = runtime.placement.module(self.task)
         optimizer, fused = optimizers.build_optimizer(
             cfg.optimizer, model.parameters(), runtime.type
         )
@@ -276,6 +285,12 @@ class TrainingRun:
         # The same shuffle (and augmentation) in every process; each takes its share of a batch.
         self.shuffle = torch.Generator().manual_seed(trainer.seed)
         augment = Augment(**cfg.dataset.augment, generator=self.shuffle)
+        if augment and self.task.targets == "masks":
+            raise ExperimentError(
+                f"dataset.augment moves an image's pixels but not its mask's: task="
+                f"{cfg.task.name} trains without it (dataset.augment.crop_padding=0 "
+                "dataset.augment.flip=false)"
+            )
         data, world_size = self.data, runtime.group.world_size
         assert data.train is not None
         fewest = loop.fewest_images_per_batch(model, trainer.batch_size, world_size)

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from experiments.config.build import build, check_importable
+from experiments.config.metric_names import CLASSIFICATION_TASK
 from experiments.config.schemas import ModelConfig
 from experiments.core.errors import ExperimentError
 from experiments.core.text import shape_text
@@ -28,9 +29,15 @@ class ShapeError(ValueError):
 
 
 def build_for(
-    config: ModelConfig, image_shape: tuple[int, int, int], num_classes: int, dataset: str
+    config: ModelConfig,
+    image_shape: tuple[int, int, int],
+    num_classes: int,
+    dataset: str,
+    task: str = CLASSIFICATION_TASK,
+    outputs_per_image: tuple[int, ...] | None = None,
 ) -> nn.Module:
-    """Build the model the config names and check it takes the dataset's images and classes."""
+    """Build the model the config names and check it takes the dataset's images and gives what
+    the task needs of each (`outputs_per_image`; by default a logit per class)."""
     cannot = f"model {config.name} cannot take dataset {dataset} ({shape_text(image_shape)} images)"
     target = check_importable("model._target_", config._target_)
     try:
@@ -43,11 +50,17 @@ def build_for(
     # torch's own shape checks raise AssertionError (torch._assert), the others RuntimeError.
     except (ShapeError, RuntimeError, AssertionError) as error:
         raise ExperimentError(f"{cannot}: {error}".splitlines()[0]) from error
-    if outputs.shape != (1, num_classes):
+    expected = outputs_per_image or (num_classes,)
+    if tuple(outputs.shape) == (1, *expected):
+        return model
+    if len(expected) == 1 and outputs.dim() == 2:
         raise ExperimentError(
             f"{cannot}: it gives {outputs.shape[-1]} outputs per image for {num_classes} classes"
         )
-    return model
+    raise ExperimentError(
+        f"{cannot}: it gives {shape_text(outputs.shape[1:])} outputs per image, but "
+        f"task={task} needs {shape_text(expected)}"
+    )
 
 
 # The fields of a model config that the dataset fills in (schemas.ModelConfig).
@@ -177,3 +190,57 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.layers(torch.flatten(x, 1))
+
+
+class UNet(nn.Module):
+    """A small U-Net (Ronneberger et al., 2015) for task=segmentation: `depth` levels of two 3x3
+    convolutions with ReLU, each halving the image (2x2 max-pool) on the way down and doubling it
+    (a 2x2 transposed convolution) on the way up, where each level's features join the upsampled
+    ones; a 1x1 convolution gives a logit per class and pixel: (N, num_classes, H, W). Channels
+    double from `base_channels` at each level down. The image size must divide by 2**depth.
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        image_size: int,
+        num_classes: int,
+        base_channels: int = 16,
+        depth: int = 2,
+    ) -> None:
+        super().__init__()
+        if image_size % 2**depth:
+            raise ShapeError(f"its {depth} halvings need a size that divides by {2**depth}")
+        widths = [base_channels * 2**level for level in range(depth + 1)]
+        self.down = nn.ModuleList(
+            _two_convs(size_in, size_out)
+            for size_in, size_out in zip([in_channels, *widths[:-2]], widths[:-1], strict=True)
+        )
+        self.bottom = _two_convs(widths[-2], widths[-1])
+        self.up = nn.ModuleList(
+            nn.ConvTranspose2d(wide, narrow, 2, stride=2)
+            for wide, narrow in zip(widths[:0:-1], widths[-2::-1], strict=True)
+        )
+        self.joined = nn.ModuleList(_two_convs(2 * narrow, narrow) for narrow in widths[-2::-1])
+        self.classify = nn.Conv2d(base_channels, num_classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skips = []
+        for level in self.down:
+            x = level(x)
+            skips.append(x)
+            x = nn.functional.max_pool2d(x, 2)
+        x = self.bottom(x)
+        for up, joined, skip in zip(self.up, self.joined, reversed(skips), strict=True):
+            x = joined(torch.cat([skip, up(x)], dim=1))
+        return self.classify(x)
+
+
+def _two_convs(size_in: int, size_out: int) -> nn.Sequential:
+    """Two 3x3 convolutions (padded: the size kept), each with a ReLU."""
+    return nn.Sequential(
+        nn.Conv2d(size_in, size_out, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(size_out, size_out, 3, padding=1),
+        nn.ReLU(),
+    )

@@ -8,6 +8,8 @@ Its `metrics` name what it measures, which way each is better, and which one lea
     task=classification     a batch is (images, class indices); cross-entropy; accuracy
     task=regression         a batch is (features, target values); mean squared error; RMSE,
                             MAE and R²
+    task=segmentation       a batch is (images, masks: a class per pixel); per-pixel
+                            cross-entropy; mean IoU and pixel accuracy
 """
 
 from __future__ import annotations
@@ -22,9 +24,12 @@ from experiments.config.metric_names import (
     ACCURACY,
     CLASSIFICATION,
     MAE,
+    MIOU,
+    PIXEL_ACCURACY,
     R2,
     REGRESSION,
     RMSE,
+    SEGMENTATION,
     TaskMetrics,
 )
 from experiments.core.errors import ExperimentError
@@ -44,19 +49,23 @@ class Task(nn.Module):
     """The base of a task; `forward` is its training loss, a batch's mean."""
 
     metrics: TaskMetrics
-    # What its targets are: "classes" (int64 indices) or "values" (float vectors).
+    # What its targets are (`data.types.ImageData.targets`): "classes" (an index per image),
+    # "values" (float vectors) or "masks" (a class per pixel).
     targets = "classes"
 
     def refuse_other_data(self, option: str, data: ImageData) -> None:
         """Refuse, in one line, data whose targets are not the kind the task learns."""
-        held = "values" if data.has_values else "classes"
-        if held == self.targets:
+        if data.targets == self.targets:
             return
-        fitting = "task=regression" if held == "values" else "task=classification"
         raise ExperimentError(
-            f"task={option} learns {self.targets}, but dataset {data.name} holds {held} to "
-            f"predict; use {fitting}, or a dataset of {self.targets}"
+            f"task={option} learns {self.targets}, but dataset {data.name} holds {data.targets} "
+            f"to predict; use task={FITTING[data.targets]}, or a dataset of {self.targets}"
         )
+
+    def outputs(self, num_classes: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The shape of the model's output for one input of `shape`, `num_classes` classes (or
+        values): a logit per class."""
+        return (num_classes,)
 
     def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -138,6 +147,41 @@ class Regression(Task):
                 R2.name: (1 - squared / variance).mean().item(),
             }
         )
+
+
+class Segmentation(Task):
+    """A class per pixel: the model's output is a logit per class and pixel, (N, K, H, W), the
+    target a mask, (N, H, W); per-pixel cross-entropy; mean IoU and pixel accuracy from the
+    split's confusion matrix of pixels, per-class (pixel) accuracy beside them."""
+
+    metrics = SEGMENTATION
+    targets = "masks"
+
+    def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return nn.functional.cross_entropy(outputs, targets)
+
+    def outputs(self, num_classes: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return (num_classes, *shape[1:])
+
+    def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return confusion_counts(targets, outputs.argmax(1), outputs.shape[1])
+
+    def measure(self, total: torch.Tensor) -> Measured:
+        counts = total.double()
+        right = counts.diagonal()
+        union = counts.sum(0) + counts.sum(1) - right  # predicted or true, per class
+        present = union > 0
+        return Measured(
+            {
+                MIOU.name: (right[present] / union[present]).mean().item(),
+                PIXEL_ACCURACY.name: (right.sum() / counts.sum()).item(),
+            },
+            total.tolist(),
+        )
+
+
+# The task that learns each kind of target.
+FITTING = {"classes": "classification", "values": "regression", "masks": "segmentation"}
 
 
 def confusion_counts(

@@ -1,0 +1,111 @@
+"""task=segmentation end to end: generated shapes and their masks (seeded), a small U-Net, mean
+IoU and pixel accuracy per epoch, selection on validation; a model whose output does not fit the
+task is refused before training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from experiments.data.builtin import SHAPES, shapes_splits
+from experiments.training.models import UNet
+from helpers import metrics, read_events, results, train_cli
+
+SEGMENTATION = (
+    "device=cpu",
+    "task=segmentation",
+    "dataset=shapes",
+    "dataset.train_size=160",
+    "dataset.test_size=64",
+    "optimizer=adam",
+    "optimizer.lr=0.003",
+)
+SMALL_UNET = ("model=unet", "model.base_channels=8")
+
+
+def test_the_shapes_repeat_and_their_masks_mark_their_pixels() -> None:
+    train, _ = shapes_splits(32, 64, 16, seed=0)
+    again, _ = shapes_splits(32, 64, 16, seed=0)  # (the test split: drawn after the train)
+    assert torch.equal(train.images, again.images) and torch.equal(train.labels, again.labels)
+    assert (train.images.shape, train.labels.shape, train.labels.dtype) == (
+        (64, 3, 32, 32),
+        (64, 32, 32),
+        torch.int64,
+    )
+    assert not torch.equal(train.images, shapes_splits(32, 64, 16, seed=1)[0].images)
+    # A shape's pixels are bright in every channel, the background's dark.
+    channels_low = train.images.min(1).values
+    channels_high = train.images.max(1).values
+    assert channels_low[train.labels > 0].min() >= 120
+    assert channels_high[train.labels == 0].max() <= 100
+    assert set(train.labels.unique().tolist()) == set(range(len(SHAPES)))
+
+
+def test_a_unet_gives_a_logit_per_class_and_pixel() -> None:
+    model = UNet(3, 32, 4, base_channels=8, depth=3)
+    assert model(torch.zeros(2, 3, 32, 32)).shape == (2, 4, 32, 32)
+
+
+def test_shapes_train_a_unet_selected_on_validation_mean_iou(tmp_path: Path) -> None:
+    run = ("trainer.epochs=3", "dataset.val_fraction=0.2")
+    done = train_cli(tmp_path, *SEGMENTATION, *SMALL_UNET, *run)
+    assert done.returncode == 0, done.stderr
+    result = results(done.run_dir)
+    assert result["selected_by"] == "val_miou (max)"
+    epochs = metrics(done.run_dir, "epoch")
+    assert all(0 <= row["test_miou"] <= row["test_pixel_accuracy"] <= 1 for row in epochs)
+    assert result["test_miou"] == max(epochs, key=lambda row: row["val_miou"])["test_miou"]
+    # Per-class pixel accuracy, and the confusion matrix of pixels, drawn.
+    assert list(result["class_accuracy"]) == SHAPES
+    assert (done.run_dir / "confusion_matrix.png").is_file()
+    assert result["data"]["validation"]["per_class"] is None  # (images, not classes, held out)
+    events = read_events(done.run_dir)
+    assert [event.value for event in events.Scalars("val/miou")] == pytest.approx(
+        [row["val_miou"] for row in epochs]
+    )
+    assert "test miou" in done.stderr and "val_miou (max)" in done.last_line
+
+
+@pytest.mark.parametrize(
+    ("overrides", "said"),
+    [
+        (
+            ("model=lenet",),
+            "model lenet cannot take dataset shapes (3x32x32 images): it gives 4 outputs per "
+            "image, but task=segmentation needs 4x32x32",
+        ),
+        (
+            ("model=unet", "task=classification"),
+            "task=classification learns classes, but dataset shapes holds masks to predict; "
+            "use task=segmentation, or a dataset of classes",
+        ),
+        (
+            ("model=unet", "dataset.augment.flip=true"),
+            "dataset.augment moves an image's pixels but not its mask's: task=segmentation "
+            "trains without it (dataset.augment.crop_padding=0 dataset.augment.flip=false)",
+        ),
+        (
+            ("model=unet", "model.depth=6"),
+            "model unet cannot take dataset shapes (3x32x32 images): its 6 halvings need a size "
+            "that divides by 64",
+        ),
+    ],
+)
+def test_what_does_not_fit_the_task_is_refused_before_training(
+    tmp_path: Path, overrides: tuple[str, ...], said: str
+) -> None:
+    done = train_cli(tmp_path, *SEGMENTATION, *overrides)
+    assert done.returncode == 1
+    assert done.last_line.endswith(f"Error: {said}")
+    assert results(done.run_dir)["status"] == "failed"
+
+
+def test_a_segmenter_under_classification_is_refused(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, "device=cpu", "model=unet")
+    assert done.returncode == 1
+    assert done.last_line.endswith(
+        "Error: model unet cannot take dataset cifar10_sample (3x32x32 images): it gives "
+        "10x32x32 outputs per image, but task=classification needs 10"
+    )
