@@ -53,6 +53,7 @@ WHAT_THE_DATA_TELLS = {
     ),
     "model=custom": ("model._target_=my_models.Net",),
     "dataset=csv": ("dataset.channels=10",),
+    "task=custom": ("task._target_=my_tasks.Task",),
 }
 # Options named by what they build rather than by the option itself.
 NAMES = {"model=torchvision": "resnet18", "model=custom": "my_models.Net"}
@@ -95,7 +96,7 @@ def test_the_groups_have_the_options_the_readme_promises() -> None:
         "synthetic",
     ]
     assert {"cpu", "cuda", "auto", "dp", "ddp", "cuda:0", "cuda:15"} <= set(options("device"))
-    assert options("task") == ["classification", "regression", "segmentation"]
+    assert options("task") == ["classification", "custom", "regression", "segmentation"]
     assert options("placement") == ["cuda_call", "to_device"]
     assert options("optimizer") == ["adam", "sgd", "sgd_momentum"]
     assert options("scheduler") == ["cosine", "none", "onecycle", "step", "warmup_cosine"]

@@ -88,3 +88,28 @@ def test_torchruns_sigterm_inside_a_held_block_waits_for_its_end() -> None:
         "the block ran to its end\nstopped by torchrun (SIGTERM)\n",
         "",
     )
+
+
+# Sent SIGHUP inside a weakref callback (as an import's module lock has), where Python drops the
+# handler's exception ("Exception ignored"); the run then asks whether it was signalled.
+LOST = """
+import signal, weakref
+from experiments.core.interrupts import raise_if_lost, take_interrupts
+take_interrupts()
+class Thing: ...
+thing = Thing()
+watch = weakref.ref(thing, lambda _: signal.raise_signal(signal.SIGHUP))
+del thing
+print("went on", flush=True)
+try:
+    raise_if_lost()
+except KeyboardInterrupt as interrupt:
+    print(type(interrupt).__name__, interrupt, flush=True)
+"""
+
+
+def test_an_interrupt_lost_where_python_drops_exceptions_is_raised_again() -> None:
+    done = subprocess.run([sys.executable, "-c", LOST], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert done.stdout == "went on\nTerminated SIGHUP\n"
+    assert "Exception ignored" in done.stderr  # (Python's own line on the one it dropped)

@@ -327,6 +327,7 @@ def test_time_to_accuracy_and_a_profile_on_request(
         "seconds": epochs[0]["train_seconds"],  # training only, not the evaluation
         "includes_compile_seconds": False,  # (no trainer.compile)
         "metric": "accuracy",
+        "better": "max",
     }
     said = f"1% test accuracy after {reached['seconds']:.1f} s of training (epoch 1)"
     assert f"epoch 1: {said}" in caplog.text

@@ -31,6 +31,7 @@ def test_the_seconds_are_the_training_time_up_to_the_first_epoch_at_the_target()
         "seconds": 5.0,
         "includes_compile_seconds": False,
         "metric": "accuracy",
+        "better": "max",
     }
     assert time_to_accuracy.text(reached) == ("50% val accuracy after 5.0 s of training (epoch 2)")
     # On the test split, when there is no validation split: epoch 1 already.
@@ -45,6 +46,7 @@ def test_a_target_never_reached_has_no_seconds_and_says_so() -> None:
         "epoch": None,
         "seconds": None,
         "metric": "accuracy",
+        "better": "max",
         "includes_compile_seconds": False,
     }
     assert time_to_accuracy.text(never) == "95% test accuracy not reached"

@@ -12,6 +12,7 @@ regression's (`REGRESSION`) and segmentation's (`SEGMENTATION`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,16 +113,24 @@ TASK_METRICS = {
 }
 
 
-def metric_named(name: str) -> Metric:
-    """A shipped task's metric by its name (records name them: "rmse")."""
-    return next(m for task in TASK_METRICS.values() for m in task.evaluated if m.name == name)
+def declared(metrics: Mapping[str, str]) -> TaskMetrics:
+    """The metrics a task of one's own declares, {"mae": "min", ...} (the first leading), with
+    its loss last."""
+    named = [Metric(name, Mode(better)) for name, better in metrics.items() if name != LOSS.name]
+    return TaskMetrics((*named, LOSS))
 
 
-def metrics_of(config: Any) -> TaskMetrics:
+def metrics_of(config: Any) -> TaskMetrics | None:
     """The metrics of a run's task (`config`: the run's config; one from before the task group
-    has none, and was a classifier's)."""
+    has none, and was a classifier's); a task of one's own's once the run has built it and
+    written them into its config (None before)."""
     task = config.get("task")
-    return TASK_METRICS[task["name"]] if task else CLASSIFICATION
+    if not task:
+        return CLASSIFICATION
+    if task["name"] in TASK_METRICS:
+        return TASK_METRICS[task["name"]]
+    own = task.get("metrics")
+    return declared(own) if own else None
 
 
 # The keys the classification code reads by name: a key per split and metric.

@@ -225,7 +225,7 @@ def evaluation_arguments(arguments: list[str]) -> list[str]:
     training = set(config_groups()) - set(EVAL_GROUPS)
     for override in _read(arguments):
         section = override.key_or_group.partition(".")[0]
-        if section in training and not _allows_own_model(override):
+        if section in training and not _allows_own_class(override):
             raise ExperimentError(
                 f"{override.input_line}: eval.py evaluates the model its checkpoint holds, as it "
                 "was trained; it takes ckpt=, dataset=, device= and placement= (python eval.py "
@@ -234,13 +234,14 @@ def evaluation_arguments(arguments: list[str]) -> list[str]:
     return arguments
 
 
-def _allows_own_model(override: Override) -> bool:
-    """`model=custom` and the targets typed under it: they let eval.py build a class of the
-    user's own that a checkpoint names (experiments.config.trust)."""
+def _allows_own_class(override: Override) -> bool:
+    """`model=custom` and the targets typed under it, and `task._target_=`: they let eval.py build
+    a class of the user's own that a checkpoint names (experiments.config.trust)."""
     key = override.key_or_group
     if key == "model":
         return override.type is OverrideType.CHANGE and override.value() == "custom"
-    return key.startswith("model.") and key.endswith("_target_") and not override.is_delete()
+    typed = key.startswith("model.") or key == "task._target_"
+    return typed and key.endswith("_target_") and not override.is_delete()
 
 
 def with_saved_overrides(arguments: list[str]) -> list[str]:

@@ -320,6 +320,16 @@ class SegmentationTaskConfig(TaskConfig):
 
 
 @dataclass
+class CustomTaskConfig(TaskConfig):
+    """A task of one's own: task=custom task._target_=my_tasks.Task (docs/tasks.md)."""
+
+    name: str = "custom"
+    # Its metrics and their ways ({"mae": "min"}), as its class declares them: written in by the
+    # run once it has built the task, so that the run's records hold them as plain data.
+    metrics: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class EarlyStoppingConfig:
     # Stop when trainer.monitor has not improved by more than min_delta for this many epochs
     # (null: never). Needs a validation split.
@@ -432,6 +442,9 @@ class EvalSchema:
     # None: the model the checkpoint names; model=custom model._target_=<module>.<name> builds
     # that class of the user's own for its weights (a file's targets are never built untyped).
     model: Any = None
+    # None: the task the checkpoint names; task._target_=<module>.<name> allows that class of
+    # the user's own, which the checkpoint's task names.
+    task: Any = None
     # None: the dataset the checkpoint was trained on.
     dataset: DatasetConfig | None = None
     device: DeviceConfig = MISSING
@@ -472,6 +485,7 @@ SCHEMAS: dict[str, type] = {
     "classification_task_schema": ClassificationTaskConfig,
     "regression_task_schema": RegressionTaskConfig,
     "segmentation_task_schema": SegmentationTaskConfig,
+    "custom_task_schema": CustomTaskConfig,
     "tensorboard_tracker_schema": TensorBoardTrackerConfig,
     "csv_tracker_schema": CsvTrackerConfig,
     "mlflow_tracker_schema": MlflowTrackerConfig,

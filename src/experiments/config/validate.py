@@ -45,6 +45,7 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
     rows: tuple[tuple[bool, tuple[Check, ...]], ...] = (
         # (eval.py's model is none but for a class of one's own it is told to build)
         (cfg.get("model") is not None, MODEL_CHECKS),
+        (cfg.get("task") is not None, (_own_task_without_target,)),
         ("trainer" in cfg, (*TRAINING_CHECKS, shared_batch)),
         ("limit_images" in cfg, EVALUATION_CHECKS),  # an evaluation
         (cfg.get("dataset") is not None, DATASET_CHECKS),
@@ -168,6 +169,15 @@ def _own_model_without_target(cfg: DictConfig) -> str | None:
     )
 
 
+def _own_task_without_target(cfg: DictConfig) -> str | None:
+    if OmegaConf.select(cfg, "task._target_") is not None:
+        return None
+    return (
+        "task=custom needs task._target_=<module>.<name>, the class of your task, e.g. "
+        "task._target_=my_tasks.Task (docs/tasks.md)"
+    )
+
+
 def _model_without_name(cfg: DictConfig) -> str | None:
     """(A model of one's own, whose YAML may lack a name.)"""
     if OmegaConf.select(cfg, "model.name") is not None:
@@ -219,19 +229,27 @@ WHY_NOT_TEST = (
 
 def _monitor_on_test(cfg: DictConfig) -> str | None:
     """Validation metrics select epochs and hyperparameters; test metrics never do."""
-    monitor = cfg.trainer.monitor
-    if monitor not in ON_TEST:
+    monitor, measures = cfg.trainer.monitor, metrics_of(cfg)
+    on_test = ON_TEST | set(measures.on_test() if measures else ())
+    if monitor not in on_test:
         return None
+    monitored = " or ".join(measures.monitored()) if measures else "a validation metric"
     return (
         f"trainer.monitor={monitor} would pick the epoch on the test split: "
-        f"{WHY_NOT_TEST}; monitor {' or '.join(metrics_of(cfg).monitored())} (with "
-        "dataset.val_fraction=0.1)"
+        f"{WHY_NOT_TEST}; monitor {monitored} (with dataset.val_fraction=0.1)"
     )
 
 
+# (A task of one's own's metrics are known once the run has built it: `metric_names.metrics_of`
+# is None before, and these checks are made again then.)
+
+
 def _monitor_unknown(cfg: DictConfig) -> str | None:
-    monitor, monitored = cfg.trainer.monitor, metrics_of(cfg).monitored()
-    if monitor is None or monitor in monitored or monitor in ON_TEST:
+    monitor, measures = cfg.trainer.monitor, metrics_of(cfg)
+    if monitor is None or measures is None or monitor in ON_TEST:
+        return None
+    monitored = measures.monitored()
+    if monitor in monitored or monitor in measures.on_test():
         return None
     return (
         f"trainer.monitor={monitor} is not a metric {_task_text(cfg)} can monitor; choose "
@@ -252,6 +270,8 @@ def _target_twice(cfg: DictConfig) -> str | None:
 def _target_unknown(cfg: DictConfig) -> str | None:
     """A target's metric is one of the task's; target_accuracy is a classifier's."""
     trainer, measures = cfg.trainer, metrics_of(cfg)
+    if measures is None:
+        return None
     names = [metric.name for metric in measures.evaluated]
     if trainer.target_accuracy is not None and "accuracy" not in names:
         return (
@@ -276,7 +296,7 @@ def _task_text(cfg: DictConfig) -> str:
     return "it" if name == CLASSIFICATION_TASK else f"task={name}"
 
 
-def check_optimized_metric(metric: str | None, measures: TaskMetrics) -> None:
+def check_optimized_metric(metric: str | None, measures: TaskMetrics | None) -> None:
     """What a run returns to a sweeper is a validation (or training) number, never a test one.
     (Also checked when a sweep starts, before its first trial.)"""
     refusal = _unoptimizable(metric, measures)
@@ -284,9 +304,11 @@ def check_optimized_metric(metric: str | None, measures: TaskMetrics) -> None:
         raise ExperimentError(refusal)
 
 
-def _unoptimizable(metric: str | None, measures: TaskMetrics) -> str | None:
+def _unoptimizable(metric: str | None, measures: TaskMetrics | None) -> str | None:
+    if measures is None:
+        return None
     optimizable = measures.optimizable()
-    if metric in ON_TEST:
+    if metric in ON_TEST or metric in measures.on_test():
         return (
             f"optimized_metric={metric} would choose hyperparameters on the test split: "
             f"{WHY_NOT_TEST}; optimize {', '.join(optimizable)}"

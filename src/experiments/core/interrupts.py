@@ -19,6 +19,7 @@ from types import FrameType
 
 _holding = 0  # how many `held` blocks the main thread is in
 _pending: list[BaseException] = []  # the interrupt held back, raised when they end
+_delivered: list[BaseException] = []  # the interrupt a signal raised, in case it was lost
 
 
 # The signals taken, by name (Windows has neither SIGHUP nor SIGQUIT nor SIGUSR1).
@@ -47,6 +48,16 @@ def take_interrupts() -> None:
         if inherited == signal.SIG_IGN and each not in (signal.SIGINT, signal.SIGTERM):
             continue
         signal.signal(each, _interrupt)
+    _delivered.clear()
+
+
+def raise_if_lost() -> None:
+    """Raise again the interrupt a signal raised where Python drops exceptions: in a weakref
+    callback or a `__del__` (an import's module lock, a freed tensor), where it is printed as
+    "Exception ignored" and the run would go on as if never signalled (the signals are ignored
+    from the first on). Called where the run can stop: every epoch and logged step."""
+    if _delivered and not _holding:
+        raise _delivered[-1]
 
 
 @contextmanager
@@ -96,4 +107,6 @@ def end_as_the_signal_would(interrupt: KeyboardInterrupt) -> None:
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     for each in TAKEN:
         signal.signal(each, signal.SIG_IGN)
-    raise_unless_held(Terminated(signum) if signum != signal.SIGINT else KeyboardInterrupt())
+    interrupt = Terminated(signum) if signum != signal.SIGINT else KeyboardInterrupt()
+    _delivered.append(interrupt)
+    raise_unless_held(interrupt)

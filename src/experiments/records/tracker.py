@@ -53,8 +53,16 @@ def step_scalars(loss: float, lr: float) -> dict[str, float]:
 
 
 def epoch_scalars(row: Mapping[str, Any]) -> dict[str, float]:
-    """An epoch row's numbers by their tags."""
-    return {tag: row[key] for key, tag in EPOCH_TAGS.items() if key in row}
+    """An epoch row's numbers by their tags: a task of one's own's metrics, named by it, as
+    `<split>/<name>` after the shipped ones."""
+    shipped = {tag: row[key] for key, tag in EPOCH_TAGS.items() if key in row}
+    own = {
+        f"{split}/{key.removeprefix(f'{split}_')}": value
+        for key, value in row.items()
+        for split in (VAL, TEST)
+        if key.startswith(f"{split}_") and key not in EPOCH_TAGS and isinstance(value, float)
+    }
+    return shipped | own
 
 
 # A global step and the numbers sent at it, by their tags.

@@ -110,10 +110,10 @@ def _time_to_accuracy_title(rows: Sequence[Row]) -> str:
     """ "Time to 40% validation accuracy", "Time to validation rmse <= 60", or each target
     where the runs' differ ("target accuracy" for runs of versions that did not record theirs)."""
     split_names = {"val": "validation", "test": "test"}
-    recorded = [row.get("accuracy_target") or (None, None, None) for row in rows]
+    recorded = [row.get("accuracy_target") or (None, None, None, None) for row in rows]
     targets = dict.fromkeys(
-        goal_text(target, split_names.get(split, split), metric or "accuracy")
-        for target, split, metric in recorded
+        goal_text(target, split_names.get(split, split), metric, better)
+        for target, split, metric, better in recorded
         if target is not None
     )
     return f"Time to {' or '.join(targets) or 'target accuracy'}"

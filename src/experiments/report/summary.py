@@ -52,7 +52,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from experiments.config.metric_names import TEST, VAL, metrics_of
+from experiments.config.metric_names import CLASSIFICATION, TEST, VAL, metrics_of
 from experiments.config.naming import planned_job_names
 from experiments.core.errors import ExperimentError
 from experiments.core.files import read_json_lines, write_text_atomically
@@ -187,26 +187,29 @@ def summary_row(run_dir: Path, folder: Path, history: History) -> Row:
         )
         # What it was the time to, for the figures: 0.4, "val" and "accuracy" (no column).
         metric = reached.get("metric", "accuracy")  # (earlier versions': accuracy)
-        row["accuracy_target"] = (reached.get("target"), reached.get("split"), metric)
-    measures = metrics_of(config)
+        better = reached.get("better", "max")
+        row["accuracy_target"] = (reached.get("target"), reached.get("split"), metric, better)
+    # (A task of one's own's metrics are its results' only: its columns are the shipped tasks'.)
+    measures = metrics_of(config) or CLASSIFICATION
     tested = measures.headline.key(TEST)
+    # A run still going, or stopped: its epochs so far.
+    if history and tested in history[0] and row["selected_epoch"] is None:
+        monitor = Monitor.of(config) if validated(history) else None
+        selected = selected_epoch(history, monitor)
+        val = measures.headline.key(VAL)
+        row.update(
+            {
+                "selected_epoch": selected["epoch"],
+                val: selected.get(val),
+                tested: selected[tested],
+                measures.final_key(TEST): history[-1][tested],
+            }
+        )
     if history:
-        if row["selected_epoch"] is None:  # a run still going, or stopped: its epochs so far
-            monitor = Monitor.of(config) if validated(history) else None
-            selected = selected_epoch(history, monitor)
-            val = measures.headline.key(VAL)
-            row.update(
-                {
-                    "selected_epoch": selected["epoch"],
-                    val: selected.get(val),
-                    tested: selected[tested],
-                    measures.final_key(TEST): history[-1][tested],
-                }
-            )
         row["seconds_per_epoch"] = sum(e["epoch_seconds"] for e in history) / len(history)
     # Of a run's test numbers; runs of earlier versions did not record the split's size.
     in_split = results.get("test_split_images")
-    measured = in_split and row[tested] is not None
+    measured = in_split and row.get(tested) is not None
     row["test_images"] = part_of_split(results["test_images"], in_split) if measured else None
     return row
 

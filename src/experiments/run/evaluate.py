@@ -15,7 +15,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config import trust
-from experiments.config.build import build, plain
+from experiments.config.build import plain
 from experiments.config.metric_names import TEST, TEST_LOSS, TaskMetrics, metric_key
 from experiments.config.schemas import ClassificationTaskConfig, is_image_folder, is_users_data
 from experiments.config.validate import validate
@@ -32,7 +32,7 @@ from experiments.devices.process_group import ONE_PROCESS
 from experiments.records import checkpoints
 from experiments.records.results import Results, per_class_text
 from experiments.run import setup
-from experiments.training import loop, models
+from experiments.training import loop, models, tasks
 from experiments.training.selection import Monitor
 
 log = logging.getLogger("experiments")
@@ -66,7 +66,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         _check_classes(data.classes, trained.dataset, dataset)
         results.add(data={**data.record, **data.derived()})
 
-        task = build(trained.task)
+        task = tasks.build_task(trained.task)
         task.refuse_other_data(trained.task.name, data)
         model = models.build_for(
             trained.model,
@@ -125,6 +125,9 @@ def _to_build(config: dict[str, Any], cfg: DictConfig, path: Path) -> DictConfig
         model = OmegaConf.to_container(cfg.model)
         typed = trust.typed_as(trust.targets_in(model, "model"))
         trained.model._target_ = cfg.model._target_
+    if cfg.get("task") is not None and cfg.task.get("_target_"):
+        typed |= trust.typed_as(trust.targets_in(OmegaConf.to_container(cfg.task), "task"))
+        trained.task._target_ = cfg.task._target_
     built = {"model": plain(trained.model), "task": plain(trained.task)}
     if cfg.dataset is None:
         built["dataset"] = plain(trained.dataset)
@@ -136,6 +139,8 @@ def _to_build(config: dict[str, Any], cfg: DictConfig, path: Path) -> DictConfig
 def _typed_for_eval(found: trust.Target) -> str:
     if found.key == "model._target_":
         return f"add model=custom model._target_={found.target} if you trust it"
+    if found.key == "task._target_":
+        return f"add +task._target_={found.target} if you trust it"
     if found.key.startswith("dataset."):
         return (
             f"evaluate on data you name: dataset=custom dataset.source._target_={found.target} "

@@ -16,14 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
 
-from experiments.config.build import build, plain
+from experiments.config.build import plain
 from experiments.config.choices import Interval
-from experiments.config.metric_names import TEST, TRAIN_IMAGES_PER_SECOND, VAL, metrics_of
+from experiments.config.metric_names import (
+    TEST,
+    TRAIN_IMAGES_PER_SECOND,
+    VAL,
+    TaskMetrics,
+    metrics_of,
+)
 from experiments.config.validate import refuse_unchosen_groups, validate
+from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import remove_leftovers
 from experiments.core.text import display_path
@@ -67,6 +74,7 @@ from experiments.training import (
     schedules,
     seeding,
     selection,
+    tasks,
     time_to_accuracy,
 )
 from experiments.training.history import History
@@ -115,9 +123,9 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                     run.setup(group, free_gpus, resumed)
                 run.fit()
                 summary = run.finish()
-                plan = run.runtime.plan
+                plan, measures = run.runtime.plan, run.task.metrics
                 del run  # its DDP model holds the process group, which teardown() then ends
-        console.log_summary(summary, plan, run_dir, metrics_of(cfg))
+        console.log_summary(summary, plan, run_dir, measures)
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
 
 
@@ -237,8 +245,11 @@ class TrainingRun:
         self.data_fingerprint = fingerprint.of(data, self.cfg.dataset)
         # What the model learns: the task, for data of its kind (built once the data has told
         # its statistics: a regression's target's).
-        self.task = build(self.cfg.task)
+        self.task = tasks.build_task(self.cfg.task)
         self.task.refuse_other_data(self.cfg.task.name, data)
+        if metrics_of(self.cfg) is None:  # a task of one's own: its metrics, now known
+            self.cfg = _with_task_metrics(self.cfg, self.task.metrics)
+            validate(self.cfg, self.runtime.group.world_size)
         # Epochs are selected (and runs stopped early) on the validation split, never on test.
         selection.require_validation(self.cfg, has_validation=data.val is not None)
         self.monitor = Monitor.of(self.cfg) if data.val is not None else None
@@ -338,6 +349,7 @@ class TrainingRun:
         first = len(self.history) + 1
         self._warn_of_threads_above_free_cores()
         for epoch in range(first, trainer.epochs + 1):
+            interrupts.raise_if_lost()
             self.trained = True
             steps_before = (epoch - 1) * self.steps_per_epoch
             started = host_load.snapshot(self.host_root, self.host_cores)
@@ -608,6 +620,15 @@ class TrainingRun:
             checkpoints.save(self.run_dir / checkpoints.BEST, checkpoint)
         if due:
             checkpoints.save(self.run_dir / checkpoints.LAST, checkpoint)
+
+
+def _with_task_metrics(cfg: DictConfig, measures: TaskMetrics) -> DictConfig:
+    """`cfg` with its task's metrics and their ways written in (a task of one's own declares
+    them in its class), so that the run's records hold them as plain data."""
+    written = cfg.copy()
+    with open_dict(written):  # (Hydra's config takes no new key, a dict's either)
+        written.task.metrics = {metric.name: str(metric.better) for metric in measures.evaluated}
+    return written
 
 
 def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:

@@ -21,6 +21,7 @@ from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
 from tqdm import tqdm
 
+from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.data.batches import Batches
 from experiments.devices.distributed import summed
@@ -265,6 +266,7 @@ class _LogInterval:
         """End the interval at batch `index` (of optimizer step `step`, at learning rate `lr`):
         log its mean loss and speed, refuse a diverged loss, start the next; return its summed
         loss, of every process."""
+        interrupts.raise_if_lost()
         images = sum(self.batches.sizes[self.first : index + 1])
         total = summed(self.loss, self.group).item()  # waits for the device
         mean_loss, now = total / images, time.perf_counter()

@@ -34,6 +34,7 @@ class Monitor:
         metric on the validation split; the direction its task gives it, unless
         trainer.monitor_mode says."""
         trainer, measures = config.trainer, metrics_of(config)
+        assert measures is not None  # (a task of one's own's: in the config once built)
         metric = trainer.monitor or measures.headline.key(VAL)
         mode = trainer.monitor_mode
         if mode == Mode.auto:
@@ -96,6 +97,7 @@ def require_validation(cfg: DictConfig, has_validation: bool) -> None:
             f"{Monitor.of(cfg).metric}, which needs a validation split: {ADD_VALIDATION}"
         )
     metric, measures = cfg.optimized_metric, metrics_of(cfg)
+    assert measures is not None
     monitored = measures.monitored()
     if metric in monitored:
         without_validation = (name for name in measures.optimizable() if name not in monitored)

@@ -10,19 +10,24 @@ Its `metrics` name what it measures, which way each is better, and which one lea
                             MAE and R²
     task=segmentation       a batch is (images, masks: a class per pixel); per-pixel
                             cross-entropy; mean IoU and pixel accuracy
+    task=custom             one's own: task._target_=my_tasks.Task (`OwnTask`)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+from omegaconf import DictConfig
 from torch import nn
 
+from experiments.config.build import build, check_importable
 from experiments.config.metric_names import (
     ACCURACY,
     CLASSIFICATION,
+    LOSS,
     MAE,
     MIOU,
     PIXEL_ACCURACY,
@@ -30,7 +35,9 @@ from experiments.config.metric_names import (
     REGRESSION,
     RMSE,
     SEGMENTATION,
+    TASK_METRICS,
     TaskMetrics,
+    declared,
 )
 from experiments.core.errors import ExperimentError
 from experiments.data.types import ImageData
@@ -182,6 +189,65 @@ class Segmentation(Task):
 
 # The task that learns each kind of target.
 FITTING = {"classes": "classification", "values": "regression", "masks": "segmentation"}
+
+
+class OwnTask(Task):
+    """A task of one's own (task=custom task._target_=my_tasks.Task), from a class that gives, as
+    plain torch functions of the model's output and the batch's targets:
+
+        targets = "values"                  # what the data holds: classes, values or masks
+        metrics = {"mae": "min"}            # each metric's way; the first leads (selection)
+        def loss(self, outputs, targets)    # the training loss, the batch's mean
+        def mae(self, outputs, targets)     # a value per example (N,): the split's mean is it
+
+    Each metric is the mean of its values over a split's examples, added up on the device (over
+    the processes too). A `Task` subclass (its own tally and measure) is used as it is."""
+
+    def __init__(self, own: Any) -> None:
+        super().__init__()
+        self.own = own  # (a module of its own goes to the device with this one)
+        self.targets = getattr(own, "targets", "classes")
+        self.metrics = declared(own.metrics)
+        self.names = [metric.name for metric in self.metrics.evaluated if metric != LOSS]
+
+    def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return self.own.loss(outputs, targets)
+
+    def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Each metric's values summed over the batch, and its examples, in float64."""
+        sums = [getattr(self.own, name)(outputs, targets).double().sum() for name in self.names]
+        return torch.stack([*sums, outputs.new_full((), len(targets), dtype=torch.float64)])
+
+    def measure(self, total: torch.Tensor) -> Measured:
+        *sums, count = total.tolist()
+        return Measured({name: value / count for name, value in zip(self.names, sums, strict=True)})
+
+
+def build_task(node: DictConfig) -> Task:
+    """The task a `task` config names: a shipped one, or one of one's own (`OwnTask`), whose
+    class is refused in one line where it lacks what a task gives."""
+    if node.name in TASK_METRICS:
+        return build(node)
+    check_importable("task._target_", node._target_)
+    own = build(node, leave_out=("metrics",))
+    if isinstance(own, Task):
+        return own
+    said = f"task._target_={node._target_}"
+    metrics = getattr(own, "metrics", None)
+    if not isinstance(metrics, Mapping) or not metrics:
+        raise ExperimentError(
+            f'{said} declares no metrics: give its class metrics = {{"<name>": "max" or "min", '
+            "...}, a method of each name, and loss (docs/tasks.md)"
+        )
+    ways = {str(way) for way in metrics.values()} - {"max", "min"}
+    missing = [name for name in ("loss", *metrics) if not callable(getattr(own, name, None))]
+    targets = getattr(own, "targets", "classes")
+    if ways or missing or targets not in FITTING:
+        wrong = [f"no method {name}" for name in missing]
+        wrong += [f"metrics' ways {', '.join(sorted(ways))} (max or min)"] if ways else []
+        wrong += [f"targets = {targets!r} (classes, values or masks)"] * (targets not in FITTING)
+        raise ExperimentError(f"{said}: {'; '.join(wrong)} (docs/tasks.md)")
+    return OwnTask(own)
 
 
 def confusion_counts(

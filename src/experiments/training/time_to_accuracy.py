@@ -20,7 +20,7 @@ from typing import TypedDict
 from omegaconf import DictConfig
 
 from experiments.config.choices import Mode
-from experiments.config.metric_names import ACCURACY, Metric, TaskMetrics, metric_named
+from experiments.config.metric_names import ACCURACY, Metric, TaskMetrics
 from experiments.training.history import EpochRow
 
 
@@ -37,6 +37,7 @@ class TimeToAccuracy(_Target, total=False):
 
     includes_compile_seconds: bool
     metric: str
+    better: str  # max or min: reached at or above the target, or at or below
 
 
 def target(trainer: DictConfig, measures: TaskMetrics) -> tuple[Metric, float] | None:
@@ -72,6 +73,7 @@ def reached(
                 seconds=seconds,
                 includes_compile_seconds=compiled,
                 metric=metric.name,
+                better=str(metric.better),
             )
     return TimeToAccuracy(
         target=goal,
@@ -80,21 +82,23 @@ def reached(
         seconds=None,
         includes_compile_seconds=compiled,
         metric=metric.name,
+        better=str(metric.better),
     )
 
 
-def goal_text(goal: float, split: str, metric: str) -> str:
-    """ "50% val accuracy", "val rmse <= 60" (a metric better low), "val r2 >= 0.4"."""
+def goal_text(goal: float, split: str, metric: str, better: str = "max") -> str:
+    """ "50% val accuracy", "val rmse <= 60" (a metric `better` low), "val r2 >= 0.4"."""
     if metric == ACCURACY.name:
         return f"{100 * goal:g}% {split} accuracy"
-    reached_at = "<=" if metric_named(metric).better == Mode.min else ">="
-    return f"{split} {metric} {reached_at} {goal:g}"
+    return f"{split} {metric} {'<=' if better == Mode.min else '>='} {goal:g}"
 
 
 def text(record: TimeToAccuracy) -> str:
     """ "50% val accuracy after 12.3 s of training (epoch 3)" ("... of training, compilation
     included (epoch 3)" with trainer.compile), or "... not reached"."""
-    goal = goal_text(record["target"], record["split"], record.get("metric", ACCURACY.name))
+    # (Records of earlier versions name no metric: accuracy.)
+    metric, better = record.get("metric", ACCURACY.name), record.get("better", "max")
+    goal = goal_text(record["target"], record["split"], metric, better)
     if record["seconds"] is None:
         return f"{goal} not reached"
     # (Records of earlier versions do not say.)
