@@ -11,7 +11,7 @@ import torch
 
 from experiments.data.builtin import SHAPES, shapes_splits
 from experiments.training.models import UNet
-from helpers import metrics, read_events, results, train_cli
+from helpers import killed_in_epoch_2, metrics, numbers, read_events, results, train_cli
 
 SEGMENTATION = (
     "device=cpu",
@@ -109,3 +109,27 @@ def test_a_segmenter_under_classification_is_refused(tmp_path: Path) -> None:
         "Error: model unet cannot take dataset cifar10_sample (3x32x32 images): it gives "
         "10x32x32 outputs per image, but task=classification needs 10"
     )
+
+
+def test_a_segmentation_killed_mid_epoch_resumes_to_an_uninterrupted_runs_numbers(
+    tmp_path: Path,
+) -> None:
+    run = (
+        *SEGMENTATION,
+        *SMALL_UNET,
+        "trainer.epochs=2",
+        "dataset.val_fraction=0.2",
+        "dataset.train_size=640",
+        "trainer.log_interval=1",
+    )
+    reference = train_cli(tmp_path / "reference", *run)
+    assert reference.returncode == 0, reference.stderr
+    (tmp_path / "killed").mkdir()
+    run_dir = killed_in_epoch_2(tmp_path / "killed", *run)
+    assert [row["epoch"] for row in metrics(run_dir, "epoch")] == [1]
+
+    done = train_cli(tmp_path / "killed", f"resume={run_dir}")
+    assert done.returncode == 0, done.stderr
+    assert numbers(run_dir) == numbers(reference.run_dir)
+    for key in ("val_miou", "test_miou", "test_pixel_accuracy", "class_accuracy"):
+        assert results(run_dir)[key] == results(reference.run_dir)[key]
