@@ -160,22 +160,26 @@ def _evaluation_limited_twice(cfg: DictConfig, images_key: str, fraction_key: st
 # The model.
 
 
-def _own_model_without_target(cfg: DictConfig) -> str | None:
-    if OmegaConf.select(cfg, "model._target_") is not None:
-        return None
-    return (
-        "model=custom needs model._target_=<module>.<name>, the class or function that builds "
-        "your model, e.g. model._target_=my_models.Net (docs/configs.md)"
-    )
+def _own_class_named(section: str, what: str, example: str, docs: str) -> Check:
+    """The check that `<section>=custom` names the class of the user's own."""
+
+    def check(cfg: DictConfig) -> str | None:
+        if OmegaConf.select(cfg, f"{section}._target_") is not None:
+            return None
+        return (
+            f"{section}=custom needs {section}._target_=<module>.<name>, {what}, e.g. "
+            f"{section}._target_={example} ({docs})"
+        )
+
+    return check
 
 
-def _own_task_without_target(cfg: DictConfig) -> str | None:
-    if OmegaConf.select(cfg, "task._target_") is not None:
-        return None
-    return (
-        "task=custom needs task._target_=<module>.<name>, the class of your task, e.g. "
-        "task._target_=my_tasks.Task (docs/tasks.md)"
-    )
+_own_model_without_target = _own_class_named(
+    "model", "the class or function that builds your model", "my_models.Net", "docs/configs.md"
+)
+_own_task_without_target = _own_class_named(
+    "task", "the class of your task", "my_tasks.Task", "docs/tasks.md"
+)
 
 
 def _model_without_name(cfg: DictConfig) -> str | None:
