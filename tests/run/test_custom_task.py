@@ -4,6 +4,7 @@ only when typed; a class that lacks what a task gives is refused in one line."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -118,3 +119,18 @@ def test_a_task_that_lacks_what_a_task_gives_is_refused_in_one_line(
     done = train_cli(folder, *OWN, *overrides)
     assert done.returncode == 1
     assert done.last_line.endswith(f"Error: {said}")
+
+
+def test_a_sweeps_report_leads_with_the_tasks_own_first_metric(folder: Path) -> None:
+    sweep = ("task._target_=my_tasks.Huber", "trainer.epochs=2", "optimizer.lr=0.001,0.01")
+    done = train_cli(folder, "-m", *OWN, *sweep)
+    assert done.returncode == 0, done.stderr
+    (report,) = {run_dir.parent for run_dir in done.run_dirs}
+    with (report / "summary.csv").open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert [float(row["test_mae"]) for row in rows] == [
+        results(run_dir)["test_mae"] for run_dir in done.run_dirs
+    ]
+    assert "test_accuracy" not in rows[0]
+    with (report / "configurations.csv").open(newline="") as file:
+        assert "test_mae_mean" in next(csv.reader(file))

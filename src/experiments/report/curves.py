@@ -15,7 +15,7 @@ from matplotlib.ticker import MaxNLocator
 from experiments.config.metric_names import CLASSIFICATION, TEST, TRAIN_LOSS, VAL
 from experiments.report import repeats
 from experiments.report.drawing import Row, from_zero, label, spanning
-from experiments.report.headlines import first_measured, measured_by
+from experiments.report.headlines import first_measured, own_headlines
 from experiments.training.history import History, validated
 
 # Configurations whose numbers coincide (two placements train alike) would hide one another:
@@ -33,9 +33,16 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
     flat line at the top of an axis from 0."""
     # No layout engine: the legend sits beside the axes, and savefig's tight box takes it in.
     figure, (accuracy, loss) = plt.subplots(1, 2, figsize=(12, 4.5))
-    # The first run's task's headline (accuracy, RMSE); runs of another task have no line there.
-    measures = first_measured(histories) or CLASSIFICATION
-    headline = measures.headline
+    # The first run's task's headline (accuracy, RMSE, a task of one's own's first metric); runs
+    # of another task have no line there.
+    own = own_headlines(rows)
+    headline = (
+        measures.headline
+        if (measures := first_measured(histories))
+        else own[0].metric
+        if own
+        else CLASSIFICATION.headline
+    )
     scale = 100 if headline.percent else 1
     configurations = _configurations(rows, histories)
     repeated = False
@@ -50,7 +57,7 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
         if len(runs) > 1:
             repeated = True
             name += f" ({len(runs)} runs)"
-        tested = [history for history in runs if measured_by(history) == measures]
+        tested = [history for history in runs if headline.key(TEST) in history[0]]
         colour = None
         if tested:
             band = _per_epoch(tested, headline.key(TEST), scale)

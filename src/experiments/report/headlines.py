@@ -3,13 +3,14 @@ and test splits at the selected epoch, and on the test split at the final one.
 
 A report holds the columns of every shipped task's headline and leaves out those empty for all
 its runs, so a sweep of classifiers shows accuracy and a sweep of regressions RMSE (a report on
-both, both).
+both, both); a task of one's own's follow, from the metrics its runs recorded (`task_metrics`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from experiments.config.metric_names import TASK_METRICS, TEST, VAL, Metric, TaskMetrics
 from experiments.training.history import History
@@ -44,6 +45,12 @@ def headlines(measures: TaskMetrics) -> list[Headline]:
 
 # Every shipped task's, in the order of `metric_names.TASK_METRICS`.
 HEADLINES = [headline for measures in TASK_METRICS.values() for headline in headlines(measures)]
+
+
+def own_headlines(rows: Sequence[Mapping[str, Any]]) -> list[Headline]:
+    """The headlines of the tasks of one's own that `rows` (summary rows) ran, in order."""
+    found = {headline.key: headline for row in rows for headline in row.get("own_headlines", ())}
+    return list(found.values())
 
 
 def measured_by(history: History) -> TaskMetrics | None:

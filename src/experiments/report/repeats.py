@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from experiments.config.metric_names import VAL
-from experiments.report.headlines import HEADLINES
+from experiments.report.headlines import HEADLINES, own_headlines
 
 try:
     # scipy.special's quantile, which scipy.stats' `t.ppf` calls: scipy.stats takes three times
@@ -86,11 +86,6 @@ MEASURES = [
 ]
 
 
-# The headlines on validation, and at the final epoch (repeating the selected one without).
-VALIDATION_KEYS = {headline.key for headline in HEADLINES if headline.key.startswith(f"{VAL}_")}
-FINAL_KEYS = {headline.key for headline in HEADLINES if headline.final}
-
-
 @dataclass(frozen=True)
 class Configuration:
     """The values of the swept keys (but the seed) that its runs share, and the runs' rows."""
@@ -149,10 +144,15 @@ def repeated(configurations: Sequence[Configuration]) -> bool:
 
 
 def _measures(configurations: Sequence[Configuration]) -> list[Measure]:
-    """The measures some run recorded (no validation accuracy without a validation split)."""
+    """The measures some run recorded (no validation accuracy without a validation split): a
+    task of one's own's headline among them."""
+    runs = [run for configuration in configurations for run in configuration.runs]
+    own = [
+        Measure(headline.key, headline.header, headline.text) for headline in own_headlines(runs)
+    ]
     return [
         measure
-        for measure in MEASURES
+        for measure in [*MEASURES[:-2], *own, *MEASURES[-2:]]
         if any(configuration.measured(measure) for configuration in configurations)
     ]
 
@@ -178,8 +178,8 @@ def cells(
     (but the final test accuracy where no run had a validation split: the selected epoch is then
     the final one, and the column would repeat the test accuracy's)."""
     keys, measures = _keys(configurations), _measures(configurations)
-    if not any(measure.key in VALIDATION_KEYS for measure in measures):
-        measures = [measure for measure in measures if measure.key not in FINAL_KEYS]
+    if not any(measure.key.startswith(f"{VAL}_") for measure in measures):
+        measures = [measure for measure in measures if not measure.key.startswith("final_")]
     table = [[*keys, "n", *(measure.header for measure in measures)]]
     table += [
         [

@@ -52,14 +52,14 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from experiments.config.metric_names import CLASSIFICATION, TEST, VAL, metrics_of
+from experiments.config.metric_names import CLASSIFICATION, TEST, VAL, declared, metrics_of
 from experiments.config.naming import planned_job_names
 from experiments.core.errors import ExperimentError
 from experiments.core.files import read_json_lines, write_text_atomically
 from experiments.core.text import part_of_split, short_count
 from experiments.records.running import alive_here, recorded
 from experiments.report import plots, repeats, verdicts
-from experiments.report.headlines import HEADLINES
+from experiments.report.headlines import HEADLINES, headlines, own_headlines
 from experiments.report.run_configs import run_config
 from experiments.report.swept import swept_values
 from experiments.training.history import History, validated
@@ -189,8 +189,12 @@ def summary_row(run_dir: Path, folder: Path, history: History) -> Row:
         metric = reached.get("metric", "accuracy")  # (earlier versions': accuracy)
         better = reached.get("better", "max")
         row["accuracy_target"] = (reached.get("target"), reached.get("split"), metric, better)
-    # (A task of one's own's metrics are its results' only: its columns are the shipped tasks'.)
-    measures = metrics_of(config) or CLASSIFICATION
+    measures = metrics_of(config)
+    if measures is None and results.get("task_metrics"):  # a task of one's own's, recorded
+        measures = declared(results["task_metrics"])
+        row["own_headlines"] = headlines(measures)
+        row.update({headline.key: results.get(headline.key) for headline in row["own_headlines"]})
+    measures = measures or CLASSIFICATION
     tested = measures.headline.key(TEST)
     # A run still going, or stopped: its epochs so far.
     if history and tested in history[0] and row["selected_epoch"] is None:
@@ -321,10 +325,14 @@ def columns(rows: Sequence[Row], in_console: bool) -> list[Column]:
     IDENTITY, less those empty for every run (and, for the console, the reasons)."""
     swept = dict.fromkeys(key for row in rows for key in row.get("swept", {}))
     after = max(i for i, column in enumerate(COLUMNS) if column.key in IDENTITY) + 1
+    selected = next(i for i, column in enumerate(COLUMNS) if column.key == "selected_epoch") + 1
+    own = [Column(headline.key, headline.header, headline.text) for headline in own_headlines(rows)]
     every = [
         *COLUMNS[:after],
         *(Column(key, key, swept=True) for key in swept if key not in IDENTITY),
-        *COLUMNS[after:],
+        *COLUMNS[after:selected],
+        *own,
+        *COLUMNS[selected:],
     ]
     return [
         column

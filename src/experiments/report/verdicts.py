@@ -30,6 +30,7 @@ from pathlib import Path
 from experiments.config.choices import Mode
 from experiments.config.metric_names import TASK_METRICS, TEST, TaskMetrics
 from experiments.report import repeats
+from experiments.report.headlines import own_headlines
 from experiments.report.repeats import (
     GET_INTERVALS,
     QUANTILE,
@@ -147,6 +148,13 @@ def _headline(measures: TaskMetrics) -> Compared:
 COMPARED = (SPEED, *(_headline(measures) for measures in TASK_METRICS.values()))
 
 
+def compared_on(pair: Pair) -> list[Compared]:
+    """Speed and the shipped tasks' headlines, and a task of one's own's that its runs ran."""
+    runs = [*pair.first.runs, *pair.second.runs]
+    own = {headline.metric for headline in own_headlines(runs) if not headline.final}
+    return [*COMPARED, *(_headline(TaskMetrics((metric,))) for metric in own)]
+
+
 @dataclass(frozen=True)
 class Pair:
     """Two configurations that differ in `key` alone, and the values of the keys held equal."""
@@ -254,7 +262,7 @@ def lines(
         elif quantile is None:
             without_scipy = True
         else:
-            verdicts = (pair.verdict(measure, quantile) for measure in COMPARED)
+            verdicts = (pair.verdict(measure, quantile) for measure in compared_on(pair))
             found += [verdict for verdict in verdicts if verdict is not None]
     if without_scipy:
         found.append(f"for verdicts on configurations that ran more than once: {GET_INTERVALS}")

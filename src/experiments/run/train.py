@@ -250,6 +250,8 @@ class TrainingRun:
         if metrics_of(self.cfg) is None:  # a task of one's own: its metrics, now known
             self.cfg = _with_task_metrics(self.cfg, self.task.metrics)
             validate(self.cfg, self.runtime.group.world_size)
+            # (Its report reads them there: the config snapshot was written before.)
+            self.results.add(task_metrics=dict(self.cfg.task.metrics))
         # Epochs are selected (and runs stopped early) on the validation split, never on test.
         selection.require_validation(self.cfg, has_validation=data.val is not None)
         self.monitor = Monitor.of(self.cfg) if data.val is not None else None
