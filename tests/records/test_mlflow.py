@@ -58,6 +58,7 @@ def test_a_run_is_an_mlflow_run_with_its_config_tags_numbers_and_picture(tmp_pat
     assert history(tmp_path, run_id, "test/accuracy") == [
         (row["global_step"], pytest.approx(row["test_accuracy"])) for row in epochs
     ]
+    assert run.data.metrics["model/parameters"] == results(run_dir)["model_parameters"]
     assert run.data.metrics["whole_run/test_accuracy"] == pytest.approx(
         results(run_dir)["test_accuracy"]
     )

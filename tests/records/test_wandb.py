@@ -71,6 +71,7 @@ def test_a_run_is_a_wandb_run_with_its_config_tags_numbers_and_picture(tmp_path:
         if record["type"] == "summary":
             summary |= record["summary"].get("update", {})
     assert summary["whole_run/test_accuracy"] == pytest.approx(results(run_dir)["test_accuracy"])
+    assert summary["model/parameters"] == results(run_dir)["model_parameters"]
     assert list(run_file.parent.glob("files/media/images/test/confusion_matrix*.png"))
     (exited,) = [record["exit"] for record in found if record["type"] == "exit"]
     assert exited.get("exit_code", 0) == 0

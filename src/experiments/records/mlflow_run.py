@@ -40,6 +40,7 @@ from experiments.records.tracker import (
     Sent,
     TrackedRun,
     epoch_scalars,
+    model_size_numbers,
 )
 from experiments.training.history import History
 
@@ -135,8 +136,10 @@ class MlflowRun:
         step: int,
         swept: Collection[str],
     ) -> None:
-        """Its parameters are the whole config, logged as it began; its final numbers here."""
+        """Its parameters are the whole config, logged as it began; its final numbers and the
+        model's size here."""
         final = {f"{METRICS_GROUP}/{name}": value for name, value in numbers.items()}
+        final |= model_size_numbers(hyperparameters)
         self._log({name: value for name, value in final.items() if value is not None}, step)
 
     def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:

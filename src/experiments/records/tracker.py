@@ -65,6 +65,20 @@ def epoch_scalars(row: Mapping[str, Any]) -> dict[str, float]:
     return shipped | own
 
 
+# The model's size among the hyperparameters (`training.model_size`), which the trackers whose
+# parameters are the config log with the final numbers: model/parameters, ...
+MODEL_SIZE = ("model_parameters", "model_flops_per_image", "model_training_flops_per_image")
+
+
+def model_size_numbers(hyperparameters: Mapping[str, Any]) -> dict[str, float]:
+    """The model's size, by its tags (`model/parameters`), where the hyperparameters have it."""
+    return {
+        f"model/{key.removeprefix('model_')}": float(hyperparameters[key])
+        for key in MODEL_SIZE
+        if key in hyperparameters
+    }
+
+
 # A global step and the numbers sent at it, by their tags.
 Sent = tuple[int, dict[str, float]]
 

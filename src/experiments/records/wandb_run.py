@@ -31,7 +31,7 @@ import wandb
 from PIL import Image
 
 from experiments.records.hparams import METRICS_GROUP, Value
-from experiments.records.tracker import Sent, TrackedRun
+from experiments.records.tracker import Sent, TrackedRun, model_size_numbers
 from experiments.training.history import History
 
 log = logging.getLogger("experiments")
@@ -134,8 +134,10 @@ class WandbRun:
         step: int,
         swept: Collection[str],
     ) -> None:
-        """Its config is the whole config, given as it began; its final numbers here."""
+        """Its config is the whole config, given as it began; its final numbers and the model's
+        size here."""
         final = {f"{METRICS_GROUP}/{name}": value for name, value in numbers.items()}
+        final |= model_size_numbers(hyperparameters)
         self._guarded(lambda: self.run.summary.update(final))
 
     def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:
