@@ -12,7 +12,15 @@ import torch
 
 from experiments.devices import process_settings
 from experiments.run.train import train
-from helpers import compose_config, metrics, read_events, results, torchrun_cli, train_cli
+from helpers import (
+    compose_config,
+    metrics,
+    numbers,
+    read_events,
+    results,
+    torchrun_cli,
+    train_cli,
+)
 
 REGRESSION = ("device=cpu", "task=regression", "dataset=csv", "model=mlp", "optimizer=adam")
 
@@ -179,3 +187,18 @@ def test_two_processes_measure_what_one_process_does(tmp_path: Path) -> None:
     for mine, one in zip(ours, theirs, strict=True):
         for key in ("train_loss", "val_rmse", "val_r2", "test_rmse", "test_mae", "test_r2"):
             assert mine[key] == pytest.approx(one[key], rel=1e-4), key
+
+
+def test_a_regression_resumed_for_more_epochs_gives_an_uninterrupted_runs_numbers(
+    tmp_path: Path,
+) -> None:
+    run = (*REGRESSION, "optimizer.lr=0.003", "dataset.val_fraction=0.2")
+    reference = train_cli(tmp_path / "reference", *run, "trainer.epochs=4")
+    assert reference.returncode == 0, reference.stderr
+    shorter = train_cli(tmp_path / "resumed", *run, "trainer.epochs=2")
+    assert shorter.returncode == 0, shorter.stderr
+    resumed = train_cli(tmp_path / "resumed", f"resume={shorter.run_dir}", "trainer.epochs=4")
+    assert resumed.returncode == 0, resumed.stderr
+    assert numbers(shorter.run_dir) == numbers(reference.run_dir)
+    for key in ("val_rmse", "test_rmse", "test_r2", "selected_epoch"):
+        assert results(shorter.run_dir)[key] == results(reference.run_dir)[key]
