@@ -24,7 +24,6 @@ import os
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.exceptions import MlflowException
@@ -37,6 +36,8 @@ from experiments.records.tracker import (
     EPOCH_ROW_TAG,
     EPOCH_TAGS,
     STEP_TAGS,
+    Guard,
+    Result,
     Sent,
     TrackedRun,
     epoch_scalars,
@@ -53,8 +54,6 @@ LONGEST_PARAMETER = 6000
 
 # The pictures a run's end draws.
 PICTURE_TAGS = (confusion.TAG,)
-
-Result = TypeVar("Result")
 
 
 class MlflowRun:
@@ -80,7 +79,7 @@ class MlflowRun:
         self.run_id: str | None = None
         # A resumed run's last step logged, by tag: none is logged a second time.
         self._last_steps: dict[str, int] = {}
-        self._failed = False
+        self._guard = Guard(f"MLflow ({self.uri})")
 
     def begin(self, run: TrackedRun) -> str | None:
         def started() -> str:
@@ -191,9 +190,11 @@ class MlflowRun:
             return found.experiment_id
 
     def _guarded(self, action: Callable[[], Result], needs_run: bool = True) -> Result | None:
-        """`action`'s result; after a failure, a warning, and nothing more is sent."""
-        if self._failed or (needs_run and self.run_id is None):
+        """`action`'s result, through the guard (`records.tracker.Guard`); None before the run
+        has begun, where `needs_run`."""
+        if needs_run and self.run_id is None:
             return None
+        return self._guard(action)
         try:
             return action()
         except Exception as error:

@@ -15,10 +15,11 @@ Of several processes, only the main one builds them.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import logging
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from omegaconf import DictConfig
 
@@ -27,6 +28,10 @@ from experiments.config.metric_names import LOSS, TASK_METRICS, TEST, TRAIN, VAL
 from experiments.core.errors import ExperimentError
 from experiments.records.hparams import Value
 from experiments.training.history import History
+
+log = logging.getLogger("experiments")
+
+Result = TypeVar("Result")
 
 # An epoch row's numbers by their tags (TensorBoard's): a group per split (of every shipped
 # task's metrics: a row has its own task's), and one for speed.
@@ -147,6 +152,33 @@ class Tracker(Protocol):
     def close(self, completed: bool) -> None:
         """Write what is pending and let go of the files; the run `completed`, or not (failed,
         interrupted)."""
+
+
+class Guard:
+    """A tracker's calls to a library that sends its numbers elsewhere (a server, a process of
+    its own): the first failure costs one warning line, and nothing more is sent; the run goes
+    on, its folder holding every number."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name  # what the warning calls it: "W&B", "MLflow (<its tracking URI>)"
+        self.failed = False
+
+    def __call__(self, action: Callable[[], Result]) -> Result | None:
+        """`action`'s result (None once anything has failed)."""
+        if self.failed:
+            return None
+        try:
+            return action()
+        except Exception as error:
+            self.failed = True
+            said = str(error).strip()
+            log.warning(
+                "%s failed, and the run goes on without it (its folder has every number): %s%s",
+                self.name,
+                type(error).__name__,
+                f": {said.splitlines()[0]}" if said else "",
+            )
+            return None
 
 
 def trackers(logger: DictConfig, run_dir: Path) -> dict[str, Tracker]:

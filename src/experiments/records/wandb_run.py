@@ -25,18 +25,16 @@ import subprocess
 import sys
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import wandb
 from PIL import Image
 
 from experiments.records.hparams import METRICS_GROUP, Value
-from experiments.records.tracker import Sent, TrackedRun, model_size_numbers
+from experiments.records.tracker import Guard, Result, Sent, TrackedRun, model_size_numbers
 from experiments.training.history import History
 
 log = logging.getLogger("experiments")
-
-Result = TypeVar("Result")
 
 
 def logged_in() -> bool:
@@ -63,7 +61,7 @@ class WandbRun:
         self.mode = os.environ.get("WANDB_MODE") or ("online" if logged_in() else "offline")
         self.run: Any = None  # wandb's Run
         self._held = -1  # a resumed run's last step W&B holds
-        self._failed = False
+        self._guard = Guard("W&B")
 
     def begin(self, run: TrackedRun) -> str | None:
         def started() -> str:
@@ -155,9 +153,11 @@ class WandbRun:
         self._guarded(lambda: self.run.finish(exit_code=0 if completed else 1))
 
     def _guarded(self, action: Callable[[], Result], needs_run: bool = True) -> Result | None:
-        """`action`'s result; after a failure, a warning, and nothing more is sent."""
-        if self._failed or (needs_run and self.run is None):
+        """`action`'s result, through the guard (`records.tracker.Guard`); None before the run
+        has begun, where `needs_run`."""
+        if needs_run and self.run is None:
             return None
+        return self._guard(action)
         try:
             return action()
         except Exception as error:
