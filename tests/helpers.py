@@ -456,3 +456,16 @@ def welch_by_scipy(first: list[float], second: list[float]) -> tuple[float, floa
 
     interval = stats.ttest_ind(first, second, equal_var=False).confidence_interval(0.95)
     return interval.low, interval.high
+
+
+def uninstalled(monkeypatch: pytest.MonkeyPatch, package: str, tracker_module: str) -> None:
+    """`import <package>` fails for the rest of the test as if it were not installed, and the
+    shipped tracker module that imports it (`records.<tracker_module>`) is imported afresh."""
+    import experiments.records as records_package
+
+    for name in [name for name in sys.modules if name.split(".")[0] == package]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, package, None)  # import <package>: ModuleNotFoundError
+    # Hydra finds a target through its package's attribute, where a module once imported stays.
+    monkeypatch.delitem(sys.modules, f"experiments.records.{tracker_module}", raising=False)
+    monkeypatch.delattr(records_package, tracker_module, raising=False)

@@ -21,8 +21,7 @@ from typing import Any
 
 import pytest
 
-import experiments.records as records_package
-from helpers import QUICK, killed_in_epoch_2, metrics, results, train_cli, trained_run
+from helpers import QUICK, killed_in_epoch_2, metrics, results, train_cli, trained_run, uninstalled
 
 mlflow_tracking = pytest.importorskip("mlflow.tracking")
 
@@ -178,12 +177,7 @@ def test_a_tracking_server_that_cannot_be_reached_costs_one_warning(tmp_path: Pa
 def test_without_mlflow_installed_the_run_says_how_to_get_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in [name for name in sys.modules if name.split(".")[0] == "mlflow"]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "mlflow", None)  # import mlflow: ModuleNotFoundError
-    # Hydra finds a target through its package's attribute, where a module once imported stays.
-    monkeypatch.delitem(sys.modules, "experiments.records.mlflow_run", raising=False)
-    monkeypatch.delattr(records_package, "mlflow_run", raising=False)
+    uninstalled(monkeypatch, "mlflow", "mlflow_run")
     done = train_cli(tmp_path, *QUICK, "model=lenet", "logger=mlflow")
     assert done.returncode == 1
     assert done.last_line.endswith(

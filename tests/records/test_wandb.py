@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-import experiments.records as records_package
-from helpers import QUICK, killed_in_epoch_2, metrics, results, train_cli
+from helpers import QUICK, killed_in_epoch_2, metrics, results, train_cli, uninstalled
 
 pytest.importorskip("wandb")
 
@@ -131,12 +130,7 @@ def test_without_a_reachable_server_the_run_goes_on_after_one_warning(tmp_path: 
 def test_without_wandb_installed_the_run_says_how_to_get_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in [name for name in sys.modules if name.split(".")[0] == "wandb"]:
-        monkeypatch.delitem(sys.modules, name)
-    monkeypatch.setitem(sys.modules, "wandb", None)  # import wandb: ModuleNotFoundError
-    # Hydra finds a target through its package's attribute, where a module once imported stays.
-    monkeypatch.delitem(sys.modules, "experiments.records.wandb_run", raising=False)
-    monkeypatch.delattr(records_package, "wandb_run", raising=False)
+    uninstalled(monkeypatch, "wandb", "wandb_run")
     done = train_cli(tmp_path, *QUICK, "model=lenet", "logger=wandb")
     assert done.returncode == 1
     assert done.last_line.endswith(

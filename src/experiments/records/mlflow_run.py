@@ -195,16 +195,3 @@ class MlflowRun:
         if needs_run and self.run_id is None:
             return None
         return self._guard(action)
-        try:
-            return action()
-        except Exception as error:
-            self._failed = True
-            said = str(error).strip()
-            log.warning(
-                "MLflow (%s) failed, and the run goes on without it (its folder has every "
-                "number): %s%s",
-                self.uri,
-                type(error).__name__,
-                f": {said.splitlines()[0]}" if said else "",
-            )
-            return None

@@ -158,17 +158,6 @@ class WandbRun:
         if needs_run and self.run is None:
             return None
         return self._guard(action)
-        try:
-            return action()
-        except Exception as error:
-            self._failed = True
-            said = str(error).strip()
-            log.warning(
-                "W&B failed, and the run goes on without it (its folder has every number): %s%s",
-                type(error).__name__,
-                f": {said.splitlines()[0]}" if said else "",
-            )
-            return None
 
 
 def _last_step(run_file: Path) -> int:
