@@ -81,6 +81,14 @@ def test_a_resumed_run_carries_on_its_mlflow_run_and_logs_each_step_once(tmp_pat
     run_dir = killed_in_epoch_2(tmp_path, *run, "logger=mlflow")
     run_id = results(run_dir)["trackers"]["mlflow"]
     assert client(tmp_path).get_run(run_id).info.status == "RUNNING"  # killed: never ended
+    # Sent at epoch 1's end, before its checkpoint: all of it there, whatever the kill lost.
+    epoch_1 = [row["global_step"] for row in metrics(run_dir, "step") if row["epoch"] == 1]
+    at_kill = [step for step, _ in history(tmp_path, run_id, "train/loss")]
+    assert at_kill[: len(epoch_1)] == epoch_1
+    (epoch_1_row,) = metrics(run_dir, "epoch")
+    assert [step for step, _ in history(tmp_path, run_id, "test/accuracy")] == [
+        epoch_1_row["global_step"]
+    ]
 
     done = train_cli(tmp_path, f"resume={run_dir}")
     assert done.returncode == 0, done.stderr

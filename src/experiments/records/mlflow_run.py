@@ -12,6 +12,11 @@ numbers of each logged step and epoch its metrics, by TensorBoard's tags; the fi
 `whole_run/<name>`; the confusion matrix an artifact. A resume carries on the same MLflow run
 (its id is in results.json), and logs no step it had logged already.
 
+The numbers go in batches, at each epoch's end (before its checkpoint, so a kill loses only
+steps that its resume trains again) and otherwise every `SEND_EVERY_SECONDS`: each write to a
+SQLite store is a transaction of its own, 12 ms, and sent step by step they took 0.6 s of a
+ten-epoch default run.
+
 MLflow is a copy: the run folder holds every number either way. So a tracking server that cannot
 be reached, or a write it refuses, costs one warning line, and the run goes on without it.
 """
@@ -52,6 +57,9 @@ PARAMS_PER_CALL = 100
 METRICS_PER_CALL = 1000
 LONGEST_PARAMETER = 6000
 
+# How long logged steps may wait to be sent with others (an epoch's end sends them at once).
+SEND_EVERY_SECONDS = 5.0
+
 # The pictures a run's end draws.
 PICTURE_TAGS = (confusion.TAG,)
 
@@ -79,6 +87,8 @@ class MlflowRun:
         self.run_id: str | None = None
         # A resumed run's last step logged, by tag: none is logged a second time.
         self._last_steps: dict[str, int] = {}
+        self._pending: list[Metric] = []  # logged, not yet sent
+        self._sent_at = time.monotonic()
         self._guard = Guard(f"MLflow ({self.uri})")
 
     def begin(self, run: TrackedRun) -> str | None:
@@ -123,10 +133,13 @@ class MlflowRun:
         lost = [row for row in history if row["global_step"] > logged_through]
         for row in lost:
             self._log(epoch_scalars(row), row["global_step"])
+        self._send()
         return lost if self._last_steps else []
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
         self._log(values, step)
+        if EPOCH_ROW_TAG in values or time.monotonic() - self._sent_at >= SEND_EVERY_SECONDS:
+            self._send()
 
     def hyperparameters(
         self,
@@ -140,6 +153,7 @@ class MlflowRun:
         final = {f"{METRICS_GROUP}/{name}": value for name, value in numbers.items()}
         final |= model_size_numbers(hyperparameters)
         self._log({name: value for name, value in final.items() if value is not None}, step)
+        self._send()
 
     def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:
         def logged() -> None:
@@ -164,18 +178,24 @@ class MlflowRun:
         return self._guarded(held) or set()
 
     def close(self, completed: bool) -> None:
+        self._send()
         status = RunStatus.to_string(RunStatus.FINISHED if completed else RunStatus.FAILED)
         self._guarded(lambda: self.client.set_terminated(self.run_id, status))
 
     def _log(self, values: Mapping[str, float], step: int) -> None:
         now = int(time.time() * 1000)
-        metrics = [
+        self._pending += [
             Metric(tag, float(value), now, step)
             for tag, value in values.items()
             if step > self._last_steps.get(tag, 0)
         ]
-        if metrics:
-            self._guarded(lambda: self.client.log_batch(self.run_id, metrics=metrics))
+
+    def _send(self) -> None:
+        pending, self._pending = self._pending, []
+        self._sent_at = time.monotonic()
+        for first in range(0, len(pending), METRICS_PER_CALL):
+            chunk = pending[first : first + METRICS_PER_CALL]
+            self._guarded(lambda chunk=chunk: self.client.log_batch(self.run_id, metrics=chunk))
 
     def _experiment_id(self, name: str) -> str:
         found = self.client.get_experiment_by_name(name)

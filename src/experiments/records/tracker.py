@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 
 from experiments.config.build import build
 from experiments.config.metric_names import LOSS, TASK_METRICS, TEST, TRAIN, VAL
+from experiments.core import collection
 from experiments.core.errors import ExperimentError
 from experiments.records.hparams import Value
 from experiments.training.history import History
@@ -185,9 +186,10 @@ def trackers(logger: DictConfig, run_dir: Path) -> dict[str, Tracker]:
     """The trackers `logger` names (the config group's options, each under its own key), writing
     into `run_dir`, by that key, in the order given."""
     built = {}
-    for key, node in logger.items():
-        _refuse_missing_package(key, str(node._target_))
-        built[key] = build(node, run_dir=run_dir)
+    with collection.held():  # a library's modules (MLflow's: some 260,000 objects), never collected
+        for key, node in logger.items():
+            _refuse_missing_package(key, str(node._target_))
+            built[key] = build(node, run_dir=run_dir)
     return built
 
 
