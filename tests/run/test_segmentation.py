@@ -10,8 +10,19 @@ import pytest
 import torch
 
 from experiments.data.builtin import SHAPES, shapes_splits
+from experiments.devices import process_settings
+from experiments.run.train import train
 from experiments.training.models import UNet
-from helpers import killed_in_epoch_2, metrics, numbers, read_events, results, train_cli
+from helpers import (
+    compose_config,
+    killed_in_epoch_2,
+    metrics,
+    numbers,
+    read_events,
+    results,
+    torchrun_cli,
+    train_cli,
+)
 
 SEGMENTATION = (
     "device=cpu",
@@ -133,3 +144,20 @@ def test_a_segmentation_killed_mid_epoch_resumes_to_an_uninterrupted_runs_number
     assert numbers(run_dir) == numbers(reference.run_dir)
     for key in ("val_miou", "test_miou", "test_pixel_accuracy", "class_accuracy"):
         assert results(run_dir)[key] == results(reference.run_dir)[key]
+
+
+def test_two_processes_measure_what_one_process_does(tmp_path: Path) -> None:
+    """Under DDP each process counts the pixels of its share of every batch in its confusion
+    matrix; summed over the processes, they give one process's mean IoU and pixel accuracy."""
+    run = (*SEGMENTATION[1:], *SMALL_UNET, "trainer.epochs=2", "trainer.batch_size=32")
+    ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *run, "dataset.val_fraction=0.2")
+    assert ddp.returncode == 0, ddp.stderr
+    with process_settings.restored():  # one process: this one
+        train(compose_config("device=cpu", *run, "dataset.val_fraction=0.2"), tmp_path / "single")
+    ours, theirs = metrics(ddp.run_dir, "epoch"), metrics(tmp_path / "single", "epoch")
+    assert len(ours) == len(theirs) == 2
+    for mine, one in zip(ours, theirs, strict=True):
+        for key in ("train_loss", "val_miou", "test_miou", "test_pixel_accuracy"):
+            assert mine[key] == pytest.approx(one[key], rel=1e-4), key
+    per_class = results(ddp.run_dir)["class_accuracy"]  # from the matrix of pixels
+    assert per_class == pytest.approx(results(tmp_path / "single")["class_accuracy"], rel=1e-4)
