@@ -14,6 +14,7 @@ from experiments.devices import process_settings
 from experiments.run.train import train
 from helpers import (
     compose_config,
+    killed_in_epoch_2,
     metrics,
     numbers,
     read_events,
@@ -189,16 +190,28 @@ def test_two_processes_measure_what_one_process_does(tmp_path: Path) -> None:
             assert mine[key] == pytest.approx(one[key], rel=1e-4), key
 
 
-def test_a_regression_resumed_for_more_epochs_gives_an_uninterrupted_runs_numbers(
+def test_a_regression_killed_mid_epoch_and_resumed_for_more_gives_an_uninterrupted_runs_numbers(
     tmp_path: Path,
 ) -> None:
-    run = (*REGRESSION, "optimizer.lr=0.003", "dataset.val_fraction=0.2")
+    """Killed in the second of two epochs, then resumed for four: the four of a run never
+    stopped, to the bit (a pass of 480 steps is long enough to be killed in)."""
+    table = write_table(tmp_path / "table.csv", rows=12_000)
+    run = (
+        *REGRESSION,
+        f"dataset.path={table}",
+        "dataset.target=y",
+        "dataset.val_fraction=0.2",
+        "trainer.batch_size=16",
+        "trainer.log_interval=1",
+    )
     reference = train_cli(tmp_path / "reference", *run, "trainer.epochs=4")
     assert reference.returncode == 0, reference.stderr
-    shorter = train_cli(tmp_path / "resumed", *run, "trainer.epochs=2")
-    assert shorter.returncode == 0, shorter.stderr
-    resumed = train_cli(tmp_path / "resumed", f"resume={shorter.run_dir}", "trainer.epochs=4")
+    (tmp_path / "killed").mkdir()
+    run_dir = killed_in_epoch_2(tmp_path / "killed", *run, "trainer.epochs=2")
+    assert [row["epoch"] for row in metrics(run_dir, "epoch")] == [1]
+
+    resumed = train_cli(tmp_path / "killed", f"resume={run_dir}", "trainer.epochs=4")
     assert resumed.returncode == 0, resumed.stderr
-    assert numbers(shorter.run_dir) == numbers(reference.run_dir)
+    assert numbers(run_dir) == numbers(reference.run_dir)
     for key in ("val_rmse", "test_rmse", "test_r2", "selected_epoch"):
-        assert results(shorter.run_dir)[key] == results(reference.run_dir)[key]
+        assert results(run_dir)[key] == results(reference.run_dir)[key]
