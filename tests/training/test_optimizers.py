@@ -16,8 +16,9 @@ from experiments.data.batches import Batches
 from experiments.data.types import Split
 from experiments.run.train import train
 from experiments.training import loop
-from experiments.training.models import LeNet
+from experiments.training.models import MLP, LeNet, UNet
 from experiments.training.optimizers import build_optimizer, decide_fused, has_fused_kernel
+from experiments.training.tasks import Classification, Regression, Segmentation, Task
 from helpers import SMALL, compose_config, on, results
 
 
@@ -112,6 +113,12 @@ def test_fused_training_steps_never_make_the_host_wait_for_the_gpu(
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("task", ["regression", "segmentation"])
+def test_every_tasks_training_steps_never_make_the_host_wait_for_the_gpu(task: str) -> None:
+    train_steps_watched_for_waits(torch.bfloat16, 2, "adam", 1.0, fused="null", task=task)
+
+
+@pytest.mark.gpu
 def test_unfused_fp16_steps_make_the_host_wait_for_the_gpu() -> None:
     # What fusing saves, and proof that the watch above sees a wait: the scaler's found_inf.item().
     with pytest.raises(RuntimeError, match="synchroniz"):
@@ -119,35 +126,34 @@ def test_unfused_fp16_steps_make_the_host_wait_for_the_gpu() -> None:
 
 
 def train_steps_watched_for_waits(
-    precision: torch.dtype, accumulate: int, optimizer: str, clip: float | None, fused: str
+    precision: torch.dtype,
+    accumulate: int,
+    optimizer: str,
+    clip: float | None,
+    fused: str,
+    task: str = "classification",
 ) -> None:
-    """Train LeNet on the GPU through the project's loop, 4 optimizer steps, with CUDA raising
-    at any call that waits for the GPU in steps 2 and 3 (the first may start CUDA's lazy
-    state, and the last logs the epoch's loss, which waits by design)."""
+    """Train a model of `task` (LeNet classifying) on the GPU through the project's loop, 4
+    optimizer steps, with CUDA raising at any call that waits for the GPU in steps 2 and 3 (the
+    first may start CUDA's lazy state, and the last logs the epoch's loss, which waits by
+    design)."""
     fp16 = precision == torch.float16
     runtime = on(
         "cuda:0",
         autocast_dtype=precision,
         scaler=torch.amp.GradScaler("cuda", enabled=fp16),
     )
-    torch.manual_seed(0)
-    model = LeNet().to(runtime.device)
+    steps = 4
+    model, scored, data = task_data(task, 16 * accumulate * steps)
+    model = model.to(runtime.device)
     built, _ = build_optimizer(
         compose_config(f"optimizer={optimizer}", f"optimizer.fused={fused}").optimizer,
         model.parameters(),
         "cuda",
     )
-    steps = 4
-    images = torch.randint(0, 256, (16 * accumulate * steps, 3, 32, 32), dtype=torch.uint8)
-    batches = Batches(
-        Split(images, torch.randint(0, 10, (len(images),))),
-        batch_size=16,
-        mean=[0.5],
-        std=[0.5],
-        runtime=runtime,
-    )
+    batches = Batches(data, batch_size=16, mean=[0.5], std=[0.5], runtime=runtime)
     learner = loop.Learner(
-        model, nn.CrossEntropyLoss(), built, gradient_clip=clip, accumulate_batches=accumulate
+        model, scored.to(runtime.device), built, gradient_clip=clip, accumulate_batches=accumulate
     )
     try:
         loop.train_epoch(
@@ -161,6 +167,19 @@ def train_steps_watched_for_waits(
         )
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def task_data(task: str, count: int) -> tuple[nn.Module, Task, Split]:
+    """A small model of `task`, the task, and `count` random examples of its kind of data."""
+    torch.manual_seed(0)
+    images = torch.randint(0, 256, (count, 3, 32, 32), dtype=torch.uint8)
+    if task == "regression":  # a CSV's rows: 10 numbers each, and the value to predict
+        rows = Split(torch.randn(count, 10, 1, 1), torch.randn(count, 1))
+        return MLP(10, 1, 1, [16]), Regression(), rows
+    if task == "segmentation":
+        masks = torch.randint(0, 4, (count, 32, 32))
+        return UNet(3, 32, 4, base_channels=8), Segmentation(), Split(images, masks)
+    return LeNet(3, 32, 10), Classification(), Split(images, torch.randint(0, 10, (count,)))
 
 
 def watch_for_waits(first: int, last: int) -> Callable[[], None]:
