@@ -100,6 +100,9 @@ def test_a_resumed_run_carries_on_its_mlflow_run_and_logs_each_step_once(tmp_pat
     assert client(tmp_path).get_run(run_id).info.status == "FINISHED"
     logged = history(tmp_path, run_id, "train/loss")
     assert [step for step, _ in logged] == [row["global_step"] for row in metrics(run_dir, "step")]
+    for tag in client(tmp_path).get_run(run_id).data.metrics:  # every tag: each step once
+        steps = [step for step, _ in history(tmp_path, run_id, tag)]
+        assert len(steps) == len(set(steps)), tag
     assert [step for step, _ in history(tmp_path, run_id, "test/accuracy")] == [
         row["global_step"] for row in metrics(run_dir, "epoch")
     ]

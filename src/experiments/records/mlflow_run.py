@@ -39,8 +39,6 @@ from experiments.records import confusion
 from experiments.records.hparams import METRICS_GROUP, Value
 from experiments.records.tracker import (
     EPOCH_ROW_TAG,
-    EPOCH_TAGS,
-    STEP_TAGS,
     Guard,
     Result,
     Sent,
@@ -122,10 +120,10 @@ class MlflowRun:
         same numbers): each tag is logged on from the step after its last in MLflow."""
 
         def last_steps() -> dict[str, int]:
+            logged = self.client.get_run(self.run_id).data.metrics  # (a custom task's tags too)
             return {
-                tag: max(metric.step for metric in found)
-                for tag in (*STEP_TAGS, *EPOCH_TAGS.values())
-                if (found := self.client.get_metric_history(self.run_id, tag))
+                tag: max(metric.step for metric in self.client.get_metric_history(self.run_id, tag))
+                for tag in logged
             }
 
         self._last_steps = self._guarded(last_steps) or {}
