@@ -49,6 +49,9 @@ def test_a_run_is_an_mlflow_run_with_its_config_tags_numbers_and_picture(tmp_pat
         "0",
         "fp32",
     )
+    # MLflow's own, as its fluent API would set them: what the UI shows as the source and user.
+    assert Path(tags["mlflow.source.name"]).name == "train.py"
+    assert tags["mlflow.user"]
     steps = metrics(run_dir, "step")
     assert history(tmp_path, run_id, "train/loss") == [
         (row["global_step"], pytest.approx(row["train_loss"])) for row in steps

@@ -33,6 +33,7 @@ from pathlib import Path
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
+from mlflow.tracking.context.registry import resolve_tags
 from PIL import Image
 
 from experiments.records import confusion
@@ -96,7 +97,10 @@ class MlflowRun:
                 self.client.update_run(run.resumed_id, status=running)
                 return run.resumed_id
             experiment_id = self._experiment_id(run.group or self.experiment)
-            created = self.client.create_run(experiment_id, run_name=run.name, tags=run.tags)
+            # With MLflow's own tags of where a run came from, which its UI shows: the user, the
+            # script (train.py), its git commit.
+            tags = resolve_tags(run.tags)
+            created = self.client.create_run(experiment_id, run_name=run.name, tags=tags)
             parameters = [
                 Param(key, str(value)[:LONGEST_PARAMETER]) for key, value in run.parameters.items()
             ]
