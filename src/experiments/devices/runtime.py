@@ -10,6 +10,7 @@ One word, one meaning: `cfg.device` is the user's request (`config.schemas.Devic
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 import torch
@@ -48,10 +49,12 @@ class Runtime:
         """cuda or cpu."""
         return self.plan.type
 
-    def autocast(self) -> torch.autocast:
-        """The context the forward pass and the loss run in."""
-        enabled = self.autocast_dtype is not None
-        return torch.autocast(self.type, dtype=self.autocast_dtype, enabled=enabled)
+    def autocast(self) -> AbstractContextManager[object]:
+        """The context the forward pass and the loss run in: none in fp32 (a disabled
+        torch.autocast still costs 6 µs a step, 2% of a small MLP's)."""
+        if self.autocast_dtype is None:
+            return nullcontext()
+        return torch.autocast(self.type, dtype=self.autocast_dtype)
 
     def __str__(self) -> str:
         return str(self.plan)
