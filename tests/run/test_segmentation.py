@@ -4,6 +4,7 @@ task is refused before training."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ SEGMENTATION = (
     "optimizer.lr=0.003",
 )
 SMALL_UNET = ("model=unet", "model.base_channels=8")
+VAL = ("dataset.val_fraction=0.2",)
 
 
 def test_the_shapes_repeat_and_their_masks_mark_their_pixels() -> None:
@@ -150,14 +152,26 @@ def test_two_processes_measure_what_one_process_does(tmp_path: Path) -> None:
     """Under DDP each process counts the pixels of its share of every batch in its confusion
     matrix; summed over the processes, they give one process's mean IoU and pixel accuracy."""
     run = (*SEGMENTATION[1:], *SMALL_UNET, "trainer.epochs=2", "trainer.batch_size=32")
-    ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *run, "dataset.val_fraction=0.2")
+    trackers = "logger=[tensorboard,csv,mlflow]"
+    ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *run, *VAL, trackers)
     assert ddp.returncode == 0, ddp.stderr
     with process_settings.restored():  # one process: this one
-        train(compose_config("device=cpu", *run, "dataset.val_fraction=0.2"), tmp_path / "single")
+        train(compose_config("device=cpu", *run, *VAL), tmp_path / "single")
     ours, theirs = metrics(ddp.run_dir, "epoch"), metrics(tmp_path / "single", "epoch")
     assert len(ours) == len(theirs) == 2
     for mine, one in zip(ours, theirs, strict=True):
         for key in ("train_loss", "val_miou", "test_miou", "test_pixel_accuracy"):
             assert mine[key] == pytest.approx(one[key], rel=1e-4), key
+    # The trackers are process 0's alone: one MLflow run, each epoch once in each record.
+    mlflow_tracking = pytest.importorskip("mlflow.tracking")
+    client = mlflow_tracking.MlflowClient(f"sqlite:///{tmp_path / 'ddp' / 'outputs' / 'mlflow.db'}")
+    (only,) = client.search_runs([client.get_experiment_by_name("runs").experiment_id])
+    mious = [metric.value for metric in client.get_metric_history(only.info.run_id, "test/miou")]
+    assert mious == pytest.approx([row["test_miou"] for row in ours])
+    events = read_events(ddp.run_dir).Scalars("test/miou")
+    assert [event.value for event in events] == pytest.approx(mious)  # (float32 there)
+    with (ddp.run_dir / "metrics.csv").open() as file:
+        rows = [float(row["test/miou"]) for row in csv.DictReader(file) if row["test/miou"]]
+    assert rows == pytest.approx(mious)
     per_class = results(ddp.run_dir)["class_accuracy"]  # from the matrix of pixels
     assert per_class == pytest.approx(results(tmp_path / "single")["class_accuracy"], rel=1e-4)
