@@ -1,5 +1,6 @@
-"""One thread per test worker, GPUs numbered as every run numbers them, the tests marked `gpu`
-skipped when there is no CUDA GPU, and `old_run`, a run folder an earlier version left."""
+"""One thread per test worker, GPUs numbered and cuBLAS's workspace fixed as every run does,
+the tests marked `gpu` skipped when there is no CUDA GPU, and `old_run`, a run folder an
+earlier version left."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ if "PYTEST_XDIST_WORKER" in os.environ:
 import pytest
 import torch
 
-# Before anything asks CUDA: the tests compare GPUs by index with what runs recorded, and runs
-# number them in PCI bus order (experiments.devices.process_settings.number_gpus_by_bus).
-os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+from experiments.devices import process_settings
+
+# Before anything asks CUDA, as a process that runs jobs does: the tests compare GPUs by index
+# with what runs recorded, and runs number them in PCI bus order; and cuBLAS reads its workspace
+# once, at the first product, which a test may compute before a deterministic run in its process.
+process_settings.number_gpus_by_bus()
+process_settings.fix_cublas_workspace()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

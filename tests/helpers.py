@@ -374,9 +374,16 @@ def failing_torchrun(cwd: Path, *overrides: str) -> tuple[Finished, float]:
         "device=ddp",
         *FAILS_IN_PROCESS_1,
         *overrides,
-        env={"PYTHONPATH": str(ROOT / "tests")},
+        env=tests_importable(),
     )
     return done, time.monotonic() - began
+
+
+def tests_importable() -> dict[str, str]:
+    """The environment a command needs to import tests/'s modules (`failing`'s models, for a
+    model's target): PYTHONPATH with tests/ first, then the folders the environment had."""
+    had = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), *filter(None, [had])])}
 
 
 def csv_numbers(run_dir: Path) -> list[dict[str, str]]:

@@ -1,6 +1,8 @@
 """Every call a `gpu`-marked test makes by a name of its module (a function or class of ours it
 imports or defines, `checkpoints.load` through an imported module) fits that code's signature.
-Method calls on objects (`metrics.resume_after(...)`) and the calls inside helpers are not seen.
+Method calls on objects (`metrics.resume_after(...)`) and the calls inside helpers are not seen;
+arguments unpacked from a dict the test spells out (`options = {"device": ...}`, then
+`Batches(split, **options)`) are seen through.
 
 The `gpu` tests are skipped on machines without a GPU, where they are mostly written and changed:
 a call that no longer fits its callee (`checkpoints.load(path, map_location=...)`, after `load`
@@ -49,6 +51,13 @@ def test_a_call_with_a_parameter_its_callee_lost_is_found(tmp_path: Path) -> Non
         "    checkpoints.load(path, map_location='cuda:0')\n"
         "    checkpoints.load(path)\n"
         "    DevicePlan('cuda', 0, (0, 1), 'nccl', 'why', 'one too many')\n"
+        "    options = {'map_location': 'cuda:0'}\n"
+        "    checkpoints.load(path, **options)\n"
+        "    written = dict(path=path, map_location='cpu')\n"
+        "    checkpoints.load(**written)\n"
+        "    others = {'path': path}\n"
+        "    others = {'map_location': 'cpu'}\n"
+        "    checkpoints.load(**others)  # assigned twice: which is not known, so not checked\n"
     )
     marked_module = tmp_path / "test_module.py"
     marked_module.write_text(
@@ -61,6 +70,8 @@ def test_a_call_with_a_parameter_its_callee_lost_is_found(tmp_path: Path) -> Non
     assert calls_that_do_not_fit(marked_test) == [
         "test_marked.py:10: checkpoints.load: got an unexpected keyword argument 'map_location'",
         "test_marked.py:12: DevicePlan: too many positional arguments",
+        "test_marked.py:14: checkpoints.load: got an unexpected keyword argument 'map_location'",
+        "test_marked.py:16: checkpoints.load: got an unexpected keyword argument 'map_location'",
     ]
     assert calls_that_do_not_fit(marked_module) == [
         "test_module.py:7: checkpoints.save: missing a required argument: 'checkpoint'"
@@ -73,13 +84,14 @@ def calls_that_do_not_fit(path: Path) -> list[str]:
     module = _imported(path)
     misfits = []
     for part in _gpu_marked(_parsed(path)):
+        spelled_out = _dicts_spelled_out(part)
         for call in ast.walk(part):
             if not isinstance(call, ast.Call):
                 continue
             callee = _callee(call.func, module)
             if callee is None:
                 continue
-            why = _refusal(inspect.signature(callee), call)
+            why = _refusal(inspect.signature(callee), call, spelled_out)
             if why is not None:
                 misfits.append(f"{path.name}:{call.lineno}: {ast.unparse(call.func)}: {why}")
     return misfits
@@ -155,14 +167,47 @@ def _dotted(expression: ast.expr) -> Iterator[str]:
             yield expression.attr
 
 
-def _refusal(signature: inspect.Signature, call: ast.Call) -> str | None:
-    """Why `signature` refuses the call's arguments (None: it takes them). With `*args` or
-    `**kwargs` at the call, how many arguments there are is not known: only the names given
-    are checked."""
-    named = [keyword.arg for keyword in call.keywords if keyword.arg is not None]
-    unpacked = len(named) < len(call.keywords) or any(
-        isinstance(argument, ast.Starred) for argument in call.args
-    )
+def _dicts_spelled_out(part: ast.AST) -> dict[str, list[str]]:
+    """The keys of each dict assigned once to a name in `part` whose keys are all written out:
+    `options = {"mean": ..., "std": ...}` or `options = dict(mean=..., std=...)`."""
+    keys: dict[str, list[str] | None] = {}
+    for statement in ast.walk(part):
+        if not isinstance(statement, ast.Assign):
+            continue
+        for target in statement.targets:
+            if isinstance(target, ast.Name):
+                seen_before = target.id in keys
+                keys[target.id] = None if seen_before else _written_out_keys(statement.value)
+    return {name: found for name, found in keys.items() if found is not None}
+
+
+def _written_out_keys(value: ast.expr) -> list[str] | None:
+    if isinstance(value, ast.Dict):
+        written = [key.value for key in value.keys if isinstance(key, ast.Constant)]
+        strings = [key for key in written if isinstance(key, str)]
+        return strings if len(strings) == len(value.keys) else None
+    if isinstance(value, ast.Call) and ast.unparse(value.func) == "dict" and not value.args:
+        named = [keyword.arg for keyword in value.keywords]
+        return None if None in named else [name for name in named if name is not None]
+    return None
+
+
+def _refusal(
+    signature: inspect.Signature, call: ast.Call, spelled_out: dict[str, list[str]]
+) -> str | None:
+    """Why `signature` refuses the call's arguments (None: it takes them). A `**name` whose dict
+    is `spelled_out` gives its keys as named arguments; with any other `*args` or `**kwargs` at
+    the call, how many arguments there are is not known: only the names given are checked."""
+    named: list[str] = []
+    unknown = False
+    for keyword in call.keywords:
+        if keyword.arg is not None:
+            named.append(keyword.arg)
+        elif isinstance(keyword.value, ast.Name) and keyword.value.id in spelled_out:
+            named += spelled_out[keyword.value.id]
+        else:
+            unknown = True
+    unpacked = unknown or any(isinstance(argument, ast.Starred) for argument in call.args)
     if unpacked:
         parameters = signature.parameters
         if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):

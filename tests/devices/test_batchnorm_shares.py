@@ -15,7 +15,7 @@ from experiments.data.batches import Batches
 from experiments.data.types import Split
 from experiments.devices.plan import DevicePlan
 from experiments.devices.process_group import ProcessGroup
-from experiments.devices.wrapping import parallelize
+from experiments.devices.wrapping import parallelize, sync_batchnorm_waits
 from experiments.training.loop import fewest_images_per_batch, left_out_note
 from experiments.training.models import LeNet
 from helpers import metrics, on, results, torchrun_cli
@@ -123,4 +123,16 @@ def test_sync_batchnorm_trains_on_every_image_with_nccl(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert results(done.run_dir)["device"]["backend"] == "nccl"
     assert metrics(done.run_dir, "epoch")[0]["train_images"] == 7
-    assert "left out" not in (done.run_dir / "train.log").read_text()
+    log = (done.run_dir / "train.log").read_text()
+    assert "left out" not in log
+    assert "BatchNorm layers makes the host wait for the GPU once a step" in log
+
+
+def test_synchronized_batchnorm_is_said_to_make_the_host_wait_at_each_layer() -> None:
+    model = nn.Sequential(with_batch_norm(), nn.Conv2d(4, 4, 3), nn.BatchNorm2d(4))
+    assert sync_batchnorm_waits(model) is None
+    note = sync_batchnorm_waits(nn.SyncBatchNorm.convert_sync_batchnorm(model))
+    assert note == (
+        "trainer.sync_batchnorm=true: each of the model's 2 BatchNorm layers makes the host wait "
+        "for the GPU once a step, so the host cannot queue steps ahead of it"
+    )

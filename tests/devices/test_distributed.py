@@ -22,11 +22,11 @@ from experiments.records import checkpoints
 from experiments.run.train import train
 from helpers import (
     PROCESS_1_FAILURE,
-    ROOT,
     assert_same_epochs_as_one_process,
     compose_config,
     failing_torchrun,
     results,
+    tests_importable,
     torchrun_cli,
     train_cli,
 )
@@ -107,7 +107,7 @@ def test_a_process_that_dies_without_a_word_is_named(tmp_path: Path, killed: int
         "model=custom",
         f"model._target_=failing.KillsProcess{killed}",
         *SHORT,
-        env={"PYTHONPATH": str(ROOT / "tests")},
+        env=tests_importable(),
     )
     assert done.returncode != 0
     died = DIED.format(killed)

@@ -25,6 +25,7 @@ from experiments.data.types import ImageData, Split
 from experiments.devices import memory, precision, process_settings
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
+from experiments.devices.process_group import ProcessGroup
 from experiments.devices.runtime import Runtime
 from experiments.devices.wrapping import unwrap
 from experiments.records import checkpoints
@@ -104,6 +105,23 @@ def test_both_placements_give_the_same_numbers_on_a_gpu(tmp_path: Path) -> None:
     assert to_device == cuda_call
 
 
+def test_segmentation_trains_deterministically_on_a_gpu(tmp_path: Path) -> None:
+    # Per-pixel cross-entropy's usual CUDA kernel (nll_loss2d) has no deterministic version.
+    shapes = ("task=segmentation", "dataset=shapes", "model=unet", "model.base_channels=8")
+    first, again = (
+        train_cli(tmp_path / name, *EXACT, *shapes, "device=cuda:0") for name in ("a", "b")
+    )
+    assert first.returncode == 0, first.stderr
+    assert again.returncode == 0, again.stderr
+    assert metrics(first.run_dir, "epoch") and [
+        (row["train_loss"], row["test_loss"], row["test_miou"])
+        for row in metrics(first.run_dir, "epoch")
+    ] == [
+        (row["train_loss"], row["test_loss"], row["test_miou"])
+        for row in metrics(again.run_dir, "epoch")
+    ]
+
+
 def test_preloading_on_the_gpu_gives_the_batches_a_host_copy_gives() -> None:
     gpu = ToDevice(torch.device("cuda", 0))
     sample = loading.load(compose_config().dataset)
@@ -115,7 +133,7 @@ def test_preloading_on_the_gpu_gives_the_batches_a_host_copy_gives() -> None:
         options = {
             "mean": [0.5],
             "std": [0.5],
-            "device": on("cuda:0"),
+            "runtime": on("cuda:0"),
             "shuffle": shuffle,
             "limit": 5,
         }
@@ -169,6 +187,31 @@ def test_batches_never_make_the_host_wait_for_the_gpu() -> None:
     assert placement.pinned == [True] * 2 * 2 * len(batches)  # images and labels, both passes
 
 
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_process_share_of_augmented_batches_is_copied_from_pinned_memory_only(rank: int) -> None:
+    # Under DDP a process takes columns of each batch's crop offsets: a strided tensor.
+    images = torch.randint(0, 256, (256, 3, 32, 32), dtype=torch.uint8)
+    split = Split(images, torch.randint(0, 10, (256,)))
+    shuffle = torch.Generator().manual_seed(0)
+    group = ProcessGroup(rank, 2, rank, 2, torchrun=True)
+    runtime = Runtime(DevicePlan("cuda", 0), ToDevice(torch.device("cuda", 0)), group)
+    batches = Batches(
+        split,
+        batch_size=64,
+        mean=[0.5],
+        std=[0.5],
+        runtime=runtime,
+        shuffle=shuffle,
+        augment=Augment(4, True, shuffle),
+    )
+    list(batches)  # warm up
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        list(batches)
+        torch.cuda.synchronize()
+    copies = [event.name for event in profile.events() if "Memcpy HtoD" in event.name]
+    assert copies and not [name for name in copies if "Pageable" in name], copies
+
+
 def test_an_index_beyond_the_gpus_present_is_refused(tmp_path: Path) -> None:
     if GPUS >= 16:
         pytest.skip("this machine has every cuda:N option the config offers")
@@ -219,7 +262,10 @@ def test_data_parallel_replicas_compute_in_bf16_when_asked() -> None:
 @two_gpus
 def test_visible_gpus_are_the_ones_the_run_uses(tmp_path: Path) -> None:
     last = GPUS - 1
-    done = train_cli(tmp_path, *ON_GPU, "device=cuda:0", f"device.visible=[{last}]")
+    # In a process of its own: CUDA sees only the GPUs it started with (this one's: all of them).
+    done = train_cli(
+        tmp_path, *ON_GPU, "device=cuda:0", f"device.visible=[{last}]", own_process=True
+    )
     assert done.returncode == 0, done.stderr
     assert results(done.run_dir)["device"]["uuid"] == uuid(last)  # names can't tell twins apart
 
@@ -232,6 +278,7 @@ def test_visible_gpus_count_among_a_schedulers_share(tmp_path: Path) -> None:
         "device=cuda:0",
         "device.visible=[1]",
         env={"CUDA_VISIBLE_DEVICES": "0,1"},
+        own_process=True,  # (as above)
     )
     assert done.returncode == 0, done.stderr
     assert results(done.run_dir)["device"]["uuid"] == uuid(1)
@@ -292,6 +339,14 @@ def test_ddp_puts_each_process_on_its_own_gpu_with_nccl(tmp_path: Path) -> None:
     assert result["device"]["uuid"] == uuid(0)  # process 0's GPU; process 1 has GPU 1
 
 
+def test_ddp_processes_shown_the_same_gpu_are_refused_in_one_line(tmp_path: Path) -> None:
+    # Each process sees one GPU, so each takes it (as under SLURM's --gpus-per-task=1), but here
+    # it is the same one: NCCL would fail on it, or hang.
+    done = torchrun_cli(tmp_path, 2, *ON_GPU, "device=ddp", env={"CUDA_VISIBLE_DEVICES": "0"})
+    assert done.returncode != 0
+    assert "Error: device=ddp: processes 0 and 1 would both compute on one GPU" in done.stderr
+
+
 @two_gpus
 def test_an_nccl_peer_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path) -> None:
     done, seconds = failing_torchrun(tmp_path, *ON_GPU, "trainer.limit_train_batches=6")
@@ -314,6 +369,7 @@ def test_resume_on_fewer_visible_gpus_and_another_index(tmp_path: Path) -> None:
         "device=cuda:0",
         "trainer.epochs=2",
         env={"CUDA_VISIBLE_DEVICES": "1"},
+        own_process=True,  # (as above)
     )
     assert done.returncode == 0, done.stderr
     assert results(first.run_dir)["device"]["uuid"] == uuid(1)

@@ -9,6 +9,8 @@ allocator's message in a real torch.OutOfMemoryError); the `gpu` tests run them 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -27,7 +29,7 @@ from experiments.devices.plan import DevicePlan, Machine
 from experiments.devices.process_group import ONE_PROCESS
 from experiments.run.setup import plan_for_job
 from experiments.run.train import train
-from helpers import QUICK, ROOT, compose_config, results, train_cli
+from helpers import QUICK, compose_config, results, tests_importable, train_cli
 
 ON_GPU = [override for override in QUICK if not override.startswith("device=")]
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -69,6 +71,51 @@ def test_a_cublas_workspace_set_by_the_user_stands(monkeypatch: pytest.MonkeyPat
     with process_settings.restored():
         process_settings.apply(None, threads=None, deterministic=True)
     assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":16:8"
+
+
+@pytest.mark.parametrize(
+    ("at_cuda_start", "refused"),
+    [([], False), ([":4096:8"], False), ([":16:8"], False), ([None], True), ([":0:0"], True)],
+)
+def test_a_deterministic_gpu_job_is_refused_where_cuda_started_without_the_workspace(
+    at_cuda_start: list[str | None], refused: bool
+) -> None:
+    why = process_settings.nondeterministic_cublas(at_cuda_start)
+    assert (why is not None) is refused
+    if why is not None:
+        assert why.startswith("trainer.deterministic=true on a GPU needs CUBLAS_WORKSPACE_CONFIG=")
+        assert "set it before the process starts" in why
+
+
+@pytest.mark.gpu
+def test_a_deterministic_job_after_products_without_the_workspace_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    # Code of one's own that multiplied on the GPU before calling the command line's entry.
+    script = (
+        "import sys, torch\n"
+        "torch.ones(8, 8, device='cuda') @ torch.ones(8, 8, device='cuda')\n"
+        "from experiments.cli import main\n"
+        f"sys.argv = ['train.py', *{[*ON_GPU, 'device=cuda:0', 'trainer.deterministic=true']!r}]\n"
+        "main()\n"
+    )
+    environment = {k: v for k, v in os.environ.items() if k != "CUBLAS_WORKSPACE_CONFIG"}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "Error: trainer.deterministic=true on a GPU needs CUBLAS_WORKSPACE_CONFIG=:4096:8"
+        )
+    )
 
 
 @pytest.mark.gpu
@@ -127,7 +174,8 @@ def test_a_device_side_assert_fails_its_job_and_stops_the_sweep_sharing_its_proc
         "device=cuda:0",
         "model=custom",
         "model._target_=failing.AssertsOnTheGpu,experiments.training.models.LeNet",
-        env={"PYTHONPATH": str(ROOT / "tests")},
+        env=tests_importable(),
+        own_process=True,  # the assert leaves CUDA unusable in the process it happens in
     )
     assert done.returncode == 1
     assert done.last_line.startswith("Error: CUDA cannot be used again in this process after job 0")
@@ -194,6 +242,7 @@ def test_other_errors_pass_through_the_out_of_memory_translation() -> None:
 def test_a_run_out_of_gpu_memory_records_the_one_line(tmp_path: Path) -> None:
     fraction = 64 * 2**20 / torch.cuda.get_device_properties(0).total_memory  # 64 MiB
     wide = ("model=mlp", "model.hidden_sizes=[16384]", "trainer.batch_size=64")  # 200 MB
+    torch.cuda.empty_cache()  # what tests before it left in this process's cache is not counted
     torch.cuda.set_per_process_memory_fraction(fraction, 0)
     try:
         with pytest.raises(ExperimentError) as error, process_settings.restored():

@@ -37,10 +37,39 @@ def test_the_peak_is_measured_in_the_runs_precision(
         assert how.products >= 4 and how.warm_up >= 1
 
 
+@pytest.mark.parametrize(
+    ("capability", "convolutions_lead", "convolutions_in_tf32", "products_in_tf32", "tf32"),
+    [
+        # torch's defaults on an H100: cuDNN's convolutions in TF32, cuBLAS's products not.
+        ((9, 0), True, True, False, True),
+        ((9, 0), False, True, False, False),  # an MLP: its products run in full fp32
+        ((9, 0), False, True, True, True),  # torch.set_float32_matmul_precision("high")
+        ((8, 0), True, False, True, False),  # torch.backends.cudnn.allow_tf32 = False
+        ((7, 0), True, True, True, False),  # a V100 has no TF32 units
+    ],
+)
+def test_fp32_is_measured_in_the_precision_of_the_models_leading_operations(
+    capability: tuple[int, int],
+    convolutions_lead: bool,
+    convolutions_in_tf32: bool,
+    products_in_tf32: bool,
+    tf32: bool,
+) -> None:
+    assert (
+        peak.runs_in_tf32(
+            capability,
+            convolutions_lead,
+            convolutions_in_tf32=convolutions_in_tf32,
+            products_in_tf32=products_in_tf32,
+        )
+        is tf32
+    )
+
+
 def test_the_cpu_peak_is_plausible_and_in_the_runs_dtype() -> None:
     # Quick by its sizes (above): 0.2-0.5 s for both here.
-    fp32 = peak.measure(torch.device("cpu"), None)
-    bf16 = peak.measure(torch.device("cpu"), torch.bfloat16)
+    fp32 = peak.measure(torch.device("cpu"), None, convolutions_lead=True)
+    bf16 = peak.measure(torch.device("cpu"), torch.bfloat16, convolutions_lead=True)
     assert fp32.precision == "fp32" and bf16.precision == "bf16"
     # Any CPU of this century multiplies fp32 matrices faster than 0.1 GFLOP/s; none at 100 T.
     assert 1e8 < fp32.flops_per_second < 1e14
@@ -53,11 +82,13 @@ def test_a_gpus_peak_is_timed_on_the_gpu_in_each_precision() -> None:
     settings = torch.get_float32_matmul_precision()
     fp32 = peak.matmul_flops_per_second(cuda, measurement_for("cuda", None, tf32=False))
     tf32 = peak.matmul_flops_per_second(cuda, measurement_for("cuda", None, tf32=True))
-    bf16 = peak.measure(cuda, torch.bfloat16)
+    bf16 = peak.measure(cuda, torch.bfloat16, convolutions_lead=False)
     assert torch.get_float32_matmul_precision() == settings  # the run's own, put back
     assert bf16.precision == "bf16"
     assert all(1e11 < flops < 1e16 for flops in (fp32, tf32, bf16.flops_per_second))
     if torch.cuda.get_device_capability(cuda) >= (8, 0):  # tensor cores for TF32 and bf16
-        assert peak.measure(cuda, None).precision == "tf32"  # cuDNN's default for convolutions
+        # cuDNN's default for convolutions is TF32; torch's for matrix products is full fp32.
+        assert peak.measure(cuda, None, convolutions_lead=True).precision == "tf32"
+        assert peak.measure(cuda, None, convolutions_lead=False).precision == "fp32"
         # At least twice fp32's rate on every such GPU (GeForce cards' TF32 only matches fp32).
         assert bf16.flops_per_second > 1.5 * fp32

@@ -8,6 +8,7 @@ import pytest
 from experiments.config.choices import DeviceName
 from experiments.config.schemas import DeviceConfig
 from experiments.core.errors import ExperimentError
+from experiments.devices.distributed import shared_gpu
 from experiments.devices.plan import (
     DevicePlan,
     Machine,
@@ -168,6 +169,13 @@ def torchrun_process(local_rank: int, local_world: int) -> ProcessGroup:
             DevicePlan("cuda", 1, backend="nccl"),
         ),
         (ONE_GPU, request("ddp"), torchrun_process(0, 1), DevicePlan("cuda", 0, backend="nccl")),
+        # Each process shown only its own GPU (SLURM's --gpus-per-task=1): numbered 0 in each.
+        (
+            ONE_GPU,
+            request("ddp"),
+            torchrun_process(1, 2),
+            DevicePlan("cuda", 0, backend="nccl", reason="this process sees one GPU"),
+        ),
     ],
 )
 def test_ddp_gives_each_process_its_own_gpu(
@@ -188,6 +196,17 @@ def test_ddp_with_more_processes_than_gpus_is_refused() -> None:
         "device=ddp has 2 GPU(s) (cuda:0, cuda:1) for 4 processes on this machine; start at most "
         "2 (torchrun --nproc-per-node) or name more in device.ids"
     )
+
+
+def test_ddp_processes_that_would_share_a_gpu_are_refused() -> None:
+    # Two processes shown the one GPU of a machine (torchrun --nproc-per-node=2 on one GPU).
+    shared = {0: "GPU-5e1f H100", 1: "GPU-77aa H100", 2: "GPU-5e1f H100"}
+    assert shared_gpu(shared) == (
+        "device=ddp: processes 0 and 2 would both compute on one GPU (H100, GPU-5e1f); start as "
+        "many processes per machine as it has GPUs (torchrun --nproc-per-node), or show each "
+        "process a GPU of its own (CUDA_VISIBLE_DEVICES, SLURM's --gpus-per-task=1)"
+    )
+    assert shared_gpu({0: "GPU-5e1f H100", 1: "GPU-77aa H100"}) is None
 
 
 def test_ddp_ids_are_checked_like_dp_ids() -> None:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from experiments.training.model_size import ModelSize, measure
-from experiments.training.models import LeNet
+from experiments.training.models import MLP, LeNet
 
 
 def test_lenets_size_is_what_its_layers_add_up_to() -> None:
@@ -25,6 +25,17 @@ def test_lenets_size_is_what_its_layers_add_up_to() -> None:
     # gradient (as much again), but for the first layer, whose input (the images) needs none.
     first_layer = 6 * 28 * 28 * 75
     assert size.training_flops_per_image == 2 * (3 * multiply_adds - first_layer)
+    # Its convolutions' share: the forward's, and the backward's but for the first's input.
+    linear = 400 * 120 + 120 * 84 + 84 * 10
+    convolutions = 3 * (multiply_adds - linear) - first_layer
+    assert size.convolution_share == pytest.approx(convolutions / (3 * multiply_adds - first_layer))
+    assert size.convolutions_lead
+
+
+def test_an_mlp_is_led_by_matrix_products() -> None:
+    model = MLP(in_channels=10, image_size=1, num_classes=1, hidden_sizes=[25, 16])
+    size = measure(model, (10, 1, 1))  # the diabetes table's ten features
+    assert size.convolution_share == 0.0 and not size.convolutions_lead
 
 
 def test_measuring_changes_nothing_in_the_model() -> None:

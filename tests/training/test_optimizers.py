@@ -17,9 +17,14 @@ from experiments.data.types import Split
 from experiments.run.train import train
 from experiments.training import loop
 from experiments.training.models import MLP, LeNet, UNet
-from experiments.training.optimizers import build_optimizer, decide_fused, has_fused_kernel
+from experiments.training.optimizers import (
+    build_optimizer,
+    decide_fused,
+    has_fused_kernel,
+    host_waits_at_every_step,
+)
 from experiments.training.tasks import Classification, Regression, Segmentation, Task
-from helpers import SMALL, compose_config, on, results
+from helpers import SMALL, compose_config, on, results, train_cli
 
 
 class OwnAdam(torch.optim.Adam):
@@ -123,6 +128,36 @@ def test_unfused_fp16_steps_make_the_host_wait_for_the_gpu() -> None:
     # What fusing saves, and proof that the watch above sees a wait: the scaler's found_inf.item().
     with pytest.raises(RuntimeError, match="synchroniz"):
         train_steps_watched_for_waits(torch.float16, 1, "adam", None, fused="false")
+
+
+def test_an_unfused_fp16_step_on_a_gpu_is_said_to_make_the_host_wait() -> None:
+    # The decision, by its inputs: GradScaler reads found_inf back unless the step takes it.
+    parameters = list(nn.Linear(2, 2).parameters())
+    unfused = torch.optim.SGD(parameters, lr=0.1)
+    fused = torch.optim.SGD(parameters, lr=0.1, fused=True)  # (the CPU's fused step: 2.4+)
+    scaling, plain = torch.amp.GradScaler("cpu"), torch.amp.GradScaler("cpu", enabled=False)
+    note = host_waits_at_every_step(unfused, scaling, "cuda")
+    assert note is not None and note.startswith(
+        "trainer.precision=fp16 with SGD's step unfused: GradScaler reads back whether each "
+        "step's gradients overflowed, so the host waits for the GPU at every step"
+    )
+    assert host_waits_at_every_step(fused, scaling, "cuda") is None
+    assert host_waits_at_every_step(unfused, plain, "cuda") is None  # fp32 or bf16
+    assert host_waits_at_every_step(unfused, scaling, "cpu") is None  # no GPU to wait for
+
+
+@pytest.mark.gpu
+def test_an_unfused_fp16_run_says_the_host_waits_in_its_log(tmp_path: Path) -> None:
+    on_gpu = (
+        *[o for o in SMALL if not o.startswith("device=")],
+        "device=cuda:0",
+        "trainer.precision=fp16",
+    )
+    waits = train_cli(tmp_path / "unfused", *on_gpu, "optimizer.fused=false")
+    fused = train_cli(tmp_path / "fused", *on_gpu)
+    assert waits.returncode == 0 and fused.returncode == 0, waits.stderr + fused.stderr
+    assert "the host waits for the GPU at every step" in (waits.run_dir / "train.log").read_text()
+    assert "the host waits" not in (fused.run_dir / "train.log").read_text()
 
 
 def train_steps_watched_for_waits(

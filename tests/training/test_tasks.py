@@ -10,7 +10,14 @@ import torch
 
 from experiments.core.errors import ExperimentError
 from experiments.data.types import ImageData, Split
-from experiments.training.tasks import Classification, Measured, Regression, Segmentation, Task
+from experiments.training.tasks import (
+    Classification,
+    Measured,
+    Regression,
+    Segmentation,
+    Task,
+    per_pixel_cross_entropy,
+)
 
 
 def tallied(task: Task, outputs: torch.Tensor, targets: torch.Tensor) -> Measured:
@@ -98,6 +105,19 @@ def test_a_task_refuses_data_of_the_other_kind() -> None:
         "task=classification learns classes, but dataset shapes holds masks to predict; use "
         "task=segmentation, or a dataset of classes"
     )
+
+
+def test_the_deterministic_segmentation_loss_is_the_per_pixel_cross_entropy() -> None:
+    """The form a deterministic run on a GPU takes gives the loss and gradient of the usual one
+    (which has no deterministic CUDA kernel: the `gpu` test trains with it)."""
+    outputs = torch.randn(4, 5, 6, 7, dtype=torch.float64, requires_grad=True)
+    masks = torch.randint(0, 5, (4, 6, 7))
+    usual = torch.nn.functional.cross_entropy(outputs, masks)
+    (usual_gradient,) = torch.autograd.grad(usual, outputs)
+    rows = per_pixel_cross_entropy(outputs, masks)
+    (rows_gradient,) = torch.autograd.grad(rows, outputs)
+    assert rows.item() == pytest.approx(usual.item(), rel=1e-12)
+    assert torch.allclose(rows_gradient, usual_gradient, rtol=1e-12, atol=0)
 
 
 def test_segmentation_measures_mean_iou_and_pixel_accuracy_over_every_pixel() -> None:

@@ -185,6 +185,8 @@ def start(group: ProcessGroup, backend: str, device: torch.device, timeout: floa
     signal.signal(signal.SIGTERM, _raise_stopped)
     if group.world_size > 1:  # where this process runs, so the others can tell if it dies
         _store().set(_key(f"process/{group.rank}"), f"{socket.gethostname()} {os.getpid()}")
+        if device.type == "cuda":
+            refuse_shared_gpus(group, device)
     dist.init_process_group(
         backend,
         rank=group.rank,
@@ -192,6 +194,34 @@ def start(group: ProcessGroup, backend: str, device: torch.device, timeout: floa
         timeout=timedelta(seconds=timeout),
         device_id=device if device.type == "cuda" else None,
     )
+
+
+def refuse_shared_gpus(group: ProcessGroup, device: torch.device) -> None:
+    """Refuse, in one line and in every process, a run in which two processes would compute on
+    the same GPU (NCCL fails then, or hangs): each tells the others its GPU's UUID."""
+    store = _store()
+    gpu = torch.cuda.get_device_properties(device)
+    store.set(_key(f"gpu/{group.rank}"), f"{gpu.uuid} {gpu.name}")
+    gpus = {rank: store.get(_key(f"gpu/{rank}")).decode() for rank in range(group.world_size)}
+    if why := shared_gpu(gpus):
+        raise ExperimentError(why)
+
+
+def shared_gpu(gpus: dict[int, str]) -> str | None:
+    """Why processes that compute on `gpus` (by rank: "<uuid> <name>") cannot train together:
+    the first two that share a GPU; None if each has its own."""
+    first_with: dict[str, int] = {}
+    for rank, gpu in sorted(gpus.items()):
+        uuid, _, name = gpu.partition(" ")
+        if uuid in first_with:
+            return (
+                f"device=ddp: processes {first_with[uuid]} and {rank} would both compute on one "
+                f"GPU ({name}, {uuid}); start as many processes per machine as it has GPUs "
+                "(torchrun --nproc-per-node), or show each process a GPU of its own "
+                "(CUDA_VISIBLE_DEVICES, SLURM's --gpus-per-task=1)"
+            )
+        first_with[uuid] = rank
+    return None
 
 
 @contextmanager

@@ -5,8 +5,10 @@ on that device (trainer.measure_peak_flops, set by experiment=device_scaling).
 
 On a GPU the products run back to back after a warm-up, timed with CUDA events, so neither the
 launches nor the host's clock are in the time; they are large enough to fill an H100. fp32 is
-measured as TF32 where the run's convolutions or matrix products may use TF32 (cuDNN's default on
-Ampere and later), bf16 and fp16 on the tensor cores their autocast uses. On the CPU a quick,
+measured in the precision the model's leading operations compute in: TF32 for a model of
+convolutions where cuDNN may use it (its default on Ampere and later), and for one of matrix
+products (an MLP) only where cuBLAS may (torch's default is full fp32: its peak is several times
+lower). bf16 and fp16 are measured on the tensor cores their autocast uses. On the CPU a quick,
 smaller measurement is timed with the host's clock.
 """
 
@@ -65,12 +67,32 @@ def measurement_for(
     return Measurement(dtype, False, 1024 if dtype == torch.float32 else 256, 1, 3, 1)
 
 
-def tf32_in_use(device: torch.device) -> bool:
-    """Whether fp32 runs on `device` may compute in TF32: a GPU with TF32 units (Ampere and
-    later) where cuDNN (convolutions: on by default) or cuBLAS (matrix products) may use it."""
-    if device.type != "cuda" or torch.cuda.get_device_capability(device) < (8, 0):
+def tf32_in_use(device: torch.device, convolutions_lead: bool) -> bool:
+    """Whether a model's fp32 operations on `device` compute in TF32: its convolutions (where
+    they `lead` its FLOPs) as cuDNN's setting says, its matrix products as cuBLAS's does."""
+    if device.type != "cuda":
         return False
-    return _convolutions_in_tf32() or torch.get_float32_matmul_precision() != "highest"
+    return runs_in_tf32(
+        torch.cuda.get_device_capability(device),
+        convolutions_lead,
+        convolutions_in_tf32=_convolutions_in_tf32(),
+        products_in_tf32=torch.get_float32_matmul_precision() != "highest",
+    )
+
+
+def runs_in_tf32(
+    capability: tuple[int, int],
+    convolutions_lead: bool,
+    *,
+    convolutions_in_tf32: bool,
+    products_in_tf32: bool,
+) -> bool:
+    """Whether fp32 work led by convolutions (else by matrix products) computes in TF32 on a GPU
+    of compute `capability` (TF32 units: Ampere, 8.0, and later), given cuDNN's and cuBLAS's
+    settings."""
+    if capability < (8, 0):
+        return False
+    return convolutions_in_tf32 if convolutions_lead else products_in_tf32
 
 
 def _convolutions_in_tf32() -> bool:
@@ -80,10 +102,13 @@ def _convolutions_in_tf32() -> bool:
     return torch.backends.cudnn.allow_tf32 if newer is None else newer == "tf32"
 
 
-def measure(device: torch.device, autocast_dtype: torch.dtype | None) -> Peak:
+def measure(
+    device: torch.device, autocast_dtype: torch.dtype | None, convolutions_lead: bool
+) -> Peak:
     """The peak FLOP/s of `device` in the precision of a run that autocasts to `autocast_dtype`
-    (None: fp32), and that precision's name."""
-    how = measurement_for(device.type, autocast_dtype, tf32_in_use(device))
+    (None: fp32) a model whose FLOPs are mostly convolutions (`convolutions_lead`) or matrix
+    products, and that precision's name."""
+    how = measurement_for(device.type, autocast_dtype, tf32_in_use(device, convolutions_lead))
     return Peak(matmul_flops_per_second(device, how), how.precision)
 
 

@@ -156,7 +156,10 @@ def resolve(
 
 
 def _ddp_plan(ids: list[int] | None, machine: Machine, group: ProcessGroup) -> DevicePlan:
-    """One GPU per process (NCCL): GPU LOCAL_RANK, or device.ids[LOCAL_RANK]; no GPU: gloo."""
+    """One GPU per process (NCCL): GPU LOCAL_RANK, or device.ids[LOCAL_RANK]; no GPU: gloo. A
+    process that sees a single GPU takes it, whatever its rank: a launcher that shows each
+    process only its own (SLURM's --gpus-per-task=1) numbers it 0 in every process. (Processes
+    that see the same one are refused once they meet: `distributed.refuse_shared_gpus`.)"""
     if not group.torchrun:
         raise ExperimentError(
             "device=ddp runs one process per device under torchrun: "
@@ -164,6 +167,9 @@ def _ddp_plan(ids: list[int] | None, machine: Machine, group: ProcessGroup) -> D
         )
     if machine.cuda_count == 0:
         return DevicePlan("cpu", backend="gloo", reason=f"this machine has {machine.gpus()}")
+    if machine.cuda_count == 1 and ids is None:
+        mine = "this process sees one GPU" if group.local_world_size > 1 else ""
+        return DevicePlan("cuda", 0, backend="nccl", reason=mine)
     gpus = _gpu_ids(ids, machine, "ddp")
     if group.local_rank >= len(gpus):
         raise ExperimentError(

@@ -11,7 +11,9 @@ CUDA_VISIBLE_DEVICES once, when it starts. So it is set first, before anything a
 and a later job that wants other GPUs than the process's CUDA started with says so in one line.
 cuBLAS's workspace (CUBLAS_WORKSPACE_CONFIG) is read once too, at the process's first matrix
 product: it is set before every job's first, and kept, so a deterministic job finds it whatever
-ran before it.
+ran before it. Where CUDA started before any job set it (code of one's own calling `train` after
+its own products on a GPU), a deterministic job on a GPU is refused in one line
+(`refuse_nondeterministic_cublas`): cuBLAS would run without the workspace it needs.
 
 A job whose CUDA error is sticky (a device-side assert, an illegal memory access) leaves CUDA
 unusable for the rest of its process: every later CUDA call raises it again. The job is recorded
@@ -35,12 +37,17 @@ from experiments.devices.free_gpus import FreeGpus
 # cuBLAS needs a fixed workspace to be deterministic; torch reads it at the process's first
 # matrix product on a GPU, and refuses deterministic ones from then on if it was unset.
 CUBLAS_WORKSPACE = ":4096:8"
+# The workspaces torch accepts as deterministic (`Context::checkCuBLASConfigDeterministic`).
+DETERMINISTIC_CUBLAS_WORKSPACES = (CUBLAS_WORKSPACE, ":16:8")
 SAVED_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES",)
 
 # The CUDA_VISIBLE_DEVICES this process's CUDA started with (None: all GPUs): its first job's.
 _cuda_started_with: list[str | None] = []
 # The sticky CUDA error that left CUDA unusable in this process, in one line (empty: none).
 _cuda_failed_with: list[str] = []
+# The CUBLAS_WORKSPACE_CONFIG this process's CUDA started with (None: unset), as far as known:
+# set by `fix_cublas_workspace` before CUDA started, or what it found once CUDA had.
+_cublas_workspace_at_cuda_start: list[str | None] = []
 
 
 def number_gpus_by_bus() -> None:
@@ -55,7 +62,34 @@ def fix_cublas_workspace() -> None:
     before its first matrix product: torch reads it only then, so a deterministic job after a
     job without (a sweep's, in one process) would otherwise fail at every matrix product. A
     workspace set in the environment stands."""
+    found = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    if not torch.cuda.is_initialized():
+        _cublas_workspace_at_cuda_start[:] = [os.environ["CUBLAS_WORKSPACE_CONFIG"]]
+    elif not _cublas_workspace_at_cuda_start:  # CUDA started before any job of this process
+        _cublas_workspace_at_cuda_start[:] = [found]
+
+
+def refuse_nondeterministic_cublas() -> None:
+    """Refuse, in one line, a deterministic job on a GPU in a process whose CUDA started without
+    a deterministic cuBLAS workspace: cuBLAS took its workspace then, and keeps it."""
+    if why := nondeterministic_cublas(_cublas_workspace_at_cuda_start):
+        raise ExperimentError(why)
+
+
+def nondeterministic_cublas(at_cuda_start: list[str | None]) -> str | None:
+    """Why cuBLAS cannot compute deterministically in a process whose CUDA started with the
+    CUBLAS_WORKSPACE_CONFIG `at_cuda_start` holds (empty: not started, or not known); None if it
+    can."""
+    if not at_cuda_start or at_cuda_start[0] in DETERMINISTIC_CUBLAS_WORKSPACES:
+        return None
+    started = "unset" if at_cuda_start[0] is None else f"={at_cuda_start[0]}"
+    return (
+        f"trainer.deterministic=true on a GPU needs CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} "
+        f"(or :16:8) from CUDA's start, but CUDA started in this process with it {started}, and "
+        "cuBLAS reads it only then; set it before the process starts "
+        f"(CUBLAS_WORKSPACE_CONFIG={CUBLAS_WORKSPACE} python ...), or train in a process of its own"
+    )
 
 
 def apply(

@@ -41,6 +41,19 @@ def parallelize(
     return model
 
 
+def sync_batchnorm_waits(model: nn.Module) -> str | None:
+    """One line for a model with synchronized BatchNorm layers: each makes the host wait for the
+    GPU once a step (SyncBatchNorm drops the statistics of processes without images by a mask,
+    whose count the host must read); None for a model without."""
+    layers = sum(isinstance(module, nn.SyncBatchNorm) for module in model.modules())
+    if not layers:
+        return None
+    return (
+        f"trainer.sync_batchnorm=true: each of the model's {layers} BatchNorm layers makes the "
+        "host wait for the GPU once a step, so the host cannot queue steps ahead of it"
+    )
+
+
 class AutocastForward(nn.Module):
     """A module whose forward runs under CUDA autocast to `dtype`, in whatever thread calls it."""
 

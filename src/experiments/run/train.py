@@ -37,7 +37,7 @@ from experiments.core.text import display_path
 from experiments.data import fingerprint, subset
 from experiments.data.batches import Augment, Batches
 from experiments.data.types import ImageData, Split, Streamed
-from experiments.devices import host_load, memory, peak, precision, process_settings
+from experiments.devices import host_load, memory, peak, precision, process_settings, wrapping
 from experiments.devices.description import device_record
 from experiments.devices.distributed import teardown, wait_for_all
 from experiments.devices.free_gpus import FreeGpus
@@ -223,18 +223,12 @@ class TrainingRun:
             channels_last=trainer.channels_last,
         )
         results.add(device=device_record(cfg.device, runtime.plan))
+        if trainer.deterministic and runtime.type == "cuda":
+            process_settings.refuse_nondeterministic_cublas()
         if note := precision.emulated_bf16(trainer.precision, runtime.plan):
             log.warning(note)
             results.add(precision_note=note)
         results.add(channels_last=runtime.channels_last)
-        if trainer.measure_peak_flops:
-            measured = peak.measure(runtime.device, runtime.autocast_dtype)
-            results.add(
-                device_peak_flops=measured.flops_per_second,
-                device_peak_precision=measured.precision,
-            )
-            # Its matrices (up to 768 MiB on a GPU) are not the run's peak memory.
-            memory.reset_peak_memory(runtime.plan)
 
     def _set_up_data(self) -> None:
         """The splits, and the config with what they told of themselves (`self.cfg`)."""
@@ -283,7 +277,21 @@ class TrainingRun:
                     )
         self.model_size = model_size.measure(model, data.shape)
         self.results.add(**self.model_size.record())
-        return setup.place_model(model, self.runtime, trainer.compile, trainer.sync_batchnorm)
+        if trainer.measure_peak_flops:  # in the precision the model's operations compute in
+            runtime = self.runtime
+            measured = peak.measure(
+                runtime.device, runtime.autocast_dtype, self.model_size.convolutions_lead
+            )
+            self.results.add(
+                device_peak_flops=measured.flops_per_second,
+                device_peak_precision=measured.precision,
+            )
+            # Its matrices (up to 768 MiB on a GPU) are not the run's peak memory.
+            memory.reset_peak_memory(runtime.plan)
+        placed = setup.place_model(model, self.runtime, trainer.compile, trainer.sync_batchnorm)
+        if note := wrapping.sync_batchnorm_waits(placed):
+            log.info(note)
+        return placed
 
     def _set_up_optimization(self, model: nn.Module) -> None:
         """The task (its loss), optimizer and schedule, and the splits cut into batches: the
@@ -295,6 +303,8 @@ class TrainingRun:
         )
         cudnn_benchmark = trainer.cudnn_benchmark and runtime.type == "cuda"
         self.results.add(optimizer_fused=fused, cudnn_benchmark=cudnn_benchmark)
+        if note := optimizers.host_waits_at_every_step(optimizer, runtime.scaler, runtime.type):
+            log.info(note)
         # The same shuffle (and augmentation) in every process; each takes its share of a batch.
         self.shuffle = torch.Generator().manual_seed(trainer.seed)
         augment = Augment(**cfg.dataset.augment, generator=self.shuffle)

@@ -22,6 +22,14 @@ class ModelSize:
     parameters: int
     flops_per_image: int
     training_flops_per_image: int
+    # Of a training step's FLOPs, the share in convolutions (cuDNN's, where the rest are matrix
+    # products: cuBLAS's), which decide the precision fp32 computes in on a GPU (`devices.peak`).
+    convolution_share: float = 0.0
+
+    @property
+    def convolutions_lead(self) -> bool:
+        """Whether most of a training step's FLOPs are convolutions."""
+        return self.convolution_share > 0.5
 
     def record(self) -> dict[str, int]:
         """The fields of results.json, the report and the HParams dashboard."""
@@ -57,4 +65,12 @@ def measure(model: nn.Module, image_shape: tuple[int, int, int]) -> ModelSize:
                     torch.autograd.grad(output.sum(), trained)
     finally:
         model.train(training)
-    return ModelSize(parameters, forward.get_total_flops(), step.get_total_flops())
+    total = step.get_total_flops()
+    convolutions = sum(
+        count
+        for operator, count in step.get_flop_counts().get("Global", {}).items()
+        if "convolution" in str(operator)
+    )
+    return ModelSize(
+        parameters, forward.get_total_flops(), total, convolutions / total if total else 0.0
+    )

@@ -84,6 +84,22 @@ def build_optimizer(
     return optimizer, fused
 
 
+def host_waits_at_every_step(
+    optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, device_type: str
+) -> str | None:
+    """One line for a GPU run whose fp16 GradScaler must read back, at every step, whether the
+    gradients overflowed (`optimizer`'s step takes no scale: it is not fused); None otherwise."""
+    takes_the_scale = getattr(optimizer, "_step_supports_amp_scaling", False)
+    if device_type != "cuda" or not scaler.is_enabled() or takes_the_scale:
+        return None
+    fusable = ", ".join(kind.__name__ for kind in FUSED_OPERATORS)
+    return (
+        f"trainer.precision=fp16 with {type(optimizer).__name__}'s step unfused: GradScaler reads "
+        "back whether each step's gradients overflowed, so the host waits for the GPU at every "
+        f"step; optimizer.fused=null fuses the step where torch has one ({fusable})"
+    )
+
+
 def _keep_built_fused(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint's optimizer state with each group fused as this optimizer's is:
     `load_state_dict` would otherwise take the saved flag, and with it a step this run did not

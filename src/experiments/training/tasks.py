@@ -165,6 +165,12 @@ class Segmentation(Task):
     targets = "masks"
 
     def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        # CUDA's kernel for the (N, K, H, W) form (nll_loss2d) adds up with atomics and has no
+        # deterministic version: `trainer.deterministic=true` would fail at the first step. The
+        # same loss over a row of logits per pixel has one; elsewhere it costs a copy of the
+        # logits (four times the loss's time on the CPU), so it is taken only there.
+        if outputs.is_cuda and torch.are_deterministic_algorithms_enabled():
+            return per_pixel_cross_entropy(outputs, targets)
         return nn.functional.cross_entropy(outputs, targets)
 
     def outputs(self, num_classes: int, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -185,6 +191,13 @@ class Segmentation(Task):
             },
             total.tolist(),
         )
+
+
+def per_pixel_cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The mean cross-entropy of (N, K, H, W) logits against (N, H, W) class masks, computed as
+    that of N * H * W rows of K logits."""
+    rows = outputs.movedim(1, -1).reshape(-1, outputs.shape[1])
+    return nn.functional.cross_entropy(rows, targets.reshape(-1))
 
 
 # The task that learns each kind of target.
