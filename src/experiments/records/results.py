@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -215,6 +215,55 @@ class RunSummary(_Summary, total=False):
 
     compile_seconds: float | None
     time_to_accuracy: TimeToAccuracy
+
+
+class DeviceRecord(TypedDict, total=False):
+    """results.json's `device` (`devices.description.device_record`): asked for, then used."""
+
+    requested: str | None
+    used: str
+    type: str
+    index: int | None
+    ids: list[int]  # DataParallel's GPUs
+
+
+class ProcessRecord(TypedDict):
+    """Who runs the run, so a report can tell a run in progress from one that was killed."""
+
+    host: str
+    pid: int
+
+
+class DataRecord(TypedDict, total=False):
+    """How the data was loaded: `loader`, for data of one's own (memory or stream)."""
+
+    loader: str
+
+
+class RecordedResults(RunSummary, total=False):
+    """results.json as a reader finds it: what `training_fields` and `training_summary` write and
+    what the run adds as it goes. Each key may be missing (a run still going has few; earlier
+    versions wrote fewer), and a key holds its type. The headline metrics of tasks other than
+    classification (val_rmse, ...) stand beside RunSummary's, of the type of theirs."""
+
+    status: str  # running, completed, failed
+    reason: str | None
+    device: DeviceRecord
+    process: ProcessRecord
+    started_at: str  # ISO 8601
+    world_size: int
+    data: DataRecord
+    # A task of one's own's metrics and which way each is better: {"mae": "min"}.
+    task_metrics: dict[str, Literal["min", "max"]]
+    model_parameters: int
+    model_flops_per_image: int
+    model_training_flops_per_image: int
+    test_images: int
+    test_split_images: int
+    device_peak_flops: float | None
+    device_peak_precision: str | None
+    peak_host_memory_mb: float | None
+    peak_cuda_memory_mb: float | None
 
 
 def training_summary(
