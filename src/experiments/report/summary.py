@@ -7,7 +7,8 @@
 
 Every multirun writes it into its sweep folder at the end (`experiments.report.sweep_end`). A run
 folder is any folder with a `.hydra/` snapshot; runs still going, killed, or without results are
-listed as such, not left out, and so are the jobs a sweep planned but never started (`not run`).
+listed as such, not left out, and so are the jobs a sweep planned but never started (`not run`)
+and runs with a record the report cannot read (`unreadable`, and which: `report.run_records`).
 
     summary.csv, summary.md   model (its parameters and FLOPs per image), dataset, device,
                               placement, every other key the runs differ in
