@@ -105,7 +105,7 @@ BAD = {
     ),
     "results_nulls": (
         _all_nulls,
-        "results.json: train_images_per_second is null, where a number belongs",
+        "results.json: status is null, where text belongs",  # the first in the file
     ),
     "results_object": (_write("results.json", "[1, 2]\n"), "results.json is a list, where an"),
     "metrics_list": (

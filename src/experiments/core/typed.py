@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import types
+from collections.abc import Callable
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
 
 # What a value of each type is called where it belongs.
@@ -37,70 +38,107 @@ def mismatch(value: Any, expected: Any, name: str, *, partial: bool = False) -> 
     None where it is. A TypedDict's keys are checked where present, and its required keys
     required, unless `partial` (at the top level only: a record that grows as its run goes); keys
     it does not declare are left alone. An `int` is a `float`, and a `bool` is neither."""
-    found = _mismatch(value, expected, "", partial)
+    found = _checker(expected, partial)(value, "")
     if found is None:
         return None
     where, problem = found
     return f"{name}: {where} {problem}" if where else f"{name} {problem}"
 
 
-def _mismatch(value: Any, expected: Any, where: str, partial: bool = False) -> Found | None:
+# A check of a value (at `where` in its record) against a type: what is wrong, or None.
+Check = Callable[[Any, str], "Found | None"]
+
+
+@functools.cache  # made once per type: a report checks every epoch row of every run
+def _checker(expected: Any, partial: bool = False) -> Check:
     if expected is Any:
-        return None
+        return lambda value, where: None
     origin = get_origin(expected)
     if origin in (Union, types.UnionType):
-        return _union_mismatch(value, get_args(expected), where)
+        return _union_checker(get_args(expected))
     if origin is Literal:
         options = get_args(expected)
-        if any(value == option and type(value) is type(option) for option in options):
-            return None
-        return where, _is(value, " or ".join(map(_quoted, options)))
-    if not _is_a(value, _outer(expected)):
-        return where, _is(value, _expected(expected))
+        said = " or ".join(map(_quoted, options))
+
+        def literal(value: Any, where: str) -> Found | None:
+            if any(value == option and type(value) is type(option) for option in options):
+                return None
+            return where, _is(value, said)
+
+        return literal
+    outer, said = _outer(expected), _expected(expected)
     if is_typeddict(expected):
-        return _typed_dict_mismatch(value, expected, where, partial)
-    if origin is list:
-        (item,) = get_args(expected)
-        return _first(
-            _mismatch(entry, item, f"{where}[{i}]" if where else f"item {i + 1}")
-            for i, entry in enumerate(value)
-        )
-    if origin is dict:
-        key_type, item = get_args(expected)
+        inner = _typed_dict_checker(expected, partial)
+    elif origin is list:
+        inner = _list_checker(_checker(get_args(expected)[0]))
+    elif origin is dict:
+        inner = _dict_checker(*get_args(expected))
+    else:
+        inner = None
+
+    def check(value: Any, where: str) -> Found | None:
+        if not _is_a(value, outer):
+            return where, _is(value, said)
+        return inner(value, where) if inner else None
+
+    return check
+
+
+def _typed_dict_checker(expected: Any, partial: bool) -> Check:
+    checks = {key: _checker(hint) for key, hint in get_type_hints(expected).items()}
+    required = [] if partial else [key for key in checks if key in expected.__required_keys__]
+
+    def check(value: dict[Any, Any], where: str) -> Found | None:
+        for key in required:
+            if key not in value:
+                return where, f"lacks {key}"
+        for key, entry in value.items():
+            if key in checks and (found := checks[key](entry, _within(where, key))):
+                return found
+        return None
+
+    return check
+
+
+def _list_checker(item: Check) -> Check:
+    def check(value: list[Any], where: str) -> Found | None:
+        for i, entry in enumerate(value):
+            if found := item(entry, f"{where}[{i}]" if where else f"item {i + 1}"):
+                return found
+        return None
+
+    return check
+
+
+def _dict_checker(key_type: Any, item_type: Any) -> Check:
+    item = _checker(item_type)
+
+    def check(value: dict[Any, Any], where: str) -> Found | None:
         for key, entry in value.items():
             if not _is_a(key, key_type):
                 return where, f"has a key {_what(key)}, where {_expected(key_type)} belongs"
-            if (found := _mismatch(entry, item, _within(where, key))) is not None:
+            if found := item(entry, _within(where, key)):
                 return found
-    return None
-
-
-def _typed_dict_mismatch(
-    value: dict[Any, Any], expected: Any, where: str, partial: bool
-) -> Found | None:
-    hints = _hints(expected)
-    if not partial:
-        missing = [key for key in hints if key in expected.__required_keys__ and key not in value]
-        if missing:
-            return where, f"lacks {missing[0]}"
-    present = [(key, hint) for key, hint in hints.items() if key in value]
-    return _first(_mismatch(value[key], hint, _within(where, key)) for key, hint in present)
-
-
-def _union_mismatch(value: Any, options: tuple[Any, ...], where: str) -> Found | None:
-    found = [_mismatch(value, option, where) for option in options]
-    if None in found:
         return None
-    # A list where a list of numbers or null belongs: what within it is wrong.
-    for option, mismatched in zip(options, found, strict=True):
-        if get_origin(option) is not Literal and _is_a(value, _outer(option)):
-            return mismatched
-    return where, _is(value, " or ".join(_expected(option) for option in options))
+
+    return check
 
 
-@functools.cache
-def _hints(typed_dict: Any) -> dict[str, Any]:
-    return get_type_hints(typed_dict)
+def _union_checker(options: tuple[Any, ...]) -> Check:
+    checks = [(_checker(option), option) for option in options]
+    said = " or ".join(_expected(option) for option in options)
+
+    def check(value: Any, where: str) -> Found | None:
+        found = [each(value, where) for each, _ in checks]
+        if None in found:
+            return None
+        # A list where a list of numbers or null belongs: what within it is wrong.
+        for (_, option), mismatched in zip(checks, found, strict=True):
+            if get_origin(option) is not Literal and _is_a(value, _outer(option)):
+                return mismatched
+        return where, _is(value, said)
+
+    return check
 
 
 def _outer(expected: Any) -> type:
@@ -148,7 +186,3 @@ def _what(value: Any) -> str:
 def _quoted(text: str) -> str:
     """Text in double quotes, a control character in it escaped: the phrase stays one line."""
     return json.dumps(text[:QUOTED], ensure_ascii=False) + ("..." if len(text) > QUOTED else "")
-
-
-def _first(found: Any) -> Found | None:
-    return next((each for each in found if each is not None), None)

@@ -37,7 +37,7 @@ from experiments.config.overrides import parsed
 from experiments.core.errors import ExperimentError
 from experiments.core.files import read_json_lines, read_yaml
 from experiments.core.typed import mismatch
-from experiments.records.results import RecordedResults
+from experiments.records.recorded import RecordedResults
 from experiments.report.headlines import HEADLINES, headlines
 from experiments.report.run_configs import run_config
 from experiments.training.history import EpochRow, History, validated

@@ -55,7 +55,7 @@ from experiments.config.metric_names import TEST, VAL
 from experiments.config.naming import planned_job_names
 from experiments.core.files import write_atomically
 from experiments.core.text import part_of_split, printable, short_count
-from experiments.records.results import RecordedResults
+from experiments.records.recorded import RecordedResults
 from experiments.records.running import alive_here
 from experiments.report import plots, repeats, verdicts
 from experiments.report.headlines import HEADLINES, headlines, own_headlines
