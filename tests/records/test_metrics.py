@@ -9,7 +9,7 @@ import pytest
 
 from experiments.core.errors import ExperimentError
 from experiments.records.metrics import Metrics
-from experiments.report.summary import epochs
+from experiments.report.run_records import epochs
 
 
 def _rows(*rows: dict[str, object]) -> str:

@@ -90,3 +90,7 @@ def test_a_process_on_another_host_cannot_be_told(
     results = record(tmp_path, process.pid, host="another-host")
     assert alive_here(results) is None
     refuse_if_running(str(tmp_path))  # killed there perhaps: the user knows
+
+
+def test_a_pid_no_process_can_have_is_no_process(tmp_path: Path) -> None:
+    assert alive_here(record(tmp_path, 2**70)) is False  # a results.json from elsewhere

@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 
 from experiments.devices import process_settings
 from experiments.records.speed import compile_seconds, host_summary, speed_summary
+from experiments.report.run_records import read_run
 from experiments.report.summary import COLUMNS, summary_row
 from experiments.run.train import train
 from experiments.training import time_to_accuracy
@@ -162,4 +163,4 @@ def test_a_one_epoch_run_beside_busy_work_is_marked_and_measured_after_its_first
     (tmp_path / ".hydra").mkdir()
     OmegaConf.save(cfg, tmp_path / ".hydra" / "config.yaml")  # as Hydra would have
     (host,) = [column for column in COLUMNS if column.key == "host_busy"]
-    assert host.cell(summary_row(tmp_path, tmp_path.parent, [epoch])) == "busy"
+    assert host.cell(summary_row(tmp_path, tmp_path.parent, read_run(tmp_path))) == "busy"

@@ -106,6 +106,18 @@ def test_a_time_to_accuracy_not_reached_by_every_run_says_how_many() -> None:
     assert repeats.configurations(never)[0].cell(TIME_TO_ACCURACY) == "not reached"
 
 
+def test_a_diverged_runs_nan_is_left_out_of_its_configurations_numbers() -> None:
+    """A run trained on past divergence (trainer.stop_on_divergence=false) records nan."""
+    runs = [
+        run_row(str(seed), {"trainer.seed": str(seed)}, test_accuracy=accuracy)
+        for seed, accuracy in enumerate([0.25, math.nan, 0.75, math.inf])
+    ]
+    (configuration,) = repeats.configurations(runs)
+    assert configuration.cell(TEST_ACCURACY, quantile=None) == "50.0% ± 35.4%, 2 of 4 runs"
+    diverged = repeats.configurations([run_row("0", {}, test_accuracy=math.nan)])
+    assert diverged[0].cell(TEST_ACCURACY) == "nan%"
+
+
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two models, each trained with two seeds: two configurations of two runs each, and a

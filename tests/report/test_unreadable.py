@@ -1,5 +1,6 @@
 """A run whose metrics.jsonl cannot be read (binary, or damaged mid-file) is a row that says so:
-`python -m experiments.report` makes the report all the same. A sweep's multirun.yaml that cannot
+`python -m experiments.report` makes the report all the same (more such records:
+tests/report/test_bad_runs.py). A sweep's multirun.yaml that cannot
 be read is named in one line."""
 
 from __future__ import annotations
@@ -33,15 +34,15 @@ def test_an_unreadable_metrics_file_is_named_in_its_row_and_the_report_is_made(
 
     assert main([str(tmp_path)]) == 0
 
-    reason = f"its metrics.jsonl is unreadable: flat_layout_run/metrics.jsonl {why}; each line "
+    reason = f"flat_layout_run/metrics.jsonl {why}; each line "
     console = capsys.readouterr().err
     assert "Traceback" not in console
     assert f"\nflat_layout_run: {reason}" in console
     with open(tmp_path / "summary.csv", newline="", encoding="utf-8") as file:
         (row,) = csv.DictReader(file)
-    assert (row["status"], row["test_accuracy"]) == ("completed", "0.1484375")  # results.json's
-    assert row["reason"].startswith(reason)
-    assert {"summary.md", "throughput.png"} <= {path.name for path in tmp_path.iterdir()}
+    assert row["status"] == "unreadable" and row["reason"].startswith(reason)
+    assert "test_accuracy" not in row  # nothing of a run whose records cannot all be read
+    assert "summary.md" in {path.name for path in tmp_path.iterdir()}
 
 
 AWAY = "put it back from a copy, or move it out of the folder"

@@ -23,6 +23,7 @@ from experiments.data import loading, subset
 from experiments.data.batches import Batches
 from experiments.devices import process_settings
 from experiments.records import checkpoints
+from experiments.report.run_records import read_run
 from experiments.report.summary import COLUMNS, summary_row, write_report
 from experiments.run.train import train
 from experiments.training import loop
@@ -335,7 +336,7 @@ def test_time_to_accuracy_and_a_profile_on_request(
     (seconds,) = read_events(run_dir).Scalars("whole_run/time_to_accuracy")
     assert seconds.value == pytest.approx(reached["seconds"])
     OmegaConf.save(cfg, run_dir / ".hydra" / "config.yaml")  # as Hydra would have
-    row = summary_row(run_dir, tmp_path, epochs)
+    row = summary_row(run_dir, tmp_path, read_run(run_dir))
     assert row["time_to_accuracy"] == reached["seconds"]  # summary.csv's, a number
     assert COLUMNS_BY_KEY["time_to_accuracy"].cell(row) == f"{reached['seconds']:.1f}"
 

@@ -16,9 +16,10 @@ from experiments.config.metric_names import CLASSIFICATION, REGRESSION, TEST, VA
 from experiments.records import checkpoints
 from experiments.records.csv_file import CsvFile
 from experiments.records.metrics import Metrics
-from experiments.records.results import RunSummary, training_summary
+from experiments.records.recorded import RunSummary
+from experiments.records.results import training_summary
 from experiments.records.tensorboard import TensorBoard
-from experiments.report.summary import epochs
+from experiments.report.run_records import epochs
 from experiments.training.history import EpochRow, validated
 from experiments.training.loop import EvaluationResult, TrainingResult
 from experiments.training.selection import Monitor

@@ -1,5 +1,5 @@
-"""How shapes, GPUs, paths, parts of splits and large counts are written, the same in every
-message and record."""
+"""How shapes, GPUs, paths, parts of splits, large counts and names from files are written, the
+same in every message and record."""
 
 from __future__ import annotations
 
@@ -26,6 +26,18 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
+def printable(text: str) -> str:
+    """`text` with each character that is not printable (a newline, a tab, an escape) written as
+    Python writes it in a string (`\\n`, `\\t`, `\\x1b`): a folder's name, or a value from its
+    files, printed on one line of a table as it is, never over two or as a terminal's command."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
+        for char in text
+    )
+
+
 def part_of_split(evaluated: int, in_split: int) -> str | None:
     """ "64 of 1,000" when only part of a split was evaluated (trainer.limit_eval_images or
     limit_eval_fraction, eval.py's limit_images or limit_fraction); None for the whole split."""
@@ -49,11 +61,12 @@ def abridged(options: list[str]) -> list[str]:
 PREFIXES = ("", "k", "M", "G", "T", "P")
 
 
-def short_count(count: int) -> str:
-    """A count to three figures with its SI prefix: 314, 62.0k, 11.2M, 1.82G."""
-    if count < 1000:
+def short_count(count: float) -> str:
+    """A count to three figures with its SI prefix: 314, 62.0k, 11.2M, 1.82G (as it is where it
+    is no finite number: a record from elsewhere's inf)."""
+    if not math.isfinite(count) or abs(count) < 1000:
         return str(count)
-    power = min(int(math.log10(count)) // 3, len(PREFIXES) - 1)
+    power = min(int(math.log10(abs(count))) // 3, len(PREFIXES) - 1)
     value = count / 1000**power
     decimals = 2 if value < 10 else 1 if value < 100 else 0
     return f"{value:.{decimals}f}{PREFIXES[power]}"

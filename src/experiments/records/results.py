@@ -35,10 +35,10 @@ from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
 from experiments.records import checkpoints
 from experiments.records.environment import versions
 from experiments.records.log_file import HeldLog
-from experiments.records.speed import HostRecord, SpeedSummary, host_summary, speed_summary
+from experiments.records.recorded import RunSummary
+from experiments.records.speed import host_summary, speed_summary
 from experiments.training.history import History
 from experiments.training.selection import Monitor, selected_epoch
-from experiments.training.time_to_accuracy import TimeToAccuracy
 
 
 class Results:
@@ -184,37 +184,6 @@ def training_fields(
         **({"resumed_after_epochs": [done]} if resumed is not None else {}),
         "replay_of": cfg.replay,
     }
-
-
-class _Summary(SpeedSummary, HostRecord):
-    selected_epoch: int
-    selected_by: str  # "val_accuracy (max)", or "final epoch (no validation split)"
-    # The selected epoch's metrics (None: no validation split), the headline's at the final
-    # epoch too, and the final training loss: keys of `metric_names.CLASSIFICATION` (another
-    # task's, `metric_names.TASK_METRICS`, stand in their place).
-    val_accuracy: float | None
-    val_loss: float | None
-    test_accuracy: float
-    test_loss: float
-    class_accuracy: dict[str, float | None]
-    final_val_accuracy: float | None
-    final_test_accuracy: float
-    train_loss: float
-    epoch_seconds: list[float]
-    wait_share: float
-    copy_share: float
-    compute_share: float
-    checkpoint: str
-    best_checkpoint: str | None
-
-
-class RunSummary(_Summary, total=False):
-    """A finished training run's numbers in results.json (`training_summary`), with what the run
-    adds to them: compile_seconds (None without trainer.compile) and, with
-    trainer.target_accuracy, time_to_accuracy."""
-
-    compile_seconds: float | None
-    time_to_accuracy: TimeToAccuracy
 
 
 def training_summary(

@@ -82,7 +82,7 @@ def alive_here(results: dict[str, Any]) -> bool | None:
         return None
     try:
         os.kill(process["pid"], 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # (no pid that large: a record from elsewhere)
         return False
     except PermissionError:
         pass  # alive, owned by someone else

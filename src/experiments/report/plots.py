@@ -26,13 +26,15 @@ from experiments.training.history import History
 
 
 def draw(folder: Path, rows: Sequence[Row], histories: Sequence[History]) -> None:
-    """The plots of the report's `rows`, each run's epochs' rows in `histories`."""
-    if speed_groups(rows):
-        _save(throughput_figure(rows), folder / "throughput.png")
-    if any(histories):
-        _save(curves_figure(rows, histories), folder / "curves.png")
-    if scaling_lines(rows):
-        _save(scaling_figure(rows), folder / "scaling.png")
+    """The plots of the report's `rows`, each run's epochs' rows in `histories`. Their text is
+    drawn as it is: a folder's name or a swept value with `$` in it is no mathematics to parse."""
+    with plt.rc_context({"text.parse_math": False}):
+        if speed_groups(rows):
+            _save(throughput_figure(rows), folder / "throughput.png")
+        if any(histories):
+            _save(curves_figure(rows, histories), folder / "curves.png")
+        if scaling_lines(rows):
+            _save(scaling_figure(rows), folder / "scaling.png")
 
 
 def _save(figure: Any, path: Path) -> None:

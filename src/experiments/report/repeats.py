@@ -98,8 +98,13 @@ class Configuration:
         accuracy)."""
         return [run[measure.key] for run in self.runs if run.get(measure.key) is not None]
 
+    def numbers(self, key: str) -> list[float]:
+        """The runs' finite values of `key`: not "not reached", nor a diverged run's nan."""
+        values = [run.get(key) for run in self.runs]
+        return [each for each in values if isinstance(each, (int, float)) and math.isfinite(each)]
+
     def spread(self, measure: Measure, quantile: Quantile | None = QUANTILE) -> Spread | None:
-        numbers = [value for value in self.measured(measure) if not isinstance(value, str)]
+        numbers = self.numbers(measure.key)
         return spread(numbers, quantile) if numbers else None
 
     def cell(self, measure: Measure, quantile: Quantile | None = QUANTILE) -> str:
@@ -108,7 +113,10 @@ class Configuration:
         measured = self.measured(measure)
         summed = self.spread(measure, quantile)
         if summed is None:
-            return measured[0] if measured else ""  # "not reached" by any run, or not recorded
+            if not measured:  # not recorded
+                return ""
+            # "not reached" by any run, or no finite value (nan: diverged)
+            return measured[0] if isinstance(measured[0], str) else measure.show(measured[0])
         text = measure.show(summed.mean)
         if summed.sd is not None:
             text += f" ± {measure.show(summed.sd)}"

@@ -1,6 +1,6 @@
 """A run's config (`.hydra/config.yaml`) as the report reads it: parsed once while the file is
-unchanged. The report reads it three times per run (to find the run, for its row, for its swept
-values), and a parse takes a hundredth of a second: at the end of every sweep, in its time."""
+unchanged. The report reads it twice per run (to find the run, and with the run's other
+records), and a parse takes a hundredth of a second: at the end of every sweep, in its time."""
 
 from __future__ import annotations
 

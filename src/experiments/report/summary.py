@@ -7,7 +7,8 @@
 
 Every multirun writes it into its sweep folder at the end (`experiments.report.sweep_end`). A run
 folder is any folder with a `.hydra/` snapshot; runs still going, killed, or without results are
-listed as such, not left out, and so are the jobs a sweep planned but never started (`not run`).
+listed as such, not left out, and so are the jobs a sweep planned but never started (`not run`)
+and runs with a record the report cannot read (`unreadable`, and which: `report.run_records`).
 
     summary.csv, summary.md   model (its parameters and FLOPs per image), dataset, device,
                               placement, every other key the runs differ in
@@ -50,20 +51,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from experiments.config.metric_names import CLASSIFICATION, TEST, VAL, declared, metrics_of
+from experiments.config.metric_names import TEST, VAL
 from experiments.config.naming import planned_job_names
-from experiments.core.errors import ExperimentError
-from experiments.core.files import read_json_lines, write_text_atomically
-from experiments.core.text import part_of_split, short_count
-from experiments.records.running import alive_here, recorded
+from experiments.core.files import write_atomically
+from experiments.core.text import part_of_split, printable, short_count
+from experiments.records.recorded import RecordedResults
+from experiments.records.running import alive_here
 from experiments.report import plots, repeats, verdicts
 from experiments.report.headlines import HEADLINES, headlines, own_headlines
-from experiments.report.run_configs import run_config
+from experiments.report.run_records import RunRecords, UnreadableRun, is_training_run, read_run
 from experiments.report.swept import swept_values
-from experiments.training.history import History, validated
-from experiments.training.selection import Monitor, selected_epoch
+from experiments.training.history import History
+from experiments.training.selection import selected_epoch
 
 Row = dict[str, Any]
 
@@ -95,6 +94,9 @@ class Column:
         value = self.value(row)
         return "" if value is None else self.show(value)
 
+
+# The status of a run with a record the report cannot read; its reason names the record.
+UNREADABLE = "unreadable"
 
 # The groups with a column of their own, swept or not; the other swept keys follow them.
 IDENTITY = ("model", "dataset", "device", "placement")
@@ -145,7 +147,7 @@ def find_runs(folder: Path) -> list[Path]:
     runs = [
         path.parent
         for path in folder.rglob(".hydra")
-        if (path / "config.yaml").is_file() and "trainer" in run_config(path / "config.yaml")
+        if (path / "config.yaml").is_file() and is_training_run(path.parent)
     ]
     return sorted(runs, key=lambda run: _natural_key(run.relative_to(folder)))
 
@@ -158,29 +160,18 @@ def _natural_key(path: Path) -> list[Any]:
     ]
 
 
-def summary_row(run_dir: Path, folder: Path, history: History) -> Row:
+def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
     """One summary row for a run folder, from its results.json, or what its folder and its
-    epochs' rows (`history`) show."""
-    config = run_config(run_dir / ".hydra" / "config.yaml")
-    row: Row = dict.fromkeys(column.key for column in COLUMNS)
-    row.update(
-        run=str(run_dir.relative_to(folder)) if run_dir != folder else run_dir.name,
-        model=OmegaConf.select(config, "model.name"),
-        dataset=OmegaConf.select(config, "dataset.name"),
-        device=OmegaConf.select(config, "device.name"),
-        placement=OmegaConf.select(config, "placement.name"),
-    )
-    results = recorded(run_dir)  # nothing, where there is no results.json it can read
-    row["status"] = _status(results)
-    row["reason"] = results.get("reason")
+    epochs' rows show (`records`, as `run_records.read_run` read them)."""
+    results, history, measures = records.results, records.history, records.measures
+    row = _bare_row(_run_name(run_dir, folder), _status(results))
+    row.update(records.names)
     row["loader"] = results.get("data", {}).get("loader")
     row["gpus"] = gpus_used(results)  # what the compute bound multiplies the peak by
     if "device" in results:
         device = results["device"]
         row["device"] = device.get("used", device.get("requested"))
-    for key in row:
-        if key in results and key not in ("model", "dataset", "device", "placement", "status"):
-            row[key] = results[key]
+    row.update({key: results[key] for key in row.keys() & results.keys() & FROM_RESULTS})
     if reached := results.get("time_to_accuracy"):  # of trainer.target_accuracy
         row["time_to_accuracy"] = (
             "not reached" if reached["seconds"] is None else reached["seconds"]
@@ -189,17 +180,13 @@ def summary_row(run_dir: Path, folder: Path, history: History) -> Row:
         metric = reached.get("metric", "accuracy")  # (earlier versions': accuracy)
         better = reached.get("better", "max")
         row["accuracy_target"] = (reached.get("target"), reached.get("split"), metric, better)
-    measures = metrics_of(config)
-    if measures is None and results.get("task_metrics"):  # a task of one's own's, recorded
-        measures = declared(results["task_metrics"])
+    if records.own_task:  # a task of one's own's, recorded
         row["own_headlines"] = headlines(measures)
         row.update({headline.key: results.get(headline.key) for headline in row["own_headlines"]})
-    measures = measures or CLASSIFICATION
     tested = measures.headline.key(TEST)
     # A run still going, or stopped: its epochs so far.
-    if history and tested in history[0] and row["selected_epoch"] is None:
-        monitor = Monitor.of(config) if validated(history) else None
-        selected = selected_epoch(history, monitor)
+    if history and row["selected_epoch"] is None:
+        selected = selected_epoch(history, records.monitor)
         val = measures.headline.key(VAL)
         row.update(
             {
@@ -213,9 +200,22 @@ def summary_row(run_dir: Path, folder: Path, history: History) -> Row:
         row["seconds_per_epoch"] = sum(e["epoch_seconds"] for e in history) / len(history)
     # Of a run's test numbers; runs of earlier versions did not record the split's size.
     in_split = results.get("test_split_images")
-    measured = in_split and row.get(tested) is not None
+    measured = in_split and row.get(tested) is not None and "test_images" in results
     row["test_images"] = part_of_split(results["test_images"], in_split) if measured else None
     return row
+
+
+def _run_name(run_dir: Path, folder: Path) -> str:
+    return str(run_dir.relative_to(folder)) if run_dir != folder else run_dir.name
+
+
+# The columns results.json records as they are shown (those of the run's groups are read from
+# its config, and the device from what it used; its status is told apart from its process).
+FROM_RESULTS = (
+    RecordedResults.__required_keys__
+    | RecordedResults.__optional_keys__
+    | {headline.key for headline in HEADLINES}
+) - {"model", "dataset", "device", "placement", "status"}
 
 
 def gpus_used(results: dict[str, Any]) -> int | None:
@@ -237,41 +237,25 @@ def _status(results: dict[str, Any]) -> str:
     return status
 
 
-def epochs(run_dir: Path) -> History:
-    """The epoch rows of a run's metrics.jsonl, with their `kind` and `time` (none if it has not
-    finished an epoch)."""
-    path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    return [row for row in read_json_lines(path) if row["kind"] == "epoch"]
-
-
-def _epochs_or_why(run_dir: Path) -> tuple[History, str | None]:
-    """A run's epoch rows, or none and why, when its metrics.jsonl cannot be read (a damaged line,
-    a binary file): the row says so, and the report is made all the same."""
-    try:
-        return epochs(run_dir), None
-    except ExperimentError as error:
-        return [], f"its metrics.jsonl is unreadable: {error}"
-
-
 def write_report(folder: Path) -> list[dict[str, Any]]:
     """Write summary.csv, summary.md and the plots into `folder`; return the rows."""
     pairs: list[tuple[Row, History]] = []  # a row and its run's epochs
     runs = find_runs(folder)
-    swept = swept_values(runs, folder)
-    for run in runs:
-        history, unreadable = _epochs_or_why(run)
-        row = summary_row(run, folder, history)
-        if unreadable:
-            row["reason"] = "; ".join(filter(None, [row["reason"], unreadable]))
+    read = {run: _records_or_why(run) for run in runs}
+    good = {run: records for run, records in read.items() if isinstance(records, RunRecords)}
+    swept = swept_values(good, folder)
+    for run, records in read.items():
+        if isinstance(records, str):  # why it cannot be read: a row that says so, no more
+            pairs.append((_bare_row(_run_name(run, folder), UNREADABLE, records), []))
+            continue
+        row = summary_row(run, folder, records)
         # A group with its own column is named as there (the device used, for device=auto).
         row["swept"] = {
             key: row[key] if key in IDENTITY and row[key] is not None else value
             for key, value in swept[run].items()
         }
-        pairs.append((row, history))
-    pairs += [(_not_run_row(name), []) for name in not_started(folder)]
+        pairs.append((row, records.history))
+    pairs += [(_bare_row(name, "not run"), []) for name in not_started(folder)]
     pairs.sort(key=lambda pair: _natural_key(Path(pair[0]["run"])))
     rows, histories = [row for row, _ in pairs], [history for _, history in pairs]
     for row in rows:
@@ -281,21 +265,36 @@ def write_report(folder: Path) -> list[dict[str, Any]]:
     writer = csv.writer(table)
     writer.writerow(column.key for column in shown)
     writer.writerows([column.value(row) for column in shown] for row in rows)
-    # Replaced whole: a link in their place (in a folder from elsewhere) is not written through.
-    write_text_atomically(folder / "summary.csv", table.getvalue())
-    write_text_atomically(folder / "summary.md", markdown(rows))
-    write_text_atomically(
-        folder / "configurations.csv", repeats.csv_text(repeats.configurations(rows))
-    )
+    _write(folder / "summary.csv", table.getvalue())
+    _write(folder / "summary.md", markdown(rows))
+    _write(folder / "configurations.csv", repeats.csv_text(repeats.configurations(rows)))
     plots.draw(folder, rows, histories)
     return rows
 
 
-def _not_run_row(name: str) -> Row:
+def _write(path: Path, text: str) -> None:
+    """Replace `path` with `text` whole: a link in its place (in a folder from elsewhere) is not
+    written through. A folder's name that is not UTF-8 (`\\udcff` in Python's text) is written as
+    `_text` prints it."""
+    write_atomically(path, lambda file: file.write(text.encode("utf-8", "backslashreplace")))
+
+
+def _records_or_why(run: Path) -> RunRecords | str:
+    """A run's records, or why one cannot be read: the run's row says so, and the report is made
+    of the other runs all the same."""
+    try:
+        return read_run(run)
+    except UnreadableRun as unreadable:
+        return str(unreadable)
+
+
+def _bare_row(name: str, status: str, reason: str | None = None) -> Row:
+    """A row with no more than its run's name, status and why."""
     return {
         **dict.fromkeys(column.key for column in COLUMNS),
         "run": name,
-        "status": "not run",
+        "status": status,
+        "reason": reason,
         "swept": {},
     }
 
@@ -372,7 +371,7 @@ def markdown(rows: Sequence[Row]) -> str:
         lines += ["", verdicts.HEADING + ":", "", *(f"- {line}" for line in said)]
     if warning:
         lines += ["", warning]
-    return "\n".join(lines) + "\n"
+    return _text(lines) + "\n"
 
 
 def _repeated_configurations(rows: Sequence[Row]) -> list[list[str]]:
@@ -384,13 +383,14 @@ def _repeated_configurations(rows: Sequence[Row]) -> list[list[str]]:
 
 def _markdown_lines(cells: list[list[str]]) -> list[str]:
     """A Markdown table of `cells`, their first row the header."""
-    header, *body = cells
+    header, *body = [[cell.replace("|", "\\|") for cell in line] for line in cells]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return lines + ["| " + " | ".join(line) + " |" for line in body]
 
 
 def _aligned_lines(cells: list[list[str]]) -> list[str]:
     """A plain-text table of `cells`, each column as wide as its widest cell."""
+    cells = [[printable(cell) for cell in line] for line in cells]  # as `_text` will print them
     widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
     return [
         "  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
@@ -418,4 +418,10 @@ def table(rows: Sequence[Row], folder: Path) -> str:
         reasons += [verdicts.HEADING + ":", *(f"  {line}" for line in said)]
     if warning:
         reasons.append(warning)
-    return "\n".join([f"{len(rows)} run(s) in {folder}: {tally}", *lines, *reasons])
+    return _text([f"{len(rows)} run(s) in {folder}: {tally}", *lines, *reasons])
+
+
+def _text(lines: Sequence[str]) -> str:
+    """The report's `lines` as printed: each one line, whatever a run folder's name or files hold
+    (a newline, a terminal's escape: written as `\\n`, `\\x1b`)."""
+    return "\n".join(map(printable, lines))

@@ -184,7 +184,7 @@ class Pair:
 
     def verdict(self, measure: Compared, quantile: Quantile) -> str | None:
         """The line on `measure`, or None where a side has fewer than two values of it."""
-        first, second = (_numbers(each, measure.key) for each in (self.first, self.second))
+        first, second = (each.numbers(measure.key) for each in (self.first, self.second))
         if min(len(first), len(second)) < 2:
             return None
         estimate = measure.estimate(first, second, quantile)
@@ -221,11 +221,6 @@ class Pair:
         runs = [*self.first.runs, *self.second.runs]
         busy = sum(1 for run in runs if run.get("host_busy"))
         return f", {busy} of {len(runs)} on a busy host" if busy else ""
-
-
-def _numbers(configuration: Configuration, key: str) -> list[float]:
-    """The runs' values of `key`, where recorded."""
-    return [run[key] for run in configuration.runs if isinstance(run.get(key), (int, float))]
 
 
 def pairs(configurations: Sequence[Configuration]) -> list[Pair]:

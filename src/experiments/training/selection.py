@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 
 from experiments.config.choices import Mode
-from experiments.config.metric_names import VAL, metrics_of
+from experiments.config.metric_names import VAL, TaskMetrics, metrics_of
 from experiments.core.errors import ExperimentError
 from experiments.training.history import EpochRow, validated
 
@@ -35,8 +35,13 @@ class Monitor:
         trainer.monitor_mode says."""
         trainer, measures = config.trainer, metrics_of(config)
         assert measures is not None  # (a task of one's own's: in the config once built)
-        metric = trainer.monitor or measures.headline.key(VAL)
-        mode = trainer.monitor_mode
+        return cls.chosen(trainer.monitor, trainer.monitor_mode, measures)
+
+    @classmethod
+    def chosen(cls, monitor: str | None, mode: str, measures: TaskMetrics) -> Monitor:
+        """As trainer.monitor (`monitor`) and trainer.monitor_mode (`mode`) choose it, of a task
+        that measures `measures`."""
+        metric = monitor or measures.headline.key(VAL)
         if mode == Mode.auto:
             mode = measures.on(VAL)[metric].better
         return cls(metric, Mode(mode))

@@ -1,0 +1,282 @@
+"""What the report reads of a run folder, read once and checked against the types its readers
+declare: the config (`.hydra/config.yaml`), the overrides and Hydra's choice in each group
+(`.hydra/overrides.yaml`, `.hydra/hydra.yaml`), results.json (`records.results.RecordedResults`)
+and metrics.jsonl's epoch rows (`training.history.EpochRow`, with its task's metrics).
+
+A run folder is data, copied or made anywhere. A record that cannot be read, or that holds
+another shape than its type (YAML that is not, a YAML tag, JSON nested past Python's recursion
+limit, a list or text where a number belongs, nulls, a row that is not an object) makes
+`UnreadableRun`, whose message names the file in one phrase: the report says it in the run's row
+and goes on with the other runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, TypedDict, cast
+
+import yaml
+from omegaconf import Container, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from experiments.config.metric_names import (
+    CLASSIFICATION,
+    TEST,
+    TRAIN_LOSS,
+    VAL,
+    TaskMetrics,
+    declared,
+    metrics_of,
+)
+from experiments.config.overrides import parsed
+from experiments.core.errors import ExperimentError
+from experiments.core.files import read_json_lines, read_yaml
+from experiments.core.typed import mismatch
+from experiments.records.recorded import RecordedResults
+from experiments.report.headlines import HEADLINES, headlines
+from experiments.report.run_configs import run_config
+from experiments.training.history import EpochRow, History, validated
+from experiments.training.selection import Monitor
+
+CONFIG = ".hydra/config.yaml"
+OVERRIDES = ".hydra/overrides.yaml"
+HYDRA_YAML = ".hydra/hydra.yaml"
+RESULTS = "results.json"
+METRICS = "metrics.jsonl"
+
+# The config groups with a `name` the report shows.
+GROUPS = ("model", "dataset", "device", "placement")
+# Where a run came from, not what it ran: no swept key.
+ORIGINS = ("resume", "replay")
+
+# The keys of a run's config that the report reads (resolved, where they can be), and their types.
+ConfigRead = TypedDict(
+    "ConfigRead",
+    {
+        "model.name": str | None,
+        "dataset.name": str | None,
+        "device.name": str | None,
+        "placement.name": str | None,
+        "task": dict[str, Any] | None,
+        "task.name": str | None,
+        "task.metrics": dict[str, Literal["min", "max"]] | None,
+        "trainer.monitor": str | None,
+        "trainer.monitor_mode": Literal["auto", "min", "max"] | None,
+    },
+)
+
+
+class _Row(TypedDict):
+    kind: str  # step, epoch, ...
+
+
+class UnreadableRun(Exception):
+    """A record of a run that the report cannot read; the message names the file, in one phrase."""
+
+
+@dataclass(frozen=True)
+class RunRecords:
+    """A run's records as the report reads them, each of its shape."""
+
+    config: DictConfig  # read-only; a key that cannot be resolved is read as None
+    names: dict[str, str | None]  # the model, dataset, device and placement: their `name`
+    measures: TaskMetrics  # its task's metrics
+    own_task: bool  # whether they are a task of one's own's, recorded in results.json
+    given: dict[str, str]  # the overrides its command line gave, by key
+    choices: dict[str, Any]  # Hydra's choice in each config group (none without hydra.yaml)
+    results: RecordedResults  # nothing where there is no results.json
+    history: History  # metrics.jsonl's epoch rows (none before an epoch is done)
+    monitor: Monitor | None  # what selects its epoch, where it has a validation split
+
+
+def is_training_run(run_dir: Path) -> bool:
+    """Whether a folder with a `.hydra/config.yaml` is a training run's (not an evaluation's):
+    its config has a trainer. One whose config cannot be read is listed, to say why."""
+    try:
+        return "trainer" in _config(run_dir)
+    except UnreadableRun:
+        return True
+
+
+def read_run(run_dir: Path) -> RunRecords:
+    """The records of the run in `run_dir`; UnreadableRun naming the first that cannot be read."""
+    config = _config(run_dir)
+    read = _config_read(config)
+    results = _results(run_dir)
+    measures, own_task = _measures(read, results)
+    history = epochs(run_dir)
+    monitor = _monitor(read, measures) if validated(history) else None
+    _check_epochs(history, measures, monitor)
+    return RunRecords(
+        config=config,
+        names={group: read[f"{group}.name"] for group in GROUPS},
+        measures=measures,
+        own_task=own_task,
+        given=_given(run_dir),
+        choices=_choices(run_dir),
+        results=results,
+        history=history,
+        monitor=monitor,
+    )
+
+
+def epochs(run_dir: Path) -> History:
+    """The epoch rows of a run's metrics.jsonl as written, with their `kind` and `time` (none if
+    it has not finished an epoch, or has no metrics.jsonl)."""
+    path = run_dir / METRICS
+    if not path.is_file():
+        return []
+    with _reading(METRICS):
+        rows = read_json_lines(path)
+        for number, row in enumerate(rows, start=1):
+            _check(row, _Row, f"{METRICS} row {number}")
+    return [row for row in rows if row["kind"] == "epoch"]
+
+
+@contextlib.contextmanager
+def _reading(record: str) -> Iterator[None]:
+    """A failure to read `record` (a file in the run folder) in the block, as UnreadableRun."""
+    try:
+        yield
+    except ExperimentError as error:  # a reader's, which names the file
+        raise UnreadableRun(str(error)) from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None)
+        raise UnreadableRun(f"{record} is not YAML ({problem}{where})") from None
+    except UnicodeDecodeError:
+        raise UnreadableRun(f"{record} is not text (not UTF-8)") from None
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno} column {error.colno}"
+        raise UnreadableRun(f"{record} is not JSON ({error.msg}: {where})") from None
+    except RecursionError:
+        raise UnreadableRun(f"{record} is nested too deep to read") from None
+    except OmegaConfBaseException as error:
+        raise UnreadableRun(f"{record} is not a config ({str(error).splitlines()[0]})") from None
+    except (OSError, ValueError) as error:  # OmegaConf's "Invalid loaded object type", say
+        why = getattr(error, "strerror", None) or error
+        raise UnreadableRun(f"{record} cannot be read ({why})") from None
+
+
+def _check(value: Any, expected: Any, name: str, *, partial: bool = False) -> None:
+    """UnreadableRun where `value` (called `name`: the record, or a key in it) is not of the
+    type `expected` (`core.typed.mismatch`)."""
+    if (problem := mismatch(value, expected, name, partial=partial)) is not None:
+        raise UnreadableRun(problem)
+
+
+def _config(run_dir: Path) -> DictConfig:
+    with _reading(CONFIG):
+        config = run_config(run_dir / CONFIG)
+    if not isinstance(config, DictConfig):
+        raise UnreadableRun(f"{CONFIG} is a list, where the run's config (an object) belongs")
+    return config
+
+
+def _config_read(config: DictConfig) -> ConfigRead:
+    """The config's keys that the report reads, as plain data of their types."""
+    read: dict[str, Any] = {}
+    for key in ConfigRead.__optional_keys__ | ConfigRead.__required_keys__:
+        value = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
+        with _reading(CONFIG):  # a key within that is not text ({1: 2})
+            read[key] = OmegaConf.to_container(value) if isinstance(value, Container) else value
+    _check(read, ConfigRead, CONFIG)
+    return cast(ConfigRead, read)
+
+
+def _results(run_dir: Path) -> RecordedResults:
+    path = run_dir / RESULTS
+    if not path.is_file():
+        return {}
+    with _reading(RESULTS):
+        results = json.loads(path.read_text(encoding="utf-8"))
+    _check(results, RecordedResults, RESULTS, partial=True)
+    for key in dict.fromkeys(headline.key for headline in HEADLINES):
+        _check(results.get(key), float | None, f"{RESULTS}: {key}")
+    if "started_at" in results and not _is_time(results["started_at"]):
+        raise UnreadableRun(
+            f"{RESULTS}: started_at is {results['started_at']}, where a time (ISO 8601) belongs"
+        )
+    return results
+
+
+def _is_time(text: str) -> bool:
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _measures(read: ConfigRead, results: RecordedResults) -> tuple[TaskMetrics, bool]:
+    """The run's task's metrics (`metric_names.metrics_of`), or those a task of one's own
+    recorded in results.json once built (with their headlines' values there checked), and
+    whether they are a task of one's own's."""
+    task = {"name": read["task.name"], "metrics": read["task.metrics"]} if read["task"] else None
+    measures = metrics_of({"task": task})
+    if measures is None and results.get("task_metrics"):
+        measures = declared(results["task_metrics"])
+        for headline in headlines(measures):
+            _check(results.get(headline.key), float | None, f"{RESULTS}: {headline.key}")
+        return measures, True
+    return measures or CLASSIFICATION, False
+
+
+def _check_epochs(history: History, measures: TaskMetrics, monitor: Monitor | None) -> None:
+    """Each epoch row an EpochRow, with its task's metrics on the test split (and on the
+    validation split where the run had one, the monitored one among them), numbers all."""
+    metrics = {"epoch", "epoch_seconds", TRAIN_LOSS, *measures.on(TEST)}
+    if monitor is not None:
+        metrics.update({*measures.on(VAL), monitor.metric})
+    for number, row in enumerate(history, start=1):
+        where = f"{METRICS} epoch row {number}"
+        _check(row, EpochRow, where, partial=True)
+        for key in sorted(metrics):
+            if key not in row:
+                raise UnreadableRun(f"{where} lacks {key}")
+            _check(row[key], float, f"{where}: {key}")
+
+
+def _monitor(read: ConfigRead, measures: TaskMetrics) -> Monitor:
+    """What selects the run's epoch on the validation split (`training.selection.Monitor`)."""
+    monitor, mode = read["trainer.monitor"], read["trainer.monitor_mode"] or "auto"
+    if mode == "auto" and monitor is not None and monitor not in measures.on(VAL):
+        measured = " or ".join(measures.on(VAL))
+        raise UnreadableRun(f"{CONFIG}: trainer.monitor is {monitor}, where {measured} belongs")
+    return Monitor.chosen(monitor, mode, measures)
+
+
+def _given(run_dir: Path) -> dict[str, str]:
+    """The run's overrides, by key (without `+` or `~`), each value as its command line gave it;
+    one Hydra's grammar cannot read (a resume= folder's path may not be) left out."""
+    path = run_dir / OVERRIDES
+    if not path.is_file():
+        return {}
+    with _reading(OVERRIDES):
+        overrides = read_yaml(path) or []
+    _check(overrides, list[str], OVERRIDES)
+    given = {}
+    for override in filter(None, map(parsed, overrides)):
+        if override.key_or_group not in ORIGINS:
+            value = override.value()
+            given[override.key_or_group] = "" if value is None else str(value)
+    return given
+
+
+def _choices(run_dir: Path) -> dict[str, Any]:
+    """The group choices Hydra recorded in a run's hydra.yaml (`hydra.runtime.choices`)."""
+    path = run_dir / HYDRA_YAML
+    if not path.is_file():
+        return {}
+    with _reading(HYDRA_YAML):
+        recorded: Any = read_yaml(path)
+    for key in ("hydra", "runtime", "choices"):
+        recorded = recorded.get(key) if isinstance(recorded, dict) else None
+    _check(recorded, dict[str, Any] | None, f"{HYDRA_YAML}: hydra.runtime.choices")
+    return recorded or {}
