@@ -64,7 +64,9 @@ def hostile_models(marker: Path, victim: Path) -> dict[str, dict[str, Any]]:
         "num_classes": 10,
         "extra": {"_target_": "builtins.open", "file": str(victim), "mode": "w"},
     }
-    return {"shell": shell, "truncate": truncate, "nested": nested}
+    # Shipped, but as a scheduler: it would be called with the model's fields.
+    misplaced = {"_target_": "experiments.training.schedules.cosine", "name": "lenet"}
+    return {"shell": shell, "truncate": truncate, "nested": nested, "misplaced": misplaced}
 
 
 def with_model(run: Path, model: dict[str, Any], path: Path) -> Path:
@@ -83,6 +85,11 @@ def with_model(run: Path, model: dict[str, Any], path: Path) -> Path:
         (
             "nested",
             "would build builtins.open (model.extra._target_), not one this project ships",
+        ),
+        (
+            "misplaced",
+            "would build experiments.training.schedules.cosine (model._target_), which this "
+            "project ships as scheduler, not as model",
         ),
     ],
 )
@@ -170,6 +177,11 @@ def with_saved(run: Path, where: Path, *added: str) -> Path:
             "its .hydra/overrides.yaml would build builtins.open (model._target_), not one this "
             "project ships; nothing read from a file is built unless you type it: type "
             "model._target_=builtins.open if you trust it",
+        ),
+        (
+            ["optimizer._target_=experiments.data.csv_table.csv_splits"],
+            "its .hydra/overrides.yaml would build experiments.data.csv_table.csv_splits "
+            "(optimizer._target_), which this project ships as dataset.source, not as optimizer",
         ),
         (
             ["+model.extra={_target_:experiments.training.models.Tudui}"],

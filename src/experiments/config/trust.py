@@ -63,18 +63,10 @@ SCHEDULERS = (
     "SequentialLR",
     "StepLR",
 )
-TORCH_OPTIMIZERS = {f"torch.optim.{name}" for name in OPTIMIZERS} | {
-    f"torch.optim.lr_scheduler.{name}" for name in SCHEDULERS
+TORCH_OPTIMIZERS = {
+    "optimizer": frozenset(f"torch.optim.{name}" for name in OPTIMIZERS),
+    "scheduler": frozenset(f"torch.optim.lr_scheduler.{name}" for name in SCHEDULERS),
 }
-# Where the shipped options keep their target: a saved override may set only these, to a shipped
-# target, without being typed again.
-TARGET_KEYS = (
-    "model._target_",
-    "optimizer._target_",
-    "scheduler._target_",
-    "placement._target_",
-    "dataset.source._target_",
-)
 
 
 @dataclass(frozen=True)
@@ -90,6 +82,15 @@ class Target:
     def __post_init__(self) -> None:
         if not self.override:
             object.__setattr__(self, "override", f"{self.key}={self.target}")
+
+    @property
+    def slot(self) -> str:
+        """What it is built as: its key less `_target_` (`model`, `dataset.source`)."""
+        return slot_of(self.key)
+
+
+def slot_of(key: str) -> str:
+    return key.removesuffix(TARGET).removesuffix(".")
 
 
 def targets_in(config: Any, path: str = "", inside: bool = False) -> Iterator[Target]:
@@ -139,7 +140,8 @@ def targets_named(overrides: Iterable[str]) -> list[Target]:
         for value in values:
             if key == TARGET or key.endswith(f".{TARGET}"):
                 if value is not None:
-                    found.append(Target(key, str(value), key not in TARGET_KEYS, text))
+                    nested = slot_of(key) not in shipped_targets()
+                    found.append(Target(key, str(value), nested, text))
             else:
                 found += [
                     Target(f"{key}.{target.key}".replace(".[", "["), target.target, True, text)
@@ -148,26 +150,48 @@ def targets_named(overrides: Iterable[str]) -> list[Target]:
     return found
 
 
-def is_shipped(target: str) -> bool:
-    return target in shipped_targets() or target in TORCH_OPTIMIZERS
+def is_shipped(target: str, slot: str) -> bool:
+    """Whether the project ships `target` to fill `slot` (`model`, `dataset.source`)."""
+    return target in shipped_targets().get(slot, ())
+
+
+def slots_of(target: str) -> list[str]:
+    """The slots the project ships `target` for."""
+    return sorted(slot for slot, targets in shipped_targets().items() if target in targets)
 
 
 @cache
-def shipped_targets() -> frozenset[str]:
-    """The targets of the options in conf/ (Hydra's own settings aside) and of the schemas."""
-    from_options = {
-        target.target
-        for file in _option_files(resources.files(CONFIG_PACKAGE))
-        for target in targets_in(_without_hydra(OmegaConf.load(file.open())))
-    }
-    from_schemas = {
-        field.default
-        for schema in SCHEMAS.values()
+def shipped_targets() -> dict[str, frozenset[str]]:
+    """The targets the project ships, by the slot each fills (`model`, `dataset.source`,
+    `logger.mlflow`): those of the options in conf/ (Hydra's own settings aside), their own and
+    their schemas', and torch's optimizers and schedulers."""
+    schemas = {
+        name: field.default
+        for name, schema in SCHEMAS.items()
         if is_dataclass(schema)
         for field in fields(schema)
         if field.name == TARGET and isinstance(field.default, str) and field.default != "???"
     }
-    return frozenset(from_options | from_schemas)
+    found: dict[str, set[str]] = {slot: set(targets) for slot, targets in TORCH_OPTIMIZERS.items()}
+    for package, file in _option_files(resources.files(CONFIG_PACKAGE)):
+        option = _without_hydra(OmegaConf.load(file.open()))
+        for target in targets_in(option, package):
+            found.setdefault(target.slot, set()).add(target.target)
+        for name, at in _schemas_in(option):
+            if name in schemas:
+                slot = package if at == "_here_" else ".".join(filter(None, (package, at)))
+                found.setdefault(slot, set()).add(schemas[name])
+    return {slot: frozenset(targets) for slot, targets in found.items()}
+
+
+def _schemas_in(option: Any) -> Iterator[tuple[str, str]]:
+    """The schemas an option's defaults list names, each with the package it is put at
+    (`/mlflow_tracker_schema@mlflow`: mlflow; `_here_`: the option's own)."""
+    defaults = option.get("defaults", []) if isinstance(option, dict) else []
+    for entry in defaults:
+        if isinstance(entry, str):
+            name, _, at = entry.lstrip("/").partition("@")
+            yield name, at or "_here_"
 
 
 def _without_hydra(config: Any) -> Any:
@@ -178,12 +202,23 @@ def _without_hydra(config: Any) -> Any:
     return container
 
 
-def _option_files(folder: Traversable) -> Iterator[Traversable]:
+def _option_files(folder: Traversable, group: str = "") -> Iterator[tuple[str, Traversable]]:
+    """The option files under `folder` (Hydra's own aside), each with the package its config
+    goes to: its group's (`dataset`), unless its `# @package` line says otherwise."""
     for entry in folder.iterdir():
         if entry.is_dir() and entry.name not in ("hydra", "__pycache__"):
-            yield from _option_files(entry)
+            yield from _option_files(entry, ".".join(filter(None, (group, entry.name))))
         elif entry.name.endswith(".yaml"):
-            yield entry
+            yield _package(entry.read_text(), group), entry
+
+
+def _package(text: str, group: str) -> str:
+    """Where a config file's config goes: its `# @package` line's package, else its group's."""
+    for line in text.splitlines():
+        if line.startswith("# @package "):
+            package = line.removeprefix("# @package ").strip()
+            return {"_global_": "", "_group_": group}.get(package, package)
+    return group
 
 
 def typed_as(targets: Iterable[Target]) -> set[tuple[str, str]]:
@@ -199,16 +234,19 @@ def refuse_untrusted(
     allow: Callable[[Target], str],
 ) -> None:
     """Refuse the first target that is neither typed now, at its key (`typed_as`), nor shipped
-    (and outermost); `source` says where it was read, `allow(target)` how the user lets it be
-    built."""
+    for its slot (and outermost); `source` says where it was read, `allow(target)` how the user
+    lets it be built."""
     for found in targets:
-        if (found.key, found.target) in typed or (is_shipped(found.target) and not found.nested):
+        typed_there = (found.key, found.target) in typed
+        if typed_there or (is_shipped(found.target, found.slot) and not found.nested):
             continue
-        why = (
-            "inside another target's arguments"
-            if is_shipped(found.target)
-            else "not one this project ships"
-        )
+        slots = slots_of(found.target)
+        if not slots:
+            why = "not one this project ships"
+        elif found.nested:
+            why = "inside another target's arguments"
+        else:
+            why = f"which this project ships as {' and '.join(slots)}, not as {found.slot}"
         raise ExperimentError(
             f"{source} would build {found.target} ({found.key}), {why}; nothing read from a "
             f"file is built unless you type it: {allow(found)}"
