@@ -1,6 +1,7 @@
 """A run folder's own overrides, as `resume=<run>` and `replay=<run>` bring them back: its
-`.hydra/overrides.yaml`, read as data (garbled, an evaluation's, setting Hydra's own config or
-naming a target neither shipped nor typed now: refused in one line), in today's keys.
+`.hydra/overrides.yaml`, read as data (`saved_yaml`: bounded, no aliases; garbled, an
+evaluation's, setting Hydra's own config or naming a target neither shipped nor typed now:
+refused in one line), in today's keys.
 
 Which keys said where a run ran (`resume=`, `replay=`, `hydra.run.dir=`), and whether a folder
 is an evaluation's (`ckpt=`), is read from the text: earlier versions wrote paths there as typed,
@@ -12,11 +13,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
-from omegaconf import ListConfig, OmegaConf
 
+from experiments.config.saved_yaml import read_saved_yaml
 from experiments.config.trust import refuse_untrusted, targets_named, typed_again, typed_as
 from experiments.core.errors import ExperimentError
 
@@ -56,10 +56,21 @@ def _renamed(override: Override, folder: Path) -> str:
         return "trainer.limit_eval_images=null"
     config = folder / ".hydra" / "config.yaml"
     counted = isinstance(batches, int) and not isinstance(batches, bool) and batches >= 0
-    if not counted or not config.is_file():
+    batch_size = _batch_size(config) if counted and config.is_file() else None
+    if batch_size is None:
         return as_saved  # refused as a key renamed, with what to type now
-    batch_size = OmegaConf.load(config).trainer.batch_size
     return f"trainer.limit_eval_images={batches * batch_size}"
+
+
+def _batch_size(config: Path) -> int | None:
+    """The trainer.batch_size a run's config.yaml holds; None where it holds none."""
+    try:
+        loaded = read_saved_yaml(config)
+    except ValueError:
+        return None
+    trainer = loaded.get("trainer") if isinstance(loaded, dict) else None
+    size = trainer.get("batch_size") if isinstance(trainer, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _refuse_untrusted(given: str, saved: list[Override], typed: list[str]) -> None:
@@ -102,18 +113,10 @@ def _saved_overrides(saved: Path, given: str) -> list[str]:
 
 def _overrides_in(saved: Path) -> list[str]:
     """The list of overrides in `saved`; ValueError saying what else it holds."""
-    try:
-        loaded = OmegaConf.load(saved)
-    except UnicodeDecodeError:
-        raise ValueError("is not text") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ValueError(f"is not YAML ({getattr(error, 'problem', None)}{where})") from None
-    if not isinstance(loaded, ListConfig):
-        raise ValueError("holds no list")
     # As written: an override's ${...} is Hydra's to resolve, in the run's config.
-    entries = OmegaConf.to_container(loaded, resolve=False)
+    entries = read_saved_yaml(saved)
+    if not isinstance(entries, list):
+        raise ValueError("holds no list")
     for entry in entries:
         # Hydra's forms: key=value, +key=value, ++key=value, ~key and ~key=value.
         if not isinstance(entry, str) or not ("=" in entry or entry.startswith("~")):
