@@ -297,3 +297,46 @@ def test_a_dataset_class_is_looked_up_never_imported(
 def test_an_interpolation_in_saved_overrides_is_kept_for_hydra(run: Path, tmp_path: Path) -> None:
     folder = with_saved(run, tmp_path / "shared", "trainer.seed=${trainer.epochs}")
     assert "trainer.seed=${trainer.epochs}" in with_saved_overrides([f"replay={folder}"])
+
+
+WRITES_ELSEWHERE = (
+    "logger=[tensorboard,mlflow]",
+    "+logger.mlflow.tracking_uri=sqlite:////elsewhere/mlflow.db",
+    "dataset.cache_dir=/elsewhere/cache",
+    "dataset.download=true",
+)
+
+
+@pytest.mark.parametrize("key", ["resume", "replay"])
+def test_where_a_run_writes_outside_its_folder_is_never_brought_back(
+    run: Path, tmp_path: Path, key: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = with_saved(run, tmp_path / "shared", *WRITES_ELSEWHERE)
+    typed = "logger=csv"
+    brought = with_saved_overrides([f"{key}={folder}", typed])
+    assert not set(WRITES_ELSEWHERE) & set(brought)
+    assert typed in brought and "model=lenet" in brought  # what is typed, and the rest, stay
+    assert caplog.messages == [
+        f"{key}={folder}: left out {' '.join(WRITES_ELSEWHERE)}, which its run had: where a run "
+        "writes outside its folder comes from what you type; type them again to keep them"
+    ]
+
+
+def test_a_replayed_folder_chooses_no_trackers_store(
+    run: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    folder = with_saved(
+        run,
+        tmp_path / "shared",
+        "logger=[tensorboard,mlflow]",
+        f"+logger.mlflow.tracking_uri=sqlite:///{elsewhere}/mlflow.db",
+    )
+    done = train_cli(tmp_path, f"replay={folder}")
+    assert done.returncode == 0, done.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert "trackers" not in results(done.run_dir)  # (where an MLflow or W&B run's id would be)
+    # (Said before Hydra sets up logging: on stderr as it is, here to pytest's handler.)
+    said = f"replay={folder}: left out logger=[tensorboard,mlflow] +logger.mlflow.tracking_uri="
+    assert [message for message in caplog.messages if message.startswith(said)]

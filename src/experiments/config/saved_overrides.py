@@ -10,6 +10,7 @@ some of which Hydra's grammar cannot read.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -22,12 +23,18 @@ from experiments.core.errors import ExperimentError
 
 # Where the run ran: the command that brings it back says that anew.
 WHERE_IT_RAN = ("resume=", "replay=", "hydra.run.dir=")
+# What writes outside the run's folder, and where: the trackers (an MLflow store anywhere, W&B's
+# servers), the folder a dataset is downloaded into, the images' cache. A file from elsewhere
+# never chooses them: only what is typed now, or the defaults, inside outputs/ and data/.
+WRITES_ELSEWHERE = ("logger", "dataset.download", "dataset.source.download", "dataset.cache_dir")
+
+log = logging.getLogger("experiments")
 
 
 def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
     """The overrides of the run in `folder` (`given`: the resume=<run> or replay=<run> typed),
-    but where it ran, in today's keys; `typed`: the overrides typed now, whose targets it may
-    build."""
+    but where it ran and what it wrote elsewhere (said in one line), in today's keys; `typed`:
+    the overrides typed now, whose targets it may build."""
     saved = folder / ".hydra" / "overrides.yaml"
     if not saved.is_file():
         raise ExperimentError(
@@ -40,8 +47,22 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
         if not override.startswith(WHERE_IT_RAN)
     ]
     parsed = OverridesParser.create().parse_overrides(kept)
-    _refuse_untrusted(given, parsed, typed)
-    return [_renamed(override, folder) for override in parsed]
+    elsewhere = [override for override in parsed if _writes_elsewhere(override)]
+    if elsewhere:
+        log.warning(
+            "%s: left out %s, which its run had: where a run writes outside its folder comes "
+            "from what you type; type them again to keep them",
+            given,
+            " ".join(override.input_line or "" for override in elsewhere),
+        )
+    brought_back = [override for override in parsed if not _writes_elsewhere(override)]
+    _refuse_untrusted(given, brought_back, typed)
+    return [_renamed(override, folder) for override in brought_back]
+
+
+def _writes_elsewhere(override: Override) -> bool:
+    key = override.key_or_group
+    return any(key == at or key.startswith((f"{at}.", f"{at}/")) for at in WRITES_ELSEWHERE)
 
 
 def _renamed(override: Override, folder: Path) -> str:
