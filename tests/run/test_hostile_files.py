@@ -20,7 +20,15 @@ from experiments.records import checkpoints
 from experiments.run.evaluate import evaluate_checkpoint
 from experiments.training.models import LeNet
 from experiments.training.weights import load_weights
-from helpers import SMALL, compose_config, results, small_folder, train_cli, trained_run
+from helpers import (
+    SMALL,
+    compose_config,
+    eval_cli,
+    results,
+    small_folder,
+    train_cli,
+    trained_run,
+)
 
 VICTIM_TEXT = "a file outside every run\n"
 
@@ -340,3 +348,23 @@ def test_a_replayed_folder_chooses_no_trackers_store(
     # (Said before Hydra sets up logging: on stderr as it is, here to pytest's handler.)
     said = f"replay={folder}: left out logger=[tensorboard,mlflow] +logger.mlflow.tracking_uri="
     assert [message for message in caplog.messages if message.startswith(said)]
+
+
+def test_a_checkpoint_whose_config_is_a_string_is_refused_by_eval_and_resume(
+    run: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "shared"
+    shutil.copytree(run, folder)
+    state = checkpoints.load(folder / checkpoints.LAST)
+    checkpoints.save(folder / checkpoints.LAST, {**state, "config": "model: lenet"})
+    said = (
+        f"checkpoint {folder / checkpoints.LAST} is not one of this tool's: its config is a "
+        "string ('model: lenet'), where a saved config maps each section to its settings; it "
+        "was altered, and was not used"
+    )
+    evaluated = eval_cli(tmp_path, f"ckpt={folder}", "device=cpu")
+    resumed = train_cli(tmp_path, f"resume={folder}", "trainer.epochs=2")
+    for done in (evaluated, resumed):
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert done.last_line.endswith(f"Error: {said}")
+    assert results(evaluated.run_dirs[-1])["status"] == "failed"

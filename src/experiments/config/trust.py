@@ -18,8 +18,9 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
 
+import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.config.schemas import SCHEMAS
@@ -165,23 +166,70 @@ def shipped_targets() -> dict[str, frozenset[str]]:
     """The targets the project ships, by the slot each fills (`model`, `dataset.source`,
     `logger.mlflow`): those of the options in conf/ (Hydra's own settings aside), their own and
     their schemas', and torch's optimizers and schedulers."""
-    schemas = {
-        name: field.default
-        for name, schema in SCHEMAS.items()
-        if is_dataclass(schema)
-        for field in fields(schema)
-        if field.name == TARGET and isinstance(field.default, str) and field.default != "???"
-    }
     found: dict[str, set[str]] = {slot: set(targets) for slot, targets in TORCH_OPTIMIZERS.items()}
-    for package, file in _option_files(resources.files(CONFIG_PACKAGE)):
-        option = _without_hydra(OmegaConf.load(file.open()))
+    for package, option in _options():
         for target in targets_in(option, package):
             found.setdefault(target.slot, set()).add(target.target)
-        for name, at in _schemas_in(option):
-            if name in schemas:
-                slot = package if at == "_here_" else ".".join(filter(None, (package, at)))
-                found.setdefault(slot, set()).add(schemas[name])
+    for slot, schema in _schemas_by_slot():
+        target = _default(schema, TARGET)
+        if isinstance(target, str) and target != "???":
+            found.setdefault(slot, set()).add(target)
     return {slot: frozenset(targets) for slot, targets in found.items()}
+
+
+# The keys besides `_target_` that Hydra's instantiate reads, each changing what a target builds:
+# a partial of it, positional arguments, its arguments left unbuilt or converted.
+INSTANTIATE_KEYS = ("_partial_", "_args_", "_recursive_", "_convert_")
+
+
+@cache
+def shipped_settings() -> frozenset[str]:
+    """Where the project's schemas set those keys (`optimizer._partial_`): the only places a
+    saved config holds one."""
+    return frozenset(
+        f"{slot}.{key}"
+        for slot, schema in _schemas_by_slot()
+        for key in INSTANTIATE_KEYS
+        if _default(schema, key) is not None
+    )
+
+
+def settings_in(config: Any, path: str = "") -> Iterator[str]:
+    """The key of every instantiate setting (`_partial_`, ...) in `config` (plain data)."""
+    if isinstance(config, list):
+        for index, item in enumerate(config):
+            yield from settings_in(item, f"{path}[{index}]")
+    elif isinstance(config, dict):
+        for key, value in config.items():
+            at = f"{path}.{key}".lstrip(".")
+            if key in INSTANTIATE_KEYS:
+                yield at
+            yield from settings_in(value, at)
+
+
+def _schemas_by_slot() -> Iterator[tuple[str, type]]:
+    """Each schema an option is made of, with the slot it fills (`logger.mlflow`)."""
+    for package, option in _options():
+        for name, at in _schemas_in(option):
+            if name in SCHEMAS:
+                slot = package if at == "_here_" else ".".join(filter(None, (package, at)))
+                yield slot, SCHEMAS[name]
+
+
+@cache
+def _options() -> tuple[tuple[str, Any], ...]:
+    """Every option in conf/ as plain data (Hydra's own settings aside), with its package."""
+    return tuple(
+        (package, _without_hydra(yaml.safe_load(file.read_text())))
+        for package, file in _option_files(resources.files(CONFIG_PACKAGE))
+    )
+
+
+def _default(schema: type, name: str) -> Any:
+    """The default of a schema's field `name`; None where it has none."""
+    if not is_dataclass(schema):
+        return None
+    return next((field.default for field in fields(schema) if field.name == name), None)
 
 
 def _schemas_in(option: Any) -> Iterator[tuple[str, str]]:
@@ -195,11 +243,10 @@ def _schemas_in(option: Any) -> Iterator[tuple[str, str]]:
 
 
 def _without_hydra(config: Any) -> Any:
-    """An option's config as plain data, less Hydra's own settings (train.yaml's callbacks)."""
-    container = OmegaConf.to_container(config)
-    if isinstance(container, dict):
-        container.pop("hydra", None)
-    return container
+    """An option's config, less Hydra's own settings (train.yaml's callbacks)."""
+    if isinstance(config, dict):
+        config.pop("hydra", None)
+    return config
 
 
 def _option_files(folder: Traversable, group: str = "") -> Iterator[tuple[str, Traversable]]:
