@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from experiments.config.build import build, plain
 from experiments.core.errors import ExperimentError
@@ -153,3 +154,17 @@ def test_a_checkpoint_whose_config_no_run_saves_is_refused_in_one_line(
     message = str(error.value)
     assert message.startswith(f"checkpoint {altered} is not one of this tool's: its config {said}")
     assert message.endswith(f"; {ALTERED}") and "\n" not in message
+
+
+def test_a_text_its_run_read_from_the_environment_loads_as_that_text(
+    saved: tuple[Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run records it as its interpolation's text (`config.build.recorded`); loaded, it stays
+    that text, whatever the environment holds now."""
+    monkeypatch.setenv("TRACKING_TOKEN", "s3cret")
+    _, state = saved
+    uri = "https://runs:${oc.env:TRACKING_TOKEN}@tracking.example"
+    config = {**state["config"], "model": {**state["config"]["model"], "uri": uri}}
+    path = tmp_path / "last.pt"
+    checkpoints.save(path, {**state, "config": config})
+    assert OmegaConf.create(checkpoints.load(path)["config"]).model.uri == uri

@@ -22,7 +22,7 @@ import torch
 from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.config import trust
-from experiments.config.build import with_current_targets
+from experiments.config.build import as_text, reads_environment, with_current_targets
 from experiments.core.errors import ExperimentError, one_line
 from experiments.core.files import refuse_special_file, write_atomically, writing
 from experiments.records import checksum
@@ -213,8 +213,10 @@ def load(path: Path) -> dict[str, Any]:
             f"checkpoint {path} is not one of this tool's: its config {fault}; it was altered, "
             "and was not used"
         )
-    # A checkpoint of an older version may name the modules of its day.
-    return {**state, "config": with_current_targets(state["config"])}
+    # A checkpoint of an older version may name the modules of its day; a text its run read from
+    # the environment is kept as the interpolation's text (`config.build.recorded`), never
+    # resolved again.
+    return {**state, "config": with_current_targets(_environment_as_text(state["config"]))}
 
 
 def _config_fault(config: Any) -> str | None:
@@ -252,10 +254,11 @@ def _described(value: Any) -> str:
 
 
 def _interpolation_in(config: Any, key: str = "config") -> str | None:
-    """The key of the first `${...}` in a checkpoint's config: a run saves its config resolved, so
-    one there was put in afterwards, to be resolved against what an evaluation loads."""
+    """The key of the first `${...}` in a checkpoint's config: a run saves its config resolved
+    (but for a text read from the environment, saved as its interpolation's text), so one there
+    was put in afterwards, to be resolved against what an evaluation loads."""
     if isinstance(config, str):
-        return key if "${" in config else None
+        return key if "${" in config and not reads_environment(config) else None
     if isinstance(config, dict):
         items = [(f"{key}.{name}", value) for name, value in config.items()]
     elif isinstance(config, list):
@@ -263,3 +266,12 @@ def _interpolation_in(config: Any, key: str = "config") -> str | None:
     else:
         return None
     return next(filter(None, (_interpolation_in(value, at) for at, value in items)), None)
+
+
+def _environment_as_text(config: Any) -> Any:
+    """`config` with each text that reads the environment escaped: OmegaConf keeps it as is."""
+    if isinstance(config, list):
+        return [_environment_as_text(item) for item in config]
+    if isinstance(config, dict):
+        return {key: _environment_as_text(value) for key, value in config.items()}
+    return as_text(config) if reads_environment(config) else config
