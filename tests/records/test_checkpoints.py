@@ -125,8 +125,8 @@ SAVED_SECTIONS = "where every saved config has its settings"
         ),
         (
             lambda config: {**config, "model": {**config["model"], "_partial_": True}},
-            "sets model._partial_, which changes what its section builds; a saved config sets "
-            "such keys only at optimizer._partial_, scheduler._partial_",
+            "sets model._partial_, which changes what its section builds; the project sets such "
+            "keys only at optimizer._partial_, scheduler._partial_",
         ),
         (
             lambda config: {

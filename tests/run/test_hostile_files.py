@@ -192,6 +192,13 @@ def with_saved(run: Path, where: Path, *added: str) -> Path:
             "(optimizer._target_), which this project ships as dataset.source, not as optimizer",
         ),
         (
+            ["+model._partial_=true"],
+            "its .hydra/overrides.yaml sets model._partial_, which changes what its section "
+            "builds; the project sets such keys only at optimizer._partial_, scheduler._partial_; "
+            "nothing read from a file sets one elsewhere unless you type it: "
+            "+model._partial_=<value>",
+        ),
+        (
             ["+model.extra={_target_:experiments.training.models.Tudui}"],
             "would build experiments.training.models.Tudui (model.extra._target_), inside another "
             "target's arguments",

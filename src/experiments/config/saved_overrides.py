@@ -18,7 +18,15 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 
 from experiments.config.saved_yaml import read_saved_yaml
-from experiments.config.trust import refuse_untrusted, targets_named, typed_again, typed_as
+from experiments.config.trust import (
+    refuse_untrusted,
+    setting_refused,
+    settings_named,
+    targets_named,
+    typed_again,
+    typed_as,
+    unshipped_setting,
+)
 from experiments.core.errors import ExperimentError
 
 # Where the run ran: the command that brings it back says that anew.
@@ -96,8 +104,9 @@ def _batch_size(config: Path) -> int | None:
 
 def _refuse_untrusted(given: str, saved: list[Override], typed: list[str]) -> None:
     """A run folder's overrides are data: they never set Hydra's own config (its callbacks and
-    launchers are built from it), and a `_target_` they name is built only when it is a shipped
-    one in its usual place or typed now (experiments.config.trust)."""
+    launchers are built from it), a `_target_` they name is built only when it is a shipped
+    one in its usual place or typed now, and so is a `_partial_` or another setting of how a
+    target is built (experiments.config.trust)."""
     for override in saved:
         if override.is_hydra_override():
             raise ExperimentError(
@@ -107,8 +116,14 @@ def _refuse_untrusted(given: str, saved: list[Override], typed: list[str]) -> No
             )
     typed_targets = typed_as(targets_named(typed))
     where = f"{given}: its .hydra/overrides.yaml"
-    named = targets_named(override.input_line or "" for override in saved)
-    refuse_untrusted(named, typed_targets, where, typed_again)
+    lines = [override.input_line or "" for override in saved]
+    refuse_untrusted(targets_named(lines), typed_targets, where, typed_again)
+    unshipped = unshipped_setting(sorted(settings_named(lines)), settings_named(typed))
+    if unshipped:
+        raise ExperimentError(
+            f"{where} {setting_refused(unshipped)}; nothing read from a file sets one elsewhere "
+            f"unless you type it: +{unshipped}=<value>"
+        )
 
 
 def _saved_overrides(saved: Path, given: str) -> list[str]:

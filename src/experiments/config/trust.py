@@ -151,6 +151,34 @@ def targets_named(overrides: Iterable[str]) -> list[Target]:
     return found
 
 
+def settings_named(overrides: Iterable[str]) -> set[str]:
+    """The instantiate settings (`_partial_`, ...) command-line overrides set, by key: as the key
+    (`+model._partial_=true`) or in a dict or list value (`+model.head={_partial_:true}`)."""
+    found: set[str] = set()
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        key = override.key_or_group
+        if key.rpartition(".")[2] in INSTANTIATE_KEYS:
+            found.add(key)
+        elif not override.is_sweep_override():
+            found |= set(settings_in(override.value(), key))
+    return found
+
+
+def unshipped_setting(settings: Iterable[str], typed: Iterable[str] = ()) -> str | None:
+    """The first of `settings` (keys) neither where the project's schemas set one
+    (`shipped_settings`) nor in `typed`."""
+    allowed = shipped_settings() | set(typed)
+    return next((key for key in settings if key not in allowed), None)
+
+
+def setting_refused(key: str) -> str:
+    """Why a setting at `key` (`model._partial_`) read from a file is refused."""
+    return (
+        f"sets {key}, which changes what its section builds; the project sets such keys only at "
+        f"{', '.join(sorted(shipped_settings()))}"
+    )
+
+
 def is_shipped(target: str, slot: str) -> bool:
     """Whether the project ships `target` to fill `slot` (`model`, `dataset.source`)."""
     return target in shipped_targets().get(slot, ())

@@ -234,14 +234,8 @@ def _config_fault(config: Any) -> str | None:
             f"holds an interpolation (${{...}}) at {interpolated}, where a saved config holds "
             "values"
         )
-    shipped = trust.shipped_settings()
-    unshipped = [key for key in trust.settings_in(config) if key not in shipped]
-    if unshipped:
-        return (
-            f"sets {unshipped[0]}, which changes what its section builds; a saved config sets "
-            f"such keys only at {', '.join(sorted(shipped))}"
-        )
-    return None
+    unshipped = trust.unshipped_setting(trust.settings_in(config))
+    return trust.setting_refused(unshipped) if unshipped else None
 
 
 def _described(value: Any) -> str:
