@@ -28,6 +28,9 @@ from experiments.config.store import CONFIG_PACKAGE
 from experiments.core.errors import ExperimentError
 
 TARGET = "_target_"
+# The keys besides `_target_` that Hydra's instantiate reads, each changing what a target builds:
+# a partial of it, positional arguments, its arguments left unbuilt or converted.
+INSTANTIATE_KEYS = ("_partial_", "_args_", "_recursive_", "_convert_")
 # torch's optimizers and learning-rate schedulers (`optimizer._target_=torch.optim.AdamW`), by
 # name: a name read from a file is looked up here, never imported to be checked.
 OPTIMIZERS = (
@@ -205,11 +208,6 @@ def shipped_targets() -> dict[str, frozenset[str]]:
     return {slot: frozenset(targets) for slot, targets in found.items()}
 
 
-# The keys besides `_target_` that Hydra's instantiate reads, each changing what a target builds:
-# a partial of it, positional arguments, its arguments left unbuilt or converted.
-INSTANTIATE_KEYS = ("_partial_", "_args_", "_recursive_", "_convert_")
-
-
 @cache
 def shipped_settings() -> frozenset[str]:
     """Where the project's schemas set those keys (`optimizer._partial_`): the only places a
@@ -248,8 +246,8 @@ def _schemas_by_slot() -> Iterator[tuple[str, type]]:
 def _options() -> tuple[tuple[str, Any], ...]:
     """Every option in conf/ as plain data (Hydra's own settings aside), with its package."""
     return tuple(
-        (package, _without_hydra(yaml.safe_load(file.read_text())))
-        for package, file in _option_files(resources.files(CONFIG_PACKAGE))
+        (package, _without_hydra(yaml.safe_load(text)))
+        for package, text in _option_files(resources.files(CONFIG_PACKAGE))
     )
 
 
@@ -277,14 +275,15 @@ def _without_hydra(config: Any) -> Any:
     return config
 
 
-def _option_files(folder: Traversable, group: str = "") -> Iterator[tuple[str, Traversable]]:
-    """The option files under `folder` (Hydra's own aside), each with the package its config
-    goes to: its group's (`dataset`), unless its `# @package` line says otherwise."""
+def _option_files(folder: Traversable, group: str = "") -> Iterator[tuple[str, str]]:
+    """The text of each option file under `folder` (Hydra's own aside), with the package its
+    config goes to: its group's (`dataset`), unless its `# @package` line says otherwise."""
     for entry in folder.iterdir():
         if entry.is_dir() and entry.name not in ("hydra", "__pycache__"):
             yield from _option_files(entry, ".".join(filter(None, (group, entry.name))))
         elif entry.name.endswith(".yaml"):
-            yield _package(entry.read_text(), group), entry
+            text = entry.read_text()
+            yield _package(text, group), text
 
 
 def _package(text: str, group: str) -> str:
