@@ -14,39 +14,83 @@ from experiments.config.trust import (
     TORCH_OPTIMIZERS,
     Target,
     is_shipped,
+    refuse_untrusted,
     targets_in,
     targets_named,
+    typed_again,
+    typed_as,
 )
+from experiments.core.errors import ExperimentError
 from helpers import compose_config
 
 
 @pytest.mark.parametrize(
-    "group", ["model", "optimizer", "scheduler", "placement", "dataset"], ids=str
+    "group", ["model", "optimizer", "scheduler", "placement", "dataset", "task", "logger"], ids=str
 )
-def test_every_shipped_option_builds_only_shipped_targets(group: str) -> None:
+def test_every_shipped_option_builds_only_targets_shipped_for_their_slot(group: str) -> None:
     for option in group_options(group):
         if option == "custom":  # the user's own: typed, never shipped
             continue
         extra = ("model.arch=resnet18",) if option == "torchvision" else ()
         node = compose_config(f"{group}={option}", *extra)[group]
-        found = list(targets_in(OmegaConf.to_container(node)))  # (unresolved: dataset.root=???)
-        assert found and all(is_shipped(target.target) for target in found), (option, found)
+        # (unresolved: dataset.root=???)
+        found = list(targets_in(OmegaConf.to_container(node), group))
+        shipped = [is_shipped(target.target, target.slot) for target in found]
+        assert found and all(shipped), (option, found)
 
 
 @pytest.mark.parametrize(
-    ("target", "shipped"),
+    ("target", "slot", "shipped"),
     [
-        ("torch.optim.AdamW", True),
-        ("torch.optim.lr_scheduler.CosineAnnealingLR", True),
-        ("experiments.training.models.Tudui", True),
-        ("torch.load", False),
-        ("builtins.open", False),
-        ("torch.optim.Optimizer.zero_grad", False),
-        ("experiments.config.build.build", False),
+        ("torch.optim.AdamW", "optimizer", True),
+        ("torch.optim.lr_scheduler.CosineAnnealingLR", "scheduler", True),
+        ("experiments.training.models.Tudui", "model", True),
+        ("experiments.data.csv_table.csv_splits", "dataset.source", True),
+        ("experiments.records.mlflow_run.MlflowRun", "logger.mlflow", True),
+        ("experiments.training.tasks.Regression", "task", True),
+        # Shipped, but for another slot: a scheduler is no model, a data source no optimizer.
+        ("experiments.training.schedules.cosine", "model", False),
+        ("experiments.data.csv_table.csv_splits", "optimizer", False),
+        ("torch.optim.SGD", "scheduler", False),
+        ("experiments.records.mlflow_run.MlflowRun", "logger.tensorboard", False),
+        ("experiments.training.models.Tudui", "model.head", False),
+        ("torch.load", "model", False),
+        ("builtins.open", "dataset.source", False),
+        ("torch.optim.Optimizer.zero_grad", "optimizer", False),
+        ("experiments.config.build.build", "model", False),
     ],
 )
-def test_shipped_are_the_options_targets_and_torchs_optimizers(target: str, shipped: bool) -> None:
-    assert is_shipped(target) is shipped
+def test_shipped_are_the_options_targets_and_torchs_optimizers_in_their_slots(
+    target: str, slot: str, shipped: bool
+) -> None:
+    assert is_shipped(target, slot) is shipped
+
+
+@pytest.mark.parametrize(
+    ("found", "said"),
+    [
+        (
+            Target("model._target_", "experiments.training.schedules.cosine", False),
+            "would build experiments.training.schedules.cosine (model._target_), which this "
+            "project ships as scheduler, not as model",
+        ),
+        (
+            Target("optimizer._target_", "experiments.data.csv_table.csv_splits", False),
+            "would build experiments.data.csv_table.csv_splits (optimizer._target_), which this "
+            "project ships as dataset.source, not as optimizer",
+        ),
+        (
+            Target("model.head._target_", "experiments.training.models.Tudui", True),
+            "would build experiments.training.models.Tudui (model.head._target_), inside another "
+            "target's arguments",
+        ),
+    ],
+)
+def test_a_shipped_target_in_another_slot_is_refused_naming_both(found: Target, said: str) -> None:
+    with pytest.raises(ExperimentError) as error:
+        refuse_untrusted([found], set(), "checkpoint x.pt", typed_again)
+    assert str(error.value).startswith(f"checkpoint x.pt {said}; ")
+    refuse_untrusted([found], typed_as([found]), "checkpoint x.pt", typed_again)  # typed: built
 
 
 def test_a_target_inside_anothers_arguments_is_nested() -> None:
@@ -87,9 +131,11 @@ def test_overrides_name_targets_as_values_and_inside_values() -> None:
 def test_torchs_optimizers_are_named_by_what_they_are() -> None:
     """The names are looked up, never imported to be checked: each must be one of torch's
     optimizers or schedulers (Counter and Any are imported into lr_scheduler too)."""
-    for target in TORCH_OPTIMIZERS:
-        module, _, name = target.rpartition(".")
-        found = getattr(importlib.import_module(module), name, None)
-        if found is not None:  # (Muon and Adafactor are newer than torch 2.4)
-            assert issubclass(found, (torch.optim.Optimizer, LRScheduler)), target
-    assert not is_shipped("torch.optim.lr_scheduler.Counter")
+    kinds = {"optimizer": torch.optim.Optimizer, "scheduler": LRScheduler}
+    for slot, targets in TORCH_OPTIMIZERS.items():
+        for target in targets:
+            module, _, name = target.rpartition(".")
+            found = getattr(importlib.import_module(module), name, None)
+            if found is not None:  # (Muon and Adafactor are newer than torch 2.4)
+                assert issubclass(found, kinds[slot]), target
+    assert not is_shipped("torch.optim.lr_scheduler.Counter", "scheduler")

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from experiments.config.build import build, plain
 from experiments.core.errors import ExperimentError
@@ -98,3 +99,72 @@ def test_a_checkpoint_saved_from_a_gpu_passes_its_check_and_loads_onto_the_host(
     weights = checkpoints.load(path)["model"]["features.0.weight"]
     assert weights.device == torch.device("cpu")
     assert torch.equal(weights, state["model"]["features.0.weight"])
+
+
+ALTERED = "it was altered, and was not used"
+SAVED_SECTIONS = "where every saved config has its settings"
+
+
+@pytest.mark.parametrize(
+    ("alter", "said"),
+    [
+        (
+            lambda config: "model: lenet",
+            "is a string ('model: lenet'), where a saved config maps each section to its settings",
+        ),
+        (lambda config: None, "is null, where a saved config maps each section to its settings"),
+        (lambda config: [config], "is of type list, where a saved config maps each section"),
+        (
+            lambda config: {k: v for k, v in config.items() if k != "model"},
+            f"section model is missing, {SAVED_SECTIONS}",
+        ),
+        (lambda config: {**config, "model": None}, f"section model is null, {SAVED_SECTIONS}"),
+        (
+            lambda config: {**config, "trainer": 3},
+            f"section trainer is of type int, {SAVED_SECTIONS}",
+        ),
+        (
+            lambda config: {**config, "model": {**config["model"], "_partial_": True}},
+            "sets model._partial_, which changes what its section builds; the project sets such "
+            "keys only at optimizer._partial_, scheduler._partial_",
+        ),
+        (
+            lambda config: {
+                **config,
+                "dataset": {
+                    **config["dataset"],
+                    "source": {**config["dataset"]["source"], "_args_": ["/etc/passwd"]},
+                },
+            },
+            "sets dataset.source._args_, which changes what its section builds",
+        ),
+    ],
+    ids=["string", "null", "list", "no-model", "null-model", "int-trainer", "partial", "args"],
+)
+def test_a_checkpoint_whose_config_no_run_saves_is_refused_in_one_line(
+    saved: tuple[Path, dict[str, Any]], tmp_path: Path, alter: Any, said: str
+) -> None:
+    """Each with a valid checksum (its function is public): evaluation and resume read the
+    config's sections unchecked once it has loaded."""
+    _, state = saved
+    altered = tmp_path / "altered.pt"
+    checkpoints.save(altered, {**state, "config": alter(state["config"])})
+    with pytest.raises(ExperimentError) as error:
+        checkpoints.load(altered)
+    message = str(error.value)
+    assert message.startswith(f"checkpoint {altered} is not one of this tool's: its config {said}")
+    assert message.endswith(f"; {ALTERED}") and "\n" not in message
+
+
+def test_a_text_its_run_read_from_the_environment_loads_as_that_text(
+    saved: tuple[Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run records it as its interpolation's text (`config.build.recorded`); loaded, it stays
+    that text, whatever the environment holds now."""
+    monkeypatch.setenv("TRACKING_TOKEN", "s3cret")
+    _, state = saved
+    uri = "https://runs:${oc.env:TRACKING_TOKEN}@tracking.example"
+    config = {**state["config"], "model": {**state["config"]["model"], "uri": uri}}
+    path = tmp_path / "last.pt"
+    checkpoints.save(path, {**state, "config": config})
+    assert OmegaConf.create(checkpoints.load(path)["config"]).model.uri == uri

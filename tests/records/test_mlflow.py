@@ -20,8 +20,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from omegaconf import OmegaConf
 
-from helpers import QUICK, killed_in_epoch_2, metrics, results, train_cli, trained_run, uninstalled
+from experiments.records import checkpoints
+from helpers import (
+    QUICK,
+    eval_cli,
+    killed_in_epoch_2,
+    metrics,
+    results,
+    train_cli,
+    trained_run,
+    uninstalled,
+)
 
 mlflow_tracking = pytest.importorskip("mlflow.tracking")
 
@@ -93,7 +104,9 @@ def test_a_resumed_run_carries_on_its_mlflow_run_and_logs_each_step_once(tmp_pat
         epoch_1_row["global_step"]
     ]
 
-    done = train_cli(tmp_path, f"resume={run_dir}")
+    # Typed again: a run folder's saved trackers are left out (it chooses nothing written
+    # outside it).
+    done = train_cli(tmp_path, f"resume={run_dir}", "logger=mlflow")
     assert done.returncode == 0, done.stderr
     assert results(run_dir)["trackers"] == {"mlflow": run_id}
     assert (
@@ -199,3 +212,31 @@ def test_without_mlflow_installed_the_run_says_how_to_get_it(
         "'.[trackers]' (or pip install mlflow)"
     )
     assert results(done.run_dir)["status"] == "failed"
+
+
+def test_a_text_read_from_the_environment_is_recorded_as_its_interpolation(
+    tmp_path: Path,
+) -> None:
+    """The store's path stands for a secret a tracking URI may hold (a token): the run writes
+    there, and its parameters, checkpoint and records keep `${oc.env:...}` (docs/runs.md)."""
+    store = tmp_path / "s3cret-token"
+    store.mkdir()
+    uri = "sqlite:///${oc.env:RUNS_STORE}/mlflow.db"
+    done = train_cli(
+        tmp_path,
+        *QUICK,
+        "model=lenet",
+        "trainer.epochs=1",
+        "logger=[csv,mlflow]",
+        f"logger.mlflow.tracking_uri={uri}",
+        env={"RUNS_STORE": str(store)},
+    )
+    assert done.returncode == 0, done.stderr
+    reader = mlflow_tracking.MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
+    run = reader.get_run(results(done.run_dir)["trackers"]["mlflow"])
+    assert run.data.params["logger.mlflow.tracking_uri"] == uri
+    for record in ("results.json", "hparams.csv", ".hydra/config.yaml", "checkpoints/last.pt"):
+        assert store.name.encode() not in (done.run_dir / record).read_bytes(), record
+    config = checkpoints.load(done.run_dir / checkpoints.LAST)["config"]
+    assert OmegaConf.create(config).logger.mlflow.tracking_uri == uri  # (never resolved again)
+    assert eval_cli(tmp_path, f"ckpt={done.run_dir}").returncode == 0

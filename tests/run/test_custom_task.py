@@ -31,6 +31,13 @@ class Huber:
         return ((outputs * 77 + 152 - targets).abs() <= 25).float().mean(1)
 
 
+class BatchMean(Huber):
+    """Its metric the batch's mean: summed per batch, a split's would be a fraction of it."""
+
+    def mae(self, outputs, targets):
+        return (outputs * 77 + 152 - targets).abs().mean()
+
+
 class NoMetrics:
     def loss(self, outputs, targets):
         return outputs.mean()
@@ -105,6 +112,11 @@ def test_a_task_of_ones_own_trains_selects_and_times_on_its_metrics(folder: Path
             ("task._target_=my_tasks.Unfinished",),
             "task._target_=my_tasks.Unfinished: no method mae; metrics' ways lowest (max or "
             "min); targets = 'pixels' (classes, values or masks) (docs/tasks.md)",
+        ),
+        (
+            ("task._target_=my_tasks.BatchMean",),
+            "task._target_=my_tasks.BatchMean: mae returned shape (), for a batch of 64 it must "
+            "return a value per example, shape (64,)",
         ),
         (
             ("task._target_=my_tasks.Huber", "trainer.monitor=val_rmse"),

@@ -20,7 +20,15 @@ from experiments.records import checkpoints
 from experiments.run.evaluate import evaluate_checkpoint
 from experiments.training.models import LeNet
 from experiments.training.weights import load_weights
-from helpers import SMALL, compose_config, results, small_folder, train_cli, trained_run
+from helpers import (
+    SMALL,
+    compose_config,
+    eval_cli,
+    results,
+    small_folder,
+    train_cli,
+    trained_run,
+)
 
 VICTIM_TEXT = "a file outside every run\n"
 
@@ -64,7 +72,9 @@ def hostile_models(marker: Path, victim: Path) -> dict[str, dict[str, Any]]:
         "num_classes": 10,
         "extra": {"_target_": "builtins.open", "file": str(victim), "mode": "w"},
     }
-    return {"shell": shell, "truncate": truncate, "nested": nested}
+    # Shipped, but as a scheduler: it would be called with the model's fields.
+    misplaced = {"_target_": "experiments.training.schedules.cosine", "name": "lenet"}
+    return {"shell": shell, "truncate": truncate, "nested": nested, "misplaced": misplaced}
 
 
 def with_model(run: Path, model: dict[str, Any], path: Path) -> Path:
@@ -83,6 +93,11 @@ def with_model(run: Path, model: dict[str, Any], path: Path) -> Path:
         (
             "nested",
             "would build builtins.open (model.extra._target_), not one this project ships",
+        ),
+        (
+            "misplaced",
+            "would build experiments.training.schedules.cosine (model._target_), which this "
+            "project ships as scheduler, not as model",
         ),
     ],
 )
@@ -170,6 +185,18 @@ def with_saved(run: Path, where: Path, *added: str) -> Path:
             "its .hydra/overrides.yaml would build builtins.open (model._target_), not one this "
             "project ships; nothing read from a file is built unless you type it: type "
             "model._target_=builtins.open if you trust it",
+        ),
+        (
+            ["optimizer._target_=experiments.data.csv_table.csv_splits"],
+            "its .hydra/overrides.yaml would build experiments.data.csv_table.csv_splits "
+            "(optimizer._target_), which this project ships as dataset.source, not as optimizer",
+        ),
+        (
+            ["+model._partial_=true"],
+            "its .hydra/overrides.yaml sets model._partial_, which changes what its section "
+            "builds; the project sets such keys only at optimizer._partial_, scheduler._partial_; "
+            "nothing read from a file sets one elsewhere unless you type it: "
+            "+model._partial_=<value>",
         ),
         (
             ["+model.extra={_target_:experiments.training.models.Tudui}"],
@@ -285,3 +312,66 @@ def test_a_dataset_class_is_looked_up_never_imported(
 def test_an_interpolation_in_saved_overrides_is_kept_for_hydra(run: Path, tmp_path: Path) -> None:
     folder = with_saved(run, tmp_path / "shared", "trainer.seed=${trainer.epochs}")
     assert "trainer.seed=${trainer.epochs}" in with_saved_overrides([f"replay={folder}"])
+
+
+WRITES_ELSEWHERE = (
+    "logger=[tensorboard,mlflow]",
+    "+logger.mlflow.tracking_uri=sqlite:////elsewhere/mlflow.db",
+    "dataset.cache_dir=/elsewhere/cache",
+    "dataset.download=true",
+)
+
+
+@pytest.mark.parametrize("key", ["resume", "replay"])
+def test_where_a_run_writes_outside_its_folder_is_never_brought_back(
+    run: Path, tmp_path: Path, key: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = with_saved(run, tmp_path / "shared", *WRITES_ELSEWHERE)
+    typed = "logger=csv"
+    brought = with_saved_overrides([f"{key}={folder}", typed])
+    assert not set(WRITES_ELSEWHERE) & set(brought)
+    assert typed in brought and "model=lenet" in brought  # what is typed, and the rest, stay
+    assert caplog.messages == [
+        f"{key}={folder}: left out {' '.join(WRITES_ELSEWHERE)}, which its run had: where a run "
+        "writes outside its folder comes from what you type; type them again to keep them"
+    ]
+
+
+def test_a_replayed_folder_chooses_no_trackers_store(
+    run: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    folder = with_saved(
+        run,
+        tmp_path / "shared",
+        "logger=[tensorboard,mlflow]",
+        f"+logger.mlflow.tracking_uri=sqlite:///{elsewhere}/mlflow.db",
+    )
+    done = train_cli(tmp_path, f"replay={folder}")
+    assert done.returncode == 0, done.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert "trackers" not in results(done.run_dir)  # (where an MLflow or W&B run's id would be)
+    # (Said before Hydra sets up logging: on stderr as it is, here to pytest's handler.)
+    said = f"replay={folder}: left out logger=[tensorboard,mlflow] +logger.mlflow.tracking_uri="
+    assert [message for message in caplog.messages if message.startswith(said)]
+
+
+def test_a_checkpoint_whose_config_is_a_string_is_refused_by_eval_and_resume(
+    run: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "shared"
+    shutil.copytree(run, folder)
+    state = checkpoints.load(folder / checkpoints.LAST)
+    checkpoints.save(folder / checkpoints.LAST, {**state, "config": "model: lenet"})
+    said = (
+        f"checkpoint {folder / checkpoints.LAST} is not one of this tool's: its config is a "
+        "string ('model: lenet'), where a saved config maps each section to its settings; it "
+        "was altered, and was not used"
+    )
+    evaluated = eval_cli(tmp_path, f"ckpt={folder}", "device=cpu")
+    resumed = train_cli(tmp_path, f"resume={folder}", "trainer.epochs=2")
+    for done in (evaluated, resumed):
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert done.last_line.endswith(f"Error: {said}")
+    assert results(evaluated.run_dirs[-1])["status"] == "failed"

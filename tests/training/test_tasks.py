@@ -4,6 +4,7 @@ task refuses data of the other kind."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, ClassVar
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from experiments.data.types import ImageData, Split
 from experiments.training.tasks import (
     Classification,
     Measured,
+    OwnTask,
     Regression,
     Segmentation,
     Task,
@@ -164,3 +166,104 @@ def test_a_tasks_loss_and_tally_never_make_the_host_wait_for_the_gpu(
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert task.measure(total.cpu()).metrics and losses.item() > 0
+
+
+class Own:
+    """A task of one's own whose `right` and `loss` return what `returned` makes of a batch."""
+
+    targets = "classes"
+    metrics: ClassVar = {"right": "max"}
+
+    def __init__(self, right: Any = None, loss: Any = None) -> None:
+        self.right_made, self.loss_made = right, loss
+
+    def right(self, outputs: torch.Tensor, targets: torch.Tensor) -> Any:
+        correct = (outputs.argmax(1) == targets).float()
+        return correct if self.right_made is None else self.right_made(correct)
+
+    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> Any:
+        loss = torch.nn.functional.cross_entropy(outputs, targets)
+        return loss if self.loss_made is None else self.loss_made(loss)
+
+
+SAID = "task._target_=my_tasks.Own"
+BATCH = 12
+PER_EXAMPLE = f"for a batch of {BATCH} it must return a value per example, shape ({BATCH},)"
+SCALAR = "where it must return the batch's mean loss, a scalar tensor of shape ()"
+
+
+def a_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(0)
+    outputs = torch.randn(BATCH, 3, generator=generator, requires_grad=True)
+    return outputs, torch.randint(0, 3, (BATCH,), generator=generator)
+
+
+@pytest.mark.parametrize(
+    ("right", "said"),
+    [
+        (lambda correct: correct.mean(), f"right returned shape (), {PER_EXAMPLE}"),
+        (
+            lambda correct: correct.mean(0, keepdim=True),
+            f"right returned shape (1,), {PER_EXAMPLE}",
+        ),
+        (
+            lambda correct: correct[:, None].expand(-1, 3),
+            f"right returned shape (12, 3), {PER_EXAMPLE}",
+        ),
+        (
+            lambda correct: correct.mean().item(),
+            f"right returned a Python float (0.3333), not a tensor, {PER_EXAMPLE}",
+        ),
+        (lambda correct: correct.tolist(), f"right returned list, not a tensor, {PER_EXAMPLE}"),
+        (
+            lambda correct: correct.to(torch.complex64),
+            "right returned torch.complex64 values, where a metric's are real: floating point, "
+            "integer or bool",
+        ),
+    ],
+    ids=["batch-mean", "one-value", "n-by-3", "float", "list", "complex"],
+)
+def test_a_metric_of_another_shape_is_refused_naming_it(right: Any, said: str) -> None:
+    """Summed, each would give a wrong number without a word (a batch's mean counted once for
+    its 12 examples, N x 3 counted three times)."""
+    task = OwnTask(Own(right=right), SAID)
+    with pytest.raises(ExperimentError) as error:
+        task.tally(*a_batch())
+    assert str(error.value) == f"{SAID}: {said}"
+
+
+@pytest.mark.parametrize(
+    ("loss", "said"),
+    [
+        (lambda loss: loss.item(), f"loss returned a Python float (1.245), not a tensor, {SCALAR}"),
+        (lambda loss: loss.expand(BATCH), f"loss returned shape (12,), {SCALAR}"),
+        (
+            lambda loss: loss * float("nan"),
+            "loss returned nan at the first batch, before any step; a loss is finite for a "
+            "model as built",
+        ),
+        (
+            lambda loss: torch.tensor(loss.item()),
+            "loss returned a tensor that does not require grad, so training could not change the "
+            "model; compute it from the model's outputs, without .item(), .detach() or a new "
+            "torch.tensor",
+        ),
+    ],
+    ids=["float", "vector", "nan", "no-grad"],
+)
+def test_a_loss_that_cannot_train_is_refused_at_the_first_batch(loss: Any, said: str) -> None:
+    task = OwnTask(Own(loss=loss), SAID)
+    with pytest.raises(ExperimentError) as error:
+        task(*a_batch())
+    assert str(error.value).startswith(f"{SAID}: {said}")
+
+
+def test_a_task_that_returns_what_it_should_is_measured() -> None:
+    task = OwnTask(Own(right=lambda correct: correct.bool()), SAID)  # (bool: counted as 0 and 1)
+    outputs, targets = a_batch()
+    task(outputs, targets).backward()
+    with torch.no_grad():
+        task(outputs, targets)  # (evaluation's loss: no gradient to require)
+        measured = task.measure(task.tally(outputs, targets))
+    expected = (outputs.argmax(1) == targets).float().mean().item()
+    assert measured.metrics == {"right": pytest.approx(expected)}

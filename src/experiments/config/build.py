@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import importlib
+import re
+from collections.abc import Iterator
+from enum import Enum
 from typing import Any
 
 from hydra.errors import InstantiationException
@@ -51,6 +55,45 @@ def plain(node: DictConfig) -> dict[str, Any]:
     container = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
     assert isinstance(container, dict)
     return container
+
+
+def recorded(node: DictConfig) -> DictConfig:
+    """`node` as the records a run writes hold it (checkpoints, results.json, the trackers'
+    parameters): a text value read from the environment (`${oc.env:API_KEY}`, or a key that
+    interpolates one) is its interpolation's text, not what it read, which may be a secret and is
+    this shell's, not the run's; any other value read there (a seed from
+    `${oc.env:SLURM_ARRAY_TASK_ID}`) is recorded as the value the run used. A copy, made only
+    where a text value reads the environment; else `node` itself."""
+    read = list(_reading_environment(OmegaConf.to_container(node, resolve=False)))
+    texts = [
+        (path, raw)
+        for path, raw in read
+        if isinstance(value := OmegaConf.select(node, path), str) and not isinstance(value, Enum)
+    ]
+    if not texts:
+        return node
+    record = copy.deepcopy(node)  # (typed as `node` is: its resolvers read the schemas)
+    for path, raw in texts:
+        OmegaConf.update(record, path, as_text(raw), merge=False)
+    return record
+
+
+def reads_environment(value: Any) -> bool:
+    return isinstance(value, str) and "${" in value and "oc.env:" in value
+
+
+def as_text(value: str) -> str:
+    """`value` with each interpolation escaped: OmegaConf reads it as this text, never resolved."""
+    return re.sub(r"(?<!\\)((?:\\\\)*)\$\{", r"\1\\${", value)
+
+
+def _reading_environment(config: Any, path: str = "") -> Iterator[tuple[str, str]]:
+    """The key and text of each value in `config` (plain data) that reads the environment."""
+    if reads_environment(config):
+        yield path, config
+    items = enumerate(config) if isinstance(config, list) else getattr(config, "items", list)()
+    for key, value in items:
+        yield from _reading_environment(value, f"{path}.{key}".lstrip("."))
 
 
 # Where the `_target_`s of the shipped options lived before the packages were layered (0.1's

@@ -1,6 +1,7 @@
 """A run folder's own overrides, as `resume=<run>` and `replay=<run>` bring them back: its
-`.hydra/overrides.yaml`, read as data (garbled, an evaluation's, setting Hydra's own config or
-naming a target neither shipped nor typed now: refused in one line), in today's keys.
+`.hydra/overrides.yaml`, read as data (`saved_yaml`: bounded, no aliases; garbled, an
+evaluation's, setting Hydra's own config or naming a target neither shipped nor typed now:
+refused in one line), in today's keys.
 
 Which keys said where a run ran (`resume=`, `replay=`, `hydra.run.dir=`), and whether a folder
 is an evaluation's (`ckpt=`), is read from the text: earlier versions wrote paths there as typed,
@@ -9,25 +10,39 @@ some of which Hydra's grammar cannot read.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
-import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
-from omegaconf import ListConfig, OmegaConf
 
-from experiments.config.trust import refuse_untrusted, targets_named, typed_again, typed_as
+from experiments.config.saved_yaml import read_saved_yaml
+from experiments.config.trust import (
+    refuse_untrusted,
+    setting_refused,
+    settings_named,
+    targets_named,
+    typed_again,
+    typed_as,
+    unshipped_setting,
+)
 from experiments.core.errors import ExperimentError
 
 # Where the run ran: the command that brings it back says that anew.
 WHERE_IT_RAN = ("resume=", "replay=", "hydra.run.dir=")
+# What writes outside the run's folder, and where: the trackers (an MLflow store anywhere, W&B's
+# servers), the folder a dataset is downloaded into, the images' cache. A file from elsewhere
+# never chooses them: only what is typed now, or the defaults, inside outputs/ and data/.
+WRITES_ELSEWHERE = ("logger", "dataset.download", "dataset.source.download", "dataset.cache_dir")
+
+log = logging.getLogger("experiments")
 
 
 def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
     """The overrides of the run in `folder` (`given`: the resume=<run> or replay=<run> typed),
-    but where it ran, in today's keys; `typed`: the overrides typed now, whose targets it may
-    build."""
+    but where it ran and what it wrote elsewhere (said in one line), in today's keys; `typed`:
+    the overrides typed now, whose targets it may build."""
     saved = folder / ".hydra" / "overrides.yaml"
     if not saved.is_file():
         raise ExperimentError(
@@ -40,8 +55,22 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
         if not override.startswith(WHERE_IT_RAN)
     ]
     parsed = OverridesParser.create().parse_overrides(kept)
-    _refuse_untrusted(given, parsed, typed)
-    return [_renamed(override, folder) for override in parsed]
+    elsewhere = [override for override in parsed if _writes_elsewhere(override)]
+    if elsewhere:
+        log.warning(
+            "%s: left out %s, which its run had: where a run writes outside its folder comes "
+            "from what you type; type them again to keep them",
+            given,
+            " ".join(override.input_line or "" for override in elsewhere),
+        )
+    brought_back = [override for override in parsed if not _writes_elsewhere(override)]
+    _refuse_untrusted(given, brought_back, typed)
+    return [_renamed(override, folder) for override in brought_back]
+
+
+def _writes_elsewhere(override: Override) -> bool:
+    key = override.key_or_group
+    return any(key == at or key.startswith((f"{at}.", f"{at}/")) for at in WRITES_ELSEWHERE)
 
 
 def _renamed(override: Override, folder: Path) -> str:
@@ -56,16 +85,28 @@ def _renamed(override: Override, folder: Path) -> str:
         return "trainer.limit_eval_images=null"
     config = folder / ".hydra" / "config.yaml"
     counted = isinstance(batches, int) and not isinstance(batches, bool) and batches >= 0
-    if not counted or not config.is_file():
+    batch_size = _batch_size(config) if counted and config.is_file() else None
+    if batch_size is None:
         return as_saved  # refused as a key renamed, with what to type now
-    batch_size = OmegaConf.load(config).trainer.batch_size
     return f"trainer.limit_eval_images={batches * batch_size}"
+
+
+def _batch_size(config: Path) -> int | None:
+    """The trainer.batch_size a run's config.yaml holds; None where it holds none."""
+    try:
+        loaded = read_saved_yaml(config)
+    except ValueError:
+        return None
+    trainer = loaded.get("trainer") if isinstance(loaded, dict) else None
+    size = trainer.get("batch_size") if isinstance(trainer, dict) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
 
 
 def _refuse_untrusted(given: str, saved: list[Override], typed: list[str]) -> None:
     """A run folder's overrides are data: they never set Hydra's own config (its callbacks and
-    launchers are built from it), and a `_target_` they name is built only when it is a shipped
-    one in its usual place or typed now (experiments.config.trust)."""
+    launchers are built from it), a `_target_` they name is built only when it is a shipped
+    one in its usual place or typed now, and so is a `_partial_` or another setting of how a
+    target is built (experiments.config.trust)."""
     for override in saved:
         if override.is_hydra_override():
             raise ExperimentError(
@@ -75,8 +116,14 @@ def _refuse_untrusted(given: str, saved: list[Override], typed: list[str]) -> No
             )
     typed_targets = typed_as(targets_named(typed))
     where = f"{given}: its .hydra/overrides.yaml"
-    named = targets_named(override.input_line or "" for override in saved)
-    refuse_untrusted(named, typed_targets, where, typed_again)
+    lines = [override.input_line or "" for override in saved]
+    refuse_untrusted(targets_named(lines), typed_targets, where, typed_again)
+    unshipped = unshipped_setting(sorted(settings_named(lines)), settings_named(typed))
+    if unshipped:
+        raise ExperimentError(
+            f"{where} {setting_refused(unshipped)}; nothing read from a file sets one elsewhere "
+            f"unless you type it: +{unshipped}=<value>"
+        )
 
 
 def _saved_overrides(saved: Path, given: str) -> list[str]:
@@ -102,18 +149,10 @@ def _saved_overrides(saved: Path, given: str) -> list[str]:
 
 def _overrides_in(saved: Path) -> list[str]:
     """The list of overrides in `saved`; ValueError saying what else it holds."""
-    try:
-        loaded = OmegaConf.load(saved)
-    except UnicodeDecodeError:
-        raise ValueError("is not text") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ValueError(f"is not YAML ({getattr(error, 'problem', None)}{where})") from None
-    if not isinstance(loaded, ListConfig):
-        raise ValueError("holds no list")
     # As written: an override's ${...} is Hydra's to resolve, in the run's config.
-    entries = OmegaConf.to_container(loaded, resolve=False)
+    entries = read_saved_yaml(saved)
+    if not isinstance(entries, list):
+        raise ValueError("holds no list")
     for entry in entries:
         # Hydra's forms: key=value, +key=value, ++key=value, ~key and ~key=value.
         if not isinstance(entry, str) or not ("=" in entry or entry.startswith("~")):

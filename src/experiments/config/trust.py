@@ -18,8 +18,9 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any
 
+import yaml
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.config.schemas import SCHEMAS
@@ -27,6 +28,9 @@ from experiments.config.store import CONFIG_PACKAGE
 from experiments.core.errors import ExperimentError
 
 TARGET = "_target_"
+# The keys besides `_target_` that Hydra's instantiate reads, each changing what a target builds:
+# a partial of it, positional arguments, its arguments left unbuilt or converted.
+INSTANTIATE_KEYS = ("_partial_", "_args_", "_recursive_", "_convert_")
 # torch's optimizers and learning-rate schedulers (`optimizer._target_=torch.optim.AdamW`), by
 # name: a name read from a file is looked up here, never imported to be checked.
 OPTIMIZERS = (
@@ -63,18 +67,10 @@ SCHEDULERS = (
     "SequentialLR",
     "StepLR",
 )
-TORCH_OPTIMIZERS = {f"torch.optim.{name}" for name in OPTIMIZERS} | {
-    f"torch.optim.lr_scheduler.{name}" for name in SCHEDULERS
+TORCH_OPTIMIZERS = {
+    "optimizer": frozenset(f"torch.optim.{name}" for name in OPTIMIZERS),
+    "scheduler": frozenset(f"torch.optim.lr_scheduler.{name}" for name in SCHEDULERS),
 }
-# Where the shipped options keep their target: a saved override may set only these, to a shipped
-# target, without being typed again.
-TARGET_KEYS = (
-    "model._target_",
-    "optimizer._target_",
-    "scheduler._target_",
-    "placement._target_",
-    "dataset.source._target_",
-)
 
 
 @dataclass(frozen=True)
@@ -90,6 +86,15 @@ class Target:
     def __post_init__(self) -> None:
         if not self.override:
             object.__setattr__(self, "override", f"{self.key}={self.target}")
+
+    @property
+    def slot(self) -> str:
+        """What it is built as: its key less `_target_` (`model`, `dataset.source`)."""
+        return slot_of(self.key)
+
+
+def slot_of(key: str) -> str:
+    return key.removesuffix(TARGET).removesuffix(".")
 
 
 def targets_in(config: Any, path: str = "", inside: bool = False) -> Iterator[Target]:
@@ -139,7 +144,8 @@ def targets_named(overrides: Iterable[str]) -> list[Target]:
         for value in values:
             if key == TARGET or key.endswith(f".{TARGET}"):
                 if value is not None:
-                    found.append(Target(key, str(value), key not in TARGET_KEYS, text))
+                    nested = slot_of(key) not in shipped_targets()
+                    found.append(Target(key, str(value), nested, text))
             else:
                 found += [
                     Target(f"{key}.{target.key}".replace(".[", "["), target.target, True, text)
@@ -148,42 +154,145 @@ def targets_named(overrides: Iterable[str]) -> list[Target]:
     return found
 
 
-def is_shipped(target: str) -> bool:
-    return target in shipped_targets() or target in TORCH_OPTIMIZERS
+def settings_named(overrides: Iterable[str]) -> set[str]:
+    """The instantiate settings (`_partial_`, ...) command-line overrides set, by key: as the key
+    (`+model._partial_=true`) or in a dict or list value (`+model.head={_partial_:true}`)."""
+    found: set[str] = set()
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        key = override.key_or_group
+        if key.rpartition(".")[2] in INSTANTIATE_KEYS:
+            found.add(key)
+        elif not override.is_sweep_override():
+            found |= set(settings_in(override.value(), key))
+    return found
+
+
+def unshipped_setting(settings: Iterable[str], typed: Iterable[str] = ()) -> str | None:
+    """The first of `settings` (keys) neither where the project's schemas set one
+    (`shipped_settings`) nor in `typed`."""
+    allowed = shipped_settings() | set(typed)
+    return next((key for key in settings if key not in allowed), None)
+
+
+def setting_refused(key: str) -> str:
+    """Why a setting at `key` (`model._partial_`) read from a file is refused."""
+    return (
+        f"sets {key}, which changes what its section builds; the project sets such keys only at "
+        f"{', '.join(sorted(shipped_settings()))}"
+    )
+
+
+def is_shipped(target: str, slot: str) -> bool:
+    """Whether the project ships `target` to fill `slot` (`model`, `dataset.source`)."""
+    return target in shipped_targets().get(slot, ())
+
+
+def slots_of(target: str) -> list[str]:
+    """The slots the project ships `target` for."""
+    return sorted(slot for slot, targets in shipped_targets().items() if target in targets)
 
 
 @cache
-def shipped_targets() -> frozenset[str]:
-    """The targets of the options in conf/ (Hydra's own settings aside) and of the schemas."""
-    from_options = {
-        target.target
-        for file in _option_files(resources.files(CONFIG_PACKAGE))
-        for target in targets_in(_without_hydra(OmegaConf.load(file.open())))
-    }
-    from_schemas = {
-        field.default
-        for schema in SCHEMAS.values()
-        if is_dataclass(schema)
-        for field in fields(schema)
-        if field.name == TARGET and isinstance(field.default, str) and field.default != "???"
-    }
-    return frozenset(from_options | from_schemas)
+def shipped_targets() -> dict[str, frozenset[str]]:
+    """The targets the project ships, by the slot each fills (`model`, `dataset.source`,
+    `logger.mlflow`): those of the options in conf/ (Hydra's own settings aside), their own and
+    their schemas', and torch's optimizers and schedulers."""
+    found: dict[str, set[str]] = {slot: set(targets) for slot, targets in TORCH_OPTIMIZERS.items()}
+    for package, option in _options():
+        for target in targets_in(option, package):
+            found.setdefault(target.slot, set()).add(target.target)
+    for slot, schema in _schemas_by_slot():
+        target = _default(schema, TARGET)
+        if isinstance(target, str) and target != "???":
+            found.setdefault(slot, set()).add(target)
+    return {slot: frozenset(targets) for slot, targets in found.items()}
+
+
+@cache
+def shipped_settings() -> frozenset[str]:
+    """Where the project's schemas set those keys (`optimizer._partial_`): the only places a
+    saved config holds one."""
+    return frozenset(
+        f"{slot}.{key}"
+        for slot, schema in _schemas_by_slot()
+        for key in INSTANTIATE_KEYS
+        if _default(schema, key) is not None
+    )
+
+
+def settings_in(config: Any, path: str = "") -> Iterator[str]:
+    """The key of every instantiate setting (`_partial_`, ...) in `config` (plain data)."""
+    if isinstance(config, list):
+        for index, item in enumerate(config):
+            yield from settings_in(item, f"{path}[{index}]")
+    elif isinstance(config, dict):
+        for key, value in config.items():
+            at = f"{path}.{key}".lstrip(".")
+            if key in INSTANTIATE_KEYS:
+                yield at
+            yield from settings_in(value, at)
+
+
+def _schemas_by_slot() -> Iterator[tuple[str, type]]:
+    """Each schema an option is made of, with the slot it fills (`logger.mlflow`)."""
+    for package, option in _options():
+        for name, at in _schemas_in(option):
+            if name in SCHEMAS:
+                slot = package if at == "_here_" else ".".join(filter(None, (package, at)))
+                yield slot, SCHEMAS[name]
+
+
+@cache
+def _options() -> tuple[tuple[str, Any], ...]:
+    """Every option in conf/ as plain data (Hydra's own settings aside), with its package."""
+    return tuple(
+        (package, _without_hydra(yaml.safe_load(text)))
+        for package, text in _option_files(resources.files(CONFIG_PACKAGE))
+    )
+
+
+def _default(schema: type, name: str) -> Any:
+    """The default of a schema's field `name`; None where it has none."""
+    if not is_dataclass(schema):
+        return None
+    return next((field.default for field in fields(schema) if field.name == name), None)
+
+
+def _schemas_in(option: Any) -> Iterator[tuple[str, str]]:
+    """The schemas an option's defaults list names, each with the package it is put at
+    (`/mlflow_tracker_schema@mlflow`: mlflow; `_here_`: the option's own)."""
+    defaults = option.get("defaults", []) if isinstance(option, dict) else []
+    for entry in defaults:
+        if isinstance(entry, str):
+            name, _, at = entry.lstrip("/").partition("@")
+            yield name, at or "_here_"
 
 
 def _without_hydra(config: Any) -> Any:
-    """An option's config as plain data, less Hydra's own settings (train.yaml's callbacks)."""
-    container = OmegaConf.to_container(config)
-    if isinstance(container, dict):
-        container.pop("hydra", None)
-    return container
+    """An option's config, less Hydra's own settings (train.yaml's callbacks)."""
+    if isinstance(config, dict):
+        config.pop("hydra", None)
+    return config
 
 
-def _option_files(folder: Traversable) -> Iterator[Traversable]:
+def _option_files(folder: Traversable, group: str = "") -> Iterator[tuple[str, str]]:
+    """The text of each option file under `folder` (Hydra's own aside), with the package its
+    config goes to: its group's (`dataset`), unless its `# @package` line says otherwise."""
     for entry in folder.iterdir():
         if entry.is_dir() and entry.name not in ("hydra", "__pycache__"):
-            yield from _option_files(entry)
+            yield from _option_files(entry, ".".join(filter(None, (group, entry.name))))
         elif entry.name.endswith(".yaml"):
-            yield entry
+            text = entry.read_text()
+            yield _package(text, group), text
+
+
+def _package(text: str, group: str) -> str:
+    """Where a config file's config goes: its `# @package` line's package, else its group's."""
+    for line in text.splitlines():
+        if line.startswith("# @package "):
+            package = line.removeprefix("# @package ").strip()
+            return {"_global_": "", "_group_": group}.get(package, package)
+    return group
 
 
 def typed_as(targets: Iterable[Target]) -> set[tuple[str, str]]:
@@ -199,16 +308,19 @@ def refuse_untrusted(
     allow: Callable[[Target], str],
 ) -> None:
     """Refuse the first target that is neither typed now, at its key (`typed_as`), nor shipped
-    (and outermost); `source` says where it was read, `allow(target)` how the user lets it be
-    built."""
+    for its slot (and outermost); `source` says where it was read, `allow(target)` how the user
+    lets it be built."""
     for found in targets:
-        if (found.key, found.target) in typed or (is_shipped(found.target) and not found.nested):
+        typed_there = (found.key, found.target) in typed
+        if typed_there or (is_shipped(found.target, found.slot) and not found.nested):
             continue
-        why = (
-            "inside another target's arguments"
-            if is_shipped(found.target)
-            else "not one this project ships"
-        )
+        slots = slots_of(found.target)
+        if not slots:
+            why = "not one this project ships"
+        elif found.nested:
+            why = "inside another target's arguments"
+        else:
+            why = f"which this project ships as {' and '.join(slots)}, not as {found.slot}"
         raise ExperimentError(
             f"{source} would build {found.target} ({found.key}), {why}; nothing read from a "
             f"file is built unless you type it: {allow(found)}"

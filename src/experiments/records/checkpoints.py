@@ -21,7 +21,8 @@ from typing import Any
 import torch
 from torch.optim.lr_scheduler import LRScheduler
 
-from experiments.config.build import with_current_targets
+from experiments.config import trust
+from experiments.config.build import as_text, reads_environment, with_current_targets
 from experiments.core.errors import ExperimentError, one_line
 from experiments.core.files import refuse_special_file, write_atomically, writing
 from experiments.records import checksum
@@ -30,6 +31,9 @@ from experiments.training.history import History
 LAST = Path("checkpoints") / "last.pt"
 BEST = Path("checkpoints") / "best.pt"
 KEYS = {"model", "optimizer", "epoch", "config"}
+# The sections of a checkpoint's config that evaluation and resume read (every version saved
+# them; `task` and `scheduler` are younger).
+SECTIONS = ("model", "dataset", "trainer")
 CHECKSUM = "checksum"
 
 
@@ -203,22 +207,52 @@ def load(path: Path) -> dict[str, Any]:
             "it (damaged on disk or in a copy), so it was not loaded; use an intact copy, or "
             "train afresh with replay=<run>"
         )
-    interpolated = _interpolation_in(state["config"])
-    if interpolated:
+    fault = _config_fault(state["config"])
+    if fault:
         raise ExperimentError(
-            f"checkpoint {path} is not one of this tool's: its config holds an interpolation "
-            f"(${{...}}) at {interpolated}, where a saved config holds values; it was altered, "
+            f"checkpoint {path} is not one of this tool's: its config {fault}; it was altered, "
             "and was not used"
         )
-    # A checkpoint of an older version may name the modules of its day.
-    return {**state, "config": with_current_targets(state["config"])}
+    # A checkpoint of an older version may name the modules of its day; a text its run read from
+    # the environment is kept as the interpolation's text (`config.build.recorded`), never
+    # resolved again.
+    return {**state, "config": with_current_targets(_environment_as_text(state["config"]))}
+
+
+def _config_fault(config: Any) -> str | None:
+    """What a checkpoint's config holds that no run saves, in words that follow "its config";
+    None where it is the shape every run's is: evaluation and resume read it unchecked after."""
+    if not isinstance(config, dict):
+        return f"is {_described(config)}, where a saved config maps each section to its settings"
+    for section in SECTIONS:
+        if not isinstance(config.get(section), dict):
+            held = f"is {_described(config[section])}" if section in config else "is missing"
+            return f"section {section} {held}, where every saved config has its settings"
+    interpolated = _interpolation_in(config)
+    if interpolated:
+        return (
+            f"holds an interpolation (${{...}}) at {interpolated}, where a saved config holds "
+            "values"
+        )
+    unshipped = trust.unshipped_setting(trust.settings_in(config))
+    return trust.setting_refused(unshipped) if unshipped else None
+
+
+def _described(value: Any) -> str:
+    """A value a config should not hold there, named by its type (and start, for a str)."""
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return f"a string ({value[:40]!r})"
+    return f"of type {type(value).__name__}"
 
 
 def _interpolation_in(config: Any, key: str = "config") -> str | None:
-    """The key of the first `${...}` in a checkpoint's config: a run saves its config resolved, so
-    one there was put in afterwards, to be resolved against what an evaluation loads."""
+    """The key of the first `${...}` in a checkpoint's config: a run saves its config resolved
+    (but for a text read from the environment, saved as its interpolation's text), so one there
+    was put in afterwards, to be resolved against what an evaluation loads."""
     if isinstance(config, str):
-        return key if "${" in config else None
+        return key if "${" in config and not reads_environment(config) else None
     if isinstance(config, dict):
         items = [(f"{key}.{name}", value) for name, value in config.items()]
     elif isinstance(config, list):
@@ -226,3 +260,12 @@ def _interpolation_in(config: Any, key: str = "config") -> str | None:
     else:
         return None
     return next(filter(None, (_interpolation_in(value, at) for at, value in items)), None)
+
+
+def _environment_as_text(config: Any) -> Any:
+    """`config` with each text that reads the environment escaped: OmegaConf keeps it as is."""
+    if isinstance(config, list):
+        return [_environment_as_text(item) for item in config]
+    if isinstance(config, dict):
+        return {key: _environment_as_text(value) for key, value in config.items()}
+    return as_text(config) if reads_environment(config) else config

@@ -20,7 +20,7 @@ from omegaconf import DictConfig, open_dict
 from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
 
-from experiments.config.build import plain
+from experiments.config.build import plain, recorded
 from experiments.config.choices import Interval
 from experiments.config.metric_names import (
     TEST,
@@ -105,10 +105,11 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     own_folder.refuse_linked_folders(run_dir, WRITTEN_FOLDERS, cfg.resume)
     with running.sole_writer(run_dir, cfg.resume) if group.is_main else nullcontext():
         resumed = _to_resume(cfg)  # before the records are touched: a refused resume leaves them
+        fields = training_fields(recorded(cfg), group, resumed)
         # The process group, if any, is left last, after the records are written.
         with (
             teardown(),
-            Results(run_dir, training_fields(cfg, group, resumed), group, held=held) as results,
+            Results(run_dir, fields, group, held=held) as results,
             Metrics(run_dir, group.is_main, _trackers(cfg, run_dir, group)) as metrics,
         ):
             refuse_unchosen_groups(cfg)  # (~trainer) before the trainer's settings are read
@@ -448,7 +449,7 @@ class TrainingRun:
         )
         if "hparams" not in written:
             self.metrics.hyperparameters(
-                hparams.hyperparameters(cfg, str(self.runtime.plan), job.overrides())
+                hparams.hyperparameters(recorded(cfg), str(self.runtime.plan), job.overrides())
                 # As numbers, to sort and filter by (whole numbers would be text there).
                 | {name: float(count) for name, count in self.model_size.record().items()},
                 numbers,
@@ -544,11 +545,11 @@ class TrainingRun:
         """Tell the trackers what the run is; a resume carries on the runs they began before
         (results.json, not yet written again, names them)."""
         cfg, sweep = self.cfg, job.sweep_folder()
-        columns = hparams.hyperparameters(cfg, str(self.runtime.plan), [])
+        columns = hparams.hyperparameters(recorded(cfg), str(self.runtime.plan), [])
         run = TrackedRun(
             name=self.run_dir.name,
             group=sweep,
-            parameters=tracker.flattened(plain(cfg)),
+            parameters=tracker.flattened(plain(recorded(cfg))),
             tags={
                 **{column: str(columns[column]) for column in TRACKER_TAGS},
                 **({"sweep": sweep} if sweep else {}),
@@ -620,7 +621,7 @@ class TrainingRun:
             scheduler=self.scheduler,
             scaler=self.runtime.scaler,
             epoch=epoch,
-            config=plain(self.cfg),
+            config=plain(recorded(self.cfg)),
             history=self.history,
             rng=seeding.capture(self.shuffle, self.runtime.plan.gpus),
             selected_confusion=self.selected_confusion,

@@ -214,26 +214,88 @@ class OwnTask(Task):
         def mae(self, outputs, targets)     # a value per example (N,): the split's mean is it
 
     Each metric is the mean of its values over a split's examples, added up on the device (over
-    the processes too). A `Task` subclass (its own tally and measure) is used as it is."""
+    the processes too). What each method returns is checked at its first batch (with gradients
+    and without, for the loss), and refused in one line naming the method: a metric of another
+    shape would be summed into a wrong number without a word. A `Task` subclass (its own tally
+    and measure) is used as it is."""
 
-    def __init__(self, own: Any) -> None:
+    def __init__(self, own: Any, said: str) -> None:
         super().__init__()
         self.own = own  # (a module of its own goes to the device with this one)
+        self.said = said  # task._target_=<its class>, to begin its refusals
         self.targets = getattr(own, "targets", "classes")
         self.metrics = declared(own.metrics)
         self.names = [metric.name for metric in self.metrics.evaluated if metric != LOSS]
+        # Whether the loss was checked with gradients on (training) and off (evaluation), and
+        # the metrics: once each, the loss's finiteness costing the host a wait for the device.
+        self.checked: set[str] = set()
 
     def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return self.own.loss(outputs, targets)
+        loss = self.own.loss(outputs, targets)
+        mode = "training" if torch.is_grad_enabled() else "evaluation"
+        if mode not in self.checked:
+            self._check_loss(loss)
+            self.checked.add(mode)
+        return loss
 
     def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Each metric's values summed over the batch, and its examples, in float64."""
-        sums = [getattr(self.own, name)(outputs, targets).double().sum() for name in self.names]
+        values = [getattr(self.own, name)(outputs, targets) for name in self.names]
+        if "metrics" not in self.checked:
+            for name, value in zip(self.names, values, strict=True):
+                self._check_metric(name, value, len(targets))
+            self.checked.add("metrics")
+        sums = [value.double().sum() for value in values]
         return torch.stack([*sums, outputs.new_full((), len(targets), dtype=torch.float64)])
 
     def measure(self, total: torch.Tensor) -> Measured:
         *sums, count = total.tolist()
         return Measured({name: value / count for name, value in zip(self.names, sums, strict=True)})
+
+    def _check_loss(self, loss: Any) -> None:
+        must = "it must return the batch's mean loss, a scalar tensor of shape ()"
+        if not isinstance(loss, torch.Tensor):
+            raise ExperimentError(f"{self.said}: loss returned {_described(loss)}, where {must}")
+        if loss.shape != ():
+            raise ExperimentError(
+                f"{self.said}: loss returned shape {tuple(loss.shape)}, where {must}"
+            )
+        if loss.is_complex():
+            raise ExperimentError(f"{self.said}: loss returned a {loss.dtype}, where {must}")
+        if not torch.is_grad_enabled():  # (a model that diverged is evaluated as it is)
+            return
+        if not torch.isfinite(loss).item():
+            raise ExperimentError(
+                f"{self.said}: loss returned {loss.item()} at the first batch, before any step; "
+                "a loss is finite for a model as built"
+            )
+        if not loss.requires_grad:
+            raise ExperimentError(
+                f"{self.said}: loss returned a tensor that does not require grad, so training "
+                "could not change the model; compute it from the model's outputs, without "
+                ".item(), .detach() or a new torch.tensor"
+            )
+
+    def _check_metric(self, name: str, value: Any, count: int) -> None:
+        must = f"for a batch of {count} it must return a value per example, shape ({count},)"
+        if not isinstance(value, torch.Tensor):
+            raise ExperimentError(f"{self.said}: {name} returned {_described(value)}, {must}")
+        if value.shape != (count,):
+            raise ExperimentError(
+                f"{self.said}: {name} returned shape {tuple(value.shape)}, {must}"
+            )
+        if value.is_complex():
+            raise ExperimentError(
+                f"{self.said}: {name} returned {value.dtype} values, where a metric's are real: "
+                "floating point, integer or bool"
+            )
+
+
+def _described(value: Any) -> str:
+    """What a method returned in place of a tensor: its type, and a number's value."""
+    if isinstance(value, bool | int | float):
+        return f"a Python {type(value).__name__} ({value:.4g}), not a tensor"
+    return f"{type(value).__name__}, not a tensor"
 
 
 def build_task(node: DictConfig) -> Task:
@@ -260,7 +322,7 @@ def build_task(node: DictConfig) -> Task:
         wrong += [f"metrics' ways {', '.join(sorted(ways))} (max or min)"] if ways else []
         wrong += [f"targets = {targets!r} (classes, values or masks)"] * (targets not in FITTING)
         raise ExperimentError(f"{said}: {'; '.join(wrong)} (docs/tasks.md)")
-    return OwnTask(own)
+    return OwnTask(own, said)
 
 
 def confusion_counts(

@@ -1,0 +1,58 @@
+"""YAML a run folder holds (`.hydra/overrides.yaml`, `.hydra/config.yaml`), read as data from a
+file that may come from elsewhere: at most `LIMIT` bytes, and with no anchors or aliases. Hydra
+never writes those, and aliases of aliases let a few lines stand for a list that grows as a power
+of their depth (a "billion laughs"), every copy of which OmegaConf would walk.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.events import AliasEvent
+
+# A run's overrides and config are a few kilobytes; a file beyond this is not one.
+LIMIT = 1 << 20
+
+
+class _Aliased(Exception):
+    """An anchor (&name) or alias (*name) at `line`."""
+
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
+class _WithoutAliases(yaml.SafeLoader):
+    """PyYAML's safe loader, stopping at the first anchor or alias, before any is expanded."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise _Aliased(event.start_mark.line + 1)
+        return super().compose_node(parent, index)
+
+
+def read_saved_yaml(path: Path) -> Any:
+    """The plain data in the YAML file `path`; ValueError saying what it is instead, in words that
+    follow its name: over `LIMIT`, not text, not YAML, or holding an anchor or alias."""
+    with path.open("rb") as file:
+        data = file.read(LIMIT + 1)
+    if len(data) > LIMIT:
+        raise ValueError(f"is over {LIMIT:,} bytes")
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        raise ValueError("is not text") from None
+    try:
+        return yaml.load(text, Loader=_WithoutAliases)  # (a SafeLoader)
+    except _Aliased as aliased:
+        raise ValueError(
+            f"holds a YAML anchor or alias (&name, *name) at line {aliased.line}, which Hydra "
+            "never writes"
+        ) from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ValueError(f"is not YAML ({getattr(error, 'problem', None)}{where})") from None
