@@ -19,6 +19,7 @@ from omegaconf import ListConfig, OmegaConf
 
 from experiments.config.trust import refuse_untrusted, targets_named, typed_again, typed_as
 from experiments.core.errors import ExperimentError
+from experiments.core.files import RECORD, read_text
 
 # Where the run ran: the command that brings it back says that anew.
 WHERE_IT_RAN = ("resume=", "replay=", "hydra.run.dir=")
@@ -58,7 +59,7 @@ def _renamed(override: Override, folder: Path) -> str:
     counted = isinstance(batches, int) and not isinstance(batches, bool) and batches >= 0
     if not counted or not config.is_file():
         return as_saved  # refused as a key renamed, with what to type now
-    batch_size = OmegaConf.load(config).trainer.batch_size
+    batch_size = OmegaConf.create(read_text(config, RECORD)).trainer.batch_size
     return f"trainer.limit_eval_images={batches * batch_size}"
 
 
@@ -103,7 +104,7 @@ def _saved_overrides(saved: Path, given: str) -> list[str]:
 def _overrides_in(saved: Path) -> list[str]:
     """The list of overrides in `saved`; ValueError saying what else it holds."""
     try:
-        loaded = OmegaConf.load(saved)
+        loaded = OmegaConf.create(read_text(saved, RECORD))
     except UnicodeDecodeError:
         raise ValueError("is not text") from None
     except yaml.YAMLError as error:
