@@ -15,11 +15,12 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -476,3 +477,23 @@ def uninstalled(monkeypatch: pytest.MonkeyPatch, package: str, tracker_module: s
     # Hydra finds a target through its package's attribute, where a module once imported stays.
     monkeypatch.delitem(sys.modules, f"experiments.records.{tracker_module}", raising=False)
     monkeypatch.delattr(records_package, tracker_module, raising=False)
+
+
+class StillReading(BaseException):
+    """Raised where the loading waits on a named pipe: no `except OSError` on the way takes it."""
+
+
+@contextlib.contextmanager
+def failing_if_still_reading(seconds: int = 10) -> Iterator[None]:
+    """A read of a named pipe waits for a writer for ever: fail the test instead."""
+
+    def stuck(signum: int, frame: FrameType | None) -> None:
+        raise StillReading(f"still loading after {seconds} s: a named pipe was read")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

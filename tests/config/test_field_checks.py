@@ -21,6 +21,11 @@ from helpers import compose_config
             ["dataset=image_folder", "dataset.root=/data", "dataset.cache_max_gb=nan"],
             "dataset.cache_max_gb=nan must be >= 0",
         ),
+        (
+            ["dataset=csv", "dataset.test_fraction=nan"],
+            "dataset.test_fraction=nan must be a number between 0 and 1: the share of the rows "
+            "drawn for the test split",
+        ),
     ],
 )
 def test_nan_is_refused_where_a_bound_is(overrides: list[str], line: str) -> None:

@@ -4,13 +4,14 @@ line, at once."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import pytest
 
 from experiments.config.overrides import with_saved_overrides
-from experiments.config.saved_yaml import LIMIT, read_saved_yaml
+from experiments.config.saved_yaml import SAVED_YAML, read_saved_yaml
 from experiments.core.errors import ExperimentError
 
 # Nine levels of nine aliases each: 9**9 (387 million) strings once expanded.
@@ -51,10 +52,22 @@ def test_anchors_and_aliases_are_refused_at_once(
 
 
 def test_a_file_over_the_limit_is_not_read_whole(tmp_path: Path) -> None:
-    folder = saved(tmp_path, "- trainer.epochs=2\n" * (LIMIT // 10))
+    folder = saved(tmp_path, "- trainer.epochs=2\n" * (SAVED_YAML.most // 10))
     with pytest.raises(ExperimentError) as error:
         with_saved_overrides([f"replay={folder}"])
-    assert f"its .hydra/overrides.yaml is over {LIMIT:,} bytes, {GIVES_WAY}" in str(error.value)
+    assert str(error.value).startswith(
+        f"{folder / '.hydra' / 'overrides.yaml'} is 1.9 MiB: more than 1 MiB, the most a run's "
+        "saved configuration may be"
+    )
+
+
+def test_a_named_pipe_is_refused_unread(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "overrides.yaml")  # read, it would wait for a writer for ever
+    with pytest.raises(ExperimentError) as error:
+        read_saved_yaml(tmp_path / "overrides.yaml")
+    assert str(error.value).startswith(
+        f"{tmp_path / 'overrides.yaml'} is not a regular file (a named pipe); "
+    )
 
 
 def test_what_hydra_writes_reads_as_before(tmp_path: Path) -> None:

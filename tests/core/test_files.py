@@ -1,14 +1,28 @@
-"""Atomic writes: nothing half-written is left, by a failed write or by a killed one."""
+"""Atomic writes: nothing half-written is left, by a failed write or by a killed one. Bounded reads:
+only a regular file is read, and no more of it than its kind may be."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 import pytest
 
-from experiments.core.files import remove_leftovers, write_atomically, write_text_atomically
+from experiments.core.errors import ExperimentError
+from experiments.core.files import (
+    RECORD,
+    Bound,
+    opened,
+    read_json_lines,
+    read_text,
+    read_yaml,
+    remove_leftovers,
+    write_atomically,
+    write_text_atomically,
+)
+from helpers import failing_if_still_reading
 
 
 def test_a_write_cut_short_leaves_the_old_file_and_no_temporary_one(tmp_path: Path) -> None:
@@ -39,3 +53,61 @@ def test_temporary_files_a_killed_writer_left_are_removed(tmp_path: Path) -> Non
     assert sorted(path for path in tmp_path.rglob("*") if path.is_file()) == sorted(kept)
     assert not any(path.exists() for path in left)
     assert os.listdir(tmp_path / "checkpoints") == ["last.pt"]
+
+
+# A bound small enough to write past in a test.
+SMALL_BOUND = Bound("a test record", 100, "write a smaller one")
+
+
+@pytest.mark.parametrize("read", [read_json_lines, read_yaml, lambda path: read_text(path, RECORD)])
+def test_a_record_that_links_to_a_device_is_refused_before_it_is_read(
+    tmp_path: Path, read: Callable[[Path], object]
+) -> None:
+    """Read to its end, /dev/zero would fill the memory (a record linked to it, in a run folder
+    from elsewhere)."""
+    record = tmp_path / "results.json"
+    record.symlink_to("/dev/zero")
+    with pytest.raises(ExperimentError) as refused:
+        read(record)
+    assert str(refused.value) == (
+        f"{record} is not a regular file (a character device); the tool wrote it in a run "
+        "folder: put it back from a copy, or move it out of the folder"
+    )
+
+
+def test_a_named_pipe_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    pipe = tmp_path / "metrics.jsonl"
+    os.mkfifo(pipe)
+    with (
+        failing_if_still_reading(),
+        pytest.raises(ExperimentError, match=r"is not a regular file \(a named pipe\); "),
+    ):
+        read_json_lines(pipe)
+
+
+def test_a_file_larger_than_its_kind_may_be_is_refused_unread(tmp_path: Path) -> None:
+    record = tmp_path / "record"
+    record.write_bytes(b"x" * 100)
+    assert read_text(record, SMALL_BOUND) == "x" * 100
+    record.write_bytes(b"x" * 3000)
+    with pytest.raises(ExperimentError) as refused:
+        read_text(record, SMALL_BOUND)
+    assert str(refused.value) == (
+        f"{record} is 2.93 KiB: more than 100 bytes, the most a test record may be; write a "
+        "smaller one"
+    )
+
+
+def test_a_file_that_grows_past_its_bound_as_it_is_read_is_refused(tmp_path: Path) -> None:
+    record = tmp_path / "record"
+    record.write_bytes(b"x" * 60)
+    with opened(record, SMALL_BOUND) as file:
+        assert file.read(10) == b"x" * 10
+        with record.open("ab") as appended:  # another process writing on, past the bound
+            appended.write(b"y" * 1000)
+        with pytest.raises(ExperimentError) as refused:
+            file.read()
+    assert str(refused.value) == (
+        f"{record} grew past 100 bytes as it was read: more than 100 bytes, the most a test "
+        "record may be; write a smaller one"
+    )

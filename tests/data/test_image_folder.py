@@ -364,7 +364,7 @@ def test_an_image_that_cannot_be_decoded_is_named(tmp_path: Path, overrides: lis
     root = small_folder(tmp_path / "folder", CAT_DOG)
     bad = root / "train" / "dog" / "1.png"
     bad.write_bytes(b"not a PNG after all")
-    message = f"{bad} cannot be decoded as an image (cannot identify image file '{bad}')"
+    message = f"{bad} cannot be decoded as an image (it is in no image format Pillow reads)"
     cache_dir = tmp_path / "cache"
     assert (
         load_error(
@@ -393,7 +393,7 @@ def test_a_bad_folder_fails_the_run_in_one_line(folders: Folders, tmp_path: Path
         "dataset.mean=[0.5]",
         "dataset.std=[0.5]",
     )
-    message = f"{bad} cannot be decoded as an image (cannot identify image file '{bad}')"
+    message = f"{bad} cannot be decoded as an image (it is in no image format Pillow reads)"
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     assert done.last_line.endswith(f"Error: {message}")

@@ -5,12 +5,8 @@ image."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 
 import pytest
 from torchvision.datasets import ImageFolder
@@ -20,29 +16,9 @@ from experiments.data import own_data
 from experiments.records import checkpoints
 from experiments.training.models import LeNet
 from experiments.training.weights import load_weights
-from helpers import CAT_DOG, load, load_error, small_folder
+from helpers import CAT_DOG, failing_if_still_reading, load, load_error, small_folder
 
 IMAGE_FOLDER = "class folders hold only image files"
-
-
-class StillReading(BaseException):
-    """Raised where the loading waits on a named pipe: no `except OSError` on the way takes it."""
-
-
-@contextmanager
-def failing_if_still_reading(seconds: int = 10) -> Iterator[None]:
-    """A read of a named pipe waits for a writer for ever: fail the test instead."""
-
-    def stuck(signum: int, frame: FrameType | None) -> None:
-        raise StillReading(f"still loading after {seconds} s: a named pipe was read")
-
-    previous = signal.signal(signal.SIGALRM, stuck)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ def test_a_worker_that_cannot_decode_an_image_names_it_and_is_let_go(tmp_path: P
         "dataset.loader=memory",
         "dataset.workers=1",  # decoded by a worker process
     )
-    assert message == f"{bad} cannot be decoded as an image (cannot identify image file '{bad}')"
+    assert message == f"{bad} cannot be decoded as an image (it is in no image format Pillow reads)"
     assert lingering(set(multiprocessing.active_children()) - before) == []
 
 
@@ -46,7 +46,7 @@ def test_an_image_that_cannot_be_decoded_while_streaming_is_named(tmp_path: Path
     with pytest.raises(ExperimentError) as error:
         list(batches)
     assert str(error.value) == (
-        f"{bad} cannot be decoded as an image (cannot identify image file '{bad}')"
+        f"{bad} cannot be decoded as an image (it is in no image format Pillow reads)"
     )
 
 

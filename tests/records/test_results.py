@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -35,3 +36,15 @@ def test_a_failure_within_a_phase_is_recorded_with_what_it_had_learned(tmp_path:
     record = recorded(tmp_path)
     assert (record["status"], record["reason"]) == ("failed", "data.root=nowhere: no such folder")
     assert record["device"] == {"used": "cpu"}
+
+
+def test_numbers_that_are_not_finite_are_written_as_null_in_strict_json(tmp_path: Path) -> None:
+    """json.dumps writes NaN and Infinity by default, which strict JSON readers refuse."""
+    with Results(tmp_path, {}) as results:
+        results.finish("completed", None, test_r2=math.nan, epoch_seconds=[1.5, math.inf])
+
+    def refuse(token: str) -> None:
+        raise ValueError(f"{token} is no JSON")
+
+    record = json.loads((tmp_path / "results.json").read_text(), parse_constant=refuse)
+    assert (record["test_r2"], record["epoch_seconds"]) == (None, [1.5, None])

@@ -94,3 +94,13 @@ def test_a_process_on_another_host_cannot_be_told(
 
 def test_a_pid_no_process_can_have_is_no_process(tmp_path: Path) -> None:
     assert alive_here(record(tmp_path, 2**70)) is False  # a results.json from elsewhere
+
+
+def test_a_results_json_that_links_to_a_device_is_refused_unread(tmp_path: Path) -> None:
+    """Read to its end, /dev/zero would fill the memory of the resume or the report reading it."""
+    (tmp_path / "results.json").symlink_to("/dev/zero")
+    with pytest.raises(ExperimentError) as refused:
+        refuse_if_running(str(tmp_path))
+    assert str(refused.value).startswith(
+        f"{tmp_path / 'results.json'} is not a regular file (a character device); "
+    )

@@ -82,3 +82,17 @@ def test_a_sweep_record_that_cannot_be_read_is_named_in_one_line(
 
     assert main([str(tmp_path)]) == 1
     assert capsys.readouterr().err == f"Error: multirun.yaml {said}\n"
+
+
+def test_a_results_json_that_links_to_a_device_is_named_not_read(
+    old_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = old_run / "results.json"
+    results.unlink()
+    results.symlink_to("/dev/zero")  # read to its end, it would fill the memory
+
+    main([str(tmp_path)])
+
+    console = capsys.readouterr().err
+    assert "Traceback" not in console
+    assert f"{results} is not a regular file (a character device); " in console

@@ -100,7 +100,7 @@ def test_a_csv_file_of_ones_own_trains_on_the_column_it_names(tmp_path: Path) ->
             "dataset.target=price",
             "dataset.target=price: {table} has no such column; its columns: a, b, c, y",
         ),
-        ("dataset.test_fraction=1.0", "dataset.test_fraction=1.0 of {table}'s 240 rows leaves no"),
+        ("dataset.test_fraction=0.001", "dataset.test_fraction=0.001 of {table}'s 240 rows leaves"),
     ],
 )
 def test_a_column_or_fraction_the_file_cannot_give_is_said_in_one_line(
@@ -148,6 +148,24 @@ def test_a_cell_that_is_no_number_is_named_by_line_and_column(tmp_path: Path) ->
     assert done.last_line.endswith(
         f"Error: dataset.path={table}, line 3, column b: 'five' is not a number (every cell of a "
         "dataset=csv file must be one)"
+    )
+
+
+def test_a_resume_on_a_csv_file_edited_since_is_refused(tmp_path: Path) -> None:
+    table = write_table(tmp_path / "table.csv", rows=40)
+    run = (*REGRESSION, f"dataset.path={table}", "dataset.target=y", "trainer.epochs=1")
+    done = train_cli(tmp_path, *run)
+    assert done.returncode == 0, done.stderr
+    lines = table.read_text().splitlines(keepends=True)
+    table.write_text("".join([*lines[:-1], "0,0,0,0\n"]))  # as many rows, one of other values
+
+    resumed = train_cli(tmp_path, f"resume={done.run_dir}", "trainer.epochs=2")
+    assert resumed.returncode == 1 and "Traceback" not in resumed.stderr
+    assert resumed.last_line.endswith(
+        f"Error: resume={done.run_dir}: its data differs from the data it was trained on: "
+        "test split: its 8 rows hold other values than then (with the same settings: the "
+        "data changed at its source); its epochs were trained and selected on that data: resume "
+        "on it, or start a new run on this data"
     )
 
 

@@ -4,6 +4,8 @@ task refuses data of the other kind."""
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 from typing import Any, ClassVar
 
 import pytest
@@ -49,6 +51,25 @@ def test_regression_measures_rmse_mae_and_r2_in_the_targets_units() -> None:
     r2 = (1 - errors.square().sum(0) / variance).mean().item()
     assert measured["r2"] == pytest.approx(r2, 1e-5)
     assert 0.8 < measured["r2"] < 1  # predictions off by 20 of a spread of 70
+
+
+def test_the_r2_of_targets_of_one_value_is_undefined_and_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Their variance is 0, or rounding's 1e-16 of their squares: 1 - errors / it would be -inf,
+    or some -1e12, not a share of anything."""
+    task = Regression([152.3], [1.0])
+    targets = torch.full((1000, 1), 152.3)
+    outputs = 0.01 * torch.randn(1000, 1, generator=torch.Generator().manual_seed(0))
+    with caplog.at_level(logging.WARNING, logger="experiments"):
+        first = tallied(task, outputs, targets).metrics
+        again = tallied(task, outputs, targets).metrics
+    assert math.isnan(first["r2"]) and math.isnan(again["r2"])
+    assert first["rmse"] == pytest.approx(0.01, abs=2e-3)  # the other metrics stand
+    assert [record.getMessage() for record in caplog.records] == [
+        "task=regression: a split's targets hold one value only, so R² (the share of their "
+        "variance explained) is undefined: nan in the logs, null in results.json"
+    ]
 
 
 def test_regression_trains_on_the_standardized_target() -> None:

@@ -1,7 +1,7 @@
 """YAML a run folder holds (`.hydra/overrides.yaml`, `.hydra/config.yaml`), read as data from a
-file that may come from elsewhere: at most `LIMIT` bytes, and with no anchors or aliases. Hydra
-never writes those, and aliases of aliases let a few lines stand for a list that grows as a power
-of their depth (a "billion laughs"), every copy of which OmegaConf would walk.
+file that may come from elsewhere: a regular file of a mebibyte at most, with no anchors or
+aliases. Hydra never writes those, and aliases of aliases let a few lines stand for a list that
+grows as a power of their depth (a "billion laughs"), every copy of which OmegaConf would walk.
 """
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ from typing import Any
 import yaml
 from yaml.events import AliasEvent
 
-# A run's overrides and config are a few kilobytes; a file beyond this is not one.
-LIMIT = 1 << 20
+from experiments.core.files import MIB, PUT_BACK, Bound, read_text
+
+# A run's overrides and config are a few kilobytes; a file beyond a mebibyte is not one.
+SAVED_YAML = Bound("a run's saved configuration", MIB, PUT_BACK)
 
 
 class _Aliased(Exception):
@@ -36,13 +38,10 @@ class _WithoutAliases(yaml.SafeLoader):
 
 def read_saved_yaml(path: Path) -> Any:
     """The plain data in the YAML file `path`; ValueError saying what it is instead, in words that
-    follow its name: over `LIMIT`, not text, not YAML, or holding an anchor or alias."""
-    with path.open("rb") as file:
-        data = file.read(LIMIT + 1)
-    if len(data) > LIMIT:
-        raise ValueError(f"is over {LIMIT:,} bytes")
+    follow its name: not text, not YAML, or holding an anchor or alias (and, in one line naming
+    it, ExperimentError for a file that is not a regular one of a mebibyte at most)."""
     try:
-        text = data.decode()
+        text = read_text(path, SAVED_YAML)
     except UnicodeDecodeError:
         raise ValueError("is not text") from None
     try:

@@ -470,6 +470,11 @@ DATASET_CHECKS: tuple[Check, ...] = (
         lambda share: 0 <= share < 1,
         "must be in [0, 1): the share of the training images held out for validation",
     ),
+    FieldCheck(
+        "dataset.test_fraction",
+        lambda share: 0 < share < 1,
+        "must be a number between 0 and 1: the share of the rows drawn for the test split",
+    ),
     _image_folder_without_root,
     _source_without_target,
     _image_channels,

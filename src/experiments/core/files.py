@@ -9,17 +9,25 @@ if its process dies. The logs appended to (train.log, metrics.jsonl) are opened 
 outside the run folder, say) is replaced by the record, and what it pointed to is left alone.
 A write that fails (a full disk, a folder deleted or made read-only) is said in one line naming
 the file (`writing`).
+
+Every file the tool reads that it did not ship (a run's records, a dataset=csv table, an image, a
+checkpoint, a cache's meta.json) is read through `opened` (or `read_text`, `read_json_lines`,
+`read_yaml` above it): only a regular file, and no more of it than its kind's `Bound`. A named pipe
+would be waited on for ever, a device such as /dev/zero read until memory runs out; either, or a
+file larger than its kind may be, is refused in one line naming it, before it is read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import re
 import stat
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -115,11 +123,177 @@ def _own_file(path: Path, flags: int) -> int:
     return os.open(path, flags | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
 
 
-def read_json_lines(path: Path) -> list[dict[str, Any]]:
-    """The rows of a file a process appends JSON lines to. A last line cut short is left out: it
-    is the row a killed process was writing (a complete row ends with a newline)."""
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A kind of file the tool reads: the most bytes of one it reads (`most`), and what to say of
+    one it refuses (`what_is_valid`)."""
+
+    kind: str
+    most: int
+    what_is_valid: str
+
+
+PUT_BACK = (
+    "the tool wrote it in a run folder: put it back from a copy, or move it out of the folder"
+)
+# results.json, a .hydra/ YAML file, a sweep's multirun.yaml, a cache entry's meta.json: kilobytes.
+RECORD = Bound("a run's record", 64 * MIB, PUT_BACK)
+# metrics.jsonl and metrics.csv: a row per logged step, some hundred bytes each.
+LOG = Bound("a run's log", 1 * GIB, PUT_BACK)
+# dataset=csv: its rows are held in memory as Python numbers first, several times the file's size.
+TABLE = Bound(
+    "a dataset=csv file",
+    1 * GIB,
+    "dataset.path= takes a CSV file, read whole (a larger table is read best by a dataset of "
+    "one's own: docs/own-data.md)",
+)
+# Pillow decodes at most twice Image.MAX_IMAGE_PIXELS (179 million) pixels: 716 MB uncompressed.
+IMAGE = Bound("an image", 1 * GIB, "class folders hold only image files")
+CHECKPOINT = Bound("a checkpoint", 64 * GIB, "give a .pt file or a run folder")
+
+
+def refuse_special_file(
+    path: str | os.PathLike[str], what_is_valid: str, bound: Bound | None = None
+) -> None:
+    """Refuse `path` by name, before anything reads it, unless it is a regular file (or a link to
+    one) no larger than `bound` allows: reading a named pipe or a terminal waits for ever for a
+    writer, and a device such as /dev/zero never ends. What cannot be looked at (a link to
+    nothing) is left to the reading, which names it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        status = os.stat(path)
+    except OSError:
+        return
+    _refuse_unfit(path, status, what_is_valid, bound)
+
+
+@contextlib.contextmanager
+def opened(
+    path: str | os.PathLike[str], bound: Bound, what_is_valid: str | None = None
+) -> Iterator[IO[bytes]]:
+    """`path` opened to read, once it is known to be a regular file no larger than `bound`
+    (refused in one line otherwise, `what_is_valid` or the bound's own saying what is valid); a
+    read past `bound.most` bytes into it (a file that grows as it is read) is refused too. It can
+    seek, for the readers that follow a format's offsets (torch.load, Pillow). OSError where it
+    cannot be opened (missing, not allowed)."""
+    what_is_valid = what_is_valid or bound.what_is_valid
+    refuse_special_file(path, what_is_valid, bound)  # before opening: opening a device acts on it
+    # A pipe put in its place since is not waited on, a terminal never made the process's own.
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    descriptor = os.open(path, flags)
+    try:
+        _refuse_unfit(path, os.fstat(descriptor), what_is_valid, bound)
+        raw = _BoundedReader(descriptor, path, bound, what_is_valid)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    with io.BufferedReader(raw, buffer_size=64 * KIB) as file:
+        yield file
+
+
+def read_text(
+    path: str | os.PathLike[str],
+    bound: Bound,
+    what_is_valid: str | None = None,
+    encoding: str = "utf-8",
+) -> str:
+    """The text of the file at `path`, read through `opened`; UnicodeDecodeError where it is not
+    text in `encoding`."""
+    with opened(path, bound, what_is_valid) as file:
+        return file.read().decode(encoding)
+
+
+class _BoundedReader(io.RawIOBase):
+    """An open file read no further than `bound.most` bytes into it."""
+
+    def __init__(
+        self, descriptor: int, path: str | os.PathLike[str], bound: Bound, what_is_valid: str
+    ) -> None:
+        super().__init__()
+        self._descriptor = descriptor
+        self._path = path
+        self._bound = bound
+        self._what_is_valid = what_is_valid
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._descriptor
+
+    def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
+        return os.lseek(self._descriptor, offset, whence)
+
+    def tell(self) -> int:
+        return self.seek(0, os.SEEK_CUR)
+
+    def readinto(self, buffer: Any) -> int:
+        left = self._bound.most + 1 - self.tell()  # one byte more tells a file larger than most
+        if left <= 0:
+            raise ExperimentError(_too_large(self._path, None, self._bound, self._what_is_valid))
+        return os.readv(self._descriptor, [memoryview(buffer).cast("B")[:left]])
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._descriptor)
+        super().close()
+
+
+# What a file that is not a regular one is, by the test of its mode.
+SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+def _refuse_unfit(
+    path: str | os.PathLike[str],
+    status: os.stat_result,
+    what_is_valid: str,
+    bound: Bound | None,
+) -> None:
+    if not stat.S_ISREG(status.st_mode):
+        kind = next(
+            (kind for test, kind in SPECIAL_FILES if test(status.st_mode)), "of another kind"
+        )
+        raise ExperimentError(f"{path} is not a regular file ({kind}); {what_is_valid}")
+    if bound is not None and status.st_size > bound.most:
+        raise ExperimentError(_too_large(path, status.st_size, bound, what_is_valid))
+
+
+def _too_large(
+    path: str | os.PathLike[str], size: int | None, bound: Bound, what_is_valid: str
+) -> str:
+    """What to say of a file larger than `bound` (`size` None: found so as it was read)."""
+    most = size_text(bound.most)
+    said = f"is {size_text(size)}" if size is not None else f"grew past {most} as it was read"
+    return f"{path} {said}: more than {most}, the most {bound.kind} may be; {what_is_valid}"
+
+
+def size_text(size: int) -> str:
+    """ "64 MiB", "1.5 GiB", "300 bytes"."""
+    for unit, scale in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if size >= scale:
+            return f"{size / scale:.3g} {unit}"
+    return f"{size} bytes"
+
+
+def read_json_lines(path: Path) -> list[dict[str, Any]]:
+    """The rows of a file a process appends JSON lines to (at most a `LOG`'s size). A last line
+    cut short is left out: it is the row a killed process was writing (a complete row ends with a
+    newline)."""
+    try:
+        text = read_text(path, LOG)
     except UnicodeDecodeError as error:  # a binary file, or another file copied over it
         number = error.object[: error.start].count(b"\n") + 1
         raise ExperimentError(
@@ -148,14 +322,13 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_yaml(path: Path) -> Any:
-    """A YAML record Hydra wrote (a sweep's multirun.yaml, a run's .hydra/ files), as plain data;
-    one that is not YAML (torn, or another file over it) is named in one line. Twenty times as
-    fast as OmegaConf's loader (2 ms, not 40, for a multirun.yaml): a sweep reads these in every
-    job and again for its report. For reading records only: composing stays OmegaConf's (its
-    loader reads `1e-3` as a number, YAML 1.1's as a string)."""
+    """A YAML record Hydra wrote (a sweep's multirun.yaml, a run's .hydra/ files; a `RECORD`),
+    as plain data; one that is not YAML (torn, or another file over it) is named in one line.
+    Twenty times as fast as OmegaConf's loader (2 ms, not 40, for a multirun.yaml): a sweep reads
+    these in every job and again for its report. For reading records only: composing stays
+    OmegaConf's (its loader reads `1e-3` as a number, YAML 1.1's as a string)."""
     try:
-        with open(path, encoding="utf-8") as file:
-            return yaml.load(file, Loader=_YAML_LOADER)
+        return yaml.load(read_text(path, RECORD), Loader=_YAML_LOADER)
     except (yaml.YAMLError, UnicodeDecodeError) as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
@@ -164,29 +337,6 @@ def read_yaml(path: Path) -> Any:
             f"{display_path(path)} is not YAML ({what}{where}); Hydra wrote it as a record of the "
             "run or sweep: put it back from a copy, or move it out of the folder"
         ) from None
-
-
-# What a file that is not a regular one is, by the test of its mode.
-SPECIAL_FILES = (
-    (stat.S_ISFIFO, "a named pipe"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISDIR, "a folder"),
-)
-
-
-def refuse_special_file(path: str | os.PathLike[str], what_is_valid: str) -> None:
-    """Refuse `path` by name, before anything reads it, unless it is a regular file (or a link to
-    one): reading a named pipe or a terminal waits for ever for a writer. What cannot be looked at
-    (a link to nothing) is left to the reading, which names it."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return
-    if not stat.S_ISREG(mode):
-        kind = next((kind for test, kind in SPECIAL_FILES if test(mode)), "of another kind")
-        raise ExperimentError(f"{path} is not a regular file ({kind}); {what_is_valid}")
 
 
 @contextlib.contextmanager

@@ -33,7 +33,7 @@ import torch
 from torch.utils.data import Dataset
 
 from experiments.core.errors import ExperimentError
-from experiments.core.files import locked
+from experiments.core.files import RECORD, locked, read_text
 from experiments.data.streaming import decode_all
 
 log = logging.getLogger("experiments")
@@ -96,7 +96,7 @@ def decoded(
                 log.warning("cache %s is %s: decoding again", entry, problem)
                 shutil.rmtree(entry)
             _build(dataset, entry, shape, workers)
-        meta = json.loads((entry / "meta.json").read_text())
+        meta = json.loads(read_text(entry / "meta.json", RECORD))
     images = torch.from_numpy(np.load(entry / "images.npy", mmap_mode="c"))
     labels = torch.from_numpy(np.load(entry / "labels.npy"))
     record = {
@@ -144,7 +144,7 @@ def _build(dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: 
         shutil.rmtree(temporary, ignore_errors=True)
         raise
     os.rename(temporary, entry)
-    meta = json.loads((entry / "meta.json").read_text())
+    meta = json.loads(read_text(entry / "meta.json", RECORD))
     log.info(
         "decoded %s images into %s (%.1f MB) in %.1f s",
         f"{meta['count']:,}",
@@ -182,10 +182,10 @@ def _write(dataset: Dataset, temporary: Path, shape: tuple[int, int, int], worke
 def _problem(entry: Path) -> str | None:
     """Why the entry cannot be used (missing, a file of the wrong size or content), or None."""
     try:
-        meta = json.loads((entry / "meta.json").read_text())
+        meta = json.loads(read_text(entry / "meta.json", RECORD))
         sizes = [(entry / name).stat().st_size for name in FILES]
         sizes_written, checksums = [meta["images_bytes"], meta["labels_bytes"]], meta["crc32"]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, ExperimentError):
         return "missing" if not entry.exists() else "incomplete"
     if sizes != sizes_written:
         return "torn (a file is not the size it was written with)"

@@ -11,16 +11,20 @@ target by its own (`training.tasks.Regression`).
 from __future__ import annotations
 
 import csv
+import io
 import math
 from pathlib import Path
 
 import torch
 
 from experiments.core.errors import ExperimentError
+from experiments.core.files import TABLE, opened
 from experiments.data.types import Split
 
 # The shipped sample (`sample_data/diabetes/PROVENANCE.md`), when dataset.path is null.
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "diabetes" / "diabetes.csv"
+# The largest magnitude float32 holds: the table's features and targets are float32 tensors.
+FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
 
 def csv_splits(
@@ -55,22 +59,23 @@ def csv_splits(
 
 
 def _read(file: Path) -> tuple[list[str], list[list[float]]]:
-    """The header and the rows of numbers of a CSV file; a cell that is no number is refused,
-    naming its line and column."""
+    """The header and the rows of numbers of a CSV file (a regular file, no larger than a
+    `TABLE`; UTF-8, with or without a byte order mark); a cell that is no number float32 holds is
+    refused, naming its line and column."""
     try:
-        with file.open(newline="") as opened:
-            reader = csv.reader(opened)
-            columns = [name.strip() for name in next(reader, [])]
-            rows = []
-            for line, row in enumerate(reader, start=2):
-                if not row:
-                    continue
-                if len(row) != len(columns):
-                    raise ExperimentError(
-                        f"dataset.path={file}, line {line}: {len(row)} values for "
-                        f"{len(columns)} columns"
-                    )
-                rows.append([_number(cell, file, line, columns[at]) for at, cell in enumerate(row)])
+        with (
+            opened(file, TABLE) as binary,
+            io.TextIOWrapper(binary, encoding="utf-8-sig", newline="") as text,
+        ):
+            reader = csv.reader(text)
+            try:
+                columns = _columns(next(reader, []), file)
+                rows = [_numbers(row, columns, file, reader.line_num) for row in reader if row]
+            except csv.Error as error:  # a cell past csv's field limit, a NUL byte
+                raise ExperimentError(
+                    f"dataset.path={file}, line {reader.line_num} is no row of numbers ({error}); "
+                    "each cell of a dataset=csv file is one number"
+                ) from None
     except (OSError, UnicodeDecodeError) as error:
         raise ExperimentError(f"dataset.path={file} cannot be read: {error}") from None
     if not rows:
@@ -78,7 +83,30 @@ def _read(file: Path) -> tuple[list[str], list[list[float]]]:
     return columns, rows
 
 
+def _columns(header: list[str], file: Path) -> list[str]:
+    """The header's column names; a name given twice is refused (which would the target be?)."""
+    columns = [name.strip() for name in header]
+    first: dict[str, int] = {}
+    for at, name in enumerate(columns, start=1):
+        if name in first:
+            raise ExperimentError(
+                f"dataset.path={file}: column {name!r} is named twice in its header (columns "
+                f"{first[name]} and {at}); give each column a name of its own"
+            )
+        first[name] = at
+    return columns
+
+
+def _numbers(row: list[str], columns: list[str], file: Path, line: int) -> list[float]:
+    if len(row) != len(columns):
+        raise ExperimentError(
+            f"dataset.path={file}, line {line}: {len(row)} values for {len(columns)} columns"
+        )
+    return [_number(cell, file, line, column) for cell, column in zip(row, columns, strict=True)]
+
+
 def _number(cell: str, file: Path, line: int, column: str) -> float:
+    """The number in `cell`, which float32 (the precision a run holds the table in) must hold."""
     try:
         value = float(cell)
     except ValueError:
@@ -87,5 +115,11 @@ def _number(cell: str, file: Path, line: int, column: str) -> float:
         raise ExperimentError(
             f"dataset.path={file}, line {line}, column {column}: {cell!r} is not a number (every "
             "cell of a dataset=csv file must be one)"
+        )
+    if abs(value) > FLOAT32_MAX:
+        raise ExperimentError(
+            f"dataset.path={file}, line {line}, column {column}: {cell.strip()} is beyond "
+            f"float32's range (±{FLOAT32_MAX:.4g}), in which a run holds the table; scale the "
+            "column down"
         )
     return value

@@ -8,9 +8,12 @@ trains and selects its epochs on the same data (every checkpoint keeps the finge
 - for a split read from files (an image folder, a Dataset listing its files in `samples` as
   torchvision's ImageFolder does), a digest of their paths below the split's folder, their sizes
   and labels;
+- for rows of values in memory (a dataset=csv file's), a digest of each split's values: an edited
+  table is other data, though its rows and columns count the same;
 - the rows held out of train for validation (`dataset.val_fraction`, `dataset.val_seed`).
 
-It is cheap: a stat per file, no image read.
+It is cheap: a stat per file, no image read; a table's values are hashed (a millisecond for a
+megabyte). A checkpoint from before the values' digests resumes on the rows' counts alone.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from experiments.config.build import plain
 from experiments.config.schemas import DatasetConfig
-from experiments.data.types import ImageData
+from experiments.data.types import ImageData, Split
 
 # Source arguments that say where the files are, not which.
 LOCATION = ("root", "download")
@@ -47,6 +50,14 @@ def files_digest(samples: Any) -> str | None:
     return digest.hexdigest()[:16]
 
 
+def values_digest(split: Split) -> str:
+    """A digest of a split's rows of values: its features and targets, as the run holds them."""
+    digest = hashlib.sha256()
+    for values in (split.images, split.labels):
+        digest.update(values.detach().cpu().contiguous().numpy())
+    return digest.hexdigest()[:16]
+
+
 def of(data: ImageData, config: DatasetConfig) -> dict[str, Any]:
     """The fingerprint of `data`, loaded (its validation split held out) as `config` says."""
     source = {key: value for key, value in plain(config.source).items() if key not in LOCATION}
@@ -62,6 +73,11 @@ def of(data: ImageData, config: DatasetConfig) -> dict[str, Any]:
             "test": len(data.test),
         },
         "files": dict(data.files),
+        "rows": {
+            split: values_digest(rows)
+            for split, rows in (("val", data.val), ("train", data.train), ("test", data.test))
+            if data.targets == "values" and isinstance(rows, Split)
+        },
         "held_out": validation.get("rows"),
     }
 
@@ -84,6 +100,10 @@ def difference(then: dict[str, Any], now: dict[str, Any]) -> str | None:
         if then["files"].get(split) != now["files"].get(split):
             count = now["images"][split]
             return f"{name}: its {count} images are other files, or files changed since ({why})"
+    for split, name in SPLIT_NAMES.items():
+        if "rows" in then and then["rows"].get(split) != now["rows"].get(split):
+            count = now["images"][split]
+            return f"{name}: its {count} rows hold other values than then ({why})"
     if then["held_out"] != now["held_out"]:
         return f"validation split: other images held out of train ({why})"
     return None

@@ -26,19 +26,21 @@ import numpy as np
 import torch
 import torchvision.transforms.functional as F
 from omegaconf import OmegaConf
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from experiments.config.build import build
 from experiments.config.store import CONFIG_PACKAGE
 from experiments.core.errors import ExperimentError
-from experiments.core.files import refuse_special_file
+from experiments.core.files import IMAGE, opened, refuse_special_file
 
 log = logging.getLogger("experiments")
 
 SPLITS = ("train", "test", "val")
 # PIL's modes of a 16-bit grey image: I;16 and its byte orders (PNG, TIFF), and I (PGM).
+# What Pillow cannot identify as any image format it reads is said so.
+UNIDENTIFIED = "it is in no image format Pillow reads"
 SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 LAYOUT = "an image folder holds train/<class>/*, test/<class>/* and optionally val/<class>/*"
 
@@ -115,9 +117,9 @@ def _say_if_resized(root: str, first: Path, image_size: int) -> None:
     """Log that the images are resized, when the first one is not the size asked for: a folder
     of larger images otherwise trains on shrunk ones without a word."""
     try:
-        with Image.open(first) as opened:
-            width, height = opened.size
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        with opened(first, IMAGE) as file, Image.open(file) as image:
+            width, height = image.size
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError, ExperimentError):
         return  # decoding it names the file, and what is wrong with it
     if (width, height) != (image_size, image_size):
         log.info(
@@ -159,12 +161,14 @@ def export(
 def decode(path: Path, image_size: int, channels: int) -> torch.Tensor:
     """The image at `path` as a uint8 (channels, image_size, image_size) tensor."""
     try:
-        with Image.open(path) as opened:
-            image = _eight_bit(opened) if opened.mode in SIXTEEN_BIT else opened
+        with opened(path, IMAGE) as file, Image.open(file) as read:
+            image = _eight_bit(read) if read.mode in SIXTEEN_BIT else read
             image = image.convert("RGB" if channels == 3 else "L")
     except Image.DecompressionBombError:
         raise ExperimentError(_too_large(path)) from None
-    except (OSError, SyntaxError, ValueError) as error:  # PIL's UnidentifiedImageError: OSError
+    except UnidentifiedImageError:  # (its own words name the open file, not the path)
+        raise ExperimentError(f"{path} cannot be decoded as an image ({UNIDENTIFIED})") from None
+    except (OSError, SyntaxError, ValueError) as error:
         raise ExperimentError(f"{path} cannot be decoded as an image ({error})") from None
     if image.size != (image_size, image_size):
         image = F.center_crop(F.resize(image, image_size), [image_size, image_size])
@@ -185,8 +189,8 @@ def _too_large(path: Path) -> str:
     limit = Image.MAX_IMAGE_PIXELS
     Image.MAX_IMAGE_PIXELS = None  # PIL's only switch for the check; the header alone is read
     try:
-        with Image.open(path) as opened:
-            width, height = opened.size
+        with opened(path, IMAGE) as file, Image.open(file) as image:
+            width, height = image.size
     finally:
         Image.MAX_IMAGE_PIXELS = limit
     return (
@@ -207,7 +211,7 @@ def _image_file(split: Path, path: str) -> bool:
         raise ExperimentError(
             f"{path} is not an image; class folders hold only images ({', '.join(IMG_EXTENSIONS)})"
         )
-    refuse_special_file(path, "class folders hold only image files")
+    refuse_special_file(path, IMAGE.what_is_valid, IMAGE)
     return True
 
 

@@ -28,7 +28,13 @@ from torch.utils.data import Dataset, Subset
 from experiments.config.choices import Loader
 from experiments.config.schemas import UserDatasetConfig
 from experiments.core.errors import ExperimentError
-from experiments.core.files import refuse_special_file, write_text_atomically
+from experiments.core.files import (
+    IMAGE,
+    RECORD,
+    read_text,
+    refuse_special_file,
+    write_text_atomically,
+)
 from experiments.core.text import shape_text
 from experiments.data import cache
 from experiments.data.streaming import decode_all
@@ -129,7 +135,7 @@ def splits(made: Any, target: str) -> dict[str, Dataset]:
         if len(dataset) == 0:
             raise ExperimentError(f"{target} returned an empty {name} split")
         for path in _files_named(dataset):
-            refuse_special_file(path, f"{target}'s {name} split names it as an image file")
+            refuse_special_file(path, f"{target}'s {name} split names it as an image file", IMAGE)
     return dict(zip(("train", "test", "val"), made, strict=False))
 
 
@@ -255,9 +261,9 @@ def _kept_statistics(kept: Path) -> tuple[list[float], list[float], str] | None:
     if not kept.is_file():
         return None
     try:
-        saved = json.loads(kept.read_text())
+        saved = json.loads(read_text(kept, RECORD))
         mean, std, source = saved["mean"], saved["std"], saved["source"]
-    except (OSError, ValueError, KeyError, TypeError) as error:
+    except (OSError, ValueError, KeyError, TypeError, ExperimentError) as error:
         log.warning("statistics %s cannot be read (%r): computing them again", kept, error)
         return None
     return mean, std, f"{source}, read from {kept.resolve()}"

@@ -40,21 +40,21 @@ def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
             "have), or return a validation split of its own"
         )
     by_class = not labels.is_floating_point() and labels.dim() == 1
-    if not by_class:  # values to regress, or masks: the rows are one stratum
-        train_rows, val_rows = held_out_rows(
-            torch.zeros(len(labels), dtype=torch.int64), fraction, config.val_seed, ["all"]
-        )
-    else:
+    if by_class:
         train_rows, val_rows = held_out_rows(labels, fraction, config.val_seed, data.classes)
+    else:  # values to regress, or masks: the rows are one stratum
+        train_rows, val_rows = held_out_rows(
+            torch.zeros(len(labels), dtype=torch.int64), fraction, config.val_seed, None
+        )
     if len(val_rows) == 0:
         largest = (
-            f"the largest class has {int(torch.bincount(labels).max())}"
+            f"image (the largest class has {int(torch.bincount(labels).max())})"
             if by_class
-            else f"of its {len(labels)} rows"
+            else f"row (of its {len(labels)} training rows)"
         )
         raise ExperimentError(
-            f"dataset.val_fraction={fraction} holds out no image ({largest}); raise it, or "
-            "leave it at 0 for no validation split"
+            f"dataset.val_fraction={fraction} holds out no {largest}; raise it, or leave it at 0 "
+            "for no validation split"
         )
     train, val = _rows(data.train, train_rows), _rows(data.train, val_rows)
     origin = f"held out of train: val_fraction={fraction}, val_seed={config.val_seed}"
@@ -76,19 +76,26 @@ def refuse_a_second(config: DatasetConfig, fraction: float) -> None:
 
 
 def held_out_rows(
-    labels: torch.Tensor, fraction: float, seed: int, classes: list[str]
+    labels: torch.Tensor, fraction: float, seed: int, classes: list[str] | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The rows kept for training and the rows held out, both ascending: `fraction` of each
-    class's rows (rounded), drawn at random by a generator seeded with `seed`."""
+    class's rows (rounded), drawn at random by a generator seeded with `seed`; `classes` None:
+    rows of values (labels all 0), held out alike."""
     generator = torch.Generator().manual_seed(seed)
     held_out = []
-    for label, name in enumerate(classes):
+    for label, name in enumerate(classes or [None]):
         rows = (labels == label).nonzero().flatten()
         count = int(fraction * len(rows) + 0.5)
         if count and count >= len(rows):
+            left = (
+                f"class {name} no training image (it has {len(rows)})"
+                if name
+                else f"no training row (of the {len(rows)})"
+            )
+            more = "the class more images" if name else "the data more rows"
             raise ExperimentError(
-                f"dataset.val_fraction={fraction} would leave class {name} no training image (it "
-                f"has {len(rows)}); lower dataset.val_fraction, or give the class more images"
+                f"dataset.val_fraction={fraction} would leave {left}; lower "
+                f"dataset.val_fraction, or give {more}"
             )
         held_out.append(rows[torch.randperm(len(rows), generator=generator)[:count]])
     val_rows = torch.cat(held_out).sort().values

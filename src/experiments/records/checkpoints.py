@@ -24,7 +24,13 @@ from torch.optim.lr_scheduler import LRScheduler
 from experiments.config import trust
 from experiments.config.build import as_text, reads_environment, with_current_targets
 from experiments.core.errors import ExperimentError, one_line
-from experiments.core.files import refuse_special_file, write_atomically, writing
+from experiments.core.files import (
+    CHECKPOINT,
+    opened,
+    refuse_special_file,
+    write_atomically,
+    writing,
+)
 from experiments.records import checksum
 from experiments.training.history import History
 
@@ -168,7 +174,7 @@ def find(path_or_run: str | Path) -> Path:
     path = Path(path_or_run)
     if path.is_dir():
         path = path / BEST if (path / BEST).is_file() else path / LAST
-    refuse_special_file(path, "give a .pt file or a run folder")
+    refuse_special_file(path, CHECKPOINT.what_is_valid)
     if not path.is_file():
         raise ExperimentError(f"no checkpoint at {path} (give a .pt file or a run folder)")
     return path
@@ -178,7 +184,10 @@ def load(path: Path) -> dict[str, Any]:
     """Read a checkpoint written by `save`, onto the host (whatever device saved it), or say in
     one line why it cannot be used."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with opened(path, CHECKPOINT) as file:
+            state = torch.load(file, map_location="cpu", weights_only=True)
+    except ExperimentError:
+        raise  # not a regular file, or larger than a checkpoint may be
     except pickle.UnpicklingError as error:
         refused = next((line for line in str(error).splitlines() if "GLOBAL" in line), "")
         what = f" ({refused.strip()})" if refused else ""

@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from experiments.core.files import open_to_append, write_text_atomically, writing
+from experiments.core.files import LOG, open_to_append, read_text, write_text_atomically, writing
 from experiments.records.hparams import METRICS_GROUP, Value
 from experiments.records.tracker import EPOCH_TAGS, Sent, TrackedRun, epoch_scalars
 from experiments.training.history import History
@@ -105,7 +105,7 @@ class CsvFile:
         end)."""
         if not self.path.is_file():
             return []
-        text = self.path.read_text()
+        text = read_text(self.path, LOG)
         whole = text[: text.rfind("\n") + 1]
         return [dict(row) for row in csv.DictReader(io.StringIO(whole))]
 

@@ -5,6 +5,9 @@
     completed  with the job's numbers
     failed     with the reason in one line (and, for a crash, the traceback)
 
+A number that is not finite (a diverged loss, the R² of targets of one value) is written as null:
+results.json is strict JSON, which every JSON reader reads.
+
 Of several processes, only the main one writes (process 1 records the failure where the main one
 died without a word).
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import socket
 import time
@@ -147,7 +151,8 @@ class Results:
 
     def _write(self) -> None:
         if self._writes and not self._held:
-            write_text_atomically(self.path, json.dumps(self._fields, indent=2) + "\n")
+            text = json.dumps(_finite_or_null(self._fields), indent=2, allow_nan=False)
+            write_text_atomically(self.path, text + "\n")
 
 
 def training_fields(
@@ -229,6 +234,18 @@ def per_class_text(class_accuracy: dict[str, float | None]) -> str:
         f"{name} {'-' if accuracy is None else f'{100 * accuracy:.0f}%'}"
         for name, accuracy in class_accuracy.items()
     )
+
+
+def _finite_or_null(value: Any) -> Any:
+    """`value` with every number that is not finite (a diverged loss, an undefined R²) as None:
+    results.json is strict JSON, which has no NaN or Infinity, read alike by every reader."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _finite_or_null(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_null(item) for item in value]
+    return value
 
 
 def _timestamp(seconds: float) -> str:

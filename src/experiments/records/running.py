@@ -17,16 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from experiments.core.errors import ExperimentError
-from experiments.core.files import try_process_lock
+from experiments.core.files import RECORD, read_text, try_process_lock
 
 # started_at is recorded to the second, after the process started: it cannot start later than that.
 CLOCK_SLACK_SECONDS = 1.0
 
 
 def recorded(run_dir: Path) -> dict[str, Any]:
-    """The run's results.json, or nothing where there is none (or none that can be read)."""
+    """The run's results.json, or nothing where there is none (or none that can be read); one
+    that is not a regular file, or larger than a record may be, is refused in one line."""
     try:
-        results = json.loads((run_dir / "results.json").read_text())
+        results = json.loads(read_text(run_dir / "results.json", RECORD))
     except (OSError, ValueError):
         return {}
     return results if isinstance(results, dict) else {}

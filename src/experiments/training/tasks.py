@@ -15,6 +15,7 @@ Its `metrics` name what it measures, which way each is better, and which one lea
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +42,12 @@ from experiments.config.metric_names import (
 )
 from experiments.core.errors import ExperimentError
 from experiments.data.types import ImageData
+
+log = logging.getLogger("experiments")
+
+# Targets whose total sum of squares is below this share of their squares' sum hold one value:
+# summing it in float64 leaves some 1e-16 of it, a spread a millionth of theirs is beyond float32.
+CONSTANT_SHARE = 1e-12
 
 
 @dataclass
@@ -131,6 +138,7 @@ class Regression(Task):
         super().__init__()
         self.register_buffer("mean", torch.tensor(target_mean, dtype=torch.float32))
         self.register_buffer("std", torch.tensor(target_std, dtype=torch.float32))
+        self._said_r2_undefined = False
 
     def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         return nn.functional.mse_loss(outputs.float(), (targets - self.mean) / self.std)
@@ -147,11 +155,19 @@ class Regression(Task):
     def measure(self, total: torch.Tensor) -> Measured:
         squared, absolute, summed, squares, count = total
         variance = squares - summed.square() / count  # the targets' total sum of squares
+        # Targets of one value have none but rounding's: R², the share of it explained, is nan.
+        constant = variance <= squares * CONSTANT_SHARE
+        if constant.any() and not self._said_r2_undefined:
+            self._said_r2_undefined = True
+            log.warning(
+                "task=regression: a split's targets hold one value only, so R² (the share of "
+                "their variance explained) is undefined: nan in the logs, null in results.json"
+            )
         return Measured(
             {
                 RMSE.name: (squared / count).sqrt().mean().item(),
                 MAE.name: (absolute / count).mean().item(),
-                R2.name: (1 - squared / variance).mean().item(),
+                R2.name: torch.where(constant, torch.nan, 1 - squared / variance).mean().item(),
             }
         )
 

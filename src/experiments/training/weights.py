@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from experiments.core.errors import ExperimentError
-from experiments.core.files import refuse_special_file
+from experiments.core.files import CHECKPOINT, opened, refuse_special_file
 
 # How many tensors a refusal names before it says how many more there are.
 NAMED = 3
@@ -27,13 +27,15 @@ def load_weights(model: nn.Module, path: str, partial: bool = False) -> list[str
             f"model.weights={path} is a folder; give the file torch.save(model.state_dict(), "
             "PATH) wrote"
         )
-    refuse_special_file(
-        path, "model.weights= takes the file torch.save(model.state_dict(), PATH) wrote"
-    )
+    what_is_valid = "model.weights= takes the file torch.save(model.state_dict(), PATH) wrote"
+    refuse_special_file(path, what_is_valid)
     if not Path(path).is_file():
         raise ExperimentError(f"model.weights={path}: no such file")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with opened(path, CHECKPOINT, what_is_valid) as file:
+            state = torch.load(file, map_location="cpu", weights_only=True)
+    except ExperimentError:
+        raise  # not a regular file, or larger than a checkpoint may be
     # Bytes that are no torch file fail in pickle's ways (UnpicklingError, IndexError, KeyError,
     # ...), a torn one in the zip reader's: all are the same answer here.
     except Exception as error:
