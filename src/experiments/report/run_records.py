@@ -35,7 +35,7 @@ from experiments.config.metric_names import (
 )
 from experiments.config.overrides import parsed
 from experiments.core.errors import ExperimentError
-from experiments.core.files import read_json_lines, read_yaml
+from experiments.core.files import RECORD, read_json_lines, read_text, read_yaml
 from experiments.core.typed import mismatch
 from experiments.records.recorded import RecordedResults
 from experiments.report.headlines import HEADLINES, headlines
@@ -195,7 +195,7 @@ def _results(run_dir: Path) -> RecordedResults:
     if not path.is_file():
         return {}
     with _reading(RESULTS):
-        results = json.loads(path.read_text(encoding="utf-8"))
+        results = json.loads(read_text(path, RECORD))
     _check(results, RecordedResults, RESULTS, partial=True)
     for key in dict.fromkeys(headline.key for headline in HEADLINES):
         _check(results.get(key), float | None, f"{RESULTS}: {key}")
