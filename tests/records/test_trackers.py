@@ -1,5 +1,5 @@
 """The `logger` group: TensorBoard's events, CSV files, both or neither, each read back by its own
-reader (TensorBoard's, the csv module)."""
+reader (TensorBoard's, the csv module); and which tracker runs a resume carries on."""
 
 from __future__ import annotations
 

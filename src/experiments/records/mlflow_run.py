@@ -96,7 +96,7 @@ class MlflowRun:
         self.uri = uri
         self.experiment = experiment
         # One try of each request, as long as the run waits for it: MLflow's own defaults retry a
-        # server that refuses for four minutes, and wait two for one that does not answer.
+        # server that refuses for four minutes, and wait two minutes for one that never answers.
         http = {
             "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
             "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(timeout))),

@@ -169,8 +169,8 @@ def resumed_ids(recorded: Mapping[str, Any], run_dir: Path) -> dict[str, str]:
     if not ids or begun_in == str(run_dir.resolve()):
         return ids
     log.info(
-        "resume: this run folder was begun as %s (copied or moved since): %s begin runs of "
-        "their own, sent all it holds",
+        "resume: this run folder was begun as %s (copied or moved since), so new tracker runs "
+        "are begun for it (%s) and sent all it holds",
         begun_in,
         ", ".join(ids),
     )
