@@ -272,8 +272,8 @@ class CsvTrackerConfig(TrackerConfig):
 
 
 # How long a run waits on one call to a tracker's library (seconds) before it goes on without the
-# tracker (`records.guard`): enough for MLflow to make a new SQLite store on a busy machine (3 s on
-# two cores, 16 s with ten processes sharing them) and for W&B to start online.
+# tracker (`records.guard`): enough for MLflow to make a new SQLite store on a busy machine (6 s on
+# two cores that four processes share, 16 s with ten) and for W&B to start online.
 TRACKER_TIMEOUT = 30.0
 
 

@@ -10,9 +10,9 @@ Each call runs in a thread of its own, which the run waits for `timeout` seconds
 that has not returned by then is left to end on its own, unwaited for (MLflow retries a SQLite
 store it cannot open for 100 s, whatever its settings say). While a library's calls run, its own
 loggers are quiet (MLflow logs a failed write's traceback, and each retry, before it raises), and
-the environment variables it reads at each call (MLflow's HTTP retries and timeout) hold the
-guard's values where the user has not set them; both are put back when the last call that holds
-them returns, so the user's own code in the process sees neither.
+the environment variables it reads (MLflow's HTTP retries and timeout, W&B's cache folder) hold
+the guard's values where the user has not set them; both are put back when the last call that
+holds them returns, so that the rest of the process finds them as they were.
 """
 
 from __future__ import annotations
