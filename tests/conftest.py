@@ -1,6 +1,6 @@
-"""One thread per test worker, GPUs numbered and cuBLAS's workspace fixed as every run does,
-the tests marked `gpu` skipped when there is no CUDA GPU, and `old_run`, a run folder an
-earlier version left."""
+"""One thread per test worker, GPUs numbered and cuBLAS's workspace fixed as every run does, no
+tracker that reaches the network unless a test says so, the tests marked `gpu` skipped when there
+is no CUDA GPU, and `old_run`, a run folder an earlier version left."""
 
 from __future__ import annotations
 
@@ -13,6 +13,17 @@ from pathlib import Path
 # each other (the suite took 3:41, against 3:01 with one thread each). Before torch is imported.
 if "PYTEST_XDIST_WORKER" in os.environ:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# The suite sends nothing anywhere: MLflow's usage data is off (MLflow 3 sends it by default and
+# keeps an id in ~/.config/mlflow/telemetry.json), W&B runs offline and reports no errors of its
+# own. Set before MLflow is imported (it decides then), for the subprocesses too; a test of an
+# online W&B run sets WANDB_MODE itself.
+os.environ.update(
+    MLFLOW_DISABLE_TELEMETRY="true",
+    DO_NOT_TRACK="true",
+    WANDB_ERROR_REPORTING="false",
+    WANDB_MODE="offline",
+)
 
 import pytest
 import torch

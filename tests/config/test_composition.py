@@ -235,3 +235,14 @@ def test_a_cache_timeout_must_be_a_time_to_wait() -> None:
         "dataset.cache_timeout=0.0 must be > 0 (seconds to wait for another process building the "
         "same cache entry)"
     )
+
+
+def test_a_trackers_timeout_must_be_a_time_to_wait() -> None:
+    cfg = compose_config("logger=[tensorboard,wandb]", "logger.wandb.timeout=0")
+    with pytest.raises(ExperimentError) as error:
+        validate(cfg)
+    assert str(error.value) == (
+        "logger.wandb.timeout=0.0 must be > 0 (seconds a run waits on one call to W&B before "
+        "going on without it)"
+    )
+    validate(compose_config("logger=mlflow", "logger.mlflow.timeout=0.5"))

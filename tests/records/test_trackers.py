@@ -1,5 +1,5 @@
 """The `logger` group: TensorBoard's events, CSV files, both or neither, each read back by its own
-reader (TensorBoard's, the csv module)."""
+reader (TensorBoard's, the csv module); and which tracker runs a resume carries on."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from experiments.records.csv_file import CsvFile
 from experiments.records.metrics import Metrics
 from experiments.records.tensorboard import EVENTS
+from experiments.records.tracker import TRACKED_IN, resumed_ids
 from helpers import QUICK, csv_numbers, metrics, read_events, results, trained_run
 
 EPOCH_1 = {"epoch": 1, "global_step": 4, "test_accuracy": 0.5, "test_loss": 2.0}
@@ -108,3 +109,14 @@ def test_the_csv_files_are_never_written_through_a_link(tmp_path: Path) -> None:
         ["model", "lenet"],
         ["whole_run/test_accuracy", "0.5"],
     ]
+
+
+def test_a_resume_carries_on_only_the_tracker_runs_begun_in_its_own_folder(tmp_path: Path) -> None:
+    ids = {"mlflow": "0a1b", "wandb": "x7y8"}
+    here = tmp_path / "run"
+    assert resumed_ids({"trackers": ids, TRACKED_IN: str(here.resolve())}, here) == ids
+    # A copy (or the folder moved): its results.json names the runs of the folder it came from.
+    elsewhere = str((tmp_path / "original").resolve())
+    assert resumed_ids({"trackers": ids, TRACKED_IN: elsewhere}, here) == {}
+    assert resumed_ids({"trackers": ids}, here) == ids  # recorded before folders were
+    assert resumed_ids({}, here) == {}

@@ -271,6 +271,12 @@ class CsvTrackerConfig(TrackerConfig):
     _target_: str = "experiments.records.csv_file.CsvFile"
 
 
+# How long a run waits on one call to a tracker's library (seconds) before it goes on without the
+# tracker (`records.guard`): enough for MLflow to make a new SQLite store on a busy machine (6 s on
+# two cores that four processes share, 16 s with ten) and for W&B to start online.
+TRACKER_TIMEOUT = 30.0
+
+
 @dataclass
 class MlflowTrackerConfig(TrackerConfig):
     _target_: str = "experiments.records.mlflow_run.MlflowRun"
@@ -278,6 +284,8 @@ class MlflowTrackerConfig(TrackerConfig):
     tracking_uri: str | None = None
     # The experiment of runs outside a sweep (a sweep's jobs share one named by its folder).
     experiment: str = "runs"
+    # Seconds the run waits on one call to MLflow before it goes on without it.
+    timeout: float = TRACKER_TIMEOUT
 
 
 @dataclass
@@ -286,6 +294,8 @@ class WandbTrackerConfig(TrackerConfig):
     project: str = "experiments"
     # null: the account's default entity (user or team).
     entity: str | None = None
+    # Seconds the run waits on one call to W&B (its start included) before it goes on without it.
+    timeout: float = TRACKER_TIMEOUT
 
 
 @dataclass

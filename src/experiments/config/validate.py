@@ -50,6 +50,7 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
         ("limit_images" in cfg, EVALUATION_CHECKS),  # an evaluation
         (cfg.get("dataset") is not None, DATASET_CHECKS),
         (True, DEVICE_CHECKS),
+        ("logger" in cfg, TRACKER_CHECKS),
     )
     for applies, checks in rows:
         if not applies:
@@ -516,3 +517,13 @@ def _negative_gpu(cfg: DictConfig) -> str | None:
 
 
 DEVICE_CHECKS: tuple[Check, ...] = (_negative_gpu,)
+
+
+TRACKER_CHECKS: tuple[Check, ...] = tuple(
+    FieldCheck(
+        f"logger.{tracker}.timeout",
+        lambda seconds: seconds > 0,
+        f"must be > 0 (seconds a run waits on one call to {name} before going on without it)",
+    )
+    for tracker, name in (("mlflow", "MLflow"), ("wandb", "W&B"))
+)

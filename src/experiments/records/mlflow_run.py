@@ -17,14 +17,19 @@ steps that its resume trains again) and otherwise every `SEND_EVERY_SECONDS`: ea
 SQLite store is a transaction of its own, 12 ms, and sent step by step they took 0.6 s of a
 ten-epoch default run.
 
-MLflow is a copy: the run folder holds every number either way. So a tracking server that cannot
-be reached, or a write it refuses, costs one warning line, and the run goes on without it.
+MLflow is a copy: the run folder holds every number either way. So a store or server that fails
+(a file store, which MLflow 3 refuses; a SQLite store that is corrupt, locked or on a full disk; a
+server that refuses, or never answers) costs one warning line and at most `timeout` seconds, and
+the run goes on without it (`records.guard`): MLflow's client is made in the guard, its loggers
+are quiet meanwhile, and it tries an HTTP request once, for `timeout` seconds at most, where
+`MLFLOW_HTTP_REQUEST_MAX_RETRIES` and `MLFLOW_HTTP_REQUEST_TIMEOUT` do not say otherwise.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -36,15 +41,15 @@ from mlflow.tracking import MlflowClient
 from mlflow.tracking.context.registry import resolve_tags
 from PIL import Image
 
+from experiments.config.schemas import TRACKER_TIMEOUT
+from experiments.core.files import locked
 from experiments.records import confusion
+from experiments.records.guard import Guard, Result
 from experiments.records.hparams import METRICS_GROUP, Value
 from experiments.records.tracker import (
     EPOCH_ROW_TAG,
-    Guard,
-    Result,
     Sent,
     TrackedRun,
-    epoch_scalars,
     model_size_numbers,
 )
 from experiments.training.history import History
@@ -62,6 +67,10 @@ SEND_EVERY_SECONDS = 5.0
 # The pictures a run's end draws.
 PICTURE_TAGS = (confusion.TAG,)
 
+# The loggers that say, amid the run's lines, what MLflow does and what failed (a traceback of a
+# write to a full disk, each retry of a store it cannot open) before it raises.
+LOGGERS = ("mlflow", "alembic")
+
 
 class MlflowRun:
     """One run folder's MLflow run (a `records.tracker.Tracker`)."""
@@ -69,44 +78,55 @@ class MlflowRun:
     record = "the MLflow run"
 
     def __init__(
-        self, run_dir: Path, tracking_uri: str | None = None, experiment: str = "runs"
+        self,
+        run_dir: Path,
+        tracking_uri: str | None = None,
+        experiment: str = "runs",
+        timeout: float = TRACKER_TIMEOUT,
     ) -> None:
         outputs = Path.cwd() / "outputs"
         uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         self._artifacts: str | None = None
+        store_lock = None
         if not uri:
             outputs.mkdir(exist_ok=True)
             uri = f"sqlite:///{outputs / 'mlflow.db'}"
             self._artifacts = (outputs / "mlartifacts").as_uri()
+            store_lock = outputs / "mlflow.db.lock"
         self.uri = uri
         self.experiment = experiment
-        # MLflow says it makes a new store's tables in lines of its own format, amid the run's.
-        logging.getLogger("mlflow").setLevel(logging.WARNING)
-        self.client = MlflowClient(tracking_uri=uri)
+        # One try of each request, as long as the run waits for it: MLflow's own defaults retry a
+        # server that refuses for four minutes, and wait two minutes for one that never answers.
+        http = {
+            "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+            "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(timeout))),
+        }
+        self._guard = Guard(f"MLflow ({self.uri})", timeout, LOGGERS, http)
+        # Made in the guard: a store MLflow cannot open fails here, as a file store does.
+        self.client: MlflowClient | None = self._guard(lambda: _client(uri, store_lock, timeout))
         self.run_id: str | None = None
         # A resumed run's last step logged, by tag: none is logged a second time.
         self._last_steps: dict[str, int] = {}
         self._pending: list[Metric] = []  # logged, not yet sent
         self._sent_at = time.monotonic()
-        self._guard = Guard(f"MLflow ({self.uri})")
 
     def begin(self, run: TrackedRun) -> str | None:
-        def started() -> str:
+        def started(client: MlflowClient) -> str:
             if run.resumed_id is not None:
                 running = RunStatus.to_string(RunStatus.RUNNING)
-                self.client.update_run(run.resumed_id, status=running)
+                client.update_run(run.resumed_id, status=running)
                 return run.resumed_id
-            experiment_id = self._experiment_id(run.group or self.experiment)
+            experiment_id = self._experiment_id(client, run.group or self.experiment)
             # With MLflow's own tags of where a run came from, which its UI shows: the user, the
             # script (train.py), its git commit.
             tags = resolve_tags(run.tags)
-            created = self.client.create_run(experiment_id, run_name=run.name, tags=tags)
+            created = client.create_run(experiment_id, run_name=run.name, tags=tags)
             parameters = [
                 Param(key, str(value)[:LONGEST_PARAMETER]) for key, value in run.parameters.items()
             ]
             for first in range(0, len(parameters), PARAMS_PER_CALL):
                 chunk = parameters[first : first + PARAMS_PER_CALL]
-                self.client.log_batch(created.info.run_id, params=chunk)
+                client.log_batch(created.info.run_id, params=chunk)
             return created.info.run_id
 
         self.run_id = self._guarded(started, needs_run=False)
@@ -121,21 +141,23 @@ class MlflowRun:
 
     def resume_after(self, purge_step: int, history: History, sent: Sequence[Sent]) -> History:
         """The steps logged after the checkpoint, before the kill, are computed again (to the
-        same numbers): each tag is logged on from the step after its last in MLflow."""
+        same numbers): each tag is logged on from the step after its last in MLflow. What the run
+        was `sent` before the checkpoint and MLflow lacks (all of it, in a run of MLflow's that
+        this resume began) is sent again."""
 
-        def last_steps() -> dict[str, int]:
-            logged = self.client.get_run(self.run_id).data.metrics  # (a custom task's tags too)
+        def last_steps(client: MlflowClient) -> dict[str, int]:
+            logged = client.get_run(self.run_id).data.metrics  # (a custom task's tags too)
             return {
-                tag: max(metric.step for metric in self.client.get_metric_history(self.run_id, tag))
+                tag: max(metric.step for metric in client.get_metric_history(self.run_id, tag))
                 for tag in logged
             }
 
         self._last_steps = self._guarded(last_steps) or {}
+        for step, values in sent:
+            self._log(values, step)
+        self._send()
         logged_through = self._last_steps.get(EPOCH_ROW_TAG, 0)
         lost = [row for row in history if row["global_step"] > logged_through]
-        for row in lost:
-            self._log(epoch_scalars(row), row["global_step"])
-        self._send()
         return lost if self._last_steps else []
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
@@ -158,21 +180,21 @@ class MlflowRun:
         self._send()
 
     def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:
-        def logged() -> None:
+        def logged(client: MlflowClient) -> None:
             with Image.open(io.BytesIO(png)) as image:
-                self.client.log_image(self.run_id, image, artifact_file=f"{tag}.png")
+                client.log_image(self.run_id, image, artifact_file=f"{tag}.png")
 
         self._guarded(logged)
 
     def end_records(self) -> set[str]:
-        def held() -> set[str]:
+        def held(client: MlflowClient) -> set[str]:
             folders = {tag.rpartition("/")[0] for tag in PICTURE_TAGS}
             found = {
                 artifact.path.removesuffix(".png")
                 for folder in folders
-                for artifact in self.client.list_artifacts(self.run_id, folder)
+                for artifact in client.list_artifacts(self.run_id, folder)
             }
-            metrics = self.client.get_run(self.run_id).data.metrics
+            metrics = client.get_run(self.run_id).data.metrics
             if any(key.startswith(f"{METRICS_GROUP}/") for key in metrics):
                 found.add("hparams")
             return found
@@ -182,7 +204,7 @@ class MlflowRun:
     def close(self, completed: bool) -> None:
         self._send()
         status = RunStatus.to_string(RunStatus.FINISHED if completed else RunStatus.FAILED)
-        self._guarded(lambda: self.client.set_terminated(self.run_id, status))
+        self._guarded(lambda client: client.set_terminated(self.run_id, status))
 
     def _log(self, values: Mapping[str, float], step: int) -> None:
         now = int(time.time() * 1000)
@@ -197,23 +219,36 @@ class MlflowRun:
         self._sent_at = time.monotonic()
         for first in range(0, len(pending), METRICS_PER_CALL):
             chunk = pending[first : first + METRICS_PER_CALL]
-            self._guarded(lambda chunk=chunk: self.client.log_batch(self.run_id, metrics=chunk))
+            self._guarded(lambda client, chunk=chunk: client.log_batch(self.run_id, metrics=chunk))
 
-    def _experiment_id(self, name: str) -> str:
-        found = self.client.get_experiment_by_name(name)
+    def _experiment_id(self, client: MlflowClient, name: str) -> str:
+        found = client.get_experiment_by_name(name)
         if found is not None:
             return found.experiment_id
         try:
-            return self.client.create_experiment(name, artifact_location=self._artifacts)
+            return client.create_experiment(name, artifact_location=self._artifacts)
         except MlflowException:  # made meanwhile by another job of the sweep
-            found = self.client.get_experiment_by_name(name)
+            found = client.get_experiment_by_name(name)
             if found is None:
                 raise
             return found.experiment_id
 
-    def _guarded(self, action: Callable[[], Result], needs_run: bool = True) -> Result | None:
-        """`action`'s result, through the guard (`records.tracker.Guard`); None before the run
-        has begun, where `needs_run`."""
-        if needs_run and self.run_id is None:
+    def _guarded(
+        self, action: Callable[[MlflowClient], Result], needs_run: bool = True
+    ) -> Result | None:
+        """`action`'s result, given the client, through the guard (`records.guard.Guard`); None
+        where the client could not be made, and before the run has begun, where `needs_run`."""
+        client = self.client
+        if client is None or (needs_run and self.run_id is None):
             return None
-        return self._guard(action)
+        return self._guard(lambda: action(client))
+
+
+def _client(uri: str, store_lock: Path | None, timeout: float) -> MlflowClient:
+    """MLflow's client of the store `uri`; one process at a time opens a store of the outputs
+    folder (`store_lock`), which the first makes: two first runs at once would each make its
+    tables, and one of them fail."""
+    if store_lock is None:
+        return MlflowClient(tracking_uri=uri)
+    with locked(store_lock, timeout, waiting=lambda: None):
+        return MlflowClient(tracking_uri=uri)

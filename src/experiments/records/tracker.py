@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from omegaconf import DictConfig
 
@@ -31,8 +31,6 @@ from experiments.records.hparams import Value
 from experiments.training.history import History
 
 log = logging.getLogger("experiments")
-
-Result = TypeVar("Result")
 
 # An epoch row's numbers by their tags (TensorBoard's): a group per split (of every shipped
 # task's metrics: a row has its own task's), and one for speed.
@@ -102,6 +100,11 @@ def sent_scalars(rows: Iterable[Mapping[str, Any]]) -> list[Sent]:
     ]
 
 
+# The key in results.json of the folder (its absolute path) the tracker runs it names were begun
+# in, beside them ("trackers": their ids).
+TRACKED_IN = "trackers_begun_in"
+
+
 @dataclass(frozen=True)
 class TrackedRun:
     """What a tracker is told of the run when it begins."""
@@ -155,31 +158,23 @@ class Tracker(Protocol):
         interrupted)."""
 
 
-class Guard:
-    """A tracker's calls to a library that sends its numbers elsewhere (a server, a process of
-    its own): the first failure costs one warning line, and nothing more is sent; the run goes
-    on, its folder holding every number."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name  # what the warning calls it: "W&B", "MLflow (<its tracking URI>)"
-        self.failed = False
-
-    def __call__(self, action: Callable[[], Result]) -> Result | None:
-        """`action`'s result (None once anything has failed)."""
-        if self.failed:
-            return None
-        try:
-            return action()
-        except Exception as error:
-            self.failed = True
-            said = str(error).strip()
-            log.warning(
-                "%s failed, and the run goes on without it (its folder has every number): %s%s",
-                self.name,
-                type(error).__name__,
-                f": {said.splitlines()[0]}" if said else "",
-            )
-            return None
+def resumed_ids(recorded: Mapping[str, Any], run_dir: Path) -> dict[str, str]:
+    """The tracker runs a resume of `run_dir` carries on, by tracker: those its results.json
+    (`recorded`) names, where they were begun in this folder. A copy of a run folder (or the
+    folder moved) begins tracker runs of its own, sent all it holds again: carrying on the
+    original's would give that run epochs its own folder never trained. (Results.json written
+    before the folder was recorded, `TRACKED_IN` absent, is taken for this folder's.)"""
+    ids = dict(recorded.get("trackers", {}))
+    begun_in = recorded.get(TRACKED_IN, str(run_dir.resolve()))
+    if not ids or begun_in == str(run_dir.resolve()):
+        return ids
+    log.info(
+        "resume: this run folder was begun as %s (copied or moved since), so new tracker runs "
+        "are begun for it (%s) and sent all it holds",
+        begun_in,
+        ", ".join(ids),
+    )
+    return {}
 
 
 def trackers(logger: DictConfig, run_dir: Path) -> dict[str, Tracker]:

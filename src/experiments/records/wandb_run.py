@@ -3,7 +3,9 @@
 Offline unless W&B can be reached with credentials: `WANDB_MODE` decides where it is set; else a
 run goes online when `WANDB_API_KEY` is set or `wandb login` left a key in ~/.netrc, and offline
 otherwise, so a fresh machine trains without an account (`wandb sync <run folder>/wandb/offline-*`
-uploads it later). Its files are in the run folder's `wandb/`.
+uploads it later). Its files are in the run folder's `wandb/`; the log of its `wandb-core`
+process (one per process, shared by a sweep's runs) in `outputs/wandb/logs/` of the folder the
+command runs in, where `WANDB_CACHE_DIR` does not say otherwise.
 
 A run is named by its folder; a sweep's jobs share a group, named by the sweep's folder. The
 run's config, flattened, is its config; model, dataset, device, placement, precision and seed its
@@ -11,7 +13,9 @@ tags (`model=lenet`); the numbers of each logged step and epoch its history, by 
 the final numbers its summary (`whole_run/<name>`); the confusion matrix an image. A resume
 carries on the same W&B run (its id is in results.json) from the step after the last it holds.
 
-W&B is a copy: a failure to start or to log costs one warning line, and the run goes on.
+W&B is a copy: a failure to start or to log, or a call that does not return within `timeout`
+seconds (W&B's own wait for its start included), costs one warning line, and the run goes on
+(`records.guard`).
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ from typing import Any
 import wandb
 from PIL import Image
 
+from experiments.config.schemas import TRACKER_TIMEOUT
+from experiments.records.guard import Guard, Result
 from experiments.records.hparams import METRICS_GROUP, Value
-from experiments.records.tracker import Guard, Result, Sent, TrackedRun, model_size_numbers
+from experiments.records.tracker import Sent, TrackedRun, model_size_numbers
 from experiments.training.history import History
 
 log = logging.getLogger("experiments")
@@ -53,15 +59,24 @@ class WandbRun:
     record = "the W&B run"
 
     def __init__(
-        self, run_dir: Path, project: str = "experiments", entity: str | None = None
+        self,
+        run_dir: Path,
+        project: str = "experiments",
+        entity: str | None = None,
+        timeout: float = TRACKER_TIMEOUT,
     ) -> None:
         self.dir = run_dir
         self.project, self.entity = project, entity
         # Given, not left to W&B's settings, which one process keeps from its first run on.
         self.mode = os.environ.get("WANDB_MODE") or ("online" if logged_in() else "offline")
+        self.timeout = timeout
         self.run: Any = None  # wandb's Run
         self._held = -1  # a resumed run's last step W&B holds
-        self._guard = Guard("W&B")
+        # wandb-core, started by the first run of a process, writes its log under its cache folder
+        # (~/.cache/wandb/logs by default): kept with the runs instead. W&B's login says where
+        # its key came from, unless silent (the run's own settings come after it).
+        environment = {"WANDB_CACHE_DIR": str(Path.cwd() / "outputs"), "WANDB_SILENT": "true"}
+        self._guard = Guard("W&B", timeout, environment=environment)
 
     def begin(self, run: TrackedRun) -> str | None:
         def started() -> str:
@@ -84,6 +99,7 @@ class WandbRun:
                     disable_git=True,
                     save_code=False,
                     x_disable_stats=True,
+                    init_timeout=self.timeout,
                 ),
             )
             return str(self.run.id)

@@ -542,8 +542,8 @@ class TrainingRun:
         return loop.evaluate(self.learner.model, batches, self.runtime, self.learner.task)
 
     def _begin_tracking(self) -> None:
-        """Tell the trackers what the run is; a resume carries on the runs they began before
-        (results.json, not yet written again, names them)."""
+        """Tell the trackers what the run is; a resume carries on the runs they began before in
+        this folder (results.json, not yet written again, names them)."""
         cfg, sweep = self.cfg, job.sweep_folder()
         columns = hparams.hyperparameters(recorded(cfg), str(self.runtime.plan), [])
         run = TrackedRun(
@@ -555,10 +555,10 @@ class TrainingRun:
                 **({"sweep": sweep} if sweep else {}),
             },
         )
-        earlier = running.recorded(self.run_dir).get("trackers", {}) if cfg.resume else {}
-        ids = self.metrics.begin(run, earlier)
+        found = running.recorded(self.run_dir) if cfg.resume else {}
+        ids = self.metrics.begin(run, tracker.resumed_ids(found, self.run_dir))
         if ids:
-            self.results.add(trackers=ids)
+            self.results.add(trackers=ids, **{tracker.TRACKED_IN: str(self.run_dir.resolve())})
 
     def _restore(self, resumed: dict[str, Any], composed: DictConfig) -> None:
         """Continue from the checkpoint `resume=` named: every state as it was saved."""

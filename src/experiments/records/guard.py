@@ -1,0 +1,126 @@
+"""A tracker library's calls, kept from costing the run (`Guard`).
+
+MLflow and W&B send a run's numbers elsewhere: to a server, a SQLite store, a process of their
+own. Whatever goes wrong there (a server that refuses or never answers, a store that is corrupt,
+locked, busy or on a full disk) costs the run one warning line and at most a tracker's `timeout`
+(seconds) of waiting; from then on nothing more is sent, and the run goes on, its folder holding
+every number.
+
+Each call runs in a thread of its own, which the run waits for `timeout` seconds at most: a call
+that has not returned by then is left to end on its own, unwaited for (MLflow retries a SQLite
+store it cannot open for 100 s, whatever its settings say). While a library's calls run, its own
+loggers are quiet (MLflow logs a failed write's traceback, and each retry, before it raises), and
+the environment variables it reads (MLflow's HTTP retries and timeout, W&B's cache folder) hold
+the guard's values where the user has not set them; both are put back when the last call that
+holds them returns, so that the rest of the process finds them as they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, wait
+from typing import TypeVar
+
+log = logging.getLogger("experiments")
+
+Result = TypeVar("Result")
+
+
+class Guard:
+    """A tracker's calls to its library: the first that fails, or does not return within `timeout`
+    seconds, costs one warning line, and nothing more is sent."""
+
+    def __init__(
+        self,
+        name: str,
+        timeout: float,
+        loggers: Sequence[str] = (),
+        environment: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = name  # what the warning calls it: "W&B", "MLflow (<its tracking URI>)"
+        self.timeout = timeout
+        self.loggers = loggers  # the library's loggers, quiet while its calls run
+        self.environment = dict(environment or {})  # set while its calls run, unless the user did
+        self.failed = False
+
+    def __call__(self, action: Callable[[], Result]) -> Result | None:
+        """`action`'s result (None once anything has failed or not answered)."""
+        if self.failed:
+            return None
+        answer: Future[Result] = Future()
+        threading.Thread(
+            target=self._answer, args=(action, answer), name=f"{self.name} call", daemon=True
+        ).start()
+        wait([answer], timeout=self.timeout)
+        if not answer.done():
+            self._fail(f"no answer within {self.timeout:g} s")
+            return None
+        try:
+            return answer.result()
+        except Exception as error:
+            said = str(error).strip()
+            self._fail(type(error).__name__ + (f": {said.splitlines()[0]}" if said else ""))
+            return None
+
+    def _answer(self, action: Callable[[], Result], answer: Future[Result]) -> None:
+        with _held(self.loggers, self.environment):
+            try:
+                answer.set_result(action())
+            except BaseException as error:  # (raised in the caller's thread, as if its own)
+                answer.set_exception(error)
+
+    def _fail(self, why: str) -> None:
+        self.failed = True
+        log.warning(
+            "%s failed, and the run goes on without it (its folder has every number): %s",
+            self.name,
+            why,
+        )
+
+
+# What the calls of every guard hold (loggers and the environment are the process's), by
+# "logger:<name>" or "environment:<variable>": how many calls hold each, and how to put it back.
+_holding = threading.Lock()
+_holders: Counter[str] = Counter()
+_put_back: dict[str, Callable[[], None]] = {}
+
+
+@contextlib.contextmanager
+def _held(loggers: Sequence[str], environment: Mapping[str, str]) -> Iterator[None]:
+    """`loggers` quiet and `environment` set (each variable the user has not set) in the block;
+    put back as they were once no other call holds them."""
+    with _holding:
+        keys = [f"logger:{name}" for name in loggers] + [
+            f"environment:{variable}"
+            for variable in environment
+            if _holders[f"environment:{variable}"] or variable not in os.environ
+        ]
+        for key in keys:
+            if not _holders[key]:
+                _put_back[key] = _take(key, environment)
+            _holders[key] += 1
+    try:
+        yield
+    finally:
+        with _holding:
+            for key in keys:
+                _holders[key] -= 1
+                if not _holders[key]:
+                    _put_back.pop(key)()
+
+
+def _take(key: str, environment: Mapping[str, str]) -> Callable[[], None]:
+    """Quiet a logger or set an environment variable (`key`); returns what puts it back."""
+    kind, _, name = key.partition(":")
+    if kind == "logger":
+        logger = logging.getLogger(name)
+        level = logger.level
+        logger.setLevel(logging.CRITICAL + 1)
+        return lambda: logger.setLevel(level)
+    os.environ[name] = environment[name]
+    return lambda: os.environ.pop(name, None)
