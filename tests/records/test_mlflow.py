@@ -357,7 +357,8 @@ def test_a_copied_run_folder_resumes_into_an_mlflow_run_of_its_own(tmp_path: Pat
     original = trained_run(tmp_path, *QUICK, "model=lenet", "trainer.epochs=1", "logger=mlflow")
     copy = tmp_path / "copy"
     shutil.copytree(original, copy)
-    done = train_cli(tmp_path, f"resume={copy}", "trainer.epochs=2")
+    # (The tracker typed again: a run folder's saved overrides choose none.)
+    done = train_cli(tmp_path, f"resume={copy}", "trainer.epochs=2", "logger=mlflow")
     assert done.returncode == 0, done.stderr
     assert f"this run folder was begun as {original}" in done.stderr
     original_id, copy_id = (results(folder)["trackers"]["mlflow"] for folder in (original, copy))

@@ -192,7 +192,7 @@ def _config_read(config: DictConfig) -> ConfigRead:
 
 def _results(run_dir: Path) -> RecordedResults:
     path = run_dir / RESULTS
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):  # (a device in its place is read, and refused)
         return {}
     with _reading(RESULTS):
         results = json.loads(read_text(path, RECORD))
