@@ -375,12 +375,12 @@ def failing_torchrun(cwd: Path, *overrides: str) -> tuple[Finished, float]:
         "device=ddp",
         *FAILS_IN_PROCESS_1,
         *overrides,
-        env=tests_importable(),
+        env=env_with_tests_on_path(),
     )
     return done, time.monotonic() - began
 
 
-def tests_importable() -> dict[str, str]:
+def env_with_tests_on_path() -> dict[str, str]:
     """The environment a command needs to import tests/'s modules (`failing`'s models, for a
     model's target): PYTHONPATH with tests/ first, then the folders the environment had."""
     had = os.environ.get("PYTHONPATH")

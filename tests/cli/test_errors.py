@@ -10,7 +10,7 @@ from hydra.errors import ConfigCompositionException
 
 from experiments.core.errors import ExperimentError, one_line
 from experiments.run.train import train
-from helpers import QUICK, compose_config, results, tests_importable, train_cli
+from helpers import QUICK, compose_config, env_with_tests_on_path, results, train_cli
 
 # Hydra refuses these while composing the config, before a run folder exists.
 COMPOSITION_ERRORS = [
@@ -265,7 +265,7 @@ def test_an_unexpected_error_keeps_its_traceback_in_the_results(tmp_path: Path) 
         *QUICK,
         "model=custom",
         "model._target_=failing.FailsAtThirdStep",
-        env=tests_importable(),
+        env=env_with_tests_on_path(),
     )
     assert done.returncode == 1
     assert "Traceback" not in done.stderr

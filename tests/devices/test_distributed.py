@@ -24,9 +24,9 @@ from helpers import (
     PROCESS_1_FAILURE,
     assert_same_epochs_as_one_process,
     compose_config,
+    env_with_tests_on_path,
     failing_torchrun,
     results,
-    tests_importable,
     torchrun_cli,
     train_cli,
 )
@@ -107,7 +107,7 @@ def test_a_process_that_dies_without_a_word_is_named(tmp_path: Path, killed: int
         "model=custom",
         f"model._target_=failing.KillsProcess{killed}",
         *SHORT,
-        env=tests_importable(),
+        env=env_with_tests_on_path(),
     )
     assert done.returncode != 0
     died = DIED.format(killed)

@@ -29,7 +29,7 @@ from experiments.devices.plan import DevicePlan, Machine
 from experiments.devices.process_group import ONE_PROCESS
 from experiments.run.setup import plan_for_job
 from experiments.run.train import train
-from helpers import QUICK, compose_config, results, tests_importable, train_cli
+from helpers import QUICK, compose_config, env_with_tests_on_path, results, train_cli
 
 ON_GPU = [override for override in QUICK if not override.startswith("device=")]
 GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -174,7 +174,7 @@ def test_a_device_side_assert_fails_its_job_and_stops_the_sweep_sharing_its_proc
         "device=cuda:0",
         "model=custom",
         "model._target_=failing.AssertsOnTheGpu,experiments.training.models.LeNet",
-        env=tests_importable(),
+        env=env_with_tests_on_path(),
         own_process=True,  # the assert leaves CUDA unusable in the process it happens in
     )
     assert done.returncode == 1

@@ -18,7 +18,15 @@ from PIL import Image
 from experiments.report import scaling, verdicts
 from experiments.report.command import main as report_main
 from experiments.report.summary import table, write_report
-from helpers import QUICK, ROOT, Finished, compose_config, results, tests_importable, train_cli
+from helpers import (
+    QUICK,
+    ROOT,
+    Finished,
+    compose_config,
+    env_with_tests_on_path,
+    results,
+    train_cli,
+)
 
 QUICK_SWEEP = [override for override in QUICK if override != "device=cpu"]
 NO_VERDICT = "no verdict; repeat with `-m trainer.seed=0,1,2`"
@@ -159,7 +167,7 @@ def test_a_worker_killed_by_the_system_still_leaves_the_report(tmp_path: Path) -
         f"model._target_={','.join(f'failing.{model}' for model in models)}",
         "device=cpu",
         *QUICK_SWEEP,
-        env=tests_importable(),
+        env=env_with_tests_on_path(),
         own_process=True,  # (as above)
     )
     assert done.returncode == 1
