@@ -13,6 +13,7 @@ from omegaconf import MISSING, OmegaConf
 
 from experiments.config.schemas import SCHEMAS
 from experiments.config.store import CONFIG_PACKAGE, CUDA_OPTIONS
+from experiments.config.trust import is_shipped, targets_in
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
 from experiments.data import loading
@@ -55,6 +56,8 @@ WHAT_THE_DATA_TELLS = {
     "dataset=csv": ("dataset.channels=10",),
     "task=custom": ("task._target_=my_tasks.Task",),
 }
+# The groups whose options build targets, each in slots of its own (`config.trust`).
+SLOTTED = ("model", "optimizer", "scheduler", "placement", "dataset", "task", "logger")
 # Options named by what they build rather than by the option itself.
 NAMES = {"model=torchvision": "resnet18", "model=custom": "my_models.Net"}
 
@@ -71,6 +74,11 @@ def test_every_option_composes_and_resolves(override: str) -> None:
     if group in ("model", "dataset", "task", "placement", "optimizer", "scheduler"):
         assert resolved[group]["name"] == NAMES.get(override, option)
     validate(cfg)
+    # What a checkpoint or run folder may build (config.trust) covers every target shipped for
+    # this group's slots; a user's own (custom) is typed, never shipped.
+    if group in SLOTTED and option != "custom":
+        found = list(targets_in(OmegaConf.to_container(cfg[group]), group))
+        assert found and all(is_shipped(target.target, target.slot) for target in found), found
 
 
 def test_the_groups_have_the_options_the_readme_promises() -> None:
