@@ -466,6 +466,15 @@ def welch_by_scipy(first: list[float], second: list[float]) -> tuple[float, floa
     return interval.low, interval.high
 
 
+def paired_by_scipy(first: list[float], second: list[float]) -> tuple[float, float]:
+    """The 95% interval of the mean difference of pairs (first[i], second[i]) by scipy's own
+    paired t-test (the report's reference, tests/report/)."""
+    from scipy import stats
+
+    interval = stats.ttest_rel(first, second).confidence_interval(0.95)
+    return interval.low, interval.high
+
+
 def uninstalled(monkeypatch: pytest.MonkeyPatch, package: str, tracker_module: str) -> None:
     """`import <package>` fails for the rest of the test as if it were not installed, and the
     shipped tracker module that imports it (`records.<tracker_module>`) is imported afresh."""

@@ -117,6 +117,12 @@ def test_an_installed_wheel_trains_and_evaluates_from_any_folder(
     )
     assert shown.returncode == 0 and "name: network" in shown.stdout
 
+    # The README's install gives the report's verdicts: scipy is no extra.
+    requires = "import importlib.metadata as m, json; print(json.dumps(m.requires('experiments')))"
+    required = run([installed / "python", "-c", requires], tmp_path)
+    scipy = [each for each in json.loads(required.stdout) if each.startswith("scipy")]
+    assert scipy and "extra" not in scipy[0], required.stdout
+
 
 def test_a_config_folder_of_the_users_own_adds_options(tmp_path: Path) -> None:
     models = tmp_path / "my_conf" / "model"

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.collections import PathCollection
 
-from experiments.report import curves, repeats, scaling, throughput
+from experiments.report import curves, scaling, statistics, throughput
 
 Row = dict[str, Any]
 
@@ -43,6 +43,8 @@ def test_a_learning_rate_sweep_is_one_speed_group_drawn_as_its_runs_mean_and_int
         run("3", 3100.0, device="cuda:0", **{"optimizer.lr": "0.1"}),
         run("4", 9.0, "failed", device="cuda:0", **{"optimizer.lr": "1.0"}),
     ]
+    busy_speed = 3100.0
+    rows[3]["host_busy"] = True
     groups = throughput.speed_groups(rows)
     assert [(group.values, len(group.runs)) for group in groups] == [
         ({"device": "cpu"}, 2),
@@ -56,12 +58,16 @@ def test_a_learning_rate_sweep_is_one_speed_group_drawn_as_its_runs_mean_and_int
     )
     assert names == ("device=cpu", "device=cuda:0")
     dots = [
-        points.get_offsets() for points in axis.collections if isinstance(points, PathCollection)
+        (list(points.get_offsets()[0]), points.get_facecolor())
+        for points in axis.collections
+        if isinstance(points, PathCollection)
     ]
-    cpu_dots = [list(x_y) for x_y in dots[0]]
+    cpu_dots = [x_y for x_y, _ in dots if -0.5 < x_y[1] < 0.5]  # on the CPU's row
     assert sorted(x for x, _ in cpu_dots) == [330.0, 731.0]  # each run, not a bar of one
-    assert all(-0.5 < y < 0.5 for _, y in cpu_dots)  # on the CPU's row
-    mean = repeats.spread([731.0, 330.0])
+    # The busy run's dot is hollow, the others filled.
+    hollow = [x_y[0] for x_y, face in dots if face.size == 0 or face[0][3] == 0]
+    assert hollow == [busy_speed]
+    mean = statistics.log_spread([731.0, 330.0])  # the geometric mean, as the verdicts compare
     assert [axis.get_lines()[0].get_xdata()[0]] == [mean.mean]  # the mean's mark
     low, high = mean.interval
     assert numbers[0] == f"{mean.mean:,.0f} [{low:,.0f}, {high:,.0f}], n=2"

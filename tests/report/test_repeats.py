@@ -5,11 +5,11 @@ verdicts between configurations (their arithmetic: tests/report/test_verdicts.py
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
+import shutil
 import statistics
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,24 +18,25 @@ from omegaconf import OmegaConf
 
 from experiments.report import repeats, verdicts
 from experiments.report.command import main
-from helpers import completed_sweep, welch_by_scipy
+from experiments.report.statistics import Spread, log_spread, spread, t_quantile
+from helpers import completed_sweep, paired_by_scipy, train_cli
 
 MEASURES = {measure.key: measure for measure in repeats.MEASURES}
 TEST_ACCURACY, TIME_TO_ACCURACY = MEASURES["test_accuracy"], MEASURES["time_to_accuracy"]
 
 
 def test_the_spread_of_one_two_three() -> None:
-    summed = repeats.spread([1.0, 2.0, 3.0])
+    summed = spread([1.0, 2.0, 3.0])
     assert (summed.n, summed.mean, summed.sd) == (3, 2.0, 1.0)
     # Student's t for 2 degrees of freedom, from a printed table: 4.303.
     half_width = 4.302653 / math.sqrt(3)
     assert summed.interval == pytest.approx((2 - half_width, 2 + half_width))
-    assert repeats.t_quantile(1) == pytest.approx(12.7062047)
+    assert t_quantile(1) == pytest.approx(12.7062047)
 
 
-def test_one_run_has_no_spread_and_no_scipy_no_interval() -> None:
-    assert repeats.spread([0.5]) == repeats.Spread(1, 0.5, None, None)
-    assert repeats.spread([1.0, 2.0, 3.0], quantile=None) == repeats.Spread(3, 2.0, 1.0, None)
+def test_one_run_has_no_spread() -> None:
+    assert spread([0.5]) == Spread(1, 0.5, None, None)
+    assert log_spread([0.5]) == Spread(1, 0.5, None, None)
 
 
 def run_row(run: str, swept: dict[str, str], **values: Any) -> dict[str, Any]:
@@ -57,16 +58,34 @@ def test_runs_that_differ_only_in_the_seed_are_one_configuration() -> None:
     assert repeats.repeated([lenet, mlp]) and not repeats.repeated([mlp])
     low, high = lenet.spread(TEST_ACCURACY).interval
     assert lenet.cell(TEST_ACCURACY) == f"30.0% ± 14.1% ({100 * low:.1f}% to {100 * high:.1f}%)"
-    assert lenet.cell(TEST_ACCURACY, quantile=None) == "30.0% ± 14.1%"
     assert mlp.cell(TEST_ACCURACY) == "10.0%"  # n=1: no spread, no interval
-    assert repeats.cells([lenet, mlp], quantile=None) == [
+    lenet.runs[1]["host_busy"] = True
+    assert repeats.cells([lenet, mlp]) == [
         ["model", "n", "test acc"],
-        ["lenet", "2", "30.0% ± 14.1%"],
+        ["lenet", "2, 1 busy", lenet.cell(TEST_ACCURACY)],
         ["mlp", "1", "10.0%"],
     ]
-    assert repeats.heading(quantile=None).endswith(
-        "n runs, mean ± sd; for 95% confidence intervals: pip install -e '.[stats]'"
-    )
+
+
+def test_speeds_are_summed_up_on_the_log_scale_and_never_reach_below_0() -> None:
+    """Two runs far apart: on their own scale the interval would run to -19,000 img/s."""
+    rows = [
+        run_row(str(seed), {"trainer.seed": str(seed)}, train_images_per_second=speed)
+        for seed, speed in enumerate([400.0, 1600.0])
+    ]
+    (configuration,) = repeats.configurations(rows)
+    summed = configuration.spread(repeats.SPEED)
+    assert summed.mean == pytest.approx(800.0)  # the geometric mean
+    assert summed.sd == pytest.approx(math.exp(math.log(4) / math.sqrt(2)))  # a factor
+    half_width = 12.7062047 * (math.log(4) / math.sqrt(2)) / math.sqrt(2)
+    low, high = summed.interval
+    assert (low, high) == pytest.approx((800 / math.exp(half_width), 800 * math.exp(half_width)))
+    assert 0 < low < 400 < 1600 < high
+    assert configuration.cell(repeats.SPEED) == f"800 ({low:,.0f} to {high:,.0f})"
+    header, values = list(csv.reader(repeats.csv_text([configuration]).splitlines()))
+    speed = dict(zip(header, values, strict=True))
+    assert float(speed["train_images_per_second_geomean"]) == pytest.approx(800.0)
+    assert float(speed["train_images_per_second_ci_low"]) == pytest.approx(low)
 
 
 def test_the_final_test_accuracy_is_its_own_column_only_beside_a_validation_split() -> None:
@@ -83,25 +102,14 @@ def test_the_final_test_accuracy_is_its_own_column_only_beside_a_validation_spli
     ]
 
 
-def test_without_scipy_the_report_says_how_to_get_intervals() -> None:
-    # A None in sys.modules makes `import scipy` fail, as where it is not installed.
-    without_scipy = (
-        "import sys; sys.modules['scipy'] = None; from experiments.report import repeats; "
-        "print(repeats.QUANTILE, repeats.heading())"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", without_scipy], capture_output=True, text=True, check=True
-    )
-    assert done.stdout == f"None {repeats.heading(quantile=None)}\n"
-
-
 def test_a_time_to_accuracy_not_reached_by_every_run_says_how_many() -> None:
     reached = [
         run_row(str(seed), {"trainer.seed": str(seed)}, time_to_accuracy=seconds)
         for seed, seconds in enumerate([10.0, 14.0, "not reached"])
     ]
     (configuration,) = repeats.configurations(reached)
-    assert configuration.cell(TIME_TO_ACCURACY, quantile=None) == "12.0 ± 2.8, 2 of 3 runs"
+    assert configuration.cell(TIME_TO_ACCURACY).startswith("12.0 ± 2.8 (")
+    assert configuration.cell(TIME_TO_ACCURACY).endswith("), 2 of 3 runs")
     never = [run_row("0", {}, time_to_accuracy="not reached")]
     assert repeats.configurations(never)[0].cell(TIME_TO_ACCURACY) == "not reached"
 
@@ -113,7 +121,8 @@ def test_a_diverged_runs_nan_is_left_out_of_its_configurations_numbers() -> None
         for seed, accuracy in enumerate([0.25, math.nan, 0.75, math.inf])
     ]
     (configuration,) = repeats.configurations(runs)
-    assert configuration.cell(TEST_ACCURACY, quantile=None) == "50.0% ± 35.4%, 2 of 4 runs"
+    assert configuration.cell(TEST_ACCURACY).startswith("50.0% ± 35.4% (")
+    assert configuration.cell(TEST_ACCURACY).endswith("%), 2 of 4 runs")
     diverged = repeats.configurations([run_row("0", {}, test_accuracy=math.nan)])
     assert diverged[0].cell(TEST_ACCURACY) == "nan%"
 
@@ -171,50 +180,58 @@ def test_the_report_command_has_a_row_per_configuration(
         mine = [run for run in runs if run["model"] == configuration["model"]]
         assert configuration["runs"] == " ".join(run["run"] for run in mine)
         assert {run["trainer.seed"] for run in mine} == {"0", "1"}
-        for key in ("test_accuracy", "train_images_per_second"):
-            values = [float(run[key]) for run in mine]
+        busy = sum(run.get("host_busy") == "True" for run in mine)
+        assert int(configuration["busy_runs"]) == busy
+        # The accuracy on its own scale, the speed on the log scale (a geometric mean).
+        for key, scale, back, mean_name, sd_name in (
+            ("test_accuracy", float, float, "mean", "sd"),
+            ("train_images_per_second", math.log, math.exp, "geomean", "gsd"),
+        ):
+            values = [scale(float(run[key])) for run in mine]
             mean, sd = statistics.fmean(values), statistics.stdev(values)
             half_width = 12.7062047 * sd / math.sqrt(2)  # Student's t, 1 degree of freedom
             assert float(configuration[f"{key}_n"]) == 2
-            assert float(configuration[f"{key}_mean"]) == pytest.approx(mean)
-            assert float(configuration[f"{key}_sd"]) == pytest.approx(sd)
-            assert float(configuration[f"{key}_ci_low"]) == pytest.approx(mean - half_width)
-            assert float(configuration[f"{key}_ci_high"]) == pytest.approx(mean + half_width)
+            assert float(configuration[f"{key}_{mean_name}"]) == pytest.approx(back(mean))
+            assert float(configuration[f"{key}_{sd_name}"]) == pytest.approx(back(sd))
+            low, high = back(mean - half_width), back(mean + half_width)
+            assert float(configuration[f"{key}_ci_low"]) == pytest.approx(low)
+            assert float(configuration[f"{key}_ci_high"]) == pytest.approx(high)
     assert "val_accuracy_mean" not in configurations[0]  # no validation split
 
     markdown = (sweep / "summary.md").read_text().split("\n\n")
     # The runs' table, the heading, the configurations' table, then the verdicts' heading and
     # lines (tests/report/test_verdicts.py).
     assert len(markdown) == 5
-    assert markdown[1] == (
-        "Configurations (runs that differ only in trainer.seed): n runs, mean ± sd "
-        "(95% confidence interval of the mean, Student's t):"
-    )
+    assert markdown[1] == repeats.HEADING + ":"
     header, rule, *body = markdown[2].splitlines()
     # No validation split: the selected epoch is the final one, its test accuracy the final one.
     assert header == "| model | n | test acc | train img/s |"
     assert rule == "|---|---|---|---|"
     lenet = configurations[0]
     mean, low = float(lenet["test_accuracy_mean"]), float(lenet["test_accuracy_ci_low"])
-    assert body[0].startswith(f"| lenet | 2 | {100 * mean:.1f}% ± ")
+    assert re.match(rf"\| lenet \| 2(, \d busy)? \| {100 * mean:.1f}% ± ", body[0])
     assert f"({100 * low:.1f}% to " in body[0] and len(body) == 2
-    assert markdown[1] in console and "mlp    2  " in console
+    assert markdown[1] in console and re.search(r"\nmlp +2(, \d busy)? ", console)
 
 
+BUSY = (
+    r"(?:; busy host: (?P<busy>\d of 2 \S+ runs, \d of 2 \S+ runs)"
+    r"(?:, all on one side: not to be trusted for speed)?)?"
+)
 SPEED = re.compile(
     r"(?P<faster>\S+) trains [\d.,]+x \[(?P<low>[\d.,]+), (?P<high>[\d.,]+)\] as fast as "
-    r"(?P<slower>\S+) \(2 runs each(?:, (?P<busy>\d) of 4 on a busy host)?\)"
+    rf"(?P<slower>\S+) \(paired by seed, 2 pairs{BUSY}\)"
 )
 SPEED_WITHIN_NOISE = re.compile(
     r"lenet vs mlp: no difference beyond the noise in train images/s "
-    r"\([\d.,]+x \[(?P<low>[\d.,]+), (?P<high>[\d.,]+)\], 2 runs each"
-    r"(?:, (?P<busy>\d) of 4 on a busy host)?\)"
+    rf"\([\d.,]+x \[(?P<low>[\d.,]+), (?P<high>[\d.,]+)\], paired by seed, 2 pairs{BUSY}\)"
 )
 
 
 def test_a_sweeps_summary_states_its_verdicts(
     sweep: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Each seed ran both models: the verdicts compare them seed by seed."""
     assert main([str(sweep)]) == 0
     console = capsys.readouterr().err
     markdown = (sweep / "summary.md").read_text()
@@ -225,27 +242,71 @@ def test_a_sweeps_summary_states_its_verdicts(
     assert "Warning: repeats" not in markdown  # the seed's sweep ran first: interleaved
 
     runs = read_csv(sweep / "summary.csv")
-    speeds = {
-        model: [
-            math.log(float(run["train_images_per_second"])) for run in runs if run["model"] == model
-        ]
+    by_seed = {
+        model: {run["trainer.seed"]: run for run in runs if run["model"] == model}
         for model in ("lenet", "mlp")
     }
+    speeds = {
+        model: [math.log(float(by_seed[model][seed]["train_images_per_second"])) for seed in "01"]
+        for model in by_seed
+    }
     if found := SPEED.fullmatch(speed[2:]):
-        low, high = welch_by_scipy(speeds[found["faster"]], speeds[found["slower"]])
+        low, high = paired_by_scipy(speeds[found["faster"]], speeds[found["slower"]])
     else:
         found = SPEED_WITHIN_NOISE.fullmatch(speed[2:])
         assert found, speed
-        low, high = welch_by_scipy(speeds["lenet"], speeds["mlp"])
-    # Two runs a side: t(0.975, ~1) is 12.7, so the interval can span thousands (`1,958`).
+        low, high = paired_by_scipy(speeds["lenet"], speeds["mlp"])
+    # Two pairs: t(0.975, 1) is 12.7, so the interval can span thousands (`1,958`).
     shown = [float(found[end].replace(",", "")) for end in ("low", "high")]
     assert shown == pytest.approx([math.exp(low), math.exp(high)], rel=0.01, abs=0.006)
     # Runs beside other work (this suite's other worker) are counted in the speed's verdict.
     busy = sum(run.get("host_busy") == "True" for run in runs)
-    assert int(found["busy"] or 0) == busy
+    assert (found["busy"] is not None) == (busy > 0)
     assert re.fullmatch(
         r"- lenet vs mlp: no difference beyond the noise in test accuracy "
-        r"\([+-][\d.]+ points \[[+-][\d.]+, [+-][\d.]+\], 2 runs each\)"
-        r"|- \S+ - \S+: \+[\d.]+ points of test accuracy \[\+[\d.]+, \+[\d.]+\] \(2 runs each\)",
+        r"\([+-][\d.]+ points \[[+-][\d.]+, [+-][\d.]+\], paired by seed, 2 pairs\)"
+        r"|- \S+ - \S+: \+[\d.]+ points of test accuracy \[\+[\d.]+, \+[\d.]+\] "
+        r"\(paired by seed, 2 pairs\)",
         accuracy,
     )
+
+
+def test_a_report_over_several_sweeps_compares_within_each(
+    sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """outputs/ with two sweeps and a run that failed on a mistyped key: each sweep's runs are
+    compared among themselves, the typo names no column, and each verdict line holds what varies."""
+    outputs = tmp_path / "outputs"
+    report = shutil.ignore_patterns("summary.*", "configurations.csv", "verdicts.json", "*.png")
+    sweeps = ["2026-11-28/10-00-00_a", "2026-11-28/11-00-00_b"]
+    for name in sweeps:
+        shutil.copytree(sweep, outputs / name, ignore=report)
+    assert train_cli(tmp_path, "+trainer.thread=2").returncode == 1  # did you mean threads?
+
+    assert main([str(outputs)]) == 0
+    console = capsys.readouterr().err
+    configurations = read_csv(outputs / "configurations.csv")
+    assert [(row["sweep"], row["model"], row["n"]) for row in configurations] == [
+        (name, model, "2") for name in sweeps for model in ("lenet", "mlp")
+    ]
+    with open(outputs / "summary.csv", newline="") as file:
+        assert not any("trainer.thread" in key for key in next(csv.reader(file)))
+    found = json.loads((outputs / "verdicts.json").read_text())
+    assert [(each["sweep"], each["method"], each["runs"]) for each in found] == [
+        (name, "paired by seed", [2, 2]) for name in sweeps for _ in ("speed", "accuracy")
+    ]
+    listed = (outputs / "summary.md").read_text().split(verdicts.HEADING + ":\n\n")[1]
+    assert [line for line in listed.splitlines() if line.startswith("- ")] == [
+        f"- sweep {name}:" for name in sweeps
+    ]
+    assert max(map(len, listed.splitlines())) < 200
+    assert f"  sweep {sweeps[1]}:" in console
+
+    # Told to, the two sweeps are one: four runs of each model, two of each seed, so unpaired.
+    assert main([str(outputs), "--across-sweeps"]) == 0
+    configurations = read_csv(outputs / "configurations.csv")
+    assert [(row["model"], row["n"]) for row in configurations] == [("lenet", "4"), ("mlp", "4")]
+    found = json.loads((outputs / "verdicts.json").read_text())
+    assert [(each["sweep"], each["method"], each["runs"]) for each in found] == [
+        ("", "Welch's t", [4, 4]) for _ in ("speed", "accuracy")
+    ]

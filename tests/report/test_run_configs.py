@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ReadonlyConfigError
 from scipy import stats
 
-from experiments.report import repeats
+from experiments.report import statistics
 from experiments.report.run_configs import run_config
 
 
@@ -29,14 +29,14 @@ def test_a_runs_config_is_parsed_once_while_unchanged(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("degrees_of_freedom", [1, 2, 7, 13.7])
 def test_the_intervals_quantile_is_scipy_stats_own(degrees_of_freedom: float) -> None:
-    assert repeats.t_quantile(degrees_of_freedom) == stats.t.ppf(0.975, degrees_of_freedom)
+    assert statistics.t_quantile(degrees_of_freedom) == stats.t.ppf(0.975, degrees_of_freedom)
 
 
 def test_the_report_leaves_scipy_stats_unloaded() -> None:
     # 0.7 s of a sweep's end on a 2-core EPYC, for a quantile scipy.special has. The modules
     # that use scipy are imported (all of the report's would add torch's seconds, not scipy).
     loaded = (
-        "from experiments.report import repeats, verdicts; import sys; "
+        "from experiments.report import repeats, statistics, verdicts; import sys; "
         "print('scipy.stats' in sys.modules)"
     )
     done = subprocess.run(

@@ -102,8 +102,8 @@ def test_two_learning_rates_are_one_speed_a_dot_per_run(rows: list[dict[str, Any
     figure = throughput.throughput_figure(rows)
     try:
         (axis,) = figure.axes  # one quantity, one axis
-        (dots,) = [points for points in axis.collections if isinstance(points, PathCollection)]
-        assert sorted(x for x, _ in dots.get_offsets()) == sorted(
+        dots = [points for points in axis.collections if isinstance(points, PathCollection)]
+        assert sorted(x for each in dots for x, _ in each.get_offsets()) == sorted(
             row["train_images_per_second"] for row in rows
         )  # one group: the learning rate changes what is learned, not how fast
         (name,) = [label.get_text() for label in axis.get_yticklabels()]

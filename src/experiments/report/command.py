@@ -3,6 +3,7 @@ made later or again (every sweep makes its own at its end)."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,14 +12,30 @@ from experiments.core.errors import ExperimentError
 from experiments.report.summary import find_runs, table, write_report
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m experiments.report",
+        description="The report on a folder of runs: a row per run, configurations, verdicts, "
+        "and plots.",
+    )
+    parser.add_argument("folder", type=Path, help="a run or sweep folder, or outputs/")
+    parser.add_argument(
+        "--across-sweeps",
+        action="store_true",
+        help="compare runs of different sweeps (and runs of their own) as if of one sweep; by "
+        "default runs are compared only with runs of their own sweep",
+    )
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """summary.csv/.md and plots for the folder of runs the one argument names."""
-    arguments = list(sys.argv[1:] if argv is None else argv)
-    if len(arguments) != 1 or arguments[0] in ("-h", "--help"):
-        print("The report on a folder of runs: a row per run, and plots.", file=sys.stderr)
-        print("usage: python -m experiments.report <folder of runs>", file=sys.stderr)
-        return 2
-    folder = Path(arguments[0])
+    """summary.csv/.md, configurations.csv, verdicts.json and plots for the folder of runs the
+    argument names."""
+    try:
+        arguments = _parser().parse_args(argv)
+    except SystemExit as done:  # --help (0), or usage said (2)
+        return int(done.code or 0)
+    folder: Path = arguments.folder
     if not folder.is_dir():
         print(
             f"Error: {folder} is not a folder; give a run or sweep folder, or outputs/",
@@ -29,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Error: no runs in {folder} (a run folder has a .hydra/ snapshot)", file=sys.stderr)
         return 1
     try:
-        rows = write_report(folder)
+        rows = write_report(folder, across_sweeps=arguments.across_sweeps)
     except ExperimentError as error:  # a run's record that cannot be read, named
         print(f"Error: {error}", file=sys.stderr)
         return 1

@@ -89,20 +89,23 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
 
 
 def _configurations(rows: Sequence[Row], histories: Sequence[History]) -> dict[str, list[History]]:
-    """The epochs' rows of the runs that have any, by configuration (named by the swept values
-    its runs share but the seed), whatever their status: a run cut short shows how far it got."""
-    runs: dict[tuple[tuple[str, str], ...], list[tuple[Row, History]]] = {}
+    """The epochs' rows of the runs that have any, by sweep and configuration (named by the swept
+    values its runs share but the seed, and by its sweep where there are several), whatever their
+    status: a run cut short shows how far it got."""
+    runs: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[Row, History]]] = {}
     for row, history in zip(rows, histories, strict=True):
         if history:
             swept = row.get("swept") or {}
             shared = tuple(
                 (key, value) for key, value in swept.items() if repeats.not_the_seed(key)
             )
-            runs.setdefault(shared, []).append((row, history))
-    return {
-        label(dict(shared), [row for row, _ in pairs]): [history for _, history in pairs]
-        for shared, pairs in runs.items()
-    }
+            runs.setdefault((row.get(repeats.SWEEP, ""), shared), []).append((row, history))
+    several = len({sweep for sweep, _ in runs}) > 1
+    named = {}
+    for (sweep, shared), pairs in runs.items():
+        name = label(dict(shared), [row for row, _ in pairs])
+        named[f"{repeats.sweep_name(sweep)}: {name}" if several else name] = [h for _, h in pairs]
+    return named
 
 
 Band = dict[int, list[float]]  # the runs' values at each epoch

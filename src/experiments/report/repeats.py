@@ -1,11 +1,15 @@
 """Repeats: the completed runs of a report that differ only in `trainer.seed` are runs of one
 configuration, summed up in a row per configuration (configurations.csv, and in summary.md and the
-console where a configuration ran more than once): how many runs (n), and the mean ± standard
-deviation of each measure over them, with the 95% confidence interval of the mean.
+console where a configuration ran more than once): how many runs (n, and how many of them ran on a
+busy host), and per measure the mean ± standard deviation with the 95% confidence interval of the
+mean (`report.statistics`). Speeds are summed up on the log scale, as the verdicts compare them: a
+geometric mean and an interval that never reaches below 0 (configurations.csv adds the geometric
+standard deviation, a factor).
 
-The interval is Student's t over the runs, mean ± t(0.975, n - 1) · sd / √n: it assumes the runs
-are independent and their values roughly normal. It needs scipy (the `stats` extra); without it the
-table shows mean ± sd and n, and says how to get intervals. One run has neither.
+Only like is grouped with like: runs of one sweep (a report over several sweeps keeps each
+sweep's configurations apart, as if each had its own report, unless told to pool them), and each
+configuration is named by the keys that vary among its sweep's completed runs (a key that a failed
+run alone typed, or that every run held, names none).
 """
 
 from __future__ import annotations
@@ -13,85 +17,58 @@ from __future__ import annotations
 import csv
 import io
 import math
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from experiments.config.metric_names import VAL
 from experiments.report.headlines import HEADLINES, own_headlines
-
-try:
-    # scipy.special's quantile, which scipy.stats' `t.ppf` calls: scipy.stats takes three times
-    # as long to import, 0.6 s more at the end of every sweep on a 2-core EPYC.
-    from scipy.special import stdtrit
-except ImportError:  # an optional extra: the report without intervals
-    stdtrit = None
+from experiments.report.statistics import Spread, log_spread, spread
 
 Row = dict[str, Any]
-# Student's t quantile for a number of degrees of freedom (Welch's need not be whole).
-Quantile = Callable[[float], float]
 
 SEED = "trainer.seed"
-CONFIDENCE = 0.95
-GET_INTERVALS = "pip install -e '.[stats]'"
-
-
-def t_quantile(degrees_of_freedom: float) -> float:
-    """The two-sided 95% quantile of Student's t: 12.706 for 1 degree of freedom, 4.303 for 2."""
-    return float(stdtrit(degrees_of_freedom, (1 + CONFIDENCE) / 2))
-
-
-# None where scipy is not installed.
-QUANTILE: Quantile | None = t_quantile if stdtrit is not None else None
-
-
-@dataclass(frozen=True)
-class Spread:
-    """n values' mean, standard deviation (of a sample: n - 1 in its denominator) and the 95%
-    confidence interval of the mean; no deviation for one value, no interval without scipy."""
-
-    n: int
-    mean: float
-    sd: float | None
-    interval: tuple[float, float] | None
-
-
-def spread(values: Sequence[float], quantile: Quantile | None = QUANTILE) -> Spread:
-    """The spread of one or more values (the interval by `quantile`; None: no interval)."""
-    mean = statistics.fmean(values)
-    if len(values) < 2:
-        return Spread(len(values), mean, None, None)
-    sd = statistics.stdev(values)
-    if quantile is None:
-        return Spread(len(values), mean, sd, None)
-    half_width = quantile(len(values) - 1) * sd / math.sqrt(len(values))
-    return Spread(len(values), mean, sd, (mean - half_width, mean + half_width))
+# The sweep a row came from (the sweep folder below the report's, "" for runs of their own).
+SWEEP = "sweep"
 
 
 @dataclass(frozen=True)
 class Measure:
-    """A number of each run (its summary row's `key`) summed up per configuration."""
+    """A number of each run (its summary row's `key`) summed up per configuration: on the log
+    scale for a speed, whose runs differ by factors."""
 
     key: str
     header: str
     show: Callable[[float], str]
+    log_scale: bool = False
+
+    def spread(self, values: Sequence[float]) -> Spread:
+        return log_spread(values) if self.log_scale else spread(values)
+
+    def statistics(self) -> tuple[str, ...]:
+        """The names of its columns in configurations.csv, after the measure's key."""
+        if self.log_scale:
+            return ("n", "geomean", "gsd", "ci_low", "ci_high")
+        return ("n", "mean", "sd", "ci_low", "ci_high")
 
 
+SPEED = Measure("train_images_per_second", "train img/s", "{:,.0f}".format, log_scale=True)
 MEASURES = [
     # Each task's headline metric: on validation and test at the selected epoch, at the final.
     *(Measure(headline.key, headline.header, headline.text) for headline in HEADLINES),
-    Measure("train_images_per_second", "train img/s", "{:,.0f}".format),
+    SPEED,
     Measure("time_to_accuracy", "time to acc (s)", "{:.1f}".format),
 ]
 
 
 @dataclass(frozen=True)
 class Configuration:
-    """The values of the swept keys (but the seed) that its runs share, and the runs' rows."""
+    """The values of the varying keys (but the seed) that its runs share, the runs' rows, and the
+    sweep they came from."""
 
     values: dict[str, str]
     runs: list[Row]
+    sweep: str = ""
 
     def measured(self, measure: Measure) -> list[Any]:
         """The runs' values of `measure`, where recorded: numbers, or "not reached" (a time to
@@ -103,22 +80,27 @@ class Configuration:
         values = [run.get(key) for run in self.runs]
         return [each for each in values if isinstance(each, (int, float)) and math.isfinite(each)]
 
-    def spread(self, measure: Measure, quantile: Quantile | None = QUANTILE) -> Spread | None:
-        numbers = self.numbers(measure.key)
-        return spread(numbers, quantile) if numbers else None
+    def spread(self, measure: Measure) -> Spread | None:
+        numbers = [x for x in self.numbers(measure.key) if x > 0 or not measure.log_scale]
+        return measure.spread(numbers) if numbers else None
 
-    def cell(self, measure: Measure, quantile: Quantile | None = QUANTILE) -> str:
-        """`47.0% ± 1.0% (44.5% to 49.5%)`, with `, 2 of 3 runs` where not every run has a
-        value (the others did not reach the target accuracy)."""
+    def busy(self) -> int:
+        """How many of its runs other work on the host held down (`devices.host_load`)."""
+        return sum(1 for run in self.runs if run.get("host_busy"))
+
+    def cell(self, measure: Measure) -> str:
+        """`47.0% ± 1.0% (44.5% to 49.5%)`, `1,420 (1,210 to 1,670)` for a speed (its deviation a
+        factor, in configurations.csv), with `, 2 of 3 runs` where not every run has a value (the
+        others did not reach the target)."""
         measured = self.measured(measure)
-        summed = self.spread(measure, quantile)
+        summed = self.spread(measure)
         if summed is None:
             if not measured:  # not recorded
                 return ""
             # "not reached" by any run, or no finite value (nan: diverged)
             return measured[0] if isinstance(measured[0], str) else measure.show(measured[0])
         text = measure.show(summed.mean)
-        if summed.sd is not None:
+        if summed.sd is not None and not measure.log_scale:
             text += f" ± {measure.show(summed.sd)}"
         if summed.interval is not None:
             low, high = summed.interval
@@ -126,6 +108,11 @@ class Configuration:
         if summed.n < len(self.runs):
             text += f", {summed.n} of {len(self.runs)} runs"
         return text
+
+    def count(self) -> str:
+        """`3`, or `3, 1 busy` where other work on the host held some of its runs down."""
+        busy = self.busy()
+        return f"{len(self.runs)}, {busy} busy" if busy else str(len(self.runs))
 
 
 def not_the_seed(key: str) -> bool:
@@ -135,20 +122,42 @@ def not_the_seed(key: str) -> bool:
 def configurations(
     rows: Sequence[Row], counts: Callable[[str], bool] = not_the_seed
 ) -> list[Configuration]:
-    """The completed runs of a report's rows, grouped by their values of the swept keys that
-    `counts` (all but the seed; the report's figures of speed, those that change speed), in the
-    order of each configuration's first run."""
-    runs: dict[tuple[tuple[str, str], ...], list[Row]] = {}
-    for row in rows:
-        if row["status"] == "completed":
-            shared = tuple((key, value) for key, value in row["swept"].items() if counts(key))
-            runs.setdefault(shared, []).append(row)
-    return [Configuration(dict(shared), group) for shared, group in runs.items()]
+    """The completed runs of a report's rows, grouped by the sweep they came from and by their
+    values of the keys that `counts` (all but the seed; the report's figures of speed, those that
+    change speed) and that vary among that sweep's completed runs, in the order of each
+    configuration's first run."""
+    completed = [row for row in rows if row["status"] == "completed"]
+    varying = {
+        sweep: _varying([row for row in completed if row.get(SWEEP, "") == sweep], counts)
+        for sweep in dict.fromkeys(row.get(SWEEP, "") for row in completed)
+    }
+    runs: dict[tuple[str, tuple[tuple[str, str], ...]], list[Row]] = {}
+    for row in completed:
+        sweep = row.get(SWEEP, "")
+        shared = tuple((key, row["swept"].get(key, "")) for key in varying[sweep])
+        runs.setdefault((sweep, shared), []).append(row)
+    return [Configuration(dict(shared), group, sweep) for (sweep, shared), group in runs.items()]
+
+
+def _varying(rows: Sequence[Row], counts: Callable[[str], bool]) -> list[str]:
+    """The swept keys that `counts` whose values differ between `rows`, in the order given."""
+    keys = dict.fromkeys(key for row in rows for key in row["swept"] if counts(key))
+    return [key for key in keys if len({row["swept"].get(key, "") for row in rows}) > 1]
 
 
 def repeated(configurations: Sequence[Configuration]) -> bool:
     """Whether any configuration ran more than once."""
     return any(len(configuration.runs) > 1 for configuration in configurations)
+
+
+def several_sweeps(configurations: Sequence[Configuration]) -> bool:
+    """Whether the configurations came from more than one sweep: each is then named with its."""
+    return len({configuration.sweep for configuration in configurations}) > 1
+
+
+def sweep_name(sweep: str) -> str:
+    """How a report names the sweep folder its configurations came from."""
+    return f"sweep {sweep}" if sweep else "runs of their own"
 
 
 def _measures(configurations: Sequence[Configuration]) -> list[Measure]:
@@ -166,47 +175,44 @@ def _measures(configurations: Sequence[Configuration]) -> list[Measure]:
 
 
 def _keys(configurations: Sequence[Configuration]) -> list[str]:
-    return list(
-        dict.fromkeys(key for configuration in configurations for key in configuration.values)
-    )
+    keys = dict.fromkeys(key for configuration in configurations for key in configuration.values)
+    return [SWEEP, *keys] if several_sweeps(configurations) else list(keys)
 
 
-def heading(quantile: Quantile | None = QUANTILE) -> str:
-    """What the table of configurations shows, and how to get intervals where they are missing."""
-    what = "Configurations (runs that differ only in trainer.seed): n runs, mean ± sd"
-    if quantile is None:
-        return f"{what}; for 95% confidence intervals: {GET_INTERVALS}"
-    return f"{what} (95% confidence interval of the mean, Student's t)"
+def _value(configuration: Configuration, key: str) -> str:
+    return configuration.sweep if key == SWEEP else configuration.values.get(key, "")
 
 
-def cells(
-    configurations: Sequence[Configuration], quantile: Quantile | None = QUANTILE
-) -> list[list[str]]:
-    """The table of configurations, header first: the values they differ in, n, each measure
-    (but the final test accuracy where no run had a validation split: the selected epoch is then
-    the final one, and the column would repeat the test accuracy's)."""
+HEADING = (
+    "Configurations (runs that differ only in trainer.seed): n runs (those on a busy host), "
+    "mean ± sd (95% confidence interval of the mean, Student's t); train img/s: geometric mean "
+    "(its interval on the log scale)"
+)
+
+
+def cells(configurations: Sequence[Configuration]) -> list[list[str]]:
+    """The table of configurations, header first: the values they differ in (and their sweep, of
+    several), n, each measure (but the final test accuracy where no run had a validation split:
+    the selected epoch is then the final one, and the column would repeat the test accuracy's)."""
     keys, measures = _keys(configurations), _measures(configurations)
     if not any(measure.key.startswith(f"{VAL}_") for measure in measures):
         measures = [measure for measure in measures if not measure.key.startswith("final_")]
     table = [[*keys, "n", *(measure.header for measure in measures)]]
     table += [
         [
-            *(configuration.values.get(key, "") for key in keys),
-            str(len(configuration.runs)),
-            *(configuration.cell(measure, quantile) for measure in measures),
+            *(_value(configuration, key) for key in keys),
+            configuration.count(),
+            *(configuration.cell(measure) for measure in measures),
         ]
         for configuration in configurations
     ]
     return table
 
 
-# The columns of configurations.csv per measure.
-STATISTICS = ("n", "mean", "sd", "ci_low", "ci_high")
-
-
-def csv_text(configurations: Sequence[Configuration], quantile: Quantile | None = QUANTILE) -> str:
-    """configurations.csv: a row per configuration, its values, n, its runs, and per measure
-    `<key>_n`, `_mean`, `_sd`, `_ci_low`, `_ci_high` (empty where there is none)."""
+def csv_text(configurations: Sequence[Configuration]) -> str:
+    """configurations.csv: a row per configuration, its values, n, its runs, how many of them ran
+    on a busy host, and per measure `<key>_n`, `_mean`, `_sd`, `_ci_low`, `_ci_high` (for a
+    speed `_geomean` and `_gsd`, a factor), empty where there is none."""
     keys, measures = _keys(configurations), _measures(configurations)
     table = io.StringIO()
     writer = csv.writer(table)
@@ -215,19 +221,21 @@ def csv_text(configurations: Sequence[Configuration], quantile: Quantile | None 
             *keys,
             "n",
             "runs",
-            *(f"{measure.key}_{name}" for measure in measures for name in STATISTICS),
+            "busy_runs",
+            *(f"{measure.key}_{name}" for measure in measures for name in measure.statistics()),
         ]
     )
     for configuration in configurations:
         writer.writerow(
             [
-                *(configuration.values.get(key, "") for key in keys),
+                *(_value(configuration, key) for key in keys),
                 len(configuration.runs),
                 " ".join(run["run"] for run in configuration.runs),
+                configuration.busy(),
                 *(
                     value
                     for measure in measures
-                    for value in _statistics(configuration.spread(measure, quantile))
+                    for value in _statistics(configuration.spread(measure))
                 ),
             ]
         )
@@ -237,6 +245,6 @@ def csv_text(configurations: Sequence[Configuration], quantile: Quantile | None 
 def _statistics(summed: Spread | None) -> tuple[Any, ...]:
     """n, mean, sd and the interval's ends, as configurations.csv has them."""
     if summed is None:
-        return (None,) * len(STATISTICS)
+        return (None,) * 5
     low, high = summed.interval or (None, None)
     return (summed.n, summed.mean, summed.sd, low, high)

@@ -237,8 +237,10 @@ def _status(results: dict[str, Any]) -> str:
     return status
 
 
-def write_report(folder: Path) -> list[dict[str, Any]]:
-    """Write summary.csv, summary.md and the plots into `folder`; return the rows."""
+def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, Any]]:
+    """Write summary.csv, summary.md, configurations.csv, verdicts.json and the plots into
+    `folder`; return the rows. Runs are compared within the sweep they came from, or, with
+    `across_sweeps`, as if every run at or below `folder` were of one sweep."""
     pairs: list[tuple[Row, History]] = []  # a row and its run's epochs
     runs = find_runs(folder)
     read = {run: _records_or_why(run) for run in runs}
@@ -254,6 +256,7 @@ def write_report(folder: Path) -> list[dict[str, Any]]:
             key: row[key] if key in IDENTITY and row[key] is not None else value
             for key, value in swept[run].items()
         }
+        row["sweep"] = "" if across_sweeps else sweep_of(run, folder)
         pairs.append((row, records.history))
     pairs += [(_bare_row(name, "not run"), []) for name in not_started(folder)]
     pairs.sort(key=lambda pair: _natural_key(Path(pair[0]["run"])))
@@ -267,9 +270,22 @@ def write_report(folder: Path) -> list[dict[str, Any]]:
     writer.writerows([column.value(row) for column in shown] for row in rows)
     _write(folder / "summary.csv", table.getvalue())
     _write(folder / "summary.md", markdown(rows))
-    _write(folder / "configurations.csv", repeats.csv_text(repeats.configurations(rows)))
+    configurations = repeats.configurations(rows)
+    _write(folder / "configurations.csv", repeats.csv_text(configurations))
+    _write(folder / "verdicts.json", verdicts.json_text(verdicts.said(configurations).verdicts))
     plots.draw(folder, rows, histories)
     return rows
+
+
+def sweep_of(run: Path, folder: Path) -> str:
+    """The sweep folder a run came from, below `folder` (`.`: `folder` is the sweep); "" for a
+    run of its own. A sweep folder holds multirun.yaml."""
+    for parent in run.parents:
+        if not parent.is_relative_to(folder):
+            break
+        if (parent / "multirun.yaml").is_file():
+            return str(parent.relative_to(folder))
+    return ""
 
 
 def _write(path: Path, text: str) -> None:
@@ -300,8 +316,9 @@ def _bare_row(name: str, status: str, reason: str | None = None) -> Row:
 
 
 def speedup_vs_cpu(row: Row, rows: Sequence[Row]) -> float | None:
-    """A run's train images/s over that of the CPU run with the same values of every other swept
-    key (over their mean, for repeats of it); None on the CPU, or where there is no such run."""
+    """A run's train images/s over that of the CPU run of its sweep with the same values of every
+    other swept key (over their mean, for repeats of it); None on the CPU, or where there is no
+    such run."""
     speed = row["train_images_per_second"]
     if row["device"] == "cpu" or speed is None:
         return None
@@ -310,6 +327,7 @@ def speedup_vs_cpu(row: Row, rows: Sequence[Row]) -> float | None:
         for other in rows
         if other["device"] == "cpu"
         and other["train_images_per_second"] is not None
+        and other.get("sweep") == row.get("sweep")
         and _but_the_device(other) == _but_the_device(row)
     ]
     return speed / (sum(on_cpu) / len(on_cpu)) if on_cpu else None
@@ -365,10 +383,11 @@ def markdown(rows: Sequence[Row]) -> str:
     cells += [[column.cell(row) for column in shown] for row in rows]
     lines = _markdown_lines(cells)
     if repeated := _repeated_configurations(rows):
-        lines += ["", repeats.heading() + ":", "", *_markdown_lines(repeated)]
+        lines += ["", repeats.HEADING + ":", "", *_markdown_lines(repeated)]
     said, warning = verdicts.on(rows)
-    if said:
-        lines += ["", verdicts.HEADING + ":", "", *(f"- {line}" for line in said)]
+    if said.lines:
+        listed = [f"{'  ' * depth}- {line}" for depth, line in said.lines]
+        lines += ["", verdicts.HEADING + ":", "", *listed]
     if warning:
         lines += ["", warning]
     return _text(lines) + "\n"
@@ -412,10 +431,11 @@ def table(rows: Sequence[Row], folder: Path) -> str:
     tally = ", ".join(f"{count} {status}" for status, count in counts.items())
     reasons = [f"{row['run']}: {row['reason']}" for row in rows if row["reason"]]
     if repeated := _repeated_configurations(rows):
-        reasons += [repeats.heading() + ":", *_aligned_lines(repeated)]
+        reasons += [repeats.HEADING + ":", *_aligned_lines(repeated)]
     said, warning = verdicts.on(rows)
-    if said:
-        reasons += [verdicts.HEADING + ":", *(f"  {line}" for line in said)]
+    if said.lines:
+        listed = [f"{'  ' * (depth + 1)}{line}" for depth, line in said.lines]
+        reasons += [verdicts.HEADING + ":", *listed]
     if warning:
         reasons.append(warning)
     return _text([f"{len(rows)} run(s) in {folder}: {tally}", *lines, *reasons])

@@ -1,7 +1,8 @@
 """What the runs of a report differ in: the keys whose values differ between them, or that a
 sweep's command line sweeps over (or its sweeper searches), with each run's value of each.
 
-A key is found in the runs' `.hydra/overrides.yaml`; its value is read from the run's config (a
+A key is found in the runs' `.hydra/overrides.yaml` (a run that failed names none: a key it alone
+typed, mistyped perhaps, is no key the runs differ in); its value is read from the run's config (a
 group's from the choice Hydra recorded), so a run that left a key at its default has a value too,
 and `1e-2` and `0.01` are the same value.
 """
@@ -16,11 +17,19 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.config.naming import sweep_keys
 from experiments.report.run_records import RunRecords
 
+# The statuses of runs whose typed keys do not count: they may be why the run failed.
+FAILED = ("failed", "interrupted")
+
 
 def swept_values(runs: Mapping[Path, RunRecords], folder: Path) -> dict[Path, dict[str, str]]:
     """Each run's values of the keys the runs at or below `folder` differ in (`runs`: their
     records), in the order the keys were first given."""
-    keys = dict.fromkeys(key for records in runs.values() for key in records.given)
+    keys = dict.fromkeys(
+        key
+        for records in runs.values()
+        if records.results.get("status") not in FAILED
+        for key in records.given
+    )
     in_sweeps = set().union(*map(sweep_keys, folder.rglob("multirun.yaml")))
     keys.update(dict.fromkeys(sorted(in_sweeps - set(keys))))
     values = {run: _values(records, list(keys)) for run, records in runs.items()}

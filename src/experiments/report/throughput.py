@@ -1,6 +1,8 @@
-"""throughput.png: train images/s by speed group (the runs that share the values of every swept
-key that changes speed, `SPEED_KEYS`, whatever their learning rate or seed): a dot per run, the
-group's mean and its 95% interval."""
+"""throughput.png: train images/s by speed group (the runs of a sweep that share the values of every
+swept key that changes speed, `SPEED_KEYS`, whatever their learning rate or seed): a dot per run,
+hollow where other work on the host held it down, the group's geometric mean and its 95% interval
+on the log scale (`report.statistics`), as the table of configurations and the verdicts have
+them."""
 
 from __future__ import annotations
 
@@ -31,7 +33,6 @@ SPEED_KEYS = (
     "trainer.keep_freed_memory",
     "trainer.profile",
 )
-SPEED = next(measure for measure in repeats.MEASURES if measure.key == "train_images_per_second")
 
 
 def changes_speed(key: str) -> bool:
@@ -43,27 +44,35 @@ def speed_groups(rows: Sequence[Row]) -> list[repeats.Configuration]:
     """The completed runs that measured their speed, by their values of the swept keys that
     change speed, in the order of each group's first run."""
     groups = repeats.configurations(rows, changes_speed)
-    return [group for group in groups if group.measured(SPEED)]
+    return [group for group in groups if group.measured(repeats.SPEED)]
 
 
 def throughput_figure(rows: Sequence[Row]) -> Any:
     """A row per speed group, all on one axis from 0 (so one length is one speed), coloured by
-    device: a dot per run, the mean (|) and its 95% interval (a bar, of two runs or more), named
-    with the mean, its interval, n and, off the CPU, the ratio to the CPU group of the same other
-    values."""
+    device: a dot per run (hollow: on a busy host), the geometric mean (|) and its 95% interval
+    (a bar, of two runs or more), named with the mean, its interval, n and, off the CPU, the
+    ratio to the CPU group of the same other values."""
     groups = speed_groups(rows)
     figure, axis = plt.subplots(figsize=(8, 2.5 + 0.45 * len(groups)))
     devices = list(dict.fromkeys(group.runs[0]["device"] for group in groups))
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colour = {device: palette[i % len(palette)] for i, device in enumerate(devices)}
     for position, group in enumerate(groups):
-        speeds = group.measured(SPEED)
-        summed = group.spread(SPEED)
+        runs = [run for run in group.runs if run.get(repeats.SPEED.key) is not None]
+        summed = group.spread(repeats.SPEED)
         drawn = colour[group.runs[0]["device"]]
         # The dots spread over a third of the row, so that equal speeds stay countable.
-        last = len(speeds) - 1
-        apart = [0.3 * i / last - 0.15 for i in range(len(speeds))] if last else [0.0]
-        axis.scatter(speeds, [position + offset for offset in apart], color=drawn, alpha=0.6)
+        last = len(runs) - 1
+        apart = [0.3 * i / last - 0.15 for i in range(len(runs))] if last else [0.0]
+        for run, offset in zip(runs, apart, strict=True):
+            busy = bool(run.get("host_busy"))
+            axis.scatter(
+                run[repeats.SPEED.key],
+                position + offset,
+                color="none" if busy else drawn,
+                edgecolors=drawn,
+                alpha=0.6,
+            )
         low, high = summed.interval or (summed.mean, summed.mean)
         axis.errorbar(
             summed.mean,
@@ -75,30 +84,41 @@ def throughput_figure(rows: Sequence[Row]) -> Any:
             capsize=4,
         )
     # Each group's numbers under its name: beside its dots, a wide interval would run into them.
-    names = [f"{label(group.values, group.runs)}\n{_speed_text(group, groups)}" for group in groups]
+    several = repeats.several_sweeps(groups)
+    names = [f"{_name(group, several)}\n{_speed_text(group, groups)}" for group in groups]
     axis.set_yticks(range(len(groups)), names, fontsize=8)
     axis.set_ylim(len(groups) - 0.5, -0.5)  # the first group on top, as in the table
     axis.set_xlim(left=0)  # a length is a speed
     axis.xaxis.set_major_formatter("{x:,.0f}")
     axis.set(
         xlabel="train images / s",
-        title="Training throughput: a dot per run, | the mean, its bar the 95% interval",
+        title="Training throughput: a dot per run (hollow: busy host), | the geometric mean, its "
+        "bar the 95% interval",
     )
     axis.grid(axis="x", alpha=0.3)
     handles = [Patch(color=colour[device], label=device) for device in devices]
+    if any(run.get("host_busy") for group in groups for run in group.runs):
+        handles.append(Patch(facecolor="none", edgecolor="grey", label="busy host"))
     axis.legend(handles=handles, title="device", loc="upper left", bbox_to_anchor=(1.02, 1))
     return figure
 
 
+def _name(group: repeats.Configuration, several_sweeps: bool) -> str:
+    """The group's values, after its sweep where the report holds several."""
+    named = label(group.values, group.runs)
+    return f"{repeats.sweep_name(group.sweep)}: {named}" if several_sweeps else named
+
+
 def _speed_text(group: repeats.Configuration, groups: Sequence[repeats.Configuration]) -> str:
-    """`731 [690, 772], n=3  (4.2x cpu)`: the mean, its interval and the ratio to the CPU."""
-    summed = group.spread(SPEED)
+    """`731 [690, 772], n=3  (4.2x cpu)`: the geometric mean, its interval and the ratio to the
+    CPU."""
+    summed = group.spread(repeats.SPEED)
     text = f"{summed.mean:,.0f}"
     if summed.interval is not None:
         text += " [{:,.0f}, {:,.0f}]".format(*summed.interval)
     text += f", n={summed.n}"
     if cpu := _on_the_cpu(group, groups):
-        text += f"  ({summed.mean / cpu.spread(SPEED).mean:.1f}x cpu)"
+        text += f"  ({summed.mean / cpu.spread(repeats.SPEED).mean:.1f}x cpu)"
     return text
 
 
@@ -110,8 +130,10 @@ def _on_the_cpu(
         return None
     others = {key: value for key, value in group.values.items() if key != "device"}
     for other in groups:
-        if other.runs[0]["device"] == "cpu" and others == {
-            key: value for key, value in other.values.items() if key != "device"
-        }:
+        if (
+            other.runs[0]["device"] == "cpu"
+            and other.sweep == group.sweep
+            and others == {key: value for key, value in other.values.items() if key != "device"}
+        ):
             return other
     return None

@@ -1,93 +1,61 @@
-"""Verdicts: each swept value against another with every other swept key held equal, as hyperfine
-and criterion.rs state them, and a difference called only where its interval excludes none.
+"""Verdicts: each swept value against another with every other varying key held equal, within a
+sweep, as hyperfine and criterion.rs state them, and a difference called only where its interval
+excludes none.
 
-    cuda:0 trains 4.21x [4.05, 4.38] as fast as cpu, with model=lenet (5 runs each)
-    tudui - lenet: +3.3 points of test accuracy [+1.1, +5.5] (3 runs each)
-    to_device vs cuda_call: no difference beyond the noise in train images/s (1.02x [0.95, 1.10],
-        3 runs each)
+    sweep held: model=lenet
+      trainer.threads=2 trains 1.45x [1.10, 1.87] as fast as trainer.threads=1 (paired by seed,
+          3 pairs)
+      trainer.threads=2 vs trainer.threads=1: no difference beyond the noise in test accuracy
+          (+0.0 points [+0.0, +0.0], paired by seed, 3 pairs)
+    to_device vs cuda_call: no difference beyond the noise in train images/s (1.02x [0.95,
+        1.10], Welch's t, 3 runs each)
     one run each: no verdict; repeat with `-m trainer.seed=0,1,2`
 
 Two measures, a line each per pair of configurations: train images/s as a ratio, the selected
 epoch's test accuracy as a difference in points (another task's headline, RMSE, as a difference
-in its units, the lower one better). Both intervals are Welch's t at 95% (the
-variances of the two configurations are not assumed equal): for the accuracy on the runs' values,
-for the speed on their logarithms, its interval the exponential of the log-difference's, so the
-ratio is one of geometric means and never reaches below 0. They assume independent runs, their
-accuracies roughly normal and their speeds roughly lognormal; they need scipy (the `stats` extra).
+in its units, the lower one better). Where both configurations ran the same seeds (a sweep's seeds
+run interleaved, each seed's configurations back to back), they are compared seed by seed: the
+interval is Student's t on the differences within each pair, which cancels what a seed's runs
+share, the machine's state while they ran among it. Otherwise the runs are unpaired and the
+interval is Welch's t (the variances of the two sides are not assumed equal). Speeds are compared
+on their logarithms, the interval the exponential of the log-difference's, so a ratio never
+reaches below 0. Each line says which method it used (`report.statistics` has the arithmetic).
+
+A speed's line says how many runs of each side ran on a busy host, and that the verdict cannot be
+trusted for speed where all of them are on one side: the other work then poses as a difference.
 
 The report also warns where repeats of a configuration ran back to back: a drift of the machine
 between one configuration's runs and another's then poses as a difference between them.
+
+verdicts.json holds each verdict for programs: the two sides, the measure, the method, the
+estimate and its interval, whether it is a difference, and the busy runs.
 """
 
 from __future__ import annotations
 
+import json
 import math
-import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from experiments.config.choices import Mode
 from experiments.config.metric_names import TASK_METRICS, TEST, TaskMetrics
 from experiments.report import repeats
 from experiments.report.headlines import own_headlines
-from experiments.report.repeats import (
-    GET_INTERVALS,
-    QUANTILE,
-    Configuration,
-    Quantile,
-    Row,
-)
+from experiments.report.repeats import SEED, Configuration, Row
+from experiments.report.statistics import Estimate, paired, welch
 
 HEADING = (
-    "Verdicts: each swept value against another, every other swept key held equal "
-    "(95% confidence intervals, Welch's t; a difference only where the interval excludes none)"
+    "Verdicts: each swept value against another within a sweep, every other varying key held "
+    "equal (95% confidence intervals: seed by seed where both ran the same seeds, else Welch's t; "
+    "a difference only where the interval excludes none)"
 )
 REPEAT = "repeat with `-m trainer.seed=0,1,2`"
+PAIRED, UNPAIRED = "paired by seed", "Welch's t"
 # Configurations a back-to-back warning names before it counts the rest.
 NAMED = 3
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A difference or a ratio, and its 95% confidence interval."""
-
-    value: float
-    low: float
-    high: float
-
-    def holds(self, no_change: float) -> bool:
-        """Whether the interval holds `no_change` (0 for a difference, 1 for a ratio): then the
-        two are not told apart."""
-        return self.low <= no_change <= self.high
-
-
-def welch(first: Sequence[float], second: Sequence[float], quantile: Quantile) -> Estimate:
-    """The difference of the means, first - second, with its interval by Welch's t: the
-    difference ± t(0.975, df) · se, se² = s₁²/n₁ + s₂²/n₂, df by Welch-Satterthwaite. Two values or
-    more a side."""
-    difference = statistics.fmean(first) - statistics.fmean(second)
-    shares = [statistics.variance(values) / len(values) for values in (first, second)]
-    squared_error = sum(shares)
-    if squared_error == 0:  # every run alike on both sides: the difference is exact
-        return Estimate(difference, difference, difference)
-    degrees_of_freedom = squared_error**2 / sum(
-        share**2 / (len(values) - 1) for share, values in zip(shares, (first, second), strict=True)
-    )
-    half_width = quantile(degrees_of_freedom) * math.sqrt(squared_error)
-    return Estimate(difference, difference - half_width, difference + half_width)
-
-
-def ratio(first: Sequence[float], second: Sequence[float], quantile: Quantile) -> Estimate:
-    """first / second as the ratio of geometric means, its interval the exponential of Welch's
-    on the logarithms."""
-    logs = welch([math.log(x) for x in first], [math.log(x) for x in second], quantile)
-    return Estimate(math.exp(logs.value), math.exp(logs.low), math.exp(logs.high))
-
-
-def _points(first: Sequence[float], second: Sequence[float], quantile: Quantile) -> Estimate:
-    """The difference of two accuracies (fractions) in percentage points, by Welch's t."""
-    return welch([100 * x for x in first], [100 * x for x in second], quantile)
 
 
 def _times(ratio: float) -> str:
@@ -101,25 +69,49 @@ class Compared:
 
     key: str  # of the runs' summary rows
     name: str
-    estimate: Callable[[Sequence[float], Sequence[float], Quantile], Estimate]
-    no_change: float
-    reverse: Callable[[float], float]  # first against second -> second against first
+    scale: Callable[[float], float]  # a run's value as the comparison takes it (a log, points)
+    ratio: bool  # compared on the log scale: the estimate is a ratio, no change 1
     value: Callable[[float], str]  # how the estimate reads
     bound: Callable[[float], str]  # how the interval's ends read
-    verdict: str  # of {better}, {worse}, {held} (the keys held equal), {value} and {interval}
+    verdict: str  # of {better}, {worse}, {value} and {interval}
     # A difference read the other way: an RMSE's better side has the lower one.
     lower_is_better: bool = False
+
+    @property
+    def no_change(self) -> float:
+        return 1.0 if self.ratio else 0.0
+
+    def estimate(self, first: Sequence[float], second: Sequence[float], by_seed: bool) -> Estimate:
+        """first against second: paired (first[i] and second[i] ran one seed) or unpaired."""
+        found = (paired if by_seed else welch)(
+            [self.scale(x) for x in first], [self.scale(x) for x in second]
+        )
+        return found.exp() if self.ratio else found
+
+    def reverse(self, estimate: Estimate) -> Estimate:
+        """second against first."""
+        if self.ratio:
+            return Estimate(1 / estimate.value, 1 / estimate.high, 1 / estimate.low)
+        return Estimate(-estimate.value, -estimate.high, -estimate.low)
+
+    def usable(self, value: Any) -> bool:
+        """A number the comparison can take: finite (not a diverged run's nan), and above 0 on
+        the log scale."""
+        number = isinstance(value, (int, float)) and math.isfinite(value)
+        return number and (value > 0 or not self.ratio)
+
+    def second_better(self, estimate: Estimate) -> bool:
+        return (estimate.value < self.no_change) != self.lower_is_better
 
 
 SPEED = Compared(
     "train_images_per_second",
     "train images/s",
-    ratio,
-    1.0,
-    lambda value: 1 / value,
+    math.log,
+    True,
     lambda value: _times(value) + "x",
     _times,
-    "{better} trains {value} {interval} as fast as {worse}{held}",
+    "{better} trains {value} {interval} as fast as {worse}",
 )
 
 
@@ -129,18 +121,17 @@ def _headline(measures: TaskMetrics) -> Compared:
     metric = measures.headline
     name = f"test {metric.name}"
     if metric.percent:
-        estimate, value, bound = _points, "{:+.1f} points".format, "{:+.1f}".format
+        scale, value, bound = (lambda x: 100 * x), "{:+.1f} points".format, "{:+.1f}".format
     else:
-        estimate, value, bound = welch, "{:+.4g}".format, "{:+.4g}".format
+        scale, value, bound = float, "{:+.4g}".format, "{:+.4g}".format
     return Compared(
         metric.key(TEST),
         name,
-        estimate,
-        0.0,
-        lambda value: -value,
+        scale,
+        False,
         value,
         bound,
-        "{better} - {worse}{held}: {value} of " + name + " {interval}",
+        "{better} - {worse}: {value} of " + name + " {interval}",
         lower_is_better=metric.better == Mode.min,
     )
 
@@ -156,8 +147,43 @@ def compared_on(pair: Pair) -> list[Compared]:
 
 
 @dataclass(frozen=True)
+class Verdict:
+    """One verdict, as verdicts.json holds it: the sides (the better first where they differ),
+    the measure, how they were compared, the estimate, and the busy runs of each side."""
+
+    sweep: str
+    key: str
+    held: dict[str, str]
+    measure: str
+    first: str
+    second: str
+    method: str  # PAIRED or UNPAIRED
+    runs: list[int]  # of each side; for PAIRED, the pairs' count twice
+    estimate: float
+    low: float
+    high: float
+    differs: bool
+    busy_runs: list[int] | None  # of each side, of a speed's verdict
+    text: str
+
+
+def _by_seed(configuration: Configuration, measure: Compared) -> dict[str, float] | None:
+    """A configuration's usable values of `measure` by the seed each ran with; None where a run's
+    seed is not known or more than one ran a seed (then there is no one pair per seed)."""
+    seeds = [run["swept"].get(SEED) for run in configuration.runs]
+    if None in seeds or len(set(seeds)) < len(seeds):
+        return None
+    return {
+        seed: run[measure.key]
+        for seed, run in zip(seeds, configuration.runs, strict=True)
+        if measure.usable(run.get(measure.key))
+    }
+
+
+@dataclass(frozen=True)
 class Pair:
-    """Two configurations that differ in `key` alone, and the values of the keys held equal."""
+    """Two configurations of a sweep that differ in `key` alone, and the values of the other
+    varying keys, held equal."""
 
     key: str
     first: Configuration
@@ -170,98 +196,147 @@ class Pair:
         value = configuration.values[self.key]
         return value if "." not in self.key else f"{self.key}={value}"
 
-    def with_held(self) -> str:
-        """`, with model=lenet`: the keys held equal tell two verdicts on a pair apart."""
-        held = ", ".join(f"{key}={value}" for key, value in self.held.items())
-        return f", with {held}" if held else ""
-
     def versus(self) -> str:
-        return f"{self.name(self.first)} vs {self.name(self.second)}{self.with_held()}"
+        return f"{self.name(self.first)} vs {self.name(self.second)}"
 
-    def runs(self) -> str:
-        first, second = len(self.first.runs), len(self.second.runs)
-        return f"{first} runs each" if first == second else f"{first} and {second} runs"
+    def values(self, measure: Compared) -> tuple[list[float], list[float], bool]:
+        """The two sides' values of `measure`, and whether they are paired: seed by seed where
+        two seeds or more ran on both sides (each once), else every usable value of each side."""
+        first, second = _by_seed(self.first, measure), _by_seed(self.second, measure)
+        if first is not None and second is not None:
+            seeds = [seed for seed in first if seed in second]
+            if len(seeds) >= 2:
+                return [first[seed] for seed in seeds], [second[seed] for seed in seeds], True
+        return (
+            [x for x in self.first.numbers(measure.key) if measure.usable(x)],
+            [x for x in self.second.numbers(measure.key) if measure.usable(x)],
+            False,
+        )
 
-    def verdict(self, measure: Compared, quantile: Quantile) -> str | None:
-        """The line on `measure`, or None where a side has fewer than two values of it."""
-        first, second = (each.numbers(measure.key) for each in (self.first, self.second))
+    def verdict(self, measure: Compared) -> Verdict | None:
+        """The verdict on `measure`, or None where a side has fewer than two values of it."""
+        first, second, by_seed = self.values(measure)
         if min(len(first), len(second)) < 2:
             return None
-        estimate = measure.estimate(first, second, quantile)
+        estimate = measure.estimate(first, second, by_seed)
         better, worse = self.first, self.second
         differs = not estimate.holds(measure.no_change)
-        second_better = (
-            measure.reverse(estimate.value) > estimate.value
-        ) != measure.lower_is_better
-        if differs and second_better:  # the better one first
-            better, worse = worse, better
-            ends = measure.reverse(estimate.high), measure.reverse(estimate.low)
-            estimate = Estimate(measure.reverse(estimate.value), *ends)
+        if differs and measure.second_better(estimate):  # the better one first
+            better, worse, estimate = worse, better, measure.reverse(estimate)
         value = measure.value(estimate.value)
         interval = f"[{measure.bound(estimate.low)}, {measure.bound(estimate.high)}]"
-        if not differs:
-            return (
-                f"{self.versus()}: no difference beyond the noise in {measure.name} "
-                f"({value} {interval}, {self.runs()}{self.busy(measure)})"
+        runs = [len(first)] * 2 if by_seed else [len(first), len(second)]
+        how = f"{PAIRED}, {runs[0]} pairs" if by_seed else f"{UNPAIRED}, {_runs(runs)}"
+        if measure is SPEED:
+            how += self._busy(better, worse)
+        if differs:
+            said = measure.verdict.format(
+                better=self.name(better), worse=self.name(worse), value=value, interval=interval
             )
-        said = measure.verdict.format(
-            better=self.name(better),
-            worse=self.name(worse),
-            held=self.with_held(),
-            value=value,
-            interval=interval,
+            said += f" ({how})"
+        else:
+            said = (
+                f"{self.versus()}: no difference beyond the noise in {measure.name} "
+                f"({value} {interval}, {how})"
+            )
+        return Verdict(
+            sweep=self.first.sweep,
+            key=self.key,
+            held=self.held,
+            measure=measure.name,
+            first=self.name(better),
+            second=self.name(worse),
+            method=PAIRED if by_seed else UNPAIRED,
+            runs=runs,
+            estimate=estimate.value,
+            low=estimate.low,
+            high=estimate.high,
+            differs=differs,
+            busy_runs=[better.busy(), worse.busy()] if measure is SPEED else None,
+            text=said,
         )
-        return f"{said} ({self.runs()}{self.busy(measure)})"
 
-    def busy(self, measure: Compared) -> str:
-        """`, 2 of 6 on a busy host`: runs whose speed other work on the machine held down
-        (`devices.host_load`), which make a speed's verdict doubtful, whatever its interval."""
-        if measure is not SPEED:
+    def _busy(self, first: Configuration, second: Configuration) -> str:
+        """`; busy host: 3 of 3 trainer.threads=2 runs, 0 of 3 trainer.threads=1 runs`: runs
+        whose speed other work on the machine held down (`devices.host_load`), and where they
+        are all on one side, that the other work may be all the difference."""
+        busy = [first.busy(), second.busy()]
+        if not any(busy):
             return ""
-        runs = [*self.first.runs, *self.second.runs]
-        busy = sum(1 for run in runs if run.get("host_busy"))
-        return f", {busy} of {len(runs)} on a busy host" if busy else ""
+        sides = ", ".join(
+            f"{count} of {len(side.runs)} {self.name(side)} runs"
+            for count, side in zip(busy, (first, second), strict=True)
+        )
+        one_sided = ", all on one side: not to be trusted for speed" if 0 in busy else ""
+        return f"; busy host: {sides}{one_sided}"
+
+
+def _runs(runs: list[int]) -> str:
+    return f"{runs[0]} runs each" if runs[0] == runs[1] else f"{runs[0]} and {runs[1]} runs"
 
 
 def pairs(configurations: Sequence[Configuration]) -> list[Pair]:
-    """Every two configurations that differ in one swept key alone, key by key in the order the
-    keys were given, then in the order of the configurations' first runs."""
+    """Every two configurations of one sweep that differ in one varying key alone, key by key in
+    the order the keys were given, then in the order of the configurations' first runs."""
     keys = list(dict.fromkeys(key for each in configurations for key in each.values))
     found = []
     for key in keys:
-        others = [other for other in keys if other != key]
         for i, first in enumerate(configurations):
             for second in configurations[i + 1 :]:
+                if first.sweep != second.sweep or set(first.values) != set(second.values):
+                    continue
+                others = [other for other in first.values if other != key]
                 if first.values.get(key) != second.values.get(key) and all(
-                    first.values.get(other) == second.values.get(other) for other in others
+                    first.values[other] == second.values[other] for other in others
                 ):
-                    held = {other: first.values.get(other, "") for other in others}
+                    held = {other: first.values[other] for other in others}
                     found.append(Pair(key, first, second, held))
     return found
 
 
-def lines(
-    configurations: Sequence[Configuration], quantile: Quantile | None = QUANTILE
-) -> list[str]:
-    """The verdicts on a report's configurations, a line per pair and measure; one line where
-    every configuration ran once, and one saying how to get them where scipy is missing."""
+@dataclass(frozen=True)
+class Said:
+    """The verdicts as the report says them: lines, each with its depth below the heading (the
+    sweep, then the keys held equal, said once above the lines they hold for), and the verdicts
+    themselves for verdicts.json."""
+
+    lines: list[tuple[int, str]]
+    verdicts: list[Verdict]
+
+
+def said(configurations: Sequence[Configuration]) -> Said:
+    """The verdicts on a report's configurations, a line per pair and measure, each under its
+    sweep (where the report holds several) and the keys held equal; one line where every
+    configuration ran once."""
     compared = pairs(configurations)
     if compared and all(len(each.runs) == 1 for each in configurations):
-        return [f"one run each: no verdict; {REPEAT}"]
-    found, without_scipy = [], False
+        return Said([(0, f"one run each: no verdict; {REPEAT}")], [])
+    lines: list[tuple[int, str]] = []
+    found: list[Verdict] = []
+    several = repeats.several_sweeps(configurations)
+    above: tuple[str, ...] = ()
     for pair in compared:
+        headings = [repeats.sweep_name(pair.first.sweep)] if several else []
+        if pair.held:
+            headings.append("with " + ", ".join(f"{k}={v}" for k, v in pair.held.items()))
+        for depth, heading in enumerate(headings):
+            if above[: depth + 1] != tuple(headings[: depth + 1]):
+                lines.append((depth, heading + ":"))
+        above = tuple(headings)
         once = [pair.name(each) for each in (pair.first, pair.second) if len(each.runs) == 1]
         if once:
             alone = "one run each" if len(once) == 2 else f"one run of {once[0]}"
-            found.append(f"{pair.versus()}: {alone}: no verdict; {REPEAT}")
-        elif quantile is None:
-            without_scipy = True
-        else:
-            verdicts = (pair.verdict(measure, quantile) for measure in compared_on(pair))
-            found += [verdict for verdict in verdicts if verdict is not None]
-    if without_scipy:
-        found.append(f"for verdicts on configurations that ran more than once: {GET_INTERVALS}")
-    return found
+            lines.append((len(headings), f"{pair.versus()}: {alone}: no verdict; {REPEAT}"))
+            continue
+        verdicts = [pair.verdict(measure) for measure in compared_on(pair)]
+        found += [verdict for verdict in verdicts if verdict is not None]
+        lines += [(len(headings), v.text) for v in verdicts if v is not None]
+    return Said(lines, found)
+
+
+def json_text(verdicts: Sequence[Verdict]) -> str:
+    """verdicts.json: a list of the verdicts, each an object of `Verdict`'s fields."""
+    return json.dumps([asdict(verdict) for verdict in verdicts], indent=1, allow_nan=False) + "\n"
 
 
 def back_to_back(rows: Sequence[Row], configurations: Sequence[Configuration]) -> str | None:
@@ -315,8 +390,8 @@ def _jobs(runs: list[str]) -> str:
     return f"runs {runs[0]} to {runs[-1]}"
 
 
-def on(rows: Sequence[Row], quantile: Quantile | None = QUANTILE) -> tuple[list[str], str | None]:
+def on(rows: Sequence[Row]) -> tuple[Said, str | None]:
     """The verdicts on a report's rows (on their configurations), and the warning where repeats
     ran back to back (None where they did not)."""
     compared = repeats.configurations(rows)
-    return lines(compared, quantile), back_to_back(rows, compared)
+    return said(compared), back_to_back(rows, compared)
