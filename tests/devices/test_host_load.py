@@ -102,6 +102,12 @@ def test_threads_above_the_cores_left_free_are_said() -> None:
         "trainer.threads=1 or fewer, or a quieter machine"
     )
     assert host_load.threads_above_free_cores(1, load) is None
+    # Unset, torch's default (a thread per core) is as many threads: said, with what to set.
+    assert host_load.threads_above_free_cores(2, load, typed=False) == (
+        "trainer.threads is unset, so torch computes in 2 threads, more than the 1 core(s) other "
+        "processes left free for this run (they kept 0.7 of its 2 cores busy while it set up): "
+        "its speed will read low; use trainer.threads=1 or fewer, or a quieter machine"
+    )
     assert host_load.free_cores(HostLoad(1.0, 2, True)) == 1  # never none
     quiet = HostLoad(0.02, 2, False)
     assert host_load.threads_above_free_cores(2, quiet) is None

@@ -4,12 +4,14 @@ the host's load beside it; on epoch rows passed in, and on one real run beside b
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from omegaconf import OmegaConf
 
 from experiments.devices import process_settings
@@ -137,9 +139,16 @@ def test_a_one_epoch_run_beside_busy_work_is_marked_and_measured_after_its_first
         "trainer.limit_eval_images=64",
     )
     with caplog.at_level(logging.INFO, logger="experiments"), process_settings.restored():
+        # trainer.threads unset: torch's default outside this suite, a thread per core.
+        torch.set_num_threads(os.cpu_count() or 1)
         train(cfg, tmp_path)
     result = results(tmp_path)
     (epoch,) = metrics(tmp_path, "epoch")
+    # More threads than the busy loops left cores for: said at the start, with what to set.
+    assert f"trainer.threads is unset, so torch computes in {os.cpu_count()} threads, more " in (
+        caplog.text
+    )
+    assert "use trainer.threads=1 or fewer, or a quieter machine" in caplog.text
 
     # The first step, timed apart, is left out: the speed is that of the 7 after it.
     assert epoch["warm_up"]["steps"] == 1 and epoch["warm_up"]["images"] == 64

@@ -121,17 +121,22 @@ def free_cores(load: HostLoad) -> int:
     return max(round(load.cores - load.other_cores), 1)
 
 
-def threads_above_free_cores(threads: int, load: HostLoad) -> str | None:
-    """The warning for trainer.threads=`threads` above the cores other work left free under
-    `load`, whose threads would take turns on them (None: they fit)."""
+def threads_above_free_cores(threads: int, load: HostLoad, typed: bool = True) -> str | None:
+    """The warning for a run computing in `threads` threads, above the cores other work left free
+    under `load`, whose threads would take turns on them (None: they fit). `typed`: the user set
+    trainer.threads; else it is unset and torch's default, a thread per core, says so."""
     free = free_cores(load)
     if threads <= free:
         return None
+    asked = (
+        f"trainer.threads={threads} is"
+        if typed
+        else f"trainer.threads is unset, so torch computes in {threads} threads,"
+    )
     return (
-        f"trainer.threads={threads} is more than the {free} core(s) other processes left free "
-        f"for this run (they kept {load.other_cores:.1f} of its {load.cores} cores busy while it "
-        f"set up): its speed will read low; use trainer.threads={free} or fewer, or a quieter "
-        "machine"
+        f"{asked} more than the {free} core(s) other processes left free for this run (they "
+        f"kept {load.other_cores:.1f} of its {load.cores} cores busy while it set up): its speed "
+        f"will read low; use trainer.threads={free} or fewer, or a quieter machine"
     )
 
 

@@ -497,13 +497,15 @@ class TrainingRun:
         return host_load.between(started, now, len(self.host_cores), torch.get_num_threads())
 
     def _warn_of_threads_above_free_cores(self) -> None:
-        """trainer.threads above the cores other work left free while the run set up: its
-        threads would take turns on them, and its speed read low."""
-        threads = self.cfg.trainer.threads
+        """The run's threads (trainer.threads, or torch's default of one per core) above the
+        cores other work left free while the run set up: its threads would take turns on them,
+        and its speed read low."""
+        typed = self.cfg.trainer.threads
         load = self._host_load_since(self.setup_started)
-        if threads is None or load is None:
+        if load is None:
             return
-        if warning := host_load.threads_above_free_cores(threads, load):
+        threads = torch.get_num_threads() if typed is None else typed
+        if warning := host_load.threads_above_free_cores(threads, load, typed is not None):
             log.warning(warning)
 
     def _profiled(self, first_epoch: bool) -> AbstractContextManager[Callable[[], None] | None]:
