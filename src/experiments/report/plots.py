@@ -1,7 +1,7 @@
 """The report's figures, each made by a function that returns it (tests read them back):
 
-    throughput.png  train images/s by speed group: a dot per run, the mean and its 95% interval
-                    (`experiments.report.throughput`)
+    throughput.png  train images/s by speed group: a dot per run, the geometric mean and its 95%
+                    interval (`experiments.report.throughput`)
     curves.png      accuracy and train loss per epoch, a line per configuration, repeats as a
                     mean with a band (`experiments.report.curves`)
     scaling.png     of a sweep over batch sizes: train images/s against batch size with the

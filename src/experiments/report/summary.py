@@ -25,14 +25,16 @@ and runs with a record the report cannot read (`unreadable`, and which: `report.
                               waiting for batches, computing, and apart, copying them to the
                               device (on a GPU the copies' time there, which overlaps the wait);
                               a column empty for every run is left out
-    configurations.csv        a row per configuration: its runs, those that differ only in
-                              trainer.seed, summed up (`experiments.report.repeats`); summary.md
-                              and the console add its table where any configuration ran twice,
-                              then the verdicts on configurations that differ in one key
-                              (`experiments.report.verdicts`)
-    throughput.png            train images/s by speed group (the runs that share the keys that
-                              change speed, whatever their learning rate or seed): a dot per
-                              run, the mean and its 95% interval
+    configurations.csv        a row per configuration: its runs, those of one sweep that differ
+                              only in trainer.seed, summed up (`experiments.report.repeats`);
+                              summary.md and the console add its table where any configuration
+                              ran twice, then the verdicts on configurations of a sweep that
+                              differ in one key (`experiments.report.verdicts`)
+    verdicts.json             those verdicts, for programs
+    throughput.png            train images/s by speed group (the runs of a sweep that share the
+                              keys that change speed, whatever their learning rate or seed): a
+                              dot per run (hollow: busy host), the geometric mean and its 95%
+                              interval
     curves.png                test (and validation) accuracy in % and train loss per epoch, a
                               line per configuration: its runs' mean, with a band from lowest
                               to highest; the loss axis spans the losses

@@ -2,10 +2,10 @@
 sweep, as hyperfine and criterion.rs state them, and a difference called only where its interval
 excludes none.
 
-    sweep held: model=lenet
-      trainer.threads=2 trains 1.45x [1.10, 1.87] as fast as trainer.threads=1 (paired by seed,
+    with model=lenet:
+      trainer.threads=2 trains 1.44x [1.10, 1.87] as fast as trainer.threads=1 (paired by seed,
           3 pairs)
-      trainer.threads=2 vs trainer.threads=1: no difference beyond the noise in test accuracy
+      trainer.threads=1 vs trainer.threads=2: no difference beyond the noise in test accuracy
           (+0.0 points [+0.0, +0.0], paired by seed, 3 pairs)
     to_device vs cuda_call: no difference beyond the noise in train images/s (1.02x [0.95,
         1.10], Welch's t, 3 runs each)
