@@ -153,7 +153,7 @@ def test_the_bound_is_drawn_and_named_only_where_a_peak_was_measured() -> None:
     assert "bound" not in speed.get_title()
 
 
-def test_repeats_at_a_batch_size_are_their_mean_on_the_scaling_line() -> None:
+def test_repeats_at_a_batch_size_are_their_geometric_mean_on_the_scaling_line() -> None:
     rows = [
         scaling_run("32", 100.0, None, 4.0),
         {
@@ -165,6 +165,7 @@ def test_repeats_at_a_batch_size_are_their_mean_on_the_scaling_line() -> None:
     figure = scaling.scaling_figure(rows)
     speed, seconds = figure.axes[:2]
     (line,) = speed.get_lines()
-    assert list(line.get_xdata()) == [32, 64] and list(line.get_ydata()) == [110.0, 150.0]
+    assert list(line.get_xdata()) == [32, 64]
+    assert list(line.get_ydata()) == pytest.approx([(100 * 120) ** 0.5, 150.0])
     (timed,) = seconds.get_lines()
-    assert list(timed.get_ydata()) == [5.0, 3.0]
+    assert list(timed.get_ydata()) == pytest.approx([(4 * 6) ** 0.5, 3.0])

@@ -4,7 +4,7 @@ console where a configuration ran more than once): how many runs (n, and how man
 busy host), and per measure the mean ± standard deviation with the 95% confidence interval of the
 mean (`report.statistics`). Speeds are summed up on the log scale, as the verdicts compare them: a
 geometric mean and an interval that never reaches below 0 (configurations.csv adds the geometric
-standard deviation, a factor).
+standard deviation, a factor); so are times to accuracy.
 
 Only like is grouped with like: runs of one sweep (a report over several sweeps keeps each
 sweep's configurations apart, as if each had its own report, unless told to pool them), and each
@@ -57,7 +57,8 @@ MEASURES = [
     # Each task's headline metric: on validation and test at the selected epoch, at the final.
     *(Measure(headline.key, headline.header, headline.text) for headline in HEADLINES),
     SPEED,
-    Measure("time_to_accuracy", "time to acc (s)", "{:.1f}".format),
+    # A time, as a speed is: positive, its noise a factor.
+    Measure("time_to_accuracy", "time to acc (s)", "{:.1f}".format, log_scale=True),
 ]
 
 
@@ -185,8 +186,8 @@ def _value(configuration: Configuration, key: str) -> str:
 
 HEADING = (
     "Configurations (runs that differ only in trainer.seed): n runs (those on a busy host), "
-    "mean ± sd (95% confidence interval of the mean, Student's t); train img/s: geometric mean "
-    "(its interval on the log scale)"
+    "mean ± sd (95% confidence interval of the mean, Student's t); train img/s and time to acc: "
+    "geometric mean (its interval on the log scale)"
 )
 
 

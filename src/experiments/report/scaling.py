@@ -45,7 +45,8 @@ BOUND = "bound: measured peak x GPUs / train FLOPs per image"
 
 def scaling_figure(rows: Sequence[Row]) -> Any:
     """Train images/s against batch size, a line per speed group but the batch size (through the
-    mean of its runs at each size, with a dot per run where a size ran more than once), each with
+    geometric mean of its runs at each size, as the report sums speeds up everywhere, with a dot
+    per run where a size ran more than once), each with
     its compute bound (dashed, said so in the legend) only where its runs measured their device's
     peak; both axes logarithmic, as the models' speeds differ by orders of magnitude. Beside it,
     where the runs set trainer.target_accuracy, the training seconds until they reached it (a
@@ -98,12 +99,13 @@ def scaling_figure(rows: Sequence[Row]) -> Any:
 def _by_batch_size(
     line: Sequence[Row], value: Callable[[Row], float]
 ) -> tuple[list[int], list[float]]:
-    """The line's batch sizes, and the mean of `value` over the runs of each (nan where a run's
-    is nan)."""
+    """The line's batch sizes, and the geometric mean of `value` (a speed, or seconds) over the
+    runs of each (nan where a run's is nan)."""
     values: dict[int, list[float]] = {}
     for row in line:
         values.setdefault(int(row["swept"][BATCH_SIZE]), []).append(value(row))
-    return list(values), [statistics.fmean(each) for each in values.values()]
+    means = [math.exp(statistics.fmean(map(math.log, each))) for each in values.values()]
+    return list(values), means
 
 
 def _time_to_accuracy_title(rows: Sequence[Row]) -> str:
