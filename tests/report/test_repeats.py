@@ -300,8 +300,8 @@ def test_a_real_speed_difference_is_found_seed_by_seed(tmp_path: Path) -> None:
         "trainer.batch_size=512",
         "trainer.batch_size=1",
     ), speed["text"]
-    assert speed["differs"] and speed["low"] > 1
-    assert (speed["method"], speed["runs"]) == ("paired by seed", [3, 3])
+    assert speed["differs"] and speed["low"] > 1, speed["text"]
+    assert (speed["method"], speed["runs"]) == ("paired by seed", [3, 3]), speed["text"]
     assert f"\n  {speed['text']}\n" in done.stderr  # the sweep's own report says it
 
 
