@@ -131,11 +131,26 @@ def log_summary(
             100 * summary["host_other_cpu_share"],
         )
     log.info(
-        "completed: %s, %s img/s on %s, %d epoch(s) in %.1f s -> %s",
+        "completed: %s, %s img/s on %s, %s -> %s",
         selected,
         f"{summary['train_images_per_second']:,.0f}",
         plan,
-        len(summary["epoch_seconds"]),
-        summary["total_seconds"],
+        _epochs_text(summary),
         display_path(run_dir),
+    )
+
+
+def _epochs_text(summary: dict[str, Any]) -> str:
+    """ "3 epoch(s) in 8.7 s" (the process's time); a resumed run's in its two parts, the epochs
+    before the resume timed by their rows (those processes' setup went unrecorded): "5 epoch(s):
+    3 before resuming (27.4 s of epochs), 2 in this process in 8.7 s"."""
+    epoch_seconds = summary["epoch_seconds"]
+    here = f"in {summary['total_seconds']:.1f} s"
+    if "resumed_after_epochs" not in summary:
+        return f"{len(epoch_seconds)} epoch(s) {here}"
+    (before,) = summary["resumed_after_epochs"]
+    return (
+        f"{len(epoch_seconds)} epoch(s): {before} before resuming "
+        f"({sum(epoch_seconds[:before]):.1f} s of epochs), "
+        f"{len(epoch_seconds) - before} in this process {here}"
     )
