@@ -53,8 +53,7 @@ def test_sigterm_interrupts_a_run_which_a_resume_then_finishes(tmp_path: Path) -
     folder = run_dir.relative_to(tmp_path)
     last_line = said.strip().splitlines()[-1]
     assert last_line == (
-        f"Interrupted (SIGTERM); the run in {folder} goes on with: python train.py "
-        f"resume={folder}"
+        f"Interrupted (SIGTERM); the run in {folder} goes on with: python train.py resume={folder}"
     )
     assert "Traceback" not in said
     result = results(run_dir)
