@@ -23,12 +23,6 @@ IMAGES = Unit("image", "images", "img/s")
 ROWS = Unit("row", "rows", "rows/s")
 
 
-def unit_named(many: str | None) -> Unit:
-    """The unit results.json names (`data.unit`: "images", "rows"); images where it names none,
-    as runs before it was recorded."""
-    return ROWS if many == ROWS.many else IMAGES
-
-
 def shape_text(shape: Sequence[int]) -> str:
     """(3, 32, 32) as 3x32x32."""
     return "x".join(map(str, shape))
