@@ -1,6 +1,7 @@
-"""SIGHUP (a closed terminal, a dropped ssh connection) ends a real `python train.py` as SIGTERM
-does; SIGQUIT and SIGUSR1 are recorded too, and then end it as they would have. None leaves
-results.json `running` without a reason."""
+"""Ctrl-C (SIGINT) and SIGHUP (a closed terminal, a dropped ssh connection) end a real
+`python train.py` as SIGTERM does; SIGQUIT and SIGUSR1 are recorded too, and then end it as they
+would have. Each leaves results.json `interrupted`, by its signal, and says how the run goes on:
+stopped before its first checkpoint, each run here is run again afresh."""
 
 from __future__ import annotations
 
@@ -16,8 +17,13 @@ import pytest
 from helpers import ROOT, results
 
 RUN = ("model=lenet", "device=cpu", "trainer.epochs=2", "trainer.limit_train_batches=20")
-# How each ends: SIGHUP with an exit code, as SIGTERM does; the others by the signal itself.
-ENDS = {"SIGHUP": 128 + signal.SIGHUP, "SIGQUIT": -signal.SIGQUIT, "SIGUSR1": -signal.SIGUSR1}
+# How each ends: SIGINT and SIGHUP with an exit code, as SIGTERM does; the others by the signal.
+ENDS = {
+    "SIGINT": 128 + signal.SIGINT,
+    "SIGHUP": 128 + signal.SIGHUP,
+    "SIGQUIT": -signal.SIGQUIT,
+    "SIGUSR1": -signal.SIGUSR1,
+}
 
 
 @dataclass
@@ -82,10 +88,14 @@ def test_a_signal_that_ends_a_run_is_recorded_as_its_reason(
 ) -> None:
     run = signalled[name]
     assert run.returncode == ENDS[name]
-    assert run.stderr.strip().splitlines()[-1] == f"Interrupted ({name})"
+    folder = run.run_dir.relative_to(run.run_dir.parents[2])  # outputs/<day>/<time>, as typed
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"Interrupted ({name}); the run in {folder} saved no checkpoint to resume from; run it "
+        f"again with: python train.py replay={folder}"
+    )
     assert "Traceback" not in run.stderr
     result = results(run.run_dir)
-    assert (result["status"], result["reason"]) == ("failed", f"interrupted ({name})")
+    assert (result["status"], result["reason"]) == ("interrupted", f"interrupted ({name})")
     assert not list(run.run_dir.rglob("*.tmp"))
 
 

@@ -1,8 +1,10 @@
 """SIGTERM (`kill`, `timeout`, a SLURM preemption) ends a real `python train.py` as Ctrl-C does:
-one line, the run recorded as interrupted, nothing half-written left, and a resume finishes it."""
+one line that says how the run goes on, the run recorded as interrupted, nothing half-written
+left, and the command that line names finishes it."""
 
 from __future__ import annotations
 
+import shlex
 import signal
 import subprocess
 import sys
@@ -48,17 +50,24 @@ def test_sigterm_interrupts_a_run_which_a_resume_then_finishes(tmp_path: Path) -
             training.wait()
     said = console.read_text()
     assert training.returncode == 143
-    assert said.strip().splitlines()[-1] == "Interrupted (SIGTERM)"
+    folder = run_dir.relative_to(tmp_path)
+    last_line = said.strip().splitlines()[-1]
+    assert last_line == (
+        f"Interrupted (SIGTERM); the run in {folder} goes on with: python train.py resume={folder}"
+    )
     assert "Traceback" not in said
     result = results(run_dir)
     assert (result["status"], result["reason"], result["epochs_completed"]) == (
-        "failed",
+        "interrupted",
         "interrupted (SIGTERM)",
         1,
     )
     assert not list(run_dir.rglob("*.tmp"))
 
-    done = train_cli(tmp_path, f"resume={run_dir}")
+    # The command as said, typed in the folder the run was started in.
+    command = shlex.split(last_line.partition("goes on with: ")[2])
+    assert command[:2] == ["python", "train.py"]
+    done = train_cli(tmp_path, *command[2:])
     assert done.returncode == 0, done.stderr
     result = results(run_dir)
     assert (result["status"], result["resumed_after_epochs"]) == ("completed", [1])

@@ -24,7 +24,8 @@ except KeyboardInterrupt as interrupt:
 
 
 @pytest.mark.parametrize(
-    ("signal", "said"), [("SIGINT", "interrupted 130"), ("SIGTERM", "interrupted (SIGTERM) 143")]
+    ("signal", "said"),
+    [("SIGINT", "interrupted (SIGINT) 130"), ("SIGTERM", "interrupted (SIGTERM) 143")],
 )
 def test_a_signal_interrupts_once_and_a_second_ctrl_c_is_not_a_traceback(
     signal: str, said: str

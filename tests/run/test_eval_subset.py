@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.core.text import IMAGES
 from experiments.data.subset import evaluated_rows
 from experiments.devices import process_settings
 from experiments.records import checkpoints
@@ -51,7 +52,7 @@ def trained(run_dir: Path) -> DictConfig:
 
 def rows_for(trained: DictConfig, *overrides: str) -> list[int] | None:
     cfg = compose_config("ckpt=run", "device=cpu", *overrides, config_name="eval")
-    rows = evaluated_test_rows(cfg, trained, 1000)
+    rows = evaluated_test_rows(cfg, trained, 1000, IMAGES)
     return None if rows is None else rows.tolist()
 
 

@@ -67,6 +67,10 @@ def test_the_shipped_sample_trains_and_is_selected_on_validation_rmse(tmp_path: 
     assert (data["channels"], data["num_classes"], data["classes"]) == (10, 1, ["progression"])
     assert data["target_mean"][0] == pytest.approx(152, abs=10)
     assert data["statistics"] == "computed from the 354 training rows"
+    # Said in rows, as the report reads them (`data.unit`): the speed, the model's FLOPs per row.
+    assert data["unit"] == "rows"
+    assert "FLOPs per row" in done.stderr and " rows/s on cpu" in done.last_line
+    assert "img/s" not in done.stderr and "image" not in done.stderr
     assert not (done.run_dir / "confusion_matrix.png").exists()
     events = read_events(done.run_dir)
     assert [event.value for event in events.Scalars("test/rmse")] == pytest.approx(

@@ -93,6 +93,12 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_pat
     assert done.run_dir == run_dir
     result = results(run_dir)
     assert (result["status"], result["resumed_after_epochs"]) == ("completed", [1])
+    # Its console: not TensorBoard's reader at work, and the epochs in two parts, the first
+    # timed by its rows.
+    assert "No path found" not in done.stderr
+    first = metrics(run_dir, "epoch")[0]["epoch_seconds"]
+    said = f"2 epoch(s): 1 before resuming ({first:.1f} s of epochs), 1 in this process in "
+    assert said in done.stderr.splitlines()[-1]
     # Every number again, the learning rates and the validation metrics included.
     assert numbers(run_dir) == numbers(reference)
     assert len({row["lr"] for row in metrics(run_dir, "step")}) == 12  # it changed every time

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from experiments.core.text import IMAGES, ROWS, Unit
 from experiments.training.model_size import ModelSize, measure
 from experiments.training.models import MLP, LeNet
 
@@ -49,16 +50,17 @@ def test_measuring_changes_nothing_in_the_model() -> None:
 
 
 @pytest.mark.parametrize(
-    ("parameters", "flops", "text"),
+    ("parameters", "flops", "unit", "text"),
     [
-        (62006, 1303440, "62.0k parameters, 1.30M FLOPs per image"),
-        (11_181_642, 1_111_000_000, "11.2M parameters, 1.11G FLOPs per image"),
+        (62006, 1303440, IMAGES, "62.0k parameters, 1.30M FLOPs per image"),
+        (11_181_642, 1_111_000_000, IMAGES, "11.2M parameters, 1.11G FLOPs per image"),
+        (708, 1330, ROWS, "708 parameters, 1.33k FLOPs per row"),  # a table's model
     ],
 )
-def test_the_size_reads_in_thousands_millions_and_billions(
-    parameters: int, flops: int, text: str
+def test_the_size_reads_in_thousands_millions_and_billions_per_sample(
+    parameters: int, flops: int, unit: Unit, text: str
 ) -> None:
-    assert str(ModelSize(parameters, flops, 3 * flops)) == text
+    assert ModelSize(parameters, flops, 3 * flops).text(unit) == text
 
 
 class CountsThreads(torch.nn.Module):

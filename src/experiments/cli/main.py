@@ -17,6 +17,7 @@ import atexit
 import gc
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -40,7 +41,7 @@ from experiments.config.overrides import (
     with_saved_overrides,
 )
 from experiments.config.paths import with_paths_as_given
-from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
+from experiments.config.store import CONFIG_PACKAGE, command_name, new_tag, register_configs
 from experiments.config.sweep_order import with_repeats_interleaved
 from experiments.core import collection
 from experiments.core.errors import one_line
@@ -117,7 +118,7 @@ def _train(cfg: DictConfig) -> float | None:
     with collection.held():  # torch's objects, made once, never collected
         from experiments.run.train import train
 
-    return _run_job(lambda run_dir, free_gpus: train(cfg, run_dir, free_gpus))
+    return _run_job(lambda run_dir, free_gpus: train(cfg, run_dir, free_gpus), resumable=True)
 
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="eval")
@@ -128,11 +129,14 @@ def _evaluate(cfg: DictConfig) -> float | None:
     return _run_job(lambda run_dir, free_gpus: evaluate_checkpoint(cfg, run_dir, free_gpus))
 
 
-def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | None:
+def _run_job(
+    task: Callable[[Path, FreeGpus | None], float | None], *, resumable: bool = False
+) -> float | None:
     """Run one job in the folder Hydra made, and leave the process as the job found it. A failure
     is logged in one line; in a sweep the job is then recorded as failed and the sweep goes on
     (unless CUDA is left unusable in a process its later jobs would share), otherwise the command
-    ends with exit code 1."""
+    ends with exit code 1. An interruption ends the command (a sweep's too); a `resumable` job's
+    says how its run goes on."""
     from experiments.devices.distributed import first_failure, says_the_failure  # (no torch)
     from experiments.devices.process_settings import cuda_unusable, job
 
@@ -146,6 +150,10 @@ def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | N
     try:
         with job(free_gpus):
             value = task(run_dir, free_gpus)
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or another signal taken as it
+        if resumable and ProcessGroup.from_env().is_main:
+            interrupt.add_note(how_it_goes_on(run_dir))  # said after the interruption's line
+        raise
     except Exception as error:
         group = ProcessGroup.from_env()
         reason = first_failure(group, error)
@@ -161,6 +169,21 @@ def _run_job(task: Callable[[Path, FreeGpus | None], float | None]) -> float | N
     if in_sweep and cuda_error and later_jobs_share_this_process(hydra_cfg.launcher._target_):
         raise CudaUnusable(sweep_stopped_by(cuda_error, hydra_cfg.job.num, run_dir))
     return value
+
+
+def how_it_goes_on(run_dir: Path) -> str:
+    """The command that continues the interrupted run in `run_dir`: a resume from its last
+    checkpoint, or with none yet, the same run afresh in a new folder."""
+    from experiments.records.checkpoints import LAST  # (no torch for --help, as in _train)
+
+    folder = display_path(run_dir)
+    command = command_name(sys.argv[0])
+    if (run_dir / LAST).is_file():
+        return f"the run in {folder} goes on with: {command} {shlex.quote(f'resume={folder}')}"
+    return (
+        f"the run in {folder} saved no checkpoint to resume from; run it again with: {command} "
+        f"{shlex.quote(f'replay={folder}')}"
+    )
 
 
 def main() -> None:
@@ -223,7 +246,8 @@ def _command_line(
         if tracebacks:
             raise
         said = reason(interrupt)
-        print(said[0].upper() + said[1:], file=sys.stderr)
+        how = getattr(interrupt, "__notes__", [])  # how a training run goes on (`_run_job`)
+        print("; ".join([said[0].upper() + said[1:], *how]), file=sys.stderr)
         end_as_the_signal_would(interrupt)  # SIGQUIT, SIGUSR1
         sys.exit(exit_code(interrupt))
     except (JobFailed, RunFailed):

@@ -83,11 +83,10 @@ def raise_unless_held(interrupt: BaseException) -> None:
 
 
 def reason(interrupt: KeyboardInterrupt) -> str:
-    """Why the run stopped, for results.json and the console: "interrupted" (Ctrl-C), or
+    """Why the run stopped, for results.json and the console: "interrupted (SIGINT)" (Ctrl-C),
     "interrupted (SIGHUP)"."""
-    if isinstance(interrupt, Terminated):
-        return f"interrupted ({interrupt.signal.name})"
-    return "interrupted"
+    name = interrupt.signal.name if isinstance(interrupt, Terminated) else "SIGINT"
+    return f"interrupted ({name})"
 
 
 def exit_code(interrupt: KeyboardInterrupt) -> int:

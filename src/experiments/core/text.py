@@ -1,11 +1,26 @@
-"""How shapes, GPUs, paths, parts of splits, large counts and names from files are written, the
-same in every message and record."""
+"""How shapes, GPUs, paths, parts of splits, large counts, names from files and a dataset's
+samples are written, the same in every message and record."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Unit:
+    """What a dataset's samples are called where people read of them: images, or a table's rows.
+    (Records keep their keys whatever the unit: `train_images_per_second` counts rows too.)"""
+
+    one: str  # "FLOPs per image"
+    many: str  # "1000 test images"
+    rate: str  # "2,862 img/s"
+
+
+IMAGES = Unit("image", "images", "img/s")
+ROWS = Unit("row", "rows", "rows/s")
 
 
 def shape_text(shape: Sequence[int]) -> str:

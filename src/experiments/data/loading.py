@@ -28,7 +28,7 @@ from experiments.config.build import build, check_importable, plain
 from experiments.config.choices import Loader
 from experiments.config.schemas import DatasetConfig, is_image_folder
 from experiments.core.errors import ExperimentError
-from experiments.core.text import shape_text
+from experiments.core.text import IMAGES, ROWS, shape_text
 from experiments.data import fingerprint, own_data
 from experiments.data.own_data import CheckedDataset
 from experiments.data.types import ImageData, Split, Streamed
@@ -59,17 +59,19 @@ def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
     channels = config.channels if config.channels is not None else train.images.shape[1]
     size = config.image_size if config.image_size is not None else train.images.shape[2]
     values = train.labels.is_floating_point()  # targets to regress, not classes
+    # A table's rows are float features, images uint8 pixels.
+    unit = ROWS if train.images.is_floating_point() else IMAGES
     targets = "values" if values else "masks" if train.labels.dim() == 3 else "classes"
     classes = config.num_classes
     if classes is None and values:
         classes = train.labels.shape[1]
     for split_name, split in (("train", train), ("test", test)):
         if len(split) == 0:
-            raise ExperimentError(f"dataset {config.name} has no {split_name} images")
+            raise ExperimentError(f"dataset {config.name} has no {split_name} {unit.many}")
         found = tuple(split.images.shape[1:])
         if found != (channels, size, size):
             raise ExperimentError(
-                f"dataset {config.name} has {shape_text(found)} {split_name} images, but its "
+                f"dataset {config.name} has {shape_text(found)} {split_name} {unit.many}, but its "
                 f"config says {shape_text((channels, size, size))} (dataset.channels, "
                 "dataset.image_size)"
             )
@@ -85,10 +87,10 @@ def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
     if mean is None or std is None:
         found_mean, found_std = _value_statistics(train.images)
         mean, std = mean or found_mean, std or found_std
-        record["statistics"] = f"computed from the {len(train)} training rows"
+        record["statistics"] = f"computed from the {len(train)} training {unit.many}"
     if values:
         facts["target_mean"], facts["target_std"] = _value_statistics(train.labels)
-        record["target_statistics"] = f"computed from the {len(train)} training rows"
+        record["target_statistics"] = f"computed from the {len(train)} training {unit.many}"
     return ImageData(
         config.name,
         train,
@@ -100,6 +102,7 @@ def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
         record=record,
         facts=facts,
         targets=targets,
+        unit=unit,
     )
 
 

@@ -10,6 +10,8 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
+from experiments.core.text import IMAGES, Unit
+
 
 @dataclass
 class Split:
@@ -41,6 +43,13 @@ class ImageData:
     # What each image's target is: "classes" (an index), "values" (a float vector: a CSV
     # file's) or "masks" (a class per pixel).
     targets: str = "classes"
+    # What its samples are called where people read of them: a CSV file's are rows.
+    unit: Unit = IMAGES
+
+    def recorded(self) -> dict[str, Any]:
+        """What results.json records of the data: how it was loaded, the dataset config's fields
+        it filled in, and what its samples are called (its report's words)."""
+        return {**self.record, **self.derived(), "unit": self.unit.many}
 
     def derived(self) -> dict[str, Any]:
         """The dataset config's fields as this data filled them in."""

@@ -73,7 +73,7 @@ class RecordedResults(RunSummary, total=False):
     metrics of tasks other than classification (val_rmse, ...) stand beside RunSummary's, of the
     type of theirs."""
 
-    status: str  # running, completed, failed
+    status: str  # running, completed, failed, interrupted (failed, in versions before)
     reason: str | None
     device: DeviceRecord
     process: ProcessRecord

@@ -4,6 +4,9 @@
                from one that was killed
     completed  with the job's numbers
     failed     with the reason in one line (and, for a crash, the traceback)
+    interrupted
+               by Ctrl-C or another signal taken as it, with the signal as the reason: the
+               run resumes from its last checkpoint
 
 A number that is not finite (a diverged loss, the R² of targets of one value) is written as null:
 results.json is strict JSON, which every JSON reader reads.
@@ -46,8 +49,9 @@ from experiments.training.selection import Monitor, selected_epoch
 
 
 class Results:
-    """results.json through a job's life. As a context manager: "running" on entry, and "failed"
-    with the reason (and, for a crash, the traceback) if the block raises.
+    """results.json through a job's life. As a context manager: "running" on entry, "interrupted"
+    by a signal, and "failed" with the reason (and, for a crash, the traceback) if the block
+    raises otherwise.
 
     A resume's record is held back (`held`, with its log file) until the resume is accepted
     (`accept`): a resume refused on the way (a checkpoint that does not fit the model asked for
@@ -99,7 +103,7 @@ class Results:
         # A folder deleted, or a disk still full: the failure is said on the console all the same.
         with interrupts.held(), contextlib.suppress(ExperimentError):
             if isinstance(error, KeyboardInterrupt):  # Ctrl-C, or SIGTERM
-                self.finish("failed", interrupts.reason(error))
+                self.finish("interrupted", interrupts.reason(error))
                 return
             if not isinstance(error, ExperimentError):  # a bug or a crash: keep where it was
                 self._fields["traceback"] = "".join(traceback.format_exception(error))

@@ -16,6 +16,7 @@ wait until a write is done: cut short, it would leave the writer's queue, which 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
@@ -57,8 +58,7 @@ class TensorBoard:
 
     def resume_after(self, purge_step: int, history: History, sent: Sequence[Sent]) -> History:
         self._purge_step = purge_step
-        events = EventAccumulator(str(self.dir), size_guidance={"scalars": 0})  # (0: all)
-        events.Reload()
+        events = _read(self.dir, size_guidance={"scalars": 0})  # (0: all)
         tags = set(events.Tags()["scalars"]) & set(EPOCH_ROW_TAGS)
         logged = {event.step for tag in tags for event in events.Scalars(tag)}
         lost = [row for row in history if row["global_step"] not in logged]
@@ -95,8 +95,7 @@ class TensorBoard:
             writer.flush()
 
     def end_records(self) -> set[str]:
-        events = EventAccumulator(str(self.dir))
-        events.Reload()
+        events = _read(self.dir)
         tags = events.Tags()
         # HParams: the last of its summaries, so all of them.
         hparams_written = metadata.SESSION_END_INFO_TAG in tags["tensors"]
@@ -114,6 +113,26 @@ class TensorBoard:
         if self._writer is None:
             self._writer = SummaryWriter(self.dir, purge_step=self._purge_step)
         return self._writer
+
+
+# TensorBoard's one logger, its event files' reader's too.
+LOGGER = "tensorboard"
+
+
+def _read(run_dir: Path, **guidance: dict[str, int]) -> EventAccumulator:
+    """The run folder's events, as TensorBoard shows them, read with TensorBoard's logger let
+    through errors only: its reader logs its walk through the files at INFO ("No path found after
+    <the last file>", on every resume), and as a warning the purge of the events of an epoch a
+    resume trains again, which the run does on purpose; neither is the run's to say."""
+    logger = logging.getLogger(LOGGER)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        events = EventAccumulator(str(run_dir), **guidance)
+        events.Reload()
+    finally:
+        logger.setLevel(level)
+    return events
 
 
 def _quiet_tensorboard_thread(

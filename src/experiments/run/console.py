@@ -11,7 +11,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from experiments.config.metric_names import LOSS, TEST, VAL, TaskMetrics
-from experiments.core.text import display_path, part_of_split, shape_text
+from experiments.core.text import ROWS, Unit, display_path, part_of_split, shape_text
 from experiments.data.batches import Batches
 from experiments.devices import host_load
 from experiments.devices.plan import DevicePlan
@@ -25,12 +25,15 @@ log = logging.getLogger("experiments")
 def log_start(
     cfg: DictConfig,
     shape: tuple[int, int, int],
+    unit: Unit,
     size: model_size.ModelSize,
     train_batches: Batches,
     test_batches: Batches,
     val_batches: Batches | None,
     runtime: Runtime,
 ) -> None:
+    """The run's first line: the model, the data (its samples counted in their `unit`), the
+    device and the training's settings."""
     plan = runtime.plan
     shared = f" over {runtime.group.world_size} processes ({plan.backend})" if plan.backend else ""
     val = f"{val_batches.count_images()} val / " if val_batches else ""
@@ -38,18 +41,17 @@ def log_start(
     accumulated = trainer.accumulate_batches
     step = accumulated * trainer.batch_size
     steps = f" ({accumulated} to a step of {step})" if accumulated > 1 else ""
-    # A CSV file's rows are vectors of features, seen as 1x1 images of a channel each.
-    tabular = shape[1:] == (1, 1)
     log.info(
         "training %s (%s) on %s (%d train / %s%d test %s, %s) with %s placement, %s, batch %d%s%s",
         cfg.model.name,
-        size,
+        size.text(unit),
         cfg.dataset.name,
         train_batches.count_images(),
         val,
         test_batches.count_images(),
-        "rows" if tabular else "images",
-        f"{shape[0]} features" if tabular else shape_text(shape),
+        unit.many,
+        # A CSV file's rows are vectors of features, seen as 1x1 images of a channel each.
+        f"{shape[0]} features" if unit == ROWS else shape_text(shape),
         cfg.placement.name,
         cfg.optimizer.name,
         trainer.batch_size,
@@ -67,13 +69,15 @@ def log_epoch(
     measures: TaskMetrics,
     scheduler: str,
     host: host_load.HostLoad | None,
+    unit: Unit,
 ) -> None:
-    """An epoch's line: the losses and the task's metrics (`measures`) on each split, speed."""
+    """An epoch's line: the losses and the task's metrics (`measures`) on each split, speed (in
+    the data's `unit` per second)."""
     validation = f"{_measured_text(VAL, val, measures)}, " if val else ""
     lr = f"lr {training.lr:.3g}, " if scheduler != "none" else ""
     busy = f" ({host.text()})" if host is not None and host.busy else ""
     log.info(
-        "epoch %d/%d: train loss %.4f, %s%s, %s%s img/s%s, %.1f s",
+        "epoch %d/%d: train loss %.4f, %s%s, %s%s %s%s, %.1f s",
         epoch,
         epochs,
         training.loss,
@@ -81,6 +85,7 @@ def log_epoch(
         _measured_text(TEST, test, measures),
         lr,
         f"{training.images_per_second:,.0f}",
+        unit.rate,
         busy,
         training.seconds + test.seconds + (val.seconds if val else 0.0),
     )
@@ -96,10 +101,11 @@ def _measured_text(split: str, result: loop.EvaluationResult, measures: TaskMetr
 
 
 def log_summary(
-    summary: dict[str, Any], plan: DevicePlan, run_dir: Path, measures: TaskMetrics
+    summary: dict[str, Any], plan: DevicePlan, run_dir: Path, measures: TaskMetrics, unit: Unit
 ) -> None:
     """The outcome: the selected epoch's headline metric (`measures`: the task's), per class
-    where the task has classes; the speed; the run folder, last."""
+    where the task has classes; the speed (in the data's `unit` per second); the run folder,
+    last."""
     epoch, headline = summary["selected_epoch"], measures.headline
     if "class_accuracy" in summary:
         log.info(
@@ -110,7 +116,7 @@ def log_summary(
         )
     part = part_of_split(summary["test_images"], summary["test_split_images"])
     tested = f"test {headline.name} {headline.text(summary[headline.key(TEST)])}" + (
-        f" on {part} test images" if part else ""
+        f" on {part} test {unit.many}" if part else ""
     )
     if summary[headline.key(VAL)] is None:
         selected = f"{tested} at the final epoch (no validation split to select one)"
@@ -131,11 +137,27 @@ def log_summary(
             100 * summary["host_other_cpu_share"],
         )
     log.info(
-        "completed: %s, %s img/s on %s, %d epoch(s) in %.1f s -> %s",
+        "completed: %s, %s %s on %s, %s -> %s",
         selected,
         f"{summary['train_images_per_second']:,.0f}",
+        unit.rate,
         plan,
-        len(summary["epoch_seconds"]),
-        summary["total_seconds"],
+        _epochs_text(summary),
         display_path(run_dir),
+    )
+
+
+def _epochs_text(summary: dict[str, Any]) -> str:
+    """ "3 epoch(s) in 8.7 s" (the process's time); a resumed run's in its two parts, the epochs
+    before the resume timed by their rows (those processes' setup went unrecorded): "5 epoch(s):
+    3 before resuming (27.4 s of epochs), 2 in this process in 8.7 s"."""
+    epoch_seconds = summary["epoch_seconds"]
+    here = f"in {summary['total_seconds']:.1f} s"
+    if "resumed_after_epochs" not in summary:
+        return f"{len(epoch_seconds)} epoch(s) {here}"
+    (before,) = summary["resumed_after_epochs"]
+    return (
+        f"{len(epoch_seconds)} epoch(s): {before} before resuming "
+        f"({sum(epoch_seconds[:before]):.1f} s of epochs), "
+        f"{len(epoch_seconds) - before} in this process {here}"
     )

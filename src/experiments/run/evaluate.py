@@ -20,7 +20,7 @@ from experiments.config.metric_names import TEST, TEST_LOSS, TaskMetrics, metric
 from experiments.config.schemas import ClassificationTaskConfig, is_image_folder, is_users_data
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
-from experiments.core.text import display_path, part_of_split
+from experiments.core.text import Unit, display_path, part_of_split
 from experiments.data import subset
 from experiments.data.batches import Batches
 from experiments.devices import memory, process_settings
@@ -64,7 +64,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         dataset = dataset_to_evaluate(cfg.dataset, trained.dataset)
         data = setup.load_data(dataset, runtime, training=False)
         _check_classes(data.classes, trained.dataset, dataset)
-        results.add(data={**data.record, **data.derived()})
+        results.add(data=data.recorded())
 
         task = tasks.build_task(trained.task)
         task.refuse_other_data(trained.task.name, data)
@@ -84,7 +84,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
             mean=data.mean,
             std=data.std,
             runtime=runtime,
-            subset=evaluated_test_rows(cfg, trained, len(data.test)),
+            subset=evaluated_test_rows(cfg, trained, len(data.test), data.unit),
         )
         task = runtime.placement.module(task)
         audit(model, task, next(iter(test_batches)), runtime.plan)
@@ -107,7 +107,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
             ),
             seconds=evaluation.seconds,
         )
-    _log_outcome(outcome, runtime.plan, run_dir, task.metrics)
+    _log_outcome(outcome, runtime.plan, run_dir, task.metrics, data.unit)
     return outcome[task.metrics.headline.key(TEST)]
 
 
@@ -160,10 +160,13 @@ def _which_epoch(path: Path, state: dict[str, Any], trained: DictConfig) -> str:
     return f"epoch {state['epoch']}"
 
 
-def evaluated_test_rows(cfg: DictConfig, trained: DictConfig, in_split: int) -> torch.Tensor | None:
-    """The rows of the test split (of `in_split` images) to evaluate (None: all): those
-    limit_images= or limit_fraction= take; else, on the data the checkpoint's run (`trained`,
-    its config) was trained on, the very images that run was tested on; else all."""
+def evaluated_test_rows(
+    cfg: DictConfig, trained: DictConfig, in_split: int, unit: Unit
+) -> torch.Tensor | None:
+    """The rows of the test split (of `in_split` samples, said in their `unit`) to evaluate
+    (None: all): those limit_images= or limit_fraction= take; else, on the data the checkpoint's
+    run (`trained`, its config) was trained on, the very samples that run was tested on; else
+    all."""
     if cfg.limit_images is not None or cfg.limit_fraction is not None:
         return subset.evaluated_rows(in_split, cfg.limit_images, cfg.limit_fraction)
     if cfg.dataset is not None:
@@ -178,9 +181,9 @@ def evaluated_test_rows(cfg: DictConfig, trained: DictConfig, in_split: int) -> 
         )
     if rows is not None:
         log.info(
-            "testing on the %s test images its run was tested on (limit_fraction=1 tests on all "
-            "%s)",
+            "testing on the %s test %s its run was tested on (limit_fraction=1 tests on all %s)",
             f"{len(rows):,}",
+            unit.many,
             f"{in_split:,}",
         )
     return rows
@@ -220,7 +223,7 @@ def _check_classes(classes: list[str], trained: DictConfig, dataset: DictConfig)
 
 
 def _log_outcome(
-    outcome: dict[str, Any], plan: DevicePlan, run_dir: Path, measures: TaskMetrics
+    outcome: dict[str, Any], plan: DevicePlan, run_dir: Path, measures: TaskMetrics, unit: Unit
 ) -> None:
     if "class_accuracy" in outcome:
         per_class = per_class_text(outcome["class_accuracy"])
@@ -236,7 +239,7 @@ def _log_outcome(
         headline.name,
         headline.text(outcome[headline.key(TEST)]),
         outcome[TEST_LOSS],
-        f"{part} test images" if part else f"{outcome['test_images']} images",
+        f"{part} test {unit.many}" if part else f"{outcome['test_images']} {unit.many}",
         plan,
         display_path(run_dir),
     )

@@ -124,9 +124,9 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                     run.setup(group, free_gpus, resumed)
                 run.fit()
                 summary = run.finish()
-                plan, measures = run.runtime.plan, run.task.metrics
+                plan, measures, unit = run.runtime.plan, run.task.metrics, run.data.unit
                 del run  # its DDP model holds the process group, which teardown() then ends
-        console.log_summary(summary, plan, run_dir, measures)
+        console.log_summary(summary, plan, run_dir, measures, unit)
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
 
 
@@ -184,6 +184,7 @@ class TrainingRun:
         console.log_start(
             self.cfg,
             self.data.shape,
+            self.data.unit,
             self.model_size,
             self.train_batches,
             self.test_batches,
@@ -236,7 +237,7 @@ class TrainingRun:
         self.data = data = setup.load_data(self.cfg.dataset, self.runtime)
         self.cfg = setup.with_data_facts(self.cfg, data)
         job.refuse_targets_not_typed(self.cfg)  # (an interpolation may read the data's fields)
-        self.results.add(data={**data.record, **data.derived()})
+        self.results.add(data=data.recorded())
         self.data_fingerprint = fingerprint.of(data, self.cfg.dataset)
         # What the model learns: the task, for data of its kind (built once the data has told
         # its statistics: a regression's target's).
@@ -376,6 +377,7 @@ class TrainingRun:
                     description=f"epoch {epoch}/{trainer.epochs}",
                     after_step=after_step,
                     warm_up_steps=self._warm_up_steps(epoch == first),
+                    unit=self.data.unit,
                 )
             host = self._host_load_since(started)
             if epoch == first:
@@ -410,6 +412,7 @@ class TrainingRun:
                 self.learner.task.metrics,
                 self.cfg.scheduler.name,
                 host,
+                self.data.unit,
             )
             if self.target is not None:
                 reached = self._time_to_accuracy()

@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
+from experiments.core.text import IMAGES, Unit
 from experiments.data.batches import Batches
 from experiments.devices.distributed import summed
 from experiments.devices.process_group import ProcessGroup
@@ -104,12 +105,14 @@ def train_epoch(
     description: str,
     after_step: Callable[[], object] | None = None,
     warm_up_steps: int = 0,
+    unit: Unit = IMAGES,
 ) -> TrainingResult:
     """One pass of optimizer steps over `batches`, one every `learner.accumulate_batches` batches
     (`log_interval` and the logged step count optimizer steps), calling `after_step` after each;
     losses and speeds count every process of `runtime.group`. The forward pass and the loss run
     in `runtime.autocast()`; its scaler scales the loss for fp16 and passes it through otherwise.
-    The first `warm_up_steps` steps (compiling, autotuning, profiling) are timed on their own."""
+    The first `warm_up_steps` steps (compiling, autotuning, profiling) are timed on their own.
+    The progress bar gives the speed in the data's `unit` per second."""
     model, task, optimizer = learner.model, learner.task, learner.optimizer
     scaler, group, accumulate = runtime.scaler, runtime.group, learner.accumulate_batches
     model.train()
@@ -124,7 +127,7 @@ def train_epoch(
         leave=False,
         disable=None if group.is_main else True,
     )
-    interval = _LogInterval(batches, runtime, learner, progress, log_step, description)
+    interval = _LogInterval(batches, runtime, learner, progress, log_step, description, unit)
     for index, (inputs, targets) in enumerate(progress):
         step = index // accumulate + 1  # the optimizer step this batch is part of
         last_of_step = index % accumulate == accumulate - 1 or index == len(batches) - 1
@@ -246,9 +249,11 @@ class _LogInterval:
         progress: tqdm,
         log_step: StepLogger,
         description: str,
+        unit: Unit,
     ) -> None:
         self.batches, self.group, self.learner = batches, runtime.group, learner
         self.progress, self.log_step, self.description = progress, log_step, description
+        self.unit = unit
         self.loss = torch.zeros((), device=runtime.device)
         # A batch's each: looked at only when the total is not finite, so no step waits, or
         # launches work, for them.
@@ -271,7 +276,7 @@ class _LogInterval:
         total = summed(self.loss, self.group).item()  # waits for the device
         mean_loss, now = total / images, time.perf_counter()
         speed = images / (now - self.started)
-        self.progress.set_postfix(loss=f"{mean_loss:.3f}", img_per_s=f"{speed:,.0f}")
+        self.progress.set_postfix({"loss": f"{mean_loss:.3f}", self.unit.rate: f"{speed:,.0f}"})
         self.log_step(step, mean_loss, speed, lr)
         if self.learner.stop_on_divergence and not math.isfinite(mean_loss):
             finite = torch.isfinite(torch.stack(self.losses)).tolist()

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from experiments.core.text import short_count
+from experiments.core.text import IMAGES, Unit, short_count
 from experiments.devices.process_settings import one_thread
 
 
@@ -39,10 +39,11 @@ class ModelSize:
             "model_training_flops_per_image": self.training_flops_per_image,
         }
 
-    def __str__(self) -> str:
+    def text(self, unit: Unit = IMAGES) -> str:
+        """ "62.0k parameters, 1.30M FLOPs per image" (of a sample, in the data's `unit`)."""
         return (
             f"{short_count(self.parameters)} parameters, "
-            f"{short_count(self.flops_per_image)} FLOPs per image"
+            f"{short_count(self.flops_per_image)} FLOPs per {unit.one}"
         )
 
 
