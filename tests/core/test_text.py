@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import math
 
-from experiments.core.text import part_of_split, printable, short_count
+from experiments.core.text import (
+    IMAGES,
+    ROWS,
+    SAMPLES,
+    part_of_split,
+    printable,
+    shared_unit,
+    short_count,
+)
 
 
 def test_a_test_split_evaluated_in_part_says_how_much_of_it() -> None:
@@ -24,3 +32,10 @@ def test_a_count_from_a_file_from_elsewhere_is_written_whatever_it_is() -> None:
         "1.82G",
     ]
     assert [short_count(count) for count in (-5000, math.inf, math.nan)] == ["-5.00k", "inf", "nan"]
+
+
+def test_runs_of_images_and_of_rows_are_spoken_of_as_samples() -> None:
+    assert shared_unit(["rows", "rows"]) == ROWS
+    assert shared_unit(["images", None]) == IMAGES  # None: a run of an earlier version
+    assert shared_unit(["images", "rows"]) == SAMPLES
+    assert SAMPLES.rate == "samples/s"

@@ -141,7 +141,7 @@ def test_the_bound_is_drawn_and_named_only_where_a_peak_was_measured() -> None:
     speed, seconds = figure.axes[:2]
     assert [line.get_linestyle() for line in speed.get_lines()] == ["-", "--"]
     legend = [text.get_text() for text in speed.get_legend().get_texts()]
-    assert legend == ["device=cpu", scaling.BOUND]
+    assert legend == ["device=cpu", scaling.BOUND.format(one="image")]
     assert "dashed: compute bound" in speed.get_title()
     assert seconds.get_title() == "Time to 40% validation accuracy"
 

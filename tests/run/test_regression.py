@@ -194,7 +194,11 @@ def test_a_sweeps_report_leads_with_rmse(tmp_path: Path) -> None:
     assert [float(row["test_rmse"]) for row in rows] == [
         results(run_dir)["test_rmse"] for run_dir in done.run_dirs
     ]
-    assert "test rmse" in (sweep / "summary.md").read_text().splitlines()[0]
+    header = (sweep / "summary.md").read_text().splitlines()[0]
+    assert "test rmse" in header
+    # A table's samples are rows, in the report's words as in the run's.
+    assert "train rows/s" in header and "FLOPs/row" in header
+    assert not any(word in done.stderr for word in ("img/s", "images/s", "FLOPs/image"))
 
 
 def test_two_processes_measure_what_one_process_does(tmp_path: Path) -> None:

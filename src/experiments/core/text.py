@@ -4,7 +4,7 @@ samples are written, the same in every message and record."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +21,15 @@ class Unit:
 
 IMAGES = Unit("image", "images", "img/s")
 ROWS = Unit("row", "rows", "rows/s")
+# What a report on runs of both says.
+SAMPLES = Unit("sample", "samples", "samples/s")
+
+
+def shared_unit(names: Iterable[str | None]) -> Unit:
+    """The unit that runs recorded (`data.unit`: "images", "rows"; None, a run of an earlier
+    version's: images), or samples where they differ."""
+    found = {ROWS if name == ROWS.many else IMAGES for name in names}
+    return found.pop() if len(found) == 1 else SAMPLES
 
 
 def shape_text(shape: Sequence[int]) -> str:

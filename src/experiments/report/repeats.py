@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from experiments.config.metric_names import VAL
+from experiments.core.text import Unit, shared_unit
 from experiments.report.headlines import HEADLINES, own_headlines
 from experiments.report.statistics import Spread, log_spread, spread
 
@@ -38,9 +39,12 @@ class Measure:
     scale for a speed, whose runs differ by factors."""
 
     key: str
-    header: str
+    header: str  # "{rate}": the runs' unit (img/s, rows/s)
     show: Callable[[float], str]
     log_scale: bool = False
+
+    def heading(self, unit: Unit) -> str:
+        return self.header.format_map(vars(unit))
 
     def spread(self, values: Sequence[float]) -> Spread:
         return log_spread(values) if self.log_scale else spread(values)
@@ -52,7 +56,7 @@ class Measure:
         return ("n", "mean", "sd", "ci_low", "ci_high")
 
 
-SPEED = Measure("train_images_per_second", "train img/s", "{:,.0f}".format, log_scale=True)
+SPEED = Measure("train_images_per_second", "train {rate}", "{:,.0f}".format, log_scale=True)
 MEASURES = [
     # Each task's headline metric: on validation and test at the selected epoch, at the final.
     *(Measure(headline.key, headline.header, headline.text) for headline in HEADLINES),
@@ -186,8 +190,8 @@ def _value(configuration: Configuration, key: str) -> str:
 
 HEADING = (
     "Configurations (runs that differ only in trainer.seed): n runs (those on a busy host), "
-    "mean ± sd (95% confidence interval of the mean, Student's t); train img/s and time to acc: "
-    "geometric mean (its interval on the log scale)"
+    "mean ± sd (95% confidence interval of the mean, Student's t); speeds and times to "
+    "accuracy: geometric mean (its interval on the log scale)"
 )
 
 
@@ -198,7 +202,8 @@ def cells(configurations: Sequence[Configuration]) -> list[list[str]]:
     keys, measures = _keys(configurations), _measures(configurations)
     if not any(measure.key.startswith(f"{VAL}_") for measure in measures):
         measures = [measure for measure in measures if not measure.key.startswith("final_")]
-    table = [[*keys, "n", *(measure.header for measure in measures)]]
+    unit = shared_unit(run.get("unit") for each in configurations for run in each.runs)
+    table = [[*keys, "n", *(measure.heading(unit) for measure in measures)]]
     table += [
         [
             *(_value(configuration, key) for key in keys),

@@ -12,6 +12,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
+from experiments.core.text import shared_unit
 from experiments.report.drawing import Row, from_zero
 from experiments.report.throughput import changes_speed
 from experiments.training.time_to_accuracy import goal_text
@@ -40,7 +41,7 @@ def scaling_lines(rows: Sequence[Row]) -> dict[str, list[Row]]:
     return lines
 
 
-BOUND = "bound: measured peak x GPUs / train FLOPs per image"
+BOUND = "bound: measured peak x GPUs / train FLOPs per {one}"
 
 
 def scaling_figure(rows: Sequence[Row]) -> Any:
@@ -75,7 +76,8 @@ def scaling_figure(rows: Sequence[Row]) -> Any:
         if seconds is not None:
             seconds.plot(*_by_batch_size(line, _reached_seconds), "o-", label=name)
     title = "Training throughput" + (" (dashed: compute bound)" if bounded else "")
-    speed.set(title=title, ylabel="train images / s")
+    unit = shared_unit(row.get("unit") for line in lines.values() for row in line)
+    speed.set(title=title, ylabel=f"train {unit.many} / s")
     speed.set_yscale("log")
     speed.yaxis.set_major_formatter("{x:,.0f}")
     for axis in [speed] if seconds is None else [speed, seconds]:
@@ -89,7 +91,8 @@ def scaling_figure(rows: Sequence[Row]) -> Any:
     beside = 1.02 if seconds is None else 2.3  # right of the last panel
     handles = speed.get_legend_handles_labels()[0]
     if bounded:  # one entry for the dashed lines, each in its line's colour
-        handles.append(Line2D([], [], color="grey", linestyle="--", label=BOUND))
+        bound_label = BOUND.format(one=unit.one)
+        handles.append(Line2D([], [], color="grey", linestyle="--", label=bound_label))
     speed.legend(
         handles=handles, title="line", loc="upper left", bbox_to_anchor=(beside, 1), fontsize=8
     )

@@ -56,7 +56,7 @@ from typing import Any
 from experiments.config.metric_names import TEST, VAL
 from experiments.config.naming import planned_job_names
 from experiments.core.files import write_atomically
-from experiments.core.text import part_of_split, printable, short_count
+from experiments.core.text import Unit, part_of_split, printable, shared_unit, short_count
 from experiments.records.recorded import RecordedResults
 from experiments.records.running import alive_here
 from experiments.report import plots, repeats, verdicts
@@ -84,10 +84,14 @@ class Column:
     out the reasons, listed beneath it instead)."""
 
     key: str
-    header: str
+    header: str  # "{one}", "{many}", "{rate}": the runs' unit (images, or a table's rows)
     show: Callable[[Any], str] = str
     in_console: bool = True
     swept: bool = False
+
+    def heading(self, unit: Unit) -> str:
+        """The header, in the runs' unit: `train img/s`, `train rows/s`."""
+        return self.header if self.swept else self.header.format_map(vars(unit))
 
     def value(self, row: Row) -> Any:
         return row.get("swept", {}).get(self.key) if self.swept else row.get(self.key)
@@ -108,9 +112,9 @@ COLUMNS = [
     Column("run", "run"),
     Column("model", "model"),
     Column("model_parameters", "params", short_count),
-    Column("model_flops_per_image", "FLOPs/image", short_count),
+    Column("model_flops_per_image", "FLOPs/{one}", short_count),
     # A training step's forward and backward passes: what the compute bound divides the peak by.
-    Column("model_training_flops_per_image", "train FLOPs/image", short_count),
+    Column("model_training_flops_per_image", "train FLOPs/{one}", short_count),
     Column("dataset", "dataset"),
     Column("device", "device"),
     Column("placement", "placement"),
@@ -122,8 +126,8 @@ COLUMNS = [
     Column("selected_epoch", "epoch"),
     *(Column(headline.key, headline.header, headline.text) for headline in HEADLINES),
     # "64 of 1,000" when only part of the test split was evaluated (trainer.limit_eval_images).
-    Column("test_images", "test images"),
-    Column("train_images_per_second", "train img/s", "{:,.0f}".format),
+    Column("test_images", "test {many}"),
+    Column("train_images_per_second", "train {rate}", "{:,.0f}".format),
     Column("speedup_vs_cpu", "vs cpu", "{:.1f}x".format),
     # "busy" where other work on the host competed with the run (`devices.host_load`).
     Column("host_busy", "host", lambda busy: "busy" if busy else ""),
@@ -168,6 +172,7 @@ def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
     results, history, measures = records.results, records.history, records.measures
     row = _bare_row(_run_name(run_dir, folder), _status(results))
     row.update(records.names)
+    row["unit"] = results.get("data", {}).get("unit")  # images or rows (earlier versions: none)
     row["loader"] = results.get("data", {}).get("loader")
     row["gpus"] = gpus_used(results)  # what the compute bound multiplies the peak by
     if "device" in results:
@@ -230,7 +235,8 @@ def gpus_used(results: dict[str, Any]) -> int | None:
 
 
 def _status(results: dict[str, Any]) -> str:
-    """completed, failed, running, crashed (stopped without a word), or no results."""
+    """completed, failed, interrupted, running, crashed (stopped without a word), or no
+    results."""
     status = results.get("status")
     if status is None:
         return "no results"
@@ -380,8 +386,8 @@ def not_started(folder: Path) -> list[str]:
 def markdown(rows: Sequence[Row]) -> str:
     """summary.md: the runs, the configurations where any ran more than once, the verdicts on
     those that differ in one key alone, and a warning where repeats ran back to back."""
-    shown = columns(rows, in_console=False)
-    cells = [[column.header for column in shown]]
+    shown, unit = columns(rows, in_console=False), shared_unit(row.get("unit") for row in rows)
+    cells = [[column.heading(unit) for column in shown]]
     cells += [[column.cell(row) for column in shown] for row in rows]
     lines = _markdown_lines(cells)
     if repeated := _repeated_configurations(rows):
@@ -423,8 +429,8 @@ def table(rows: Sequence[Row], folder: Path) -> str:
     """A plain-text table for the console: a count by status, the runs, why any failed, then
     the configurations where any ran more than once, the verdicts and the warning of summary.md.
     Columns empty in every row (CUDA memory on the CPU) are left out."""
-    shown = columns(rows, in_console=True)
-    body = [[column.header for column in shown]]
+    shown, unit = columns(rows, in_console=True), shared_unit(row.get("unit") for row in rows)
+    body = [[column.heading(unit) for column in shown]]
     body += [[column.cell(row) for column in shown] for row in rows]
     lines = _aligned_lines(body)
     counts: dict[str, int] = {}

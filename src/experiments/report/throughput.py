@@ -12,6 +12,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
+from experiments.core.text import shared_unit
 from experiments.report import repeats
 from experiments.report.drawing import Row, label
 
@@ -90,8 +91,9 @@ def throughput_figure(rows: Sequence[Row]) -> Any:
     axis.set_ylim(len(groups) - 0.5, -0.5)  # the first group on top, as in the table
     axis.set_xlim(left=0)  # a length is a speed
     axis.xaxis.set_major_formatter("{x:,.0f}")
+    unit = shared_unit(run.get("unit") for group in groups for run in group.runs)
     axis.set(
-        xlabel="train images / s",
+        xlabel=f"train {unit.many} / s",
         title="Training throughput: a dot per run (hollow: busy host), | the geometric mean, its "
         "bar the 95% interval",
     )

@@ -42,6 +42,7 @@ from typing import Any
 
 from experiments.config.choices import Mode
 from experiments.config.metric_names import TASK_METRICS, TEST, TaskMetrics
+from experiments.core.text import shared_unit
 from experiments.report import repeats
 from experiments.report.headlines import own_headlines
 from experiments.report.repeats import SEED, Configuration, Row
@@ -68,7 +69,7 @@ class Compared:
     """A measure two configurations are compared on, and how its verdict reads."""
 
     key: str  # of the runs' summary rows
-    name: str
+    name: str  # "{many}": the runs' unit (images, rows)
     scale: Callable[[float], float]  # a run's value as the comparison takes it (a log, points)
     ratio: bool  # compared on the log scale: the estimate is a ratio, no change 1
     value: Callable[[float], str]  # how the estimate reads
@@ -106,7 +107,7 @@ class Compared:
 
 SPEED = Compared(
     "train_images_per_second",
-    "train images/s",
+    "train {many}/s",
     math.log,
     True,
     lambda value: _times(value) + "x",
@@ -225,6 +226,8 @@ class Pair:
             better, worse, estimate = worse, better, measure.reverse(estimate)
         value = measure.value(estimate.value)
         interval = f"[{measure.bound(estimate.low)}, {measure.bound(estimate.high)}]"
+        unit = shared_unit(run.get("unit") for run in [*self.first.runs, *self.second.runs])
+        name = measure.name.replace("{many}", unit.many)
         runs = [len(first)] * 2 if by_seed else [len(first), len(second)]
         how = f"{PAIRED}, {runs[0]} pairs" if by_seed else f"{UNPAIRED}, {_runs(runs)}"
         if measure is SPEED:
@@ -236,14 +239,14 @@ class Pair:
             said += f" ({how})"
         else:
             said = (
-                f"{self.versus()}: no difference beyond the noise in {measure.name} "
+                f"{self.versus()}: no difference beyond the noise in {name} "
                 f"({value} {interval}, {how})"
             )
         return Verdict(
             sweep=self.first.sweep,
             key=self.key,
             held=self.held,
-            measure=measure.name,
+            measure=name,
             first=self.name(better),
             second=self.name(worse),
             method=PAIRED if by_seed else UNPAIRED,
