@@ -31,6 +31,17 @@ class FailsAtThirdStep(LeNet):
         return super().forward(x)
 
 
+class InterruptedAtThirdStep(FailsAtThirdStep):
+    """LeNet whose third training step is stopped as Ctrl-C stops it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training:
+            self.steps += 1
+            if self.steps == self.FAILING_STEP:
+                raise KeyboardInterrupt
+        return super(FailsAtThirdStep, self).forward(x)
+
+
 class FailsAtFourthStep(FailsAtThirdStep):
     """LeNet that raises at its fourth training batch: the first of epoch 2 of 3-batch epochs."""
 

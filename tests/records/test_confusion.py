@@ -60,7 +60,7 @@ def test_confusion_matrix_is_saved_as_png_and_tensorboard_image(tmp_path: Path) 
 
     png, size = confusion.save(counts, ["cat", "dog", "bird"], "test, epoch 3", path)
     board.picture(confusion.TAG, png, size, step=30)
-    board.close(completed=True)
+    board.close("completed")
 
     with Image.open(path) as png:
         assert png.format == "PNG"

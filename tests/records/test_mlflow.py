@@ -31,6 +31,7 @@ from helpers import (
     QUICK,
     ROOT,
     Finished,
+    env_with_tests_on_path,
     eval_cli,
     killed_in_epoch_2,
     metrics,
@@ -83,6 +84,22 @@ def test_a_run_is_an_mlflow_run_with_its_config_tags_numbers_and_picture(tmp_pat
     )
     pictures = client(tmp_path).list_artifacts(run_id, "test")
     assert [picture.path for picture in pictures] == ["test/confusion_matrix.png"]
+
+
+def test_an_interrupted_run_is_a_killed_mlflow_run(tmp_path: Path) -> None:
+    """Ctrl-C is no failure: results.json says interrupted, MLflow's run KILLED."""
+    done = train_cli(
+        tmp_path,
+        *QUICK,
+        "model=custom",
+        "model._target_=failing.InterruptedAtThirdStep",
+        "logger=mlflow",
+        env=env_with_tests_on_path(),
+    )
+    assert done.returncode == 130, done.stderr
+    result = results(done.run_dir)
+    assert (result["status"], result["reason"]) == ("interrupted", "interrupted (SIGINT)")
+    assert client(tmp_path).get_run(result["trackers"]["mlflow"]).info.status == "KILLED"
 
 
 def test_a_sweeps_runs_share_an_experiment_named_by_its_folder(tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ def test_a_new_tag_widens_the_header_and_keeps_the_earlier_rows(tmp_path: Path) 
     csv_file.scalars({"train/loss": 2.25}, step=2)
     csv_file.scalars({"test/accuracy": 0.25}, step=2)
     csv_file.scalars({"train/loss": 2.0}, step=3)
-    csv_file.close(completed=True)
+    csv_file.close("completed")
     assert table(tmp_path / "metrics.csv") == [
         ["step", "train/loss", "test/accuracy"],
         ["1", "2.5", ""],
@@ -102,7 +102,7 @@ def test_the_csv_files_are_never_written_through_a_link(tmp_path: Path) -> None:
     csv_file = CsvFile(run_dir)
     csv_file.scalars({"train/loss": 2.5}, step=1)
     csv_file.hyperparameters({"model": "lenet"}, {"test_accuracy": 0.5}, step=1, swept=())
-    csv_file.close(completed=True)
+    csv_file.close("completed")
     assert outside.read_text() == "theirs\n"
     assert not any((run_dir / name).is_symlink() for name in ("metrics.csv", "hparams.csv"))
     assert table(run_dir / "hparams.csv")[1:] == [

@@ -95,7 +95,7 @@ class CsvFile:
     def end_records(self) -> set[str]:
         return {"hparams"} if self.hparams_path.is_file() else set()
 
-    def close(self, completed: bool) -> None:
+    def close(self, status: str) -> None:
         if self._file is not None:
             with writing(self.path):
                 self._file.close()

@@ -68,7 +68,7 @@ class Metrics:
         try:
             with contextlib.ExitStack() as closing:  # each, even after another failed
                 for tracker in self.trackers:
-                    closing.callback(tracker.close, completed=kind is None)
+                    closing.callback(tracker.close, _status(kind))
                 if self._jsonl is not None:
                     closing.callback(self._jsonl.close)
         except ExperimentError:
@@ -246,3 +246,10 @@ def _say_written_again(record: str, rows: History) -> None:
         epochs,
         "them" if len(rows) > 1 else "it",
     )
+
+
+def _status(kind: type[BaseException] | None) -> str:
+    """How a run ended, as results.json says it, from what ended the block that wrote it."""
+    if kind is None:
+        return "completed"
+    return "interrupted" if issubclass(kind, KeyboardInterrupt) else "failed"

@@ -201,10 +201,11 @@ class MlflowRun:
 
         return self._guarded(held) or set()
 
-    def close(self, completed: bool) -> None:
+    def close(self, status: str) -> None:
         self._send()
-        status = RunStatus.to_string(RunStatus.FINISHED if completed else RunStatus.FAILED)
-        self._guarded(lambda client: client.set_terminated(self.run_id, status))
+        ended = {"completed": RunStatus.FINISHED, "interrupted": RunStatus.KILLED}
+        mlflow_status = RunStatus.to_string(ended.get(status, RunStatus.FAILED))
+        self._guarded(lambda client: client.set_terminated(self.run_id, mlflow_status))
 
     def _log(self, values: Mapping[str, float], step: int) -> None:
         now = int(time.time() * 1000)

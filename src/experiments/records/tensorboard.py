@@ -101,7 +101,7 @@ class TensorBoard:
         hparams_written = metadata.SESSION_END_INFO_TAG in tags["tensors"]
         return {*tags["images"], *(["hparams"] if hparams_written else [])}
 
-    def close(self, completed: bool) -> None:
+    def close(self, status: str) -> None:
         try:
             if self._writer is not None:
                 with interrupts.held(), writing(self.dir / EVENTS):

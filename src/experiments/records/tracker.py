@@ -153,9 +153,9 @@ class Tracker(Protocol):
         already: those of a run killed after writing them, which its resume must not write
         again."""
 
-    def close(self, completed: bool) -> None:
-        """Write what is pending and let go of the files; the run `completed`, or not (failed,
-        interrupted)."""
+    def close(self, status: str) -> None:
+        """Write what is pending and let go of the files; the run ended `status`, as results.json
+        records it: completed, failed or interrupted."""
 
 
 def resumed_ids(recorded: Mapping[str, Any], run_dir: Path) -> dict[str, str]:

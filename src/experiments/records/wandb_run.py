@@ -165,8 +165,9 @@ class WandbRun:
         """W&B merges what a resume logs again into the run's summary and last step."""
         return set()
 
-    def close(self, completed: bool) -> None:
-        self._guarded(lambda: self.run.finish(exit_code=0 if completed else 1))
+    def close(self, status: str) -> None:
+        # W&B's states for a run's own end are finished and failed (killed: stopped from its UI).
+        self._guarded(lambda: self.run.finish(exit_code=0 if status == "completed" else 1))
 
     def _guarded(self, action: Callable[[], Result], needs_run: bool = True) -> Result | None:
         """`action`'s result, through the guard (`records.tracker.Guard`); None before the run
