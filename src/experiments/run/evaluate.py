@@ -32,7 +32,7 @@ from experiments.devices.process_group import ONE_PROCESS
 from experiments.records import checkpoints
 from experiments.records.results import Results, per_class_text
 from experiments.run import setup
-from experiments.training import loop, models, tasks
+from experiments.training import loop, tasks
 from experiments.training.selection import Monitor
 
 log = logging.getLogger("experiments")
@@ -68,14 +68,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
 
         task = tasks.build_task(trained.task)
         task.refuse_other_data(trained.task.name, data)
-        model = models.build_for(
-            trained.model,
-            data.shape,
-            len(data.classes),
-            data.name,
-            trained.task.name,
-            task.outputs(len(data.classes), data.shape),
-        )
+        model = setup.build_model(trained.model, trained.task.name, task, data)
         model.load_state_dict(state["model"])
         model = setup.place_model(model, runtime)
         test_batches = Batches(

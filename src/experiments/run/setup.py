@@ -24,6 +24,8 @@ from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.plan import DevicePlan, Machine, resolve, wants_any_gpu
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.runtime import Runtime
+from experiments.training import models
+from experiments.training.tasks import Task
 
 log = logging.getLogger("experiments")
 
@@ -101,6 +103,15 @@ def refuse_unknown_backend(compile_backend: str | None) -> None:
             f"trainer.compile={compile_backend} is not a backend of torch.compile; choose one of "
             f"{', '.join(torch.compiler.list_backends())}, or null (not compiled)"
         )
+
+
+def build_model(config: DictConfig, task_name: str, task: Task, data: ImageData) -> nn.Module:
+    """The model `config` names, on the host, sized to `data` (its shape, its classes) and to
+    the outputs `task` (named `task_name`) takes: a training run's and an evaluation's alike."""
+    classes = len(data.classes)
+    return models.build_for(
+        config, data.shape, classes, data.name, task_name, task.outputs(classes, data.shape)
+    )
 
 
 def place_model(

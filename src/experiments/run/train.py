@@ -68,7 +68,6 @@ from experiments.run import console, job, setup
 from experiments.training import (
     loop,
     model_size,
-    models,
     optimizers,
     profiling,
     schedules,
@@ -257,14 +256,7 @@ class TrainingRun:
         loaded into a `new` run's (a resume takes its own back), measured, and on the device."""
         cfg, data, trainer = self.cfg, self.data, self.cfg.trainer
         seeding.seed_everything(trainer.seed)
-        model = models.build_for(
-            cfg.model,
-            data.shape,
-            len(data.classes),
-            data.name,
-            cfg.task.name,
-            self.task.outputs(len(data.classes), data.shape),
-        )
+        model = setup.build_model(cfg.model, cfg.task.name, self.task, data)
         if cfg.model.get("weights") and new:
             weights_partial = bool(cfg.model.get("weights_partial"))
             left = load_weights(model, cfg.model.weights, weights_partial)
