@@ -135,9 +135,8 @@ def metrics_of(config: Any) -> TaskMetrics | None:
 
 # The keys the classification code reads by name: a key per split and metric.
 TRAIN_LOSS = LOSS.key(TRAIN)
-VAL_LOSS, VAL_ACCURACY = LOSS.key(VAL), ACCURACY.key(VAL)
+VAL_LOSS = LOSS.key(VAL)
 TEST_LOSS, TEST_ACCURACY = LOSS.key(TEST), ACCURACY.key(TEST)
-FINAL_TEST_ACCURACY = CLASSIFICATION.final_key(TEST)
 # results.json's training speed (`records.speed`), a number a sweep may optimize too.
 TRAIN_IMAGES_PER_SECOND = "train_images_per_second"
 
