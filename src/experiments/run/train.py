@@ -32,8 +32,6 @@ from experiments.config.metric_names import (
 from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
-from experiments.core.files import remove_leftovers
-from experiments.core.text import display_path
 from experiments.data import fingerprint, subset
 from experiments.data.batches import Augment, Batches
 from experiments.data.types import ImageData, Split, Streamed
@@ -50,9 +48,8 @@ from experiments.records import (
     environment,
     hparams,
     own_folder,
-    resume_checks,
+    resume,
     running,
-    snapshot,
     speed,
     tracker,
 )
@@ -63,6 +60,7 @@ from experiments.records.results import (
     training_fields,
     training_summary,
 )
+from experiments.records.resume import TrainingState
 from experiments.records.tracker import TrackedRun, Tracker
 from experiments.run import console, job, setup
 from experiments.training import (
@@ -77,7 +75,7 @@ from experiments.training import (
     time_to_accuracy,
 )
 from experiments.training.history import History
-from experiments.training.selection import Monitor, selected_epoch
+from experiments.training.selection import Monitor
 from experiments.training.time_to_accuracy import TimeToAccuracy
 from experiments.training.weights import load_weights
 
@@ -103,7 +101,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     run_dir.mkdir(parents=True, exist_ok=True)
     own_folder.refuse_linked_folders(run_dir, WRITTEN_FOLDERS, cfg.resume)
     with running.sole_writer(run_dir, cfg.resume) if group.is_main else nullcontext():
-        resumed = _to_resume(cfg)  # before the records are touched: a refused resume leaves them
+        resumed = resume.checkpoint_to_resume(cfg)
         fields = training_fields(recorded(cfg), group, resumed)
         # The process group, if any, is left last, after the records are written.
         with (
@@ -147,13 +145,13 @@ class TrainingRun:
         self.data_fingerprint: dict[str, Any]  # what a resume must find again
         self.monitor: Monitor | None  # what selects epochs, with a validation split
         self.model_size: model_size.ModelSize
-        self.shuffle: torch.Generator  # the same in every process
         self.train_batches: Batches
         self.test_batches: Batches
         self.val_batches: Batches | None
         self.steps_per_epoch: int
         self.scheduler: LRScheduler
         self.learner: loop.Learner
+        self.state: TrainingState  # what its checkpoints save
         # What training has done.
         self.history: History = []  # a row per epoch trained
         self.selected_confusion: list[list[int]] = []  # the test split's, at the selected epoch
@@ -288,8 +286,8 @@ class TrainingRun:
         return placed
 
     def _set_up_optimization(self, model: nn.Module) -> None:
-        """The task (its loss), optimizer and schedule, and the splits cut into batches: the
-        `learner`."""
+        """The task (its loss), optimizer and schedule over the splits' batches: the `learner`,
+        and the `state` its checkpoints save."""
         cfg, trainer, runtime = self.cfg, self.cfg.trainer, self.runtime
         task = runtime.placement.module(self.task)
         optimizer, fused = optimizers.build_optimizer(
@@ -300,35 +298,8 @@ class TrainingRun:
         if note := optimizers.host_waits_at_every_step(optimizer, runtime.scaler, runtime.type):
             log.info(note)
         # The same shuffle (and augmentation) in every process; each takes its share of a batch.
-        self.shuffle = torch.Generator().manual_seed(trainer.seed)
-        augment = Augment(**cfg.dataset.augment, generator=self.shuffle)
-        if augment and self.task.targets == "masks":
-            raise ExperimentError(
-                f"dataset.augment moves an image's pixels but not its mask's: task="
-                f"{cfg.task.name} trains without it (dataset.augment.crop_padding=0 "
-                "dataset.augment.flip=false)"
-            )
-        data, world_size = self.data, runtime.group.world_size
-        assert data.train is not None
-        fewest = loop.fewest_images_per_batch(model, trainer.batch_size, world_size)
-        self.train_batches = self._batches(data.train, self.shuffle, augment, fewest)
-        if note := loop.left_out_note(self.train_batches, world_size):
-            log.info(note)
-        self.test_batches = self._batches(data.test)
-        self.val_batches = self._batches(data.val) if data.val is not None else None
-        self.results.add(
-            test_images=self.test_batches.count_images(), test_split_images=len(data.test)
-        )
-        self.steps_per_epoch = loop.optimizer_steps(
-            len(self.train_batches), trainer.accumulate_batches
-        )
-        if trainer.profile and self.steps_per_epoch < profiling.STEPS:
-            raise ExperimentError(
-                f"trainer.profile=true records optimizer steps {profiling.FIRST} to "
-                f"{profiling.STEPS} of the first epoch, which has {self.steps_per_epoch}; "
-                f"give it {profiling.STEPS} or more (trainer.limit_train_batches, "
-                "trainer.accumulate_batches)"
-            )
+        shuffle = torch.Generator().manual_seed(trainer.seed)
+        self._set_up_batches(model, shuffle)
         self.scheduler, interval = schedules.for_run(
             cfg.scheduler,
             optimizer,
@@ -346,74 +317,141 @@ class TrainingRun:
             trainer.stop_on_divergence,
             trainer.accumulate_batches,
         )
+        self.state = TrainingState(
+            model=unwrap(model),
+            optimizer=optimizer,
+            scheduler=self.scheduler,
+            scaler=runtime.scaler,
+            shuffle=shuffle,
+            gpus=runtime.plan.gpus,
+            config=plain(recorded(cfg)),
+            data=self.data_fingerprint,
+            steps_per_epoch=self.steps_per_epoch,
+        )
+
+    def _set_up_batches(self, model: nn.Module, shuffle: torch.Generator) -> None:
+        """The splits cut into batches, the training split's shuffled (and augmented) by
+        `shuffle`; the optimizer steps of an epoch they come to."""
+        cfg, trainer = self.cfg, self.cfg.trainer
+        augment = Augment(**cfg.dataset.augment, generator=shuffle)
+        if augment and self.task.targets == "masks":
+            raise ExperimentError(
+                f"dataset.augment moves an image's pixels but not its mask's: task="
+                f"{cfg.task.name} trains without it (dataset.augment.crop_padding=0 "
+                "dataset.augment.flip=false)"
+            )
+        data, world_size = self.data, self.runtime.group.world_size
+        assert data.train is not None
+        fewest = loop.fewest_images_per_batch(model, trainer.batch_size, world_size)
+        self.train_batches = self._batches(data.train, shuffle, augment, fewest)
+        if note := loop.left_out_note(self.train_batches, world_size):
+            log.info(note)
+        self.test_batches = self._batches(data.test)
+        self.val_batches = self._batches(data.val) if data.val is not None else None
+        self.results.add(
+            test_images=self.test_batches.count_images(), test_split_images=len(data.test)
+        )
+        self.steps_per_epoch = loop.optimizer_steps(
+            len(self.train_batches), trainer.accumulate_batches
+        )
+        if trainer.profile and self.steps_per_epoch < profiling.STEPS:
+            raise ExperimentError(
+                f"trainer.profile=true records optimizer steps {profiling.FIRST} to "
+                f"{profiling.STEPS} of the first epoch, which has {self.steps_per_epoch}; "
+                f"give it {profiling.STEPS} or more (trainer.limit_train_batches, "
+                "trainer.accumulate_batches)"
+            )
 
     def fit(self) -> None:
-        """Train the epochs left, each followed by evaluation, selection and checkpoints."""
-        trainer = self.cfg.trainer
+        """Train the epochs left, each followed by evaluation, then its end: selection, early
+        stopping, checkpoints and what is said of it."""
         if self.stopped_early:
             return
         first = len(self.history) + 1
         self._warn_of_threads_above_free_cores()
-        for epoch in range(first, trainer.epochs + 1):
+        for epoch in range(first, self.cfg.trainer.epochs + 1):
             interrupts.raise_if_lost()
             self.trained = True
-            steps_before = (epoch - 1) * self.steps_per_epoch
-            started = host_load.snapshot(self.host_root, self.host_cores)
-            with self._profiled(epoch == first) as after_step:
-                training = loop.train_epoch(
-                    self.learner,
-                    self.train_batches,
-                    self.runtime,
-                    log_interval=trainer.log_interval,
-                    log_step=partial(self.metrics.step, epoch, steps_before),
-                    description=f"epoch {epoch}/{trainer.epochs}",
-                    after_step=after_step,
-                    warm_up_steps=self._warm_up_steps(epoch == first),
-                    unit=self.data.unit,
-                )
-            host = self._host_load_since(started)
-            if epoch == first:
-                self.first_step = training.warm_up[0]
-                if trainer.profile:  # the profiler was on from its start to this step's end
-                    profiled = {"epoch": epoch, "first": 1, "last": profiling.STEPS}
-                    self.results.add(profiled_steps=profiled)
+            training, host = self._train_epoch(epoch, first=epoch == first)
             if self.learner.step_scheduler is None:
                 self.scheduler.step()  # a schedule by epoch
             val = self._evaluate(self.val_batches) if self.val_batches else None
             test = self._evaluate(self.test_batches)
-            steps = steps_before + self.steps_per_epoch
-            row = self.metrics.epoch(epoch, steps, training, test, val, self.data.classes, host)
-            self.history.append(row)
-            selected = self.monitor is None or self.monitor.selected(self.history) is row
-            if selected and test.confusion is not None:
-                self.selected_confusion = test.confusion
-            stop = (
-                selection.early_stop(self.history, self.monitor, trainer.early_stopping)
-                if self.monitor
-                else None
-            )
-            self.results.add(epochs_completed=epoch)
-            last = epoch == trainer.epochs or stop is not None
-            self._save_checkpoints(epoch, last=last, best=self.monitor is not None and selected)
-            console.log_epoch(
-                epoch,
-                trainer.epochs,
-                training,
-                test,
-                val,
-                self.learner.task.metrics,
-                self.cfg.scheduler.name,
-                host,
-                self.data.unit,
-            )
-            if self.target is not None:
-                reached = self._time_to_accuracy()
-                if reached["epoch"] == epoch:
-                    log.info("epoch %d: %s", epoch, time_to_accuracy.text(reached))
-            if stop:
-                log.info("stopping early after epoch %d: %s", epoch, stop)
-                self.results.add(stopped_early={"epoch": epoch, "reason": stop})
+            if self._end_epoch(epoch, training, test, val, host):
                 break
+
+    def _train_epoch(
+        self, epoch: int, *, first: bool
+    ) -> tuple[loop.TrainingResult, host_load.HostLoad | None]:
+        """One epoch's training (the `first` this process trains profiled, with trainer.profile,
+        its first step timed apart), and the other work on the host meanwhile."""
+        trainer = self.cfg.trainer
+        steps_before = (epoch - 1) * self.steps_per_epoch
+        started = host_load.snapshot(self.host_root, self.host_cores)
+        with self._profiled(first) as after_step:
+            training = loop.train_epoch(
+                self.learner,
+                self.train_batches,
+                self.runtime,
+                log_interval=trainer.log_interval,
+                log_step=partial(self.metrics.step, epoch, steps_before),
+                description=f"epoch {epoch}/{trainer.epochs}",
+                after_step=after_step,
+                warm_up_steps=self._warm_up_steps(first),
+                unit=self.data.unit,
+            )
+        host = self._host_load_since(started)
+        if first:
+            self.first_step = training.warm_up[0]
+            if trainer.profile:  # the profiler was on from its start to this step's end
+                profiled = {"epoch": epoch, "first": 1, "last": profiling.STEPS}
+                self.results.add(profiled_steps=profiled)
+        return training, host
+
+    def _end_epoch(
+        self,
+        epoch: int,
+        training: loop.TrainingResult,
+        test: loop.EvaluationResult,
+        val: loop.EvaluationResult | None,
+        host: host_load.HostLoad | None,
+    ) -> bool:
+        """The epoch's row recorded, the epoch selected or not, its checkpoints saved and its
+        line said; whether training stops early here."""
+        trainer = self.cfg.trainer
+        steps = epoch * self.steps_per_epoch
+        row = self.metrics.epoch(epoch, steps, training, test, val, self.data.classes, host)
+        self.history.append(row)
+        selected = self.monitor is None or self.monitor.selected(self.history) is row
+        if selected and test.confusion is not None:
+            self.selected_confusion = test.confusion
+        stop = (
+            selection.early_stop(self.history, self.monitor, trainer.early_stopping)
+            if self.monitor
+            else None
+        )
+        self.results.add(epochs_completed=epoch)
+        last = epoch == trainer.epochs or stop is not None
+        self._save_checkpoints(epoch, last=last, best=self.monitor is not None and selected)
+        console.log_epoch(
+            epoch,
+            trainer.epochs,
+            training,
+            test,
+            val,
+            self.learner.task.metrics,
+            self.cfg.scheduler.name,
+            host,
+            self.data.unit,
+        )
+        if self.target is not None:
+            reached = self._time_to_accuracy()
+            if reached["epoch"] == epoch:
+                log.info("epoch %d: %s", epoch, time_to_accuracy.text(reached))
+        if stop:
+            log.info("stopping early after epoch %d: %s", epoch, stop)
+            self.results.add(stopped_early={"epoch": epoch, "reason": stop})
+        return stop is not None
 
     def finish(self) -> dict[str, Any]:
         """The outcome: the selected epoch's numbers in results.json, the HParams row and the
@@ -557,79 +595,24 @@ class TrainingRun:
         if ids:
             self.results.add(trackers=ids, **{tracker.TRACKED_IN: str(self.run_dir.resolve())})
 
-    def _restore(self, resumed: dict[str, Any], composed: DictConfig) -> None:
+    def _restore(self, checkpoint: dict[str, Any], composed: DictConfig) -> None:
         """Continue from the checkpoint `resume=` named: every state as it was saved."""
-        learner, runtime, run = self.learner, self.runtime, self.cfg.resume
-        resume_checks.refuse_other_data(resumed, run, self.data_fingerprint)
-        resume_checks.refuse_other_steps(resumed, run, self.steps_per_epoch, self.cfg.trainer)
-        resume_checks.refuse_other_batch_size(resumed, run, self.cfg.trainer.batch_size)
-        checkpoints.restore(
-            resumed,
-            run,
-            unwrap(learner.model),
-            learner.optimizer,
-            self.scheduler,
-            runtime.scaler,
+        records = (self.results, self.metrics)
+        resumed = resume.restore(
+            checkpoint, self.cfg, composed, self.run_dir, self.state, records, self.monitor
         )
-        # Accepted: the run now has this config, this environment, and records again.
-        self.results.accept()
-        self.history = list(resumed["history"])
-        self.selected_confusion = resumed.get("selected_confusion", [])
-        if runtime.group.is_main:
-            snapshot.save(composed, self.run_dir)
-            environment.write(self.run_dir)
-            self._repair(resumed)
-        seeding.restore(resumed["rng"], self.shuffle, runtime.plan.gpus)
-        self.metrics.resume_after(resumed["epoch"], self.steps_per_epoch, self.history)
-        trainer = self.cfg.trainer
-        stopping = trainer.early_stopping
-        stop = selection.early_stop(self.history, self.monitor, stopping) if self.monitor else None
-        if stop:
-            self.stopped_early = True
-            self.results.add(stopped_early={"epoch": resumed["epoch"], "reason": stop})
-        # Killed after its last checkpoint, before its records' end.
-        over = self.stopped_early or resumed["epoch"] == trainer.epochs
-        log.info(
-            "resuming %s after epoch %d%s",
-            display_path(Path(self.cfg.resume)),
-            resumed["epoch"],
-            ": its training is over, what the run left unwritten follows" if over else "",
-        )
-
-    def _repair(self, resumed: dict[str, Any]) -> None:
-        """Undo what a kill mid-write leaves: temporary files, and a best.pt behind last.pt
-        (killed between the two, which older versions wrote in that order)."""
-        left = remove_leftovers(self.run_dir, self.run_dir / checkpoints.LAST.parent)
-        if left:
-            log.info("removed %s, left by a write cut short", ", ".join(p.name for p in left))
-        if self.monitor and selected_epoch(self.history, self.monitor)["epoch"] == resumed["epoch"]:
-            checkpoints.save(self.run_dir / checkpoints.BEST, resumed)
+        self.history = resumed.history
+        self.selected_confusion = resumed.selected_confusion
+        self.stopped_early = resumed.stopped_early is not None
 
     def _save_checkpoints(self, epoch: int, *, last: bool, best: bool) -> None:
         """last.pt every trainer.checkpoint_every epochs and at the last; best.pt at a newly
         selected epoch."""
         due = epoch % self.cfg.trainer.checkpoint_every == 0 or last
-        if not self.runtime.group.is_main or not (due or best):
-            return
-        learner = self.learner
-        checkpoint = checkpoints.state(
-            model=unwrap(learner.model),
-            optimizer=learner.optimizer,
-            scheduler=self.scheduler,
-            scaler=self.runtime.scaler,
-            epoch=epoch,
-            config=plain(recorded(self.cfg)),
-            history=self.history,
-            rng=seeding.capture(self.shuffle, self.runtime.plan.gpus),
-            selected_confusion=self.selected_confusion,
-            data=self.data_fingerprint,
-            steps_per_epoch=self.steps_per_epoch,
-        )
-        # best.pt first: a kill between the two never leaves last.pt ahead of it.
-        if best:
-            checkpoints.save(self.run_dir / checkpoints.BEST, checkpoint)
-        if due:
-            checkpoints.save(self.run_dir / checkpoints.LAST, checkpoint)
+        if self.runtime.group.is_main and (due or best):
+            self.state.save(
+                self.run_dir, epoch, self.history, self.selected_confusion, last=due, best=best
+            )
 
 
 def _with_task_metrics(cfg: DictConfig, measures: TaskMetrics) -> DictConfig:
@@ -639,18 +622,3 @@ def _with_task_metrics(cfg: DictConfig, measures: TaskMetrics) -> DictConfig:
     with open_dict(written):  # (Hydra's config takes no new key, a dict's either)
         written.task.metrics = {metric.name: str(metric.better) for metric in measures.evaluated}
     return written
-
-
-def _to_resume(cfg: DictConfig) -> dict[str, Any] | None:
-    """The checkpoint `resume=` continues from, if the run can go on as configured now."""
-    if not cfg.resume:
-        return None
-    running.refuse_if_running(cfg.resume)  # two processes never write one folder
-    # Killed after its last checkpoint, a run has trained every epoch but not recorded the end.
-    completed = running.recorded(Path(cfg.resume)).get("status") == "completed"
-    resumed = checkpoints.to_resume(
-        cfg.resume, cfg.trainer.epochs, cfg.scheduler.name, completed=completed
-    )
-    if completed:  # (one killed after stopping early is finished where it stopped)
-        selection.refuse_stopped(resumed["history"], cfg, cfg.resume)
-    return resumed

@@ -1,0 +1,171 @@
+"""A training run's state, saved after an epoch and put back by `resume=<run>`.
+
+`TrainingState` is what a checkpoint holds of the run as it trains (weights, optimizer, schedule,
+loss scale, random generators) beside what a resume may not change (the data's fingerprint, the
+optimizer steps of an epoch); its `save` and `restore` are the two ends of one format. The run
+asks for its checkpoint with `checkpoint_to_resume` before its records are touched, and
+`restore` puts the run back where the checkpoint left it once its model and optimizer are built.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from torch import nn
+from torch.optim.lr_scheduler import LRScheduler
+
+from experiments.core.files import remove_leftovers
+from experiments.core.text import display_path
+from experiments.records import checkpoints, environment, resume_checks, running, snapshot
+from experiments.records.metrics import Metrics
+from experiments.records.results import Results
+from experiments.training import seeding, selection
+from experiments.training.history import History
+from experiments.training.selection import Monitor, selected_epoch
+
+log = logging.getLogger("experiments")
+
+
+def checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any] | None:
+    """The checkpoint `resume=` continues from, if the run can go on as configured now; asked
+    before the run's records are touched, so a refusal leaves them as they were."""
+    if not cfg.resume:
+        return None
+    running.refuse_if_running(cfg.resume)  # two processes never write one folder
+    # Killed after its last checkpoint, a run has trained every epoch but not recorded the end.
+    completed = running.recorded(Path(cfg.resume)).get("status") == "completed"
+    resumed = checkpoints.to_resume(
+        cfg.resume, cfg.trainer.epochs, cfg.scheduler.name, completed=completed
+    )
+    if completed:  # (one killed after stopping early is finished where it stopped)
+        selection.refuse_stopped(resumed["history"], cfg, cfg.resume)
+    return resumed
+
+
+@dataclass
+class TrainingState:
+    """The run's objects a checkpoint saves the state of (`model` unwrapped, so it loads on any
+    device and placement), the GPUs whose generators it saves, and what a resume may not change:
+    the config it was made with, its data's fingerprint and an epoch's optimizer steps."""
+
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: LRScheduler
+    scaler: torch.amp.GradScaler
+    shuffle: torch.Generator  # the batches' order and augmentation, the same in every process
+    gpus: tuple[int, ...]
+    config: dict[str, Any]
+    data: dict[str, Any]
+    steps_per_epoch: int
+
+    def save(
+        self,
+        run_dir: Path,
+        epoch: int,
+        history: History,
+        selected_confusion: list[list[int]],
+        *,
+        last: bool,
+        best: bool,
+    ) -> None:
+        """last.pt (with `last`) and best.pt (with `best`) after `epoch`."""
+        checkpoint = checkpoints.state(
+            model=self.model,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            scaler=self.scaler,
+            epoch=epoch,
+            config=self.config,
+            history=history,
+            rng=seeding.capture(self.shuffle, self.gpus),
+            selected_confusion=selected_confusion,
+            data=self.data,
+            steps_per_epoch=self.steps_per_epoch,
+        )
+        # best.pt first: a kill between the two never leaves last.pt ahead of it.
+        if best:
+            checkpoints.save(run_dir / checkpoints.BEST, checkpoint)
+        if last:
+            checkpoints.save(run_dir / checkpoints.LAST, checkpoint)
+
+    def restore(self, checkpoint: dict[str, Any], run: str, trainer: DictConfig) -> None:
+        """Every state as `checkpoint` saved it, once it is known to be this run's (`run`: the
+        folder resume= named; `trainer`: the trainer config now)."""
+        resume_checks.refuse_other_data(checkpoint, run, self.data)
+        resume_checks.refuse_other_steps(checkpoint, run, self.steps_per_epoch, trainer)
+        resume_checks.refuse_other_batch_size(checkpoint, run, trainer.batch_size)
+        checkpoints.restore(
+            checkpoint, run, self.model, self.optimizer, self.scheduler, self.scaler
+        )
+        seeding.restore(checkpoint["rng"], self.shuffle, self.gpus)
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """Where a resumed run goes on from: its epochs' rows, the confusion matrix at the epoch
+    selected so far, and why it stopped early, if it had."""
+
+    history: History
+    selected_confusion: list[list[int]]
+    stopped_early: str | None
+
+
+def restore(
+    checkpoint: dict[str, Any],
+    cfg: DictConfig,
+    composed: DictConfig,
+    run_dir: Path,
+    state: TrainingState,
+    records: tuple[Results, Metrics],
+    monitor: Monitor | None,
+) -> Resumed:
+    """Put the run of `cfg.resume` back where `checkpoint` left it, and let its records go on:
+    its config snapshot (`composed`) and environment written again, what a kill left repaired,
+    the epochs' rows its metrics.jsonl and trackers lost written again (`records`). Only the
+    main process writes."""
+    results, metrics = records
+    state.restore(checkpoint, cfg.resume, cfg.trainer)
+    results.accept()  # the run now has this config, this environment, and records again
+    resumed = Resumed(
+        history=list(checkpoint["history"]),
+        selected_confusion=checkpoint.get("selected_confusion", []),
+        stopped_early=(
+            selection.early_stop(checkpoint["history"], monitor, cfg.trainer.early_stopping)
+            if monitor
+            else None
+        ),
+    )
+    epoch = checkpoint["epoch"]
+    if results.group.is_main:
+        snapshot.save(composed, run_dir)
+        environment.write(run_dir)
+        _repair(run_dir, checkpoint, resumed.history, monitor)
+    metrics.resume_after(epoch, state.steps_per_epoch, resumed.history)
+    if resumed.stopped_early:
+        results.add(stopped_early={"epoch": epoch, "reason": resumed.stopped_early})
+    # Killed after its last checkpoint, before its records' end.
+    over = resumed.stopped_early or epoch == cfg.trainer.epochs
+    log.info(
+        "resuming %s after epoch %d%s",
+        display_path(Path(cfg.resume)),
+        epoch,
+        ": its training is over, what the run left unwritten follows" if over else "",
+    )
+    return resumed
+
+
+def _repair(
+    run_dir: Path, checkpoint: dict[str, Any], history: History, monitor: Monitor | None
+) -> None:
+    """Undo what a kill mid-write leaves: temporary files, and a best.pt behind last.pt (killed
+    between the two, which older versions wrote in that order)."""
+    left = remove_leftovers(run_dir, run_dir / checkpoints.LAST.parent)
+    if left:
+        log.info("removed %s, left by a write cut short", ", ".join(p.name for p in left))
+    if monitor and selected_epoch(history, monitor)["epoch"] == checkpoint["epoch"]:
+        checkpoints.save(run_dir / checkpoints.BEST, checkpoint)
