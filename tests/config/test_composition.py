@@ -54,7 +54,7 @@ WHAT_THE_DATA_TELLS = {
     ),
     "model=custom": ("model._target_=my_models.Net",),
     "dataset=csv": ("dataset.channels=10",),
-    "task=custom": ("task._target_=my_tasks.Task",),
+    "task=custom": ("task._target_=my_tasks.Task", "task.metrics={mae:min}"),
 }
 # The groups whose options build targets, each in slots of its own (`config.trust`).
 SLOTTED = ("model", "optimizer", "scheduler", "placement", "dataset", "task", "logger")

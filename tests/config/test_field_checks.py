@@ -40,3 +40,13 @@ def test_a_field_the_config_lacks_is_not_checked() -> None:
     validate(compose_config("dataset=cifar10", "scheduler=step"))
     with pytest.raises(ExperimentError, match=r"^scheduler.pct_start=1.0 must be in \(0, 1\)$"):
         validate(compose_config("scheduler=onecycle", "scheduler.pct_start=1.0"))
+
+
+def test_a_shipped_tasks_metrics_are_its_schemas() -> None:
+    # What a task measures is declared once, in its config; its class computes those.
+    validate(compose_config("task=regression", "dataset=csv", "model=mlp"))
+    with pytest.raises(ExperimentError) as refused:
+        validate(compose_config("task.metrics.accuracy=min"))
+    assert str(refused.value) == (
+        "task.metrics={accuracy: min} is not what task=classification measures: accuracy: max"
+    )

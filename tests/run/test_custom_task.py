@@ -19,7 +19,6 @@ class Huber:
     """Regression with the Huber loss; the mean absolute error, and the share within 25."""
 
     targets = "values"
-    metrics = {"mae": "min", "within_25": "max"}
 
     def loss(self, outputs, targets):
         return torch.nn.functional.huber_loss(outputs, (targets - 152) / 77)
@@ -45,12 +44,12 @@ class NoMetrics:
 
 class Unfinished:
     targets = "pixels"
-    metrics = {"mae": "lowest"}
 
     def loss(self, outputs, targets):
         return outputs.mean()
 '''
 OWN = ("device=cpu", "task=custom", "dataset=csv", "model=mlp", "optimizer=adam")
+HUBER = ("task._target_=my_tasks.Huber", "task.metrics={mae:min,within_25:max}")
 
 
 @pytest.fixture
@@ -63,7 +62,7 @@ def test_a_task_of_ones_own_trains_selects_and_times_on_its_metrics(folder: Path
     done = train_cli(
         folder,
         *OWN,
-        "task._target_=my_tasks.Huber",
+        *HUBER,
         "trainer.epochs=3",
         "dataset.val_fraction=0.2",
         "trainer.target_metric=within_25",
@@ -105,21 +104,26 @@ def test_a_task_of_ones_own_trains_selects_and_times_on_its_metrics(folder: Path
         ),
         (
             ("task._target_=my_tasks.NoMetrics",),
-            'task._target_=my_tasks.NoMetrics declares no metrics: give its class metrics = {"'
-            '<name>": "max" or "min", ...}, a method of each name, and loss (docs/tasks.md)',
+            "task=custom declares no metrics: give each one's better way, the first leading, "
+            "task.metrics='{mae: min, r2: max}', and its class a method of each name "
+            "(docs/tasks.md)",
         ),
         (
-            ("task._target_=my_tasks.Unfinished",),
-            "task._target_=my_tasks.Unfinished: no method mae; metrics' ways lowest (max or "
-            "min); targets = 'pixels' (classes, values or masks) (docs/tasks.md)",
+            ("task._target_=my_tasks.Huber", "task.metrics={mae:lowest}"),
+            "task.metrics.mae=lowest: a metric's way is max or min",
         ),
         (
-            ("task._target_=my_tasks.BatchMean",),
+            ("task._target_=my_tasks.Unfinished", "task.metrics={mae:min}"),
+            "task._target_=my_tasks.Unfinished: no method mae; targets = 'pixels' (classes, "
+            "values or masks) (docs/tasks.md)",
+        ),
+        (
+            ("task._target_=my_tasks.BatchMean", "task.metrics={mae:min,within_25:max}"),
             "task._target_=my_tasks.BatchMean: mae returned shape (), for a batch of 64 it must "
             "return a value per example, shape (64,)",
         ),
         (
-            ("task._target_=my_tasks.Huber", "trainer.monitor=val_rmse"),
+            (*HUBER, "trainer.monitor=val_rmse"),
             "trainer.monitor=val_rmse is not a metric task=custom can monitor; choose val_mae "
             "or val_within_25 or val_loss",
         ),
@@ -134,7 +138,7 @@ def test_a_task_that_lacks_what_a_task_gives_is_refused_in_one_line(
 
 
 def test_a_sweeps_report_leads_with_the_tasks_own_first_metric(folder: Path) -> None:
-    sweep = ("task._target_=my_tasks.Huber", "trainer.epochs=2", "optimizer.lr=0.001,0.01")
+    sweep = (*HUBER, "trainer.epochs=2", "optimizer.lr=0.001,0.01")
     done = train_cli(folder, "-m", *OWN, *sweep)
     assert done.returncode == 0, done.stderr
     (report,) = {run_dir.parent for run_dir in done.run_dirs}

@@ -6,11 +6,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 import torch
 
+from experiments.config.metric_names import declared
 from experiments.core.errors import ExperimentError
 from experiments.data.types import ImageData, Split
 from experiments.training.tasks import (
@@ -193,7 +194,6 @@ class Own:
     """A task of one's own whose `right` and `loss` return what `returned` makes of a batch."""
 
     targets = "classes"
-    metrics: ClassVar = {"right": "max"}
 
     def __init__(self, right: Any = None, loss: Any = None) -> None:
         self.right_made, self.loss_made = right, loss
@@ -208,6 +208,7 @@ class Own:
 
 
 SAID = "task._target_=my_tasks.Own"
+RIGHT = declared({"right": "max"})  # what its config declares
 BATCH = 12
 PER_EXAMPLE = f"for a batch of {BATCH} it must return a value per example, shape ({BATCH},)"
 SCALAR = "where it must return the batch's mean loss, a scalar tensor of shape ()"
@@ -247,7 +248,7 @@ def a_batch() -> tuple[torch.Tensor, torch.Tensor]:
 def test_a_metric_of_another_shape_is_refused_naming_it(right: Any, said: str) -> None:
     """Summed, each would give a wrong number without a word (a batch's mean counted once for
     its 12 examples, N x 3 counted three times)."""
-    task = OwnTask(Own(right=right), SAID)
+    task = OwnTask(Own(right=right), SAID, RIGHT)
     with pytest.raises(ExperimentError) as error:
         task.tally(*a_batch())
     assert str(error.value) == f"{SAID}: {said}"
@@ -273,14 +274,15 @@ def test_a_metric_of_another_shape_is_refused_naming_it(right: Any, said: str) -
     ids=["float", "vector", "nan", "no-grad"],
 )
 def test_a_loss_that_cannot_train_is_refused_at_the_first_batch(loss: Any, said: str) -> None:
-    task = OwnTask(Own(loss=loss), SAID)
+    task = OwnTask(Own(loss=loss), SAID, RIGHT)
     with pytest.raises(ExperimentError) as error:
         task(*a_batch())
     assert str(error.value).startswith(f"{SAID}: {said}")
 
 
 def test_a_task_that_returns_what_it_should_is_measured() -> None:
-    task = OwnTask(Own(right=lambda correct: correct.bool()), SAID)  # (bool: counted as 0 and 1)
+    counted = Own(right=lambda correct: correct.bool())  # (bool: counted as 0 and 1)
+    task = OwnTask(counted, SAID, RIGHT)
     outputs, targets = a_batch()
     task(outputs, targets).backward()
     with torch.no_grad():

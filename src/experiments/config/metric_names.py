@@ -6,8 +6,8 @@ a name before any run starts.
 A metric is measured on a split: `accuracy` on the validation split is `val_accuracy` in rows
 and results.json, `val/accuracy` in TensorBoard. A task's metrics (`TaskMetrics`) say what it
 measures on the validation and test splits, which way each is better (trainer.monitor_mode=auto
-follows it), and which one its results lead with: image classification's (`CLASSIFICATION`),
-regression's (`REGRESSION`) and segmentation's (`SEGMENTATION`).
+follows it), and which one its results lead with, as the task's config declares them (its
+schema's defaults in `config.schemas`, for a shipped task).
 """
 
 from __future__ import annotations
@@ -17,6 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from experiments.config.choices import Mode
+from experiments.config.schemas import (
+    ClassificationTaskConfig,
+    RegressionTaskConfig,
+    SegmentationTaskConfig,
+)
 
 # The splits a metric is measured on: the training split (its loss, as it trains), validation
 # and test.
@@ -50,10 +55,6 @@ class Metric:
         return f"{split}/{self.name}"
 
 
-LOSS = Metric("loss", Mode.min)
-ACCURACY = Metric("accuracy", Mode.max, percent=True)
-
-
 @dataclass(frozen=True)
 class TaskMetrics:
     """What a task measures on the validation and test splits after each epoch, the one its
@@ -65,6 +66,9 @@ class TaskMetrics:
     @property
     def headline(self) -> Metric:
         return self.evaluated[0]
+
+    def named(self, name: str) -> Metric:
+        return next(metric for metric in self.evaluated if metric.name == name)
 
     def on(self, split: str) -> dict[str, Metric]:
         """Its metrics on `split`, by their keys: {"val_accuracy": ACCURACY, "val_loss": LOSS}."""
@@ -93,44 +97,49 @@ class TaskMetrics:
         return (*self.on(TEST), self.final_key(TEST))
 
 
-CLASSIFICATION = TaskMetrics((ACCURACY, LOSS))
-# In the target's own units (RMSE, MAE); R² the share of its variance explained. The loss is the
-# mean squared error of the standardized target (`training.tasks.Regression`).
-RMSE, MAE, R2 = Metric("rmse", Mode.min), Metric("mae", Mode.min), Metric("r2", Mode.max)
-REGRESSION = TaskMetrics((RMSE, MAE, R2, LOSS))
-# Over every pixel of a split: the mean over classes of intersection over union (of the classes
-# present in the masks or the predictions), and the share of pixels labelled right.
-MIOU = Metric("miou", Mode.max, percent=True)
-PIXEL_ACCURACY = Metric("pixel_accuracy", Mode.max, percent=True)
-SEGMENTATION = TaskMetrics((MIOU, PIXEL_ACCURACY, LOSS))
-# The shipped tasks' metrics, by the task's name (`task=regression`), for the checks made before
-# a task is built.
-CLASSIFICATION_TASK = "classification"  # the default
-TASK_METRICS = {
-    CLASSIFICATION_TASK: CLASSIFICATION,
-    "regression": REGRESSION,
-    "segmentation": SEGMENTATION,
-}
+# Every task's, measured after its own metrics.
+LOSS = Metric("loss", Mode.min)
+# The metrics that are a fraction of a split (of its images, of its pixels), said in percent.
+PERCENT = frozenset({"accuracy", "miou", "pixel_accuracy"})
 
 
-def declared(metrics: Mapping[str, str]) -> TaskMetrics:
-    """The metrics a task of one's own declares, {"mae": "min", ...} (the first leading), with
-    its loss last."""
-    named = [Metric(name, Mode(better)) for name, better in metrics.items() if name != LOSS.name]
+def declared(metrics: Mapping[str, Any]) -> TaskMetrics:
+    """The metrics a task's config declares, {"mae": "min", ...} (the first leading), with its
+    loss last."""
+    named = [
+        Metric(str(name), Mode(str(better)), percent=name in PERCENT)
+        for name, better in metrics.items()
+        if name != LOSS.name
+    ]
     return TaskMetrics((*named, LOSS))
 
 
+# The shipped tasks' metrics by the task's name (`task=regression`), as their schemas declare
+# them: for the checks made on the command line, before a config is composed, and for the
+# records of runs whose config is older than the declaration.
+SHIPPED_TASKS = (ClassificationTaskConfig, RegressionTaskConfig, SegmentationTaskConfig)
+TASK_METRICS = {task.name: declared(task().metrics) for task in SHIPPED_TASKS}
+CLASSIFICATION_TASK = ClassificationTaskConfig.name  # the default
+CLASSIFICATION = TASK_METRICS[CLASSIFICATION_TASK]
+REGRESSION = TASK_METRICS[RegressionTaskConfig.name]
+SEGMENTATION = TASK_METRICS[SegmentationTaskConfig.name]
+# The metrics the code reads by name.
+ACCURACY = CLASSIFICATION.named("accuracy")
+RMSE, MAE, R2 = (REGRESSION.named(name) for name in ("rmse", "mae", "r2"))
+MIOU, PIXEL_ACCURACY = (SEGMENTATION.named(name) for name in ("miou", "pixel_accuracy"))
+
+
 def metrics_of(config: Any) -> TaskMetrics | None:
-    """The metrics of a run's task (`config`: the run's config; one from before the task group
-    has none, and was a classifier's); a task of one's own's once the run has built it and
-    written them into its config (None before)."""
+    """The metrics of a run's task as its config declares them (`config`: the run's config). A
+    config from before the task group was a classifier's; one from before tasks declared their
+    metrics has a shipped task's by its name, and a task of one's own's in results.json (None
+    here)."""
     task = config.get("task")
     if not task:
         return CLASSIFICATION
-    if task["name"] in TASK_METRICS:
-        return TASK_METRICS[task["name"]]
-    own = task.get("metrics")
-    return declared(own) if own else None
+    if metrics := task.get("metrics"):
+        return declared(metrics)
+    return TASK_METRICS.get(task["name"])
 
 
 # The keys the classification code reads by name: a key per split and metric.

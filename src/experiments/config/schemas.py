@@ -304,12 +304,17 @@ class TaskConfig:
 
     name: str = MISSING
     _target_: str = MISSING
+    # What it measures on the validation and test splits after each epoch, each with its better
+    # way, the first leading (what trainer.monitor=auto selects by, the report's headline); its
+    # loss besides, named here or not. Every check, record and report reads them here.
+    metrics: dict[str, Mode] = MISSING
 
 
 @dataclass
 class ClassificationTaskConfig(TaskConfig):
     name: str = "classification"
     _target_: str = "experiments.training.tasks.Classification"
+    metrics: dict[str, Mode] = field(default_factory=lambda: {"accuracy": Mode.max})
     # The training loss's (evaluation's loss is plain cross-entropy, to compare across runs).
     label_smoothing: float = II("trainer.label_smoothing")
 
@@ -318,6 +323,10 @@ class ClassificationTaskConfig(TaskConfig):
 class RegressionTaskConfig(TaskConfig):
     name: str = "regression"
     _target_: str = "experiments.training.tasks.Regression"
+    # In the target's own units (RMSE, MAE); R² the share of its variance explained.
+    metrics: dict[str, Mode] = field(
+        default_factory=lambda: {"rmse": Mode.min, "mae": Mode.min, "r2": Mode.max}
+    )
     # The training split's, per target, as the data tells them (dataset=csv), to standardize it.
     target_mean: Any = "${oc.select:dataset.target_mean,[0.0]}"
     target_std: Any = "${oc.select:dataset.target_std,[1.0]}"
@@ -327,6 +336,11 @@ class RegressionTaskConfig(TaskConfig):
 class SegmentationTaskConfig(TaskConfig):
     name: str = "segmentation"
     _target_: str = "experiments.training.tasks.Segmentation"
+    # Over every pixel of a split: the mean over classes of intersection over union (of the
+    # classes present in the masks or the predictions), and the share of pixels labelled right.
+    metrics: dict[str, Mode] = field(
+        default_factory=lambda: {"miou": Mode.max, "pixel_accuracy": Mode.max}
+    )
 
 
 @dataclass
@@ -334,9 +348,10 @@ class CustomTaskConfig(TaskConfig):
     """A task of one's own: task=custom task._target_=my_tasks.Task (docs/tasks.md)."""
 
     name: str = "custom"
-    # Its metrics and their ways ({"mae": "min"}), as its class declares them: written in by the
-    # run once it has built the task, so that the run's records hold them as plain data.
-    metrics: dict[str, str] = field(default_factory=dict)
+    # Yours to declare, task.metrics='{mae: min, within_25: max}': its class has a method of each
+    # name. (Any, not dict[str, Mode]: Hydra merges a dict typed on the command line into a typed
+    # one, and refuses its new keys.)
+    metrics: Any = MISSING
 
 
 @dataclass

@@ -15,10 +15,12 @@ from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from experiments.config.choices import DeviceName
+from experiments.config.choices import DeviceName, Mode
 from experiments.config.metric_names import (
     CLASSIFICATION_TASK,
+    LOSS,
     ON_TEST,
+    TASK_METRICS,
     TaskMetrics,
     metrics_of,
 )
@@ -46,6 +48,8 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
         # (eval.py's model is none but for a class of one's own it is told to build)
         (cfg.get("model") is not None, MODEL_CHECKS),
         (cfg.get("task") is not None, (_own_task_without_target,)),
+        # (eval.py's task is the checkpoint's, but for a class of one's own it is told to build)
+        ("trainer" in cfg and cfg.get("task") is not None, (_task_metrics_not_declared,)),
         ("trainer" in cfg, (*TRAINING_CHECKS, shared_batch)),
         ("limit_images" in cfg, EVALUATION_CHECKS),  # an evaluation
         (cfg.get("dataset") is not None, DATASET_CHECKS),
@@ -183,6 +187,39 @@ _own_task_without_target = _own_class_named(
 )
 
 
+def _task_metrics_not_declared(cfg: DictConfig) -> str | None:
+    """A task measures what its config declares: a task of one's own declares its metrics, each
+    max or min; a shipped task's are its schema's."""
+    task = cfg.task
+    given = {str(name): str(way) for name, way in (task.get("metrics") or {}).items()}
+    given.pop(LOSS.name, None)  # (measured last, whether named or not)
+    shipped = TASK_METRICS.get(task.name)
+    if shipped is None:
+        if not given:
+            return (
+                f"task={task.name} declares no metrics: give each one's better way, the first "
+                "leading, task.metrics='{mae: min, r2: max}', and its class a method of each name "
+                "(docs/tasks.md)"
+            )
+        wrong = [(name, way) for name, way in given.items() if way not in WAYS]
+        return (
+            f"task.metrics.{wrong[0][0]}={wrong[0][1]}: a metric's way is max or min"
+            if wrong
+            else None
+        )
+    measured = {metric.name: str(metric.better) for metric in shipped.evaluated if metric != LOSS}
+    if given == measured:
+        return None
+    said = ", ".join(f"{name}: {way}" for name, way in given.items())
+    return (
+        f"task.metrics={{{said}}} is not what task={task.name} measures: "
+        f"{', '.join(f'{name}: {way}' for name, way in measured.items())}"
+    )
+
+
+WAYS = (str(Mode.max), str(Mode.min))
+
+
 def _model_without_name(cfg: DictConfig) -> str | None:
     """(A model of one's own, whose YAML may lack a name.)"""
     if OmegaConf.select(cfg, "model.name") is not None:
@@ -243,10 +280,6 @@ def _monitor_on_test(cfg: DictConfig) -> str | None:
         f"trainer.monitor={monitor} would pick the epoch on the test split: "
         f"{WHY_NOT_TEST}; monitor {monitored} (with dataset.val_fraction=0.1)"
     )
-
-
-# (A task of one's own's metrics are known once the run has built it: `metric_names.metrics_of`
-# is None before, and these checks are made again then.)
 
 
 def _monitor_unknown(cfg: DictConfig) -> str | None:

@@ -80,7 +80,8 @@ class RecordedResults(RunSummary, total=False):
     started_at: str  # ISO 8601
     world_size: int
     data: DataRecord
-    # A task of one's own's metrics and which way each is better: {"mae": "min"}.
+    # A task of one's own's metrics and which way each is better, {"mae": "min"}, as runs from
+    # before configs declared them recorded them (now in the config snapshot: task.metrics).
     task_metrics: dict[str, Literal["min", "max"]]
     model_parameters: int
     model_flops_per_image: int

@@ -3,7 +3,7 @@ and test splits at the selected epoch, and on the test split at the final one.
 
 A report holds the columns of every shipped task's headline and leaves out those empty for all
 its runs, so a sweep of classifiers shows accuracy and a sweep of regressions RMSE (a report on
-both, both); a task of one's own's follow, from the metrics its runs recorded (`task_metrics`).
+both, both); a task of one's own's follow, from the metrics its runs' configs declare.
 """
 
 from __future__ import annotations

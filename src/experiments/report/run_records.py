@@ -26,6 +26,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from experiments.config.metric_names import (
     CLASSIFICATION,
+    TASK_METRICS,
     TEST,
     TRAIN_LOSS,
     VAL,
@@ -215,17 +216,18 @@ def _is_time(text: str) -> bool:
 
 
 def _measures(read: ConfigRead, results: RecordedResults) -> tuple[TaskMetrics, bool]:
-    """The run's task's metrics (`metric_names.metrics_of`), or those a task of one's own
-    recorded in results.json once built (with their headlines' values there checked), and
-    whether they are a task of one's own's."""
+    """The run's task's metrics as its config declares them (`metric_names.metrics_of`), or as
+    a task of one's own recorded them in results.json before configs declared them, and whether
+    they are a task of one's own's (with their headlines' values in results.json checked)."""
     task = {"name": read["task.name"], "metrics": read["task.metrics"]} if read["task"] else None
     measures = metrics_of({"task": task})
     if measures is None and results.get("task_metrics"):
         measures = declared(results["task_metrics"])
-        for headline in headlines(measures):
-            _check(results.get(headline.key), float | None, f"{RESULTS}: {headline.key}")
-        return measures, True
-    return measures or CLASSIFICATION, False
+    if measures is None or task is None or task["name"] in TASK_METRICS:
+        return measures or CLASSIFICATION, False
+    for headline in headlines(measures):
+        _check(results.get(headline.key), float | None, f"{RESULTS}: {headline.key}")
+    return measures, True
 
 
 def _check_epochs(history: History, measures: TaskMetrics, monitor: Monitor | None) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
 
@@ -26,8 +26,6 @@ from experiments.config.metric_names import (
     TEST,
     TRAIN_IMAGES_PER_SECOND,
     VAL,
-    TaskMetrics,
-    metrics_of,
 )
 from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
@@ -240,11 +238,6 @@ class TrainingRun:
         # its statistics: a regression's target's).
         self.task = tasks.build_task(self.cfg.task)
         self.task.refuse_other_data(self.cfg.task.name, data)
-        if metrics_of(self.cfg) is None:  # a task of one's own: its metrics, now known
-            self.cfg = _with_task_metrics(self.cfg, self.task.metrics)
-            validate(self.cfg, self.runtime.group.world_size)
-            # (Its report reads them there: the config snapshot was written before.)
-            self.results.add(task_metrics=dict(self.cfg.task.metrics))
         # Epochs are selected (and runs stopped early) on the validation split, never on test.
         selection.require_validation(self.cfg, has_validation=data.val is not None)
         self.monitor = Monitor.of(self.cfg) if data.val is not None else None
@@ -613,12 +606,3 @@ class TrainingRun:
             self.state.save(
                 self.run_dir, epoch, self.history, self.selected_confusion, last=due, best=best
             )
-
-
-def _with_task_metrics(cfg: DictConfig, measures: TaskMetrics) -> DictConfig:
-    """`cfg` with its task's metrics and their ways written in (a task of one's own declares
-    them in its class), so that the run's records hold them as plain data."""
-    written = cfg.copy()
-    with open_dict(written):  # (Hydra's config takes no new key, a dict's either)
-        written.task.metrics = {metric.name: str(metric.better) for metric in measures.evaluated}
-    return written

@@ -3,7 +3,8 @@
 A task is a module (so a loss with weights of its own goes to the device with the model) that
 gives the training loss of a batch, and what evaluation adds up over a split on the device
 (`tally`: a tensor of sums, no host sync per batch) and makes of the split's total (`measure`).
-Its `metrics` name what it measures, which way each is better, and which one leads.
+Its `metrics` are those its config declares (`TaskConfig.metrics`): what it measures, which way
+each is better, and which one leads.
 
     task=classification     a batch is (images, class indices); cross-entropy; accuracy
     task=regression         a batch is (features, target values); mean squared error; RMSE,
@@ -16,7 +17,7 @@ Its `metrics` name what it measures, which way each is better, and which one lea
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,18 +28,15 @@ from torch import nn
 from experiments.config.build import build, check_importable
 from experiments.config.metric_names import (
     ACCURACY,
-    CLASSIFICATION,
     LOSS,
     MAE,
     MIOU,
     PIXEL_ACCURACY,
     R2,
-    REGRESSION,
     RMSE,
-    SEGMENTATION,
     TASK_METRICS,
     TaskMetrics,
-    declared,
+    metrics_of,
 )
 from experiments.core.errors import ExperimentError
 from experiments.data.types import ImageData
@@ -62,7 +60,7 @@ class Measured:
 class Task(nn.Module):
     """The base of a task; `forward` is its training loss, a batch's mean."""
 
-    metrics: TaskMetrics
+    metrics: TaskMetrics  # its config's, given when it is built (`build_task`)
     # What its targets are (`data.types.ImageData.targets`): "classes" (an index per image),
     # "values" (float vectors) or "masks" (a class per pixel).
     targets = "classes"
@@ -103,8 +101,6 @@ class Classification(Task):
     """A class per input: cross-entropy over the output's logits (with `label_smoothing` in
     training), accuracy and the confusion matrix, from which per-class accuracy follows."""
 
-    metrics = CLASSIFICATION
-
     def __init__(self, label_smoothing: float = 0.0) -> None:
         super().__init__()
         self.label_smoothing = label_smoothing
@@ -131,7 +127,6 @@ class Regression(Task):
     units; RMSE and MAE are in the target's own units, R² the share of its variance explained.
     With several targets, each metric is their mean."""
 
-    metrics = REGRESSION
     targets = "values"
 
     def __init__(self, target_mean: Sequence[float] = (0.0,), target_std: Sequence[float] = (1.0,)):
@@ -177,7 +172,6 @@ class Segmentation(Task):
     target a mask, (N, H, W); per-pixel cross-entropy; mean IoU and pixel accuracy from the
     split's confusion matrix of pixels, per-class (pixel) accuracy beside them."""
 
-    metrics = SEGMENTATION
     targets = "masks"
 
     def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -225,9 +219,10 @@ class OwnTask(Task):
     plain torch functions of the model's output and the batch's targets:
 
         targets = "values"                  # what the data holds: classes, values or masks
-        metrics = {"mae": "min"}            # each metric's way; the first leads (selection)
         def loss(self, outputs, targets)    # the training loss, the batch's mean
         def mae(self, outputs, targets)     # a value per example (N,): the split's mean is it
+
+    with a method for each metric its config declares (task.metrics={mae: min}).
 
     Each metric is the mean of its values over a split's examples, added up on the device (over
     the processes too). What each method returns is checked at its first batch (with gradients
@@ -235,12 +230,12 @@ class OwnTask(Task):
     shape would be summed into a wrong number without a word. A `Task` subclass (its own tally
     and measure) is used as it is."""
 
-    def __init__(self, own: Any, said: str) -> None:
+    def __init__(self, own: Any, said: str, metrics: TaskMetrics) -> None:
         super().__init__()
         self.own = own  # (a module of its own goes to the device with this one)
         self.said = said  # task._target_=<its class>, to begin its refusals
         self.targets = getattr(own, "targets", "classes")
-        self.metrics = declared(own.metrics)
+        self.metrics = metrics
         self.names = [metric.name for metric in self.metrics.evaluated if metric != LOSS]
         # Whether the loss was checked with gradients on (training) and off (evaluation), and
         # the metrics: once each, the loss's finiteness costing the host a wait for the device.
@@ -315,30 +310,26 @@ def _described(value: Any) -> str:
 
 
 def build_task(node: DictConfig) -> Task:
-    """The task a `task` config names: a shipped one, or one of one's own (`OwnTask`), whose
-    class is refused in one line where it lacks what a task gives."""
-    if node.name in TASK_METRICS:
-        return build(node)
-    check_importable("task._target_", node._target_)
-    own = build(node, leave_out=("metrics",))
-    if isinstance(own, Task):
-        return own
+    """The task a `task` config names, measuring the metrics it declares: a shipped one, or one
+    of one's own (`OwnTask`), whose class is refused in one line where it lacks what a task
+    gives."""
+    metrics = metrics_of({"task": node})  # (a checkpoint's from before they were declared too)
+    assert metrics is not None, "a task of one's own's config declares its metrics"
+    if node.name not in TASK_METRICS:
+        check_importable("task._target_", node._target_)
+    built = build(node, leave_out=("metrics",))
+    if isinstance(built, Task):
+        built.metrics = metrics
+        return built
     said = f"task._target_={node._target_}"
-    metrics = getattr(own, "metrics", None)
-    if not isinstance(metrics, Mapping) or not metrics:
-        raise ExperimentError(
-            f'{said} declares no metrics: give its class metrics = {{"<name>": "max" or "min", '
-            "...}, a method of each name, and loss (docs/tasks.md)"
-        )
-    ways = {str(way) for way in metrics.values()} - {"max", "min"}
-    missing = [name for name in ("loss", *metrics) if not callable(getattr(own, name, None))]
-    targets = getattr(own, "targets", "classes")
-    if ways or missing or targets not in FITTING:
+    names = [LOSS.name, *(metric.name for metric in metrics.evaluated if metric != LOSS)]
+    missing = [name for name in names if not callable(getattr(built, name, None))]
+    targets = getattr(built, "targets", "classes")
+    if missing or targets not in FITTING:
         wrong = [f"no method {name}" for name in missing]
-        wrong += [f"metrics' ways {', '.join(sorted(ways))} (max or min)"] if ways else []
         wrong += [f"targets = {targets!r} (classes, values or masks)"] * (targets not in FITTING)
         raise ExperimentError(f"{said}: {'; '.join(wrong)} (docs/tasks.md)")
-    return OwnTask(own, said)
+    return OwnTask(built, said, metrics)
 
 
 def confusion_counts(
