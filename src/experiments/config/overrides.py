@@ -27,10 +27,10 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
 from experiments.config.metric_names import CLASSIFICATION, TASK_METRICS
+from experiments.config.optimized import check_optimized_metric
 from experiments.config.paths import as_value, path_given
 from experiments.config.saved_overrides import overrides_saved_in, refuse_read_only
 from experiments.config.store import CONFIG_PACKAGE, config_groups, group_options
-from experiments.config.validate import check_optimized_metric
 from experiments.core.errors import ExperimentError
 
 
