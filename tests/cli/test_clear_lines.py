@@ -65,12 +65,11 @@ def test_a_number_float32_cannot_hold_is_refused_before_training(override: str) 
 
 
 def test_a_compile_backend_torch_lacks_is_refused_before_the_data_loads() -> None:
-    backends = compile_backends()
-    validate(compose_config(), backends=backends)
+    validate(compose_config(), backends=compile_backends)
     # A backend torch lists only among its debugging ones.
-    validate(compose_config("trainer.compile=eager"), backends=backends)
+    validate(compose_config("trainer.compile=eager"), backends=compile_backends)
     with pytest.raises(ExperimentError) as error:
-        validate(compose_config("trainer.compile=nonexistent"), backends=backends)
+        validate(compose_config("trainer.compile=nonexistent"), backends=compile_backends)
     said = str(error.value)
     assert said.startswith("trainer.compile=nonexistent is not a backend of torch.compile; ")
     assert "inductor" in said and said.endswith(", or null (not compiled)")

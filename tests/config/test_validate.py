@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.config.validate import validate, validate_command_line
+from experiments.config.validate import CompileBackends, validate, validate_command_line
 from experiments.core.errors import ExperimentError
 from experiments.run.setup import compile_backends
 from helpers import compose_config, eval_cli, train_cli
@@ -67,13 +67,26 @@ def test_a_config_is_told_its_first_mistake_in_the_table(
     mistakes: tuple[str, ...], told: str
 ) -> None:
     cfg = compose_config(*mistakes)
-    assert refusal(lambda: validate(cfg, backends=compile_backends())) == told
+    assert refusal(lambda: validate(cfg, backends=compile_backends)) == told
+
+
+def test_torch_lists_its_compile_backends_only_for_a_config_that_compiles() -> None:
+    """(Listing them takes torch seconds.)"""
+    asked = []
+
+    def backends() -> CompileBackends:
+        asked.append("trainer.compile")
+        return compile_backends()
+
+    validate(compose_config(), backends=backends)
+    assert asked == []
+    validate(compose_config("trainer.compile=inductor"), backends=backends)
+    assert asked == ["trainer.compile"]
 
 
 def test_train_py_and_eval_py_run_the_command_line_checks(tmp_path: Path) -> None:
     said = (
-        "Error: device=1 is not an option of 'device'; a GPU is device=cuda:N, here "
-        "device=cuda:1"
+        "Error: device=1 is not an option of 'device'; a GPU is device=cuda:N, here device=cuda:1"
     )
     for done in (train_cli(tmp_path, "device=1"), eval_cli(tmp_path, "ckpt=run", "device=1")):
         assert (done.returncode, done.stderr.strip()) == (1, said)

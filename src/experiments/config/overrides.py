@@ -6,8 +6,8 @@ for every device of this machine, a number where a group's option belongs (`devi
 in words Hydra has not got, and so are a search on a test metric
 (`optimized_metric=test_accuracy`), once, before its first trial, a class of one's own on a
 shipped model (`model._target_=` without `model=custom`), and a sweep's option without -m
-(`hparams_search=optuna`). eval.py's arguments are those of evaluation (and of a class of one's
-own a checkpoint names).
+(`hparams_search=optuna`); `config.validate` runs those refusals, in its table's order. eval.py's
+arguments are those of evaluation (and of a class of one's own a checkpoint names).
 
 Each override is read as Hydra's own grammar reads it (`+device=1`, `device=0,1`,
 `optimized_metric='val_loss'`); one it cannot read is left alone, for Hydra to say what is wrong

@@ -1,5 +1,5 @@
-"""Every refusal a config meets before anything is built, in one table per stage, each check
-in the order its refusal is told:
+"""The refusals of a config before anything is built, in one table per stage, each check in the
+order its refusal is told:
 
 1. `COMMAND_LINE_CHECKS`, on the command line's arguments before Hydra reads them, where Hydra
    would say what is wrong over many lines or not at all (the checks are `config.overrides`'s);
@@ -10,7 +10,9 @@ in the order its refusal is told:
    training run and an evaluation alike (a section a config lacks is skipped).
 
 Each refusal is one line naming the key and what is valid. A check of the composed config is a
-function of it that returns its line, or None: most are one field's (`FieldCheck`)."""
+function of it that returns its line, or None: most are one field's (`FieldCheck`). What only a
+run's files or data can tell is refused where it is found (a target no one typed: `run.job`; a
+resume's checkpoint: `records.resume_checks`; the data: `data.validation`, `training.tasks`)."""
 
 from __future__ import annotations
 
@@ -88,11 +90,12 @@ class Section(NamedTuple):
 
 
 def config_checks(
-    processes: int = 1, backends: CompileBackends | None = None
+    processes: int = 1, backends: Callable[[], CompileBackends] | None = None
 ) -> tuple[Section, ...]:
     """The composed config's checks, in the order their refusals are told, for a run whose
     `processes` share `trainer.batch_size` (the global batch), compiled by a torch.compile that
-    takes `backends` (None: not asked, as where nothing is compiled)."""
+    takes `backends()` (asked only of a config that compiles: torch takes seconds to list them;
+    None: not asked, as where nothing is compiled)."""
     shared_batch = functools.partial(_batch_not_shared_evenly, processes=processes)
     return (
         Section(_always, (_unchosen_group, _key_no_schema_has)),
@@ -121,7 +124,9 @@ def _held(key: str) -> Callable[[DictConfig], bool]:
     return lambda cfg: key in cfg
 
 
-def validate(cfg: DictConfig, processes: int = 1, backends: CompileBackends | None = None) -> None:
+def validate(
+    cfg: DictConfig, processes: int = 1, backends: Callable[[], CompileBackends] | None = None
+) -> None:
     """Refuse, in one line naming the key and what is valid, what composing let through: the
     first refusal of `config_checks(processes, backends)`."""
     for section in config_checks(processes, backends):
@@ -134,7 +139,8 @@ def validate(cfg: DictConfig, processes: int = 1, backends: CompileBackends | No
 
 
 def refuse_unchosen_groups(cfg: DictConfig) -> None:
-    """(A training run's first check, before the trainer's settings are read.)"""
+    """The table's first check, alone: a training run reads the trainer's settings (its batch
+    size, for what running out of memory says) before `validate`."""
     refusal = _unchosen_group(cfg)
     if refusal is not None:
         raise ExperimentError(refusal)
@@ -177,15 +183,18 @@ def _unknown_key(node: DictConfig, path: str) -> str | None:
     return None
 
 
-def _unknown_backend(cfg: DictConfig, backends: CompileBackends | None) -> str | None:
+def _unknown_backend(cfg: DictConfig, backends: Callable[[], CompileBackends] | None) -> str | None:
     """`trainer.compile` names a backend of torch.compile, or none: refused before the data is
     loaded and the model built (torch.compile would say so only then, in its own words)."""
     backend = cfg.trainer.compile
-    if backends is None or not backend or backend in backends.accepted:
+    if backends is None or not backend:
+        return None
+    accepted, offered = backends()
+    if backend in accepted:
         return None
     return (
         f"trainer.compile={backend} is not a backend of torch.compile; choose one of "
-        f"{', '.join(backends.offered)}, or null (not compiled)"
+        f"{', '.join(offered)}, or null (not compiled)"
     )
 
 

@@ -197,7 +197,7 @@ class TrainingRun:
         built = job.refuse_targets_not_typed(cfg)
         if cfg.replay:
             job.say_what_a_replay_builds(cfg.replay, built)
-        validate(cfg, group.world_size, setup.compile_backends())
+        validate(cfg, group.world_size, setup.compile_backends)
 
     def _set_up_device(self, group: ProcessGroup, free_gpus: FreeGpus | None, new: bool) -> None:
         """The process's settings, and the device decided once (`self.runtime`); the environment
