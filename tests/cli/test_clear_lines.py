@@ -15,7 +15,7 @@ from experiments.config.overrides import with_saved_overrides
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
 from experiments.records import running
-from experiments.run.setup import refuse_unknown_backend
+from experiments.run.setup import compile_backends
 from experiments.run.train import train
 from experiments.training.weights import load_weights
 from helpers import compose_config, load_error, results, small_folder, train_cli
@@ -65,10 +65,11 @@ def test_a_number_float32_cannot_hold_is_refused_before_training(override: str) 
 
 
 def test_a_compile_backend_torch_lacks_is_refused_before_the_data_loads() -> None:
-    refuse_unknown_backend(None)
-    refuse_unknown_backend("eager")  # a backend torch lists only among its debugging ones
+    validate(compose_config(), backends=compile_backends)
+    # A backend torch lists only among its debugging ones.
+    validate(compose_config("trainer.compile=eager"), backends=compile_backends)
     with pytest.raises(ExperimentError) as error:
-        refuse_unknown_backend("nonexistent")
+        validate(compose_config("trainer.compile=nonexistent"), backends=compile_backends)
     said = str(error.value)
     assert said.startswith("trainer.compile=nonexistent is not a backend of torch.compile; ")
     assert "inductor" in said and said.endswith(", or null (not compiled)")

@@ -32,17 +32,13 @@ from experiments.cli.folder_errors import run_folder_unmade
 from experiments.cli.run_folder import Refused, config_copy
 from experiments.config.overrides import (
     evaluation_arguments,
-    refuse_missing_plugins,
-    refuse_numbers_for_groups,
-    refuse_optimizing_on_test,
-    refuse_own_class_on_a_shipped_model,
-    refuse_sweeps_without_multirun,
     with_every_device,
     with_saved_overrides,
 )
 from experiments.config.paths import with_paths_as_given
 from experiments.config.store import CONFIG_PACKAGE, command_name, new_tag, register_configs
 from experiments.config.sweep_order import with_repeats_interleaved
+from experiments.config.validate import validate_command_line
 from experiments.core import collection
 from experiments.core.errors import one_line
 from experiments.core.interrupts import (
@@ -277,17 +273,13 @@ def _compose_and_run(
     hydra_main: Callable[[], object], arguments: Callable[[list[str]], list[str]]
 ) -> None:
     """The command line rewritten for Hydra (`arguments`) and refused before Hydra reads it where
-    Hydra would say it over many lines or not at all; then Hydra composes the config, makes the
-    run folder and runs the job (`hydra_main`: `_train`, `_evaluate`)."""
+    Hydra would say it over many lines or not at all (`config.validate`'s command-line checks);
+    then Hydra composes the config, makes the run folder and runs the job (`hydra_main`:
+    `_train`, `_evaluate`)."""
     config_copy.folder = None  # (an earlier command's, in this process)
     typed = sys.argv[1:]
     sys.argv[1:] = arguments(typed)
-    # As typed: replay= of one job of a sweep brings back the sweep's option, and is one run.
-    refuse_sweeps_without_multirun(typed)
-    refuse_numbers_for_groups(sys.argv[1:])
-    refuse_missing_plugins(sys.argv[1:])
-    refuse_optimizing_on_test(sys.argv[1:])
-    refuse_own_class_on_a_shipped_model(sys.argv[1:])
+    validate_command_line(typed, sys.argv[1:])
     register_configs(*_start_of_run())
     hydra_main()
 

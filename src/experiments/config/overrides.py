@@ -6,8 +6,8 @@ for every device of this machine, a number where a group's option belongs (`devi
 in words Hydra has not got, and so are a search on a test metric
 (`optimized_metric=test_accuracy`), once, before its first trial, a class of one's own on a
 shipped model (`model._target_=` without `model=custom`), and a sweep's option without -m
-(`hparams_search=optuna`). eval.py's arguments are those of evaluation (and of a class of one's
-own a checkpoint names).
+(`hparams_search=optuna`); `config.validate` runs those refusals, in its table's order. eval.py's
+arguments are those of evaluation (and of a class of one's own a checkpoint names).
 
 Each override is read as Hydra's own grammar reads it (`+device=1`, `device=0,1`,
 `optimized_metric='val_loss'`); one it cannot read is left alone, for Hydra to say what is wrong
@@ -27,10 +27,10 @@ from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
 from experiments.config.metric_names import CLASSIFICATION, TASK_METRICS
+from experiments.config.optimized import check_optimized_metric
 from experiments.config.paths import as_value, path_given
 from experiments.config.saved_overrides import overrides_saved_in, refuse_read_only
 from experiments.config.store import CONFIG_PACKAGE, config_groups, group_options
-from experiments.config.validate import check_optimized_metric
 from experiments.core.errors import ExperimentError
 
 

@@ -1,17 +1,26 @@
-"""The checks a config's types cannot make: keys appended with `+` that no schema has, numbers
-out of range, and what selects epochs and hyperparameters (never a test metric). Each refusal is
-one line naming the key and what is valid.
+"""The refusals of a config before anything is built, in one table per stage, each check in the
+order its refusal is told:
 
-A check is a function of the composed config that returns its line, or None: most are one field's
-(`FieldCheck`), kept in tables by section, which `validate` runs in order."""
+1. `COMMAND_LINE_CHECKS`, on the command line's arguments before Hydra reads them, where Hydra
+   would say what is wrong over many lines or not at all (the checks are `config.overrides`'s);
+   `validate_command_line` runs them, for train.py and eval.py alike.
+2. `config_checks`, on the composed config: what its types cannot check (a group's choice taken
+   away, keys appended with `+` that no schema has, numbers out of range, what selects epochs
+   and hyperparameters: never a test metric), section by section; `validate` runs them, for a
+   training run and an evaluation alike (a section a config lacks is skipped).
+
+Each refusal is one line naming the key and what is valid. A check of the composed config is a
+function of it that returns its line, or None: most are one field's (`FieldCheck`). What only a
+run's files or data can tell is refused where it is found (a target no one typed: `run.job`; a
+resume's checkpoint: `records.resume_checks`; the data: `data.validation`, `training.tasks`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -21,8 +30,15 @@ from experiments.config.metric_names import (
     LOSS,
     ON_TEST,
     TASK_METRICS,
-    TaskMetrics,
     metrics_of,
+)
+from experiments.config.optimized import WHY_NOT_TEST, unoptimizable
+from experiments.config.overrides import (
+    refuse_missing_plugins,
+    refuse_numbers_for_groups,
+    refuse_optimizing_on_test,
+    refuse_own_class_on_a_shipped_model,
+    refuse_sweeps_without_multirun,
 )
 from experiments.config.schemas import is_table
 from experiments.config.store import config_groups, group_options
@@ -30,68 +46,164 @@ from experiments.core.errors import ExperimentError
 from experiments.core.hints import no_such_key
 from experiments.core.text import abridged
 
+
+class ArgumentsCheck(NamedTuple):
+    """A check of the command line: `refuse` raises its line."""
+
+    refuse: Callable[[Sequence[str]], None]
+    typed: bool = False  # given the arguments as typed, not as rewritten for Hydra
+
+
+# The command line's checks, in the order their refusals are told.
+COMMAND_LINE_CHECKS: tuple[ArgumentsCheck, ...] = (
+    # An option that is a sweep (hparams_search=optuna) without -m. As typed: replay= of one job
+    # of a sweep brings back the sweep's option, and is one run.
+    ArgumentsCheck(refuse_sweeps_without_multirun, typed=True),
+    ArgumentsCheck(refuse_numbers_for_groups),  # device=1
+    ArgumentsCheck(refuse_missing_plugins),  # hydra/launcher=joblib, not installed
+    ArgumentsCheck(refuse_optimizing_on_test),  # optimized_metric=test_accuracy
+    ArgumentsCheck(refuse_own_class_on_a_shipped_model),  # model._target_= on model=tudui
+)
+
+
+def validate_command_line(typed: Sequence[str], arguments: Sequence[str]) -> None:
+    """Refuse, in one line, what the command line asks (`typed`: as the user typed it;
+    `arguments`: as Hydra is given it) where Hydra would say it badly or not at all."""
+    for check in COMMAND_LINE_CHECKS:
+        check.refuse(typed if check.typed else arguments)
+
+
 Check = Callable[[DictConfig], str | None]
 """A check of a composed config: the one line that refuses it, or None."""
 
 
-def validate(cfg: DictConfig, processes: int = 1) -> None:
-    """Refuse, in one line naming the key and what is valid, what composing let through.
+class CompileBackends(NamedTuple):
+    """torch.compile's backends, as torch lists them (this package imports no torch)."""
 
-    Shared by training and evaluation configs (a section a config lacks is skipped);
-    `trainer.batch_size` is the global batch, shared by the `processes` of a distributed run.
-    """
-    refuse_unchosen_groups(cfg)
-    _refuse_unknown_keys(cfg, "")
+    accepted: frozenset[str]  # every one it takes, its debugging ones (eager) too
+    offered: tuple[str, ...]  # those a refusal offers
+
+
+class Section(NamedTuple):
+    """Checks of one part of a composed config, made where it `applies`."""
+
+    applies: Callable[[DictConfig], bool]
+    checks: tuple[Check, ...]
+
+
+def config_checks(
+    processes: int = 1, backends: Callable[[], CompileBackends] | None = None
+) -> tuple[Section, ...]:
+    """The composed config's checks, in the order their refusals are told, for a run whose
+    `processes` share `trainer.batch_size` (the global batch), compiled by a torch.compile that
+    takes `backends()` (asked only of a config that compiles: torch takes seconds to list them;
+    None: not asked, as where nothing is compiled)."""
     shared_batch = functools.partial(_batch_not_shared_evenly, processes=processes)
-    # (which configs a row's checks apply to, its checks), in the order their refusals are told
-    rows: tuple[tuple[bool, tuple[Check, ...]], ...] = (
-        # (eval.py's model is none but for a class of one's own it is told to build)
-        (cfg.get("model") is not None, MODEL_CHECKS),
-        (cfg.get("task") is not None, (_own_task_without_target,)),
-        # (eval.py's task is the checkpoint's, but for a class of one's own it is told to build)
-        ("trainer" in cfg and cfg.get("task") is not None, (_task_metrics_not_declared,)),
-        ("trainer" in cfg, (*TRAINING_CHECKS, shared_batch)),
-        ("limit_images" in cfg, EVALUATION_CHECKS),  # an evaluation
-        (cfg.get("dataset") is not None, DATASET_CHECKS),
-        (True, DEVICE_CHECKS),
-        ("logger" in cfg, TRACKER_CHECKS),
+    return (
+        Section(_always, (_unchosen_group, _key_no_schema_has)),
+        Section(_chosen("model"), MODEL_CHECKS),
+        Section(_chosen("task"), (_own_task_without_target,)),
+        Section(_task_trained, (_task_metrics_not_declared,)),
+        Section(_held("trainer"), (*TRAINING_CHECKS, shared_batch)),
+        Section(_held("limit_images"), EVALUATION_CHECKS),  # an evaluation
+        Section(_chosen("dataset"), DATASET_CHECKS),
+        Section(_always, DEVICE_CHECKS),
+        Section(_held("logger"), TRACKER_CHECKS),
+        Section(_held("trainer"), (functools.partial(_unknown_backend, backends=backends),)),
     )
-    for applies, checks in rows:
-        if not applies:
+
+
+def _always(cfg: DictConfig) -> bool:
+    return True
+
+
+def _task_trained(cfg: DictConfig) -> bool:
+    """(eval.py's task is the checkpoint's, but for a class of one's own it is told to build.)"""
+    return "trainer" in cfg and cfg.get("task") is not None
+
+
+def _chosen(section: str) -> Callable[[DictConfig], bool]:
+    """Whether a section is chosen: eval.py's model is none but for a class of one's own."""
+    return lambda cfg: cfg.get(section) is not None
+
+
+def _held(key: str) -> Callable[[DictConfig], bool]:
+    """Whether the config has a key: a training run's `trainer`, an evaluation's `limit_images`."""
+    return lambda cfg: key in cfg
+
+
+def validate(
+    cfg: DictConfig, processes: int = 1, backends: Callable[[], CompileBackends] | None = None
+) -> None:
+    """Refuse, in one line naming the key and what is valid, what composing let through: the
+    first refusal of `config_checks(processes, backends)`."""
+    for section in config_checks(processes, backends):
+        if not section.applies(cfg):
             continue
-        for check in checks:
+        for check in section.checks:
             refusal = check(cfg)
             if refusal is not None:
                 raise ExperimentError(refusal)
 
 
 def refuse_unchosen_groups(cfg: DictConfig) -> None:
+    """The table's first check, alone: a training run reads the trainer's settings (its batch
+    size, for what running out of memory says) before `validate`."""
+    refusal = _unchosen_group(cfg)
+    if refusal is not None:
+        raise ExperimentError(refusal)
+
+
+def _unchosen_group(cfg: DictConfig) -> str | None:
     """`~model` takes the group's choice out of the defaults list, leaving its section unset,
     which nothing after composing could tell but by failing where it is first read."""
     for group in config_groups():
         if OmegaConf.is_missing(cfg, group):  # (False for a section the config lacks)
-            raise ExperimentError(
+            return (
                 f"no {group} chosen (~{group} takes its choice away); choose one with "
                 f"{group}=<option>: {', '.join(abridged(group_options(group)))}"
             )
+    return None
 
 
-def _refuse_unknown_keys(node: DictConfig, path: str) -> None:
+def _key_no_schema_has(cfg: DictConfig) -> str | None:
+    return _unknown_key(cfg, "")
+
+
+def _unknown_key(node: DictConfig, path: str) -> str | None:
     """Hydra lets `+section.key=value` append a key to any section; refuse one its schema lacks."""
     schema = OmegaConf.get_type(node)
     if not dataclasses.is_dataclass(schema):
-        return  # a free-form section (a data source's arguments, a model of the user's own)
+        return None  # a free-form section (a data source's arguments, a model of the user's own)
     known = [entry.name for entry in dataclasses.fields(schema)]
     for key in node:
         name = f"{path}.{key}" if path else str(key)
         if key not in known:
-            raise ExperimentError(no_such_key(f"+{name}", name, known))
+            return no_such_key(f"+{name}", name, known)
         # An interpolation is left unresolved: it may name a field derived later (a model's
         # num_classes from an image folder's classes).
         if OmegaConf.is_missing(node, key) or OmegaConf.is_interpolation(node, key):
             continue
         if isinstance(node[key], DictConfig):
-            _refuse_unknown_keys(node[key], name)
+            refusal = _unknown_key(node[key], name)
+            if refusal is not None:
+                return refusal
+    return None
+
+
+def _unknown_backend(cfg: DictConfig, backends: Callable[[], CompileBackends] | None) -> str | None:
+    """`trainer.compile` names a backend of torch.compile, or none: refused before the data is
+    loaded and the model built (torch.compile would say so only then, in its own words)."""
+    backend = cfg.trainer.compile
+    if backends is None or not backend:
+        return None
+    accepted, offered = backends()
+    if backend in accepted:
+        return None
+    return (
+        f"trainer.compile={backend} is not a backend of torch.compile; choose one of "
+        f"{', '.join(offered)}, or null (not compiled)"
+    )
 
 
 _ABSENT = object()
@@ -264,11 +376,6 @@ def _benchmark_with_determinism(cfg: DictConfig) -> str | None:
     )
 
 
-WHY_NOT_TEST = (
-    "the test split would then no longer measure the model on images nothing was chosen by"
-)
-
-
 def _monitor_on_test(cfg: DictConfig) -> str | None:
     """Validation metrics select epochs and hyperparameters; test metrics never do."""
     monitor, measures = cfg.trainer.monitor, metrics_of(cfg)
@@ -334,33 +441,8 @@ def _task_text(cfg: DictConfig) -> str:
     return "it" if name == CLASSIFICATION_TASK else f"task={name}"
 
 
-def check_optimized_metric(metric: str | None, measures: TaskMetrics | None) -> None:
-    """What a run returns to a sweeper is a validation (or training) number, never a test one.
-    (Also checked when a sweep starts, before its first trial.)"""
-    refusal = _unoptimizable(metric, measures)
-    if refusal is not None:
-        raise ExperimentError(refusal)
-
-
-def _unoptimizable(metric: str | None, measures: TaskMetrics | None) -> str | None:
-    if measures is None:
-        return None
-    optimizable = measures.optimizable()
-    if metric in ON_TEST or metric in measures.on_test():
-        return (
-            f"optimized_metric={metric} would choose hyperparameters on the test split: "
-            f"{WHY_NOT_TEST}; optimize {', '.join(optimizable)}"
-        )
-    if metric is not None and metric not in optimizable:
-        return (
-            f"optimized_metric={metric} is not a metric a run reports; choose "
-            f"{', '.join(optimizable)}"
-        )
-    return None
-
-
 def _optimized_metric_unoptimizable(cfg: DictConfig) -> str | None:
-    return _unoptimizable(cfg.optimized_metric, metrics_of(cfg))
+    return unoptimizable(cfg.optimized_metric, metrics_of(cfg))
 
 
 # The largest float32: the optimizer's step computes in the parameters' float32, where a larger

@@ -16,7 +16,7 @@ from torch import nn
 from experiments.config.build import build
 from experiments.config.choices import Precision, Preload
 from experiments.config.schemas import DatasetConfig, DeviceConfig
-from experiments.core.errors import ExperimentError
+from experiments.config.validate import CompileBackends
 from experiments.data import loading, validation
 from experiments.data.types import ImageData
 from experiments.devices import distributed, memory, precision, wrapping
@@ -95,14 +95,13 @@ def with_data_facts(cfg: DictConfig, data: ImageData) -> DictConfig:
     return OmegaConf.merge(cfg, {"dataset": data.derived()})
 
 
-def refuse_unknown_backend(compile_backend: str | None) -> None:
-    """`trainer.compile` names a backend of torch.compile, or none; checked before the data is
-    loaded and the model built (torch.compile would say so only then, in its own words)."""
-    if compile_backend and compile_backend not in torch.compiler.list_backends(exclude_tags=()):
-        raise ExperimentError(
-            f"trainer.compile={compile_backend} is not a backend of torch.compile; choose one of "
-            f"{', '.join(torch.compiler.list_backends())}, or null (not compiled)"
-        )
+def compile_backends() -> CompileBackends:
+    """torch.compile's backends, for `config.validate` to check `trainer.compile` against before
+    the data is loaded and the model built (torch.compile would say so only then)."""
+    return CompileBackends(
+        accepted=frozenset(torch.compiler.list_backends(exclude_tags=())),
+        offered=tuple(torch.compiler.list_backends()),
+    )
 
 
 def build_model(config: DictConfig, task_name: str, task: Task, data: ImageData) -> nn.Module:

@@ -193,8 +193,7 @@ class TrainingRun:
         built = job.refuse_targets_not_typed(cfg)
         if cfg.replay:
             job.say_what_a_replay_builds(cfg.replay, built)
-        validate(cfg, group.world_size)
-        setup.refuse_unknown_backend(cfg.trainer.compile)
+        validate(cfg, group.world_size, setup.compile_backends)
 
     def _set_up_device(self, group: ProcessGroup, free_gpus: FreeGpus | None, new: bool) -> None:
         """The process's settings, and the device decided once (`self.runtime`); the environment
@@ -327,6 +326,8 @@ class TrainingRun:
         `shuffle`; the optimizer steps of an epoch they come to."""
         cfg, trainer = self.cfg, self.cfg.trainer
         augment = Augment(**cfg.dataset.augment, generator=shuffle)
+        # Not a check of the config (`config.validate`): a task of one's own says what its
+        # targets are only once it is built.
         if augment and self.task.targets == "masks":
             raise ExperimentError(
                 f"dataset.augment moves an image's pixels but not its mask's: task="
