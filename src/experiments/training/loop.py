@@ -186,9 +186,10 @@ def _backward(
 
 
 def _optimizer_step(learner: Learner, scaler: torch.amp.GradScaler, *, first: bool) -> None:
-    """The optimizer step on the gradients its batches added up: clipped first if asked, through
-    `scaler` (which skips a step whose fp16 gradients overflowed), and a schedule by step stepped
-    after it (the epoch's `first` step warns of a skipped one: `_schedule_may_step_first`)."""
+    """The optimizer step on the gradients its batches added up: clipped first if asked, taken
+    through `scaler` (which skips a step whose fp16 gradients overflowed), and a schedule by
+    step stepped after it (at the epoch's `first` step, without torch's warning of a skipped
+    one: `_schedule_may_step_first`)."""
     optimizer = learner.optimizer
     if learner.gradient_clip is not None:
         scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
