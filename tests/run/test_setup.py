@@ -1,12 +1,17 @@
-"""Setting the run up: channels-last puts the model and a preloaded split in that format."""
+"""Setting a run or an evaluation up: the process settings before the device; channels-last puts
+the model and a preloaded split in that format; a task only for data of its kind."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from omegaconf import OmegaConf
 
+from experiments.core.errors import ExperimentError
 from experiments.data.batches import Batches, TensorRows
-from experiments.data.types import Split
+from experiments.data.types import ImageData, Split
+from experiments.devices import process_settings
+from experiments.devices.process_group import ONE_PROCESS
 from experiments.run import setup
 from experiments.run.evaluate import dataset_to_evaluate
 from experiments.training.models import Tudui
@@ -72,3 +77,35 @@ def test_an_evaluation_fills_in_a_copy_of_the_dataset_it_was_asked_for() -> None
         28,
     )
     assert evaluated.root == "/other"
+
+
+def test_the_device_is_decided_once_the_jobs_process_settings_are_applied() -> None:
+    # Training and evaluation set the process up in the one call that decides the device.
+    cfg = compose_config("device=cpu")
+    settings = setup.ProcessSettings(threads=1, deterministic=True)
+    with process_settings.restored():
+        runtime = setup.prepare_runtime(cfg.device, cfg.placement, ONE_PROCESS, settings=settings)
+        assert torch.get_num_threads() == 1
+        assert torch.are_deterministic_algorithms_enabled()
+    assert runtime.device == torch.device("cpu")
+
+
+def test_a_task_is_built_only_for_data_of_the_kind_it_learns() -> None:
+    classes = ImageData(
+        "cifar10_sample",
+        None,
+        Split(torch.zeros(1, 3, 2, 2, dtype=torch.uint8), torch.zeros(1, dtype=torch.long)),
+        ["cat", "dog"],
+        [0.5],
+        [0.5],
+        (3, 2, 2),
+    )
+    assert (
+        setup.build_task(compose_config("task=classification").task, classes).targets == "classes"
+    )
+    with pytest.raises(ExperimentError) as refused:
+        setup.build_task(compose_config("task=regression").task, classes)
+    assert str(refused.value) == (
+        "task=regression learns values, but dataset cifar10_sample holds classes to predict; use "
+        "task=classification, or a dataset of values"
+    )

@@ -146,14 +146,7 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
         "images": {name: len(split) for name, split in items.items()},
     }
     files = {name: fingerprint.files_digest(split.samples) for name, split in items.items()}
-    loaded: dict[str, Split | Streamed] = {}
-    for name, split in items.items():
-        if loader == Loader.memory:
-            images, labels, cached = own_data.in_memory(split, config, config.name, name, workers)
-            loaded[name] = Split(images, labels)
-            record.setdefault("cache", {})[name] = cached
-        else:
-            loaded[name] = Streamed(split, workers)
+    loaded = _loaded(items, loader, workers, config, record)
     mean, std = config.mean, config.std
     if mean is None or std is None:
         if "train" not in loaded:
@@ -178,6 +171,27 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
         record=record,
         files={name: digest for name, digest in files.items() if digest is not None},
     )
+
+
+def _loaded(
+    items: dict[str, CheckedDataset],
+    loader: Loader,
+    workers: int,
+    config: Any,
+    record: dict[str, Any],
+) -> dict[str, Split | Streamed]:
+    """Each split of `items` as `loader` says, with `workers` reading: decoded into memory
+    (memory-mapped from the cache where it can be; what the cache did, per split, goes into
+    `record`), or streamed."""
+    loaded: dict[str, Split | Streamed] = {}
+    for name, split in items.items():
+        if loader == Loader.memory:
+            images, labels, cached = own_data.in_memory(split, config, config.name, name, workers)
+            loaded[name] = Split(images, labels)
+            record.setdefault("cache", {})[name] = cached
+        else:
+            loaded[name] = Streamed(split, workers)
+    return loaded
 
 
 def preload(data: ImageData, placement: Placement, *, channels_last: bool = False) -> ImageData:

@@ -47,13 +47,7 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
     configurations = _configurations(rows, histories)
     repeated = False
     for number, (name, runs) in enumerate(configurations.items()):
-        style = {
-            "marker": MARKERS[number % 5],
-            "markersize": 9 - 1.5 * (number % 4),
-            "markerfacecolor": "none",
-            "linestyle": DASHES[number % 4],
-            "alpha": 0.85,
-        }
+        style = _style(number)
         if len(runs) > 1:
             repeated = True
             name += f" ({len(runs)} runs)"
@@ -86,6 +80,18 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
     spanning(loss)
     loss.legend(title="configuration", loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
     return figure
+
+
+def _style(number: int) -> dict[str, Any]:
+    """The marker and dash of the configuration numbered `number` (from 0): hollow, each smaller
+    than the one before, in a sequence that repeats only after 20 (`MARKERS`)."""
+    return {
+        "marker": MARKERS[number % 5],
+        "markersize": 9 - 1.5 * (number % 4),
+        "markerfacecolor": "none",
+        "linestyle": DASHES[number % 4],
+        "alpha": 0.85,
+    }
 
 
 def _configurations(rows: Sequence[Row], histories: Sequence[History]) -> dict[str, list[History]]:

@@ -23,16 +23,18 @@ from experiments.core.errors import ExperimentError
 from experiments.core.text import Unit, display_path, part_of_split
 from experiments.data import subset
 from experiments.data.batches import Batches
-from experiments.devices import memory, process_settings
+from experiments.data.types import ImageData
+from experiments.devices import memory
 from experiments.devices.description import device_record
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.placement import audit
 from experiments.devices.plan import DevicePlan, request_text
 from experiments.devices.process_group import ONE_PROCESS
+from experiments.devices.runtime import Runtime
 from experiments.records import checkpoints
 from experiments.records.results import Results, per_class_text
 from experiments.run import setup
-from experiments.training import loop, tasks
+from experiments.training import loop
 from experiments.training.selection import Monitor
 
 log = logging.getLogger("experiments")
@@ -46,14 +48,9 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         Results(run_dir, fields) as results,
         memory.out_of_memory_said("batch_size", cfg.batch_size),
     ):
-        if OmegaConf.is_missing(cfg, "ckpt"):
-            raise ExperimentError(
-                "ckpt is required: python eval.py ckpt=<run folder or checkpoint>"
-            )
-        path = checkpoints.find(cfg.ckpt)
+        path = _checkpoint_named(cfg)
         results.add(checkpoint=str(path.resolve()))
         validate(cfg)
-        process_settings.apply(cfg.device.visible, threads=None, deterministic=False)
         runtime = setup.prepare_runtime(cfg.device, cfg.placement, ONE_PROCESS, free_gpus)
         results.add(device=device_record(cfg.device, runtime.plan))
         # On the host: the model is built there, takes the weights, and then goes to the device
@@ -61,13 +58,9 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         state = checkpoints.load(path)
         trained = _to_build(state["config"], cfg, path)
         log.info("evaluating %s: %s", display_path(path), _which_epoch(path, state, trained))
-        dataset = dataset_to_evaluate(cfg.dataset, trained.dataset)
-        data = setup.load_data(dataset, runtime, training=False)
-        _check_classes(data.classes, trained.dataset, dataset)
+        data = _data_to_evaluate(cfg.dataset, trained.dataset, runtime)
         results.add(data=data.recorded())
-
-        task = tasks.build_task(trained.task)
-        task.refuse_other_data(trained.task.name, data)
+        task = setup.build_task(trained.task, data)
         model = setup.build_model(trained.model, trained.task.name, task, data)
         model.load_state_dict(state["model"])
         model = setup.place_model(model, runtime)
@@ -91,17 +84,36 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
             dataset=data.name,
             test_images=test_batches.count_images(),
             test_split_images=len(data.test),
-            **{TEST_LOSS: evaluation.loss},
-            **{metric_key(TEST, name): value for name, value in evaluation.metrics.items()},
-            **(
-                {"class_accuracy": dict(zip(data.classes, evaluation.class_accuracy, strict=True))}
-                if evaluation.class_accuracy is not None
-                else {}
-            ),
-            seconds=evaluation.seconds,
+            **_measured(evaluation, data.classes),
         )
     _log_outcome(outcome, runtime.plan, run_dir, task.metrics, data.unit)
     return outcome[task.metrics.headline.key(TEST)]
+
+
+def _checkpoint_named(cfg: DictConfig) -> Path:
+    """The checkpoint `ckpt=` names: a run folder's, or a file."""
+    if OmegaConf.is_missing(cfg, "ckpt"):
+        raise ExperimentError("ckpt is required: python eval.py ckpt=<run folder or checkpoint>")
+    return checkpoints.find(cfg.ckpt)
+
+
+def _data_to_evaluate(asked: DictConfig | None, trained: DictConfig, runtime: Runtime) -> ImageData:
+    """The test split of the dataset `asked` for (by default the one trained on: `trained`),
+    refused in one line unless it has the classes the model was trained on, in their order."""
+    dataset = dataset_to_evaluate(asked, trained)
+    data = setup.load_data(dataset, runtime, training=False)
+    _check_classes(data.classes, trained, dataset)
+    return data
+
+
+def _measured(evaluation: loop.EvaluationResult, classes: list[str]) -> dict[str, Any]:
+    """What results.json keeps of an evaluation: the test loss, the task's metrics, the accuracy
+    of each class (of a task that tells them apart), and the seconds it took."""
+    measured: dict[str, Any] = {TEST_LOSS: evaluation.loss}
+    measured |= {metric_key(TEST, name): value for name, value in evaluation.metrics.items()}
+    if evaluation.class_accuracy is not None:
+        measured["class_accuracy"] = dict(zip(classes, evaluation.class_accuracy, strict=True))
+    return measured | {"seconds": evaluation.seconds}
 
 
 def _to_build(config: dict[str, Any], cfg: DictConfig, path: Path) -> DictConfig:

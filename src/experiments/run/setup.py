@@ -1,13 +1,16 @@
-"""What a training run and an evaluation both set up before their first batch: the device,
-decided once into a `Runtime` and passed on from there; the dataset, where the config wants it,
-and what it told of itself merged into the config; and the model on the device, wrapped for
-several GPUs or processes and compiled as asked. (The audit that checks it all arrived is
-`experiments.devices.placement.audit`.)
+"""What a training run and an evaluation both set up before their first batch, each step one
+function that both call: the job's process settings and the device, decided once into a
+`Runtime` and passed on from there; the dataset, where the config wants it (and, for training,
+what it told of itself merged into the config); the task, refused for data of another kind; and
+the model, built on the host, then on the device, wrapped for several GPUs or processes and
+compiled as asked. (The audit that checks it all arrived is
+`experiments.devices.placement.audit`.) Each returns what it set up; the caller records it.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -19,15 +22,27 @@ from experiments.config.schemas import DatasetConfig, DeviceConfig
 from experiments.config.validate import CompileBackends
 from experiments.data import loading, validation
 from experiments.data.types import ImageData
-from experiments.devices import distributed, memory, precision, wrapping
+from experiments.devices import distributed, memory, precision, process_settings, wrapping
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.plan import DevicePlan, Machine, resolve, wants_any_gpu
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.runtime import Runtime
-from experiments.training import models
+from experiments.training import models, tasks
 from experiments.training.tasks import Task
 
 log = logging.getLogger("experiments")
+
+
+@dataclass(frozen=True)
+class ProcessSettings:
+    """What a job sets for its whole process besides the GPUs it sees
+    (`devices.process_settings.apply`): torch's CPU threads (None: torch's default), only
+    deterministic algorithms, and cuDNN timing its algorithms to keep the fastest. An
+    evaluation's are the defaults."""
+
+    threads: int | None = None
+    deterministic: bool = False
+    cudnn_benchmark: bool = False
 
 
 def prepare_runtime(
@@ -36,13 +51,21 @@ def prepare_runtime(
     group: ProcessGroup,
     free_gpus: FreeGpus | None = None,
     *,
+    settings: ProcessSettings = ProcessSettings(),
     precision_name: Precision = Precision.fp32,
     channels_last: bool | None = False,
 ) -> Runtime:
-    """What this process computes on and in: the device request resolved against this machine
-    (in a parallel sweep, a GPU no other job holds, if the request leaves it open), made the
-    current device and joined to the process group when the run spans processes; with the
-    placement method, the precision and the memory format (None: the device's default)."""
+    """What this process computes on and in: the job's process `settings` applied (the GPUs
+    CUDA sees first, before anything asks torch.cuda), then the device request resolved against
+    this machine (in a parallel sweep, a GPU no other job holds, if the request leaves it open),
+    made the current device and joined to the process group when the run spans processes; with
+    the placement method, the precision and the memory format (None: the device's default)."""
+    process_settings.apply(
+        request.visible,
+        settings.threads,
+        settings.deterministic,
+        cudnn_benchmark=settings.cudnn_benchmark,
+    )
     plan = plan_for_job(request, Machine.detect(), group, free_gpus)
     if plan.type == "cuda":
         torch.cuda.set_device(plan.index)  # so nothing lands on cuda:0 by default
@@ -102,6 +125,14 @@ def compile_backends() -> CompileBackends:
         accepted=frozenset(torch.compiler.list_backends(exclude_tags=())),
         offered=tuple(torch.compiler.list_backends()),
     )
+
+
+def build_task(config: DictConfig, data: ImageData) -> Task:
+    """The task the `task` config names, refused in one line unless `data` holds the kind of
+    targets it learns."""
+    task = tasks.build_task(config)
+    task.refuse_other_data(config.name, data)
+    return task
 
 
 def build_model(config: DictConfig, task_name: str, task: Task, data: ImageData) -> nn.Module:

@@ -69,7 +69,6 @@ from experiments.training import (
     schedules,
     seeding,
     selection,
-    tasks,
     time_to_accuracy,
 )
 from experiments.training.history import History
@@ -199,25 +198,22 @@ class TrainingRun:
         """The process's settings, and the device decided once (`self.runtime`); the environment
         recorded for a `new` run (a resume's, once it is accepted)."""
         cfg, trainer, results = self.cfg, self.cfg.trainer, self.results
-        process_settings.apply(
-            cfg.device.visible,
-            trainer.threads,
-            trainer.deterministic,
-            cudnn_benchmark=trainer.cudnn_benchmark,
+        self.runtime = runtime = setup.prepare_runtime(
+            cfg.device,
+            cfg.placement,
+            group,
+            free_gpus,
+            settings=setup.ProcessSettings(
+                trainer.threads, trainer.deterministic, trainer.cudnn_benchmark
+            ),
+            precision_name=trainer.precision,
+            channels_last=trainer.channels_last,
         )
         results.add(deterministic=torch.are_deterministic_algorithms_enabled())
         if group.is_main and new:
             environment.write(self.run_dir)
         if trainer.keep_freed_memory:
             results.add(keep_freed_memory=memory.keep_freed_memory())
-        self.runtime = runtime = setup.prepare_runtime(
-            cfg.device,
-            cfg.placement,
-            group,
-            free_gpus,
-            precision_name=trainer.precision,
-            channels_last=trainer.channels_last,
-        )
         results.add(device=device_record(cfg.device, runtime.plan))
         if trainer.deterministic and runtime.type == "cuda":
             process_settings.refuse_nondeterministic_cublas()
@@ -235,8 +231,7 @@ class TrainingRun:
         self.data_fingerprint = fingerprint.of(data, self.cfg.dataset)
         # What the model learns: the task, for data of its kind (built once the data has told
         # its statistics: a regression's target's).
-        self.task = tasks.build_task(self.cfg.task)
-        self.task.refuse_other_data(self.cfg.task.name, data)
+        self.task = setup.build_task(self.cfg.task, data)
         # Epochs are selected (and runs stopped early) on the validation split, never on test.
         selection.require_validation(self.cfg, has_validation=data.val is not None)
         self.monitor = Monitor.of(self.cfg) if data.val is not None else None

@@ -113,20 +113,14 @@ def train_epoch(
     in `runtime.autocast()`; its scaler scales the loss for fp16 and passes it through otherwise.
     The first `warm_up_steps` steps (compiling, autotuning, profiling) are timed on their own.
     The progress bar gives the speed in the data's `unit` per second."""
-    model, task, optimizer = learner.model, learner.task, learner.optimizer
-    scaler, group, accumulate = runtime.scaler, runtime.group, learner.accumulate_batches
+    model, optimizer = learner.model, learner.optimizer
+    scaler, accumulate = runtime.scaler, learner.accumulate_batches
     model.train()
     compute_timer = DeviceTimer(runtime.device)
     epoch_loss = 0.0
     warm_up: list[tuple[int, float]] = []
     started = time.perf_counter()
-    progress = tqdm(
-        batches,
-        desc=description,
-        unit="batch",
-        leave=False,
-        disable=None if group.is_main else True,
-    )
+    progress = _progress_bar(batches, description, runtime.group)
     interval = _LogInterval(batches, runtime, learner, progress, log_step, description, unit)
     for index, (inputs, targets) in enumerate(progress):
         step = index // accumulate + 1  # the optimizer step this batch is part of
@@ -137,23 +131,12 @@ def train_epoch(
             optimizer.zero_grad(set_to_none=True)
             # The step's images: its batches' (the epoch's last step may have fewer).
             step_images = sum(batches.sizes[index : index + accumulate])
-        # DDP averages the gradients over the processes at the step's last backward only.
-        with nullcontext() if last_of_step else without_gradient_sync(model):
-            with runtime.autocast():
-                loss = task(model(inputs), targets)
-            scaler.scale(_weighted(loss, len(targets), step_images, group)).backward()
+        loss = _backward(learner, runtime, inputs, targets, step_images, sync=last_of_step)
         interval.add(loss.detach(), len(targets))
         if not last_of_step:
             compute_timer.stop(span)
             continue
-        if learner.gradient_clip is not None:
-            scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
-            nn.utils.clip_grad_norm_(model.parameters(), learner.gradient_clip)
-        scaler.step(optimizer)
-        scaler.update()
-        if learner.step_scheduler is not None:
-            with _schedule_may_step_first() if step == 1 else nullcontext():
-                learner.step_scheduler.step()
+        _optimizer_step(learner, scaler, first=step == 1)
         compute_timer.stop(span)
         if after_step is not None:
             after_step()  # a profiler's
@@ -169,6 +152,53 @@ def train_epoch(
     return TrainingResult(
         epoch_loss / images, images, seconds, waited, copying, compute_timer.take(), lr, warm_up
     )
+
+
+def _progress_bar(batches: Batches, description: str, group: ProcessGroup) -> tqdm:
+    """The epoch's progress bar over `batches`, the main process's only."""
+    return tqdm(
+        batches,
+        desc=description,
+        unit="batch",
+        leave=False,
+        disable=None if group.is_main else True,
+    )
+
+
+def _backward(
+    learner: Learner,
+    runtime: Runtime,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+    step_images: int,
+    *,
+    sync: bool,
+) -> torch.Tensor:
+    """A batch's forward pass and loss (in `runtime.autocast()`), and its share of the step's
+    gradient added up by the backward pass (scaled for fp16); returns its mean loss. DDP averages
+    the gradients over the processes only with `sync`: at the step's last backward."""
+    model, group = learner.model, runtime.group
+    with nullcontext() if sync else without_gradient_sync(model):
+        with runtime.autocast():
+            loss = learner.task(model(inputs), targets)
+        runtime.scaler.scale(_weighted(loss, len(targets), step_images, group)).backward()
+    return loss
+
+
+def _optimizer_step(learner: Learner, scaler: torch.amp.GradScaler, *, first: bool) -> None:
+    """The optimizer step on the gradients its batches added up: clipped first if asked, taken
+    through `scaler` (which skips a step whose fp16 gradients overflowed), and a schedule by
+    step stepped after it (at the epoch's `first` step, without torch's warning of a skipped
+    one: `_schedule_may_step_first`)."""
+    optimizer = learner.optimizer
+    if learner.gradient_clip is not None:
+        scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
+        nn.utils.clip_grad_norm_(learner.model.parameters(), learner.gradient_clip)
+    scaler.step(optimizer)
+    scaler.update()
+    if learner.step_scheduler is not None:
+        with _schedule_may_step_first() if first else nullcontext():
+            learner.step_scheduler.step()
 
 
 @contextmanager
