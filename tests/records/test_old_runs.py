@@ -9,15 +9,26 @@ its checkpoints and config snapshot), with
 
 (its TensorBoard events file left out). Its one epoch: val accuracy 12.5%, test accuracy 14.8%
 (19 of the first 128 test images: that version limited evaluation in batches, taken in order).
+
+tests/fixtures/own_task_run.tar.gz is a run of a task of one's own made by main at e9e07fe, when a
+task's class declared its metrics and the run recorded them in results.json (`task_metrics`), not
+in its config snapshot:
+
+    python train.py task=custom task._target_=my_tasks.Huber dataset=csv model=mlp \\
+        optimizer=adam trainer.epochs=1 dataset.val_fraction=0.2 hydra.run.dir=own_task_run
+
+with its my_tasks.py beside it. Its one epoch: val mae 73.3618, test mae 64.0675.
 """
 
 from __future__ import annotations
 
 import json
+import tarfile
 from pathlib import Path
 
 import pytest
 
+from experiments.report.summary import write_report
 from helpers import eval_cli, metrics, results, train_cli
 
 
@@ -59,3 +70,22 @@ def test_an_old_run_replays_in_a_new_folder(old_run: Path) -> None:
     assert again["train_loss"] == pytest.approx(before["train_loss"], rel=1e-4)
     # Its trainer.limit_eval_batches=2 is 128 images now, drawn as every run's are, not the first.
     assert results(replay)["test_images"] == 128
+
+
+def test_a_run_from_before_configs_declared_metrics_reports_resumes_and_replays(
+    tmp_path: Path,
+) -> None:
+    with tarfile.open(Path(__file__).parents[1] / "fixtures" / "own_task_run.tar.gz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    run = tmp_path / "own_task_run"
+    (row,) = write_report(run)
+    assert (row["val_mae"], row["test_mae"]) == pytest.approx((73.3618, 64.0675), abs=1e-4)
+    typed = "task._target_=my_tasks.Huber"  # (built only when typed, as ever)
+    done = train_cli(tmp_path, f"resume={run}", "trainer.epochs=2", typed)
+    assert done.returncode == 0, done.stderr
+    assert [row["epoch"] for row in metrics(run, "epoch")] == [1, 2]
+    assert results(run)["selected_by"] == "val_mae (min)"
+    replayed = train_cli(tmp_path, f"replay={run}", typed)
+    assert replayed.returncode == 0, replayed.stderr
+    (again,) = (path for path in replayed.run_dirs if path != run)
+    assert results(again)["test_mae"] == pytest.approx(results(run)["test_mae"], rel=1e-4)

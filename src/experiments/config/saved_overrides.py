@@ -10,6 +10,7 @@ some of which Hydra's grammar cannot read.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 
+from experiments.config.metric_names import TASK_METRICS
 from experiments.config.saved_yaml import read_saved_yaml
 from experiments.config.trust import (
     refuse_untrusted,
@@ -28,6 +30,7 @@ from experiments.config.trust import (
     unshipped_setting,
 )
 from experiments.core.errors import ExperimentError
+from experiments.core.files import RECORD, read_text
 
 # Where the run ran: the command that brings it back says that anew.
 WHERE_IT_RAN = ("resume=", "replay=", "hydra.run.dir=")
@@ -65,7 +68,9 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
         )
     brought_back = [override for override in parsed if not _writes_elsewhere(override)]
     _refuse_untrusted(given, brought_back, typed)
-    return [_renamed(override, folder) for override in brought_back]
+    return [_renamed(override, folder) for override in brought_back] + _metrics_declared(
+        folder, brought_back
+    )
 
 
 def _writes_elsewhere(override: Override) -> bool:
@@ -89,6 +94,27 @@ def _renamed(override: Override, folder: Path) -> str:
     if batch_size is None:
         return as_saved  # refused as a key renamed, with what to type now
     return f"trainer.limit_eval_images={batches * batch_size}"
+
+
+def _metrics_declared(folder: Path, saved: list[Override]) -> list[str]:
+    """The `task.metrics=` of a run of a task of one's own from before configs declared them:
+    its class declared them, and the run recorded them in results.json (`task_metrics`), read
+    as data (names and ways, nothing built); none where the overrides declare them, or the task
+    is a shipped one (its schema's)."""
+    task = [override.value() for override in saved if override.key_or_group == "task"]
+    declared = any(override.key_or_group.startswith("task.metrics") for override in saved)
+    if not task or task[-1] in TASK_METRICS or declared:
+        return []
+    try:
+        recorded = json.loads(read_text(folder / "results.json", RECORD)).get("task_metrics")
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(recorded, dict) or not all(
+        isinstance(name, str) and name.isidentifier() and way in ("max", "min")
+        for name, way in recorded.items()
+    ):
+        return []
+    return [f"task.metrics={{{','.join(f'{name}:{way}' for name, way in recorded.items())}}}"]
 
 
 def _batch_size(config: Path) -> int | None:

@@ -34,7 +34,7 @@ class Monitor:
         metric on the validation split; the direction its task gives it, unless
         trainer.monitor_mode says."""
         trainer, measures = config.trainer, metrics_of(config)
-        assert measures is not None  # (a task of one's own's: in the config once built)
+        assert measures is not None  # (validated: a task of one's own declares its metrics)
         return cls.chosen(trainer.monitor, trainer.monitor_mode, measures)
 
     @classmethod
