@@ -93,7 +93,7 @@ BAD = {
     "results_deep": (_write("results.json", DEEP), "results.json is nested too deep to read"),
     "results_list": (
         _results(test_accuracy=[0.5]),
-        "results.json: test_accuracy is a list, where a number belongs",
+        "results.json: test_accuracy is a list, where a number or null belongs",
     ),
     "results_text": (
         _results(train_images_per_second="fast"),

@@ -1,46 +1,17 @@
-"""What results.json holds, as types: a finished run's numbers (`RunSummary`, which
-`records.results.training_summary` writes), and the whole record as a reader finds it
+"""What results.json holds, as types: a record per phase of a training run, each written once at
+its end (`records.results.Results`: the start, what setup learns, each epoch's end, the finish),
+the task's numbers keyed by its metrics (`task_numbers`), and the whole record as a reader finds it
 (`RecordedResults`: the report checks a run folder's against it). Without torch: the report
 command reads them.
 """
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict, get_type_hints
 
+from experiments.config.metric_names import TEST, VAL, TaskMetrics
 from experiments.records.speed import HostRecord, SpeedSummary
 from experiments.training.time_to_accuracy import TimeToAccuracy
-
-
-class _Summary(SpeedSummary, HostRecord):
-    selected_epoch: int
-    selected_by: str  # "val_accuracy (max)", or "final epoch (no validation split)"
-    # The selected epoch's metrics (None: no validation split), the headline's at the final
-    # epoch too, and the final training loss: keys of `metric_names.CLASSIFICATION` (another
-    # task's, `metric_names.TASK_METRICS`, stand in their place).
-    val_accuracy: float | None
-    val_loss: float | None
-    test_accuracy: float
-    test_loss: float
-    class_accuracy: dict[str, float | None]
-    final_val_accuracy: float | None
-    final_test_accuracy: float
-    train_loss: float
-    epoch_seconds: list[float]
-    wait_share: float
-    copy_share: float
-    compute_share: float
-    checkpoint: str
-    best_checkpoint: str | None
-
-
-class RunSummary(_Summary, total=False):
-    """A finished training run's numbers in results.json (`records.results.training_summary`),
-    with what the run adds to them: compile_seconds (None without trainer.compile) and, with
-    trainer.target_accuracy, time_to_accuracy."""
-
-    compile_seconds: float | None
-    time_to_accuracy: TimeToAccuracy
 
 
 class DeviceRecord(TypedDict, total=False):
@@ -66,29 +37,153 @@ class DataRecord(TypedDict, total=False):
     loader: str
 
 
-class RecordedResults(RunSummary, total=False):
-    """results.json as a reader finds it: what `records.results.training_fields` and
-    `training_summary` write, and what the run adds as it goes. Each key may be missing (a run
-    still going has few; earlier versions wrote fewer), and a key holds its type. The headline
-    metrics of tasks other than classification (val_rmse, ...) stand beside RunSummary's, of the
-    type of theirs."""
+class StoppedEarly(TypedDict):
+    epoch: int
+    reason: str
+
+
+class ProfiledSteps(TypedDict):
+    """The optimizer steps of `epoch` the profiler recorded (trainer.profile)."""
+
+    epoch: int
+    first: int
+    last: int
+
+
+class StartRecord(TypedDict, total=False):
+    """What results.json says as a training run starts (`records.results.training_fields`), or
+    resumes: its settings, and who runs it."""
 
     status: str  # running, completed, failed, interrupted (failed, in versions before)
     reason: str | None
-    device: DeviceRecord
-    process: ProcessRecord
-    started_at: str  # ISO 8601
+    run_dir: str
+    model: str | None
+    dataset: str | None
+    placement: str | None
+    optimizer: str | None
+    scheduler: str | None
+    device: DeviceRecord  # the request; what was used, once setup has decided
+    seed: int | None
+    precision: str
+    epochs: int | None
+    batch_size: int | None  # of all processes together
     world_size: int
+    per_process_batch_size: int | None
+    accumulate_batches: int | None  # batches whose gradients make one optimizer step
+    epochs_completed: int
+    stopped_early: StoppedEarly | None
+    resumed_after_epochs: list[int]
+    replay_of: str | None
+    started_at: str  # ISO 8601
+    process: ProcessRecord
+    environment: dict[str, Any]  # the versions that ran it
+
+
+class SetupRecord(TypedDict, total=False):
+    """What a training run's setup learns, written once at its end."""
+
+    deterministic: bool
+    keep_freed_memory: bool  # (with trainer.keep_freed_memory)
+    device: DeviceRecord
+    precision_note: str  # bf16 emulated, where the device lacks it
+    channels_last: bool
     data: DataRecord
-    # A task of one's own's metrics and which way each is better, {"mae": "min"}, as runs from
-    # before configs declared them recorded them (now in the config snapshot: task.metrics).
-    task_metrics: dict[str, Literal["min", "max"]]
+    weights_left_as_built: list[str]  # (with model.weights_partial)
     model_parameters: int
     model_flops_per_image: int
     model_training_flops_per_image: int
+    device_peak_flops: float | None  # (with trainer.measure_peak_flops)
+    device_peak_precision: str | None
+    optimizer_fused: bool
+    cudnn_benchmark: bool
     test_images: int
     test_split_images: int
-    device_peak_flops: float | None
-    device_peak_precision: str | None
+    trackers: dict[str, str]  # each tracker's run, that a resume carries on
+    trackers_begun_in: str  # the folder they were begun from (`records.tracker.TRACKED_IN`)
+    stopped_early: StoppedEarly | None  # a resume's, found in its checkpoint's epochs
+
+
+class EpochRecord(TypedDict, total=False):
+    """What each epoch's end adds, written once then."""
+
+    epochs_completed: int
+    stopped_early: StoppedEarly | None
+    profiled_steps: ProfiledSteps  # (the first epoch, with trainer.profile)
+
+
+class FinishRecord(SpeedSummary, HostRecord, total=False):
+    """A finished training run's numbers (`records.results.training_summary`), besides its
+    task's (`task_numbers`), and how it ended."""
+
+    selected_epoch: int
+    selected_by: str  # "val_accuracy (max)", or "final epoch (no validation split)"
+    # Per class, for a task that tells classes apart (None: a class without test images).
+    class_accuracy: dict[str, float | None]
+    train_loss: float | None  # (null: diverged)
+    epoch_seconds: list[float]
+    # Where training time went: waiting for batches, copying them, computing.
+    wait_share: float
+    copy_share: float
+    compute_share: float
+    checkpoint: str
+    best_checkpoint: str | None
+    compile_seconds: float | None  # (None without trainer.compile)
+    time_to_accuracy: TimeToAccuracy  # (with trainer.target_*)
     peak_host_memory_mb: float | None
     peak_cuda_memory_mb: float | None
+    finished_at: str
+    total_seconds: float
+
+
+def task_numbers(measures: TaskMetrics) -> Any:
+    """The TypedDict of a task's numbers in a finished run's results.json, keyed by its metrics
+    (`measures`): each on the validation split (None without one) and the test split at the
+    selected epoch, and its headline at the final epoch: a regression's has val_rmse, never
+    val_accuracy."""
+    fields = {
+        **{key: float | None for key in (*measures.on(VAL), measures.final_key(VAL))},
+        **{key: float | None for key in (*measures.on(TEST), measures.final_key(TEST))},
+    }
+    name = "".join(part.title() for part in measures.headline.name.split("_"))
+    return TypedDict(f"{name}Numbers", fields)  # type: ignore[operator]
+
+
+def finish_record(measures: TaskMetrics) -> Any:
+    """The TypedDict of a finished training run's numbers: `FinishRecord`'s and its task's."""
+    fields = get_type_hints(FinishRecord) | get_type_hints(task_numbers(measures))
+    return TypedDict("Finished", fields, total=False)  # type: ignore[operator]
+
+
+class EvaluationRecord(TypedDict, total=False):
+    """An evaluation's results.json (eval.py): what it evaluated, on what, and what it measured
+    besides its task's numbers (`evaluation_record`)."""
+
+    kind: Literal["evaluation"]
+    checkpoint: str
+    device: DeviceRecord
+    data: DataRecord
+    model: str
+    trained_on: str  # the dataset
+    trained_epochs: int
+    dataset: str
+    test_images: int
+    test_split_images: int
+    class_accuracy: dict[str, float | None]
+    seconds: float
+
+
+def evaluation_record(measures: TaskMetrics) -> Any:
+    """The TypedDict of an evaluation's numbers: `EvaluationRecord`'s and its task's metrics on
+    the test split."""
+    fields = get_type_hints(EvaluationRecord) | {key: float | None for key in measures.on(TEST)}
+    return TypedDict("Evaluated", fields, total=False)  # type: ignore[operator]
+
+
+class RecordedResults(StartRecord, SetupRecord, EpochRecord, FinishRecord, total=False):
+    """results.json as a reader finds it: its phases' records, and its task's numbers (checked
+    apart, by `task_numbers` of the run's task). Each key may be missing (a run still going has
+    few; earlier versions wrote fewer), and a key holds its type."""
+
+    # A task of one's own's metrics and which way each is better, {"mae": "min"}, as runs from
+    # before configs declared them recorded them (now in the config snapshot: task.metrics).
+    task_metrics: dict[str, Literal["min", "max"]]

@@ -36,13 +36,13 @@ from experiments.config.metric_names import CLASSIFICATION, TEST, TRAIN_LOSS, VA
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import write_text_atomically
+from experiments.core.typed import mismatch
 from experiments.devices.distributed import first_failure, says_the_failure
 from experiments.devices.plan import request_text
 from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
 from experiments.records import checkpoints
 from experiments.records.environment import versions
 from experiments.records.log_file import HeldLog
-from experiments.records.recorded import RunSummary
 from experiments.records.speed import host_summary, speed_summary
 from experiments.training.history import History
 from experiments.training.selection import Monitor, selected_epoch
@@ -119,10 +119,11 @@ class Results:
         self._held = None
         self._write()
 
-    def add(self, **fields: Any) -> None:
-        """Record what the job has learned so far (the device it got, a setting it applied):
+    def add(self, record: Any, **fields: Any) -> None:
+        """Record what the job has learned so far (the device it got, a setting it applied), as
+        fields of the typed `record` of its phase (`recorded.SetupRecord`, `EpochRecord`):
         written at once, or at the end of the `phase` it learned it in."""
-        self._fields.update(fields)
+        self._fields.update(_typed(record, fields))
         if not self._in_phase:
             self._write()
 
@@ -141,10 +142,14 @@ class Results:
     def get(self, key: str) -> Any:
         return self._fields.get(key)
 
-    def finish(self, status: str, reason: str | None, **numbers: Any) -> dict[str, Any]:
+    def finish(
+        self, status: str, reason: str | None, record: Any = None, **numbers: Any
+    ) -> dict[str, Any]:
+        """The job's end: its `status`, the `reason` it failed or stopped, and what it measured
+        (`numbers`, fields of the typed `record`: `recorded.finish_record` of its task's)."""
         finished = time.time()
         self._fields.update(
-            numbers,
+            _typed(record, numbers) if numbers else {},
             status=status,
             reason=reason,
             finished_at=_timestamp(finished),
@@ -197,7 +202,7 @@ def training_fields(
 
 def training_summary(
     history: History, monitor: Monitor | None, measures: TaskMetrics = CLASSIFICATION
-) -> RunSummary:
+) -> dict[str, Any]:
     """A finished run's numbers, from its epochs' rows: those of the epoch `monitor` selects on
     the validation split, or without one (`monitor` None) of the final epoch; its task's metrics
     (`measures`), per class too where the task has classes."""
@@ -230,6 +235,16 @@ def training_summary(
         "checkpoint": str(checkpoints.LAST),
         "best_checkpoint": str(checkpoints.BEST) if monitor else None,
     }
+
+
+def _typed(record: Any, fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields`, which must be fields of the TypedDict `record`, of their types: a field
+    misnamed or mistyped is this code's error, never written."""
+    unknown = fields.keys() - record.__required_keys__ - record.__optional_keys__
+    problem = mismatch(_finite_or_null(fields), record, record.__name__, partial=True)
+    if unknown or problem:
+        raise TypeError(problem or f"{record.__name__} has no {', '.join(sorted(unknown))}")
+    return fields
 
 
 def per_class_text(class_accuracy: dict[str, float | None]) -> str:

@@ -23,6 +23,7 @@ from experiments.core.files import remove_leftovers
 from experiments.core.text import display_path
 from experiments.records import checkpoints, environment, resume_checks, running, snapshot
 from experiments.records.metrics import Metrics
+from experiments.records.recorded import SetupRecord
 from experiments.records.results import Results
 from experiments.training import seeding, selection
 from experiments.training.history import History
@@ -147,7 +148,7 @@ def restore(
         _repair(run_dir, checkpoint, resumed.history, monitor)
     metrics.resume_after(epoch, state.steps_per_epoch, resumed.history)
     if resumed.stopped_early:
-        results.add(stopped_early={"epoch": epoch, "reason": resumed.stopped_early})
+        results.add(SetupRecord, stopped_early={"epoch": epoch, "reason": resumed.stopped_early})
     # Killed after its last checkpoint, before its records' end.
     over = resumed.stopped_early or epoch == cfg.trainer.epochs
     log.info(

@@ -38,8 +38,7 @@ from experiments.config.overrides import parsed
 from experiments.core.errors import ExperimentError
 from experiments.core.files import RECORD, read_json_lines, read_text, read_yaml
 from experiments.core.typed import mismatch
-from experiments.records.recorded import RecordedResults
-from experiments.report.headlines import HEADLINES, headlines
+from experiments.records.recorded import RecordedResults, task_numbers
 from experiments.report.run_configs import run_config
 from experiments.training.history import EpochRow, History, validated
 from experiments.training.selection import Monitor
@@ -198,8 +197,6 @@ def _results(run_dir: Path) -> RecordedResults:
     with _reading(RESULTS):
         results = json.loads(read_text(path, RECORD))
     _check(results, RecordedResults, RESULTS, partial=True)
-    for key in dict.fromkeys(headline.key for headline in HEADLINES):
-        _check(results.get(key), float | None, f"{RESULTS}: {key}")
     if "started_at" in results and not _is_time(results["started_at"]):
         raise UnreadableRun(
             f"{RESULTS}: started_at is {results['started_at']}, where a time (ISO 8601) belongs"
@@ -217,17 +214,17 @@ def _is_time(text: str) -> bool:
 
 def _measures(read: ConfigRead, results: RecordedResults) -> tuple[TaskMetrics, bool]:
     """The run's task's metrics as its config declares them (`metric_names.metrics_of`), or as
-    a task of one's own recorded them in results.json before configs declared them, and whether
-    they are a task of one's own's (with their headlines' values in results.json checked)."""
+    a task of one's own recorded them in results.json before configs declared them, with its
+    numbers in results.json checked against them (`recorded.task_numbers`); and whether they
+    are a task of one's own's."""
     task = {"name": read["task.name"], "metrics": read["task.metrics"]} if read["task"] else None
     measures = metrics_of({"task": task})
     if measures is None and results.get("task_metrics"):
         measures = declared(results["task_metrics"])
-    if measures is None or task is None or task["name"] in TASK_METRICS:
-        return measures or CLASSIFICATION, False
-    for headline in headlines(measures):
-        _check(results.get(headline.key), float | None, f"{RESULTS}: {headline.key}")
-    return measures, True
+    own = measures is not None and task is not None and task["name"] not in TASK_METRICS
+    measures = measures or CLASSIFICATION
+    _check(results, task_numbers(measures), RESULTS, partial=True)
+    return measures, own
 
 
 def _check_epochs(history: History, measures: TaskMetrics, monitor: Monitor | None) -> None:

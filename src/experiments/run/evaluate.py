@@ -32,6 +32,7 @@ from experiments.devices.plan import DevicePlan, request_text
 from experiments.devices.process_group import ONE_PROCESS
 from experiments.devices.runtime import Runtime
 from experiments.records import checkpoints
+from experiments.records.recorded import EvaluationRecord, evaluation_record
 from experiments.records.results import Results, per_class_text
 from experiments.run import setup
 from experiments.training import loop
@@ -49,17 +50,17 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         memory.out_of_memory_said("batch_size", cfg.batch_size),
     ):
         path = _checkpoint_named(cfg)
-        results.add(checkpoint=str(path.resolve()))
+        results.add(EvaluationRecord, checkpoint=str(path.resolve()))
         validate(cfg)
         runtime = setup.prepare_runtime(cfg.device, cfg.placement, ONE_PROCESS, free_gpus)
-        results.add(device=device_record(cfg.device, runtime.plan))
+        results.add(EvaluationRecord, device=device_record(cfg.device, runtime.plan))
         # On the host: the model is built there, takes the weights, and then goes to the device
         # (loaded onto a GPU, they would go there, back, and there again, and stay beside it).
         state = checkpoints.load(path)
         trained = _to_build(state["config"], cfg, path)
         log.info("evaluating %s: %s", display_path(path), _which_epoch(path, state, trained))
         data = _data_to_evaluate(cfg.dataset, trained.dataset, runtime)
-        results.add(data=data.recorded())
+        results.add(EvaluationRecord, data=data.recorded())
         task = setup.build_task(trained.task, data)
         model = setup.build_model(trained.model, trained.task.name, task, data)
         model.load_state_dict(state["model"])
@@ -78,6 +79,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         outcome = results.finish(
             "completed",
             None,
+            evaluation_record(task.metrics),
             model=trained.model.name,
             trained_on=trained.dataset.name,
             trained_epochs=state["epoch"],

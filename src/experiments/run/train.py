@@ -53,6 +53,7 @@ from experiments.records import (
 )
 from experiments.records.log_file import HeldLog
 from experiments.records.metrics import Metrics
+from experiments.records.recorded import EpochRecord, SetupRecord, finish_record
 from experiments.records.results import (
     Results,
     training_fields,
@@ -209,25 +210,25 @@ class TrainingRun:
             precision_name=trainer.precision,
             channels_last=trainer.channels_last,
         )
-        results.add(deterministic=torch.are_deterministic_algorithms_enabled())
+        results.add(SetupRecord, deterministic=torch.are_deterministic_algorithms_enabled())
         if group.is_main and new:
             environment.write(self.run_dir)
         if trainer.keep_freed_memory:
-            results.add(keep_freed_memory=memory.keep_freed_memory())
-        results.add(device=device_record(cfg.device, runtime.plan))
+            results.add(SetupRecord, keep_freed_memory=memory.keep_freed_memory())
+        results.add(SetupRecord, device=device_record(cfg.device, runtime.plan))
         if trainer.deterministic and runtime.type == "cuda":
             process_settings.refuse_nondeterministic_cublas()
         if note := precision.emulated_bf16(trainer.precision, runtime.plan):
             log.warning(note)
-            results.add(precision_note=note)
-        results.add(channels_last=runtime.channels_last)
+            results.add(SetupRecord, precision_note=note)
+        results.add(SetupRecord, channels_last=runtime.channels_last)
 
     def _set_up_data(self) -> None:
         """The splits, and the config with what they told of themselves (`self.cfg`)."""
         self.data = data = setup.load_data(self.cfg.dataset, self.runtime)
         self.cfg = setup.with_data_facts(self.cfg, data)
         job.refuse_targets_not_typed(self.cfg)  # (an interpolation may read the data's fields)
-        self.results.add(data=data.recorded())
+        self.results.add(SetupRecord, data=data.recorded())
         self.data_fingerprint = fingerprint.of(data, self.cfg.dataset)
         # What the model learns: the task, for data of its kind (built once the data has told
         # its statistics: a regression's target's).
@@ -246,7 +247,7 @@ class TrainingRun:
             weights_partial = bool(cfg.model.get("weights_partial"))
             left = load_weights(model, cfg.model.weights, weights_partial)
             if weights_partial:  # (without it, every tensor was loaded)
-                self.results.add(weights_left_as_built=left)
+                self.results.add(SetupRecord, weights_left_as_built=left)
                 if left:
                     log.info(
                         "model.weights=%s loaded but for %d tensor(s), left as built: %s",
@@ -255,13 +256,14 @@ class TrainingRun:
                         ", ".join(left),
                     )
         self.model_size = model_size.measure(model, data.shape)
-        self.results.add(**self.model_size.record())
+        self.results.add(SetupRecord, **self.model_size.record())
         if trainer.measure_peak_flops:  # in the precision the model's operations compute in
             runtime = self.runtime
             measured = peak.measure(
                 runtime.device, runtime.autocast_dtype, self.model_size.convolutions_lead
             )
             self.results.add(
+                SetupRecord,
                 device_peak_flops=measured.flops_per_second,
                 device_peak_precision=measured.precision,
             )
@@ -281,7 +283,7 @@ class TrainingRun:
             cfg.optimizer, model.parameters(), runtime.type
         )
         cudnn_benchmark = trainer.cudnn_benchmark and runtime.type == "cuda"
-        self.results.add(optimizer_fused=fused, cudnn_benchmark=cudnn_benchmark)
+        self.results.add(SetupRecord, optimizer_fused=fused, cudnn_benchmark=cudnn_benchmark)
         if note := optimizers.host_waits_at_every_step(optimizer, runtime.scaler, runtime.type):
             log.info(note)
         # The same shuffle (and augmentation) in every process; each takes its share of a batch.
@@ -338,7 +340,9 @@ class TrainingRun:
         self.test_batches = self._batches(data.test)
         self.val_batches = self._batches(data.val) if data.val is not None else None
         self.results.add(
-            test_images=self.test_batches.count_images(), test_split_images=len(data.test)
+            SetupRecord,
+            test_images=self.test_batches.count_images(),
+            test_split_images=len(data.test),
         )
         self.steps_per_epoch = loop.optimizer_steps(
             len(self.train_batches), trainer.accumulate_batches
@@ -394,7 +398,7 @@ class TrainingRun:
             self.first_step = training.warm_up[0]
             if trainer.profile:  # the profiler was on from its start to this step's end
                 profiled = {"epoch": epoch, "first": 1, "last": profiling.STEPS}
-                self.results.add(profiled_steps=profiled)
+                self.results.add(EpochRecord, profiled_steps=profiled)
         return training, host
 
     def _end_epoch(
@@ -419,7 +423,7 @@ class TrainingRun:
             if self.monitor
             else None
         )
-        self.results.add(epochs_completed=epoch)
+        self.results.add(EpochRecord, epochs_completed=epoch)
         last = epoch == trainer.epochs or stop is not None
         self._save_checkpoints(epoch, last=last, best=self.monitor is not None and selected)
         console.log_epoch(
@@ -439,7 +443,7 @@ class TrainingRun:
                 log.info("epoch %d: %s", epoch, time_to_accuracy.text(reached))
         if stop:
             log.info("stopping early after epoch %d: %s", epoch, stop)
-            self.results.add(stopped_early={"epoch": epoch, "reason": stop})
+            self.results.add(EpochRecord, stopped_early={"epoch": epoch, "reason": stop})
         return stop is not None
 
     def finish(self) -> dict[str, Any]:
@@ -491,7 +495,8 @@ class TrainingRun:
                 self.selected_confusion, self.data.classes, title, last_step
             )
         peak_memory = memory.peak_memory_mb(self.runtime.plan)
-        summary = self.results.finish("completed", None, **summary, **peak_memory)
+        record = finish_record(self.learner.task.metrics)
+        summary = self.results.finish("completed", None, record, **summary, **peak_memory)
         wait_for_all(self.runtime.group)
         return summary
 
@@ -582,7 +587,9 @@ class TrainingRun:
         found = running.recorded(self.run_dir) if cfg.resume else {}
         ids = self.metrics.begin(run, tracker.resumed_ids(found, self.run_dir))
         if ids:
-            self.results.add(trackers=ids, **{tracker.TRACKED_IN: str(self.run_dir.resolve())})
+            self.results.add(
+                SetupRecord, trackers=ids, **{tracker.TRACKED_IN: str(self.run_dir.resolve())}
+            )
 
     def _restore(self, checkpoint: dict[str, Any], composed: DictConfig) -> None:
         """Continue from the checkpoint `resume=` named: every state as it was saved."""
