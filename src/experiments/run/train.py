@@ -365,12 +365,14 @@ class TrainingRun:
         for epoch in range(first, self.cfg.trainer.epochs + 1):
             interrupts.raise_if_lost()
             self.trained = True
-            training, host = self._train_epoch(epoch, first=epoch == first)
-            if self.learner.step_scheduler is None:
-                self.scheduler.step()  # a schedule by epoch
-            val = self._evaluate(self.val_batches) if self.val_batches else None
-            test = self._evaluate(self.test_batches)
-            if self._end_epoch(epoch, training, test, val, host):
+            with self.results.phase():  # the epoch's record, written once at its end
+                training, host = self._train_epoch(epoch, first=epoch == first)
+                if self.learner.step_scheduler is None:
+                    self.scheduler.step()  # a schedule by epoch
+                val = self._evaluate(self.val_batches) if self.val_batches else None
+                test = self._evaluate(self.test_batches)
+                stop = self._end_epoch(epoch, training, test, val, host)
+            if stop:
                 break
 
     def _train_epoch(
