@@ -1,4 +1,6 @@
-"""Runs made before the packages were layered still evaluate, resume and replay.
+"""Runs made by earlier versions still evaluate, resume and replay.
+
+Runs made before the packages were layered:
 
 tests/fixtures/flat_layout_run.tar.gz is a run folder made by main at commit 32c61cd (the flat
 layout: `_target_`s such as experiments.models.LeNet and experiments.datasets.cifar10_sample in
@@ -14,11 +16,13 @@ its checkpoints and config snapshot), with
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from helpers import eval_cli, metrics, results, train_cli
+from experiments.report.run_records import read_run
+from helpers import SMALL, csv_numbers, eval_cli, metrics, results, train_cli, trained_run
 
 
 def test_an_old_checkpoint_evaluates_to_its_recorded_numbers(old_run: Path) -> None:
@@ -59,3 +63,35 @@ def test_an_old_run_replays_in_a_new_folder(old_run: Path) -> None:
     assert again["train_loss"] == pytest.approx(before["train_loss"], rel=1e-4)
     # Its trainer.limit_eval_batches=2 is 128 images now, drawn as every run's are, not the first.
     assert results(replay)["test_images"] == 128
+
+
+def as_the_last_release_wrote_it(run_dir: Path) -> None:
+    """`run_dir`'s .hydra/ as the last release wrote it: its tracker group was `logger`."""
+    for name in ("overrides.yaml", "config.yaml", "hydra.yaml"):
+        path = run_dir / ".hydra" / name
+        path.write_text(re.sub(r"\btracker(?=[=:])", "logger", path.read_text()))
+    assert "- logger=csv" in (run_dir / ".hydra" / "overrides.yaml").read_text()
+
+
+def test_a_run_of_the_last_release_is_reported_replayed_and_resumed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run_dir = trained_run(tmp_path, *SMALL, "tracker=csv")
+    as_the_last_release_wrote_it(run_dir)
+
+    reported = read_run(run_dir)  # (what the report reads of each run, under its own keys)
+    assert (reported.given["logger"], reported.choices["logger"]) == ("csv", "csv")
+
+    replayed = train_cli(tmp_path, f"replay={run_dir}")
+    assert replayed.returncode == 0, replayed.stderr
+    (replay,) = (path for path in replayed.run_dirs if path != run_dir)
+    assert results(replay)["status"] == "completed"
+    assert not (replay / "metrics.csv").exists()  # its trackers are typed again, or left out
+    said = f"replay={run_dir}: left out tracker=csv, which its run had"
+    assert [message for message in caplog.messages if message.startswith(said)]
+
+    # Typed in the last release's words too.
+    resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=2", "logger=csv")
+    assert resumed.returncode == 0, resumed.stderr
+    assert results(run_dir)["epochs_completed"] == 2
+    assert {row["step"] for row in csv_numbers(run_dir) if row["test/loss"]} == {"2", "4"}

@@ -41,6 +41,7 @@ from experiments.config.overrides import (
     with_saved_overrides,
 )
 from experiments.config.paths import with_paths_as_given
+from experiments.config.renamed_keys import in_todays_keys
 from experiments.config.store import CONFIG_PACKAGE, command_name, new_tag, register_configs
 from experiments.config.sweep_order import with_repeats_interleaved
 from experiments.core import collection
@@ -192,11 +193,11 @@ def main() -> None:
 
 
 def _training_arguments(typed: list[str]) -> list[str]:
-    """The command line as Hydra is given it: a file or folder named by `dataset.root=` or
-    `model.weights=` taken as it is, `resume=` and `replay=` with their run's own overrides,
-    `-m device=every` a sweep over this machine's devices, and each configuration once before
-    any twice."""
-    arguments = with_saved_overrides(with_paths_as_given(typed))
+    """The command line as Hydra is given it: renamed keys in today's spelling (`logger=` is
+    `tracker=`), a file or folder named by `dataset.root=` or `model.weights=` taken as it is,
+    `resume=` and `replay=` with their run's own overrides, `-m device=every` a sweep over this
+    machine's devices, and each configuration once before any twice."""
+    arguments = with_saved_overrides(with_paths_as_given(in_todays_keys(typed)))
     return with_repeats_interleaved(with_every_device(arguments, _every_device))
 
 
@@ -212,8 +213,12 @@ def _every_device() -> list[str]:
 
 
 def evaluate_main() -> None:
-    """`python eval.py`: training's own keys refused, files and folders taken as named."""
-    _command_line(_evaluate, lambda typed: with_paths_as_given(evaluation_arguments(typed)))
+    """`python eval.py`: training's own keys refused (in today's spelling), files and folders
+    taken as named."""
+    _command_line(
+        _evaluate,
+        lambda typed: with_paths_as_given(evaluation_arguments(in_todays_keys(typed))),
+    )
 
 
 def _command_line(

@@ -50,7 +50,7 @@ def validate(cfg: DictConfig, processes: int = 1) -> None:
         ("limit_images" in cfg, EVALUATION_CHECKS),  # an evaluation
         (cfg.get("dataset") is not None, DATASET_CHECKS),
         (True, DEVICE_CHECKS),
-        ("logger" in cfg, TRACKER_CHECKS),
+        ("tracker" in cfg, TRACKER_CHECKS),
     )
     for applies, checks in rows:
         if not applies:
@@ -521,7 +521,7 @@ DEVICE_CHECKS: tuple[Check, ...] = (_negative_gpu,)
 
 TRACKER_CHECKS: tuple[Check, ...] = tuple(
     FieldCheck(
-        f"logger.{tracker}.timeout",
+        f"tracker.{tracker}.timeout",
         lambda seconds: seconds > 0,
         f"must be > 0 (seconds a run waits on one call to {name} before going on without it)",
     )

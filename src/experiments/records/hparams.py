@@ -38,7 +38,7 @@ Value = bool | int | float | str
 
 # Overrides that say where a run came from, how it was searched or where its numbers go, not how
 # it trains.
-NOT_HYPERPARAMETERS = ("resume", "replay", "hparams_search", "logger")
+NOT_HYPERPARAMETERS = ("resume", "replay", "hparams_search", "tracker")
 
 # The columns every run has, by the config key they come from (an override of one of these keys
 # is that column, not another).

@@ -1,7 +1,7 @@
 """A run's numbers as it trains, for people and for the trackers.
 
     metrics.jsonl   one JSON object per logged step and per epoch
-    trackers        the `logger` group's (`records.tracker`): TensorBoard's event files by
+    trackers        the `tracker` group's (`records.tracker`): TensorBoard's event files by
                     default, a CSV file, ...: each step's train/loss and lr, each epoch's
                     numbers by their tags (`records.tracker.EPOCH_TAGS`), the run's
                     hyperparameters and final numbers, the confusion matrix

@@ -86,7 +86,7 @@ log = logging.getLogger("experiments")
 # The folders a run writes in, inside its own: Hydra's snapshot, checkpoints, a profile's trace.
 # What a tracker's run is tagged with (of the HParams columns), besides its sweep.
 TRACKER_TAGS = ("model", "dataset", "device", "placement", "precision", "seed")
-# (wandb/: logger=wandb's files.)
+# (wandb/: tracker=wandb's files.)
 WRITTEN_FOLDERS = (Path(".hydra"), checkpoints.LAST.parent, profiling.TRACE.parent, Path("wandb"))
 
 
@@ -130,8 +130,8 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
 
 
 def _trackers(cfg: DictConfig, run_dir: Path, group: ProcessGroup) -> dict[str, Tracker]:
-    """The `logger` group's trackers, of the main process only."""
-    return tracker.trackers(cfg.logger, run_dir) if group.is_main else {}
+    """The `tracker` group's trackers, of the main process only."""
+    return tracker.trackers(cfg.tracker, run_dir) if group.is_main else {}
 
 
 class TrainingRun:
