@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from experiments.records.csv_file import CsvFile
-from experiments.records.metrics import Metrics
+from experiments.records.metrics import RunRecorder
 from experiments.records.tensorboard import EVENTS
 from experiments.records.tracker import TRACKED_IN, resumed_ids
 from helpers import QUICK, csv_numbers, metrics, read_events, results, trained_run
@@ -61,12 +61,12 @@ def test_both_trackers_hold_the_same_numbers_and_none_writes_neither(tmp_path: P
 
 
 def test_a_row_cut_short_by_a_kill_is_dropped_on_resume(tmp_path: Path) -> None:
-    with Metrics(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as written:
+    with RunRecorder(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as written:
         written.step(epoch=1, steps_before=0, step=2, loss=2.25, speed=100.0, lr=0.1)
         written.step(epoch=1, steps_before=0, step=4, loss=2.0, speed=100.0, lr=0.1)
     path = tmp_path / "metrics.csv"
     path.write_text(path.read_text() + "6,1.7")  # SIGKILLed while writing step 6's row
-    with Metrics(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as resumed:
+    with RunRecorder(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as resumed:
         resumed.resume_after(1, steps_per_epoch=4, history=[EPOCH_1])  # type: ignore[list-item]
     assert table(path) == [
         ["step", "train/loss", "lr", "test/accuracy", "test/loss"],

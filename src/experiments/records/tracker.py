@@ -6,7 +6,7 @@
     tracker=wandb                a W&B run (`records.wandb_run`; pip install wandb)
     tracker=[tensorboard,csv]    several
 
-Each gets the same things, as `records.metrics.Metrics` hands them over: the scalars of every
+Each gets the same things, as `records.metrics.RunRecorder` hands them over: the scalars of every
 logged step and epoch (by TensorBoard's tags: train/loss, val/accuracy, perf/images_per_second),
 the run's hyperparameters and final numbers at its end, and pictures (the confusion matrix).
 Of several processes, only the main one builds them.
