@@ -63,9 +63,9 @@ def hyperparameters(
 ) -> dict[str, Value]:
     """What a run is, as the dashboard's columns: model, dataset, device, placement, optimizer,
     lr, batch_size, precision, scheduler and seed, then each other key the command line set
-    (Hydra's task overrides: what a sweep varies). The device is what the run computed on, as
-    every record names it: its `plan`'s text (cuda:1, dp over cuda:0, cuda:1), not the request
-    `cfg.device` holds (auto).
+    (the job's overrides, `hydra.overrides.task`: what a sweep varies). The device is what the
+    run computed on, as every record names it: its `plan`'s text (cuda:1, dp over cuda:0,
+    cuda:1), not the request `cfg.device` holds (auto).
 
     An override's key takes the composed config's value there; a config group its option's
     `name`; a list, a mapping or a deleted key the str of the override's value (`[0, 1]`,
