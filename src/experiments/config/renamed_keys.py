@@ -30,7 +30,7 @@ def in_todays_keys(arguments: Sequence[str]) -> list[str]:
     spelling: an override's key, and the package after `-p`; anything else as it is."""
     return [
         _in_todays_key(argument)
-        if _is_override(argument) or (index and arguments[index - 1] in PACKAGE_FLAGS)
+        if _is_override(argument) or (index > 0 and arguments[index - 1] in PACKAGE_FLAGS)
         else argument
         for index, argument in enumerate(arguments)
     ]
