@@ -21,6 +21,7 @@ from experiments.config.renamed_keys import in_todays_keys
         (["logger@here=csv"], ["tracker@here=csv"]),
         (["--cfg", "job", "-p", "logger"], ["--cfg", "job", "-p", "tracker"]),
         (["--package", "logger.mlflow"], ["--package", "tracker.mlflow"]),
+        (["--package=logger", "-p=logger"], ["--package=tracker", "-p=tracker"]),
     ],
 )
 def test_the_old_group_name_is_read_as_todays_in_every_form(

@@ -27,13 +27,16 @@ PACKAGE_FLAGS = ("-p", "--package")
 
 def in_todays_keys(arguments: Sequence[str]) -> list[str]:
     """`arguments` (a command line, or a run's saved overrides) with each renamed key in today's
-    spelling: an override's key, and the package after `-p`; anything else as it is."""
-    return [
-        _in_todays_key(argument)
-        if _is_override(argument) or (index > 0 and arguments[index - 1] in PACKAGE_FLAGS)
-        else argument
-        for index, argument in enumerate(arguments)
-    ]
+    spelling: an override's key, and the package `-p` names; anything else as it is."""
+    renamed = []
+    for index, argument in enumerate(arguments):
+        flag, equals, package = argument.partition("=")
+        if flag in PACKAGE_FLAGS and equals:  # (--package=logger)
+            argument = f"{flag}={_in_todays_key(package)}"
+        elif _is_override(argument) or (index > 0 and arguments[index - 1] in PACKAGE_FLAGS):
+            argument = _in_todays_key(argument)
+        renamed.append(argument)
+    return renamed
 
 
 def _is_override(argument: str) -> bool:
