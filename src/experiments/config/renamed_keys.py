@@ -40,7 +40,7 @@ def in_todays_keys(arguments: Sequence[str]) -> list[str]:
 
 
 def _is_override(argument: str) -> bool:
-    """Whether an argument sets or deletes a key (not a flag, nor a flag's value)."""
+    """Whether an argument sets or deletes a key (key=value, ~key), rather than being a flag."""
     return not argument.startswith("-") and ("=" in argument or argument.startswith("~"))
 
 
