@@ -1,4 +1,4 @@
-"""What a tracker costs the default run: `python train.py logger=[tensorboard,<tracker>]` against
+"""What a tracker costs the default run: `python train.py tracker=[tensorboard,<tracker>]` against
 `python train.py` (TensorBoard alone), whole processes, in pairs.
 
 Each pair runs both, the side that goes first alternating from pair to pair so that drift touches
@@ -50,7 +50,7 @@ def main() -> None:
     arguments = parser.parse_args()
 
     alone = ["device=cpu", *arguments.overrides]
-    tracked = [*alone, f"logger=[tensorboard,{arguments.tracker}]"]
+    tracked = [*alone, f"tracker=[tensorboard,{arguments.tracker}]"]
     timed: dict[str, list[float]] = {"alone": [], "tracked": []}
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
@@ -61,7 +61,7 @@ def main() -> None:
                 timed[side].append(seconds(overrides, scratch))
     ratios = [t / a for t, a in zip(timed["tracked"], timed["alone"], strict=True)]
     lines = [
-        f"### {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, logger={arguments.tracker} "
+        f"### {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, tracker={arguments.tracker} "
         f"against TensorBoard alone, {cpu_name()}, Python {platform.python_version()}, "
         f"{arguments.pairs} pairs, `python train.py {' '.join(alone)}`",
         "",

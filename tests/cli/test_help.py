@@ -16,12 +16,12 @@ TRAINING_GROUPS = {
     "device",
     "experiment",
     "hparams_search",
-    "logger",
     "model",
     "optimizer",
     "placement",
     "scheduler",
     "task",
+    "tracker",
     "trainer",
 }
 

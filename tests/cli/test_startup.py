@@ -12,7 +12,7 @@ from helpers import ROOT
 
 
 def test_showing_the_config_does_not_import_torch() -> None:
-    shown = ("--cfg", "job", "logger=[tensorboard,mlflow,wandb]")
+    shown = ("--cfg", "job", "tracker=[tensorboard,mlflow,wandb]")
     done = subprocess.run(
         [sys.executable, "-X", "importtime", str(ROOT / "train.py"), *shown],
         capture_output=True,
@@ -28,14 +28,14 @@ def test_showing_the_config_does_not_import_torch() -> None:
 def test_a_run_imports_the_trackers_it_uses_and_no_other(tmp_path: Path) -> None:
     pytest.importorskip("mlflow")
     pytest.importorskip("wandb")
-    loggers = ["tensorboard", "csv", "mlflow", "wandb"]
+    chosen = ["tensorboard", "csv", "mlflow", "wandb"]
     shown = subprocess.run(
-        [sys.executable, "-c", BUILD_TRACKERS, str(tmp_path), *loggers],
+        [sys.executable, "-c", BUILD_TRACKERS, str(tmp_path), *chosen],
         capture_output=True,
         text=True,
         check=True,
     )
-    imported_after = dict(zip(loggers, shown.stdout.splitlines(), strict=True))
+    imported_after = dict(zip(chosen, shown.stdout.splitlines(), strict=True))
     assert imported_after == {
         "tensorboard": "",
         "csv": "",
@@ -44,8 +44,8 @@ def test_a_run_imports_the_trackers_it_uses_and_no_other(tmp_path: Path) -> None
     }
 
 
-# Builds the trackers of each logger in argv[2:] in turn, writing in argv[1]; prints which of the
-# optional trackers' libraries are imported after each.
+# Builds the trackers of each option of the tracker group in argv[2:] in turn, writing in argv[1];
+# prints which of the optional trackers' libraries are imported after each.
 BUILD_TRACKERS = """
 import sys
 from datetime import datetime
@@ -54,10 +54,10 @@ from hydra import compose, initialize_config_module
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
 from experiments.records.tracker import trackers
 register_configs(datetime.now(), new_tag())
-for logger in sys.argv[2:]:
+for option in sys.argv[2:]:
     with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
-        cfg = compose("train", overrides=[f"logger={logger}"])
-    trackers(cfg.logger, Path(sys.argv[1]) / logger)
+        cfg = compose("train", overrides=[f"tracker={option}"])
+    trackers(cfg.tracker, Path(sys.argv[1]) / option)
     print(*(name for name in ("mlflow", "wandb") if name in sys.modules))
 """
 

@@ -19,22 +19,22 @@ def environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_text_read_from_the_environment_is_recorded_as_its_interpolation() -> None:
     cfg = compose_config(
-        "logger=[tensorboard,mlflow]",
-        "logger.mlflow.tracking_uri=https://runs:${oc.env:TRACKING_TOKEN}@tracking.example",
+        "tracker=[tensorboard,mlflow]",
+        "tracker.mlflow.tracking_uri=https://runs:${oc.env:TRACKING_TOKEN}@tracking.example",
         "+model.tags=[lenet,'${oc.env:TRACKING_TOKEN}']",
-        "+model.copied=${logger.mlflow.tracking_uri}",  # (reads it through another key)
+        "+model.copied=${tracker.mlflow.tracking_uri}",  # (reads it through another key)
         "trainer.seed=${oc.env:ARRAY_TASK}",
     )
     record = plain(recorded(cfg))
     uri = "https://runs:${oc.env:TRACKING_TOKEN}@tracking.example"
-    assert record["logger"]["mlflow"]["tracking_uri"] == uri
+    assert record["tracker"]["mlflow"]["tracking_uri"] == uri
     assert record["model"]["tags"] == ["lenet", "${oc.env:TRACKING_TOKEN}"]
     assert record["model"]["copied"] == uri
     # A number is the run's own (its seed), and no secret: recorded as used.
     assert record["trainer"]["seed"] == 7
     assert SECRET not in str(record)
     # What the run builds still reads the environment.
-    assert plain(cfg)["logger"]["mlflow"]["tracking_uri"].startswith(f"https://runs:{SECRET}@")
+    assert plain(cfg)["tracker"]["mlflow"]["tracking_uri"].startswith(f"https://runs:{SECRET}@")
     assert record["optimizer"] == plain(cfg)["optimizer"]  # (the rest as it was)
 
 

@@ -29,7 +29,7 @@ GROUPS = [
     "optimizer",
     "scheduler",
     "trainer",
-    "logger",
+    "tracker",
     "experiment",
 ]
 
@@ -57,7 +57,7 @@ WHAT_THE_DATA_TELLS = {
     "task=custom": ("task._target_=my_tasks.Task", "task.metrics={mae:min}"),
 }
 # The groups whose options build targets, each in slots of its own (`config.trust`).
-SLOTTED = ("model", "optimizer", "scheduler", "placement", "dataset", "task", "logger")
+SLOTTED = ("model", "optimizer", "scheduler", "placement", "dataset", "task", "tracker")
 # Options named by what they build rather than by the option itself.
 NAMES = {"model=torchvision": "resnet18", "model=custom": "my_models.Net"}
 
@@ -248,11 +248,11 @@ def test_a_cache_timeout_must_be_a_time_to_wait() -> None:
 
 
 def test_a_trackers_timeout_must_be_a_time_to_wait() -> None:
-    cfg = compose_config("logger=[tensorboard,wandb]", "logger.wandb.timeout=0")
+    cfg = compose_config("tracker=[tensorboard,wandb]", "tracker.wandb.timeout=0")
     with pytest.raises(ExperimentError) as error:
         validate(cfg)
     assert str(error.value) == (
-        "logger.wandb.timeout=0.0 must be > 0 (seconds a run waits on one call to W&B before "
+        "tracker.wandb.timeout=0.0 must be > 0 (seconds a run waits on one call to W&B before "
         "going on without it)"
     )
-    validate(compose_config("logger=mlflow", "logger.mlflow.timeout=0.5"))
+    validate(compose_config("tracker=mlflow", "tracker.mlflow.timeout=0.5"))

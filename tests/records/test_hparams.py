@@ -7,6 +7,7 @@ from pathlib import Path
 from tensorboard.plugins.hparams import api_pb2, metadata
 from torch.utils.tensorboard import SummaryWriter
 
+from experiments.devices.plan import DevicePlan
 from experiments.records import hparams
 from helpers import compose_config, plugin_data, read_events
 
@@ -75,7 +76,7 @@ def test_hyperparameters_of_a_composed_config_with_its_swept_keys() -> None:
         "~x",
     ]
 
-    chosen = hparams.hyperparameters(cfg, "cuda:1", command_line)
+    chosen = hparams.hyperparameters(cfg, DevicePlan("cuda", 1), command_line)
 
     assert chosen == {
         "model": "lenet",

@@ -1,4 +1,4 @@
-"""logger=mlflow, read back with MLflow's own client over the SQLite store a run makes in
+"""tracker=mlflow, read back with MLflow's own client over the SQLite store a run makes in
 outputs/, and over the REST API of a real `mlflow server`: a run per run folder, a sweep's runs in
 one experiment, a resume that carries on the same run (and a copy's that begins its own), and a
 store or server that fails costing one warning line and a second's wait."""
@@ -53,7 +53,7 @@ def history(cwd: Path, run_id: str, tag: str) -> list[tuple[int, float]]:
 
 
 def test_a_run_is_an_mlflow_run_with_its_config_tags_numbers_and_picture(tmp_path: Path) -> None:
-    run_dir = trained_run(tmp_path, *QUICK, "model=lenet", "logger=[csv,mlflow]")
+    run_dir = trained_run(tmp_path, *QUICK, "model=lenet", "tracker=[csv,mlflow]")
     run_id = results(run_dir)["trackers"]["mlflow"]
     run = client(tmp_path).get_run(run_id)
     assert (run.info.run_name, run.info.status) == (run_dir.name, "FINISHED")
@@ -93,7 +93,7 @@ def test_an_interrupted_run_is_a_killed_mlflow_run(tmp_path: Path) -> None:
         *QUICK,
         "model=custom",
         "model._target_=failing.InterruptedAtThirdStep",
-        "logger=mlflow",
+        "tracker=mlflow",
         env=env_with_tests_on_path(),
     )
     assert done.returncode == 130, done.stderr
@@ -103,7 +103,7 @@ def test_an_interrupted_run_is_a_killed_mlflow_run(tmp_path: Path) -> None:
 
 
 def test_a_sweeps_runs_share_an_experiment_named_by_its_folder(tmp_path: Path) -> None:
-    done = train_cli(tmp_path, "-m", *QUICK, "model=lenet", "logger=mlflow", "trainer.seed=0,1")
+    done = train_cli(tmp_path, "-m", *QUICK, "model=lenet", "tracker=mlflow", "trainer.seed=0,1")
     assert done.returncode == 0, done.stderr
     (sweep,) = {str(run_dir.parent.relative_to(tmp_path)) for run_dir in done.run_dirs}
     experiment = client(tmp_path).get_experiment_by_name(sweep)
@@ -115,7 +115,7 @@ def test_a_sweeps_runs_share_an_experiment_named_by_its_folder(tmp_path: Path) -
 
 def test_a_resumed_run_carries_on_its_mlflow_run_and_logs_each_step_once(tmp_path: Path) -> None:
     run = (*QUICK, "model=tudui", "trainer.epochs=2", "trainer.limit_train_batches=30")
-    run_dir = killed_in_epoch_2(tmp_path, *run, "logger=mlflow")
+    run_dir = killed_in_epoch_2(tmp_path, *run, "tracker=mlflow")
     run_id = results(run_dir)["trackers"]["mlflow"]
     assert client(tmp_path).get_run(run_id).info.status == "RUNNING"  # killed: never ended
     # Sent at epoch 1's end, before its checkpoint: all of it there, whatever the kill lost.
@@ -129,7 +129,7 @@ def test_a_resumed_run_carries_on_its_mlflow_run_and_logs_each_step_once(tmp_pat
 
     # Typed again: a run folder's saved trackers are left out (it chooses nothing written
     # outside it).
-    done = train_cli(tmp_path, f"resume={run_dir}", "logger=mlflow")
+    done = train_cli(tmp_path, f"resume={run_dir}", "tracker=mlflow")
     assert done.returncode == 0, done.stderr
     assert results(run_dir)["trackers"] == {"mlflow": run_id}
     assert (
@@ -188,7 +188,7 @@ def test_a_run_goes_to_a_tracking_server_as_mlflow_tracking_uri_names(tmp_path: 
             tmp_path / "here",
             *QUICK,
             "model=lenet",
-            "logger=mlflow",
+            "tracker=mlflow",
             env={"MLFLOW_TRACKING_URI": address},
         )
         assert done.returncode == 0, done.stderr
@@ -281,9 +281,9 @@ def test_a_store_or_server_that_fails_costs_one_warning_and_seconds(
             tmp_path,
             *QUICK,
             "model=lenet",
-            "logger=[csv,mlflow]",
-            f"logger.mlflow.tracking_uri={uri}",
-            "logger.mlflow.timeout=1",
+            "tracker=[csv,mlflow]",
+            f"tracker.mlflow.tracking_uri={uri}",
+            "tracker.mlflow.timeout=1",
         )
         took = time.monotonic() - started
     said_once(done, f"MLflow ({uri}) failed, and the run goes on without it")
@@ -325,9 +325,9 @@ def test_stores_whose_calls_outlive_the_wait_cost_each_job_one_warning(tmp_path:
             "-m",
             *QUICK,
             "model=lenet",
-            "logger=[csv,mlflow]",
-            "logger.mlflow.timeout=1",
-            "logger.mlflow.tracking_uri=" + ",".join(f"'{uri}'" for uri in uris),
+            "tracker=[csv,mlflow]",
+            "tracker.mlflow.timeout=1",
+            "tracker.mlflow.tracking_uri=" + ",".join(f"'{uri}'" for uri in uris),
             own_process=True,
         )
     assert done.returncode == 0, done.stderr
@@ -350,7 +350,7 @@ def test_a_store_on_a_full_disk_costs_one_warning_and_no_traceback(tmp_path: Pat
     mlflow_tracking.MlflowClient(f"sqlite:///{store}")  # its tables
     size = store.stat().st_size
     command = [sys.executable, str(ROOT / "train.py"), *QUICK, "model=lenet"]
-    command += ["logger=[csv,mlflow]", f"logger.mlflow.tracking_uri=sqlite:///{store}"]
+    command += ["tracker=[csv,mlflow]", f"tracker.mlflow.tracking_uri=sqlite:///{store}"]
     run = subprocess.run(
         command,
         cwd=tmp_path,
@@ -399,11 +399,11 @@ def test_two_first_runs_at_once_make_one_store_and_each_its_run(tmp_path: Path) 
 
 
 def test_a_copied_run_folder_resumes_into_an_mlflow_run_of_its_own(tmp_path: Path) -> None:
-    original = trained_run(tmp_path, *QUICK, "model=lenet", "trainer.epochs=1", "logger=mlflow")
+    original = trained_run(tmp_path, *QUICK, "model=lenet", "trainer.epochs=1", "tracker=mlflow")
     copy = tmp_path / "copy"
     shutil.copytree(original, copy)
     # (The tracker typed again: a run folder's saved overrides choose none.)
-    done = train_cli(tmp_path, f"resume={copy}", "trainer.epochs=2", "logger=mlflow")
+    done = train_cli(tmp_path, f"resume={copy}", "trainer.epochs=2", "tracker=mlflow")
     assert done.returncode == 0, done.stderr
     assert f"this run folder was begun as {original}" in done.stderr
     original_id, copy_id = (results(folder)["trackers"]["mlflow"] for folder in (original, copy))
@@ -425,10 +425,10 @@ def test_without_mlflow_installed_the_run_says_how_to_get_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uninstalled(monkeypatch, "mlflow", "mlflow_run")
-    done = train_cli(tmp_path, *QUICK, "model=lenet", "logger=mlflow")
+    done = train_cli(tmp_path, *QUICK, "model=lenet", "tracker=mlflow")
     assert done.returncode == 1
     assert done.last_line.endswith(
-        "Error: logger=mlflow needs mlflow, which is not installed: pip install -e "
+        "Error: tracker=mlflow needs mlflow, which is not installed: pip install -e "
         "'.[trackers]' (or pip install mlflow)"
     )
     assert results(done.run_dir)["status"] == "failed"
@@ -447,16 +447,16 @@ def test_a_text_read_from_the_environment_is_recorded_as_its_interpolation(
         *QUICK,
         "model=lenet",
         "trainer.epochs=1",
-        "logger=[csv,mlflow]",
-        f"logger.mlflow.tracking_uri={uri}",
+        "tracker=[csv,mlflow]",
+        f"tracker.mlflow.tracking_uri={uri}",
         env={"RUNS_STORE": str(store)},
     )
     assert done.returncode == 0, done.stderr
     reader = mlflow_tracking.MlflowClient(f"sqlite:///{store / 'mlflow.db'}")
     run = reader.get_run(results(done.run_dir)["trackers"]["mlflow"])
-    assert run.data.params["logger.mlflow.tracking_uri"] == uri
+    assert run.data.params["tracker.mlflow.tracking_uri"] == uri
     for record in ("results.json", "hparams.csv", ".hydra/config.yaml", "checkpoints/last.pt"):
         assert store.name.encode() not in (done.run_dir / record).read_bytes(), record
     config = checkpoints.load(done.run_dir / checkpoints.LAST)["config"]
-    assert OmegaConf.create(config).logger.mlflow.tracking_uri == uri  # (never resolved again)
+    assert OmegaConf.create(config).tracker.mlflow.tracking_uri == uri  # (never resolved again)
     assert eval_cli(tmp_path, f"ckpt={done.run_dir}").returncode == 0

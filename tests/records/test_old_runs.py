@@ -1,4 +1,6 @@
-"""Runs made before the packages were layered still evaluate, resume and replay.
+"""Runs made by earlier versions still evaluate, resume and replay.
+
+Runs made before the packages were layered:
 
 tests/fixtures/flat_layout_run.tar.gz is a run folder made by main at commit 32c61cd (the flat
 layout: `_target_`s such as experiments.models.LeNet and experiments.datasets.cifar10_sample in
@@ -23,13 +25,15 @@ with its my_tasks.py beside it. Its one epoch: val mae 73.3618, test mae 64.0675
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from experiments.report.run_records import read_run
 from experiments.report.summary import write_report
-from helpers import eval_cli, metrics, results, train_cli
+from helpers import SMALL, csv_numbers, eval_cli, metrics, results, train_cli, trained_run
 
 
 def test_an_old_checkpoint_evaluates_to_its_recorded_numbers(old_run: Path) -> None:
@@ -89,3 +93,35 @@ def test_a_run_from_before_configs_declared_metrics_reports_resumes_and_replays(
     assert replayed.returncode == 0, replayed.stderr
     (again,) = (path for path in replayed.run_dirs if path != run)
     assert results(again)["test_mae"] == pytest.approx(results(run)["test_mae"], rel=1e-4)
+
+
+def as_the_last_release_wrote_it(run_dir: Path) -> None:
+    """`run_dir`'s .hydra/ as the last release wrote it: its tracker group was `logger`."""
+    for name in ("overrides.yaml", "config.yaml", "hydra.yaml"):
+        path = run_dir / ".hydra" / name
+        path.write_text(re.sub(r"\btracker(?=[=:])", "logger", path.read_text()))
+    assert "- logger=csv" in (run_dir / ".hydra" / "overrides.yaml").read_text()
+
+
+def test_a_run_of_the_last_release_is_reported_replayed_and_resumed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    run_dir = trained_run(tmp_path, *SMALL, "tracker=csv")
+    as_the_last_release_wrote_it(run_dir)
+
+    reported = read_run(run_dir)  # (what the report reads of each run, under its own keys)
+    assert (reported.given["logger"], reported.choices["logger"]) == ("csv", "csv")
+
+    replayed = train_cli(tmp_path, f"replay={run_dir}")
+    assert replayed.returncode == 0, replayed.stderr
+    (replay,) = (path for path in replayed.run_dirs if path != run_dir)
+    assert results(replay)["status"] == "completed"
+    assert not (replay / "metrics.csv").exists()  # its trackers are typed again, or left out
+    said = f"replay={run_dir}: left out tracker=csv, which its run had"
+    assert [message for message in caplog.messages if message.startswith(said)]
+
+    # Typed in the last release's words too.
+    resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=2", "logger=csv")
+    assert resumed.returncode == 0, resumed.stderr
+    assert results(run_dir)["epochs_completed"] == 2
+    assert {row["step"] for row in csv_numbers(run_dir) if row["test/loss"]} == {"2", "4"}

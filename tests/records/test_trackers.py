@@ -1,4 +1,4 @@
-"""The `logger` group: TensorBoard's events, CSV files, both or neither, each read back by its own
+"""The `tracker` group: TensorBoard's events, CSV files, both or neither, each read back by its own
 reader (TensorBoard's, the csv module); and which tracker runs a resume carries on."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from experiments.records.csv_file import CsvFile
-from experiments.records.metrics import Metrics
+from experiments.records.metrics import RunRecorder
 from experiments.records.tensorboard import EVENTS
 from experiments.records.tracker import TRACKED_IN, resumed_ids
 from helpers import QUICK, csv_numbers, metrics, read_events, results, trained_run
@@ -23,7 +23,7 @@ def table(path: Path) -> list[list[str]]:
 
 
 def test_csv_alone_holds_every_logged_number_and_the_final_ones(tmp_path: Path) -> None:
-    run_dir = trained_run(tmp_path, *QUICK, "model=lenet", "logger=csv")
+    run_dir = trained_run(tmp_path, *QUICK, "model=lenet", "tracker=csv")
     assert not list(run_dir.glob(EVENTS))
     steps, epochs = metrics(run_dir, "step"), metrics(run_dir, "epoch")
     rows = csv_numbers(run_dir)
@@ -37,7 +37,7 @@ def test_csv_alone_holds_every_logged_number_and_the_final_ones(tmp_path: Path) 
     assert tested == [row["test_accuracy"] for row in epochs]
     named = dict(table(run_dir / "hparams.csv")[1:])
     assert (named["model"], named["seed"], named["trainer.epochs"]) == ("lenet", "0", "2")
-    assert "logger" not in named  # where the numbers go is no hyperparameter
+    assert "tracker" not in named  # where the numbers go is no hyperparameter
     result = results(run_dir)
     assert float(named["whole_run/test_accuracy"]) == result["test_accuracy"]
     assert float(named["whole_run/train_images_per_second"]) == pytest.approx(
@@ -46,7 +46,7 @@ def test_csv_alone_holds_every_logged_number_and_the_final_ones(tmp_path: Path) 
 
 
 def test_both_trackers_hold_the_same_numbers_and_none_writes_neither(tmp_path: Path) -> None:
-    both = trained_run(tmp_path / "both", *QUICK, "model=lenet", "logger=[tensorboard,csv]")
+    both = trained_run(tmp_path / "both", *QUICK, "model=lenet", "tracker=[tensorboard,csv]")
     events = read_events(both)
     for tag in ("train/loss", "test/accuracy"):
         from_events = [event.value for event in events.Scalars(tag)]
@@ -54,19 +54,19 @@ def test_both_trackers_hold_the_same_numbers_and_none_writes_neither(tmp_path: P
         assert from_csv == pytest.approx(from_events)
     assert "test/confusion_matrix" in events.Tags()["images"]
 
-    neither = trained_run(tmp_path / "neither", *QUICK, "model=lenet", "logger=[]")
+    neither = trained_run(tmp_path / "neither", *QUICK, "model=lenet", "tracker=[]")
     assert not list(neither.glob(EVENTS)) and not list(neither.glob("*.csv"))
     assert (neither / "confusion_matrix.png").is_file()
     assert metrics(neither, "epoch") and results(neither)["status"] == "completed"
 
 
 def test_a_row_cut_short_by_a_kill_is_dropped_on_resume(tmp_path: Path) -> None:
-    with Metrics(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as written:
+    with RunRecorder(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as written:
         written.step(epoch=1, steps_before=0, step=2, loss=2.25, speed=100.0, lr=0.1)
         written.step(epoch=1, steps_before=0, step=4, loss=2.0, speed=100.0, lr=0.1)
     path = tmp_path / "metrics.csv"
     path.write_text(path.read_text() + "6,1.7")  # SIGKILLed while writing step 6's row
-    with Metrics(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as resumed:
+    with RunRecorder(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as resumed:
         resumed.resume_after(1, steps_per_epoch=4, history=[EPOCH_1])  # type: ignore[list-item]
     assert table(path) == [
         ["step", "train/loss", "lr", "test/accuracy", "test/loss"],

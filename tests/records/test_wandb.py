@@ -1,4 +1,4 @@
-"""logger=wandb, offline on a machine without a W&B login, read back with W&B's own reader of its
+"""tracker=wandb, offline on a machine without a W&B login, read back with W&B's own reader of its
 run files (`wandb leet inspect --json`): a run per run folder, a sweep's runs in one group, a
 resume that carries on the same run, and a server that cannot be reached costing one warning."""
 
@@ -44,7 +44,7 @@ def logged(found: list[dict[str, Any]], tag: str) -> list[tuple[int, float]]:
 
 
 def test_a_run_is_a_wandb_run_with_its_config_tags_numbers_and_picture(tmp_path: Path) -> None:
-    done = train_cli(tmp_path, *QUICK, "model=lenet", "logger=[csv,wandb]", env=OFFLINE)
+    done = train_cli(tmp_path, *QUICK, "model=lenet", "tracker=[csv,wandb]", env=OFFLINE)
     assert done.returncode == 0, done.stderr
     run_dir = done.run_dir
     (run_file,) = run_files(run_dir)
@@ -79,7 +79,7 @@ def test_a_run_is_a_wandb_run_with_its_config_tags_numbers_and_picture(tmp_path:
 
 def test_a_sweeps_runs_share_a_group_named_by_its_folder(tmp_path: Path) -> None:
     done = train_cli(
-        tmp_path, "-m", *QUICK, "model=lenet", "logger=wandb", "trainer.seed=0,1", env=OFFLINE
+        tmp_path, "-m", *QUICK, "model=lenet", "tracker=wandb", "trainer.seed=0,1", env=OFFLINE
     )
     assert done.returncode == 0, done.stderr
     (sweep,) = {str(run_dir.parent.relative_to(tmp_path)) for run_dir in done.run_dirs}
@@ -95,12 +95,12 @@ def test_a_resumed_run_carries_on_its_wandb_run_and_sends_each_step_once(
 ) -> None:
     monkeypatch.setenv("WANDB_MODE", "offline")  # for the killed process too
     run = (*QUICK, "model=tudui", "trainer.epochs=2", "trainer.limit_train_batches=30")
-    run_dir = killed_in_epoch_2(tmp_path, *run, "logger=wandb")
+    run_dir = killed_in_epoch_2(tmp_path, *run, "tracker=wandb")
     run_id = results(run_dir)["trackers"]["wandb"]
 
     # Typed again: a run folder's saved trackers are left out (it chooses nothing written
     # outside it).
-    done = train_cli(tmp_path, f"resume={run_dir}", "logger=wandb")
+    done = train_cli(tmp_path, f"resume={run_dir}", "tracker=wandb")
     assert done.returncode == 0, done.stderr
     assert results(run_dir)["trackers"] == {"wandb": run_id}
     before, after = run_files(run_dir)
@@ -118,8 +118,8 @@ def test_without_a_reachable_server_the_run_goes_on_after_one_warning_and_second
         tmp_path,
         *QUICK,
         "model=lenet",
-        "logger=[csv,wandb]",
-        "logger.wandb.timeout=2",
+        "tracker=[csv,wandb]",
+        "tracker.wandb.timeout=2",
         env={
             "WANDB_MODE": "online",
             "WANDB_API_KEY": "a" * 40,
@@ -145,10 +145,10 @@ def test_without_wandb_installed_the_run_says_how_to_get_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uninstalled(monkeypatch, "wandb", "wandb_run")
-    done = train_cli(tmp_path, *QUICK, "model=lenet", "logger=wandb")
+    done = train_cli(tmp_path, *QUICK, "model=lenet", "tracker=wandb")
     assert done.returncode == 1
     assert done.last_line.endswith(
-        "Error: logger=wandb needs wandb, which is not installed: pip install -e "
+        "Error: tracker=wandb needs wandb, which is not installed: pip install -e "
         "'.[trackers]' (or pip install wandb)"
     )
 

@@ -315,21 +315,24 @@ def test_an_interpolation_in_saved_overrides_is_kept_for_hydra(run: Path, tmp_pa
 
 
 WRITES_ELSEWHERE = (
-    "logger=[tensorboard,mlflow]",
-    "+logger.mlflow.tracking_uri=sqlite:////elsewhere/mlflow.db",
+    "tracker=[tensorboard,mlflow]",
+    "+tracker.mlflow.tracking_uri=sqlite:////elsewhere/mlflow.db",
     "dataset.cache_dir=/elsewhere/cache",
     "dataset.download=true",
 )
 
 
+# `logger`: the tracker group's name in a run folder of the last release, said in today's.
+@pytest.mark.parametrize("group", ["tracker", "logger"])
 @pytest.mark.parametrize("key", ["resume", "replay"])
 def test_where_a_run_writes_outside_its_folder_is_never_brought_back(
-    run: Path, tmp_path: Path, key: str, caplog: pytest.LogCaptureFixture
+    run: Path, tmp_path: Path, key: str, group: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    folder = with_saved(run, tmp_path / "shared", *WRITES_ELSEWHERE)
-    typed = "logger=csv"
+    saved = [override.replace("tracker", group) for override in WRITES_ELSEWHERE]
+    folder = with_saved(run, tmp_path / "shared", *saved)
+    typed = "tracker=csv"
     brought = with_saved_overrides([f"{key}={folder}", typed])
-    assert not set(WRITES_ELSEWHERE) & set(brought)
+    assert not {*WRITES_ELSEWHERE, *saved} & set(brought)
     assert typed in brought and "model=lenet" in brought  # what is typed, and the rest, stay
     assert caplog.messages == [
         f"{key}={folder}: left out {' '.join(WRITES_ELSEWHERE)}, which its run had: where a run "
@@ -345,15 +348,15 @@ def test_a_replayed_folder_chooses_no_trackers_store(
     folder = with_saved(
         run,
         tmp_path / "shared",
-        "logger=[tensorboard,mlflow]",
-        f"+logger.mlflow.tracking_uri=sqlite:///{elsewhere}/mlflow.db",
+        "tracker=[tensorboard,mlflow]",
+        f"+tracker.mlflow.tracking_uri=sqlite:///{elsewhere}/mlflow.db",
     )
     done = train_cli(tmp_path, f"replay={folder}")
     assert done.returncode == 0, done.stderr
     assert list(elsewhere.iterdir()) == []
     assert "trackers" not in results(done.run_dir)  # (where an MLflow or W&B run's id would be)
     # (Said before Hydra sets up logging: on stderr as it is, here to pytest's handler.)
-    said = f"replay={folder}: left out logger=[tensorboard,mlflow] +logger.mlflow.tracking_uri="
+    said = f"replay={folder}: left out tracker=[tensorboard,mlflow] +tracker.mlflow.tracking_uri="
     assert [message for message in caplog.messages if message.startswith(said)]
 
 

@@ -45,7 +45,7 @@ RUN = (
     "trainer.limit_train_batches=30",
     "trainer.limit_eval_images=256",
     "trainer.log_interval=5",
-    "logger=[tensorboard,csv]",
+    "tracker=[tensorboard,csv]",
 )
 
 
@@ -88,7 +88,7 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_pat
     assert checkpoints.load(run_dir / checkpoints.LAST)["epoch"] == 1
 
     # Its trackers typed again: a run folder's saved overrides never choose them.
-    done = train_cli(tmp_path, f"resume={run_dir}", "logger=[tensorboard,csv]")
+    done = train_cli(tmp_path, f"resume={run_dir}", "tracker=[tensorboard,csv]")
     assert done.returncode == 0, done.stderr
     assert done.run_dir == run_dir
     result = results(run_dir)

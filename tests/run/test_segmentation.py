@@ -152,7 +152,7 @@ def test_two_processes_measure_what_one_process_does(tmp_path: Path) -> None:
     """Under DDP each process counts the pixels of its share of every batch in its confusion
     matrix; summed over the processes, they give one process's mean IoU and pixel accuracy."""
     run = (*SEGMENTATION[1:], *SMALL_UNET, "trainer.epochs=2", "trainer.batch_size=32")
-    trackers = "logger=[tensorboard,csv,mlflow]"
+    trackers = "tracker=[tensorboard,csv,mlflow]"
     ddp = torchrun_cli(tmp_path / "ddp", 2, "device=ddp", *run, *VAL, trackers)
     assert ddp.returncode == 0, ddp.stderr
     with process_settings.restored():  # one process: this one

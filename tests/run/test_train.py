@@ -28,7 +28,7 @@ from experiments.report.summary import COLUMNS, summary_row, write_report
 from experiments.run.train import train
 from experiments.training import loop
 from experiments.training.model_size import measure
-from experiments.training.models import LeNet, build_for
+from experiments.training.models import HOST, LeNet, build_for
 from experiments.training.tasks import Classification
 from helpers import (
     CIFAR10_CLASSES,
@@ -384,7 +384,7 @@ def test_a_torchvision_architecture_trains_on_grey_images_and_records_its_size(
     result = results(tmp_path)
     assert (result["status"], result["model"]) == ("completed", "squeezenet1_1")
     model = build_for(cfg.model, (1, 32, 32), 4, "synthetic")
-    size = measure(model, (1, 32, 32))
+    size = measure(model, (1, 32, 32), HOST)
     assert (
         result["model_parameters"] == size.parameters == sum(p.numel() for p in model.parameters())
     )

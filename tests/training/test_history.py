@@ -15,7 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from experiments.config.metric_names import CLASSIFICATION, REGRESSION, TEST, VAL
 from experiments.records import checkpoints
 from experiments.records.csv_file import CsvFile
-from experiments.records.metrics import Metrics
+from experiments.records.metrics import RunRecorder
 from experiments.records.recorded import RunSummary
 from experiments.records.results import training_summary
 from experiments.records.tensorboard import TensorBoard
@@ -51,8 +51,8 @@ def test_an_epoch_row_is_an_epoch_row_and_each_tracker_holds_its_metrics(
 ) -> None:
     val = _evaluation(2.0, 0.5) if validation else None
     trackers = {"tensorboard": TensorBoard(tmp_path), "csv": CsvFile(tmp_path)}
-    with Metrics(tmp_path, writes=True, trackers=trackers) as metrics:
-        row = metrics.epoch(1, 4, _training(), _evaluation(2.125, 0.375), val, CLASSES)
+    with RunRecorder(tmp_path, writes=True, trackers=trackers) as recorder:
+        row = recorder.epoch(1, 4, _training(), _evaluation(2.125, 0.375), val, CLASSES)
     assert EpochRow.__required_keys__ <= row.keys() <= EVERY_KEY
     assert validated([row]) is validation
     (written,) = epochs(tmp_path)  # metrics.jsonl's row: the same, with its kind and time
@@ -79,9 +79,9 @@ def test_an_epoch_row_is_an_epoch_row_and_each_tracker_holds_its_metrics(
 
 
 def test_a_summary_has_the_keys_its_type_declares(tmp_path: Path) -> None:
-    with Metrics(tmp_path, writes=False) as metrics:
+    with RunRecorder(tmp_path, writes=False) as recorder:
         history = [
-            metrics.epoch(epoch, 4 * epoch, _training(), _evaluation(2.0, 0.25), val, CLASSES)
+            recorder.epoch(epoch, 4 * epoch, _training(), _evaluation(2.0, 0.25), val, CLASSES)
             for epoch, val in [(1, _evaluation(1.5, 0.5)), (2, _evaluation(1.75, 0.25))]
         ]
     monitor = Monitor.of(trained_with({"monitor": "val_loss", "monitor_mode": "auto"}))

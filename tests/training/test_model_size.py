@@ -8,12 +8,12 @@ import torch
 
 from experiments.core.text import IMAGES, ROWS, Unit
 from experiments.training.model_size import ModelSize, measure
-from experiments.training.models import MLP, LeNet
+from experiments.training.models import HOST, MLP, LeNet
 
 
 def test_lenets_size_is_what_its_layers_add_up_to() -> None:
     model = LeNet(in_channels=3, image_size=32, num_classes=10)
-    size = measure(model, (3, 32, 32))
+    size = measure(model, (3, 32, 32), HOST)
     # Weights and biases: conv 3->6 (5x5), conv 6->16 (5x5), linear 400->120->84->10.
     parameters = (3 * 25 * 6 + 6) + (6 * 25 * 16 + 16) + (400 * 120 + 120) + (120 * 84 + 84)
     parameters += 84 * 10 + 10
@@ -35,14 +35,14 @@ def test_lenets_size_is_what_its_layers_add_up_to() -> None:
 
 def test_an_mlp_is_led_by_matrix_products() -> None:
     model = MLP(in_channels=10, image_size=1, num_classes=1, hidden_sizes=[25, 16])
-    size = measure(model, (10, 1, 1))  # the diabetes table's ten features
+    size = measure(model, (10, 1, 1), HOST)  # the diabetes table's ten features
     assert size.convolution_share == 0.0 and not size.convolutions_lead
 
 
 def test_measuring_changes_nothing_in_the_model() -> None:
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4))
     before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
-    measure(model, (3, 8, 8))
+    measure(model, (3, 8, 8), HOST)
     assert model.training
     assert all(parameter.grad is None for parameter in model.parameters())
     for name, tensor in model.state_dict().items():
@@ -89,9 +89,9 @@ def test_one_image_is_measured_on_one_thread_and_the_threads_are_put_back(fail: 
         model = CountsThreads(fail)
         if fail:
             with pytest.raises(RuntimeError, match="no forward"):
-                measure(model, (1, 2, 2))
+                measure(model, (1, 2, 2), HOST)
         else:
-            measure(model, (1, 2, 2))
+            measure(model, (1, 2, 2), HOST)
         assert model.threads and set(model.threads) == {1}
         assert torch.get_num_threads() == 2
         assert model.training

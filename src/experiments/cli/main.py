@@ -36,6 +36,7 @@ from experiments.config.overrides import (
     with_saved_overrides,
 )
 from experiments.config.paths import with_paths_as_given
+from experiments.config.renamed_keys import in_todays_keys
 from experiments.config.store import CONFIG_PACKAGE, command_name, new_tag, register_configs
 from experiments.config.sweep_order import with_repeats_interleaved
 from experiments.config.validate import validate_command_line
@@ -126,15 +127,16 @@ def _evaluate(cfg: DictConfig) -> float | None:
 
 
 def _run_job(
-    task: Callable[[Path, FreeGpus | None], float | None], *, resumable: bool = False
+    job: Callable[[Path, FreeGpus | None], float | None], *, resumable: bool = False
 ) -> float | None:
-    """Run one job in the folder Hydra made, and leave the process as the job found it. A failure
+    """Run one `job` (a training run or an evaluation, given its run folder and the sweep's free
+    GPUs) in the folder Hydra made, and leave the process as the job found it. A failure
     is logged in one line; in a sweep the job is then recorded as failed and the sweep goes on
     (unless CUDA is left unusable in a process its later jobs would share), otherwise the command
     ends with exit code 1. An interruption ends the command (a sweep's too); a `resumable` job's
     says how its run goes on."""
+    from experiments.devices import process_settings
     from experiments.devices.distributed import first_failure, says_the_failure  # (no torch)
-    from experiments.devices.process_settings import cuda_unusable, job
 
     hydra_cfg = HydraConfig.get()
     in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
@@ -144,8 +146,8 @@ def _run_job(
     run_dir = Path(hydra_cfg.runtime.output_dir)
     value = None
     try:
-        with job(free_gpus):
-            value = task(run_dir, free_gpus)
+        with process_settings.job(free_gpus):
+            value = job(run_dir, free_gpus)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or another signal taken as it
         if resumable and ProcessGroup.from_env().is_main:
             interrupt.add_note(how_it_goes_on(run_dir))  # said after the interruption's line
@@ -161,7 +163,7 @@ def _run_job(
             raise JobFailed(reason) from error
         # Recorded as failed in its folder; the sweep goes on, and its report says why.
         log.error("Error: %s", reason, exc_info=tracebacks_asked())
-    cuda_error = cuda_unusable()
+    cuda_error = process_settings.cuda_unusable()
     if in_sweep and cuda_error and later_jobs_share_this_process(hydra_cfg.launcher._target_):
         raise CudaUnusable(sweep_stopped_by(cuda_error, hydra_cfg.job.num, run_dir))
     return value
@@ -188,11 +190,11 @@ def main() -> None:
 
 
 def _training_arguments(typed: list[str]) -> list[str]:
-    """The command line as Hydra is given it: a file or folder named by `dataset.root=` or
-    `model.weights=` taken as it is, `resume=` and `replay=` with their run's own overrides,
-    `-m device=every` a sweep over this machine's devices, and each configuration once before
-    any twice."""
-    arguments = with_saved_overrides(with_paths_as_given(typed))
+    """The command line as Hydra is given it: renamed keys in today's spelling (`logger=` is
+    `tracker=`), a file or folder named by `dataset.root=` or `model.weights=` taken as it is,
+    `resume=` and `replay=` with their run's own overrides, `-m device=every` a sweep over this
+    machine's devices, and each configuration once before any twice."""
+    arguments = with_saved_overrides(with_paths_as_given(in_todays_keys(typed)))
     return with_repeats_interleaved(with_every_device(arguments, _every_device))
 
 
@@ -208,8 +210,12 @@ def _every_device() -> list[str]:
 
 
 def evaluate_main() -> None:
-    """`python eval.py`: training's own keys refused, files and folders taken as named."""
-    _command_line(_evaluate, lambda typed: with_paths_as_given(evaluation_arguments(typed)))
+    """`python eval.py`: training's own keys refused (in today's spelling), files and folders
+    taken as named."""
+    _command_line(
+        _evaluate,
+        lambda typed: with_paths_as_given(evaluation_arguments(in_todays_keys(typed))),
+    )
 
 
 def _command_line(

@@ -19,6 +19,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 
 from experiments.config.metric_names import TASK_METRICS
+from experiments.config.renamed_keys import in_todays_keys
 from experiments.config.saved_yaml import read_saved_yaml
 from experiments.config.trust import (
     refuse_untrusted,
@@ -37,7 +38,7 @@ WHERE_IT_RAN = ("resume=", "replay=", "hydra.run.dir=")
 # What writes outside the run's folder, and where: the trackers (an MLflow store anywhere, W&B's
 # servers), the folder a dataset is downloaded into, the images' cache. A file from elsewhere
 # never chooses them: only what is typed now, or the defaults, inside outputs/ and data/.
-WRITES_ELSEWHERE = ("logger", "dataset.download", "dataset.source.download", "dataset.cache_dir")
+WRITES_ELSEWHERE = ("tracker", "dataset.download", "dataset.source.download", "dataset.cache_dir")
 
 log = logging.getLogger("experiments")
 
@@ -54,7 +55,7 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
         )
     kept = [
         override
-        for override in _saved_overrides(saved, given)
+        for override in in_todays_keys(_saved_overrides(saved, given))
         if not override.startswith(WHERE_IT_RAN)
     ]
     parsed = OverridesParser.create().parse_overrides(kept)

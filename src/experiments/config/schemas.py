@@ -255,7 +255,7 @@ class OneCycleSchedulerConfig(SchedulerConfig):
 
 @dataclass
 class TrackerConfig:
-    """A tracker of the `logger` group (`experiments.records.tracker`): its class, given the
+    """A tracker of the `tracker` group (`experiments.records.tracker`): its class, given the
     run folder."""
 
     _target_: str = MISSING
@@ -447,9 +447,9 @@ class TrainSchema:
     optimizer: OptimizerConfig = MISSING
     scheduler: SchedulerConfig = MISSING
     trainer: TrainerConfig = MISSING
-    # Where the run's numbers go besides metrics.jsonl, by tracker (logger=tensorboard, csv, or
-    # a list of them: logger=[tensorboard,csv]; logger=[] for none).
-    logger: dict[str, TrackerConfig] = field(default_factory=dict)
+    # Where the run's numbers go besides metrics.jsonl, by tracker (tracker=tensorboard, csv, or
+    # a list of them: tracker=[tensorboard,csv]; tracker=[] for none).
+    tracker: dict[str, TrackerConfig] = field(default_factory=dict)
     # What a run returns to a sweeper (hparams_search=optuna optimizes it, minimizing a loss):
     # val_accuracy or val_loss at the selected epoch, the final train_loss, or the run's
     # train_images_per_second (null: nothing).

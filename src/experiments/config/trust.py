@@ -195,7 +195,7 @@ def slots_of(target: str) -> list[str]:
 @cache
 def shipped_targets() -> dict[str, frozenset[str]]:
     """The targets the project ships, by the slot each fills (`model`, `dataset.source`,
-    `logger.mlflow`): those of the options in conf/ (Hydra's own settings aside), their own and
+    `tracker.mlflow`): those of the options in conf/ (Hydra's own settings aside), their own and
     their schemas', and torch's optimizers and schedulers."""
     found: dict[str, set[str]] = {slot: set(targets) for slot, targets in TORCH_OPTIMIZERS.items()}
     for package, option in _options():
@@ -234,7 +234,7 @@ def settings_in(config: Any, path: str = "") -> Iterator[str]:
 
 
 def _schemas_by_slot() -> Iterator[tuple[str, type]]:
-    """Each schema an option is made of, with the slot it fills (`logger.mlflow`)."""
+    """Each schema an option is made of, with the slot it fills (`tracker.mlflow`)."""
     for package, option in _options():
         for name, at in _schemas_in(option):
             if name in SCHEMAS:

@@ -108,7 +108,7 @@ def config_checks(
         Section(_held("limit_images"), EVALUATION_CHECKS),  # an evaluation
         Section(_chosen("dataset"), DATASET_CHECKS),
         Section(_always, DEVICE_CHECKS),
-        Section(_held("logger"), TRACKER_CHECKS),
+        Section(_held("tracker"), TRACKER_CHECKS),
         Section(_held("trainer"), (functools.partial(_unknown_backend, backends=backends),)),
     )
 
@@ -636,7 +636,7 @@ DEVICE_CHECKS: tuple[Check, ...] = (_negative_gpu,)
 
 TRACKER_CHECKS: tuple[Check, ...] = tuple(
     FieldCheck(
-        f"logger.{tracker}.timeout",
+        f"tracker.{tracker}.timeout",
         lambda seconds: seconds > 0,
         f"must be > 0 (seconds a run waits on one call to {name} before going on without it)",
     )

@@ -1,4 +1,4 @@
-"""CSV files in the run folder, for a spreadsheet or pandas: `logger=csv`.
+"""CSV files in the run folder, for a spreadsheet or pandas: `tracker=csv`.
 
     metrics.csv   a row per logged step and per epoch: `step` (the global step), then a column
                   per tag (train/loss, lr, test/accuracy, ..., as TensorBoard's), empty where a

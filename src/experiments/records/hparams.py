@@ -34,11 +34,13 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 from torch.utils.tensorboard import SummaryWriter
 
+from experiments.devices.plan import DevicePlan
+
 Value = bool | int | float | str
 
 # Overrides that say where a run came from, how it was searched or where its numbers go, not how
 # it trains.
-NOT_HYPERPARAMETERS = ("resume", "replay", "hparams_search", "logger")
+NOT_HYPERPARAMETERS = ("resume", "replay", "hparams_search", "tracker")
 
 # The columns every run has, by the config key they come from (an override of one of these keys
 # is that column, not another).
@@ -56,17 +58,21 @@ COLUMNS = {
 }
 
 
-def hyperparameters(cfg: DictConfig, device: str, overrides: Sequence[str]) -> dict[str, Value]:
-    """What a run is, as the dashboard's columns: model, dataset, device (`device`, the one the
-    run resolved to, e.g. cuda:1), placement, optimizer, lr, batch_size, precision, scheduler and
-    seed, then each other key the command line set (Hydra's task overrides: what a sweep varies).
+def hyperparameters(
+    cfg: DictConfig, plan: DevicePlan, overrides: Sequence[str]
+) -> dict[str, Value]:
+    """What a run is, as the dashboard's columns: model, dataset, device, placement, optimizer,
+    lr, batch_size, precision, scheduler and seed, then each other key the command line set
+    (the job's overrides, `hydra.overrides.task`: what a sweep varies). The device is what the
+    run computed on, as every record names it: its `plan`'s text (cuda:1, dp over cuda:0,
+    cuda:1), not the request `cfg.device` holds (auto).
 
     An override's key takes the composed config's value there; a config group its option's
     `name`; a list, a mapping or a deleted key the str of the override's value (`[0, 1]`,
     `None`). An override of a column's own key (`optimizer.lr=0.1`, `device=auto`) is that
-    column, which keeps the device the run chose."""
+    column, which keeps the plan the run resolved to."""
     values: dict[str, Value] = {
-        column: device if column == "device" else _plain(OmegaConf.select(cfg, key))
+        column: str(plan) if column == "device" else _plain(OmegaConf.select(cfg, key))
         for column, key in COLUMNS.items()
     }
     covered = {*COLUMNS, *COLUMNS.values(), *NOT_HYPERPARAMETERS}

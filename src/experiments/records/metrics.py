@@ -1,7 +1,7 @@
 """A run's numbers as it trains, for people and for the trackers.
 
     metrics.jsonl   one JSON object per logged step and per epoch
-    trackers        the `logger` group's (`records.tracker`): TensorBoard's event files by
+    trackers        the `tracker` group's (`records.tracker`): TensorBoard's event files by
                     default, a CSV file, ...: each step's train/loss and lr, each epoch's
                     numbers by their tags (`records.tracker.EPOCH_TAGS`), the run's
                     hyperparameters and final numbers, the confusion matrix
@@ -46,9 +46,9 @@ from experiments.training.loop import EvaluationResult, TrainingResult
 log = logging.getLogger("experiments")
 
 
-class Metrics:
-    """metrics.jsonl and the trackers (`records.tracker`) of one run folder; a context manager
-    that closes them."""
+class RunRecorder:
+    """What records a run's numbers as it trains: metrics.jsonl and the trackers
+    (`records.tracker`) of one run folder; a context manager that closes them."""
 
     def __init__(
         self, run_dir: Path, writes: bool, trackers: Mapping[str, Tracker] | None = None
@@ -61,7 +61,7 @@ class Metrics:
         # The records of a run's end each tracker holds already (`end_records`).
         self._held: list[set[str]] = [set() for _ in self.trackers]
 
-    def __enter__(self) -> Metrics:
+    def __enter__(self) -> RunRecorder:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:

@@ -1,12 +1,12 @@
-"""An MLflow run per training run: `logger=mlflow` (pip install -e '.[trackers]').
+"""An MLflow run per training run: `tracker=mlflow` (pip install -e '.[trackers]').
 
 Written with MLflow's own client (`MlflowClient`, no global active run) to the tracking server
-`logger.mlflow.tracking_uri` names; by default `MLFLOW_TRACKING_URI`, else a SQLite store in the
+`tracker.mlflow.tracking_uri` names; by default `MLFLOW_TRACKING_URI`, else a SQLite store in the
 outputs folder of the folder the command runs in (`outputs/mlflow.db`, its artifacts in
 `outputs/mlartifacts/`), which `mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db` shows.
 
 A run is named by its folder. A sweep's jobs share an experiment, named by the sweep's folder;
-other runs go to `logger.mlflow.experiment` ("runs"). The run's config, flattened, is its
+other runs go to `tracker.mlflow.experiment` ("runs"). The run's config, flattened, is its
 parameters; model, dataset, device, placement, precision, seed and the sweep are its tags; the
 numbers of each logged step and epoch its metrics, by TensorBoard's tags; the final numbers
 `whole_run/<name>`; the confusion matrix an artifact. A resume carries on the same MLflow run

@@ -22,7 +22,7 @@ from torch.optim.lr_scheduler import LRScheduler
 from experiments.core.files import remove_leftovers
 from experiments.core.text import display_path
 from experiments.records import checkpoints, environment, resume_checks, running, snapshot
-from experiments.records.metrics import Metrics
+from experiments.records.metrics import RunRecorder
 from experiments.records.recorded import SetupRecord
 from experiments.records.results import Results
 from experiments.training import seeding, selection
@@ -122,14 +122,14 @@ def restore(
     composed: DictConfig,
     run_dir: Path,
     state: TrainingState,
-    records: tuple[Results, Metrics],
+    records: tuple[Results, RunRecorder],
     monitor: Monitor | None,
 ) -> Resumed:
     """Put the run of `cfg.resume` back where `checkpoint` left it, and let its records go on:
     its config snapshot (`composed`) and environment written again, what a kill left repaired,
     the epochs' rows its metrics.jsonl and trackers lost written again (`records`). Only the
     main process writes."""
-    results, metrics = records
+    results, recorder = records
     state.restore(checkpoint, cfg.resume, cfg.trainer)
     results.accept()  # the run now has this config, this environment, and records again
     resumed = Resumed(
@@ -146,7 +146,7 @@ def restore(
         snapshot.save(composed, run_dir)
         environment.write(run_dir)
         _repair(run_dir, checkpoint, resumed.history, monitor)
-    metrics.resume_after(epoch, state.steps_per_epoch, resumed.history)
+    recorder.resume_after(epoch, state.steps_per_epoch, resumed.history)
     if resumed.stopped_early:
         results.add(SetupRecord, stopped_early={"epoch": epoch, "reason": resumed.stopped_early})
     # Killed after its last checkpoint, before its records' end.

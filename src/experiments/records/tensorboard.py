@@ -1,4 +1,4 @@
-"""TensorBoard's event files in the run folder: `logger=tensorboard`, the default tracker.
+"""TensorBoard's event files in the run folder: `tracker=tensorboard`, the default tracker.
 
     events.out.tfevents.*  grouped by split: per logged step train/loss and lr; per epoch
                            test/loss, test/accuracy (val/loss, val/accuracy with a validation

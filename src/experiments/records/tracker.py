@@ -1,12 +1,12 @@
-"""Where a run's numbers go besides metrics.jsonl: the trackers of the `logger` config group.
+"""Where a run's numbers go besides metrics.jsonl: the trackers of the `tracker` config group.
 
-    logger=tensorboard           TensorBoard's event files in the run folder (the default)
-    logger=csv                   metrics.csv and hparams.csv in the run folder
-    logger=mlflow                an MLflow run (`records.mlflow_run`; pip install mlflow)
-    logger=wandb                 a W&B run (`records.wandb_run`; pip install wandb)
-    logger=[tensorboard,csv]     several
+    tracker=tensorboard          TensorBoard's event files in the run folder (the default)
+    tracker=csv                  metrics.csv and hparams.csv in the run folder
+    tracker=mlflow               an MLflow run (`records.mlflow_run`; pip install mlflow)
+    tracker=wandb                a W&B run (`records.wandb_run`; pip install wandb)
+    tracker=[tensorboard,csv]    several
 
-Each gets the same things, as `records.metrics.Metrics` hands them over: the scalars of every
+Each gets the same things, as `records.metrics.RunRecorder` hands them over: the scalars of every
 logged step and epoch (by TensorBoard's tags: train/loss, val/accuracy, perf/images_per_second),
 the run's hyperparameters and final numbers at its end, and pictures (the confusion matrix).
 Of several processes, only the main one builds them.
@@ -177,12 +177,12 @@ def resumed_ids(recorded: Mapping[str, Any], run_dir: Path) -> dict[str, str]:
     return {}
 
 
-def trackers(logger: DictConfig, run_dir: Path) -> dict[str, Tracker]:
-    """The trackers `logger` names (the config group's options, each under its own key), writing
-    into `run_dir`, by that key, in the order given."""
+def trackers(chosen: DictConfig, run_dir: Path) -> dict[str, Tracker]:
+    """The trackers `chosen` names (the `tracker` group's options, each under its own key),
+    writing into `run_dir`, by that key, in the order given."""
     built = {}
     with collection.held():  # a library's modules (MLflow's: some 260,000 objects), never collected
-        for key, node in logger.items():
+        for key, node in chosen.items():
             _refuse_missing_package(key, str(node._target_))
             built[key] = build(node, run_dir=run_dir)
     return built
@@ -200,7 +200,7 @@ def _refuse_missing_package(key: str, target: str) -> None:
     except ModuleNotFoundError as error:
         package = str(error.name).partition(".")[0]
         raise ExperimentError(
-            f"logger={key} needs {package}, which is not installed: pip install -e "
+            f"tracker={key} needs {package}, which is not installed: pip install -e "
             f"'.[trackers]' (or pip install {package})"
         ) from None
 

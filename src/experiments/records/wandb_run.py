@@ -1,4 +1,4 @@
-"""A W&B run per training run: `logger=wandb` (pip install -e '.[trackers]').
+"""A W&B run per training run: `tracker=wandb` (pip install -e '.[trackers]').
 
 Offline unless W&B can be reached with credentials: `WANDB_MODE` decides where it is set; else a
 run goes online when `WANDB_API_KEY` is set or `wandb login` left a key in ~/.netrc, and offline

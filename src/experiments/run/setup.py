@@ -135,12 +135,12 @@ def build_task(config: DictConfig, data: ImageData) -> Task:
     return task
 
 
-def build_model(config: DictConfig, task_name: str, task: Task, data: ImageData) -> nn.Module:
+def build_model(config: DictConfig, task_option: str, task: Task, data: ImageData) -> nn.Module:
     """The model `config` names, on the host, sized to `data` (its shape, its classes) and to
-    the outputs `task` (named `task_name`) takes: a training run's and an evaluation's alike."""
+    the outputs `task` (`task=<task_option>`) takes: a training run's and an evaluation's alike."""
     classes = len(data.classes)
     return models.build_for(
-        config, data.shape, classes, data.name, task_name, task.outputs(classes, data.shape)
+        config, data.shape, classes, data.name, task_option, task.outputs(classes, data.shape)
     )
 
 

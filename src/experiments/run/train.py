@@ -52,7 +52,7 @@ from experiments.records import (
     tracker,
 )
 from experiments.records.log_file import HeldLog
-from experiments.records.metrics import Metrics
+from experiments.records.metrics import RunRecorder
 from experiments.records.recorded import EpochRecord, SetupRecord, finish_record
 from experiments.records.results import (
     Results,
@@ -65,6 +65,7 @@ from experiments.run import console, job, setup
 from experiments.training import (
     loop,
     model_size,
+    models,
     optimizers,
     profiling,
     schedules,
@@ -79,10 +80,11 @@ from experiments.training.weights import load_weights
 
 log = logging.getLogger("experiments")
 
-# The folders a run writes in, inside its own: Hydra's snapshot, checkpoints, a profile's trace.
-# What a tracker's run is tagged with (of the HParams columns), besides its sweep.
+# What a tracker's run is tagged with (of the HParams columns), besides its sweep; its device is
+# what it computed on, as every record names it: its plan's text (`records.hparams`).
 TRACKER_TAGS = ("model", "dataset", "device", "placement", "precision", "seed")
-# (wandb/: logger=wandb's files.)
+# The folders a run writes in, inside its own: Hydra's snapshot, checkpoints, a profile's trace
+# (wandb/: tracker=wandb's files).
 WRITTEN_FOLDERS = (Path(".hydra"), checkpoints.LAST.parent, profiling.TRACE.parent, Path("wandb"))
 
 
@@ -105,7 +107,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
         with (
             teardown(),
             Results(run_dir, fields, group, held=held) as results,
-            Metrics(run_dir, group.is_main, _trackers(cfg, run_dir, group)) as metrics,
+            RunRecorder(run_dir, group.is_main, _trackers(cfg, run_dir, group)) as recorder,
         ):
             refuse_unchosen_groups(cfg)  # (~trainer) before the trainer's settings are read
             with memory.out_of_memory_said(
@@ -114,7 +116,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                 cfg.trainer.accumulate_batches,
                 group.world_size,
             ):
-                run = TrainingRun(cfg, run_dir, results, metrics)
+                run = TrainingRun(cfg, run_dir, results, recorder)
                 with results.phase():  # what setup learns, in one write of results.json
                     run.setup(group, free_gpus, resumed)
                 run.fit()
@@ -126,17 +128,19 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
 
 
 def _trackers(cfg: DictConfig, run_dir: Path, group: ProcessGroup) -> dict[str, Tracker]:
-    """The `logger` group's trackers, of the main process only."""
-    return tracker.trackers(cfg.logger, run_dir) if group.is_main else {}
+    """The `tracker` group's trackers, of the main process only."""
+    return tracker.trackers(cfg.tracker, run_dir) if group.is_main else {}
 
 
 class TrainingRun:
-    def __init__(self, cfg: DictConfig, run_dir: Path, results: Results, metrics: Metrics) -> None:
+    def __init__(
+        self, cfg: DictConfig, run_dir: Path, results: Results, recorder: RunRecorder
+    ) -> None:
         # As composed, until setup has merged in what the data told of itself.
         self.cfg = cfg
         self.run_dir = run_dir
         self.results = results
-        self.metrics = metrics
+        self.recorder = recorder
         # Set up by `setup`, in its order: the device, the data, the model, the optimization.
         self.runtime: Runtime
         self.data: ImageData
@@ -255,7 +259,7 @@ class TrainingRun:
                         len(left),
                         ", ".join(left),
                     )
-        self.model_size = model_size.measure(model, data.shape)
+        self.model_size = model_size.measure(model, data.shape, models.HOST)
         self.results.add(SetupRecord, **self.model_size.record())
         if trainer.measure_peak_flops:  # in the precision the model's operations compute in
             runtime = self.runtime
@@ -389,7 +393,7 @@ class TrainingRun:
                 self.train_batches,
                 self.runtime,
                 log_interval=trainer.log_interval,
-                log_step=partial(self.metrics.step, epoch, steps_before),
+                log_step=partial(self.recorder.step, epoch, steps_before),
                 description=f"epoch {epoch}/{trainer.epochs}",
                 after_step=after_step,
                 warm_up_steps=self._warm_up_steps(first),
@@ -415,7 +419,7 @@ class TrainingRun:
         line said; whether training stops early here."""
         trainer = self.cfg.trainer
         steps = epoch * self.steps_per_epoch
-        row = self.metrics.epoch(epoch, steps, training, test, val, self.data.classes, host)
+        row = self.recorder.epoch(epoch, steps, training, test, val, self.data.classes, host)
         self.history.append(row)
         selected = self.monitor is None or self.monitor.selected(self.history) is row
         if selected and test.confusion is not None:
@@ -473,11 +477,11 @@ class TrainingRun:
             numbers["time_to_accuracy"] = summary["time_to_accuracy"]["seconds"]
         # A resume that trained nothing finishes a run killed at its end, maybe after these.
         written = (
-            set() if self.trained or not self.runtime.group.is_main else self.metrics.end_records()
+            set() if self.trained or not self.runtime.group.is_main else self.recorder.end_records()
         )
         if "hparams" not in written:
-            self.metrics.hyperparameters(
-                hparams.hyperparameters(recorded(cfg), str(self.runtime.plan), job.overrides())
+            self.recorder.hyperparameters(
+                hparams.hyperparameters(recorded(cfg), self.runtime.plan, job.overrides())
                 # As numbers, to sort and filter by (whole numbers would be text there).
                 | {name: float(count) for name, count in self.model_size.record().items()},
                 numbers,
@@ -493,7 +497,7 @@ class TrainingRun:
             title = (
                 f"{cfg.model.name} on {cfg.dataset.name}: test, epoch {summary['selected_epoch']}"
             )
-            self.metrics.confusion_matrix(
+            self.recorder.confusion_matrix(
                 self.selected_confusion, self.data.classes, title, last_step
             )
         peak_memory = memory.peak_memory_mb(self.runtime.plan)
@@ -576,7 +580,7 @@ class TrainingRun:
         """Tell the trackers what the run is; a resume carries on the runs they began before in
         this folder (results.json, not yet written again, names them)."""
         cfg, sweep = self.cfg, job.sweep_folder()
-        columns = hparams.hyperparameters(recorded(cfg), str(self.runtime.plan), [])
+        columns = hparams.hyperparameters(recorded(cfg), self.runtime.plan, [])
         run = TrackedRun(
             name=self.run_dir.name,
             group=sweep,
@@ -587,7 +591,7 @@ class TrainingRun:
             },
         )
         found = running.recorded(self.run_dir) if cfg.resume else {}
-        ids = self.metrics.begin(run, tracker.resumed_ids(found, self.run_dir))
+        ids = self.recorder.begin(run, tracker.resumed_ids(found, self.run_dir))
         if ids:
             self.results.add(
                 SetupRecord, trackers=ids, **{tracker.TRACKED_IN: str(self.run_dir.resolve())}
@@ -595,7 +599,7 @@ class TrainingRun:
 
     def _restore(self, checkpoint: dict[str, Any], composed: DictConfig) -> None:
         """Continue from the checkpoint `resume=` named: every state as it was saved."""
-        records = (self.results, self.metrics)
+        records = (self.results, self.recorder)
         resumed = resume.restore(
             checkpoint, self.cfg, composed, self.run_dir, self.state, records, self.monitor
         )

@@ -47,11 +47,10 @@ class ModelSize:
         )
 
 
-def measure(model: nn.Module, image_shape: tuple[int, int, int]) -> ModelSize:
-    """The size of `model` (on the host, or any device) for images of `image_shape`, found by one
+def measure(model: nn.Module, image_shape: tuple[int, int, int], device: torch.device) -> ModelSize:
+    """The size of `model`, which is on `device`, for images of `image_shape`, found by one
     forward pass in evaluation mode, which changes none of its state (batch-norm statistics)."""
     parameters = sum(parameter.numel() for parameter in model.parameters())
-    device = next(model.parameters()).device if parameters else torch.device("cpu")
     training = model.training
     model.eval()
     image = torch.zeros(1, *image_shape, device=device)

@@ -23,6 +23,10 @@ from experiments.core.errors import ExperimentError
 from experiments.core.text import shape_text
 from experiments.devices.process_settings import one_thread
 
+# Where `build_for` builds every model and tries it on an image; a run places it on its device
+# after (`run.setup.place_model`).
+HOST = torch.device("cpu")
+
 
 class ShapeError(ValueError):
     """The model cannot take images of the requested shape."""
@@ -33,11 +37,12 @@ def build_for(
     image_shape: tuple[int, int, int],
     num_classes: int,
     dataset: str,
-    task: str = CLASSIFICATION_TASK,
+    task_option: str = CLASSIFICATION_TASK,
     outputs_per_image: tuple[int, ...] | None = None,
 ) -> nn.Module:
-    """Build the model the config names and check it takes the dataset's images and gives what
-    the task needs of each (`outputs_per_image`; by default a logit per class)."""
+    """Build the model the config names, on the `HOST`, and check it takes the dataset's images
+    and gives what the task (the option `task=<task_option>`) needs of each (`outputs_per_image`;
+    by default a logit per class)."""
     cannot = f"model {config.name} cannot take dataset {dataset} ({shape_text(image_shape)} images)"
     target = check_importable("model._target_", config._target_)
     try:
@@ -45,7 +50,7 @@ def build_for(
         model = build(config, leave_out=(*WEIGHTS_FIELDS, *_shape_fields_not_taken(target)))
         model.eval()  # the probe below must not change any state (batch-norm statistics)
         with torch.no_grad(), one_thread():
-            outputs = model(torch.zeros(1, *image_shape))
+            outputs = model(torch.zeros(1, *image_shape, device=HOST))
         model.train()
     # torch's own shape checks raise AssertionError (torch._assert), the others RuntimeError.
     except (ShapeError, RuntimeError, AssertionError) as error:
@@ -59,7 +64,7 @@ def build_for(
         )
     raise ExperimentError(
         f"{cannot}: it gives {shape_text(outputs.shape[1:])} outputs per image, but "
-        f"task={task} needs {shape_text(expected)}"
+        f"task={task_option} needs {shape_text(expected)}"
     )
 
 
