@@ -58,7 +58,7 @@ def schema_named(config: str) -> str | None:
 
 def test_every_yaml_file_is_found() -> None:
     files = yaml_files(CONF)
-    assert {"train.yaml", "eval.yaml", "trainer/default.yaml", "logger/csv.yaml"} <= set(files)
+    assert {"train.yaml", "eval.yaml", "trainer/default.yaml", "tracker/csv.yaml"} <= set(files)
     assert not any(name.startswith("hydra/") for name in files)
 
 
