@@ -54,6 +54,7 @@ def test_every_module_imports() -> None:
         importlib.import_module(name)
 
 
+@pytest.mark.slow
 def test_no_function_is_over_60_lines() -> None:
     package = Path(experiments.__file__).parent
     too_long = [

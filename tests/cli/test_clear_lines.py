@@ -30,6 +30,7 @@ def test_a_group_taken_away_is_named_with_its_options() -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "group", ["dataset", "device", "optimizer", "scheduler", "placement", "trainer"]
 )
@@ -46,6 +47,7 @@ def test_a_run_without_a_group_records_why(group: str, tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "override",
     ["optimizer.lr=1e+308", "optimizer.weight_decay=1e+39", "scheduler=onecycle", "optimizer=adam"],
@@ -64,6 +66,7 @@ def test_a_number_float32_cannot_hold_is_refused_before_training(override: str) 
     )
 
 
+@pytest.mark.slow
 def test_a_compile_backend_torch_lacks_is_refused_before_the_data_loads() -> None:
     validate(compose_config(), backends=compile_backends)
     # A backend torch lists only among its debugging ones.
@@ -144,6 +147,7 @@ def test_a_class_folder_with_a_line_break_is_refused_before_it_splits_a_log_line
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("folder", "said"),
     [

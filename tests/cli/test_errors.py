@@ -103,6 +103,7 @@ COMPOSITION_ERRORS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("override", "line"), COMPOSITION_ERRORS)
 def test_composition_errors_are_one_line(tmp_path: Path, override: str, line: str) -> None:
     done = train_cli(tmp_path, override)
@@ -218,6 +219,7 @@ RUN_ERRORS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("overrides", "message"), RUN_ERRORS)
 def test_run_errors_are_recorded_in_the_run_folder(
     tmp_path: Path, overrides: list[str], message: str
@@ -233,6 +235,7 @@ def test_run_errors_are_recorded_in_the_run_folder(
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("overrides", "message"), [RUN_ERRORS[0], RUN_ERRORS[9]])
 def test_run_errors_are_one_line_on_the_command_line(
     tmp_path: Path, overrides: list[str], message: str
@@ -259,6 +262,7 @@ def test_composition_errors_show_the_traceback_when_asked(tmp_path: Path) -> Non
     assert "Traceback" in done.stderr and "MissingConfigException" in done.stderr
 
 
+@pytest.mark.slow
 def test_an_unexpected_error_keeps_its_traceback_in_the_results(tmp_path: Path) -> None:
     done = train_cli(
         tmp_path,

@@ -38,6 +38,7 @@ def groups(help_text: str) -> dict[str, str]:
     return dict(line.split(": ", 1) for line in lines)
 
 
+@pytest.mark.slow
 def test_train_help_lists_every_group_with_gpus_in_order() -> None:
     shown = help_of([sys.executable, str(ROOT / "train.py")])
     assert shown.startswith("python train.py [group=option ...]")
@@ -46,6 +47,7 @@ def test_train_help_lists_every_group_with_gpus_in_order() -> None:
     assert listed["device"] == "auto, cpu, cuda, cuda:0 ... cuda:15, ddp, dp"
 
 
+@pytest.mark.slow
 def test_eval_help_lists_only_the_groups_eval_takes() -> None:
     shown = help_of([sys.executable, str(ROOT / "eval.py")])
     assert shown.startswith("python eval.py ckpt=<run folder or checkpoint>")
@@ -64,6 +66,7 @@ def test_eval_refuses_a_group_of_training_in_one_line(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_an_installed_command_names_itself_in_its_help() -> None:
     installed = Path(sys.executable).parent / "experiments-train"
     if not installed.is_file():

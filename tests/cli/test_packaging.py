@@ -124,6 +124,7 @@ def test_an_installed_wheel_trains_and_evaluates_from_any_folder(
     assert scipy and "extra" not in scipy[0], required.stdout
 
 
+@pytest.mark.slow
 def test_a_config_folder_of_the_users_own_adds_options(tmp_path: Path) -> None:
     models = tmp_path / "my_conf" / "model"
     models.mkdir(parents=True)

@@ -82,6 +82,7 @@ def signalled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Signalled]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ENDS)
 def test_a_signal_that_ends_a_run_is_recorded_as_its_reason(
     name: str, signalled: dict[str, Signalled]

@@ -28,6 +28,7 @@ RUN = (
 )
 
 
+@pytest.mark.slow
 def test_sigterm_interrupts_a_run_which_a_resume_then_finishes(tmp_path: Path) -> None:
     console = tmp_path / "stderr.txt"
     with open(console, "w") as stderr:

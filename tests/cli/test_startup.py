@@ -25,6 +25,7 @@ def test_showing_the_config_does_not_import_torch() -> None:
     assert "model:" in done.stdout and "mlflow:" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_run_imports_the_trackers_it_uses_and_no_other(tmp_path: Path) -> None:
     pytest.importorskip("mlflow")
     pytest.importorskip("wandb")

@@ -62,6 +62,7 @@ SLOTTED = ("model", "optimizer", "scheduler", "placement", "dataset", "task", "t
 NAMES = {"model=torchvision": "resnet18", "model=custom": "my_models.Net"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "override", [f"{group}={option}" for group in GROUPS for option in options(group)]
 )
@@ -179,6 +180,7 @@ def test_option_files_hold_only_what_differs_from_their_schema(option: str) -> N
     assert not repeated, f"{option}.yaml repeats its schema's defaults: {repeated}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "message"),
     [
@@ -202,6 +204,7 @@ def test_schemas_refuse_wrong_types_unknown_keys_and_unknown_choices(
     assert message in str(error.value) + str(error.value.__cause__)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "message"),
     [

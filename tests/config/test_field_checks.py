@@ -34,6 +34,7 @@ def test_nan_is_refused_where_a_bound_is(overrides: list[str], line: str) -> Non
     assert str(refused.value) == line
 
 
+@pytest.mark.slow
 def test_a_field_the_config_lacks_is_not_checked() -> None:
     # The cache's fields are those of data of one's own; the one-cycle schedule's pct_start is
     # not the step schedule's.

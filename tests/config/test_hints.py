@@ -38,6 +38,7 @@ def refused_when_run(*overrides: str) -> str:
     return str(error.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "line"),
     [
@@ -151,6 +152,7 @@ TEMPLATE_KEYS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("override", "line"), TEMPLATE_KEYS)
 def test_lightning_hydra_template_keys_are_answered_with_what_does_that_here(
     override: str, line: str

@@ -58,6 +58,7 @@ def test_a_fraction_is_of_each_split_and_a_smaller_limit_takes_some_of_a_larger_
     assert set(fewer.tolist()) < set(more.tolist())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "line"),
     [
@@ -110,6 +111,7 @@ IMAGES_VALID = "must be a number of images >= 1, or null; a fraction of the imag
 FRACTION_VALID = "is a fraction of the images, in (0, 1] (e.g. 0.2), or null; a number of images"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "line"),
     [

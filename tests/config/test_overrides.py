@@ -23,6 +23,7 @@ from experiments.core.errors import ExperimentError
 from helpers import compose_config
 
 
+@pytest.mark.slow
 def test_a_job_folder_named_by_an_earlier_version_works_as_printed(tmp_path: Path) -> None:
     # Job folders were named `<number>_<key>=<value>,...` until names became override values.
     old = tmp_path / "outputs" / "1_trainer.seed=1,model=lenet"

@@ -30,6 +30,7 @@ NAMES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_any_path_is_one_value_hydra_reads_back_as_it_is(name: str) -> None:
     path = f"/home/me/outputs/{name}"
@@ -95,6 +96,7 @@ def test_a_path_no_override_can_carry_is_refused_saying_how_to_pass_it(
     )
 
 
+@pytest.mark.slow
 def test_a_run_in_a_non_ascii_folder_resumes_as_printed(old_run: Path, tmp_path: Path) -> None:
     cwd = tmp_path / "ünï_ドル"
     (cwd / "outputs").mkdir(parents=True)

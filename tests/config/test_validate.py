@@ -44,6 +44,7 @@ def test_a_sweep_s_option_is_checked_as_typed() -> None:
     assert told.startswith("hparams_search=optuna is a sweep over ")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mistakes", "told"),
     [

@@ -80,6 +80,7 @@ except distributed.Stopped as stopped:
 """
 
 
+@pytest.mark.slow
 def test_torchruns_sigterm_inside_a_held_block_waits_for_its_end() -> None:
     done = subprocess.run(
         [sys.executable, "-c", STOPPED_WHILE_HELD], capture_output=True, text=True

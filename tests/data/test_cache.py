@@ -26,6 +26,7 @@ from experiments.data.types import Split
 from helpers import CAT_DOG, Folders, compose_config, load, load_error, small_folder
 
 
+@pytest.mark.slow
 def test_a_cache_dir_that_cannot_be_written_is_refused(folders: Folders, tmp_path: Path) -> None:
     (tmp_path / "file").write_text("a file, where the cache's parent folder should be")
     cache_dir = tmp_path / "file" / "cache"
@@ -40,6 +41,7 @@ def test_a_cache_dir_that_cannot_be_written_is_refused(folders: Folders, tmp_pat
     )
 
 
+@pytest.mark.slow
 def test_a_changed_folder_gets_a_new_cache_entry(folders: Folders, tmp_path: Path) -> None:
     root = tmp_path / "folder"
     shutil.copytree(folders.png, root)
@@ -148,6 +150,7 @@ def _zero_images(entry: Path) -> None:
         file.write(bytes(images.stat().st_size - header))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("spoil", "problem"),
     [
@@ -215,6 +218,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.slow
 def test_waiting_on_another_processs_build_says_so_and_gives_up_in_one_line(
     folders: Folders, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -275,6 +279,7 @@ except KeyboardInterrupt as interrupt:
 """
 
 
+@pytest.mark.slow
 def test_sigterm_mid_build_leaves_no_temporary_folder(tmp_path: Path) -> None:
     entry = tmp_path / "image_folder-train-0123456789abcdef"
     builder = subprocess.Popen(

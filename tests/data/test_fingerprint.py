@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pytest
 from PIL import Image
 
 from experiments.data import fingerprint, loading, validation
@@ -22,6 +23,7 @@ def fingerprint_of(*overrides: str, data: ImageData | None = None) -> dict[str, 
     return fingerprint.of(validation.with_validation(data, config), config)
 
 
+@pytest.mark.slow
 def test_the_validation_split_and_the_dataset_are_told_apart() -> None:
     sample = loading.load(compose_config().dataset)
     recorded = fingerprint_of("dataset.val_fraction=0.1", data=sample)

@@ -87,6 +87,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory, folders: Folders) -> Sweep:
     return Sweep(cwd, runs)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "streamed_option"), [("png", "png_auto"), ("jpeg", "jpeg_stream")]
 )
@@ -160,6 +161,7 @@ def test_loader_auto_streams_a_folder_beyond_cache_max_gb_and_says_why(sweep: Sw
     assert f"dataset png_auto: loader=stream ({data['loader_reason']})" in log
 
 
+@pytest.mark.slow
 def test_two_processes_streaming_match_one(sweep: Sweep, folders: Folders, tmp_path: Path) -> None:
     ddp = torchrun_cli(
         tmp_path,
@@ -183,6 +185,7 @@ def test_two_processes_streaming_match_one(sweep: Sweep, folders: Folders, tmp_p
     assert_same_epochs_as_one_process(ddp.run_dir, single, epochs=2, train_images=4 * 64)
 
 
+@pytest.mark.slow
 def test_a_streamed_run_killed_mid_epoch_resumes_to_the_same_end(
     sweep: Sweep, folders: Folders, tmp_path: Path
 ) -> None:
@@ -299,6 +302,7 @@ def test_eval_refuses_a_folder_whose_classes_differ_from_the_trained_ones(
     assert (results(out)["status"], results(out)["reason"]) == ("failed", message)
 
 
+@pytest.mark.slow
 def test_image_folder_mistakes_are_refused_in_one_line(tmp_path: Path) -> None:
     def refused(root: Path, *overrides: str) -> str:
         return load_error("dataset=image_folder", f"dataset.root={root}", *overrides)
@@ -352,6 +356,7 @@ def test_image_folder_mistakes_are_refused_in_one_line(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides",
     [
@@ -379,6 +384,7 @@ def test_an_image_that_cannot_be_decoded_is_named(tmp_path: Path, overrides: lis
     assert [path.name for path in cache_dir.glob("*") if path.is_dir()] == []
 
 
+@pytest.mark.slow
 def test_a_bad_folder_fails_the_run_in_one_line(folders: Folders, tmp_path: Path) -> None:
     root = tmp_path / "folder"
     shutil.copytree(folders.png, root)
@@ -454,6 +460,7 @@ def test_16_bit_grey_images_decode_to_their_8_bit_values(tmp_path: Path, suffix:
     assert torch.equal(rgb, grey.expand(3, 4, 4))
 
 
+@pytest.mark.slow
 def test_an_image_too_large_to_decode_is_named_in_one_line(tmp_path: Path) -> None:
     root = small_folder(tmp_path / "folder", CAT_DOG)
     huge = root / "train" / "dog" / "1.png"
@@ -508,6 +515,7 @@ def test_images_of_another_size_are_resized_and_the_log_says_so(
     assert not [message for message in caplog.messages if "resized" in message]
 
 
+@pytest.mark.slow
 def test_a_folder_of_train_and_val_only_tests_on_val(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -534,6 +542,7 @@ def test_a_folder_of_train_and_val_only_tests_on_val(
     assert [len(split) for split in evaluated] == [5, 5]
 
 
+@pytest.mark.slow
 def test_streamed_and_cached_statistics_come_from_the_same_sample(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -173,6 +173,7 @@ def test_missing_cifar10_files_say_which_files_and_where(tmp_path: Path) -> None
     )
 
 
+@pytest.mark.slow
 def test_missing_mnist_files_name_the_raw_folder(tmp_path: Path) -> None:
     cfg = compose_config("dataset=mnist", f"dataset.root={tmp_path}")
     with pytest.raises(

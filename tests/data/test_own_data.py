@@ -139,6 +139,7 @@ def source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_a_custom_dataset_trains_with_what_its_data_tells(source: Path) -> None:
     done = train_cli(
         source / "cwd",
@@ -174,6 +175,7 @@ NOT_A_TENSOR = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

@@ -15,6 +15,7 @@ from experiments.data.batches import Batches
 from helpers import CAT_DOG, Folders, load, load_error, on, small_folder
 
 
+@pytest.mark.slow
 def test_a_worker_that_cannot_decode_an_image_names_it_and_is_let_go(tmp_path: Path) -> None:
     root = small_folder(tmp_path / "folder", CAT_DOG)
     bad = root / "train" / "dog" / "1.png"
@@ -50,6 +51,7 @@ def test_an_image_that_cannot_be_decoded_while_streaming_is_named(tmp_path: Path
     )
 
 
+@pytest.mark.slow
 def test_a_streamed_split_lets_its_workers_go_when_it_is_dropped(folders: Folders) -> None:
     data = load(
         "dataset=image_folder",

@@ -64,6 +64,7 @@ def folder_with_val(tmp_path_factory: pytest.TempPathFactory, sample: tuple[Spli
     return write_image_folder(tmp_path_factory.mktemp("folder") / "images", splits, CLASSES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("loader", ["memory", "stream"])
 def test_an_image_folder_validates_on_its_own_val_folder(
     folder_with_val: Path, tmp_path: Path, loader: str, sample: tuple[Split, Split]
@@ -129,6 +130,7 @@ class Unlabelled(Dataset):
         return torch.zeros(1, 4, 4, dtype=torch.uint8), index % 2
 
 
+@pytest.mark.slow
 def test_holding_out_from_a_dataset_without_targets_says_what_it_needs() -> None:
     streamed = Streamed(Unlabelled(), workers=0)
     data = ImageData("mine", streamed, streamed, ["a", "b"], [0.5], [0.5], (1, 4, 4))

@@ -107,6 +107,7 @@ RESNET_ON_SEVEN_IMAGES = (
 )
 
 
+@pytest.mark.slow
 def test_resnet_under_two_processes_trains_without_a_one_image_share(tmp_path: Path) -> None:
     done = torchrun_cli(tmp_path, 2, *RESNET_ON_SEVEN_IMAGES)
     assert done.returncode == 0, done.stderr

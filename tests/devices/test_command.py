@@ -11,6 +11,7 @@ import torch
 from experiments.devices.command import main as devices_main
 
 
+@pytest.mark.slow
 def test_devices_lists_the_machine_and_resolves_requests(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -38,6 +39,7 @@ def test_devices_lists_the_machine_and_resolves_requests(
     ]
 
 
+@pytest.mark.slow
 def test_devices_runs_as_a_module() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "experiments.devices", "device=gpu"], capture_output=True, text=True

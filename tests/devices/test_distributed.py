@@ -41,6 +41,7 @@ SHORT = (
 )
 
 
+@pytest.mark.slow
 def test_two_processes_write_one_folder_and_train_as_one_process(tmp_path: Path) -> None:
     # 67 images in batches of 64: the last batch's 3 images split 1 and 2 between the processes,
     # and each must weigh 1/3 of that step's loss, as in one process. The processes take them in
@@ -86,6 +87,7 @@ def test_two_processes_write_one_folder_and_train_as_one_process(tmp_path: Path)
         torch.testing.assert_close(ours[name], weights, rtol=0, atol=1e-6, msg=name)
 
 
+@pytest.mark.slow
 def test_a_process_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path) -> None:
     done, seconds = failing_torchrun(tmp_path, *SHORT)
     assert seconds < 120
@@ -98,6 +100,7 @@ def test_a_process_that_fails_ends_the_run_promptly_and_says_why(tmp_path: Path)
     assert PROCESS_1_FAILURE in summary and "To enable traceback" not in summary
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("killed", [1, 0])
 def test_a_process_that_dies_without_a_word_is_named(tmp_path: Path, killed: int) -> None:
     done = torchrun_cli(
@@ -134,6 +137,7 @@ def test_a_process_that_ended_counts_as_ended_before_it_is_reaped() -> None:
     assert _ended(child.pid)
 
 
+@pytest.mark.slow
 def test_ddp_outside_torchrun_says_how_to_start_it(tmp_path: Path) -> None:
     done = train_cli(tmp_path, "device=ddp", *SHORT)
     assert done.returncode == 1
@@ -143,6 +147,7 @@ def test_ddp_outside_torchrun_says_how_to_start_it(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_torchrun_with_a_one_process_device_says_to_use_ddp(tmp_path: Path) -> None:
     done = torchrun_cli(tmp_path, 2, "device=cpu", *SHORT)
     assert done.returncode != 0

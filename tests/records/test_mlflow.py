@@ -52,6 +52,7 @@ def history(cwd: Path, run_id: str, tag: str) -> list[tuple[int, float]]:
     return [(metric.step, metric.value) for metric in client(cwd).get_metric_history(run_id, tag)]
 
 
+@pytest.mark.slow
 def test_a_run_is_an_mlflow_run_with_its_config_tags_numbers_and_picture(tmp_path: Path) -> None:
     run_dir = trained_run(tmp_path, *QUICK, "model=lenet", "tracker=[csv,mlflow]")
     run_id = results(run_dir)["trackers"]["mlflow"]
@@ -86,6 +87,7 @@ def test_a_run_is_an_mlflow_run_with_its_config_tags_numbers_and_picture(tmp_pat
     assert [picture.path for picture in pictures] == ["test/confusion_matrix.png"]
 
 
+@pytest.mark.slow
 def test_an_interrupted_run_is_a_killed_mlflow_run(tmp_path: Path) -> None:
     """Ctrl-C is no failure: results.json says interrupted, MLflow's run KILLED."""
     done = train_cli(
@@ -102,6 +104,7 @@ def test_an_interrupted_run_is_a_killed_mlflow_run(tmp_path: Path) -> None:
     assert client(tmp_path).get_run(result["trackers"]["mlflow"]).info.status == "KILLED"
 
 
+@pytest.mark.slow
 def test_a_sweeps_runs_share_an_experiment_named_by_its_folder(tmp_path: Path) -> None:
     done = train_cli(tmp_path, "-m", *QUICK, "model=lenet", "tracker=mlflow", "trainer.seed=0,1")
     assert done.returncode == 0, done.stderr
@@ -113,6 +116,7 @@ def test_a_sweeps_runs_share_an_experiment_named_by_its_folder(tmp_path: Path) -
     assert sorted(run.info.run_name for run in runs) == sorted(d.name for d in done.run_dirs)
 
 
+@pytest.mark.slow
 def test_a_resumed_run_carries_on_its_mlflow_run_and_logs_each_step_once(tmp_path: Path) -> None:
     run = (*QUICK, "model=tudui", "trainer.epochs=2", "trainer.limit_train_batches=30")
     run_dir = killed_in_epoch_2(tmp_path, *run, "tracker=mlflow")
@@ -182,6 +186,7 @@ def rest(address: str, endpoint: str, **query: str) -> dict[str, Any]:
         return json.loads(answer.read())
 
 
+@pytest.mark.slow
 def test_a_run_goes_to_a_tracking_server_as_mlflow_tracking_uri_names(tmp_path: Path) -> None:
     with tracking_server(tmp_path) as address:
         done = train_cli(
@@ -271,6 +276,7 @@ FAILING = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("store", FAILING)
 def test_a_store_or_server_that_fails_costs_one_warning_and_seconds(
     tmp_path: Path, store: Callable[[Path], contextlib.AbstractContextManager[str]]
@@ -312,6 +318,7 @@ def completed_without_mlflow(run_dir: Path) -> None:
     assert (run_dir / "metrics.csv").is_file()
 
 
+@pytest.mark.slow
 def test_stores_whose_calls_outlive_the_wait_cost_each_job_one_warning(tmp_path: Path) -> None:
     """A store that is a folder (MLflow retries opening it for 100 s) and one another writer holds
     locked, each a job of one sweep: the calls its jobs stop waiting for go on after them, so the
@@ -343,6 +350,7 @@ def test_stores_whose_calls_outlive_the_wait_cost_each_job_one_warning(tmp_path:
         completed_without_mlflow(run_dir)
 
 
+@pytest.mark.slow
 def test_a_store_on_a_full_disk_costs_one_warning_and_no_traceback(tmp_path: Path) -> None:
     """The run's process may write no file past the store's size (RLIMIT_FSIZE), so the store's
     first write that grows it fails, as on a full disk (its own files are smaller)."""
@@ -364,6 +372,7 @@ def test_a_store_on_a_full_disk_costs_one_warning_and_no_traceback(tmp_path: Pat
     assert "disk I/O error" in done.stderr
 
 
+@pytest.mark.slow
 def test_two_first_runs_at_once_make_one_store_and_each_its_run(tmp_path: Path) -> None:
     """Each makes its MlflowRun once the other has imported MLflow too (a start line), so that
     both open the store that does not exist yet at once."""
@@ -398,6 +407,7 @@ def test_two_first_runs_at_once_make_one_store_and_each_its_run(tmp_path: Path) 
     assert len(ids) == 2
 
 
+@pytest.mark.slow
 def test_a_copied_run_folder_resumes_into_an_mlflow_run_of_its_own(tmp_path: Path) -> None:
     original = trained_run(tmp_path, *QUICK, "model=lenet", "trainer.epochs=1", "tracker=mlflow")
     copy = tmp_path / "copy"
@@ -434,6 +444,7 @@ def test_without_mlflow_installed_the_run_says_how_to_get_it(
     assert results(done.run_dir)["status"] == "failed"
 
 
+@pytest.mark.slow
 def test_a_text_read_from_the_environment_is_recorded_as_its_interpolation(
     tmp_path: Path,
 ) -> None:

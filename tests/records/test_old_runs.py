@@ -63,6 +63,7 @@ def test_an_old_run_resumes_in_its_folder(old_run: Path) -> None:
     assert epochs[0] == before[0]  # the old epoch is kept as it was
 
 
+@pytest.mark.slow
 def test_an_old_run_replays_in_a_new_folder(old_run: Path) -> None:
     (before,) = metrics(old_run, "epoch")
     done = train_cli(old_run.parent, f"replay={old_run}", "device=cpu")
@@ -76,6 +77,7 @@ def test_an_old_run_replays_in_a_new_folder(old_run: Path) -> None:
     assert results(replay)["test_images"] == 128
 
 
+@pytest.mark.slow
 def test_a_run_from_before_configs_declared_metrics_reports_resumes_and_replays(
     tmp_path: Path,
 ) -> None:
@@ -103,6 +105,7 @@ def as_the_last_release_wrote_it(run_dir: Path) -> None:
     assert "- logger=csv" in (run_dir / ".hydra" / "overrides.yaml").read_text()
 
 
+@pytest.mark.slow
 def test_a_run_of_the_last_release_is_reported_replayed_and_resumed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -40,6 +40,7 @@ def everything_in(folder: Path) -> dict[str, tuple[bytes, int]]:
     }
 
 
+@pytest.mark.slow
 def test_a_new_run_refuses_a_folder_that_holds_a_run(completed: Path) -> None:
     before = everything_in(completed)
     done = train_cli(completed.parent, *SMALL, "hydra.run.dir=run")
@@ -104,6 +105,7 @@ LINKED = (
 )
 
 
+@pytest.mark.slow
 def test_a_resume_replaces_links_to_files_outside_and_leaves_those_files(
     completed: Path, tmp_path: Path
 ) -> None:
@@ -174,6 +176,7 @@ def test_a_record_is_never_written_through_a_link_by_its_temporary_files_name(
     assert [path.name for path in (tmp_path / "run").iterdir()] == ["results.json"]
 
 
+@pytest.mark.slow
 def test_the_report_on_a_folder_replaces_links_to_files_outside(
     completed: Path, tmp_path: Path
 ) -> None:

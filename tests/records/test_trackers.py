@@ -22,6 +22,7 @@ def table(path: Path) -> list[list[str]]:
         return list(csv.reader(file))
 
 
+@pytest.mark.slow
 def test_csv_alone_holds_every_logged_number_and_the_final_ones(tmp_path: Path) -> None:
     run_dir = trained_run(tmp_path, *QUICK, "model=lenet", "tracker=csv")
     assert not list(run_dir.glob(EVENTS))
@@ -45,6 +46,7 @@ def test_csv_alone_holds_every_logged_number_and_the_final_ones(tmp_path: Path) 
     )
 
 
+@pytest.mark.slow
 def test_both_trackers_hold_the_same_numbers_and_none_writes_neither(tmp_path: Path) -> None:
     both = trained_run(tmp_path / "both", *QUICK, "model=lenet", "tracker=[tensorboard,csv]")
     events = read_events(both)

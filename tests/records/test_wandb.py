@@ -43,6 +43,7 @@ def logged(found: list[dict[str, Any]], tag: str) -> list[tuple[int, float]]:
     return [(row["_step"], row[tag]) for row in rows if tag in row]
 
 
+@pytest.mark.slow
 def test_a_run_is_a_wandb_run_with_its_config_tags_numbers_and_picture(tmp_path: Path) -> None:
     done = train_cli(tmp_path, *QUICK, "model=lenet", "tracker=[csv,wandb]", env=OFFLINE)
     assert done.returncode == 0, done.stderr
@@ -77,6 +78,7 @@ def test_a_run_is_a_wandb_run_with_its_config_tags_numbers_and_picture(tmp_path:
     assert exited.get("exit_code", 0) == 0
 
 
+@pytest.mark.slow
 def test_a_sweeps_runs_share_a_group_named_by_its_folder(tmp_path: Path) -> None:
     done = train_cli(
         tmp_path, "-m", *QUICK, "model=lenet", "tracker=wandb", "trainer.seed=0,1", env=OFFLINE
@@ -90,6 +92,7 @@ def test_a_sweeps_runs_share_a_group_named_by_its_folder(tmp_path: Path) -> None
         assert f"sweep={sweep}"[:64] in run["tags"]
 
 
+@pytest.mark.slow
 def test_a_resumed_run_carries_on_its_wandb_run_and_sends_each_step_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -109,6 +112,7 @@ def test_a_resumed_run_carries_on_its_wandb_run_and_sends_each_step_once(
     assert steps == [row["global_step"] for row in metrics(run_dir, "step")]
 
 
+@pytest.mark.slow
 def test_without_a_reachable_server_the_run_goes_on_after_one_warning_and_seconds(
     tmp_path: Path,
 ) -> None:

@@ -128,6 +128,7 @@ def busy_host() -> Iterator[None]:
         subprocess.run(["kill", str(pid)], check=True)
 
 
+@pytest.mark.slow
 def test_a_one_epoch_run_beside_busy_work_is_marked_and_measured_after_its_first_step(
     busy_host: None, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

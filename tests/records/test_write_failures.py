@@ -24,6 +24,7 @@ def _files_up_to(size: int) -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
 
 
+@pytest.mark.slow
 def test_a_full_disk_names_the_file_and_the_run_is_recorded_failed(
     tmp_path: Path,
 ) -> None:
@@ -48,6 +49,7 @@ def test_a_full_disk_names_the_file_and_the_run_is_recorded_failed(
     assert [path.name for path in (run_dir / "checkpoints").iterdir()] == []
 
 
+@pytest.mark.slow
 def test_a_run_whose_folder_is_deleted_ends_in_one_line_and_is_not_made_again(
     tmp_path: Path,
 ) -> None:
@@ -100,6 +102,7 @@ def test_metrics_that_cannot_be_written_are_named(unwritable: Path) -> None:
     assert str(error.value) == f"could not write {unwritable}/metrics.jsonl: Is a directory"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("size", "unwritten"), [(1_000, "config.yaml"), (3_000, "hydra.yaml")])
 def test_hydras_copy_of_the_config_that_cannot_be_written_is_named(
     tmp_path: Path, size: int, unwritten: str

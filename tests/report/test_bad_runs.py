@@ -168,6 +168,7 @@ def _rows(folder: Path) -> dict[str, dict[str, str]]:
         return {row["run"]: row for row in csv.DictReader(file)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", BAD)
 def test_a_run_that_cannot_be_read_is_a_row_naming_its_record(
     folder: Path, console: str, name: str

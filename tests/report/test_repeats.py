@@ -145,6 +145,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
 
+@pytest.mark.slow
 def test_each_placement_ran_once_before_twice(sweep: Path) -> None:
     jobs = sorted(
         (path for path in sweep.iterdir() if (path / ".hydra").is_dir()),
@@ -279,6 +280,7 @@ def test_a_sweeps_summary_states_its_verdicts(
     )
 
 
+@pytest.mark.slow
 def test_a_real_speed_difference_is_found_seed_by_seed(tmp_path: Path) -> None:
     """Batches of 512 against batches of 1: a step's fixed cost spread over 512 times the images,
     tens of times the images/s on any machine, beside any other work on it."""
@@ -305,6 +307,7 @@ def test_a_real_speed_difference_is_found_seed_by_seed(tmp_path: Path) -> None:
     assert f"\n  {speed['text']}\n" in done.stderr  # the sweep's own report says it
 
 
+@pytest.mark.slow
 def test_a_report_over_several_sweeps_compares_within_each(
     sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

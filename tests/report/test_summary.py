@@ -52,6 +52,7 @@ def summary_csv(folder: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(file))
 
 
+@pytest.mark.slow
 def test_device_every_is_the_cpu_alone_on_this_machine_said_in_one_line(sweep: Finished) -> None:
     assert (
         "device=every is cpu alone here: this machine has no CUDA GPU (torch found no CUDA GPU "

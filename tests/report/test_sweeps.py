@@ -48,6 +48,7 @@ def assert_plot(path: Path) -> None:
         assert image.format == "PNG" and image.width > 400 and image.height > 300
 
 
+@pytest.mark.slow
 def test_a_two_by_two_sweep_reports_four_rows_and_plots(tmp_path: Path) -> None:
     done = train_cli(
         tmp_path,
@@ -120,6 +121,7 @@ LAUNCHERS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("launcher", LAUNCHERS)
 def test_a_job_that_fails_leaves_the_others_and_the_report_says_why(
     tmp_path: Path, launcher: str
@@ -137,6 +139,7 @@ def test_a_job_that_fails_leaves_the_others_and_the_report_says_why(
     assert len(pids) == (1 if launcher == "basic" else 2)  # side by side: a process per job
 
 
+@pytest.mark.slow
 def test_the_users_full_error_does_not_cost_a_sweep_its_report(tmp_path: Path) -> None:
     done = train_cli(
         tmp_path,
@@ -154,6 +157,7 @@ def test_the_users_full_error_does_not_cost_a_sweep_its_report(tmp_path: Path) -
     assert "Traceback" in done.stderr  # asked for: the failed job's, in its log line
 
 
+@pytest.mark.slow
 def test_a_worker_killed_by_the_system_still_leaves_the_report(tmp_path: Path) -> None:
     # Job 1 kills its worker at its first step while job 0 is still training; joblib then
     # stops the sweep (and job 0's worker) before job 2 starts.
@@ -205,6 +209,7 @@ def test_the_report_lists_the_jobs_a_sweep_never_started(tmp_path: Path) -> None
     assert ": 1 no results, 2 not run" in table(rows, tmp_path)
 
 
+@pytest.mark.slow
 def test_jobs_that_share_a_process_each_start_from_its_defaults(tmp_path: Path) -> None:
     done = train_cli(
         tmp_path,
@@ -231,6 +236,7 @@ def test_jobs_that_share_a_process_each_start_from_its_defaults(tmp_path: Path) 
     ]
 
 
+@pytest.mark.slow
 def test_report_on_a_folder_shows_runs_without_results(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -277,6 +283,7 @@ def test_report_refuses_a_folder_without_runs(
     )
 
 
+@pytest.mark.slow
 def test_the_slurm_launcher_says_in_one_line_where_there_is_no_slurm(tmp_path: Path) -> None:
     done = train_cli(tmp_path, "-m", "hydra/launcher=slurm", "model=tudui,lenet", *QUICK)
     assert done.returncode == 1
@@ -287,6 +294,7 @@ def test_the_slurm_launcher_says_in_one_line_where_there_is_no_slurm(tmp_path: P
     assert not list((tmp_path / "outputs").rglob(".hydra"))  # no job started
 
 
+@pytest.mark.slow
 def test_the_optuna_search_maximizes_validation_accuracy(tmp_path: Path) -> None:
     done = train_cli(
         tmp_path,
@@ -314,6 +322,7 @@ def test_the_optuna_search_maximizes_validation_accuracy(tmp_path: Path) -> None
     assert loss.hydra.sweeper.direction == "minimize"
 
 
+@pytest.mark.slow
 def test_the_optuna_search_refuses_test_accuracy_and_needs_validation(tmp_path: Path) -> None:
     search = ("-m", "hparams_search=optuna", "hydra.sweeper.n_trials=2", "model=lenet", *QUICK)
     done = train_cli(tmp_path / "test", *search, "optimized_metric=test_accuracy")
@@ -343,6 +352,7 @@ def test_the_optuna_search_refuses_test_accuracy_and_needs_validation(tmp_path: 
     )
 
 
+@pytest.mark.slow
 def test_the_device_scaling_study_draws_images_per_second_against_batch_size(
     tmp_path: Path,
 ) -> None:

@@ -58,6 +58,7 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_a_task_of_ones_own_trains_selects_and_times_on_its_metrics(folder: Path) -> None:
     done = train_cli(
         folder,
@@ -94,6 +95,7 @@ def test_a_task_of_ones_own_trains_selects_and_times_on_its_metrics(folder: Path
     assert results(evaluation)["test_mae"] == pytest.approx(result["final_test_mae"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "said"),
     [
@@ -137,6 +139,7 @@ def test_a_task_that_lacks_what_a_task_gives_is_refused_in_one_line(
     assert done.last_line.endswith(f"Error: {said}")
 
 
+@pytest.mark.slow
 def test_a_sweeps_report_leads_with_the_tasks_own_first_metric(folder: Path) -> None:
     sweep = (*HUBER, "trainer.epochs=2", "optimizer.lr=0.001,0.01")
     done = train_cli(folder, "-m", *OWN, *sweep)

@@ -45,6 +45,7 @@ OPTIONS = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", TASKS)
 def test_a_task_takes_the_trainers_options_evaluates_and_replays(tmp_path: Path, task: str) -> None:
     chosen, measured = TASKS[task]

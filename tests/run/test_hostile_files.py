@@ -85,6 +85,7 @@ def with_model(run: Path, model: dict[str, Any], path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("payload", "refused"),
     [
@@ -243,6 +244,7 @@ def test_resume_of_a_hostile_folder_touches_nothing(
     assert (folder / "results.json").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_replay_says_what_it_builds_beyond_the_project(run: Path, tmp_path: Path) -> None:
     done = train_cli(tmp_path, f"replay={run}", "trainer.limit_eval_images=64")
     assert done.returncode == 0, done.stderr
@@ -262,6 +264,7 @@ def test_a_pickle_payload_as_model_weights_runs_nothing(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_a_target_made_from_the_datas_own_names_is_refused(tmp_path: Path, victim: Path) -> None:
     """An interpolation in a run folder's overrides that reads what the data fills in (a class
     folder's name) is checked once the data has loaded, before the model is built."""
@@ -340,6 +343,7 @@ def test_where_a_run_writes_outside_its_folder_is_never_brought_back(
     ]
 
 
+@pytest.mark.slow
 def test_a_replayed_folder_chooses_no_trackers_store(
     run: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -360,6 +364,7 @@ def test_a_replayed_folder_chooses_no_trackers_store(
     assert [message for message in caplog.messages if message.startswith(said)]
 
 
+@pytest.mark.slow
 def test_a_checkpoint_whose_config_is_a_string_is_refused_by_eval_and_resume(
     run: Path, tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ from tensorboard.plugins.hparams import metadata
 from helpers import compose_config, plugin_data, read_events, results, train_cli
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "name"),
     [
@@ -28,6 +29,7 @@ def test_an_optimizer_is_named_by_its_option_or_else_its_class(
     assert compose_config(*overrides).optimizer.name == name
 
 
+@pytest.mark.slow
 def test_a_run_of_adamw_under_optimizer_adam_says_adamw_everywhere(tmp_path: Path) -> None:
     done = train_cli(
         tmp_path,

@@ -42,6 +42,7 @@ def write_table(path: Path, rows: int = 240) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_shipped_sample_trains_and_is_selected_on_validation_rmse(tmp_path: Path) -> None:
     done = train_cli(
         tmp_path,
@@ -79,6 +80,7 @@ def test_the_shipped_sample_trains_and_is_selected_on_validation_rmse(tmp_path: 
     assert "test rmse" in done.stderr and "val_rmse (min)" in done.last_line
 
 
+@pytest.mark.slow
 def test_a_csv_file_of_ones_own_trains_on_the_column_it_names(tmp_path: Path) -> None:
     table = write_table(tmp_path / "table.csv")
     done = train_cli(
@@ -97,6 +99,7 @@ def test_a_csv_file_of_ones_own_trains_on_the_column_it_names(tmp_path: Path) ->
     assert result["data"]["std"] == pytest.approx([1.0, 10.0, 100.0], rel=0.2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("override", "said"),
     [
@@ -116,6 +119,7 @@ def test_a_column_or_fraction_the_file_cannot_give_is_said_in_one_line(
     assert f"] Error: {said.format(table=table)}" in done.last_line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "said"),
     [
@@ -155,6 +159,7 @@ def test_a_cell_that_is_no_number_is_named_by_line_and_column(tmp_path: Path) ->
     )
 
 
+@pytest.mark.slow
 def test_a_resume_on_a_csv_file_edited_since_is_refused(tmp_path: Path) -> None:
     table = write_table(tmp_path / "table.csv", rows=40)
     run = (*REGRESSION, f"dataset.path={table}", "dataset.target=y", "trainer.epochs=1")
@@ -173,6 +178,7 @@ def test_a_resume_on_a_csv_file_edited_since_is_refused(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_task_and_a_dataset_of_the_other_kind_are_refused(tmp_path: Path) -> None:
     done = train_cli(tmp_path, "device=cpu", "dataset=csv", "model=mlp")
     assert done.returncode == 1
@@ -183,6 +189,7 @@ def test_a_task_and_a_dataset_of_the_other_kind_are_refused(tmp_path: Path) -> N
     assert results(done.run_dir)["status"] == "failed"
 
 
+@pytest.mark.slow
 def test_a_sweeps_report_leads_with_rmse(tmp_path: Path) -> None:
     done = train_cli(tmp_path, "-m", *REGRESSION, "trainer.epochs=2", "optimizer.lr=0.001,0.01")
     assert done.returncode == 0, done.stderr
@@ -201,6 +208,7 @@ def test_a_sweeps_report_leads_with_rmse(tmp_path: Path) -> None:
     assert not any(word in done.stderr for word in ("img/s", "images/s", "FLOPs/image"))
 
 
+@pytest.mark.slow
 def test_two_processes_measure_what_one_process_does(tmp_path: Path) -> None:
     """Under DDP each process tallies its share of every batch; summed over the processes, the
     sums of squared errors, of the targets and their squares give one process's RMSE and R²."""
@@ -216,6 +224,7 @@ def test_two_processes_measure_what_one_process_does(tmp_path: Path) -> None:
             assert mine[key] == pytest.approx(one[key], rel=1e-4), key
 
 
+@pytest.mark.slow
 def test_a_regression_killed_mid_epoch_and_resumed_for_more_gives_an_uninterrupted_runs_numbers(
     tmp_path: Path,
 ) -> None:

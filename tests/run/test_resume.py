@@ -54,6 +54,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return trained_run(tmp_path_factory.mktemp("reference"), *RUN)
 
 
+@pytest.mark.slow
 def test_deterministic_mode_gives_the_same_numbers_on_the_cpu(
     reference: Path, tmp_path: Path
 ) -> None:
@@ -63,6 +64,7 @@ def test_deterministic_mode_gives_the_same_numbers_on_the_cpu(
     assert numbers(done.run_dir) == numbers(reference)
 
 
+@pytest.mark.slow
 def test_the_same_config_again_by_replay_gives_identical_metrics(
     reference: Path, tmp_path: Path
 ) -> None:
@@ -80,6 +82,7 @@ def test_the_same_config_again_by_replay_gives_identical_metrics(
     assert "trainer.limit_train_batches=30" in overrides  # composed afresh from the overrides
 
 
+@pytest.mark.slow
 def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_path: Path) -> None:
     run_dir = killed_in_epoch_2(tmp_path, *RUN)
     # Killed in the middle of epoch 2: steps of it logged, the epoch not finished.
@@ -119,6 +122,7 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_end(reference: Path, tmp_pat
     assert len(csv_numbers(run_dir)) == len(numbers(reference))
 
 
+@pytest.mark.slow
 def test_a_run_killed_after_its_last_checkpoint_is_finished_by_a_resume(
     reference: Path, tmp_path: Path
 ) -> None:
@@ -216,6 +220,7 @@ def test_a_refused_resume_leaves_the_run_as_it_was(reference: Path, tmp_path: Pa
     assert [path.read_text() for path in records] == before
 
 
+@pytest.mark.slow
 def test_a_job_folder_named_by_an_earlier_version_resumes_and_evaluates_as_printed(
     reference: Path, tmp_path: Path
 ) -> None:
@@ -281,6 +286,7 @@ def test_a_schedule_neither_changes_nor_stretches_on_resume(reference: Path) -> 
     )
 
 
+@pytest.mark.slow
 def test_resuming_a_run_without_a_checkpoint_says_to_replay_it(tmp_path: Path) -> None:
     failed = train_cli(tmp_path, "device=cuda:3", "trainer.epochs=1").run_dir
     done = train_cli(tmp_path, f"resume={failed}")
@@ -407,6 +413,7 @@ def test_each_run_records_its_environment(reference: Path) -> None:
     assert (reference / "git.diff").exists() == bool(dirty)
 
 
+@pytest.mark.slow
 def test_a_resume_on_other_data_or_other_steps_per_epoch_is_refused(tmp_path: Path) -> None:
     """Trained in this process for an epoch of two steps on a small image folder, then resumed
     with what would select its epochs on other data, or stretch its steps: refused in one line,
@@ -457,6 +464,7 @@ def test_a_resume_on_other_data_or_other_steps_per_epoch_is_refused(tmp_path: Pa
     )
 
 
+@pytest.mark.slow
 def test_accumulated_batches_resume_to_the_same_numbers(tmp_path: Path) -> None:
     # Three batches an epoch, two to a step: a step of 2 batches, then one of the batch left;
     # a cosine schedule by step. Failed at the first batch of epoch 2 and resumed, the run ends

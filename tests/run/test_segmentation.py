@@ -61,6 +61,7 @@ def test_a_unet_gives_a_logit_per_class_and_pixel() -> None:
     assert model(torch.zeros(2, 3, 32, 32)).shape == (2, 4, 32, 32)
 
 
+@pytest.mark.slow
 def test_shapes_train_a_unet_selected_on_validation_mean_iou(tmp_path: Path) -> None:
     run = ("trainer.epochs=3", "dataset.val_fraction=0.2")
     done = train_cli(tmp_path, *SEGMENTATION, *SMALL_UNET, *run)
@@ -81,6 +82,7 @@ def test_shapes_train_a_unet_selected_on_validation_mean_iou(tmp_path: Path) -> 
     assert "test miou" in done.stderr and "val_miou (max)" in done.last_line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("overrides", "said"),
     [
@@ -115,6 +117,7 @@ def test_what_does_not_fit_the_task_is_refused_before_training(
     assert results(done.run_dir)["status"] == "failed"
 
 
+@pytest.mark.slow
 def test_a_segmenter_under_classification_is_refused(tmp_path: Path) -> None:
     done = train_cli(tmp_path, "device=cpu", "model=unet")
     assert done.returncode == 1
@@ -124,6 +127,7 @@ def test_a_segmenter_under_classification_is_refused(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_segmentation_killed_mid_epoch_resumes_to_an_uninterrupted_runs_numbers(
     tmp_path: Path,
 ) -> None:
@@ -148,6 +152,7 @@ def test_a_segmentation_killed_mid_epoch_resumes_to_an_uninterrupted_runs_number
         assert results(run_dir)[key] == results(reference.run_dir)[key]
 
 
+@pytest.mark.slow
 def test_two_processes_measure_what_one_process_does(tmp_path: Path) -> None:
     """Under DDP each process counts the pixels of its share of every batch in its confusion
     matrix; summed over the processes, they give one process's mean IoU and pixel accuracy."""

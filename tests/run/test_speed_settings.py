@@ -22,6 +22,7 @@ def losses(run_dir: Path) -> list[float]:
     return [row["train_loss"] for row in metrics(run_dir, "step")]
 
 
+@pytest.mark.slow
 def test_bf16_changes_the_numbers_a_little_and_no_more(tmp_path: Path, plain_run: Path) -> None:
     train(compose_config(*QUICK, "trainer.precision=bf16"), tmp_path)
     assert results(tmp_path)["precision"] == "bf16"
@@ -31,6 +32,7 @@ def test_bf16_changes_the_numbers_a_little_and_no_more(tmp_path: Path, plain_run
     assert all(0 < difference < 0.02 for difference in differences), differences
 
 
+@pytest.mark.slow
 def test_compiling_changes_no_number(tmp_path: Path, plain_run: Path) -> None:
     train(compose_config(*QUICK, "trainer.compile=aot_eager"), tmp_path)
     assert losses(tmp_path) == losses(plain_run)

@@ -65,6 +65,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Pat
     return folders
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("placement", PLACEMENTS)
 @pytest.mark.parametrize("model", MODELS)
 def test_every_model_and_placement_leaves_complete_records(
@@ -233,6 +234,7 @@ def test_the_default_run_learns_and_names_its_folder(tmp_path: Path) -> None:
     assert "device: cpu, chosen by device=auto because this machine has no CUDA GPU" in done.stderr
 
 
+@pytest.mark.slow
 def test_the_lenet_tutorial_setup_trains_as_the_tutorial_does(tmp_path: Path) -> None:
     """experiment=lenet_cifar10 on the shipped sample: batches of 4, SGD with momentum 0.9 at
     lr 0.001, as the PyTorch tutorial trains, read back from what the run did."""
@@ -255,6 +257,7 @@ def test_the_lenet_tutorial_setup_trains_as_the_tutorial_does(tmp_path: Path) ->
     assert all("momentum_buffer" in state for state in checkpoint["optimizer"]["state"].values())
 
 
+@pytest.mark.slow
 def test_runs_started_together_never_share_a_folder(tmp_path: Path) -> None:
     command = [sys.executable, str(ROOT / "train.py"), *QUICK, "trainer.epochs=1", "model=lenet"]
     processes = [
@@ -408,6 +411,7 @@ class Net(nn.Sequential):
 """
 
 
+@pytest.mark.slow
 def test_a_model_of_ones_own_in_the_folder_one_runs_in_trains_without_a_config_folder(
     tmp_path: Path,
 ) -> None:

@@ -43,6 +43,7 @@ def learning(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return trained_run(tmp_path_factory.mktemp("learning"), *LEARNING)
 
 
+@pytest.mark.slow
 def test_best_pt_holds_the_selected_epoch_and_results_report_it(learning: Path) -> None:
     result, epochs = results(learning), metrics(learning, "epoch")
     selected = min(epochs, key=lambda row: row["val_accuracy"])
@@ -139,6 +140,7 @@ PLATEAU = (
 )
 
 
+@pytest.mark.slow
 def test_early_stopping_stops_a_plateau_and_resume_respects_it(tmp_path: Path) -> None:
     done = train_cli(tmp_path, *PLATEAU)
     assert done.returncode == 0, done.stderr

@@ -57,6 +57,7 @@ def test_auxiliary_classifiers_are_left_out_so_training_gives_one_output() -> No
     assert isinstance(model(torch.zeros(2, 3, 32, 32)), torch.Tensor)
 
 
+@pytest.mark.slow
 def test_a_vision_transformer_is_built_for_the_image_size() -> None:
     model = torchvision_model("vit_b_32", (3, 32, 32))
     assert model.image_size == 32

@@ -21,7 +21,7 @@ from typing import IO
 
 from experiments.core.files import LOG, open_to_append, read_text, write_text_atomically, writing
 from experiments.records.hparams import METRICS_GROUP, Value
-from experiments.records.tracker import EPOCH_TAGS, Sent, TrackedRun, epoch_scalars
+from experiments.records.tracker import EPOCH_ROW_TAG, Sent, TrackedRun, epoch_scalars
 from experiments.training.history import History
 
 METRICS = "metrics.csv"
@@ -46,9 +46,7 @@ class CsvFile:
     def resume_after(self, purge_step: int, history: History, sent: Sequence[Sent]) -> History:
         rows = [row for row in self._rows() if int(row[STEP]) < purge_step]
         # An epoch's row is the one with its numbers (a logged step's may share its step).
-        logged = {
-            int(row[STEP]) for row in rows if any(row.get(tag) for tag in EPOCH_TAGS.values())
-        }
+        logged = {int(row[STEP]) for row in rows if row.get(EPOCH_ROW_TAG)}
         lost = [row for row in history if row["global_step"] not in logged]
         rows += [{STEP: str(row["global_step"]), **_texts(epoch_scalars(row))} for row in lost]
         rows.sort(key=lambda row: int(row[STEP]))

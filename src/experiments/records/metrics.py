@@ -3,7 +3,7 @@
     metrics.jsonl   one JSON object per logged step and per epoch
     trackers        the `tracker` group's (`records.tracker`): TensorBoard's event files by
                     default, a CSV file, ...: each step's train/loss and lr, each epoch's
-                    numbers by their tags (`records.tracker.EPOCH_TAGS`), the run's
+                    numbers by their tags (`records.tracker.epoch_scalars`), the run's
                     hyperparameters and final numbers, the confusion matrix
 
 Of several processes, only the main one writes. A resumed run first drops what the epoch cut

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from omegaconf import DictConfig
 
 from experiments.config.build import build
-from experiments.config.metric_names import LOSS, TASK_METRICS, TEST, TRAIN, VAL
+from experiments.config.metric_names import LOSS, TEST, TRAIN, VAL
 from experiments.core import collection
 from experiments.core.errors import ExperimentError
 from experiments.records.hparams import Value
@@ -32,19 +32,9 @@ from experiments.training.history import History
 
 log = logging.getLogger("experiments")
 
-# An epoch row's numbers by their tags (TensorBoard's): a group per split (of every shipped
-# task's metrics: a row has its own task's), and one for speed.
-EPOCH_TAGS = {
-    **{
-        key: metric.tag(split)
-        for split in (VAL, TEST)
-        for measures in TASK_METRICS.values()
-        for key, metric in measures.on(split).items()
-    },
-    "images_per_second": "perf/images_per_second",
-}
 # The tag an epoch's row is found by in a record: every task's rows have a test loss.
 EPOCH_ROW_TAG = LOSS.tag(TEST)
+SPEED_TAG = "perf/images_per_second"
 
 
 # A logged step's numbers, by their tags.
@@ -57,16 +47,17 @@ def step_scalars(loss: float, lr: float) -> dict[str, float]:
 
 
 def epoch_scalars(row: Mapping[str, Any]) -> dict[str, float]:
-    """An epoch row's numbers by their tags: a task of one's own's metrics, named by it, as
-    `<split>/<name>` after the shipped ones."""
-    shipped = {tag: row[key] for key, tag in EPOCH_TAGS.items() if key in row}
-    own = {
-        f"{split}/{key.removeprefix(f'{split}_')}": value
-        for key, value in row.items()
-        for split in (VAL, TEST)
-        if key.startswith(f"{split}_") and key not in EPOCH_TAGS and isinstance(value, float)
-    }
-    return shipped | own
+    """An epoch row's numbers by their tags: on each split (validation, then test) its task's
+    metrics as the row holds them (`<split>_<name>`, the keys its declared metrics give: see
+    `metric_names.Metric.tag`), its loss last, then its speed."""
+    tagged = {}
+    for split in (VAL, TEST):
+        on_split = [key for key in row if key.startswith(f"{split}_")]
+        loss = LOSS.key(split)
+        for key in [key for key in on_split if key != loss] + [loss] * (loss in on_split):
+            tagged[key] = f"{split}/{key.removeprefix(f'{split}_')}"
+    tagged["images_per_second"] = SPEED_TAG
+    return {tag: row[key] for key, tag in tagged.items() if isinstance(row.get(key), float)}
 
 
 # The model's size among the hyperparameters (`training.model_size`), which the trackers whose
