@@ -537,7 +537,14 @@ def _evaluation_under_ddp(cfg: DictConfig) -> str | None:
     )
 
 
+def _no_checkpoint(cfg: DictConfig) -> str | None:
+    if not OmegaConf.is_missing(cfg, "ckpt"):
+        return None
+    return "ckpt is required: python eval.py ckpt=<run folder or checkpoint>"
+
+
 EVALUATION_CHECKS: tuple[Check, ...] = (
+    _no_checkpoint,
     _whole_from_one("batch_size"),
     *_evaluation_limit_checks("limit_images", "limit_fraction"),
     _evaluation_under_ddp,

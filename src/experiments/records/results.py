@@ -43,6 +43,7 @@ from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
 from experiments.records import checkpoints
 from experiments.records.environment import versions
 from experiments.records.log_file import HeldLog
+from experiments.records.recorded import StartRecord
 from experiments.records.speed import host_summary, speed_summary
 from experiments.training.history import History
 from experiments.training.selection import Monitor, selected_epoch
@@ -176,7 +177,7 @@ def training_fields(
         return None if OmegaConf.is_missing(cfg, section) else OmegaConf.select(cfg, key)
 
     batch_size = field("trainer.batch_size")
-    return {
+    fields = {
         "model": field("model.name"),
         "dataset": field("dataset.name"),
         "placement": field("placement.name"),
@@ -198,6 +199,7 @@ def training_fields(
         **({"resumed_after_epochs": [done]} if resumed is not None else {}),
         "replay_of": cfg.replay,
     }
+    return _typed(StartRecord, fields)
 
 
 def training_summary(

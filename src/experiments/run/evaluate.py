@@ -49,9 +49,9 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         Results(run_dir, fields) as results,
         memory.out_of_memory_said("batch_size", cfg.batch_size),
     ):
-        path = _checkpoint_named(cfg)
-        results.add(EvaluationRecord, checkpoint=str(path.resolve()))
         validate(cfg)
+        path = checkpoints.find(cfg.ckpt)  # a run folder's, or a file
+        results.add(EvaluationRecord, checkpoint=str(path.resolve()))
         runtime = setup.prepare_runtime(cfg.device, cfg.placement, ONE_PROCESS, free_gpus)
         results.add(EvaluationRecord, device=device_record(cfg.device, runtime.plan))
         # On the host: the model is built there, takes the weights, and then goes to the device
@@ -90,13 +90,6 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         )
     _log_outcome(outcome, runtime.plan, run_dir, task.metrics, data.unit)
     return outcome[task.metrics.headline.key(TEST)]
-
-
-def _checkpoint_named(cfg: DictConfig) -> Path:
-    """The checkpoint `ckpt=` names: a run folder's, or a file."""
-    if OmegaConf.is_missing(cfg, "ckpt"):
-        raise ExperimentError("ckpt is required: python eval.py ckpt=<run folder or checkpoint>")
-    return checkpoints.find(cfg.ckpt)
 
 
 def _data_to_evaluate(asked: DictConfig | None, trained: DictConfig, runtime: Runtime) -> ImageData:
