@@ -22,11 +22,7 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.config.build import plain, recorded
 from experiments.config.choices import Interval
-from experiments.config.metric_names import (
-    TEST,
-    TRAIN_IMAGES_PER_SECOND,
-    VAL,
-)
+from experiments.config.metric_names import TEST, TRAIN_IMAGES_PER_SECOND, VAL, Metric
 from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
@@ -75,6 +71,7 @@ from experiments.training import (
 )
 from experiments.training.history import History
 from experiments.training.selection import Monitor
+from experiments.training.tasks import Task
 from experiments.training.time_to_accuracy import TimeToAccuracy
 from experiments.training.weights import load_weights
 
@@ -144,7 +141,7 @@ class TrainingRun:
         # Set up by `setup`, in its order: the device, the data, the model, the optimization.
         self.runtime: Runtime
         self.data: ImageData
-        self.data_fingerprint: dict[str, Any]  # what a resume must find again
+        self.task: Task  # what the model learns: its loss and metrics
         self.monitor: Monitor | None  # what selects epochs, with a validation split
         self.model_size: model_size.ModelSize
         self.train_batches: Batches
@@ -154,6 +151,7 @@ class TrainingRun:
         self.scheduler: LRScheduler
         self.learner: loop.Learner
         self.state: TrainingState  # what its checkpoints save
+        self.target: tuple[Metric, float] | None  # what time to accuracy is measured to
         # What training has done.
         self.history: History = []  # a row per epoch trained
         self.selected_confusion: list[list[int]] = []  # the test split's, at the selected epoch
@@ -233,7 +231,6 @@ class TrainingRun:
         self.cfg = setup.with_data_facts(self.cfg, data)
         job.refuse_targets_not_typed(self.cfg)  # (an interpolation may read the data's fields)
         self.results.add(SetupRecord, data=data.recorded())
-        self.data_fingerprint = fingerprint.of(data, self.cfg.dataset)
         # What the model learns: the task, for data of its kind (built once the data has told
         # its statistics: a regression's target's).
         self.task = setup.build_task(self.cfg.task, data)
@@ -318,7 +315,7 @@ class TrainingRun:
             shuffle=shuffle,
             gpus=runtime.plan.gpus,
             config=plain(recorded(cfg)),
-            data=self.data_fingerprint,
+            data=fingerprint.of(self.data, cfg.dataset),  # what a resume must find again
             steps_per_epoch=self.steps_per_epoch,
         )
 
