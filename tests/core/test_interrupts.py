@@ -97,6 +97,7 @@ def test_torchruns_sigterm_inside_a_held_block_waits_for_its_end() -> None:
 LOST = """
 import signal, weakref
 from experiments.core.interrupts import raise_if_lost, take_interrupts
+signal.signal(signal.SIGHUP, signal.SIG_DFL)  # (a terminal's, even where the tests run under nohup)
 take_interrupts()
 class Thing: ...
 thing = Thing()
