@@ -51,3 +51,32 @@ def test_a_shipped_tasks_metrics_are_its_schemas() -> None:
     assert str(refused.value) == (
         "task.metrics={accuracy: min} is not what task=classification measures: accuracy: max"
     )
+
+
+@pytest.mark.parametrize(
+    ("metrics", "line"),
+    [
+        (
+            [],
+            "task=custom declares no metrics: give each one's better way, the first leading, "
+            "task.metrics='{mae: min, r2: max}', and its class a method of each name "
+            "(docs/tasks.md)",
+        ),
+        (
+            ["task.metrics=mae"],
+            "task.metrics=mae must give each metric's better way: "
+            "task.metrics='{mae: min, r2: max}'",
+        ),
+        (["task.metrics={mae: lowest}"], "task.metrics.mae=lowest: a metric's way is max or min"),
+    ],
+)
+def test_a_task_of_ones_own_declares_its_metrics_each_max_or_min(
+    metrics: list[str], line: str
+) -> None:
+    cfg = compose_config("task=custom", "task._target_=my_tasks.Task", *metrics)
+    with pytest.raises(ExperimentError) as refused:
+        validate(cfg)
+    assert str(refused.value) == line
+    validate(
+        compose_config("task=custom", "task._target_=my_tasks.Task", "task.metrics={mae: min}")
+    )

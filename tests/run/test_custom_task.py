@@ -37,11 +37,6 @@ class BatchMean(Huber):
         return (outputs * 77 + 152 - targets).abs().mean()
 
 
-class NoMetrics:
-    def loss(self, outputs, targets):
-        return outputs.mean()
-
-
 class Unfinished:
     targets = "pixels"
 
@@ -103,16 +98,6 @@ def test_a_task_of_ones_own_trains_selects_and_times_on_its_metrics(folder: Path
             (),
             "task=custom needs task._target_=<module>.<name>, the class of your task, e.g. "
             "task._target_=my_tasks.Task (docs/tasks.md)",
-        ),
-        (
-            ("task._target_=my_tasks.NoMetrics",),
-            "task=custom declares no metrics: give each one's better way, the first leading, "
-            "task.metrics='{mae: min, r2: max}', and its class a method of each name "
-            "(docs/tasks.md)",
-        ),
-        (
-            ("task._target_=my_tasks.Huber", "task.metrics={mae:lowest}"),
-            "task.metrics.mae=lowest: a metric's way is max or min",
         ),
         (
             ("task._target_=my_tasks.Unfinished", "task.metrics={mae:min}"),

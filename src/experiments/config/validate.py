@@ -303,30 +303,31 @@ def _task_metrics_not_declared(cfg: DictConfig) -> str | None:
     """A task measures what its config declares: a task of one's own declares its metrics, each
     max or min; a shipped task's are its schema's."""
     task = cfg.task
-    given = {str(name): str(way) for name, way in (task.get("metrics") or {}).items()}
+    declared = task.get("metrics")
+    example = "task.metrics='{mae: min, r2: max}'"
+    if declared is not None and not isinstance(declared, DictConfig):
+        return f"task.metrics={declared} must give each metric's better way: {example}"
+    given = {str(name): str(way) for name, way in (declared or {}).items()}
     given.pop(LOSS.name, None)  # (measured last, whether named or not)
     shipped = TASK_METRICS.get(task.name)
-    if shipped is None:
-        if not given:
-            return (
-                f"task={task.name} declares no metrics: give each one's better way, the first "
-                "leading, task.metrics='{mae: min, r2: max}', and its class a method of each name "
-                "(docs/tasks.md)"
-            )
-        wrong = [(name, way) for name, way in given.items() if way not in WAYS]
+    if shipped is None and not given:
         return (
-            f"task.metrics.{wrong[0][0]}={wrong[0][1]}: a metric's way is max or min"
-            if wrong
-            else None
+            f"task={task.name} declares no metrics: give each one's better way, the first "
+            f"leading, {example}, and its class a method of each name (docs/tasks.md)"
         )
+    if shipped is None:
+        wrong = [f"task.metrics.{name}={way}" for name, way in given.items() if way not in WAYS]
+        return f"{wrong[0]}: a metric's way is max or min" if wrong else None
     measured = {metric.name: str(metric.better) for metric in shipped.evaluated if metric != LOSS}
     if given == measured:
         return None
-    said = ", ".join(f"{name}: {way}" for name, way in given.items())
     return (
-        f"task.metrics={{{said}}} is not what task={task.name} measures: "
-        f"{', '.join(f'{name}: {way}' for name, way in measured.items())}"
+        f"task.metrics={{{_ways(given)}}} is not what task={task.name} measures: {_ways(measured)}"
     )
+
+
+def _ways(metrics: dict[str, str]) -> str:
+    return ", ".join(f"{name}: {way}" for name, way in metrics.items())
 
 
 WAYS = (str(Mode.max), str(Mode.min))

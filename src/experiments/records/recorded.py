@@ -7,6 +7,7 @@ command reads them.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal, TypedDict, get_type_hints
 
 from experiments.config.metric_names import TEST, VAL, TaskMetrics
@@ -135,6 +136,7 @@ class FinishRecord(SpeedSummary, HostRecord, total=False):
     total_seconds: float
 
 
+@functools.cache  # one type per task: its checks are made once (`core.typed`)
 def task_numbers(measures: TaskMetrics) -> Any:
     """The TypedDict of a task's numbers in a finished run's results.json, keyed by its metrics
     (`measures`): each on the validation split (None without one) and the test split at the
@@ -148,6 +150,7 @@ def task_numbers(measures: TaskMetrics) -> Any:
     return TypedDict(f"{name}Numbers", fields)  # type: ignore[operator]
 
 
+@functools.cache
 def finish_record(measures: TaskMetrics) -> Any:
     """The TypedDict of a finished training run's numbers: `FinishRecord`'s and its task's."""
     fields = get_type_hints(FinishRecord) | get_type_hints(task_numbers(measures))
@@ -172,6 +175,7 @@ class EvaluationRecord(TypedDict, total=False):
     seconds: float
 
 
+@functools.cache
 def evaluation_record(measures: TaskMetrics) -> Any:
     """The TypedDict of an evaluation's numbers: `EvaluationRecord`'s and its task's metrics on
     the test split."""
