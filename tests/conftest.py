@@ -4,8 +4,11 @@ is no CUDA GPU, and `old_run`, a run folder an earlier version left."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tarfile
+import tempfile
 from pathlib import Path
 
 # The suite runs a worker per core (pytest -n 2 on 2 cores), and every run in it, in process or
@@ -24,6 +27,12 @@ os.environ.update(
     WANDB_ERROR_REPORTING="false",
     WANDB_MODE="offline",
 )
+
+# The devices' measured peaks (`devices.peak_cache`) are kept for the suite, not in the user's
+# cache: the suite measures this machine's once per worker, in the threads it computes on.
+if "EXPERIMENTS_CACHE_DIR" not in os.environ:
+    os.environ["EXPERIMENTS_CACHE_DIR"] = tempfile.mkdtemp(prefix="experiments-cache-")
+    atexit.register(shutil.rmtree, os.environ["EXPERIMENTS_CACHE_DIR"], ignore_errors=True)
 
 import pytest
 import torch

@@ -275,6 +275,7 @@ TIMING = {
     "compute_seconds",
     "eval_seconds",
     "epoch_seconds",
+    "mfu",  # the speed's share of the device's peak
     # Which process trained the epoch (its first warms up), and what else the host ran meanwhile.
     "warm_up",
     "host_other_cpu_share",

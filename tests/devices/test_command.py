@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 from experiments.devices.command import main as devices_main
+from experiments.devices.peak_cache import CACHE_DIR_VARIABLE
 
 
 @pytest.mark.slow
 def test_devices_lists_the_machine_and_resolves_requests(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, str(tmp_path))  # no peak measured yet
+
     def devices(*overrides: str) -> tuple[int, list[str], str]:
         code = devices_main(list(overrides))
         printed = capsys.readouterr()
@@ -30,7 +34,18 @@ def test_devices_lists_the_machine_and_resolves_requests(
     if torch.cuda.is_available():
         return
     assert lines[2].startswith("cuda: none (")
-    assert lines[3].startswith("device=auto picks cpu: this machine has no CUDA GPU")
+    assert lines[3] == (
+        f"peaks measured here ({tmp_path / 'peaks.json'}; a run measures the one it needs once):"
+    )
+    assert lines[4] == "  cpu: none yet (--measure-peaks measures them)"
+    assert lines[5].startswith("device=auto picks cpu: this machine has no CUDA GPU")
+    # Each precision a run may compute in, for a model of products and one of convolutions.
+    code, lines, _ = devices("--measure-peaks")
+    peaks = [line for line in lines if line.startswith("  cpu: ")]
+    assert code == 0 and len(peaks) == 4
+    threads = torch.get_num_threads()
+    said = f"{threads} thread{'s' * (threads > 1)}"
+    assert f" FLOP/s in fp32 (products; torch {torch.__version__}, {said}, 20" in peaks[0]
     code, _, error = devices("device=cuda:1")
     assert code == 1 and error.startswith("Error: device=cuda:1 needs a CUDA GPU")
     assert devices("device=ddp")[1][-2:] == [
@@ -52,5 +67,7 @@ def test_devices_runs_as_a_module() -> None:
 def test_devices_help_says_how_to_use_it(capsys: pytest.CaptureFixture[str]) -> None:
     assert devices_main(["--help"]) == 0
     printed = capsys.readouterr()
-    assert printed.out.splitlines()[0] == "usage: python -m experiments.devices [device overrides]"
+    assert printed.out.splitlines()[0] == (
+        "usage: python -m experiments.devices [--measure-peaks] [device overrides]"
+    )
     assert "Error" not in printed.out + printed.err

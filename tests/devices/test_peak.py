@@ -11,28 +11,33 @@ from experiments.devices.peak import measurement_for
 
 
 @pytest.mark.parametrize(
-    ("device_type", "autocast_dtype", "tf32", "dtype", "size", "precision"),
+    ("device_type", "autocast_dtype", "tf32", "lead", "dtype", "size", "precision", "also"),
     [
         # A GPU's fp32 runs convolutions in TF32 by default (Ampere and later): so is the peak.
-        ("cuda", None, True, torch.float32, 8192, "tf32"),
-        ("cuda", None, False, torch.float32, 4096, "fp32"),
-        ("cuda", torch.bfloat16, True, torch.bfloat16, 8192, "bf16"),
-        ("cuda", torch.float16, False, torch.float16, 8192, "fp16"),
-        ("cpu", None, True, torch.float32, 1024, "fp32"),  # no TF32 on a CPU
-        ("cpu", torch.bfloat16, False, torch.bfloat16, 256, "bf16"),  # emulated on most CPUs
+        ("cuda", None, True, "conv", torch.float32, 8192, "tf32", False),
+        ("cuda", None, False, "mm", torch.float32, 4096, "fp32", False),
+        ("cuda", torch.bfloat16, True, "conv", torch.bfloat16, 8192, "bf16", False),
+        ("cuda", torch.float16, False, "mm", torch.float16, 8192, "fp16", False),
+        ("cpu", None, True, "mm", torch.float32, 1024, "fp32", False),  # no TF32 on a CPU
+        # Emulated on most CPUs, where oneDNN's convolutions run far faster than products.
+        ("cpu", torch.bfloat16, False, "conv", torch.bfloat16, 256, "bf16", True),
+        ("cpu", torch.bfloat16, False, "mm", torch.bfloat16, 256, "bf16", False),
     ],
 )
 def test_the_peak_is_measured_in_the_runs_precision(
     device_type: str,
     autocast_dtype: torch.dtype | None,
     tf32: bool,
+    lead: str,
     dtype: torch.dtype,
     size: int,
     precision: str,
+    also: bool,
 ) -> None:
-    how = measurement_for(device_type, autocast_dtype, tf32)
+    how = measurement_for(device_type, autocast_dtype, tf32, convolutions_lead=lead == "conv")
     assert (how.dtype, how.size, how.precision) == (dtype, size, precision)
     assert how.tf32 == (precision == "tf32")
+    assert how.convolutions is also
     if device_type == "cuda":  # back to back, so that no launch's overhead is in the time
         assert how.products >= 4 and how.warm_up >= 1
 
@@ -80,8 +85,8 @@ def test_the_cpu_peak_is_plausible_and_in_the_runs_dtype() -> None:
 def test_a_gpus_peak_is_timed_on_the_gpu_in_each_precision() -> None:
     cuda = torch.device("cuda", 0)
     settings = torch.get_float32_matmul_precision()
-    fp32 = peak.matmul_flops_per_second(cuda, measurement_for("cuda", None, tf32=False))
-    tf32 = peak.matmul_flops_per_second(cuda, measurement_for("cuda", None, tf32=True))
+    fp32 = peak.matmul_flops_per_second(cuda, measurement_for("cuda", None, False, False))
+    tf32 = peak.matmul_flops_per_second(cuda, measurement_for("cuda", None, True, False))
     bf16 = peak.measure(cuda, torch.bfloat16, convolutions_lead=False)
     assert torch.get_float32_matmul_precision() == settings  # the run's own, put back
     assert bf16.precision == "bf16"

@@ -191,10 +191,11 @@ def test_the_report_command_has_a_row_per_configuration(
         assert {run["trainer.seed"] for run in mine} == {"0", "1"}
         busy = sum(run.get("host_busy") == "True" for run in mine)
         assert int(configuration["busy_runs"]) == busy
-        # The accuracy on its own scale, the speed on the log scale (a geometric mean).
+        # The accuracy on its own scale, the speed and MFU on the log scale (geometric means).
         for key, scale, back, mean_name, sd_name in (
             ("test_accuracy", float, float, "mean", "sd"),
             ("train_images_per_second", math.log, math.exp, "geomean", "gsd"),
+            ("mfu", math.log, math.exp, "geomean", "gsd"),
         ):
             values = [scale(float(run[key])) for run in mine]
             mean, sd = statistics.fmean(values), statistics.stdev(values)
@@ -214,8 +215,8 @@ def test_the_report_command_has_a_row_per_configuration(
     assert markdown[1] == repeats.HEADING + ":"
     header, rule, *body = markdown[2].splitlines()
     # No validation split: the selected epoch is the final one, its test accuracy the final one.
-    assert header == "| placement | n | test acc | train img/s |"
-    assert rule == "|---|---|---|---|"
+    assert header == "| placement | n | test acc | train img/s | MFU |"
+    assert rule == "|---|---|---|---|---|"
     first = configurations[0]
     mean, low = float(first["test_accuracy_mean"]), float(first["test_accuracy_ci_low"])
     assert re.match(rf"\| to_device \| 2(, \d busy)? \| {100 * mean:.1f}% ± ", body[0])

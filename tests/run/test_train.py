@@ -109,9 +109,11 @@ def test_every_model_and_placement_leaves_complete_records(
         "test/loss",
         "test/accuracy",
         "perf/images_per_second",
+        "perf/mfu",
         "whole_run/test_accuracy",
         "whole_run/final_test_accuracy",
         "whole_run/train_images_per_second",
+        "whole_run/mfu",
     }
     assert events.Tags()["images"] == ["test/confusion_matrix"]
     assert [e.value for e in events.Scalars("lr")] == pytest.approx([0.01] * 4)  # no schedule
@@ -124,6 +126,9 @@ def test_every_model_and_placement_leaves_complete_records(
     )
     assert [e.value for e in events.Scalars("perf/images_per_second")] == pytest.approx(
         [row["images_per_second"] for row in epochs]
+    )
+    assert [e.value for e in events.Scalars("perf/mfu")] == pytest.approx(
+        [row["mfu"] for row in epochs]
     )
 
     # The checkpoint: plain state_dicts and data, loadable with weights_only=True.
@@ -171,9 +176,25 @@ def test_every_model_and_placement_leaves_complete_records(
     assert (result["test_images"], result["test_split_images"]) == (128, 1000)
     assert len(result["epoch_seconds"]) == 2 and result["total_seconds"] > 0
     assert result["train_images_per_second"] > 0
+    # Its MFU: the training FLOP/s it achieved over its CPU's peak in fp32, a share of 1.
+    achieved = result["model_training_flops_per_image"] * result["train_images_per_second"]
+    assert result["mfu"] == pytest.approx(achieved / result["device_peak_flops"])
+    assert 0 < result["mfu"] <= 1 and "mfu_note" not in result
+    assert (result["device_peak_precision"], result["peak_devices"]) == ("fp32", 1)
     environment = result["environment"]
     assert environment["torch"] == torch.__version__
     assert {"python", "torchvision", "hydra-core", "omegaconf", "git"} <= set(environment)
+
+
+@pytest.mark.slow
+def test_a_sweeps_runs_share_a_peak_measured_once(sweep: dict[tuple[str, str], Path]) -> None:
+    # The MLP's peak is of matrix products alone; the others' of convolutions too (one CPU).
+    by_lead: dict[bool, list[dict]] = {}
+    for (model, _), run_dir in sweep.items():
+        by_lead.setdefault(model == "mlp", []).append(results(run_dir))
+    for ran in by_lead.values():
+        assert len({result["device_peak_flops"] for result in ran}) == 1  # the cache's
+        assert sum(result["device_peak_measured"] for result in ran) <= 1
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -227,7 +248,7 @@ def test_the_default_run_learns_and_names_its_folder(tmp_path: Path) -> None:
     assert result["test_images"] == result["test_split_images"] == 1000  # the whole split
     assert re.search(
         rf"completed: test accuracy \d+\.\d% at the final epoch \(no validation split to select "
-        rf"one\), [\d,]+ img/s on cpu, "
+        rf"one\), [\d,]+ img/s on cpu \(MFU \d+\.\d% of its fp32 peak\), "
         rf"4 epoch\(s\) in [\d.]+ s -> {re.escape(str(relative))}$",
         done.last_line,
     )

@@ -420,9 +420,10 @@ class TrainerConfig:
     target_metric: str | None = None
     target_value: float | None = None
     target_accuracy: float | None = None
-    # Measure the device's matrix-product FLOP/s in the run's precision at the start (a fraction
-    # of a second) and record it in results.json (device_peak_flops, device_peak_precision): the
-    # compute bound drawn in scaling.png.
+    # Every run divides its training FLOP/s by its devices' matrix-product peak in the precision
+    # its model computes in (its MFU), measured once per machine and kept in the user's cache
+    # (devices.peak_cache; python -m experiments.devices lists them). true: measure it afresh (a
+    # fraction of a second), and keep that.
     measure_peak_flops: bool = False
     # Profile optimizer steps 3 to 5 of the first epoch with torch.profiler: the trace in
     # profile/ of the run folder (TensorBoard, chrome://tracing), the top operators in the log.

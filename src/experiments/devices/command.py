@@ -18,16 +18,21 @@ from experiments.config.overrides import refuse_numbers_for_groups
 from experiments.config.schemas import DeviceConfig
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
 from experiments.core.errors import one_line
-from experiments.core.text import gpu_name
+from experiments.core.text import display_path, gpu_name, short_count
 from experiments.devices.description import cpu_name, torch_build
+from experiments.devices.peak_cache import DeviceIdentity, PeakCache, peak_kinds
 from experiments.devices.plan import Machine, request_text, resolve
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.process_settings import number_gpus_by_bus
 
-USAGE = """usage: python -m experiments.devices [device overrides]
-Lists this machine's CPU and GPUs and what device=auto picks; with device overrides (those of
-python train.py, e.g. device=cuda:1 or device=dp 'device.ids=[0,1]'), how that request resolves
-here, or why it cannot (exit code 1)."""
+USAGE = """usage: python -m experiments.devices [--measure-peaks] [device overrides]
+Lists this machine's CPU and GPUs, the peaks measured on them (kept per user: every run divides
+its training FLOP/s by its device's, its MFU) and what device=auto picks; --measure-peaks measures
+every device's peaks afresh in each precision first. With device overrides (those of python
+train.py, e.g. device=cuda:1 or device=dp 'device.ids=[0,1]'), how that request resolves here, or
+why it cannot (exit code 1)."""
+
+MEASURE_PEAKS = "--measure-peaks"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -38,6 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if {"-h", "--help"} & set(overrides):
         print(USAGE)
         return 0
+    measure_peaks = MEASURE_PEAKS in overrides
+    overrides = [argument for argument in overrides if argument != MEASURE_PEAKS]
     machine = Machine.detect()
     print(f"torch {torch.__version__} ({torch_build()})")
     cores, threads = os.cpu_count(), torch.get_num_threads()
@@ -50,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{gpu_name(index)}: {properties.name}, {properties.total_memory / 2**30:.1f} GiB, "
             f"compute capability {properties.major}.{properties.minor}"
         )
+    _say_peaks(machine.cuda_count, measure_peaks)
     auto = resolve(DeviceConfig(DeviceName.auto), machine)
     print(f"device=auto picks {auto}: {auto.reason}")
     if not overrides:
@@ -70,6 +78,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Error: {one_line(error)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _say_peaks(cuda_count: int, measure: bool) -> None:
+    """The peaks the cache keeps for this machine's devices, each measured afresh first in every
+    precision a run may compute in if `measure`."""
+    cache = PeakCache()
+    devices = [torch.device("cpu"), *(torch.device("cuda", index) for index in range(cuda_count))]
+    if measure:
+        for device in devices:
+            for autocast_dtype, convolutions_lead in peak_kinds(device.type):
+                cache.peak(device, autocast_dtype, convolutions_lead, fresh=True)
+    names = {str(device): DeviceIdentity.of(device) for device in devices}
+    kept = cache.entries()
+    where = display_path(cache.path)
+    print(f"peaks measured here ({where}; a run measures the one it needs once):")
+    for name, identity in names.items():
+        mine = [
+            entry
+            for entry in kept.values()
+            if (entry.device, entry.uuid) == (identity.name, identity.uuid)
+        ]
+        for entry in mine:
+            count = entry.threads
+            threads = f", {count} thread{'s' * (count > 1)}" if count is not None else ""
+            print(
+                f"  {name}: {short_count(entry.flops_per_second)} FLOP/s in {entry.precision} "
+                f"({entry.operations}; torch {entry.torch}{threads}, {entry.measured_at[:10]})"
+            )
+        if not mine:
+            print(f"  {name}: none yet ({MEASURE_PEAKS} measures them)")
 
 
 def _composed_device(overrides: list[str]) -> DictConfig:

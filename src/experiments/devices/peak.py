@@ -9,7 +9,10 @@ measured in the precision the model's leading operations compute in: TF32 for a 
 convolutions where cuDNN may use it (its default on Ampere and later), and for one of matrix
 products (an MLP) only where cuBLAS may (torch's default is full fp32: its peak is several times
 lower). bf16 and fp16 are measured on the tensor cores their autocast uses. On the CPU a quick,
-smaller measurement is timed with the host's clock.
+smaller measurement is timed with the host's clock; for a model led by convolutions, channels-last
+convolutions are timed too and the faster taken: oneDNN's bf16 convolutions run about ten times as
+fast as bf16 matrix products on a CPU without bf16 units (a 2-core AMD EPYC: 14-18 against 1.3
+GFLOP/s), so a peak of products alone is one that such a model beats.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
+from experiments.core.text import short_count
+
 # What the report and results.json call each precision a peak was measured in.
 PRECISION_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
 
@@ -28,7 +33,8 @@ PRECISION_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16:
 @dataclass(frozen=True)
 class Measurement:
     """How a peak is measured: `timings` timings of `products` back-to-back `size` x `size`
-    products in `dtype` (with TF32 where `tf32`), the best taken, after `warm_up` products."""
+    products in `dtype` (with TF32 where `tf32`), the best taken, after `warm_up` products; with
+    `convolutions`, channels-last convolutions timed alike, the faster taken."""
 
     dtype: torch.dtype
     tf32: bool
@@ -36,11 +42,17 @@ class Measurement:
     products: int
     timings: int
     warm_up: int
+    convolutions: bool = False
 
     @property
     def precision(self) -> str:
         """fp32, tf32, bf16 or fp16: what results.json records as `device_peak_precision`."""
         return "tf32" if self.tf32 else PRECISION_NAMES[self.dtype]
+
+    @property
+    def operations(self) -> str:
+        """What was timed: a peak's cache keeps peaks of different operations apart."""
+        return "products and convolutions" if self.convolutions else "products"
 
 
 @dataclass(frozen=True)
@@ -52,10 +64,11 @@ class Peak:
 
 
 def measurement_for(
-    device_type: str, autocast_dtype: torch.dtype | None, tf32: bool
+    device_type: str, autocast_dtype: torch.dtype | None, tf32: bool, convolutions_lead: bool
 ) -> Measurement:
     """How to measure the peak a run on `device_type` can reach: in its autocast dtype (None:
-    fp32, with TF32 where `tf32`, that is where the run's fp32 may use it on this GPU)."""
+    fp32, with TF32 where `tf32`, that is where the run's fp32 may use it on this GPU); on the
+    CPU, its convolutions too where they lead the model's FLOPs."""
     dtype = autocast_dtype or torch.float32
     uses_tf32 = tf32 and device_type == "cuda" and dtype == torch.float32
     if device_type == "cuda":
@@ -64,7 +77,8 @@ def measurement_for(
         tensor_cores = uses_tf32 or dtype != torch.float32
         return Measurement(dtype, uses_tf32, 8192 if tensor_cores else 4096, 4, 5, 4)
     # Well under a second: most CPUs emulate bfloat16, at a hundredth of fp32's speed.
-    return Measurement(dtype, False, 1024 if dtype == torch.float32 else 256, 1, 3, 1)
+    size = 1024 if dtype == torch.float32 else 256
+    return Measurement(dtype, False, size, 1, 3, 1, convolutions=convolutions_lead)
 
 
 def tf32_in_use(device: torch.device, convolutions_lead: bool) -> bool:
@@ -108,8 +122,26 @@ def measure(
     """The peak FLOP/s of `device` in the precision of a run that autocasts to `autocast_dtype`
     (None: fp32) a model whose FLOPs are mostly convolutions (`convolutions_lead`) or matrix
     products, and that precision's name."""
-    how = measurement_for(device.type, autocast_dtype, tf32_in_use(device, convolutions_lead))
-    return Peak(matmul_flops_per_second(device, how), how.precision)
+    how = measurement(device, autocast_dtype, convolutions_lead)
+    return Peak(flops_per_second(device, how), how.precision)
+
+
+def measurement(
+    device: torch.device, autocast_dtype: torch.dtype | None, convolutions_lead: bool
+) -> Measurement:
+    """How the peak of `device` is measured for a run that autocasts to `autocast_dtype` a model
+    led by convolutions (`convolutions_lead`) or by matrix products: its precision is known
+    before anything is measured (what a cached peak is looked up by)."""
+    tf32 = tf32_in_use(device, convolutions_lead)
+    return measurement_for(device.type, autocast_dtype, tf32, convolutions_lead)
+
+
+def flops_per_second(device: torch.device, how: Measurement) -> float:
+    """The peak `how` measures on `device`: its products', or its convolutions' where faster."""
+    products = matmul_flops_per_second(device, how)
+    return (
+        max(products, convolution_flops_per_second(device, how)) if how.convolutions else products
+    )
 
 
 def matmul_flops_per_second(device: torch.device, how: Measurement) -> float:
@@ -126,6 +158,24 @@ def matmul_flops_per_second(device: torch.device, how: Measurement) -> float:
         products(how.warm_up)  # cuBLAS chooses its kernel, the clocks rise
         best = min(_seconds(lambda: products(how.products), device) for _ in range(how.timings))
     return 2 * how.size**3 * how.products / best
+
+
+def convolution_flops_per_second(device: torch.device, how: Measurement) -> float:
+    """The best of `how.timings` timings of a 5 x 5 convolution of 64 channels over 32 x 32
+    images in channels-last memory (as a model of convolutions runs on the CPU by default), in
+    `how.dtype`: a batch of 32 in fp32 (some 7 GFLOPs), 8 in the precisions a CPU emulates."""
+    batch, channels, side, kernel = (32 if how.dtype == torch.float32 else 8), 64, 32, 5
+    images = torch.randn(batch, channels, side, side, device=device, dtype=how.dtype)
+    weight = torch.randn(channels, channels, kernel, kernel, device=device, dtype=how.dtype)
+    images, weight = (x.contiguous(memory_format=torch.channels_last) for x in (images, weight))
+
+    def convolutions(count: int) -> None:
+        for _ in range(count):
+            torch.nn.functional.conv2d(images, weight, padding=kernel // 2)
+
+    convolutions(how.warm_up)
+    best = min(_seconds(lambda: convolutions(how.products), device) for _ in range(how.timings))
+    return 2 * batch * channels * channels * kernel**2 * side**2 * how.products / best
 
 
 def _seconds(work: Callable[[], None], device: torch.device) -> float:
@@ -157,3 +207,29 @@ def _matmul_tf32(enabled: bool) -> Iterator[None]:
         yield
     finally:
         torch.set_float32_matmul_precision(was)
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """What a run's training made of its devices' peak: its model FLOPs utilization (`mfu`, a
+    share of 1), or None, with `note` saying why, where the run beat the peak: a peak that is
+    wrong (measured while the device was busy) gives no MFU."""
+
+    mfu: float | None
+    note: str | None = None
+
+
+def utilization(
+    training_flops_per_image: int, images_per_second: float, peak: Peak, devices: int, on: str
+) -> Utilization:
+    """The training FLOP/s a run achieved (FLOPs per training image, forward and backward, times
+    its images/s) over the peak of its `devices` (each `peak`), `on` naming them."""
+    share = training_flops_per_image * images_per_second / (peak.flops_per_second * devices)
+    if share <= 1:
+        return Utilization(share)
+    return Utilization(
+        None,
+        f"no MFU: training ran at {share:.2f}x the {peak.precision} peak measured on {on} "
+        f"({short_count(peak.flops_per_second)} FLOP/s{' each' if devices > 1 else ''}), so that "
+        "peak is wrong (measured while the device was busy?); the next run measures it again",
+    )

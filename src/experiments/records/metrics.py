@@ -138,9 +138,10 @@ class RunRecorder:
         val: EvaluationResult | None,
         classes: list[str],
         host: HostLoad | None = None,
+        mfu: float | None = None,
     ) -> EpochRow:
         """Log an epoch's numbers, with the other work on the host while it trained (`host`;
-        None: not known); returns them as its row of the run's history."""
+        None: not known) and its training's MFU; returns them as its row of the run's history."""
         row: EpochRow = {
             "epoch": epoch,
             "global_step": global_step,
@@ -164,6 +165,7 @@ class RunRecorder:
             # Its first steps, timed apart when they warmed up (`records.speed`).
             "warm_up": warm_up_record(training.warm_up),
             **host_record(host),
+            "mfu": mfu,
         }
         self._write(kind="epoch", **row)
         for tracker in self.trackers:

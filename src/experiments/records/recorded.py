@@ -93,8 +93,13 @@ class SetupRecord(TypedDict, total=False):
     model_parameters: int
     model_flops_per_image: int
     model_training_flops_per_image: int
-    device_peak_flops: float | None  # (with trainer.measure_peak_flops)
+    # The matrix-product peak of one device the run computed on, in the precision its model
+    # computes in (fp32 as tf32 where a GPU's convolutions use TF32), and how many devices the
+    # MFU divides by (every GPU used; the CPU is one); measured by this run, or cached.
+    device_peak_flops: float | None
     device_peak_precision: str | None
+    peak_devices: int
+    device_peak_measured: bool
     optimizer_fused: bool
     cudnn_benchmark: bool
     test_images: int
@@ -129,6 +134,10 @@ class FinishRecord(SpeedSummary, HostRecord, total=False):
     checkpoint: str
     best_checkpoint: str | None
     compile_seconds: float | None  # (None without trainer.compile)
+    # Model FLOPs utilization: train FLOPs per image x train images/s over the devices' peak (a
+    # share of 1); None, with mfu_note, where the run beat the peak (a wrong one).
+    mfu: float | None
+    mfu_note: str
     time_to_accuracy: TimeToAccuracy  # (with trainer.target_*)
     peak_host_memory_mb: float | None
     peak_cuda_memory_mb: float | None

@@ -7,8 +7,9 @@
     tracker=[tensorboard,csv]    several
 
 Each gets the same things, as `records.metrics.RunRecorder` hands them over: the scalars of every
-logged step and epoch (by TensorBoard's tags: train/loss, val/accuracy, perf/images_per_second),
-the run's hyperparameters and final numbers at its end, and pictures (the confusion matrix).
+logged step and epoch (by TensorBoard's tags: train/loss, val/accuracy, perf/images_per_second,
+perf/mfu), the run's hyperparameters and final numbers at its end, and pictures (the confusion
+matrix).
 Of several processes, only the main one builds them.
 """
 
@@ -35,6 +36,7 @@ log = logging.getLogger("experiments")
 # The tag an epoch's row is found by in a record: every task's rows have a test loss.
 EPOCH_ROW_TAG = LOSS.tag(TEST)
 SPEED_TAG = "perf/images_per_second"
+MFU_TAG = "perf/mfu"
 
 
 # A logged step's numbers, by their tags.
@@ -49,7 +51,7 @@ def step_scalars(loss: float, lr: float) -> dict[str, float]:
 def epoch_scalars(row: Mapping[str, Any]) -> dict[str, float]:
     """An epoch row's numbers by their tags: on each split (validation, then test) its task's
     metrics as the row holds them (`<split>_<name>`, the keys its declared metrics give: see
-    `metric_names.Metric.tag`), its loss last, then its speed."""
+    `metric_names.Metric.tag`), its loss last, then its speed and MFU."""
     tagged = {}
     for split in (VAL, TEST):
         on_split = [key for key in row if key.startswith(f"{split}_")]
@@ -57,6 +59,7 @@ def epoch_scalars(row: Mapping[str, Any]) -> dict[str, float]:
         for key in [key for key in on_split if key != loss] + [loss] * (loss in on_split):
             tagged[key] = f"{split}/{key.removeprefix(f'{split}_')}"
     tagged["images_per_second"] = SPEED_TAG
+    tagged["mfu"] = MFU_TAG
     return {tag: row[key] for key, tag in tagged.items() if isinstance(row.get(key), float)}
 
 

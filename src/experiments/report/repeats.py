@@ -42,6 +42,8 @@ class Measure:
     header: str  # "{rate}": the runs' unit (img/s, rows/s)
     show: Callable[[float], str]
     log_scale: bool = False
+    # A column of the configurations' table (else of configurations.csv and the device cards).
+    in_table: bool = True
 
     def heading(self, unit: Unit) -> str:
         return self.header.format_map(vars(unit))
@@ -57,12 +59,20 @@ class Measure:
 
 
 SPEED = Measure("train_images_per_second", "train {rate}", "{:,.0f}".format, log_scale=True)
+# A share of a peak, as the speed it is proportional to: its noise a factor.
+MFU = Measure("mfu", "MFU", "{:.1%}".format, log_scale=True)
+# The memory a run took at its peak, on the host and on its fullest GPU.
+HOST_MEMORY = Measure("peak_host_memory_mb", "host memory", "{:,.0f} MiB".format, in_table=False)
+CUDA_MEMORY = Measure("peak_cuda_memory_mb", "GPU memory", "{:,.0f} MiB".format, in_table=False)
 MEASURES = [
     # Each task's headline metric: on validation and test at the selected epoch, at the final.
     *(Measure(headline.key, headline.header, headline.text) for headline in HEADLINES),
     SPEED,
+    MFU,
     # A time, as a speed is: positive, its noise a factor.
     Measure("time_to_accuracy", "time to acc (s)", "{:.1f}".format, log_scale=True),
+    HOST_MEMORY,
+    CUDA_MEMORY,
 ]
 
 
@@ -174,7 +184,7 @@ def _measures(configurations: Sequence[Configuration]) -> list[Measure]:
     ]
     return [
         measure
-        for measure in [*MEASURES[:-2], *own, *MEASURES[-2:]]
+        for measure in [*MEASURES[: len(HEADLINES)], *own, *MEASURES[len(HEADLINES) :]]
         if any(configuration.measured(measure) for configuration in configurations)
     ]
 
@@ -199,7 +209,8 @@ def cells(configurations: Sequence[Configuration]) -> list[list[str]]:
     """The table of configurations, header first: the values they differ in (and their sweep, of
     several), n, each measure (but the final test accuracy where no run had a validation split:
     the selected epoch is then the final one, and the column would repeat the test accuracy's)."""
-    keys, measures = _keys(configurations), _measures(configurations)
+    keys = _keys(configurations)
+    measures = [measure for measure in _measures(configurations) if measure.in_table]
     if not any(measure.key.startswith(f"{VAL}_") for measure in measures):
         measures = [measure for measure in measures if not measure.key.startswith("final_")]
     unit = shared_unit(run.get("unit") for each in configurations for run in each.runs)

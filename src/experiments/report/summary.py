@@ -59,7 +59,7 @@ from experiments.core.files import write_atomically
 from experiments.core.text import Unit, part_of_split, printable, shared_unit, short_count
 from experiments.records.recorded import RecordedResults
 from experiments.records.running import alive_here
-from experiments.report import plots, repeats, verdicts
+from experiments.report import device_cards, plots, repeats, verdicts
 from experiments.report.headlines import HEADLINES, headlines, own_headlines
 from experiments.report.run_records import RunRecords, UnreadableRun, is_training_run, read_run
 from experiments.report.swept import swept_values
@@ -131,10 +131,13 @@ COLUMNS = [
     Column("speedup_vs_cpu", "vs cpu", "{:.1f}x".format),
     # "busy" where other work on the host competed with the run (`devices.host_load`).
     Column("host_busy", "host", lambda busy: "busy" if busy else ""),
-    # The device's measured matrix-product FLOP/s (trainer.measure_peak_flops), and the
-    # precision it was measured in: the run's (fp32 as tf32 where the GPU's convolutions use it).
+    # The device's measured matrix-product FLOP/s (cached per machine: devices.peak_cache), and
+    # the precision it was measured in: the run's (fp32 as tf32 where the GPU's convolutions use
+    # it).
     Column("device_peak_flops", "peak FLOP/s", short_count),
     Column("device_peak_precision", "peak in"),
+    # Model FLOPs utilization: the training FLOP/s achieved over that peak (times its devices).
+    Column("mfu", "MFU", _percent),
     # Training seconds until the target (trainer.target_value, target_accuracy) was reached, or
     # "not reached".
     Column("time_to_accuracy", "time to acc (s)", _seconds),
@@ -178,6 +181,7 @@ def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
     if "device" in results:
         device = results["device"]
         row["device"] = device.get("used", device.get("requested"))
+        row["device_name"] = device.get("name")  # (for the device cards: no column)
     row.update({key: results[key] for key in row.keys() & results.keys() & FROM_RESULTS})
     if reached := results.get("time_to_accuracy"):  # of trainer.target_accuracy
         row["time_to_accuracy"] = (
@@ -396,6 +400,9 @@ def markdown(rows: Sequence[Row]) -> str:
     if said.lines:
         listed = [f"{'  ' * depth}- {line}" for depth, line in said.lines]
         lines += ["", verdicts.HEADING + ":", "", *listed]
+    if carded := device_cards.cards(rows):
+        listed = [f"{'  ' * depth}- {line}" for depth, line in carded]
+        lines += ["", device_cards.HEADING + ":", "", *listed]
     if warning:
         lines += ["", warning]
     return _text(lines) + "\n"
@@ -444,6 +451,9 @@ def table(rows: Sequence[Row], folder: Path) -> str:
     if said.lines:
         listed = [f"{'  ' * (depth + 1)}{line}" for depth, line in said.lines]
         reasons += [verdicts.HEADING + ":", *listed]
+    if carded := device_cards.cards(rows):
+        listed = [f"{'  ' * (depth + 1)}{line}" for depth, line in carded]
+        reasons += [device_cards.HEADING + ":", *listed]
     if warning:
         reasons.append(warning)
     return _text([f"{len(rows)} run(s) in {folder}: {tally}", *lines, *reasons])

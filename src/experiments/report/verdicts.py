@@ -77,6 +77,8 @@ class Compared:
     verdict: str  # of {better}, {worse}, {value} and {interval}
     # A difference read the other way: an RMSE's better side has the lower one.
     lower_is_better: bool = False
+    # Measured by the clock, so read low where other work shared the host (its busy runs told).
+    timed: bool = False
 
     @property
     def no_change(self) -> float:
@@ -113,6 +115,7 @@ SPEED = Compared(
     lambda value: _times(value) + "x",
     _times,
     "{better} trains {value} {interval} as fast as {worse}",
+    timed=True,
 )
 
 
@@ -137,14 +140,40 @@ def _headline(measures: TaskMetrics) -> Compared:
     )
 
 
-COMPARED = (SPEED, *(_headline(measures) for measures in TASK_METRICS.values()))
+# The share of its devices' peak each side's training used: which makes the better use of its
+# hardware (on one device, the speed's verdict again; across devices, a verdict of its own).
+MFU = Compared(
+    "mfu",
+    "MFU",
+    math.log,
+    True,
+    lambda value: _times(value) + "x",
+    _times,
+    "{better} uses {value} {interval} the share of its peak that {worse} uses",
+    timed=True,
+)
+
+COMPARED = (SPEED, MFU, *(_headline(measures) for measures in TASK_METRICS.values()))
 
 
 def compared_on(pair: Pair) -> list[Compared]:
-    """Speed and the shipped tasks' headlines, and a task of one's own's that its runs ran."""
+    """Speed, MFU where the sides' models or peaks differ (else it is the speed's verdict again),
+    the shipped tasks' headlines, and a task of one's own's that its runs ran."""
     runs = [*pair.first.runs, *pair.second.runs]
     own = {headline.metric for headline in own_headlines(runs) if not headline.final}
-    return [*COMPARED, *(_headline(TaskMetrics((metric,))) for metric in own)]
+    compared = [*COMPARED, *(_headline(TaskMetrics((metric,))) for metric in own)]
+    return compared if _mfu_differs_from_speed(runs) else [c for c in compared if c is not MFU]
+
+
+def _mfu_differs_from_speed(runs: Sequence[Row]) -> bool:
+    """Whether the runs' MFU is not their speed times one factor: their models' FLOPs, or their
+    devices' peaks, differ."""
+    bounds = {
+        (run["model_training_flops_per_image"], run["device_peak_flops"], run.get("gpus"))
+        for run in runs
+        if run.get("mfu") is not None
+    }
+    return len(bounds) > 1
 
 
 @dataclass(frozen=True)
@@ -230,7 +259,7 @@ class Pair:
         name = measure.name.replace("{many}", unit.many)
         runs = [len(first)] * 2 if by_seed else [len(first), len(second)]
         how = f"{PAIRED}, {runs[0]} pairs" if by_seed else f"{UNPAIRED}, {_runs(runs)}"
-        if measure is SPEED:
+        if measure.timed:
             how += self._busy(better, worse)
         if differs:
             said = measure.verdict.format(
@@ -255,7 +284,7 @@ class Pair:
             low=estimate.low,
             high=estimate.high,
             differs=differs,
-            busy_runs=[better.busy(), worse.busy()] if measure is SPEED else None,
+            busy_runs=[better.busy(), worse.busy()] if measure.timed else None,
             text=said,
         )
 

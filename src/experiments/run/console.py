@@ -137,14 +137,23 @@ def log_summary(
             100 * summary["host_other_cpu_share"],
         )
     log.info(
-        "completed: %s, %s %s on %s, %s -> %s",
+        "completed: %s, %s %s on %s%s, %s -> %s",
         selected,
         f"{summary['train_images_per_second']:,.0f}",
         unit.rate,
         plan,
+        _utilization_text(summary),
         _epochs_text(summary),
         display_path(run_dir),
     )
+
+
+def _utilization_text(summary: dict[str, Any]) -> str:
+    """ " (MFU 3.1% of its fp32 peak)"; nothing where the run has no MFU (it beat a wrong peak:
+    its warning says so) or an earlier version ran it."""
+    if summary.get("mfu") is None:
+        return ""
+    return f" (MFU {summary['mfu']:.1%} of its {summary['device_peak_precision']} peak)"
 
 
 def _epochs_text(summary: dict[str, Any]) -> str:

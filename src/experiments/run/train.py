@@ -31,8 +31,9 @@ from experiments.data.batches import Augment, Batches
 from experiments.data.types import ImageData, Split, Streamed
 from experiments.devices import host_load, memory, peak, precision, process_settings, wrapping
 from experiments.devices.description import device_record
-from experiments.devices.distributed import teardown, wait_for_all
+from experiments.devices.distributed import summed, teardown, wait_for_all
 from experiments.devices.free_gpus import FreeGpus
+from experiments.devices.peak_cache import PeakCache
 from experiments.devices.placement import audit
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.runtime import Runtime
@@ -144,6 +145,10 @@ class TrainingRun:
         self.task: Task  # what the model learns: its loss and metrics
         self.monitor: Monitor | None  # what selects epochs, with a validation split
         self.model_size: model_size.ModelSize
+        self.peaks = PeakCache()  # this machine's measured peaks
+        self.peak: peak.Peak  # of each device computed on, on average, that its MFU divides by
+        self.peak_devices: int
+        self.peak_keys: list[str]  # what the cache keeps them by
         self.train_batches: Batches
         self.test_batches: Batches
         self.val_batches: Batches | None
@@ -258,22 +263,56 @@ class TrainingRun:
                     )
         self.model_size = model_size.measure(model, data.shape, models.HOST)
         self.results.add(SetupRecord, **self.model_size.record())
-        if trainer.measure_peak_flops:  # in the precision the model's operations compute in
-            runtime = self.runtime
-            measured = peak.measure(
-                runtime.device, runtime.autocast_dtype, self.model_size.convolutions_lead
-            )
-            self.results.add(
-                SetupRecord,
-                device_peak_flops=measured.flops_per_second,
-                device_peak_precision=measured.precision,
-            )
-            # Its matrices (up to 768 MiB on a GPU) are not the run's peak memory.
-            memory.reset_peak_memory(runtime.plan)
+        self._set_up_peak()
         placed = setup.place_model(model, self.runtime, trainer.compile, trainer.sync_batchnorm)
         if note := wrapping.sync_batchnorm_waits(placed):
             log.info(note)
         return placed
+
+    def _set_up_peak(self) -> None:
+        """The peak its MFU divides by: of each device the run computes on, in the precision its
+        model computes in, as this machine's cache keeps it (measured where it has none, or
+        afresh with trainer.measure_peak_flops); every GPU of every process, or the one CPU."""
+        runtime, trainer = self.runtime, self.cfg.trainer
+        plan, group = runtime.plan, runtime.group
+        devices = [torch.device("cuda", gpu) for gpu in plan.gpus] or [runtime.device]
+        found = [
+            self.peaks.peak(
+                device,
+                runtime.autocast_dtype,
+                self.model_size.convolutions_lead,
+                fresh=trainer.measure_peak_flops,
+            )
+            for device in devices
+        ]
+        total = sum(each.peak.flops_per_second for each in found)
+        count = len(devices)
+        if runtime.type == "cuda" and group.world_size > 1:
+            total = summed(torch.tensor([total], device=runtime.device), group).item()
+            count *= group.world_size
+        self.peak = peak.Peak(total / count, found[0].peak.precision)
+        self.peak_devices = count
+        self.peak_keys = [each.key for each in found]
+        self.results.add(
+            SetupRecord,
+            device_peak_flops=self.peak.flops_per_second,
+            device_peak_precision=self.peak.precision,
+            peak_devices=count,
+            device_peak_measured=any(each.measured for each in found),
+        )
+        if any(each.measured for each in found):
+            # Its matrices (up to 768 MiB on a GPU) are not the run's peak memory.
+            memory.reset_peak_memory(plan)
+
+    def _utilization(self, images_per_second: float) -> peak.Utilization:
+        """What training at `images_per_second` made of the devices' peak."""
+        return peak.utilization(
+            self.model_size.training_flops_per_image,
+            images_per_second,
+            self.peak,
+            self.peak_devices,
+            str(self.runtime.plan),
+        )
 
     def _set_up_optimization(self, model: nn.Module) -> None:
         """The task (its loss), optimizer and schedule over the splits' batches: the `learner`,
@@ -416,7 +455,8 @@ class TrainingRun:
         line said; whether training stops early here."""
         trainer = self.cfg.trainer
         steps = epoch * self.steps_per_epoch
-        row = self.recorder.epoch(epoch, steps, training, test, val, self.data.classes, host)
+        mfu = self._utilization(training.images_per_second).mfu
+        row = self.recorder.epoch(epoch, steps, training, test, val, self.data.classes, host, mfu)
         self.history.append(row)
         selected = self.monitor is None or self.monitor.selected(self.history) is row
         if selected and test.confusion is not None:
@@ -459,6 +499,13 @@ class TrainingRun:
             if cfg.trainer.compile and self.first_step is not None
             else None
         )
+        utilization = self._utilization(summary[TRAIN_IMAGES_PER_SECOND])
+        summary["mfu"] = utilization.mfu
+        if utilization.note:
+            log.warning(utilization.note)
+            summary["mfu_note"] = utilization.note
+            for key in self.peak_keys:
+                self.peaks.forget(key)
         if self.target is not None:
             summary["time_to_accuracy"] = self._time_to_accuracy()
         last_step = self.history[-1]["global_step"]
@@ -472,6 +519,8 @@ class TrainingRun:
         numbers = {key: summary[key] for key in hparams_metrics}
         if "time_to_accuracy" in summary:
             numbers["time_to_accuracy"] = summary["time_to_accuracy"]["seconds"]
+        if summary["mfu"] is not None:
+            numbers["mfu"] = summary["mfu"]
         # A resume that trained nothing finishes a run killed at its end, maybe after these.
         written = (
             set() if self.trained or not self.runtime.group.is_main else self.recorder.end_records()

@@ -43,13 +43,14 @@ class _EveryVersionsRow(TypedDict):
 
 class EpochRow(_EveryVersionsRow, total=False):
     """An epoch's numbers. Only with a validation split: val_loss and val_accuracy. Not in runs
-    of older versions: warm_up and the host's load."""
+    of older versions: warm_up, the host's load and the MFU."""
 
     val_loss: float
     val_accuracy: float
     warm_up: WarmUp | None  # None: no step timed apart, a measured epoch
     host_other_cpu_share: float | None  # None: /proc could not tell
     host_busy: bool | None
+    mfu: float | None  # the epoch's model FLOPs utilization (None: it beat a wrong peak)
 
 
 History = list[EpochRow]

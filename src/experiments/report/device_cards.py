@@ -1,0 +1,77 @@
+"""The device cards at the end of a report whose runs computed on more than one device: per device,
+what its name is, how fast its configurations trained (train images/s, geometric mean with its
+95% interval), how much of the device's peak that used (MFU), the memory it took at its peak, and
+then the verdicts between the devices. The answer to "how fast does this train on that device",
+a device at a time.
+
+    Devices:
+    cpu (AMD EPYC), 3 runs: train img/s 1,043 (1,010 to 1,070), MFU 49.6% (48.9% to 50.3%),
+      host memory 812 MiB
+    cuda:0 (NVIDIA H200), 3 runs: ...
+    between devices:
+      cuda:0 trains 8.10x [7.90, 8.31] as fast as cpu (paired by seed, 3 pairs)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from experiments.core.text import Unit, shared_unit
+from experiments.report import repeats, verdicts
+from experiments.report.repeats import Configuration, Row
+
+HEADING = "Devices"
+DEVICE = "device"
+# What a card says of each configuration that ran on its device, in this order.
+CARD_MEASURES = (repeats.SPEED, repeats.MFU, repeats.HOST_MEMORY, repeats.CUDA_MEMORY)
+
+
+def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
+    """The cards, a line each with its depth (a configuration's line below its device's, where a
+    device ran several); none where the completed runs computed on one device alone."""
+    configurations = repeats.configurations(rows)
+    by_device: dict[str, list[Configuration]] = {}
+    for configuration in configurations:
+        device = configuration.runs[0]["device"]
+        by_device.setdefault(device, []).append(configuration)
+    if len(by_device) < 2:
+        return []
+    unit = shared_unit(row.get("unit") for row in rows)
+    lines: list[tuple[int, str]] = []
+    for device, mine in by_device.items():
+        name = mine[0].runs[0].get("device_name")
+        title = f"{device} ({name})" if name else device
+        if len(mine) == 1:
+            (configuration,) = mine
+            lines.append((0, f"{title}, {_said(configuration, unit)}"))
+            continue
+        lines.append((0, f"{title}:"))
+        lines += [(1, _said(configuration, unit)) for configuration in mine]
+    between = [
+        verdict for verdict in verdicts.said(configurations).verdicts if verdict.key == DEVICE
+    ]
+    if between:
+        lines.append((0, "between devices:"))
+        lines += [(1, _held(verdict) + verdict.text) for verdict in between]
+    return lines
+
+
+def _said(configuration: Configuration, unit: Unit) -> str:
+    """`model=lenet, 3 runs: train img/s 1,043 (1,010 to 1,070), MFU 49.6% (...), host memory
+    812 MiB ± 10 MiB (...)`: its values but the device, its runs, and the measures they
+    recorded."""
+    values = [f"{key}={value}" for key, value in configuration.values.items() if key != DEVICE]
+    count = configuration.count()
+    runs = f"{count} run" if count == "1" else f"{count} runs"
+    figures = ", ".join(
+        f"{measure.heading(unit)} {configuration.cell(measure)}"
+        for measure in CARD_MEASURES
+        if configuration.measured(measure)
+    )
+    return f"{', '.join([*values, runs])}: {figures}"
+
+
+def _held(verdict: verdicts.Verdict) -> str:
+    """`with model=lenet: ` where the devices were compared holding other keys equal."""
+    held = ", ".join(f"{key}={value}" for key, value in verdict.held.items())
+    return f"with {held}: " if held else ""

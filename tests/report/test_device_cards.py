@@ -1,0 +1,84 @@
+"""The device cards that end a report of runs on more than one device: per device its name, speed,
+MFU and peak memory summed up over its runs, then the verdicts between the devices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from experiments.report import device_cards, summary
+from experiments.report.summary import COLUMNS
+
+# Per seed: train images/s, MFU, host MiB, GPU MiB.
+CPU = [(1000.0, 0.40, 800.0, None), (1100.0, 0.44, 810.0, None), (900.0, 0.36, 790.0, None)]
+GPU = [
+    (8000.0, 0.020, 2000.0, 500.0),
+    (8800.0, 0.022, 2010.0, 510.0),
+    (7200.0, 0.018, 1990.0, 490.0),
+]
+NAMES = {"cpu": "AMD EPYC", "cuda:0": "NVIDIA H200"}
+PEAKS = {"cpu": 1e11, "cuda:0": 2e14}
+
+
+def rows_of(runs: dict[tuple[str, str], list[tuple]], models: bool = False) -> list[dict[str, Any]]:
+    """A sweep's rows as the report reads them, the seed first, by (device, model)."""
+    rows = []
+    for seed in range(3):
+        for (device, model), measured in runs.items():
+            speed, mfu, host, cuda = measured[seed]
+            swept = {"trainer.seed": str(seed), "device": device}
+            if models:
+                swept["model"] = model
+            rows.append(
+                {
+                    **dict.fromkeys(column.key for column in COLUMNS),
+                    "run": f"{len(rows)}_job",
+                    "status": "completed",
+                    "swept": swept,
+                    "device": device,
+                    "device_name": NAMES[device],
+                    "model": model,
+                    "train_images_per_second": speed,
+                    "mfu": mfu,
+                    "peak_host_memory_mb": host,
+                    "peak_cuda_memory_mb": cuda,
+                    "device_peak_flops": PEAKS[device],
+                    "model_training_flops_per_image": 1e8,
+                }
+            )
+    return rows
+
+
+def test_each_device_gets_a_card_and_the_verdicts_between_them() -> None:
+    lines = device_cards.cards(rows_of({("cpu", "tudui"): CPU, ("cuda:0", "tudui"): GPU}))
+    cpu, gpu, heading, speed, mfu = lines
+    assert cpu[0] == gpu[0] == 0 and cpu[1].startswith("cpu (AMD EPYC), 3 runs: train img/s 997 (")
+    assert "MFU 39.9% (" in cpu[1] and "host memory 800 MiB ± 10 MiB (" in cpu[1]
+    assert "GPU memory" not in cpu[1]  # none recorded on the CPU
+    assert gpu[1].startswith("cuda:0 (NVIDIA H200), 3 runs: train img/s 7,973 (")
+    assert "GPU memory 500 MiB ± 10 MiB (" in gpu[1]
+    assert heading == (0, "between devices:")
+    assert speed == (1, "cuda:0 trains 8.00x [8.00, 8.00] as fast as cpu (paired by seed, 3 pairs)")
+    assert mfu[1].startswith("cpu uses 20.00x [20.00, 20.00] the share of its peak that cuda:0")
+
+
+def test_one_device_gets_no_card() -> None:
+    assert device_cards.cards(rows_of({("cpu", "tudui"): CPU})) == []
+
+
+def test_a_device_that_ran_several_configurations_lists_each() -> None:
+    runs = {("cpu", "tudui"): CPU, ("cpu", "lenet"): CPU, ("cuda:0", "tudui"): GPU}
+    lines = device_cards.cards(rows_of(runs, models=True))
+    assert lines[0] == (0, "cpu (AMD EPYC):")
+    assert lines[1][0] == 1 and lines[1][1].startswith("model=tudui, 3 runs: train img/s 997 (")
+    assert lines[2][1].startswith("model=lenet, 3 runs: ")
+    assert lines[3][1].startswith("cuda:0 (NVIDIA H200), model=tudui, 3 runs")
+    # Compared where the other keys are held equal: tudui on both devices.
+    assert (0, "between devices:") in lines
+    assert any(text.startswith("with model=tudui: cuda:0 trains 8.00x") for _, text in lines)
+
+
+def test_summary_md_ends_with_the_cards() -> None:
+    text = summary.markdown(rows_of({("cpu", "tudui"): CPU, ("cuda:0", "tudui"): GPU}))
+    cards = text.split(f"{device_cards.HEADING}:\n\n")[1]
+    assert cards.startswith("- cpu (AMD EPYC), 3 runs: train img/s 997 (")
+    assert "\n- between devices:\n  - cuda:0 trains 8.00x" in cards
