@@ -120,9 +120,10 @@ def test_device_every_becomes_a_sweep_over_the_devices_of_this_machine() -> None
         "device=cpu,cuda:0,cuda:1,dp",
         "model=lenet",
     ]
+    # A machine of one device sweeps over it: a sweep of one job, with its device swept.
     assert with_every_device(["--multirun", "device=every"], lambda: ["cpu"]) == [
         "--multirun",
-        "device=cpu",
+        "device=choice(cpu)",
     ]
     # The machine is asked (torch loaded) only for device=every.
     assert with_every_device(["-m", "device=cpu,cuda:0"], devices) == ["-m", "device=cpu,cuda:0"]

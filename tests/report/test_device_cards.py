@@ -61,8 +61,13 @@ def test_each_device_gets_a_card_and_the_verdicts_between_them() -> None:
     assert mfu[1].startswith("cpu uses 20.00x [20.00, 20.00] the share of its peak that cuda:0")
 
 
-def test_one_device_gets_no_card() -> None:
-    assert device_cards.cards(rows_of({("cpu", "tudui"): CPU})) == []
+def test_one_device_gets_a_card_where_devices_were_swept() -> None:
+    rows = rows_of({("cpu", "tudui"): CPU})  # -m device=every on a machine of one CPU
+    ((depth, card),) = device_cards.cards(rows)
+    assert depth == 0 and card.startswith("cpu (AMD EPYC), 3 runs: train img/s 997 (")
+    for row in rows:
+        del row["swept"]["device"]
+    assert device_cards.cards(rows) == []  # runs on their one device: the tables say it all
 
 
 def test_a_device_that_ran_several_configurations_lists_each() -> None:

@@ -129,7 +129,8 @@ def test_curves_are_in_percent_and_read_after_one_epoch(
             assert all(tick == round(tick) for tick in axis.get_xticks())  # whole epochs
         assert accuracy.get_ylim()[0] == 0  # an amount; the loss axis spans the losses
         legend = [text.get_text() for text in loss.get_legend().get_texts()]
-        assert legend == ["optimizer.lr=0.01", "optimizer.lr=0.001"]
+        # Named by what the sweep varies: the device (device=every) and the learning rate.
+        assert legend[:2] == ["device=cpu, optimizer.lr=0.01", "device=cpu, optimizer.lr=0.001"]
     finally:
         plt.close(figure)
 
@@ -137,9 +138,10 @@ def test_curves_are_in_percent_and_read_after_one_epoch(
 def test_each_job_lists_what_its_sweep_varies_first_in_hparams(sweep: Finished) -> None:
     for run_dir in sweep.run_dirs:
         experiment = plugin_data(read_events(run_dir), metadata.EXPERIMENT_TAG).experiment
-        first = experiment.hparam_infos[0]
-        assert (first.name, first.differs) == ("lr", True)  # optimizer.lr, the dashboard's lr
-        assert not any(info.differs for info in experiment.hparam_infos[1:])
+        # device=every, and optimizer.lr, which is the dashboard's lr.
+        swept = experiment.hparam_infos[:2]
+        assert {(info.name, info.differs) for info in swept} == {("device", True), ("lr", True)}
+        assert not any(info.differs for info in experiment.hparam_infos[2:])
 
 
 def row(device: str, speed: float | None, **swept: Any) -> dict[str, Any]:

@@ -183,7 +183,10 @@ def with_every_device(arguments: list[str], devices: Callable[[], list[str]]) ->
         raise ExperimentError(
             f"{EVERY_DEVICE} runs one job per device: add -m (python train.py -m {EVERY_DEVICE})"
         )
-    every = f"device={','.join(devices())}"
+    found = devices()
+    # One device is a sweep all the same (Hydra's choice() of one): its report says what
+    # device=every found, a card for it (`report.device_cards`).
+    every = f"device={','.join(found)}" if len(found) > 1 else f"device=choice({found[0]})"
     return [every if argument in typed else argument for argument in arguments]
 
 

@@ -1,7 +1,7 @@
-"""The device cards at the end of a report whose runs computed on more than one device: per device,
-what its name is, how fast its configurations trained (train images/s, geometric mean with its
-95% interval), how much of the device's peak that used (MFU), the memory it took at its peak, and
-then the verdicts between the devices. The answer to "how fast does this train on that device",
+"""The device cards at the end of a report of runs on several devices, or swept over them: per
+device, what its name is, how fast its configurations trained (train images/s, geometric mean with
+its 95% interval), how much of the device's peak that used (MFU), the memory it took at its peak,
+and then the verdicts between the devices. The answer to "how fast does this train on that device",
 a device at a time.
 
     Devices:
@@ -28,13 +28,15 @@ CARD_MEASURES = (repeats.SPEED, repeats.MFU, repeats.HOST_MEMORY, repeats.CUDA_M
 
 def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
     """The cards, a line each with its depth (a configuration's line below its device's, where a
-    device ran several); none where the completed runs computed on one device alone."""
+    device ran several); none where the completed runs computed on one device they were not
+    swept over (`-m device=every` on a machine of one CPU gets its card)."""
     configurations = repeats.configurations(rows)
     by_device: dict[str, list[Configuration]] = {}
     for configuration in configurations:
         device = configuration.runs[0]["device"]
         by_device.setdefault(device, []).append(configuration)
-    if len(by_device) < 2:
+    swept = any(DEVICE in run["swept"] for each in configurations for run in each.runs)
+    if len(by_device) < 2 and not swept:
         return []
     unit = shared_unit(row.get("unit") for row in rows)
     lines: list[tuple[int, str]] = []

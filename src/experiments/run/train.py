@@ -314,6 +314,17 @@ class TrainingRun:
             str(self.runtime.plan),
         )
 
+    def _run_utilization(self, images_per_second: float) -> dict[str, Any]:
+        """The run's MFU for results.json; where the run beat its peak, none and why, said, and
+        the peak forgotten so that the next run measures it again."""
+        utilization = self._utilization(images_per_second)
+        if utilization.note is None:
+            return {"mfu": utilization.mfu}
+        log.warning(utilization.note)
+        for key in self.peak_keys:
+            self.peaks.forget(key)
+        return {"mfu": None, "mfu_note": utilization.note}
+
     def _set_up_optimization(self, model: nn.Module) -> None:
         """The task (its loss), optimizer and schedule over the splits' batches: the `learner`,
         and the `state` its checkpoints save."""
@@ -499,13 +510,7 @@ class TrainingRun:
             if cfg.trainer.compile and self.first_step is not None
             else None
         )
-        utilization = self._utilization(summary[TRAIN_IMAGES_PER_SECOND])
-        summary["mfu"] = utilization.mfu
-        if utilization.note:
-            log.warning(utilization.note)
-            summary["mfu_note"] = utilization.note
-            for key in self.peak_keys:
-                self.peaks.forget(key)
+        summary.update(self._run_utilization(summary[TRAIN_IMAGES_PER_SECOND]))
         if self.target is not None:
             summary["time_to_accuracy"] = self._time_to_accuracy()
         last_step = self.history[-1]["global_step"]
