@@ -74,6 +74,8 @@ def test_two_processes_write_one_folder_and_train_as_one_process(tmp_path: Path)
         16,
     )
     assert result["device"]["backend"] == "gloo"
+    # Both processes compute on the one CPU: its peak, once, is what the MFU divides by.
+    assert result["peak_devices"] == 1 and 0 < result["mfu"] <= 1
 
     # The two processes together take the same batches one process takes: the same numbers,
     # up to the order of floating point additions, and the same weights at the end.

@@ -88,6 +88,11 @@ def test_the_last_gpu_trains_with_either_placement(tmp_path: Path, placement: st
     assert done.returncode == 0, done.stderr
     result = results(done.run_dir)
     assert (result["status"], result["device"]["uuid"]) == ("completed", uuid(last))
+    # Its MFU over that GPU's peak, measured on that GPU (TF32 for a model of convolutions).
+    assert result["peak_devices"] == 1 and 0 < result["mfu"] <= 1
+    assert result["device_peak_precision"] == (
+        "tf32" if torch.cuda.get_device_capability(last) >= (8, 0) else "fp32"
+    )
 
 
 def numbers_with_each(tmp_path: Path, key: str, values: list[str]) -> list[list[tuple]]:
@@ -235,7 +240,9 @@ def test_emulated_bf16_is_said_on_gpus_without_bfloat16_units() -> None:
 def test_data_parallel_checkpoint_loads_into_a_single_device_model(tmp_path: Path) -> None:
     done = train_cli(tmp_path, *ON_GPU, "device=dp", "device.ids=[0,1]")
     assert done.returncode == 0, done.stderr
-    assert results(done.run_dir)["device"]["ids"] == [0, 1]
+    result = results(done.run_dir)
+    assert result["device"]["ids"] == [0, 1]
+    assert result["peak_devices"] == 2 and 0 < result["mfu"] <= 1  # over both GPUs' peaks
     checkpoint = torch.load(
         done.run_dir / "checkpoints" / "last.pt", weights_only=True, map_location="cpu"
     )
@@ -337,6 +344,7 @@ def test_ddp_puts_each_process_on_its_own_gpu_with_nccl(tmp_path: Path) -> None:
     result = results(done.run_dir)
     assert (result["world_size"], result["device"]["backend"]) == (2, "nccl")
     assert result["device"]["uuid"] == uuid(0)  # process 0's GPU; process 1 has GPU 1
+    assert result["peak_devices"] == 2 and 0 < result["mfu"] <= 1  # every process's GPU
 
 
 def test_ddp_processes_shown_the_same_gpu_are_refused_in_one_line(tmp_path: Path) -> None:
