@@ -51,6 +51,21 @@ class ProfiledSteps(TypedDict):
     last: int
 
 
+class BatchSearch(TypedDict):
+    """How trainer.batch_size=auto found the largest batch the device takes: the batches tried,
+    in order, and whether each fit ([batch, fits] pairs), what stopped the search (out of memory,
+    the CPU's memory budget, or the training split's size), and the batch trained with, the
+    largest halved trainer.auto_batch_halvings times."""
+
+    largest: int
+    trained: int
+    halvings: int
+    stopped_by: str  # "out of memory", "memory budget", "training split"
+    tried: list[list]
+    budget_gb: float | None  # the CPU's budget (None on a GPU)
+    seconds: float
+
+
 class StartRecord(TypedDict, total=False):
     """What results.json says as a training run starts (`records.results.training_fields`), or
     resumes: its settings, and who runs it."""
@@ -95,6 +110,8 @@ class SetupRecord(TypedDict, total=False):
     model_training_flops_per_image: int
     device_peak_flops: float | None  # (with trainer.measure_peak_flops)
     device_peak_precision: str | None
+    peak_devices: int  # how many devices the peak is multiplied by
+    batch_search: BatchSearch  # (with trainer.batch_size=auto)
     optimizer_fused: bool
     cudnn_benchmark: bool
     test_images: int
@@ -130,6 +147,10 @@ class FinishRecord(SpeedSummary, HostRecord, total=False):
     best_checkpoint: str | None
     compile_seconds: float | None  # (None without trainer.compile)
     time_to_accuracy: TimeToAccuracy  # (with trainer.target_*)
+    # Model FLOPs utilization: training FLOPs per image x train images/s over the peak of the
+    # devices, a fraction; None, with `mfu_note`, where the run beat its peak.
+    mfu: float | None
+    mfu_note: str
     peak_host_memory_mb: float | None
     peak_cuda_memory_mb: float | None
     finished_at: str
