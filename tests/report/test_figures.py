@@ -125,6 +125,11 @@ def test_the_loss_axis_spans_the_losses_and_repeats_are_a_mean_with_a_band() -> 
     assert lenet.get_linestyle() != tudui.get_linestyle()
 
 
+def legend_texts(figure: Any) -> list[str]:
+    """The entries of the legend, right of a figure's last panel."""
+    return [text.get_text() for text in figure.axes[-1].get_legend().get_texts()]
+
+
 def scaling_run(batch: str, speed: float, peak: float | None, seconds: float | str) -> Row:
     return {
         **run(batch, speed, device="cpu", **{"trainer.batch_size": batch}),
@@ -140,8 +145,8 @@ def test_the_bound_is_drawn_and_named_only_where_a_peak_was_measured() -> None:
     figure = scaling.scaling_figure(measured)
     speed, seconds = figure.axes[:2]
     assert [line.get_linestyle() for line in speed.get_lines()] == ["-", "--"]
-    legend = [text.get_text() for text in speed.get_legend().get_texts()]
-    assert legend == ["device=cpu", scaling.BOUND.format(one="image")]
+    legend = legend_texts(figure)
+    assert legend == ["device=cpu", scaling.KNEE, scaling.BOUND.format(one="image")]
     assert "dashed: compute bound" in speed.get_title()
     assert seconds.get_title() == "Time to 40% validation accuracy"
 
@@ -149,7 +154,7 @@ def test_the_bound_is_drawn_and_named_only_where_a_peak_was_measured() -> None:
     figure = scaling.scaling_figure(unmeasured)
     speed = figure.axes[0]
     assert [line.get_linestyle() for line in speed.get_lines()] == ["-"]
-    assert [text.get_text() for text in speed.get_legend().get_texts()] == ["device=cpu"]
+    assert legend_texts(figure) == ["device=cpu", scaling.KNEE]
     assert "bound" not in speed.get_title()
 
 
@@ -169,3 +174,88 @@ def test_repeats_at_a_batch_size_are_their_geometric_mean_on_the_scaling_line() 
     assert list(line.get_ydata()) == pytest.approx([(100 * 120) ** 0.5, 150.0])
     (timed,) = seconds.get_lines()
     assert list(timed.get_ydata()) == pytest.approx([(4 * 6) ** 0.5, 3.0])
+
+
+def searched(device: str, batch: int, speed: float, mfu: float | None, seed: str = "0") -> Row:
+    """A row of experiment=batch_scaling's: swept over the halvings of the largest batch that fit
+    (4096 on the CPU, 65536 on the GPU), trained at `batch`."""
+    largest = 4096 if device == "cpu" else 65536
+    halvings = (largest // batch).bit_length() - 1
+    return {
+        **run(
+            f"{device}-{batch}-{seed}",
+            speed,
+            device=device,
+            **{"trainer.auto_batch_halvings": str(halvings), "trainer.seed": seed},
+        ),
+        "batch_size": batch,
+        "mfu": mfu,
+        "batch_search": {
+            "largest": largest,
+            "trained": batch,
+            "halvings": halvings,
+            "stopped_by": "memory budget" if device == "cpu" else "out of memory",
+            "budget_gb": 4.0 if device == "cpu" else None,
+        },
+    }
+
+
+def test_batch_scaling_draws_speed_and_mfu_with_spread_knee_and_largest_batch() -> None:
+    rows = [
+        searched("cpu", 1024, 1000.0, 0.10),
+        searched("cpu", 1024, 1210.0, 0.121, seed="1"),
+        searched("cpu", 2048, 2000.0, 0.20),
+        searched("cpu", 2048, 2100.0, None, seed="1"),  # beat its peak: no MFU
+        searched("cpu", 4096, 2050.0, 0.205),
+        searched("cuda:0", 65536, 9000.0, 0.40),
+    ]
+    assert scaling.figures(rows) == {scaling.SEARCHED: rows}  # every line searched its batch
+    figure = scaling.scaling_figure(rows)
+    speed, mfu = figure.axes
+    assert mfu.get_title() == "Model FLOPs utilization"
+    cpu_speed, cpu_largest, gpu_speed, gpu_largest = speed.get_lines()
+    assert cpu_speed.get_label() == "device=cpu: largest batch 4096 (memory budget 4 GB)"
+    # Drawn at the batch each run trained with, not at the halvings swept.
+    assert list(cpu_speed.get_xdata()) == [1024, 2048, 4096]
+    mean_1024 = (1000.0 * 1210.0) ** 0.5
+    assert list(cpu_speed.get_ydata()) == pytest.approx([mean_1024, (2000 * 2100) ** 0.5, 2050])
+    assert list(gpu_speed.get_xdata()) == [65536]
+    # The largest batch, dotted, where each line's search stopped.
+    assert [line.get_gid() for line in (cpu_largest, gpu_largest)] == ["largest", "largest"]
+    assert [line.get_xdata()[0] for line in (cpu_largest, gpu_largest)] == [4096, 65536]
+    # A bar per repeated size: the 95% interval of the runs' geometric mean.
+    bars = [each for each in speed.collections if each.get_gid() == "interval"]
+    assert len(bars) == 2  # 1024 and 2048 ran twice
+    low, high = statistics.log_spread([1000.0, 1210.0]).interval
+    assert bars[0].get_segments()[0][:, 1] == pytest.approx([low, high])
+    # The knee, a star on each panel: 2048 is within 5% of 4096's speed.
+    (knee,) = [each for each in speed.collections if each.get_gid() == "knee"]
+    assert list(knee.get_offsets()[0]) == pytest.approx([2048, (2000 * 2100) ** 0.5])
+    (mfu_knee,) = [each for each in mfu.collections if each.get_gid() == "knee"]
+    assert list(mfu_knee.get_offsets()[0]) == pytest.approx([2048, 20.0])  # the one run with MFU
+    # MFU in % of the peak: the geometric mean of the runs that recorded it, from 0.
+    cpu_mfu = mfu.get_lines()[0]
+    assert list(cpu_mfu.get_ydata()) == pytest.approx([(10.0 * 12.1) ** 0.5, 20.0, 20.5])
+    assert mfu.get_ylim()[0] == 0
+    assert legend_texts(figure) == [
+        "device=cpu: largest batch 4096 (memory budget 4 GB)",
+        "device=cuda:0: largest batch 65536 (out of memory)",
+        scaling.BARS,
+        scaling.KNEE,
+        scaling.LARGEST,
+    ]
+
+
+def test_mfu_is_drawn_only_where_runs_recorded_it_and_each_kind_of_sweep_has_its_file() -> None:
+    unmeasured = [searched("cpu", batch, 100.0 * batch, None) for batch in (1024, 2048)]
+    (speed,) = scaling.scaling_figure(unmeasured).axes  # no MFU panel
+    assert speed.get_title() == "Training throughput"
+    chosen = [scaling_run("32", 100.0, None, 5.0), scaling_run("64", 150.0, None, 3.0)]
+    chosen = [
+        {**row, "device": "cuda:0", "swept": {**row["swept"], "device": "cuda:0"}} for row in chosen
+    ]
+    assert scaling.figures([*unmeasured, *chosen]) == {
+        scaling.SEARCHED: unmeasured,
+        scaling.CHOSEN: chosen,
+    }
+    assert scaling.figures([{**row, "swept": {}} for row in chosen]) == {}

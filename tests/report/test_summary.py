@@ -13,7 +13,7 @@ import pytest
 from matplotlib.collections import PathCollection
 from tensorboard.plugins.hparams import metadata
 
-from experiments.report import curves, scaling, throughput
+from experiments.report import batch_sweep, curves, scaling, throughput
 from experiments.report.summary import speedup_vs_cpu, table, write_report
 from helpers import Finished, metrics, plugin_data, read_events, results, train_cli
 
@@ -205,7 +205,7 @@ def test_the_scaling_lines_join_runs_by_device_and_model_and_bound_only_what_was
         row("cuda:0", "32", "[8]", None),
         row("cpu", "32", "[16]", 900.0),
     ]
-    lines = scaling.scaling_lines(rows)
+    lines = batch_sweep.scaling_lines(rows)
     assert {
         name: [r["swept"]["trainer.batch_size"] for r in line] for name, line in lines.items()
     } == {
@@ -217,4 +217,4 @@ def test_the_scaling_lines_join_runs_by_device_and_model_and_bound_only_what_was
     assert scaling.compute_bound(lines["device=cuda:0, model.hidden_sizes=[8]"]) is None
     for each in rows:
         del each["swept"]["trainer.batch_size"]
-    assert scaling.scaling_lines(rows) == {}
+    assert batch_sweep.scaling_lines(rows) == {}

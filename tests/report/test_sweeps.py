@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from omegaconf import OmegaConf
 from PIL import Image
 
-from experiments.report import scaling, verdicts
+from experiments.report import batch_sweep, scaling, verdicts
 from experiments.report.command import main as report_main
 from experiments.report.summary import table, write_report
 from helpers import (
@@ -352,13 +355,13 @@ def test_the_optuna_search_refuses_test_accuracy_and_needs_validation(tmp_path: 
     )
 
 
-@pytest.mark.slow
-def test_the_device_scaling_study_draws_images_per_second_against_batch_size(
-    tmp_path: Path,
-) -> None:
-    # The shipped study, shrunk: 2 batch sizes x 1 width, on every device here (the CPU alone).
+@pytest.fixture(scope="module")
+def device_scaling(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sweep folder of the shipped study, shrunk: 2 batch sizes x 1 width, on every device
+    here (the CPU alone)."""
+    cwd = tmp_path_factory.mktemp("device_scaling")
     done = train_cli(
-        tmp_path,
+        cwd,
         "-m",
         "experiment=device_scaling",
         "device=every",
@@ -369,7 +372,14 @@ def test_the_device_scaling_study_draws_images_per_second_against_batch_size(
         "trainer.limit_eval_images=64",
     )
     assert done.returncode == 0, done.stderr
-    folder = sweep_dir(tmp_path)
+    return sweep_dir(cwd)
+
+
+@pytest.mark.slow
+def test_the_device_scaling_study_draws_images_per_second_against_batch_size(
+    device_scaling: Path,
+) -> None:
+    folder = device_scaling
     rows = summary(folder)
     assert [(row["trainer.batch_size"], row["status"]) for row in rows] == [
         ("32", "completed"),
@@ -397,3 +407,60 @@ def test_the_device_scaling_study_draws_images_per_second_against_batch_size(
     (timed,) = seconds.get_lines()  # a run that never reached the target is a gap (nan)
     reached = [results(folder / row["run"])["time_to_accuracy"]["seconds"] for row in rows]
     assert [None if math.isnan(y) else y for y in timed.get_ydata()] == reached
+
+
+def write_into_results(run: Path, **fields: Any) -> None:
+    """Add `fields` to a run's results.json, as a run that records them writes them."""
+    recorded = results(run)
+    (run / "results.json").write_text(json.dumps({**recorded, **fields}))
+
+
+@pytest.mark.slow
+def test_runs_that_searched_their_batch_draw_batch_scaling_and_name_largest_and_knee(
+    device_scaling: Path, tmp_path: Path
+) -> None:
+    # The study's runs, as trainer.batch_size=auto records them: a search that stopped at 64 in
+    # a CPU budget of 0.5 GB, 64 trained as found, 32 halved once; and each run's MFU.
+    folder = tmp_path / "sweep"
+    shutil.copytree(device_scaling, folder)
+    for png in folder.glob("*.png"):
+        png.unlink()
+    runs = sorted(path.parent for path in folder.glob("*/results.json"))
+    ran = [results(run) for run in runs]
+    assert [result["batch_size"] for result in ran] == [32, 64]
+    for run, result in zip(runs, ran, strict=True):
+        halvings = {32: 1, 64: 0}[result["batch_size"]]
+        mfu = (
+            result["model_training_flops_per_image"]
+            * result["train_images_per_second"]
+            / result["device_peak_flops"]
+        )
+        search = {
+            "largest": 64,
+            "trained": result["batch_size"],
+            "halvings": halvings,
+            "stopped_by": "memory budget",
+            "tried": [[32, True], [64, True], [128, False]],
+            "budget_gb": 0.5,
+            "seconds": 0.1,
+        }
+        write_into_results(run, batch_search=search, mfu=mfu, peak_devices=1)
+    rows = write_report(folder)
+    assert sorted(path.name for path in folder.glob("*scaling.png")) == ["batch_scaling.png"]
+    assert_plot(folder / "batch_scaling.png")
+    speed, mfu_panel, _ = scaling.scaling_figure(rows).axes
+    line = speed.get_lines()[0]
+    searched = "largest batch 64 (memory budget 0.5 GB)"
+    assert line.get_label() == f"device=cpu, model.hidden_sizes=[16]: {searched}"
+    assert list(mfu_panel.get_lines()[0].get_ydata()) == pytest.approx(
+        [100 * results(run)["mfu"] for run in runs]
+    )
+    # The knee, worked out here: the smaller batch where it is within 5% of the faster.
+    speeds = {result["batch_size"]: result["train_images_per_second"] for result in ran}
+    knee = 32 if speeds[32] >= 0.95 * max(speeds.values()) else 64
+    note = f"device=cpu, model.hidden_sizes=[16]: {searched}, knee {knee} ("
+    markdown = (folder / "summary.md").read_text().splitlines()
+    heading = markdown.index(batch_sweep.HEADING + ":")
+    assert markdown[heading + 2].startswith(f"- {note}")
+    console = table(rows, folder).splitlines()
+    assert console[console.index(batch_sweep.HEADING + ":") + 1].startswith(f"  {note}")

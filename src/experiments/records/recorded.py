@@ -51,6 +51,21 @@ class ProfiledSteps(TypedDict):
     last: int
 
 
+class BatchSearch(TypedDict):
+    """How trainer.batch_size=auto found the largest batch the device takes: the batches tried,
+    in order, and whether each fit ([batch, fits] pairs), what stopped the search (out of memory,
+    the CPU's memory budget, or the training split's size), and the batch trained with, the
+    largest halved trainer.auto_batch_halvings times."""
+
+    largest: int
+    trained: int
+    halvings: int
+    stopped_by: str  # "out of memory", "memory budget", "training split"
+    tried: list[list]
+    budget_gb: float | None  # the CPU's budget (None on a GPU)
+    seconds: float
+
+
 class StartRecord(TypedDict, total=False):
     """What results.json says as a training run starts (`records.results.training_fields`), or
     resumes: its settings, and who runs it."""
@@ -100,6 +115,7 @@ class SetupRecord(TypedDict, total=False):
     device_peak_precision: str | None
     peak_devices: int
     device_peak_measured: bool
+    batch_search: BatchSearch  # (with trainer.batch_size=auto)
     optimizer_fused: bool
     cudnn_benchmark: bool
     test_images: int

@@ -5,7 +5,10 @@
     curves.png      accuracy and train loss per epoch, a line per configuration, repeats as a
                     mean with a band (`experiments.report.curves`)
     scaling.png     of a sweep over batch sizes: train images/s against batch size with the
-                    compute bound, and the time to accuracy (`experiments.report.scaling`)
+                    compute bound and the knee, MFU, and the time to accuracy
+                    (`experiments.report.scaling`)
+    batch_scaling.png  the same, of runs that searched their batch (trainer.batch_size=auto),
+                    with the largest batch each device took
 
 Runs are named by the values they were swept over. matplotlib is loaded only by these modules."""
 
@@ -20,7 +23,7 @@ import matplotlib.pyplot as plt
 from experiments.core.files import write_atomically
 from experiments.report.curves import curves_figure
 from experiments.report.drawing import Row
-from experiments.report.scaling import scaling_figure, scaling_lines
+from experiments.report.scaling import figures, scaling_figure
 from experiments.report.throughput import speed_groups, throughput_figure
 from experiments.training.history import History
 
@@ -33,8 +36,8 @@ def draw(folder: Path, rows: Sequence[Row], histories: Sequence[History]) -> Non
             _save(throughput_figure(rows), folder / "throughput.png")
         if any(histories):
             _save(curves_figure(rows, histories), folder / "curves.png")
-        if scaling_lines(rows):
-            _save(scaling_figure(rows), folder / "scaling.png")
+        for name, drawn in figures(rows).items():
+            _save(scaling_figure(drawn), folder / name)
 
 
 def _save(figure: Any, path: Path) -> None:

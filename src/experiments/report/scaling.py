@@ -1,112 +1,186 @@
-"""scaling.png, of a sweep over batch sizes: train images/s against batch size, a line per speed
-group but the batch size, with its compute bound (dashed) where the runs measured their device's
-peak; beside it, the time to the target accuracy."""
+"""scaling.png and batch_scaling.png, of a sweep over batch sizes (`report.batch_sweep`): train
+images/s against the batch the runs trained with, a line per speed group but the batch, through
+the geometric mean of each size's runs with a bar for their 95% interval where a size ran more
+than once, its knee marked, its compute bound (dashed) where its runs measured their device's
+peak, and the largest batch that fit (dotted) where they searched for it; beside it their MFU
+where they recorded it, and the time to the target accuracy where they set one.
+
+One figure, in two files: batch_scaling.png of the lines whose runs searched their batch
+(trainer.batch_size=auto, experiment=batch_scaling), scaling.png of the others (a sweep over
+trainer.batch_size, experiment=device_scaling). A report over both kinds of sweep draws each
+apart, as they answer apart: how far a device's batch pays, up to the most it takes, and how
+devices compare at sizes one chose."""
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
 from experiments.core.text import shared_unit
+from experiments.report.batch_sweep import (
+    KNEE_SHARE,
+    by_batch_size,
+    knee,
+    largest_batches,
+    scaling_lines,
+    search_text,
+    trained_batch,
+)
 from experiments.report.drawing import Row, from_zero
-from experiments.report.throughput import changes_speed
+from experiments.report.statistics import log_spread
 from experiments.training.time_to_accuracy import goal_text
 
-BATCH_SIZE = "trainer.batch_size"
-
-
-def scaling_lines(rows: Sequence[Row]) -> dict[str, list[Row]]:
-    """The measured runs of a sweep over batch sizes, by line: the runs with the same device and
-    the same values of every other swept key that changes speed (`changes_speed`; repeats and
-    learning rates share a line), in order of batch size. None without such a sweep."""
-    lines: dict[str, list[Row]] = {}
-    for row in rows:
-        swept = row.get("swept") or {}
-        if BATCH_SIZE in swept and row["train_images_per_second"] is not None:
-            others = {"device": row["device"]}
-            others.update(
-                (key, value)
-                for key, value in swept.items()
-                if key != BATCH_SIZE and changes_speed(key)
-            )
-            name = ", ".join(f"{key}={value}" for key, value in others.items())
-            lines.setdefault(name, []).append(row)
-    for line in lines.values():
-        line.sort(key=lambda row: int(row["swept"][BATCH_SIZE]))
-    return lines
-
+SPEED, MFU = "train_images_per_second", "mfu"
+# The files, by whether a line's runs searched their batch.
+SEARCHED, CHOSEN = "batch_scaling.png", "scaling.png"
 
 BOUND = "bound: measured peak x GPUs / train FLOPs per {one}"
+BARS = "bar: 95% interval of a size's runs (geometric mean)"
+KNEE = f"knee: smallest batch within {KNEE_SHARE:.0%} of the best speed"
+LARGEST = "largest batch that fit (its search)"
+
+
+def figures(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """The figures of speed against batch size of a report's rows, each file's name with the
+    rows of its lines: batch_scaling.png of the lines any of whose runs searched their batch,
+    scaling.png of the others; none without a sweep over batch sizes."""
+    drawn: dict[str, list[Row]] = {}
+    for line in scaling_lines(rows).values():
+        drawn.setdefault(SEARCHED if largest_batches(line) else CHOSEN, []).extend(line)
+    return drawn
 
 
 def scaling_figure(rows: Sequence[Row]) -> Any:
-    """Train images/s against batch size, a line per speed group but the batch size (through the
-    geometric mean of its runs at each size, as the report sums speeds up everywhere, with a dot
-    per run where a size ran more than once), each with
-    its compute bound (dashed, said so in the legend) only where its runs measured their device's
-    peak; both axes logarithmic, as the models' speeds differ by orders of magnitude. Beside it,
-    where the runs set trainer.target_accuracy, the training seconds until they reached it (a
-    size where a run did not reach it is a gap), titled with the target and its split."""
+    """Train images/s against batch size, a line per speed group but the batch (`scaling_lines`),
+    both axes logarithmic, as the models' speeds differ by orders of magnitude; the compute bound,
+    the knee, the largest batch and the bars said so in the legend only where drawn. Beside it,
+    where the runs recorded it, their MFU (in % of the peak, from 0); then, where they set
+    trainer.target_accuracy, the training seconds until they reached it (a size where a run did
+    not reach it is a gap), titled with the target and its split."""
     lines = scaling_lines(rows)
-    timed = any(row["time_to_accuracy"] is not None for row in rows)
-    figure, axes = plt.subplots(1, 2 if timed else 1, figsize=(12 if timed else 7, 4.5))
-    speed, seconds = (axes[0], axes[1]) if timed else (axes, None)
-    bounded = False
+    figure, panels = _panels(rows)
+    drawn: set[str] = set()
     for name, line in lines.items():
-        sizes, speeds = _by_batch_size(line, lambda row: row["train_images_per_second"])
-        drawn = speed.plot(sizes, speeds, "o-", label=name)
-        colour = drawn[0].get_color()
-        if len(line) > len(sizes):  # repeats: each run, behind the mean
-            runs = [int(row["swept"][BATCH_SIZE]) for row in line]
-            measured = [row["train_images_per_second"] for row in line]
-            speed.scatter(runs, measured, color=colour, alpha=0.35, s=12)
-        if bound := compute_bound(line):
-            bounded = True
-            speed.axhline(
-                bound,
-                color=colour,
-                linestyle="--",
-                alpha=0.6,
-            )
-        if seconds is not None:
-            seconds.plot(*_by_batch_size(line, _reached_seconds), "o-", label=name)
-    title = "Training throughput" + (" (dashed: compute bound)" if bounded else "")
+        drawn |= _draw_line(panels, name, line)
+    speed = panels[SPEED]
+    title = "Training throughput" + (" (dashed: compute bound)" if BOUND in drawn else "")
     unit = shared_unit(row.get("unit") for line in lines.values() for row in line)
     speed.set(title=title, ylabel=f"train {unit.many} / s")
     speed.set_yscale("log")
     speed.yaxis.set_major_formatter("{x:,.0f}")
-    for axis in [speed] if seconds is None else [speed, seconds]:
+    for axis in panels.values():
         axis.set_xscale("log", base=2)
         axis.xaxis.set_major_formatter("{x:.0f}")
         axis.set(xlabel="batch size")
         axis.grid(alpha=0.3)
-    if seconds is not None:
-        seconds.set(title=_time_to_accuracy_title(rows), ylabel="training seconds")
-        from_zero(seconds)
-    beside = 1.02 if seconds is None else 2.3  # right of the last panel
-    handles = speed.get_legend_handles_labels()[0]
-    if bounded:  # one entry for the dashed lines, each in its line's colour
-        bound_label = BOUND.format(one=unit.one)
-        handles.append(Line2D([], [], color="grey", linestyle="--", label=bound_label))
-    speed.legend(
-        handles=handles, title="line", loc="upper left", bbox_to_anchor=(beside, 1), fontsize=8
+    if MFU in panels:
+        panels[MFU].set(title="Model FLOPs utilization", ylabel="MFU (% of the measured peak)")
+        panels[MFU].set_ylim(bottom=0)  # a height is an amount; the top holds every bar
+    if "seconds" in panels:
+        panels["seconds"].set(title=_time_to_accuracy_title(rows), ylabel="training seconds")
+        from_zero(panels["seconds"])
+    last = list(panels.values())[-1]
+    last.legend(
+        handles=_legend_handles(speed, drawn, unit.one),
+        title="line",
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1),  # right of the last panel
+        fontsize=8,
     )
     return figure
+
+
+def _panels(rows: Sequence[Row]) -> tuple[Any, dict[str, Any]]:
+    """The figure's axes, by what each shows: speed; MFU where a run recorded it; the seconds to
+    the target accuracy where a run set one."""
+    shown = [SPEED]
+    if any(isinstance(row.get(MFU), int | float) for row in rows):
+        shown.append(MFU)
+    if any(row["time_to_accuracy"] is not None for row in rows):
+        shown.append("seconds")
+    figure, axes = plt.subplots(1, len(shown), figsize=(1.5 + 5.5 * len(shown), 4.5))
+    return figure, dict(zip(shown, axes if len(shown) > 1 else [axes], strict=True))
+
+
+def _draw_line(panels: Mapping[str, Any], name: str, line: Sequence[Row]) -> set[str]:
+    """A line on each panel, in one colour, named with its search's outcome where its runs
+    searched; what it drew that the legend explains (`BOUND`, `BARS`, `KNEE`, `LARGEST`)."""
+    searched = search_text(line)
+    speeds = by_batch_size(line, SPEED)
+    colour, drawn = _through_means(
+        panels[SPEED], speeds, f"{name}: {searched}" if searched else name
+    )
+    mfus = {size: [100 * mfu for mfu in runs] for size, runs in by_batch_size(line, MFU).items()}
+    if MFU in panels and mfus:
+        drawn |= _through_means(panels[MFU], mfus, name, colour)[1]
+    if len(speeds) > 1:
+        drawn.add(KNEE)
+        at = knee(speeds)
+        for key, values in ((SPEED, speeds), (MFU, mfus)):
+            if key in panels and at in values:
+                mean = log_spread(values[at]).mean
+                panels[key].scatter([at], [mean], marker="*", s=160, color=colour, gid="knee")
+    for largest in largest_batches(line):
+        drawn.add(LARGEST)
+        for key in (SPEED, MFU):
+            if key in panels:
+                panels[key].axvline(largest, color=colour, linestyle=":", gid="largest")
+    if bound := compute_bound(line):
+        drawn.add(BOUND)
+        panels[SPEED].axhline(bound, color=colour, linestyle="--", alpha=0.6)
+    if "seconds" in panels:
+        panels["seconds"].plot(*_by_batch_size(line, _reached_seconds), "o-", color=colour)
+    return drawn
+
+
+def _through_means(
+    axis: Any, values: Mapping[int, Sequence[float]], label: str, colour: str | None = None
+) -> tuple[str, set[str]]:
+    """A line through the geometric mean of each size's runs, a dot per run behind it and a bar
+    for the 95% interval where a size ran more than once; its colour, and whether bars were
+    drawn (`BARS`)."""
+    spreads = {size: log_spread(runs) for size, runs in values.items()}
+    means = [spread.mean for spread in spreads.values()]
+    (drawn,) = axis.plot(list(spreads), means, "o-", label=label, color=colour)
+    colour = drawn.get_color()
+    repeated = [size for size, spread in spreads.items() if spread.n > 1]
+    for size in repeated:
+        axis.scatter([size] * len(values[size]), values[size], color=colour, alpha=0.35, s=12)
+        if (interval := spreads[size].interval) is not None:
+            axis.vlines(size, *interval, color=colour, alpha=0.6, gid="interval")
+    return colour, {BARS} if repeated else set()
+
+
+def _legend_handles(speed: Any, drawn: set[str], one: str) -> list[Any]:
+    """The lines' entries, then one grey entry for each kind of mark drawn, each in its line's
+    colour on the figure."""
+    handles = speed.get_legend_handles_labels()[0]
+    marks = {
+        BARS: {"marker": "|", "markersize": 10, "linestyle": "none"},
+        KNEE: {"marker": "*", "markersize": 10, "linestyle": "none"},
+        LARGEST: {"linestyle": ":"},
+        BOUND: {"linestyle": "--"},
+    }
+    labels = {BOUND: BOUND.format(one=one)}
+    for mark, style in marks.items():
+        if mark in drawn:
+            handles.append(Line2D([], [], color="grey", label=labels.get(mark, mark), **style))
+    return handles
 
 
 def _by_batch_size(
     line: Sequence[Row], value: Callable[[Row], float]
 ) -> tuple[list[int], list[float]]:
-    """The line's batch sizes, and the geometric mean of `value` (a speed, or seconds) over the
-    runs of each (nan where a run's is nan)."""
+    """The line's batch sizes, and the geometric mean of `value` (seconds) over the runs of each
+    (nan where a run's is nan)."""
     values: dict[int, list[float]] = {}
     for row in line:
-        values.setdefault(int(row["swept"][BATCH_SIZE]), []).append(value(row))
+        values.setdefault(trained_batch(row), []).append(value(row))
     means = [math.exp(statistics.fmean(map(math.log, each))) for each in values.values()]
     return list(values), means
 

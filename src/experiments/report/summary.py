@@ -59,7 +59,7 @@ from experiments.core.files import write_atomically
 from experiments.core.text import Unit, part_of_split, printable, shared_unit, short_count
 from experiments.records.recorded import RecordedResults
 from experiments.records.running import alive_here
-from experiments.report import device_cards, plots, repeats, verdicts
+from experiments.report import batch_sweep, device_cards, plots, repeats, verdicts
 from experiments.report.headlines import HEADLINES, headlines, own_headlines
 from experiments.report.run_records import RunRecords, UnreadableRun, is_training_run, read_run
 from experiments.report.swept import swept_values
@@ -178,6 +178,9 @@ def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
     row["unit"] = results.get("data", {}).get("unit")  # images or rows (earlier versions: none)
     row["loader"] = results.get("data", {}).get("loader")
     row["gpus"] = gpus_used(results)  # what the compute bound multiplies the peak by
+    # What the figures of speed against batch size read (no columns): the batch trained with, of
+    # all processes (with trainer.batch_size=auto, its search's), and the search.
+    row.update({key: results.get(key) for key in ("batch_size", "batch_search")})
     if "device" in results:
         device = results["device"]
         row["device"] = device.get("used", device.get("requested"))
@@ -389,7 +392,9 @@ def not_started(folder: Path) -> list[str]:
 
 def markdown(rows: Sequence[Row]) -> str:
     """summary.md: the runs, the configurations where any ran more than once, the verdicts on
-    those that differ in one key alone, and a warning where repeats ran back to back."""
+    those that differ in one key alone, of a sweep over batch sizes each line's largest batch and
+    knee (`batch_sweep.notes`), the device cards (`device_cards`), and a warning where repeats ran
+    back to back."""
     shown, unit = columns(rows, in_console=False), shared_unit(row.get("unit") for row in rows)
     cells = [[column.heading(unit) for column in shown]]
     cells += [[column.cell(row) for column in shown] for row in rows]
@@ -400,6 +405,8 @@ def markdown(rows: Sequence[Row]) -> str:
     if said.lines:
         listed = [f"{'  ' * depth}- {line}" for depth, line in said.lines]
         lines += ["", verdicts.HEADING + ":", "", *listed]
+    if noted := batch_sweep.notes(rows):
+        lines += ["", batch_sweep.HEADING + ":", "", *(f"- {note}" for note in noted)]
     if carded := device_cards.cards(rows):
         listed = [f"{'  ' * depth}- {line}" for depth, line in carded]
         lines += ["", device_cards.HEADING + ":", "", *listed]
@@ -434,8 +441,9 @@ def _aligned_lines(cells: list[list[str]]) -> list[str]:
 
 def table(rows: Sequence[Row], folder: Path) -> str:
     """A plain-text table for the console: a count by status, the runs, why any failed, then
-    the configurations where any ran more than once, the verdicts and the warning of summary.md.
-    Columns empty in every row (CUDA memory on the CPU) are left out."""
+    the configurations where any ran more than once, and the verdicts, notes on batch sizes,
+    device cards and warning of summary.md. Columns empty in every row (CUDA memory on the CPU)
+    are left out."""
     shown, unit = columns(rows, in_console=True), shared_unit(row.get("unit") for row in rows)
     body = [[column.heading(unit) for column in shown]]
     body += [[column.cell(row) for column in shown] for row in rows]
@@ -451,6 +459,8 @@ def table(rows: Sequence[Row], folder: Path) -> str:
     if said.lines:
         listed = [f"{'  ' * (depth + 1)}{line}" for depth, line in said.lines]
         reasons += [verdicts.HEADING + ":", *listed]
+    if noted := batch_sweep.notes(rows):
+        reasons += [batch_sweep.HEADING + ":", *(f"  {note}" for note in noted)]
     if carded := device_cards.cards(rows):
         listed = [f"{'  ' * (depth + 1)}{line}" for depth, line in carded]
         reasons += [device_cards.HEADING + ":", *listed]

@@ -23,6 +23,9 @@ from experiments.report.drawing import Row, label
 SPEED_GROUPS = ("model", "dataset", "device", "placement")
 SPEED_KEYS = (
     "trainer.batch_size",
+    # With trainer.batch_size=auto, the batch: the largest that fits (in the CPU's budget), halved.
+    "trainer.auto_batch_halvings",
+    "trainer.memory_budget_gb",
     "trainer.precision",
     "trainer.channels_last",
     "trainer.compile",
