@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.report import repeats, verdicts
+from experiments.report import device_cards, repeats, verdicts
 from experiments.report.command import main
 from experiments.report.statistics import Spread, log_spread, spread, t_quantile
 from helpers import completed_sweep, paired_by_scipy, train_cli
@@ -334,6 +334,7 @@ def test_a_report_over_several_sweeps_compares_within_each(
         (name, "paired by seed", [2, 2]) for name in sweeps for _ in ("speed", "accuracy")
     ]
     listed = (outputs / "summary.md").read_text().split(verdicts.HEADING + ":\n\n")[1]
+    listed = listed.split(f"\n\n{device_cards.HEADING}:")[0]  # the verdicts, before the cards
     assert [line for line in listed.splitlines() if line.startswith("- ")] == [
         f"- sweep {name}:" for name in sweeps
     ]

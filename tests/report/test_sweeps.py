@@ -389,7 +389,8 @@ def test_the_device_scaling_study_draws_images_per_second_against_batch_size(
     assert_plot(folder / "curves.png")
     assert_plot(folder / "scaling.png")
     figure = scaling.scaling_figure(write_report(folder))
-    speed, seconds = figure.axes[:2]
+    speed, utilization, seconds = figure.axes[:3]  # every run records its MFU now
+    assert utilization.get_title() == "Model FLOPs utilization"
     line, bound = speed.get_lines()
     assert line.get_label() == "device=cpu, model.hidden_sizes=[16]"
     assert list(line.get_xdata()) == [32, 64]

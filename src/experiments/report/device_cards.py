@@ -39,16 +39,17 @@ def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
     if len(by_device) < 2 and not swept:
         return []
     unit = shared_unit(row.get("unit") for row in rows)
+    several = repeats.several_sweeps(configurations)  # each named with its sweep
     lines: list[tuple[int, str]] = []
     for device, mine in by_device.items():
         name = mine[0].runs[0].get("device_name")
         title = f"{device} ({name})" if name else device
         if len(mine) == 1:
             (configuration,) = mine
-            lines.append((0, f"{title}, {_said(configuration, unit)}"))
+            lines.append((0, f"{title}, {_said(configuration, unit, several)}"))
             continue
         lines.append((0, f"{title}:"))
-        lines += [(1, _said(configuration, unit)) for configuration in mine]
+        lines += [(1, _said(configuration, unit, several)) for configuration in mine]
     between = [
         verdict for verdict in verdicts.said(configurations).verdicts if verdict.key == DEVICE
     ]
@@ -58,11 +59,13 @@ def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
     return lines
 
 
-def _said(configuration: Configuration, unit: Unit) -> str:
+def _said(configuration: Configuration, unit: Unit, several_sweeps: bool) -> str:
     """`model=lenet, 3 runs: train img/s 1,043 (1,010 to 1,070), MFU 49.6% (...), host memory
-    812 MiB ± 10 MiB (...)`: its values but the device, its runs, and the measures they
-    recorded."""
+    812 MiB ± 10 MiB (...)`: its sweep (of a report of several), its values but the device, its
+    runs, and the measures they recorded."""
     values = [f"{key}={value}" for key, value in configuration.values.items() if key != DEVICE]
+    if several_sweeps:
+        values.insert(0, repeats.sweep_name(configuration.sweep))
     count = configuration.count()
     runs = f"{count} run" if count == "1" else f"{count} runs"
     figures = ", ".join(
