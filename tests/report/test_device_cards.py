@@ -87,3 +87,25 @@ def test_summary_md_ends_with_the_cards() -> None:
     cards = text.split(f"{device_cards.HEADING}:\n\n")[1]
     assert cards.startswith("- cpu (AMD EPYC), 3 runs: train img/s 997 (")
     assert "\n- between devices:\n  - cuda:0 trains 8.00x" in cards
+
+
+def test_a_searched_batch_and_a_sweeps_knee_are_on_their_devices_card() -> None:
+    rows = rows_of({("cpu", "tudui"): CPU, ("cuda:0", "tudui"): GPU})
+    for row in rows:
+        # trainer.batch_size=auto, halved 0 or 1 times by seed: a sweep over batch sizes.
+        halvings = int(row["swept"]["trainer.seed"]) % 2
+        row["swept"]["trainer.auto_batch_halvings"] = str(halvings)
+        largest = 4096 if row["device"] == "cpu" else 65536
+        row["batch_size"] = largest >> halvings
+        row["batch_search"] = {
+            "largest": largest,
+            "stopped_by": "memory budget" if row["device"] == "cpu" else "out of memory",
+            "budget_gb": 4.0 if row["device"] == "cpu" else None,
+        }
+    texts = [text for _, text in device_cards.cards(rows)]
+    assert texts[0] == "cpu (AMD EPYC):"
+    assert texts[1].startswith("trainer.auto_batch_halvings=0, 2 runs: train img/s ")
+    assert texts[1].endswith(", largest batch 4096 (memory budget 4 GB)")
+    # Seeds 0 and 2 (950 img/s) at 4096, seed 1 (1,100) at 2048: the smaller batch is faster.
+    assert texts[3] == "knee 2048 (1,100 img/s, the best)"
+    assert texts[5].endswith(", largest batch 65536 (out of memory)")

@@ -1,8 +1,9 @@
 """The device cards at the end of a report of runs on several devices, or swept over them: per
 device, what its name is, how fast its configurations trained (train images/s, geometric mean with
 its 95% interval), how much of the device's peak that used (MFU), the memory it took at its peak,
-and then the verdicts between the devices. The answer to "how fast does this train on that device",
-a device at a time.
+the largest batch where the runs searched it (trainer.batch_size=auto) and the knee of a sweep
+over batch sizes, and then the verdicts between the devices: the answer to "how fast does this
+train on that device", a device at a time.
 
     Devices:
     cpu (AMD EPYC), 3 runs: train img/s 1,043 (1,010 to 1,070), MFU 49.6% (48.9% to 50.3%),
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from experiments.core.text import Unit, shared_unit
-from experiments.report import repeats, verdicts
+from experiments.report import batch_sweep, repeats, verdicts
 from experiments.report.repeats import Configuration, Row
 
 HEADING = "Devices"
@@ -50,6 +51,7 @@ def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
             continue
         lines.append((0, f"{title}:"))
         lines += [(1, _said(configuration, unit, several)) for configuration in mine]
+        lines += [(1, knee) for knee in _knees(rows, device)]
     between = [
         verdict for verdict in verdicts.said(configurations).verdicts if verdict.key == DEVICE
     ]
@@ -68,12 +70,26 @@ def _said(configuration: Configuration, unit: Unit, several_sweeps: bool) -> str
         values.insert(0, repeats.sweep_name(configuration.sweep))
     count = configuration.count()
     runs = f"{count} run" if count == "1" else f"{count} runs"
-    figures = ", ".join(
+    figures = [
         f"{measure.heading(unit)} {configuration.cell(measure)}"
         for measure in CARD_MEASURES
         if configuration.measured(measure)
-    )
-    return f"{', '.join([*values, runs])}: {figures}"
+    ]
+    if searched := batch_sweep.search_text(configuration.runs):  # trainer.batch_size=auto
+        figures.append(searched)
+    return f"{', '.join([*values, runs])}: {', '.join(figures)}"
+
+
+def _knees(rows: Sequence[Row], device: str) -> list[str]:
+    """Of a sweep over batch sizes on `device`, where more batch stops paying, per line:
+    `knee 512 (2,250 img/s, within 5% of the best: 2,310 img/s at 2048)`, after the values of
+    the line's other keys."""
+    knees = []
+    for name, line in batch_sweep.scaling_lines(rows).items():
+        if line[0]["device"] == device and (knee := batch_sweep.knee_text(line)):
+            others = name.partition(", ")[2]  # (the line's name begins with its device)
+            knees.append(f"{others}: {knee}" if others else knee)
+    return knees
 
 
 def _held(verdict: verdicts.Verdict) -> str:
