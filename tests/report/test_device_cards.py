@@ -3,9 +3,11 @@ MFU and peak memory summed up over its runs, then the verdicts between the devic
 
 from __future__ import annotations
 
+import csv
+import io
 from typing import Any
 
-from experiments.report import device_cards, summary
+from experiments.report import device_cards, repeats, summary
 from experiments.report.summary import COLUMNS
 
 # Per seed: train images/s, MFU, host MiB, GPU MiB.
@@ -102,6 +104,7 @@ def test_a_searched_batch_and_a_sweeps_knee_are_on_their_devices_card() -> None:
             "stopped_by": "memory budget" if row["device"] == "cpu" else "out of memory",
             "budget_gb": 4.0 if row["device"] == "cpu" else None,
         }
+        row["largest_batch"] = largest
     texts = [text for _, text in device_cards.cards(rows)]
     assert texts[0] == "cpu (AMD EPYC):"
     assert texts[1].startswith("trainer.auto_batch_halvings=0, 2 runs: train img/s ")
@@ -109,3 +112,7 @@ def test_a_searched_batch_and_a_sweeps_knee_are_on_their_devices_card() -> None:
     # Seeds 0 and 2 (950 img/s) at 4096, seed 1 (1,100) at 2048: the smaller batch is faster.
     assert texts[3] == "knee 2048 (1,100 img/s, the best)"
     assert texts[5].endswith(", largest batch 65536 (out of memory)")
+    # configurations.csv has it per configuration, as a measure of its runs.
+    table = list(csv.DictReader(io.StringIO(repeats.csv_text(repeats.configurations(rows)))))
+    assert [float(row["largest_batch_mean"]) for row in table] == [4096, 65536, 4096, 65536]
+    assert float(table[0]["peak_host_memory_mb_mean"]) == 795.0  # seeds 0 and 2: 800, 790

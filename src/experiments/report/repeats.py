@@ -73,6 +73,8 @@ MEASURES = [
     Measure("time_to_accuracy", "time to acc (s)", "{:.1f}".format, log_scale=True),
     HOST_MEMORY,
     CUDA_MEMORY,
+    # The largest batch a run's search found (trainer.batch_size=auto).
+    Measure("largest_batch", "largest batch", "{:,.0f}".format, in_table=False),
 ]
 
 

@@ -181,6 +181,7 @@ def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
     # What the figures of speed against batch size read (no columns): the batch trained with, of
     # all processes (with trainer.batch_size=auto, its search's), and the search.
     row.update({key: results.get(key) for key in ("batch_size", "batch_search")})
+    row["largest_batch"] = (results.get("batch_search") or {}).get("largest")
     if "device" in results:
         device = results["device"]
         row["device"] = device.get("used", device.get("requested"))
