@@ -25,8 +25,8 @@ BATCH_KEYS = (BATCH_SIZE, HALVINGS)
 KNEE_SHARE = 0.05
 
 HEADING = (
-    f"Batch sizes (the knee: the smallest batch within {KNEE_SHARE:.0%} of the best train speed, "
-    "each the geometric mean of its runs)"
+    f"Batch sizes (the knee: the smallest within {KNEE_SHARE:.0%} of the best speed, "
+    "by geometric mean)"
 )
 
 

@@ -40,8 +40,12 @@ and runs with a record the report cannot read (`unreadable`, and which: `report.
                               to highest; the loss axis spans the losses
     scaling.png               of a sweep over trainer.batch_size: train images/s against batch
                               size, a line per speed group, with its compute bound where its
-                              peak was measured, and the time to accuracy (its target and
-                              split in the title) beside it
+                              peak was measured and its knee, MFU where recorded, and the time
+                              to accuracy (its target and split in the title) beside it;
+                              summary.md and the console name each line's knee
+    batch_scaling.png         the same, of runs that searched their batch
+                              (trainer.batch_size=auto), with the largest batch each line's
+                              runs found, named with the knee
 """
 
 from __future__ import annotations
