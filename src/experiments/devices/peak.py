@@ -43,6 +43,10 @@ class Measurement:
     timings: int
     warm_up: int
     convolutions: bool = False
+    # Timed on for at least this long (more timings than `timings`): on the CPU, long enough
+    # for /proc to tell whether other work shared it meanwhile (`devices.host_load`), and for
+    # a moment of it to be passed over by the best timing.
+    least_seconds: float = 0.0
 
     @property
     def precision(self) -> str:
@@ -78,7 +82,9 @@ def measurement_for(
         return Measurement(dtype, uses_tf32, 8192 if tensor_cores else 4096, 4, 5, 4)
     # Well under a second: most CPUs emulate bfloat16, at a hundredth of fp32's speed.
     size = 1024 if dtype == torch.float32 else 256
-    return Measurement(dtype, False, size, 1, 3, 1, convolutions=convolutions_lead)
+    return Measurement(
+        dtype, False, size, 1, 3, 1, convolutions=convolutions_lead, least_seconds=0.5
+    )
 
 
 def tf32_in_use(device: torch.device, convolutions_lead: bool) -> bool:
@@ -145,8 +151,8 @@ def flops_per_second(device: torch.device, how: Measurement) -> float:
 
 
 def matmul_flops_per_second(device: torch.device, how: Measurement) -> float:
-    """The best of `how.timings` timings of products on `device` (a product is 2 * size**3
-    operations: a multiply-add is two, as the model's count has it)."""
+    """The best of `how.timings` timings or more of products on `device` (a product is
+    2 * size**3 operations: a multiply-add is two, as the model's count has it)."""
     a, b = (torch.randn(how.size, how.size, device=device, dtype=how.dtype) for _ in range(2))
     product = torch.empty_like(a)
 
@@ -156,14 +162,15 @@ def matmul_flops_per_second(device: torch.device, how: Measurement) -> float:
 
     with _matmul_tf32(how.tf32):
         products(how.warm_up)  # cuBLAS chooses its kernel, the clocks rise
-        best = min(_seconds(lambda: products(how.products), device) for _ in range(how.timings))
+        best = _best_seconds(lambda: products(how.products), device, how)
     return 2 * how.size**3 * how.products / best
 
 
 def convolution_flops_per_second(device: torch.device, how: Measurement) -> float:
-    """The best of `how.timings` timings of a 5 x 5 convolution of 64 channels over 32 x 32
-    images in channels-last memory (as a model of convolutions runs on the CPU by default), in
-    `how.dtype`: a batch of 32 in fp32 (some 7 GFLOPs), 8 in the precisions a CPU emulates."""
+    """The best of `how.timings` timings or more of a 5 x 5 convolution of 64 channels over
+    32 x 32 images in channels-last memory (as a model of convolutions runs on the CPU by
+    default), in `how.dtype`: a batch of 32 in fp32 (some 7 GFLOPs), 8 in the precisions a CPU
+    emulates."""
     batch, channels, side, kernel = (32 if how.dtype == torch.float32 else 8), 64, 32, 5
     images = torch.randn(batch, channels, side, side, device=device, dtype=how.dtype)
     weight = torch.randn(channels, channels, kernel, kernel, device=device, dtype=how.dtype)
@@ -174,8 +181,17 @@ def convolution_flops_per_second(device: torch.device, how: Measurement) -> floa
             torch.nn.functional.conv2d(images, weight, padding=kernel // 2)
 
     convolutions(how.warm_up)
-    best = min(_seconds(lambda: convolutions(how.products), device) for _ in range(how.timings))
+    best = _best_seconds(lambda: convolutions(how.products), device, how)
     return 2 * batch * channels * channels * kernel**2 * side**2 * how.products / best
+
+
+def _best_seconds(work: Callable[[], None], device: torch.device, how: Measurement) -> float:
+    """The shortest of `how.timings` timings of `work` or more, timed on until
+    `how.least_seconds` have gone by."""
+    started, timings = time.perf_counter(), []
+    while len(timings) < how.timings or time.perf_counter() - started < how.least_seconds:
+        timings.append(_seconds(work, device))
+    return min(timings)
 
 
 def _seconds(work: Callable[[], None], device: torch.device) -> float:
