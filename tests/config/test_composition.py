@@ -109,7 +109,12 @@ def test_the_groups_have_the_options_the_readme_promises() -> None:
     assert options("placement") == ["cuda_call", "to_device"]
     assert options("optimizer") == ["adam", "sgd", "sgd_momentum"]
     assert options("scheduler") == ["cosine", "none", "onecycle", "step", "warmup_cosine"]
-    assert options("experiment") == ["device_scaling", "lenet_cifar10", "tudui_cifar10"]
+    assert options("experiment") == [
+        "batch_scaling",
+        "device_scaling",
+        "lenet_cifar10",
+        "tudui_cifar10",
+    ]
 
 
 def test_defaults_are_tudui_on_the_shipped_cifar10_sample_on_the_best_device() -> None:

@@ -49,3 +49,7 @@ class Loader(Choice):
     auto = "auto"  # memory when the decoded images fit dataset.cache_max_gb, else stream
     memory = "memory"  # decoded once (through the cache) into one uint8 array; batches cut from it
     stream = "stream"  # DataLoader workers decode the images of every batch, every epoch
+
+
+# trainer.batch_size=auto: the largest batch the device takes (`training.batch_search`).
+AUTO_BATCH = "auto"

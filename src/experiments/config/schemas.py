@@ -365,8 +365,19 @@ class EarlyStoppingConfig:
 @dataclass
 class TrainerConfig:
     epochs: int = 10
-    # The batch of one optimizer step (of all processes together under torchrun).
-    batch_size: int = 64
+    # The batch of one optimizer step (of all processes together under torchrun), or auto: the
+    # largest power of two that trains on the device (one real step per try: until a GPU runs
+    # out of memory, or the process's peak memory passes memory_budget_gb on the CPU, or the
+    # training split runs out), halved auto_batch_halvings times. The learning rate is as given.
+    # (Any: a number or auto; checked by config.validate.)
+    batch_size: Any = 64
+    # The CPU's budget for batch_size=auto, in GiB of the process's peak resident memory (what
+    # results.json records as peak_host_memory_mb): a CPU swaps rather than fails, so the search
+    # needs a bound; 4 leaves most of a laptop's memory to the rest of it.
+    memory_budget_gb: float = 4.0
+    # With batch_size=auto, train at the largest batch halved this many times: a sweep over it
+    # (experiment=batch_scaling) runs each device from a small batch up to its largest.
+    auto_batch_halvings: int = 0
     seed: int = 0
     # Only deterministic algorithms (and cuBLAS's fixed workspace): slower on some GPU ops.
     deterministic: bool = False

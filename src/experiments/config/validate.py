@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from experiments.config.choices import DeviceName, Mode
+from experiments.config.choices import AUTO_BATCH, DeviceName, Mode
 from experiments.config.metric_names import (
     CLASSIFICATION_TASK,
     LOSS,
@@ -231,6 +231,12 @@ def _image_channels(cfg: DictConfig) -> str | None:
     if dataset is None or is_table(dataset) or dataset.get("channels") in (None, 1, 3):
         return None
     return f"dataset.channels={dataset.channels} must be 1 (grey) or 3 (RGB)"
+
+
+def _whole(value: Any) -> bool:
+    """An int, not a bool (which Python counts as one) nor a float (which a field typed Any
+    takes as given)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _whole_from_one(key: str) -> FieldCheck:
@@ -466,6 +472,15 @@ def _beyond_float32(cfg: DictConfig, section: str) -> str | None:
 
 def _batch_not_shared_evenly(cfg: DictConfig, processes: int) -> str | None:
     batch_size = cfg.trainer.batch_size
+    if batch_size == AUTO_BATCH:
+        if processes == 1 and cfg.device.name != DeviceName.dp:
+            return None
+        shared = f"{processes} processes" if processes > 1 else "device=dp's GPUs"
+        return (
+            f"trainer.batch_size=auto searches the largest batch of one device, and {shared} "
+            "share each batch; give trainer.batch_size a number (the search's on one device, "
+            "times the devices, is a start)"
+        )
     if batch_size % processes == 0:
         return None
     return (
@@ -474,9 +489,32 @@ def _batch_not_shared_evenly(cfg: DictConfig, processes: int) -> str | None:
     )
 
 
+def _halvings_without_auto(cfg: DictConfig) -> str | None:
+    halvings = cfg.trainer.auto_batch_halvings
+    if halvings == 0 or cfg.trainer.batch_size == AUTO_BATCH:
+        return None
+    return (
+        f"trainer.auto_batch_halvings={halvings} halves the batch trainer.batch_size=auto "
+        f"finds, and trainer.batch_size={cfg.trainer.batch_size}; add trainer.batch_size=auto"
+    )
+
+
 TRAINING_CHECKS: tuple[Check, ...] = (
     _whole_from_one("trainer.epochs"),
-    _whole_from_one("trainer.batch_size"),
+    FieldCheck(
+        "trainer.batch_size",
+        lambda batch: batch == AUTO_BATCH or (_whole(batch) and batch >= 1),
+        "must be a whole number >= 1, or auto (the largest batch that trains on the device)",
+    ),
+    FieldCheck(
+        "trainer.auto_batch_halvings", lambda halvings: halvings >= 0, "must be a whole number >= 0"
+    ),
+    _halvings_without_auto,
+    FieldCheck(
+        "trainer.memory_budget_gb",
+        lambda budget: math.isfinite(budget) and budget > 0,
+        "must be a number of GiB > 0 (the process's peak memory the CPU's search allows)",
+    ),
     _whole_from_one("trainer.log_interval"),
     _whole_from_one("trainer.checkpoint_every"),
     _whole_from_one("trainer.accumulate_batches"),

@@ -82,7 +82,10 @@ ALLOCATOR_SAYS = re.compile(
 
 @contextlib.contextmanager
 def out_of_memory_said(
-    batch_key: str, batch_size: int, accumulate_batches: int | None = None, processes: int = 1
+    batch_key: str,
+    batch_size: int | str,
+    accumulate_batches: int | None = None,
+    processes: int = 1,
 ) -> Iterator[None]:
     """Turn running out of GPU memory in the block into one line (`out_of_memory_line`)."""
     try:
@@ -95,7 +98,7 @@ def out_of_memory_said(
 def out_of_memory_line(
     message: str,
     batch_key: str,
-    batch_size: int,
+    batch_size: int | str,
     accumulate_batches: int | None = None,
     processes: int = 1,
 ) -> str:
@@ -110,6 +113,12 @@ def out_of_memory_line(
         if said
         else ""
     )
+    if not isinstance(batch_size, int):  # trainer.batch_size=auto: after its search
+        return (
+            f"{gpu} ran out of memory at the batch {batch_key}={batch_size} found{asked} (its "
+            f"search's step fit; other work on the GPU or later steps took more); give "
+            f"{batch_key} a smaller number"
+        )
     accumulating = accumulate_batches is not None and accumulate_batches > 1
     setting = f"{batch_key}={batch_size}" + (
         f" and trainer.accumulate_batches={accumulate_batches}" if accumulating else ""

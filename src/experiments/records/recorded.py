@@ -115,7 +115,10 @@ class SetupRecord(TypedDict, total=False):
     device_peak_precision: str | None
     peak_devices: int
     device_peak_measured: bool
-    batch_search: BatchSearch  # (with trainer.batch_size=auto)
+    # With trainer.batch_size=auto, the batch trained with (null at the start) and its search.
+    batch_size: int
+    per_process_batch_size: int
+    batch_search: BatchSearch
     optimizer_fused: bool
     cudnn_benchmark: bool
     test_images: int

@@ -32,6 +32,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config.choices import AUTO_BATCH
 from experiments.config.metric_names import CLASSIFICATION, TEST, TRAIN_LOSS, VAL, TaskMetrics
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
@@ -177,6 +178,10 @@ def training_fields(
         return None if OmegaConf.is_missing(cfg, section) else OmegaConf.select(cfg, key)
 
     batch_size = field("trainer.batch_size")
+    if batch_size == AUTO_BATCH:  # what its search finds, or found before a resume
+        batch_size = None if resumed is None else resumed["config"]["trainer"]["batch_size"]
+    elif not isinstance(batch_size, int):  # refused once the run has its record
+        batch_size = None
     fields = {
         "model": field("model.name"),
         "dataset": field("dataset.name"),

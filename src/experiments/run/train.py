@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.config.build import plain, recorded
-from experiments.config.choices import Interval
+from experiments.config.choices import AUTO_BATCH, Interval
 from experiments.config.metric_names import TEST, TRAIN_IMAGES_PER_SECOND, VAL, Metric
 from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
@@ -60,6 +60,7 @@ from experiments.records.resume import TrainingState
 from experiments.records.tracker import TrackedRun, Tracker
 from experiments.run import console, job, setup
 from experiments.training import (
+    batch_search,
     loop,
     model_size,
     models,
@@ -178,6 +179,7 @@ class TrainingRun:
         self._set_up_device(group, free_gpus, resumed is None)
         self._set_up_data()
         model = self._set_up_model(resumed is None)
+        self._decide_batch_size(model, resumed)
         self._set_up_optimization(model)
         self._begin_tracking()
         audit(model, self.learner.task, next(iter(self.test_batches)), self.runtime.plan)
@@ -268,6 +270,34 @@ class TrainingRun:
         if note := wrapping.sync_batchnorm_waits(placed):
             log.info(note)
         return placed
+
+    def _decide_batch_size(self, model: nn.Module, resumed: dict[str, Any] | None) -> None:
+        """With trainer.batch_size=auto, the batch the run trains with in the config
+        (`self.cfg`): the largest that trains on the device, halved as asked, searched for with
+        copies of the model and optimizer; a resumed run's, as its checkpoint's config has it."""
+        cfg, trainer, runtime = self.cfg, self.cfg.trainer, self.runtime
+        if trainer.batch_size != AUTO_BATCH:
+            return
+        if resumed is not None:
+            batch = resumed["config"]["trainer"]["batch_size"]
+            log.info("trainer.batch_size=auto: %d, as its search found before the resume", batch)
+        else:
+            assert self.data.train is not None
+            trial = batch_search.Trial(
+                unwrap(model),
+                runtime.placement.module(self.task),
+                cfg.optimizer,
+                self.data,
+                runtime,
+                trainer.memory_budget_gb,
+            )
+            fewest = loop.fewest_images(model, processes=1)
+            found = batch_search.search(trial, fewest, trainer.auto_batch_halvings)
+            log.info(batch_search.said(found, cfg.optimizer.lr, str(runtime.plan)))
+            self.results.add(SetupRecord, batch_search=found.record())
+            batch = found.batch
+        self.cfg = OmegaConf.merge(cfg, {"trainer": {"batch_size": batch}})
+        self.results.add(SetupRecord, batch_size=batch, per_process_batch_size=batch)
 
     def _set_up_peak(self) -> None:
         """The peak its MFU divides by: of each device the run computes on, in the precision its

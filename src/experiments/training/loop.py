@@ -14,7 +14,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
@@ -165,6 +165,24 @@ def _progress_bar(batches: Batches, description: str, group: ProcessGroup) -> tq
     )
 
 
+def trial_step(
+    learner: Learner,
+    runtime: Runtime,
+    scaler: torch.amp.GradScaler,
+    inputs: torch.Tensor,
+    targets: torch.Tensor,
+) -> None:
+    """One optimizer step on one batch as training takes it (forward and loss in
+    `runtime.autocast()`, backward, step through `scaler`), its loss unread: what a search for
+    the largest batch tries (`training.batch_search`), with a scaler of its own."""
+    learner.model.train()
+    learner.optimizer.zero_grad(set_to_none=True)
+    _backward(learner, replace(runtime, scaler=scaler), inputs, targets, len(targets), sync=True)
+    _optimizer_step(learner, scaler, first=True)
+    if runtime.type == "cuda":
+        torch.cuda.synchronize(runtime.device)  # an out-of-memory error is raised here, if late
+
+
 def _backward(
     learner: Learner,
     runtime: Runtime,
@@ -218,6 +236,14 @@ def _schedule_may_step_first() -> Iterator[None]:
 BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 
 
+def fewest_images(model: nn.Module, processes: int) -> int:
+    """The fewest images a training batch of all `processes` may have for `model`
+    (`fewest_images_per_batch`)."""
+    norms = [module for module in model.modules() if isinstance(module, BATCH_NORMS)]
+    pooled = processes > 1 and all(isinstance(norm, nn.SyncBatchNorm) for norm in norms)
+    return processes if not norms or pooled else 2 * processes
+
+
 def fewest_images_per_batch(model: nn.Module, batch_size: int, processes: int) -> int:
     """The fewest images a training batch of all `processes` may have for `model`: one for each
     process; two for each if it has BatchNorm layers, which cannot train on one image (of 1x1
@@ -225,9 +251,7 @@ def fewest_images_per_batch(model: nn.Module, batch_size: int, processes: int) -
     by: "Expected more than 1 value per channel when training"), unless they pool the processes'
     images (SyncBatchNorm, trainer.sync_batchnorm=true). A trainer.batch_size below that is
     refused; a smaller last batch is left out (`Batches`)."""
-    norms = [module for module in model.modules() if isinstance(module, BATCH_NORMS)]
-    pooled = processes > 1 and all(isinstance(norm, nn.SyncBatchNorm) for norm in norms)
-    fewest = processes if not norms or pooled else 2 * processes
+    fewest = fewest_images(model, processes)
     if batch_size < fewest:  # (trainer.batch_size is a multiple of the processes: validate)
         given = (
             f"gives each of the {processes} processes 1 image"

@@ -1,0 +1,204 @@
+"""trainer.batch_size=auto: the largest batch that trains on the run's device, found by trying.
+
+The search is a pure function of "does this batch fit" answers (`largest_batch`): powers of two,
+doubled from the fewest images a batch may have while each fits, up to the training split's size;
+the last that fit is the largest. Each answer is one real training step (`Trial`): forward,
+backward and optimizer step, in the run's precision and memory format, on a copy of the model
+with an optimizer of the run's kind and a batch of the training split as the run's batches make
+it, so the run's weights, optimizer, scaler and random numbers are never touched (a run that
+finds 512 trains exactly as one given 512).
+
+What "fits" means is the device's: on a GPU, no out-of-memory error (the failed try's memory is
+freed before the next); on the CPU, which swaps rather than fails, the process's peak resident
+memory within `trainer.memory_budget_gb` (a try the last two predict above it is not run).
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from omegaconf import DictConfig
+from torch import nn
+
+from experiments.core.errors import ExperimentError
+from experiments.data.batches import Batches
+from experiments.data.types import ImageData
+from experiments.devices import memory
+from experiments.devices.runtime import Runtime
+from experiments.training import loop, optimizers
+from experiments.training.tasks import Task
+
+# What stopped a search: results.json's `batch_search.stopped_by`.
+OUT_OF_MEMORY = "out of memory"
+MEMORY_BUDGET = "memory budget"
+TRAINING_SPLIT = "training split"
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Search:
+    """What a search found: the largest batch that fit, what stopped it, and each batch tried
+    in order with whether it fit."""
+
+    largest: int
+    stopped_by: str
+    tried: list[tuple[int, bool]] = field(default_factory=list)
+
+
+def largest_batch(fits: Callable[[int], str | None], fewest: int, most: int) -> Search | None:
+    """The largest power of two from `fewest` (itself a power of two) up to `most` for which
+    `fits` says nothing against it (it returns why not: `OUT_OF_MEMORY`, `MEMORY_BUDGET`),
+    trying each in turn from the smallest; None where not even `fewest` fits, or `most` is
+    below it."""
+    tried: list[tuple[int, bool]] = []
+    batch, largest = fewest, None
+    while batch <= most:
+        why_not = fits(batch)
+        tried.append((batch, why_not is None))
+        if why_not is not None:
+            return None if largest is None else Search(largest, why_not, tried)
+        largest, batch = batch, 2 * batch
+    return None if largest is None else Search(largest, TRAINING_SPLIT, tried)
+
+
+def smallest_power_of_two(at_least: int) -> int:
+    return 1 << max(at_least - 1, 0).bit_length()
+
+
+@dataclass
+class Trial:
+    """One training step at a batch size, on copies of what the run trains (`model`, its
+    optimizer config, `task`), on `runtime`'s device: `fits` answers for `largest_batch`."""
+
+    model: nn.Module  # unwrapped, on the device
+    task: Task  # placed on the device
+    optimizer: DictConfig
+    data: ImageData
+    runtime: Runtime
+    budget_gb: float  # the CPU's: the process's peak resident memory allowed
+    # The CPU's measured peaks so far, (batch, bytes): what the next try is predicted from.
+    _peaks: list[tuple[int, float]] = field(default_factory=list)
+
+    def fits(self, batch: int) -> str | None:
+        """None where a step at `batch` trains within the device's memory, else why not."""
+        if self.runtime.type == "cuda":
+            return self._fits_gpu(batch)
+        budget = self.budget_gb * GIB
+        if self._predicted(batch) > budget:
+            return MEMORY_BUDGET
+        memory.reset_peak_memory(self.runtime.plan)
+        self._step(batch)
+        peak = memory.peak_memory_mb(self.runtime.plan)["peak_host_memory_mb"] * 2**20
+        self._peaks.append((batch, peak))
+        return None if peak <= budget else MEMORY_BUDGET
+
+    def _fits_gpu(self, batch: int) -> str | None:
+        try:
+            self._step(batch)
+        except torch.OutOfMemoryError:
+            return OUT_OF_MEMORY
+        finally:
+            # What the try held, freed before the next (an error's traceback holds its frames).
+            gc.collect()
+            torch.cuda.empty_cache()
+        return None
+
+    def _predicted(self, batch: int) -> float:
+        """The peak a try at `batch` would reach, on the line through the last two tries (0
+        before there are two): growing with the batch's activations."""
+        if len(self._peaks) < 2:
+            return 0.0
+        (small, low), (large, high) = self._peaks[-2:]
+        return high + (high - low) / (large - small) * (batch - large)
+
+    def _step(self, batch: int) -> None:
+        """Forward, backward and optimizer step at `batch` images, on copies, left to be freed."""
+        model = copy.deepcopy(self.model)
+        optimizer, _ = optimizers.build_optimizer(
+            self.optimizer, model.parameters(), self.runtime.type
+        )
+        scaler = torch.amp.GradScaler(self.runtime.type, enabled=self.runtime.scaler.is_enabled())
+        learner = loop.Learner(model, self.task, optimizer)
+        assert self.data.train is not None
+        batches = Batches(
+            self.data.train,
+            batch_size=batch,
+            mean=self.data.mean,
+            std=self.data.std,
+            runtime=self.runtime,
+            limit=1,
+        )
+        inputs, targets = next(iter(batches))
+        loop.trial_step(learner, self.runtime, scaler, inputs, targets)
+
+
+@dataclass(frozen=True)
+class Found:
+    """The batch a run trains with, and how the search found it: results.json's
+    `batch_search`."""
+
+    batch: int
+    search: Search
+    halvings: int
+    budget_gb: float | None
+    seconds: float
+
+    def record(self) -> dict[str, object]:
+        return {
+            "largest": self.search.largest,
+            "trained": self.batch,
+            "halvings": self.halvings,
+            "stopped_by": self.search.stopped_by,
+            "tried": [[batch, fit] for batch, fit in self.search.tried],
+            "budget_gb": self.budget_gb,
+            "seconds": self.seconds,
+        }
+
+
+def search(trial: Trial, fewest: int, halvings: int) -> Found:
+    """The largest batch `trial` fits, from `fewest` images up to the training split's size,
+    halved `halvings` times (never below `fewest`); the run's random numbers as they were."""
+    assert trial.data.train is not None
+    started = time.perf_counter()
+    gpus = trial.runtime.plan.gpus
+    with torch.random.fork_rng(devices=gpus):
+        found = largest_batch(trial.fits, smallest_power_of_two(fewest), len(trial.data.train))
+    device, on_gpu = trial.runtime.plan, trial.runtime.type == "cuda"
+    if found is None:
+        fewest = smallest_power_of_two(fewest)
+        if on_gpu:
+            why = f"not even a batch of {fewest} trains on {device}"
+        else:
+            why = (
+                f"not even a batch of {fewest} trains on {device} within "
+                f"trainer.memory_budget_gb={trial.budget_gb:g} (the process's peak memory); "
+                "raise it, or"
+            )
+        raise ExperimentError(f"trainer.batch_size=auto: {why} give trainer.batch_size a number")
+    memory.reset_peak_memory(device)  # the tries' peaks are not the run's
+    batch = max(found.largest >> halvings, smallest_power_of_two(fewest))
+    budget = None if on_gpu else trial.budget_gb
+    return Found(batch, found, halvings, budget, time.perf_counter() - started)
+
+
+def said(found: Found, lr: float, device: str) -> str:
+    """The log line: what was found and how, what the run trains with, and its learning rate."""
+    search_ = found.search
+    stopped = {
+        OUT_OF_MEMORY: f"{2 * search_.largest} ran out of memory",
+        MEMORY_BUDGET: f"{2 * search_.largest} is above trainer.memory_budget_gb="
+        f"{found.budget_gb:g}",
+        TRAINING_SPLIT: "the training split holds no larger power of two",
+    }[search_.stopped_by]
+    times = "once" if found.halvings == 1 else f"{found.halvings} times"
+    halved = f", halved {times} (trainer.auto_batch_halvings)" if found.halvings else ""
+    return (
+        f"trainer.batch_size=auto: {search_.largest} is the largest batch that trains on {device} "
+        f"({stopped}; {len(search_.tried)} tries, {found.seconds:.1f} s); training at "
+        f"{found.batch}{halved} with optimizer.lr={lr:g} as given (not scaled with the batch)"
+    )

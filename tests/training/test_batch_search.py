@@ -1,0 +1,185 @@
+"""trainer.batch_size=auto: the search for the largest batch, a pure function of "does it fit"
+answers; a run that searched trains exactly as one given the batch it found, records how it found
+it, and keeps it when resumed; what cannot search is refused in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from experiments.config.validate import validate
+from experiments.core.errors import ExperimentError
+from experiments.training.batch_search import (
+    MEMORY_BUDGET,
+    OUT_OF_MEMORY,
+    TRAINING_SPLIT,
+    Search,
+    largest_batch,
+)
+from helpers import compose_config, numbers, results, train_cli
+
+
+def answers(first_too_large: int | None, why: str = OUT_OF_MEMORY):
+    """A device on which every batch below `first_too_large` fits (None: every batch)."""
+    asked: list[int] = []
+
+    def fits(batch: int) -> str | None:
+        asked.append(batch)
+        return None if first_too_large is None or batch < first_too_large else why
+
+    return fits, asked
+
+
+@pytest.mark.parametrize(
+    ("first_too_large", "fewest", "most", "found"),
+    [
+        # Doubled until a batch fails: the last that fit is the largest.
+        (
+            100,
+            1,
+            4096,
+            Search(64, OUT_OF_MEMORY, [(b, b < 100) for b in (1, 2, 4, 8, 16, 32, 64, 128)]),
+        ),
+        # BatchNorm: from 2 images.
+        (9, 2, 4096, Search(8, OUT_OF_MEMORY, [(2, True), (4, True), (8, True), (16, False)])),
+        # The training split runs out first: 4,000 images hold no batch of 4,096.
+        (None, 1024, 4000, Search(2048, TRAINING_SPLIT, [(1024, True), (2048, True)])),
+        (None, 4, 4, Search(4, TRAINING_SPLIT, [(4, True)])),
+    ],
+)
+def test_the_search_doubles_until_a_batch_fails_or_the_split_runs_out(
+    first_too_large: int | None, fewest: int, most: int, found: Search
+) -> None:
+    fits, asked = answers(first_too_large)
+    assert largest_batch(fits, fewest, most) == found
+    assert asked == [batch for batch, _ in found.tried]  # each asked once, smallest first
+
+
+def test_a_search_where_nothing_fits_finds_nothing() -> None:
+    fits, asked = answers(1, MEMORY_BUDGET)
+    assert largest_batch(fits, 1, 4096) is None and asked == [1]
+    fits, asked = answers(None)
+    assert largest_batch(fits, 8, 4) is None and asked == []  # a split smaller than a batch
+
+
+@pytest.mark.parametrize(
+    ("overrides", "line"),
+    [
+        (
+            ["trainer.batch_size=big"],
+            "trainer.batch_size=big must be a whole number >= 1, or auto (the largest batch "
+            "that trains on the device)",
+        ),
+        (
+            ["trainer.auto_batch_halvings=2"],
+            "trainer.auto_batch_halvings=2 halves the batch trainer.batch_size=auto finds, and "
+            "trainer.batch_size=64; add trainer.batch_size=auto",
+        ),
+        (
+            ["trainer.batch_size=auto", "trainer.auto_batch_halvings=-1"],
+            "trainer.auto_batch_halvings=-1 must be a whole number >= 0",
+        ),
+        (
+            ["trainer.batch_size=auto", "trainer.memory_budget_gb=0"],
+            "trainer.memory_budget_gb=0.0 must be a number of GiB > 0 (the process's peak "
+            "memory the CPU's search allows)",
+        ),
+        (
+            ["trainer.batch_size=auto", "device=dp"],
+            "trainer.batch_size=auto searches the largest batch of one device, and device=dp's "
+            "GPUs share each batch; give trainer.batch_size a number (the search's on one "
+            "device, times the devices, is a start)",
+        ),
+    ],
+)
+def test_what_cannot_search_is_refused_in_one_line(overrides: list[str], line: str) -> None:
+    with pytest.raises(ExperimentError) as refused:
+        validate(compose_config(*overrides))
+    assert str(refused.value) == line
+    with pytest.raises(ExperimentError, match=r"^trainer.batch_size=auto searches .* 2 processes"):
+        validate(compose_config("trainer.batch_size=auto"), processes=2)
+
+
+# A split of 128 rows: the search ends at it, in moments.
+TINY = (
+    "device=cpu",
+    "model=mlp",
+    "dataset=synthetic",
+    "dataset.train_size=128",
+    "dataset.test_size=64",
+    "trainer.epochs=2",
+)
+
+
+@pytest.mark.slow
+def test_a_searched_batch_trains_as_that_batch_given_and_is_kept_on_resume(
+    tmp_path: Path,
+) -> None:
+    searched = train_cli(
+        tmp_path / "auto", *TINY, "trainer.batch_size=auto", "trainer.auto_batch_halvings=1"
+    )
+    given = train_cli(tmp_path / "given", *TINY, "trainer.batch_size=64")
+    assert searched.returncode == given.returncode == 0, searched.stderr + given.stderr
+    # The run's weights, optimizer and random numbers untouched by the tries.
+    assert numbers(searched.run_dir) == numbers(given.run_dir)
+    result = results(searched.run_dir)
+    assert (result["batch_size"], result["per_process_batch_size"]) == (64, 64)
+    search = result["batch_search"]
+    assert (search["largest"], search["trained"], search["halvings"]) == (128, 64, 1)
+    assert (search["stopped_by"], search["budget_gb"]) == (TRAINING_SPLIT, 4.0)
+    assert search["tried"] == [[batch, True] for batch in (1, 2, 4, 8, 16, 32, 64, 128)]
+    assert (
+        "trainer.batch_size=auto: 128 is the largest batch that trains on cpu (the training split "
+        "holds no larger power of two; 8 tries, "
+    ) in searched.stderr
+    assert (
+        "training at 64, halved once (trainer.auto_batch_halvings) with optimizer.lr=0.01 "
+        "as given (not scaled with the batch)"
+    ) in searched.stderr
+    # Resumed for a third epoch: the batch it found, not searched again.
+    resumed = train_cli(tmp_path / "auto", f"resume={searched.run_dir}", "trainer.epochs=3")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "trainer.batch_size=auto: 64, as its search found before the resume" in resumed.stderr
+    assert "is the largest batch" not in resumed.stderr
+    assert results(searched.run_dir)["epochs_completed"] == 3
+
+
+@pytest.mark.slow
+def test_a_budget_no_batch_fits_in_fails_the_run_in_one_line(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, *TINY, "trainer.batch_size=auto", "trainer.memory_budget_gb=0.01")
+    assert done.returncode == 1
+    assert done.last_line.endswith(
+        "Error: trainer.batch_size=auto: not even a batch of 1 trains on cpu within "
+        "trainer.memory_budget_gb=0.01 (the process's peak memory); raise it, or give "
+        "trainer.batch_size a number"
+    )
+    assert results(done.run_dir)["status"] == "failed"
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_search_runs_out_of_memory_frees_it_and_trains(tmp_path: Path) -> None:
+    # An MLP of 2**20 units: 4 MiB of activations an image, so a batch of a few thousand fills
+    # any GPU, in a split of 2**16 images.
+    done = train_cli(
+        tmp_path,
+        "device=cuda:0",
+        "model=mlp",
+        "model.hidden_sizes=[1048576]",
+        "dataset=synthetic",
+        "dataset.train_size=65536",
+        "dataset.test_size=64",
+        "trainer.epochs=1",
+        "trainer.limit_train_batches=1",
+        "trainer.batch_size=auto",
+        "trainer.auto_batch_halvings=1",
+    )
+    assert done.returncode == 0, done.stderr
+    result = results(done.run_dir)
+    search = result["batch_search"]
+    assert search["stopped_by"] == OUT_OF_MEMORY and search["budget_gb"] is None
+    assert search["tried"][-1] == [2 * search["largest"], False]
+    # The failed try's memory was freed: the run trained at half the largest after it.
+    assert result["batch_size"] == search["largest"] // 2
+    assert result["peak_cuda_memory_mb"] < torch.cuda.get_device_properties(0).total_memory / 2**20
