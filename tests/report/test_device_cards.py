@@ -116,3 +116,11 @@ def test_a_searched_batch_and_a_sweeps_knee_are_on_their_devices_card() -> None:
     table = list(csv.DictReader(io.StringIO(repeats.csv_text(repeats.configurations(rows)))))
     assert [float(row["largest_batch_mean"]) for row in table] == [4096, 65536, 4096, 65536]
     assert float(table[0]["peak_host_memory_mb_mean"]) == 795.0  # seeds 0 and 2: 800, 790
+
+
+def test_an_mfus_interval_stops_at_the_whole_peak() -> None:
+    # Three noisy runs: the interval of their geometric mean would reach past 100%.
+    summed = repeats.MFU.spread([0.2, 0.9, 0.5])
+    low, high = summed.interval
+    assert 0 < low < summed.mean < high == 1.0
+    assert repeats.SPEED.spread([200.0, 900.0, 500.0]).interval[1] > 900  # speeds have no cap

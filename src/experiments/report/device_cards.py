@@ -68,8 +68,8 @@ def _said(configuration: Configuration, unit: Unit, several_sweeps: bool) -> str
     values = [f"{key}={value}" for key, value in configuration.values.items() if key != DEVICE]
     if several_sweeps:
         values.insert(0, repeats.sweep_name(configuration.sweep))
-    count = configuration.count()
-    runs = f"{count} run" if count == "1" else f"{count} runs"
+    count, busy = len(configuration.runs), configuration.busy()
+    runs = f"{count} run{'s' * (count > 1)}" + (f" ({busy} on a busy host)" if busy else "")
     figures = [
         f"{measure.heading(unit)} {configuration.cell(measure)}"
         for measure in CARD_MEASURES

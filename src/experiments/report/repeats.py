@@ -15,6 +15,7 @@ run alone typed, or that every run held, names none).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 from collections.abc import Callable, Sequence
@@ -44,12 +45,18 @@ class Measure:
     log_scale: bool = False
     # A column of the configurations' table (else of configurations.csv and the device cards).
     in_table: bool = True
+    # The most a value can be (an MFU's 1): an interval of the mean is cut there.
+    most: float | None = None
 
     def heading(self, unit: Unit) -> str:
         return self.header.format_map(vars(unit))
 
     def spread(self, values: Sequence[float]) -> Spread:
-        return log_spread(values) if self.log_scale else spread(values)
+        summed = log_spread(values) if self.log_scale else spread(values)
+        if self.most is None or summed.interval is None:
+            return summed
+        low, high = summed.interval
+        return dataclasses.replace(summed, interval=(low, min(high, self.most)))
 
     def statistics(self) -> tuple[str, ...]:
         """The names of its columns in configurations.csv, after the measure's key."""
@@ -60,7 +67,7 @@ class Measure:
 
 SPEED = Measure("train_images_per_second", "train {rate}", "{:,.0f}".format, log_scale=True)
 # A share of a peak, as the speed it is proportional to: its noise a factor.
-MFU = Measure("mfu", "MFU", "{:.1%}".format, log_scale=True)
+MFU = Measure("mfu", "MFU", "{:.1%}".format, log_scale=True, most=1.0)
 # The memory a run took at its peak, on the host and on its fullest GPU.
 HOST_MEMORY = Measure("peak_host_memory_mb", "host memory", "{:,.0f} MiB".format, in_table=False)
 CUDA_MEMORY = Measure("peak_cuda_memory_mb", "GPU memory", "{:,.0f} MiB".format, in_table=False)
