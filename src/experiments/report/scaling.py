@@ -32,6 +32,7 @@ from experiments.report.batch_sweep import (
     trained_batch,
 )
 from experiments.report.drawing import Row, from_zero
+from experiments.report.repeats import Measure
 from experiments.report.statistics import log_spread
 from experiments.training.time_to_accuracy import goal_text
 
@@ -72,7 +73,10 @@ def scaling_figure(rows: Sequence[Row]) -> Any:
     unit = shared_unit(row.get("unit") for line in lines.values() for row in line)
     speed.set(title=title, ylabel=f"train {unit.many} / s")
     speed.set_yscale("log")
+    # Plain numbers on the minor ticks too, which log scales label where a line spans less than
+    # a power of ten (their default is mathematics, which the report's plots do not parse).
     speed.yaxis.set_major_formatter("{x:,.0f}")
+    speed.yaxis.set_minor_formatter("{x:,.0f}")
     for axis in panels.values():
         axis.set_xscale("log", base=2)
         axis.xaxis.set_major_formatter("{x:.0f}")
@@ -117,7 +121,7 @@ def _draw_line(panels: Mapping[str, Any], name: str, line: Sequence[Row]) -> set
     )
     mfus = {size: [100 * mfu for mfu in runs] for size, runs in by_batch_size(line, MFU).items()}
     if MFU in panels and mfus:
-        drawn |= _through_means(panels[MFU], mfus, name, colour)[1]
+        drawn |= _through_means(panels[MFU], mfus, name, colour, most=100.0)[1]
     if len(speeds) > 1:
         drawn.add(KNEE)
         at = knee(speeds)
@@ -139,12 +143,17 @@ def _draw_line(panels: Mapping[str, Any], name: str, line: Sequence[Row]) -> set
 
 
 def _through_means(
-    axis: Any, values: Mapping[int, Sequence[float]], label: str, colour: str | None = None
+    axis: Any,
+    values: Mapping[int, Sequence[float]],
+    label: str,
+    colour: str | None = None,
+    most: float | None = None,
 ) -> tuple[str, set[str]]:
     """A line through the geometric mean of each size's runs, a dot per run behind it and a bar
-    for the 95% interval where a size ran more than once; its colour, and whether bars were
-    drawn (`BARS`)."""
-    spreads = {size: log_spread(runs) for size, runs in values.items()}
+    for the 95% interval where a size ran more than once (cut at the `most` a value can be: an
+    MFU's whole peak); its colour, and whether bars were drawn (`BARS`)."""
+    measure = Measure("", "", str, log_scale=True, most=most)
+    spreads = {size: measure.spread(runs) for size, runs in values.items()}
     means = [spread.mean for spread in spreads.values()]
     (drawn,) = axis.plot(list(spreads), means, "o-", label=label, color=colour)
     colour = drawn.get_color()
