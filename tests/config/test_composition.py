@@ -215,7 +215,8 @@ def test_schemas_refuse_wrong_types_unknown_keys_and_unknown_choices(
     [
         (
             "+trainer.foo=1",
-            "+trainer.foo: 'trainer' has no key 'foo'; its keys are epochs, batch_size, seed, "
+            "+trainer.foo: 'trainer' has no key 'foo'; its keys are epochs, batch_size, "
+            "memory_budget_gb, auto_batch_halvings, seed, "
             "deterministic, cudnn_benchmark, checkpoint_every, threads, precision, channels_last, "
             "compile, "
             "keep_freed_memory, log_interval, limit_train_batches, limit_eval_images, "

@@ -18,7 +18,7 @@ CPU = torch.device("cpu")
 
 
 def test_a_peak_is_measured_once_then_read_from_the_cache(tmp_path: Path) -> None:
-    cache = PeakCache(tmp_path / "peaks.json")
+    cache = PeakCache(tmp_path / "peaks.json", judge_load=False)
     first = cache.peak(CPU, None, convolutions_lead=False)
     again = cache.peak(CPU, None, convolutions_lead=False)
     assert first.measured and not again.measured
@@ -38,7 +38,7 @@ def test_a_peak_is_measured_once_then_read_from_the_cache(tmp_path: Path) -> Non
 
 
 def test_another_precision_or_operation_is_another_peak(tmp_path: Path) -> None:
-    cache = PeakCache(tmp_path / "peaks.json")
+    cache = PeakCache(tmp_path / "peaks.json", judge_load=False)
     products = cache.peak(CPU, None, convolutions_lead=False)
     convolutions = cache.peak(CPU, None, convolutions_lead=True)
     assert convolutions.measured and convolutions.key != products.key
@@ -57,7 +57,7 @@ def test_another_precision_or_operation_is_another_peak(tmp_path: Path) -> None:
 def test_a_file_that_is_not_a_cache_of_peaks_is_measured_past(tmp_path: Path, text: str) -> None:
     path = tmp_path / "peaks.json"
     path.write_text(text)
-    found = PeakCache(path).peak(CPU, None, convolutions_lead=False)
+    found = PeakCache(path, judge_load=False).peak(CPU, None, convolutions_lead=False)
     assert found.measured and found.peak.flops_per_second > 1e8
     assert list(PeakCache(path).entries()) == [found.key]  # written afresh, well formed
 
@@ -78,7 +78,7 @@ def test_a_run_that_beats_its_cached_peak_records_why_and_forgets_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(CACHE_DIR_VARIABLE, str(tmp_path / "cache"))
-    cache = PeakCache()
+    cache = PeakCache(judge_load=False)
     found = cache.peak(CPU, None, convolutions_lead=True)  # tudui's, the default model
     wrong = json.loads(cache.path.read_text())
     wrong[found.key]["flops_per_second"] = 1e6  # as if measured while the CPU was busy

@@ -118,10 +118,13 @@ class FoundPeak:
 
 class PeakCache:
     """The cache file at `path` (`cache_path()` by default), read afresh at each use: runs side
-    by side may add to it."""
+    by side may add to it. (`judge_load=False`: every measurement kept, as a test that shares
+    its machine with others needs.)"""
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, judge_load: bool = True) -> None:
         self.path = path or cache_path()
+        # Whether a CPU peak measured while other work took its cores is left out of the cache.
+        self.judge_load = judge_load
 
     def entries(self) -> dict[str, CachedPeak]:
         """The well-formed entries, by key; none where the file is missing or not a cache."""
@@ -158,7 +161,7 @@ class PeakCache:
         measured = peak.Peak(peak.flops_per_second(device, how), how.precision)
         after = host_load.snapshot(root, cores)
         load = None
-        if device.type == "cpu" and before is not None and after is not None:
+        if self.judge_load and device.type == "cpu" and before is not None and after is not None:
             load = host_load.between(before, after, len(cores), torch.get_num_threads())
         if load is not None and load.busy:
             log.info(
