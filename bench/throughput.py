@@ -23,6 +23,10 @@ measure without).
     python bench/throughput.py                                 # every workload on the CPU
     python bench/throughput.py --models tudui --device cuda:0 --rounds 7
     python bench/throughput.py --channels-last off --precision bf16  # trainer options, (b) and (c)
+    python bench/throughput.py --models tudui lenet --compile inductor --compile-mode default
+
+Beside b/c, each model's MFU: (b)'s training FLOP/s over the device's measured peak in its
+precision (`experiments.devices.peak_cache`, as a run's).
 """
 
 from __future__ import annotations
@@ -58,11 +62,12 @@ from experiments.data.csv_table import csv_splits
 from experiments.data.types import Split
 from experiments.devices.description import cpu_name
 from experiments.devices.memory import channels_last, keep_freed_memory
+from experiments.devices.peak_cache import PeakCache
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
 from experiments.devices.precision import autocast_and_scaler
 from experiments.devices.runtime import Runtime
-from experiments.training import loop, models, optimizers, torchvision_models
+from experiments.training import loop, model_size, models, optimizers, torchvision_models
 from experiments.training.tasks import Classification, Regression, Segmentation, Task
 
 BATCH = 64
@@ -197,7 +202,9 @@ def measure(name: str, device: torch.device, rounds: int, options: argparse.Name
         built = workload.model().to(device)
         if in_channels_last:
             built = built.to(memory_format=torch.channels_last)
-        return torch.compile(built, backend=options.compile) if options.compile else built
+        if not options.compile:
+            return built
+        return torch.compile(built, backend=options.compile, mode=options.compile_mode)
 
     framework_model = model()
     shuffle = torch.Generator().manual_seed(0)
@@ -231,8 +238,13 @@ def measure(name: str, device: torch.device, rounds: int, options: argparse.Name
         for way in names[shift:] + names[:shift]:
             speeds[way].append(ways[way]())
     a, b, c = (speeds.get(way, []) for way in ("tutorial", "framework", "compute"))
+    # (b)'s MFU: its training FLOP/s over the device's peak in its precision, as a run's.
+    size = model_size.measure(workload.model().to(device), tuple(train.images.shape[1:]), device)
+    found = PeakCache().peak(device, autocast_dtype, size.convolutions_lead)
+    framework = statistics.median(b)
     return {
         **{way: statistics.median(values) for way, values in speeds.items()},
+        "mfu": size.training_flops_per_image * framework / found.peak.flops_per_second,
         "b/a": statistics.median(y / x for x, y in zip(a, b, strict=True)) if a else None,
         "b/c": statistics.median(y / x for x, y in zip(c, b, strict=True)),
     }
@@ -292,6 +304,12 @@ def main() -> None:
     )
     parser.add_argument("--compile", metavar="BACKEND", help="torch.compile backend, e.g. inductor")
     parser.add_argument(
+        "--compile-mode",
+        metavar="MODE",
+        help="inductor's mode, as trainer.compile_mode: default, reduce-overhead (CUDA graphs), "
+        "max-autotune, max-autotune-no-cudagraphs",
+    )
+    parser.add_argument(
         "--no-keep-freed-memory", action="store_true", help="leave glibc's malloc as it is"
     )
     parser.add_argument("--no-save", action="store_true", help="print only; leave RESULTS.md")
@@ -304,6 +322,7 @@ def main() -> None:
         f"precision {arguments.precision}",
         f"channels_last {arguments.channels_last}",
         *([f"compile={arguments.compile}"] if arguments.compile else []),
+        *([f"compile_mode={arguments.compile_mode}"] if arguments.compile_mode else []),
         f"keep_freed_memory={'on' if kept else 'off'}",
     ]
     header = (
@@ -313,8 +332,9 @@ def main() -> None:
     lines = [
         f"### {header}",
         "",
-        "| model | (a) tutorial img/s | (b) framework img/s | (c) compute img/s | b/a | b/c |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| model | (a) tutorial img/s | (b) framework img/s | (c) compute img/s | b/a | b/c "
+        "| MFU (b) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     print(header)
     for name in arguments.models:
@@ -322,7 +342,10 @@ def main() -> None:
         tutorial, b, c = speeds.get("tutorial"), speeds["framework"], speeds["compute"]
         a = "-" if tutorial is None else f"{tutorial:,.0f}"
         b_a = "-" if speeds["b/a"] is None else f"{speeds['b/a']:.2f}"
-        row = f"| {name} | {a} | {b:,.0f} | {c:,.0f} | {b_a} | {speeds['b/c']:.2f} |"
+        row = (
+            f"| {name} | {a} | {b:,.0f} | {c:,.0f} | {b_a} | {speeds['b/c']:.2f} "
+            f"| {speeds['mfu']:.1%} |"
+        )
         print(row)
         lines.append(row)
     show_config, first_step = startup_seconds()

@@ -6,9 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from experiments.run.train import train
-from helpers import QUICK, compose_config, metrics, results
+from helpers import QUICK, compose_config, metrics, results, train_cli
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,22 @@ def test_bf16_changes_the_numbers_a_little_and_no_more(tmp_path: Path, plain_run
 def test_compiling_changes_no_number(tmp_path: Path, plain_run: Path) -> None:
     train(compose_config(*QUICK, "trainer.compile=aot_eager"), tmp_path)
     assert losses(tmp_path) == losses(plain_run)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="device=auto picks the GPU there")
+def test_cuda_graphs_on_the_cpu_device_auto_chose_are_refused_before_the_data(
+    tmp_path: Path,
+) -> None:
+    done = train_cli(
+        tmp_path, "trainer.compile=inductor", "trainer.compile_mode=reduce-overhead"
+    )
+    assert done.returncode == 1
+    assert done.last_line.endswith(
+        "Error: trainer.compile_mode=reduce-overhead captures CUDA graphs, which need a GPU, and "
+        "device=auto resolved to cpu, which has none; on the CPU use "
+        "trainer.compile_mode=max-autotune-no-cudagraphs, or default"
+    )
+    assert "training " not in done.stderr  # refused before the data and the model
 
 
 def test_channels_last_is_on_by_default_on_the_cpu(plain_run: Path) -> None:

@@ -395,6 +395,11 @@ class TrainerConfig:
     channels_last: bool | None = None
     # torch.compile the model with this backend (e.g. inductor; null: eager).
     compile: str | None = None
+    # Inductor's mode (null: its default): reduce-overhead captures CUDA graphs (a GPU's fix for
+    # launch-bound small models), max-autotune tries kernels and captures them, and
+    # max-autotune-no-cudagraphs tries kernels alone (the CPU's). Compiling stays out of
+    # images/s (results.json compile_seconds).
+    compile_mode: str | None = None
     # Let glibc's malloc keep freed memory for reuse (Linux): much faster on the CPU.
     keep_freed_memory: bool = True
     # Training steps between logged losses (console, metrics.jsonl, TensorBoard).

@@ -78,10 +78,13 @@ Check = Callable[[DictConfig], str | None]
 
 
 class CompileBackends(NamedTuple):
-    """torch.compile's backends, as torch lists them (this package imports no torch)."""
+    """torch.compile's backends and inductor's modes, as torch lists them (this package imports
+    no torch)."""
 
     accepted: frozenset[str]  # every one it takes, its debugging ones (eager) too
     offered: tuple[str, ...]  # those a refusal offers
+    modes: tuple[str, ...] = ()  # inductor's (trainer.compile_mode)
+    cuda_graph_modes: frozenset[str] = frozenset()  # those that capture CUDA graphs
 
 
 class Section(NamedTuple):
@@ -109,7 +112,13 @@ def config_checks(
         Section(_chosen("dataset"), DATASET_CHECKS),
         Section(_always, DEVICE_CHECKS),
         Section(_held("tracker"), TRACKER_CHECKS),
-        Section(_held("trainer"), (functools.partial(_unknown_backend, backends=backends),)),
+        Section(
+            _held("trainer"),
+            (
+                functools.partial(_unknown_backend, backends=backends),
+                functools.partial(_compile_mode, backends=backends),
+            ),
+        ),
     )
 
 
@@ -197,7 +206,7 @@ def _unknown_backend(cfg: DictConfig, backends: Callable[[], CompileBackends] | 
     backend = cfg.trainer.compile
     if backends is None or not backend:
         return None
-    accepted, offered = backends()
+    accepted, offered = backends()[:2]
     if backend in accepted:
         return None
     return (
@@ -353,6 +362,47 @@ MODEL_CHECKS: tuple[Check, ...] = (_own_model_without_target, _model_without_nam
 
 
 # Training: the trainer, what selects epochs and hyperparameters, and the optimization.
+
+
+# The backend whose modes trainer.compile_mode names (torch.compile's default backend).
+INDUCTOR = "inductor"
+
+
+def _compile_mode(cfg: DictConfig, backends: Callable[[], CompileBackends] | None) -> str | None:
+    """`trainer.compile_mode` names one of inductor's modes, for trainer.compile=inductor; one
+    that captures CUDA graphs, only on a GPU (`cuda_graphs_need_a_gpu`)."""
+    mode, backend = cfg.trainer.get("compile_mode"), cfg.trainer.compile
+    if mode is None:
+        return None
+    if not backend:
+        return (
+            f"trainer.compile_mode={mode} is a mode of torch.compile: add trainer.compile=inductor"
+        )
+    if backend != INDUCTOR:
+        return (
+            f"trainer.compile_mode={mode} is a mode of the inductor backend, and "
+            f"trainer.compile={backend} takes none: use trainer.compile=inductor, or leave the "
+            "mode out"
+        )
+    if backends is None:
+        return None
+    known = backends()
+    if mode not in known.modes:
+        return (
+            f"trainer.compile_mode={mode} is not a mode of torch.compile; choose one of "
+            f"{', '.join(known.modes)}, or null (its default)"
+        )
+    if mode in known.cuda_graph_modes and cfg.device.name == DeviceName.cpu:
+        return cuda_graphs_need_a_gpu(mode, "device=cpu")
+    return None
+
+
+def cuda_graphs_need_a_gpu(mode: str, device: str) -> str:
+    """A mode that captures CUDA graphs, asked of a run on the CPU (`device`: how it got there)."""
+    return (
+        f"trainer.compile_mode={mode} captures CUDA graphs, which need a GPU, and {device} has "
+        "none; on the CPU use trainer.compile_mode=max-autotune-no-cudagraphs, or default"
+    )
 
 
 def _compile_under_dp(cfg: DictConfig) -> str | None:

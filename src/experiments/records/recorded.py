@@ -103,6 +103,7 @@ class SetupRecord(TypedDict, total=False):
     device: DeviceRecord
     precision_note: str  # bf16 emulated, where the device lacks it
     channels_last: bool
+    compile_mode: str  # (with trainer.compile_mode)
     data: DataRecord
     weights_left_as_built: list[str]  # (with model.weights_partial)
     model_parameters: int

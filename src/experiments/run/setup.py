@@ -9,6 +9,7 @@ compiled as asked. (The audit that checks it all arrived is
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 
@@ -118,12 +119,21 @@ def with_data_facts(cfg: DictConfig, data: ImageData) -> DictConfig:
     return OmegaConf.merge(cfg, {"dataset": data.derived()})
 
 
+@functools.cache  # asked once per process: torch takes seconds to list them
 def compile_backends() -> CompileBackends:
-    """torch.compile's backends, for `config.validate` to check `trainer.compile` against before
-    the data is loaded and the model built (torch.compile would say so only then)."""
+    """torch.compile's backends and inductor's modes, for `config.validate` to check
+    `trainer.compile` and `trainer.compile_mode` against before the data is loaded and the model
+    built (torch.compile would say so only then)."""
+    from torch import _inductor  # (where inductor keeps its modes: no public name has them)
+
+    modes = _inductor.list_mode_options()
     return CompileBackends(
         accepted=frozenset(torch.compiler.list_backends(exclude_tags=())),
         offered=tuple(torch.compiler.list_backends()),
+        modes=tuple(modes),
+        cuda_graph_modes=frozenset(
+            mode for mode, options in modes.items() if options.get("triton.cudagraphs")
+        ),
     )
 
 
@@ -149,14 +159,21 @@ def place_model(
     runtime: Runtime,
     compile_backend: str | None = None,
     sync_batchnorm: bool = False,
+    compile_mode: str | None = None,
 ) -> nn.Module:
     """The model on its device, in its memory format, wrapped for several GPUs or processes (its
     BatchNorm layers synchronized over DDP's processes, with `sync_batchnorm`), and compiled
-    with `compile_backend` if one is named."""
+    with `compile_backend` if one is named (in inductor's `compile_mode`, if one is)."""
     model = runtime.placement.module(model)
     if runtime.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model = wrapping.parallelize(model, runtime.plan, runtime.autocast_dtype, sync_batchnorm)
     if compile_backend:
-        model = torch.compile(model, backend=compile_backend)
+        model = torch.compile(model, backend=compile_backend, mode=compile_mode)
     return model
+
+
+def uses_cuda_graphs(compile_mode: str | None) -> bool:
+    """Whether a model compiled in `compile_mode` replays CUDA graphs, whose outputs the next
+    replay overwrites: each step then begins with `torch.compiler.cudagraph_mark_step_begin`."""
+    return compile_mode is not None and compile_mode in compile_backends().cuda_graph_modes

@@ -23,7 +23,7 @@ from torch.optim.lr_scheduler import LRScheduler
 from experiments.config.build import plain, recorded
 from experiments.config.choices import AUTO_BATCH, Interval
 from experiments.config.metric_names import TEST, TRAIN_IMAGES_PER_SECOND, VAL, Metric
-from experiments.config.validate import refuse_unchosen_groups, validate
+from experiments.config.validate import cuda_graphs_need_a_gpu, refuse_unchosen_groups, validate
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.data import fingerprint, subset
@@ -35,6 +35,7 @@ from experiments.devices.distributed import summed, teardown, wait_for_all
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.peak_cache import PeakCache
 from experiments.devices.placement import audit
+from experiments.devices.plan import request_text
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.runtime import Runtime
 from experiments.devices.wrapping import unwrap
@@ -231,6 +232,11 @@ class TrainingRun:
             log.warning(note)
             results.add(SetupRecord, precision_note=note)
         results.add(SetupRecord, channels_last=runtime.channels_last)
+        if trainer.compile_mode is not None:
+            if runtime.type != "cuda" and setup.uses_cuda_graphs(trainer.compile_mode):
+                where = f"device={request_text(cfg.device)} resolved to {runtime.plan}, which"
+                raise ExperimentError(cuda_graphs_need_a_gpu(trainer.compile_mode, where))
+            results.add(SetupRecord, compile_mode=trainer.compile_mode)
 
     def _set_up_data(self) -> None:
         """The splits, and the config with what they told of themselves (`self.cfg`)."""
@@ -266,7 +272,9 @@ class TrainingRun:
         self.model_size = model_size.measure(model, data.shape, models.HOST)
         self.results.add(SetupRecord, **self.model_size.record())
         self._set_up_peak()
-        placed = setup.place_model(model, self.runtime, trainer.compile, trainer.sync_batchnorm)
+        placed = setup.place_model(
+            model, self.runtime, trainer.compile, trainer.sync_batchnorm, trainer.compile_mode
+        )
         if note := wrapping.sync_batchnorm_waits(placed):
             log.info(note)
         return placed
@@ -386,6 +394,7 @@ class TrainingRun:
             trainer.gradient_clip,
             trainer.stop_on_divergence,
             trainer.accumulate_batches,
+            cuda_graphs=setup.uses_cuda_graphs(trainer.compile_mode),
         )
         self.state = TrainingState(
             model=unwrap(model),
@@ -655,7 +664,8 @@ class TrainingRun:
         )
 
     def _evaluate(self, batches: Batches) -> loop.EvaluationResult:
-        return loop.evaluate(self.learner.model, batches, self.runtime, self.learner.task)
+        model, task, graphs = self.learner.model, self.learner.task, self.learner.cuda_graphs
+        return loop.evaluate(model, batches, self.runtime, task, graphs)
 
     def _begin_tracking(self) -> None:
         """Tell the trackers what the run is; a resume carries on the runs they began before in

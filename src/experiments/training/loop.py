@@ -93,6 +93,9 @@ class Learner:
     stop_on_divergence: bool = True
     # Batches whose gradients add up to one optimizer step (trainer.accumulate_batches).
     accumulate_batches: int = 1
+    # The model replays CUDA graphs (trainer.compile_mode=reduce-overhead): each forward pass
+    # begins a new step of them, or the next replay would overwrite what this one still needs.
+    cuda_graphs: bool = False
 
 
 def train_epoch(
@@ -196,6 +199,8 @@ def _backward(
     gradient added up by the backward pass (scaled for fp16); returns its mean loss. DDP averages
     the gradients over the processes only with `sync`: at the step's last backward."""
     model, group = learner.model, runtime.group
+    if learner.cuda_graphs:
+        torch.compiler.cudagraph_mark_step_begin()
     with nullcontext() if sync else without_gradient_sync(model):
         with runtime.autocast():
             loss = learner.task(model(inputs), targets)
@@ -362,16 +367,21 @@ def _weighted(
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, batches: Batches, runtime: Runtime, task: Task) -> EvaluationResult:
+def evaluate(
+    model: nn.Module, batches: Batches, runtime: Runtime, task: Task, cuda_graphs: bool = False
+) -> EvaluationResult:
     """The task's loss (as it evaluates: comparable across training settings) and metrics over
     `batches`, counting every process; the confusion matrix and per-class accuracy of a task
-    that tells classes apart."""
+    that tells classes apart. A model that replays CUDA graphs (`cuda_graphs`) begins a step of
+    them at each batch, as in training."""
     model.eval()
     group = runtime.group
     started = time.perf_counter()
     loss_sum = torch.zeros((), device=runtime.device)
     tally: torch.Tensor | None = None
     for inputs, targets in batches:
+        if cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         with runtime.autocast():
             outputs = model(inputs)
             loss_sum += task.evaluation_loss(outputs, targets).float() * len(targets)
