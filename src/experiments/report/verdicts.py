@@ -107,15 +107,19 @@ class Compared:
         return (estimate.value < self.no_change) != self.lower_is_better
 
 
-SPEED = Compared(
+def _timed_ratio(key: str, name: str, verdict: str) -> Compared:
+    """A measure taken by the clock, compared as a ratio (on the log scale): `4.00x [3.6, 4.4]`."""
+    return Compared(key, name, math.log, True, _ratio, _times, verdict, timed=True)
+
+
+def _ratio(value: float) -> str:
+    return _times(value) + "x"
+
+
+SPEED = _timed_ratio(
     "train_images_per_second",
     "train {many}/s",
-    math.log,
-    True,
-    lambda value: _times(value) + "x",
-    _times,
     "{better} trains {value} {interval} as fast as {worse}",
-    timed=True,
 )
 
 
@@ -142,15 +146,8 @@ def _headline(measures: TaskMetrics) -> Compared:
 
 # The share of its devices' peak each side's training used: which makes the better use of its
 # hardware (on one device, the speed's verdict again; across devices, a verdict of its own).
-MFU = Compared(
-    "mfu",
-    "MFU",
-    math.log,
-    True,
-    lambda value: _times(value) + "x",
-    _times,
-    "{better} uses {value} {interval} the share of its peak that {worse} uses",
-    timed=True,
+MFU = _timed_ratio(
+    "mfu", "MFU", "{better} uses {value} {interval} the share of its peak that {worse} uses"
 )
 
 COMPARED = (SPEED, MFU, *(_headline(measures) for measures in TASK_METRICS.values()))
