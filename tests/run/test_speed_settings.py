@@ -43,9 +43,7 @@ def test_compiling_changes_no_number(tmp_path: Path, plain_run: Path) -> None:
 def test_cuda_graphs_on_the_cpu_device_auto_chose_are_refused_before_the_data(
     tmp_path: Path,
 ) -> None:
-    done = train_cli(
-        tmp_path, "trainer.compile=inductor", "trainer.compile_mode=reduce-overhead"
-    )
+    done = train_cli(tmp_path, "trainer.compile=inductor", "trainer.compile_mode=reduce-overhead")
     assert done.returncode == 1
     assert done.last_line.endswith(
         "Error: trainer.compile_mode=reduce-overhead captures CUDA graphs, which need a GPU, and "

@@ -28,9 +28,9 @@ from experiments.devices.process_settings import number_gpus_by_bus
 USAGE = """usage: python -m experiments.devices [--measure-peaks] [device overrides]
 Lists this machine's CPU and GPUs, the peaks measured on them (kept per user: every run divides
 its training FLOP/s by its device's, its MFU) and what device=auto picks; --measure-peaks measures
-every device's peaks afresh in each precision first. With device overrides (those of python
-train.py, e.g. device=cuda:1 or device=dp 'device.ids=[0,1]'), how that request resolves here, or
-why it cannot (exit code 1)."""
+every device's peaks afresh in each precision first, and keeps them (run it on a quiet machine).
+With device overrides (those of python train.py, e.g. device=cuda:1 or device=dp
+'device.ids=[0,1]'), how that request resolves here, or why it cannot (exit code 1)."""
 
 MEASURE_PEAKS = "--measure-peaks"
 
@@ -83,7 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _say_peaks(cuda_count: int, measure: bool) -> None:
     """The peaks the cache keeps for this machine's devices, each measured afresh first in every
     precision a run may compute in if `measure`."""
-    cache = PeakCache()
+    # Measured when asked, and kept even where other work shared the CPU meanwhile (a run keeps
+    # only a quiet measurement): run it on a quiet machine.
+    cache = PeakCache(judge_load=not measure)
     devices = [torch.device("cpu"), *(torch.device("cuda", index) for index in range(cuda_count))]
     if measure:
         for device in devices:
