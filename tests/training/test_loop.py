@@ -309,3 +309,34 @@ def test_accumulated_batches_step_as_one_batch_of_them_all(accumulate: int) -> N
     assert [row[3] for row in logged] == pytest.approx([row[3] for row in whole_logged])  # lrs
     assert torch.allclose(weights, whole_weights, atol=1e-6, rtol=0)
     assert not torch.allclose(weights, trained(4, 1)[0], atol=1e-3)  # a step per batch differs
+
+
+def test_cuda_graphs_begin_a_step_at_each_optimizer_step_and_evaluated_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # trainer.compile_mode=reduce-overhead: a step of graphs per optimizer step, not per batch
+    # (a step's batches add up their gradients), and per evaluated batch. Counted on torch's own.
+    marked = []
+    mark = torch.compiler.cudagraph_mark_step_begin
+    monkeypatch.setattr(
+        torch.compiler, "cudagraph_mark_step_begin", lambda: (marked.append(1), mark())
+    )
+    model = tiny_model()
+    learner = loop.Learner(
+        model,
+        Classification(),
+        SGD(model.parameters(), lr=0.1),
+        accumulate_batches=2,
+        cuda_graphs=True,
+    )
+    loop.train_epoch(
+        learner,
+        tiny_batches(batches=5),
+        on(),
+        log_interval=10,
+        log_step=lambda *logged: None,
+        description="t",
+    )
+    assert len(marked) == 3  # batches 1-2, 3-4, 5
+    loop.evaluate(model, tiny_batches(batches=2), on(), Classification(), cuda_graphs=True)
+    assert len(marked) == 5

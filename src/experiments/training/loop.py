@@ -93,7 +93,7 @@ class Learner:
     stop_on_divergence: bool = True
     # Batches whose gradients add up to one optimizer step (trainer.accumulate_batches).
     accumulate_batches: int = 1
-    # The model replays CUDA graphs (trainer.compile_mode=reduce-overhead): each forward pass
+    # The model replays CUDA graphs (trainer.compile_mode=reduce-overhead): each optimizer step
     # begins a new step of them, or the next replay would overwrite what this one still needs.
     cuda_graphs: bool = False
 
@@ -130,6 +130,10 @@ def train_epoch(
         last_of_step = index % accumulate == accumulate - 1 or index == len(batches) - 1
         span = compute_timer.start()
         if index % accumulate == 0:
+            if learner.cuda_graphs:
+                # Once an optimizer step, not a batch: a step's later batches add their
+                # gradients to the earlier ones', which a new step of graphs would overwrite.
+                torch.compiler.cudagraph_mark_step_begin()
             lr = optimizer.param_groups[0]["lr"]
             optimizer.zero_grad(set_to_none=True)
             # The step's images: its batches' (the epoch's last step may have fewer).
@@ -199,8 +203,6 @@ def _backward(
     gradient added up by the backward pass (scaled for fp16); returns its mean loss. DDP averages
     the gradients over the processes only with `sync`: at the step's last backward."""
     model, group = learner.model, runtime.group
-    if learner.cuda_graphs:
-        torch.compiler.cudagraph_mark_step_begin()
     with nullcontext() if sync else without_gradient_sync(model):
         with runtime.autocast():
             loss = learner.task(model(inputs), targets)
