@@ -130,9 +130,7 @@ def train_epoch(
         last_of_step = index % accumulate == accumulate - 1 or index == len(batches) - 1
         span = compute_timer.start()
         if index % accumulate == 0:
-            if learner.cuda_graphs:
-                # Once an optimizer step, not a batch: a step's later batches add their
-                # gradients to the earlier ones', which a new step of graphs would overwrite.
+            if learner.cuda_graphs:  # (once a step: its batches add up their gradients)
                 torch.compiler.cudagraph_mark_step_begin()
             lr = optimizer.param_groups[0]["lr"]
             optimizer.zero_grad(set_to_none=True)
