@@ -52,7 +52,7 @@ def test_eval_help_lists_only_the_groups_eval_takes() -> None:
     shown = help_of([sys.executable, str(ROOT / "eval.py")])
     assert shown.startswith("python eval.py ckpt=<run folder or checkpoint>")
     # model: only model=custom model._target_=<class>, to allow a class a checkpoint names.
-    assert set(groups(shown)) == {"dataset", "device", "placement", "model"}
+    assert set(groups(shown)) == {"dataset", "device", "placement", "model", "tracker"}
     assert "model=custom model._target_=<class> builds that class of" in shown
 
 
@@ -61,8 +61,16 @@ def test_eval_refuses_a_group_of_training_in_one_line(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
         "Error: model=tudui: eval.py evaluates the model its checkpoint holds, as it was "
-        "trained; it takes ckpt=, dataset=, device= and placement= (python eval.py --help), "
-        "and model=custom model._target_=<class> to allow a class of your own"
+        "trained; it takes ckpt=, dataset=, device=, placement= and tracker= (python eval.py "
+        "--help), and model=custom model._target_=<class> to allow a class of your own"
+    ]
+
+
+def test_eval_names_its_own_key_for_a_trainer_key_it_takes(tmp_path: Path) -> None:
+    done = eval_cli(tmp_path, "ckpt=outputs/run", "trainer.precision=bf16")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "Error: trainer.precision=bf16: eval.py's key is precision= (precision=bf16)"
     ]
 
 

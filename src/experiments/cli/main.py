@@ -210,12 +210,16 @@ def _every_device() -> list[str]:
 
 
 def evaluate_main() -> None:
-    """`python eval.py`: training's own keys refused (in today's spelling), files and folders
-    taken as named."""
-    _command_line(
-        _evaluate,
-        lambda typed: with_paths_as_given(evaluation_arguments(in_todays_keys(typed))),
-    )
+    """`python eval.py`."""
+    _command_line(_evaluate, _evaluation_arguments)
+
+
+def _evaluation_arguments(typed: list[str]) -> list[str]:
+    """eval.py's command line as Hydra is given it: training's own keys refused (in today's
+    spelling), files and folders taken as named, `-m device=every` a sweep over this machine's
+    devices, and each configuration benchmarked once before any twice (its repeats: `seed`)."""
+    arguments = with_paths_as_given(evaluation_arguments(in_todays_keys(typed)))
+    return with_repeats_interleaved(with_every_device(arguments, _every_device), seed="seed")
 
 
 def _command_line(

@@ -219,7 +219,9 @@ def refuse_sweeps_without_multirun(arguments: Sequence[str]) -> None:
 
 
 # The groups eval.py takes (conf/eval.yaml's defaults); a checkpoint brings the rest.
-EVAL_GROUPS = ("dataset", "device", "placement")
+EVAL_GROUPS = ("dataset", "device", "placement", "tracker")
+# The trainer's keys of how a model computes that eval.py takes at its top level.
+EVAL_COMPUTE_KEYS = ("precision", "channels_last", "compile", "compile_mode", "threads", "seed")
 
 
 def evaluation_arguments(arguments: list[str]) -> list[str]:
@@ -227,12 +229,18 @@ def evaluation_arguments(arguments: list[str]) -> list[str]:
     `+model=tudui`, which would not evaluate that model either."""
     training = set(config_groups()) - set(EVAL_GROUPS)
     for override in _read(arguments):
-        section = override.key_or_group.partition(".")[0]
+        section, _, key = override.key_or_group.partition(".")
+        if section == "trainer" and key in EVAL_COMPUTE_KEYS:
+            raise ExperimentError(
+                f"{override.input_line}: eval.py's key is {key}= "
+                f"({key}={override.get_value_element_as_str()})"
+            )
         if section in training and not _allows_own_class(override):
             raise ExperimentError(
                 f"{override.input_line}: eval.py evaluates the model its checkpoint holds, as it "
-                "was trained; it takes ckpt=, dataset=, device= and placement= (python eval.py "
-                "--help), and model=custom model._target_=<class> to allow a class of your own"
+                "was trained; it takes ckpt=, dataset=, device=, placement= and tracker= (python "
+                "eval.py --help), and model=custom model._target_=<class> to allow a class of "
+                "your own"
             )
     return arguments
 

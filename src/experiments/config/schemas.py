@@ -478,6 +478,22 @@ class TrainSchema:
 
 
 @dataclass
+class ServingConfig:
+    """eval.py benchmark=true: how the model is served while it is timed (`training.serving`)."""
+
+    # The batch throughput is measured at (null: the batch its run trained with).
+    batch_size: int | None = None
+    # Timed calls at batch 1 (p99 needs 100 at least), after warmup_calls untimed ones (the
+    # first calls allocate, compile, choose algorithms).
+    latency_calls: int = 100
+    warmup_calls: int = 10
+    # Throughput: this many rounds (their median, min and max), each of whole batches that
+    # take round_seconds at least.
+    rounds: int = 5
+    round_seconds: float = 0.5
+
+
+@dataclass
 class EvalSchema:
     # A run folder (its checkpoints/last.pt) or a checkpoint file.
     ckpt: str = MISSING
@@ -498,6 +514,22 @@ class EvalSchema:
     # limit_fraction=1: the whole split.
     limit_images: int | None = None
     limit_fraction: float | None = None
+    # How the model computes, for the accuracy and the benchmark alike (as the trainer's keys):
+    # autocast precision, channels-last memory format (null: on the CPU), torch.compile's
+    # backend (null: eager) and inductor's mode, and torch's CPU threads (null: one per core).
+    precision: Precision = Precision.fp32
+    channels_last: bool | None = None
+    compile: str | None = None
+    compile_mode: str | None = None
+    threads: int | None = None
+    # Also measure how fast the model answers (`serving`): latency, throughput, memory, energy.
+    benchmark: bool = False
+    serving: ServingConfig = field(default_factory=ServingConfig)
+    # Which test images the benchmark feeds (drawn with it): its repeats, as trainer.seed is a
+    # training run's (-m seed=0,1,2 gives the report's spread and verdicts).
+    seed: int = 0
+    # Where the evaluation's numbers go besides results.json (as a training run's tracker).
+    tracker: dict[str, TrackerConfig] = field(default_factory=dict)
 
 
 # The schemas by the name an option's defaults list gives them (`/model_schema@_here_`).

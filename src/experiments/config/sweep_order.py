@@ -16,22 +16,23 @@ from hydra.errors import HydraException
 
 from experiments.config.overrides import asks_for_multirun, flags_apart
 
+# The key a training sweep's repeats vary (eval.py's: `seed`, the images its benchmark feeds).
 SEED = "trainer.seed"
 
 
-def with_repeats_interleaved(arguments: list[str]) -> list[str]:
-    """A sweep's arguments with those sweeping the seed first among the overrides."""
+def with_repeats_interleaved(arguments: list[str], seed: str = SEED) -> list[str]:
+    """A sweep's arguments with those sweeping the `seed` key first among the overrides."""
     if not asks_for_multirun(arguments):
         return arguments
     flags, overrides = flags_apart(arguments)
-    seeds = [override for override in overrides if _sweeps_the_seed(override)]
+    seeds = [override for override in overrides if _sweeps(seed, override)]
     if not seeds:
         return arguments
     return [*flags, *seeds, *(override for override in overrides if override not in seeds)]
 
 
-def _sweeps_the_seed(argument: str) -> bool:
-    if not argument.startswith(f"{SEED}="):
+def _sweeps(key: str, argument: str) -> bool:
+    if not argument.startswith(f"{key}="):
         return False
     try:
         return OverridesParser.create().parse_override(argument).is_sweep_override()

@@ -113,7 +113,7 @@ def config_checks(
         Section(_always, DEVICE_CHECKS),
         Section(_held("tracker"), TRACKER_CHECKS),
         Section(
-            _held("trainer"),
+            _always,
             (
                 functools.partial(_unknown_backend, backends=backends),
                 functools.partial(_compile_mode, backends=backends),
@@ -200,17 +200,26 @@ def _unknown_key(node: DictConfig, path: str) -> str | None:
     return None
 
 
+def compute_settings(cfg: DictConfig) -> tuple[str, DictConfig]:
+    """Where a config keeps how its model computes (precision, channels_last, compile,
+    compile_mode, threads), and the prefix its keys are typed with: a training run's trainer
+    (`trainer.`), an evaluation's top level."""
+    return ("trainer.", cfg.trainer) if "trainer" in cfg else ("", cfg)
+
+
 def _unknown_backend(cfg: DictConfig, backends: Callable[[], CompileBackends] | None) -> str | None:
-    """`trainer.compile` names a backend of torch.compile, or none: refused before the data is
-    loaded and the model built (torch.compile would say so only then, in its own words)."""
-    backend = cfg.trainer.compile
+    """`trainer.compile` (eval.py's `compile`) names a backend of torch.compile, or none: refused
+    before the data is loaded and the model built (torch.compile would say so only then, in its
+    own words)."""
+    prefix, settings = compute_settings(cfg)
+    backend = settings.compile
     if backends is None or not backend:
         return None
     accepted, offered = backends()[:2]
     if backend in accepted:
         return None
     return (
-        f"trainer.compile={backend} is not a backend of torch.compile; choose one of "
+        f"{prefix}compile={backend} is not a backend of torch.compile; choose one of "
         f"{', '.join(offered)}, or null (not compiled)"
     )
 
@@ -369,19 +378,20 @@ INDUCTOR = "inductor"
 
 
 def _compile_mode(cfg: DictConfig, backends: Callable[[], CompileBackends] | None) -> str | None:
-    """`trainer.compile_mode` names one of inductor's modes, for trainer.compile=inductor; one
-    that captures CUDA graphs, only on a GPU (`cuda_graphs_need_a_gpu`)."""
-    mode, backend = cfg.trainer.get("compile_mode"), cfg.trainer.compile
+    """`trainer.compile_mode` (eval.py's `compile_mode`) names one of inductor's modes, for
+    compile=inductor; one that captures CUDA graphs, only on a GPU (`cuda_graphs_need_a_gpu`)."""
+    prefix, settings = compute_settings(cfg)
+    mode, backend = settings.get("compile_mode"), settings.compile
     if mode is None:
         return None
     if not backend:
         return (
-            f"trainer.compile_mode={mode} is a mode of torch.compile: add trainer.compile=inductor"
+            f"{prefix}compile_mode={mode} is a mode of torch.compile: add {prefix}compile=inductor"
         )
     if backend != INDUCTOR:
         return (
-            f"trainer.compile_mode={mode} is a mode of the inductor backend, and "
-            f"trainer.compile={backend} takes none: use trainer.compile=inductor, or leave the "
+            f"{prefix}compile_mode={mode} is a mode of the inductor backend, and "
+            f"{prefix}compile={backend} takes none: use {prefix}compile=inductor, or leave the "
             "mode out"
         )
     if backends is None:
@@ -389,38 +399,41 @@ def _compile_mode(cfg: DictConfig, backends: Callable[[], CompileBackends] | Non
     known = backends()
     if mode not in known.modes:
         return (
-            f"trainer.compile_mode={mode} is not a mode of torch.compile; choose one of "
+            f"{prefix}compile_mode={mode} is not a mode of torch.compile; choose one of "
             f"{', '.join(known.modes)}, or null (its default)"
         )
     if mode in known.cuda_graph_modes and cfg.device.name == DeviceName.cpu:
-        return cuda_graphs_need_a_gpu(mode, "device=cpu")
+        return cuda_graphs_need_a_gpu(f"{prefix}compile_mode", mode, "device=cpu")
     return None
 
 
-def cuda_graphs_need_a_gpu(mode: str, device: str) -> str:
-    """A mode that captures CUDA graphs, asked of a run on the CPU (`device`: how it got there)."""
+def cuda_graphs_need_a_gpu(key: str, mode: str, device: str) -> str:
+    """A mode that captures CUDA graphs, asked (`key`: trainer.compile_mode, eval.py's
+    compile_mode) of a run on the CPU (`device`: how it got there)."""
     return (
-        f"trainer.compile_mode={mode} captures CUDA graphs, which need a GPU, and {device} has "
-        "none; on the CPU use trainer.compile_mode=max-autotune-no-cudagraphs, or default"
+        f"{key}={mode} captures CUDA graphs, which need a GPU, and {device} has none; on the "
+        f"CPU use {key}=max-autotune-no-cudagraphs, or default"
     )
 
 
 def _compile_under_dp(cfg: DictConfig) -> str | None:
-    if not (cfg.trainer.compile and cfg.device.name == DeviceName.dp):
+    prefix, settings = compute_settings(cfg)
+    if not (settings.compile and cfg.device.name == DeviceName.dp):
         return None
     return (
-        f"trainer.compile={cfg.trainer.compile} cannot compile device=dp's DataParallel (it "
+        f"{prefix}compile={settings.compile} cannot compile device=dp's DataParallel (it "
         "copies the model to every GPU at every step); use device=ddp"
     )
 
 
 def _channels_last_under_dp(cfg: DictConfig) -> str | None:
-    if not (cfg.trainer.channels_last and cfg.device.name == DeviceName.dp):
+    prefix, settings = compute_settings(cfg)
+    if not (settings.channels_last and cfg.device.name == DeviceName.dp):
         return None
     return (
-        "trainer.channels_last=true cannot hold under device=dp: DataParallel copies the "
+        f"{prefix}channels_last=true cannot hold under device=dp: DataParallel copies the "
         "model to its other GPUs at every step in the default memory format; use "
-        "device=ddp, which keeps channels-last on every GPU, or trainer.channels_last=null"
+        f"device=ddp, which keeps channels-last on every GPU, or {prefix}channels_last=null"
     )
 
 
@@ -632,11 +645,34 @@ def _no_checkpoint(cfg: DictConfig) -> str | None:
     return "ckpt is required: python eval.py ckpt=<run folder or checkpoint>"
 
 
+# Fewer timed calls than this leave p99 a guess: of 100, it lies between the two slowest.
+LEAST_LATENCY_CALLS = 100
+
+
 EVALUATION_CHECKS: tuple[Check, ...] = (
     _no_checkpoint,
     _whole_from_one("batch_size"),
     *_evaluation_limit_checks("limit_images", "limit_fraction"),
     _evaluation_under_ddp,
+    _compile_under_dp,
+    _channels_last_under_dp,
+    _from_one_or_null("threads"),
+    FieldCheck(
+        "seed", lambda seed: 0 <= seed < 2**64, f"must be a whole number from 0 to {2**64 - 1}"
+    ),
+    _from_one_or_null("serving.batch_size"),
+    FieldCheck(
+        "serving.latency_calls",
+        lambda calls: calls >= LEAST_LATENCY_CALLS,
+        f"must be {LEAST_LATENCY_CALLS} or more: fewer leave p99 a guess",
+    ),
+    FieldCheck("serving.warmup_calls", lambda calls: calls >= 0, "must be a whole number >= 0"),
+    _whole_from_one("serving.rounds"),
+    FieldCheck(
+        "serving.round_seconds",
+        lambda seconds: math.isfinite(seconds) and seconds > 0,
+        "must be a number of seconds > 0",
+    ),
 )
 
 

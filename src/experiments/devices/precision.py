@@ -19,15 +19,15 @@ AUTOCAST_DTYPES = {
 
 
 def autocast_and_scaler(
-    name: Precision, device: torch.device
+    name: Precision, device: torch.device, key: str = "trainer.precision"
 ) -> tuple[torch.dtype | None, torch.amp.GradScaler]:
     """What trainer.precision asks of the training step: the dtype to autocast the forward pass
     and the loss to (None: none, fp32), and a gradient scaler, enabled for fp16 only (fp16's
     small gradients would underflow unscaled; a disabled scaler passes everything through)."""
     if name == Precision.fp16 and device.type != "cuda":
         raise ExperimentError(
-            f"trainer.precision=fp16 needs a CUDA device (its gradient scaling runs there); "
-            f"on {device.type} use bf16 or fp32"
+            f"{key}=fp16 needs a CUDA device (its gradient scaling, and its fast kernels, run "
+            f"there); on {device.type} use bf16 or fp32"
         )
     scaler = torch.amp.GradScaler(device.type, enabled=name == Precision.fp16)
     return AUTOCAST_DTYPES[name], scaler

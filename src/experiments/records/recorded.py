@@ -186,6 +186,36 @@ def finish_record(measures: TaskMetrics) -> Any:
     return TypedDict("Finished", fields, total=False)  # type: ignore[operator]
 
 
+class ServingRecord(TypedDict, total=False):
+    """How fast an evaluation's model answered (eval.py benchmark=true, `run.serving`): latency at
+    batch 1 over `latency_calls` timed calls, throughput at `batch_size` (the median round's, its
+    least and most), the peak memory of what served (the host's or the GPU's), how it computed,
+    and the energy of the throughput rounds where a counter could be read (else why not)."""
+
+    batch_size: int
+    latency_calls: int
+    warmup_calls: int
+    latency_p50_ms: float
+    latency_p95_ms: float
+    latency_p99_ms: float
+    latency_mean_ms: float
+    images_per_second: float
+    images_per_second_min: float
+    images_per_second_max: float
+    rounds: int
+    batches_per_round: int
+    peak_memory_mb: float | None
+    memory_of: str  # "host", or the GPU: "cuda:0"
+    precision: str
+    channels_last: bool
+    compile: str | None
+    compile_mode: str | None
+    seed: int
+    energy: dict[str, Any] | None
+    energy_note: str | None
+    joules_per_image: float | None
+
+
 class EvaluationRecord(TypedDict, total=False):
     """An evaluation's results.json (eval.py): what it evaluated, on what, and what it measured
     besides its task's numbers (`evaluation_record`)."""
@@ -202,6 +232,7 @@ class EvaluationRecord(TypedDict, total=False):
     test_split_images: int
     class_accuracy: dict[str, float | None]
     seconds: float
+    serving: ServingRecord  # (with benchmark=true)
 
 
 @functools.cache

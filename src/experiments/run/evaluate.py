@@ -34,7 +34,7 @@ from experiments.devices.runtime import Runtime
 from experiments.records import checkpoints
 from experiments.records.recorded import EvaluationRecord, evaluation_record
 from experiments.records.results import Results, per_class_text
-from experiments.run import setup
+from experiments.run import serving, setup
 from experiments.training import loop
 from experiments.training.selection import Monitor
 
@@ -49,10 +49,20 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         Results(run_dir, fields) as results,
         memory.out_of_memory_said("batch_size", cfg.batch_size),
     ):
-        validate(cfg)
+        validate(cfg, backends=setup.compile_backends)
         path = checkpoints.find(cfg.ckpt)  # a run folder's, or a file
         results.add(EvaluationRecord, checkpoint=str(path.resolve()))
-        runtime = setup.prepare_runtime(cfg.device, cfg.placement, ONE_PROCESS, free_gpus)
+        runtime = setup.prepare_runtime(
+            cfg.device,
+            cfg.placement,
+            ONE_PROCESS,
+            free_gpus,
+            settings=setup.ProcessSettings(threads=cfg.threads),
+            precision_name=cfg.precision,
+            channels_last=cfg.channels_last,
+            settings_prefix="",
+        )
+        setup.refuse_cuda_graphs_off_gpu("compile_mode", cfg.compile_mode, cfg.device, runtime)
         results.add(EvaluationRecord, device=device_record(cfg.device, runtime.plan))
         # On the host: the model is built there, takes the weights, and then goes to the device
         # (loaded onto a GPU, they would go there, back, and there again, and stay beside it).
@@ -64,7 +74,8 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         task = setup.build_task(trained.task, data)
         model = setup.build_model(trained.model, trained.task.name, task, data)
         model.load_state_dict(state["model"])
-        model = setup.place_model(model, runtime)
+        model = setup.place_model(model, runtime, cfg.compile, compile_mode=cfg.compile_mode)
+        cuda_graphs = bool(cfg.compile) and setup.uses_cuda_graphs(cfg.compile_mode)
         test_batches = Batches(
             data.test,
             batch_size=cfg.batch_size,
@@ -75,7 +86,11 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         )
         task = runtime.placement.module(task)
         audit(model, task, next(iter(test_batches)), runtime.plan)
-        evaluation = loop.evaluate(model, test_batches, runtime, task)
+        evaluation = loop.evaluate(model, test_batches, runtime, task, cuda_graphs)
+        served = {}
+        if cfg.benchmark:
+            batch = trained.trainer.batch_size if "trainer" in trained else cfg.batch_size
+            served["serving"] = serving.benchmark(cfg, model, data, runtime, batch)
         outcome = results.finish(
             "completed",
             None,
@@ -87,6 +102,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
             test_images=test_batches.count_images(),
             test_split_images=len(data.test),
             **_measured(evaluation, data.classes),
+            **served,
         )
     _log_outcome(outcome, runtime.plan, run_dir, task.metrics, data.unit)
     return outcome[task.metrics.headline.key(TEST)]
@@ -228,6 +244,8 @@ def _log_outcome(
     if "class_accuracy" in outcome:
         per_class = per_class_text(outcome["class_accuracy"])
         log.info("test %s per class: %s", measures.per_class, per_class)
+    if "serving" in outcome:
+        log.info("served on %s: %s", plan, serving.serving_line(outcome["serving"], unit, ""))
     part = part_of_split(outcome["test_images"], outcome["test_split_images"])
     headline = measures.headline
     log.info(

@@ -20,12 +20,13 @@ from torch import nn
 from experiments.config.build import build
 from experiments.config.choices import Precision, Preload
 from experiments.config.schemas import DatasetConfig, DeviceConfig
-from experiments.config.validate import CompileBackends
+from experiments.config.validate import CompileBackends, cuda_graphs_need_a_gpu
+from experiments.core.errors import ExperimentError
 from experiments.data import loading, validation
 from experiments.data.types import ImageData
 from experiments.devices import distributed, memory, precision, process_settings, wrapping
 from experiments.devices.free_gpus import FreeGpus
-from experiments.devices.plan import DevicePlan, Machine, resolve, wants_any_gpu
+from experiments.devices.plan import DevicePlan, Machine, request_text, resolve, wants_any_gpu
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.runtime import Runtime
 from experiments.training import models, tasks
@@ -55,12 +56,14 @@ def prepare_runtime(
     settings: ProcessSettings = ProcessSettings(),
     precision_name: Precision = Precision.fp32,
     channels_last: bool | None = False,
+    settings_prefix: str = "trainer.",
 ) -> Runtime:
     """What this process computes on and in: the job's process `settings` applied (the GPUs
     CUDA sees first, before anything asks torch.cuda), then the device request resolved against
     this machine (in a parallel sweep, a GPU no other job holds, if the request leaves it open),
     made the current device and joined to the process group when the run spans processes; with
-    the placement method, the precision and the memory format (None: the device's default)."""
+    the placement method, the precision and the memory format (None: the device's default), as
+    the keys under `settings_prefix` ask (the trainer's; eval.py's top level: "")."""
     process_settings.apply(
         request.visible,
         settings.threads,
@@ -75,7 +78,9 @@ def prepare_runtime(
     chosen = f", chosen by device={request.name} because {plan.reason}" if plan.reason else ""
     log.info("device: %s%s", plan, chosen)
     memory.reset_peak_memory(plan)
-    autocast_dtype, scaler = precision.autocast_and_scaler(precision_name, plan.device)
+    autocast_dtype, scaler = precision.autocast_and_scaler(
+        precision_name, plan.device, f"{settings_prefix}precision"
+    )
     return Runtime(
         plan,
         build(placement, device=plan.device),
@@ -177,3 +182,14 @@ def uses_cuda_graphs(compile_mode: str | None) -> bool:
     """Whether a model compiled in `compile_mode` replays CUDA graphs, whose outputs the next
     replay overwrites: each step then begins with `torch.compiler.cudagraph_mark_step_begin`."""
     return compile_mode is not None and compile_mode in compile_backends().cuda_graph_modes
+
+
+def refuse_cuda_graphs_off_gpu(
+    key: str, compile_mode: str | None, request: DeviceConfig, runtime: Runtime
+) -> None:
+    """A mode that captures CUDA graphs (asked by `key`) refused in one line where the device
+    `request` resolved to no GPU (device=cpu is refused before, by `config.validate`)."""
+    if compile_mode is None or runtime.type == "cuda" or not uses_cuda_graphs(compile_mode):
+        return
+    where = f"device={request_text(request)} resolved to {runtime.plan}, which"
+    raise ExperimentError(cuda_graphs_need_a_gpu(key, compile_mode, where))

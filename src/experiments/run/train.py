@@ -23,7 +23,7 @@ from torch.optim.lr_scheduler import LRScheduler
 from experiments.config.build import plain, recorded
 from experiments.config.choices import AUTO_BATCH, Interval
 from experiments.config.metric_names import TEST, TRAIN_IMAGES_PER_SECOND, VAL, Metric
-from experiments.config.validate import cuda_graphs_need_a_gpu, refuse_unchosen_groups, validate
+from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.data import fingerprint, subset
@@ -35,7 +35,6 @@ from experiments.devices.distributed import summed, teardown, wait_for_all
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.peak_cache import PeakCache
 from experiments.devices.placement import audit
-from experiments.devices.plan import request_text
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.runtime import Runtime
 from experiments.devices.wrapping import unwrap
@@ -233,10 +232,9 @@ class TrainingRun:
             results.add(SetupRecord, precision_note=note)
         results.add(SetupRecord, channels_last=runtime.channels_last)
         if trainer.compile_mode is not None:
-            if runtime.type != "cuda" and setup.uses_cuda_graphs(trainer.compile_mode):
-                where = f"device={request_text(cfg.device)} resolved to {runtime.plan}, which"
-                raise ExperimentError(cuda_graphs_need_a_gpu(trainer.compile_mode, where))
-            results.add(SetupRecord, compile_mode=trainer.compile_mode)
+            mode = trainer.compile_mode
+            setup.refuse_cuda_graphs_off_gpu("trainer.compile_mode", mode, cfg.device, runtime)
+            results.add(SetupRecord, compile_mode=mode)
 
     def _set_up_data(self) -> None:
         """The splits, and the config with what they told of themselves (`self.cfg`)."""

@@ -1,0 +1,105 @@
+"""The benchmark of an evaluation (eval.py benchmark=true): how fast the checkpoint's model answers
+on the device and with the placement asked for, in the precision, memory format and compilation
+asked for; its figures for results.json's `serving` record, the console and the trackers.
+
+Its inputs are test images drawn with the evaluation's `seed` (a sweep over seeds repeats the
+benchmark on other images, as a sweep over trainer.seed repeats training), normalized as training
+normalized them, and held on the host, where a server's requests arrive (`training.serving`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+from torch import nn
+
+from experiments.core.text import Unit
+from experiments.data.batches import Batches
+from experiments.data.types import ImageData
+from experiments.devices import memory
+from experiments.devices.runtime import Runtime
+from experiments.records.recorded import ServingRecord
+from experiments.run import setup
+from experiments.training import serving
+from experiments.training.serving import PERCENTILES
+
+log = logging.getLogger("experiments")
+
+# The single-image requests latency goes round (distinct images, so no cache favours one).
+REQUESTS = 100
+
+
+def benchmark(
+    cfg: DictConfig, model: nn.Module, data: ImageData, runtime: Runtime, trained_batch: int
+) -> ServingRecord:
+    """Time `model` (placed, compiled as `cfg` asks) answering `cfg.serving`'s calls: latency at
+    batch 1, throughput at `serving.batch_size` (null: `trained_batch`, its run's), the peak
+    memory of the device that served."""
+    asked = cfg.serving
+    batch_size = asked.batch_size or trained_batch
+    inputs = drawn_inputs(data, runtime, batch_size, cfg.seed)
+    cuda_graphs = bool(cfg.compile) and setup.uses_cuda_graphs(cfg.compile_mode)
+    server = serving.Server(model, runtime, cuda_graphs)
+    memory.reset_peak_memory(runtime.plan)
+    requests = [inputs[i : i + 1] for i in range(min(len(inputs), REQUESTS))]
+    latency = serving.latency(server, requests, asked.latency_calls, asked.warmup_calls)
+    throughput = serving.throughput(server, inputs, asked.rounds, asked.round_seconds)
+    peaks = memory.peak_memory_mb(runtime.plan)
+    on_gpu = runtime.type == "cuda"
+    return ServingRecord(
+        batch_size=batch_size,
+        latency_calls=asked.latency_calls,
+        warmup_calls=asked.warmup_calls,
+        **latency.milliseconds(),  # type: ignore[typeddict-item]
+        **throughput.figures(),  # type: ignore[typeddict-item]
+        peak_memory_mb=peaks["peak_cuda_memory_mb" if on_gpu else "peak_host_memory_mb"],
+        memory_of=str(runtime.device) if on_gpu else "host",
+        precision=str(cfg.precision),
+        channels_last=runtime.channels_last,
+        compile=cfg.compile,
+        compile_mode=cfg.compile_mode,
+        seed=cfg.seed,
+    )
+
+
+def drawn_inputs(data: ImageData, runtime: Runtime, count: int, seed: int) -> torch.Tensor:
+    """`count` test inputs drawn by `seed` (without replacement where the split holds that
+    many), normalized and in the memory format the model computes in, on the host."""
+    generator = torch.Generator().manual_seed(seed)
+    size = len(data.test)
+    if count <= size:
+        rows = torch.randperm(size, generator=generator)[:count]
+    else:
+        rows = torch.randint(size, (count,), generator=generator)
+    batches = Batches(
+        data.test, batch_size=count, mean=data.mean, std=data.std, runtime=runtime, subset=rows
+    )
+    inputs, _ = next(iter(batches))
+    return inputs.cpu()
+
+
+def serving_line(record: ServingRecord, unit: Unit, energy: str) -> str:
+    """The console's line: `batch 1: p50 0.84 ms, p95 1.02 ms, p99 1.30 ms (100 calls); batch
+    256: 3,120 images/s [3,050, 3,170] over 5 rounds; peak memory 410 MiB (host); <energy>`."""
+    percentiles = ", ".join(f"p{p} {record[f'latency_p{p}_ms']:.3g} ms" for p in PERCENTILES)  # type: ignore[literal-required]
+    memory_text = (
+        "peak memory unknown"
+        if record["peak_memory_mb"] is None
+        else f"peak memory {record['peak_memory_mb']:,.0f} MiB ({record['memory_of']})"
+    )
+    return (
+        f"batch 1: {percentiles} ({record['latency_calls']} calls); "
+        f"batch {record['batch_size']}: {record['images_per_second']:,.0f} {unit.many}/s "
+        f"[{record['images_per_second_min']:,.0f}, {record['images_per_second_max']:,.0f}] over "
+        f"{record['rounds']} rounds; {memory_text}; {energy}"
+    )
+
+
+def tracked_numbers(record: ServingRecord) -> dict[str, Any]:
+    """The record's figures the trackers get, by their tags (`serving/latency_p50_ms`)."""
+    keys = [f"latency_p{p}_ms" for p in PERCENTILES] + ["images_per_second", "peak_memory_mb"]
+    keys.append("joules_per_image")
+    return {f"serving/{key}": record.get(key) for key in keys}

@@ -1,0 +1,129 @@
+"""How fast a trained model answers (eval.py benchmark=true): latency at batch 1 and throughput at
+a serving batch, on the device and with the placement asked for, as timm's `benchmark.py --bench
+inference` and MLPerf Inference time them.
+
+A call is what a server does with a request: its inputs, on the host, placed on the device by the
+run's placement method (`.to(device)` or `.cuda()`), the forward pass (in the autocast precision
+and memory format asked for, under `torch.inference_mode`), and the answers copied back to the
+host. That copy waits for the device, so the host clock, read after it, times the work done: on a
+GPU as on the CPU. Untimed calls come first (the first ones allocate memory, compile, choose
+algorithms); latency is then the distribution of single calls (p50, p95, p99), throughput the
+median of rounds of whole batches, with their least and most, so the spread stands beside it.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from experiments.devices.runtime import Runtime
+
+# The percentiles of latency reported, as serving targets are stated (MLPerf's p90..p99).
+PERCENTILES = (50, 95, 99)
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Seconds of single calls at batch 1, timed one by one."""
+
+    seconds: list[float]
+
+    def percentile(self, percent: int) -> float:
+        """The `percent`th percentile, interpolated between the calls' times (of 100 calls, p99
+        lies between the two slowest)."""
+        cuts = statistics.quantiles(self.seconds, n=100, method="inclusive")
+        return cuts[percent - 1]
+
+    def milliseconds(self) -> dict[str, float]:
+        """`latency_p50_ms`, `_p95_ms`, `_p99_ms` and `_mean_ms`, as results.json has them."""
+        figures = {f"latency_p{p}_ms": 1000 * self.percentile(p) for p in PERCENTILES}
+        return figures | {"latency_mean_ms": 1000 * statistics.fmean(self.seconds)}
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """Rounds of `batches_per_round` batches of `batch_size` inputs, each round's seconds."""
+
+    batch_size: int
+    batches_per_round: int
+    round_seconds: list[float]
+
+    @property
+    def rates(self) -> list[float]:
+        """Each round's inputs per second."""
+        inputs = self.batch_size * self.batches_per_round
+        return [inputs / seconds for seconds in self.round_seconds]
+
+    @property
+    def inputs(self) -> int:
+        """How many inputs the rounds answered."""
+        return self.batch_size * self.batches_per_round * len(self.round_seconds)
+
+    def figures(self) -> dict[str, float | int]:
+        """results.json's `images_per_second` (the median round's), `_min`, `_max`, `rounds` and
+        `batches_per_round`."""
+        rates = self.rates
+        return {
+            "images_per_second": statistics.median(rates),
+            "images_per_second_min": min(rates),
+            "images_per_second_max": max(rates),
+            "rounds": len(rates),
+            "batches_per_round": self.batches_per_round,
+        }
+
+
+class Server:
+    """A model answering requests on the host, as the benchmark calls it: `answer(inputs)`
+    places them on the device, runs the forward pass, and returns once the answers are back on
+    the host. A model compiled to replay CUDA graphs (`cuda_graphs`) begins a step of them at
+    each call, as the training loop does."""
+
+    def __init__(self, model: nn.Module, runtime: Runtime, cuda_graphs: bool = False) -> None:
+        self.model = model.eval()
+        self.runtime = runtime
+        self.cuda_graphs = cuda_graphs
+
+    @torch.inference_mode()
+    def answer(self, inputs: torch.Tensor) -> torch.Tensor:
+        if self.cuda_graphs:
+            torch.compiler.cudagraph_mark_step_begin()
+        with self.runtime.autocast():
+            outputs = self.model(self.runtime.placement.tensor(inputs))
+        return outputs.cpu()  # waits for the device: the answer is there when this returns
+
+    def timed(self, inputs: torch.Tensor) -> float:
+        """Seconds one call took, by the host clock."""
+        started = time.perf_counter()
+        self.answer(inputs)
+        return time.perf_counter() - started
+
+
+def latency(server: Server, requests: Sequence[torch.Tensor], calls: int, warmup: int) -> Latency:
+    """`calls` timed calls at batch 1 after `warmup` untimed ones, going round `requests` (inputs
+    of one image each, on the host)."""
+    for i in range(warmup):
+        server.answer(requests[i % len(requests)])
+    return Latency([server.timed(requests[i % len(requests)]) for i in range(calls)])
+
+
+def throughput(
+    server: Server, batch: torch.Tensor, rounds: int, least_round_seconds: float
+) -> Throughput:
+    """`rounds` rounds of calls with `batch` (on the host), after two untimed calls whose
+    second says how many batches make a round of `least_round_seconds` at least."""
+    server.answer(batch)
+    one = server.timed(batch)
+    per_round = max(1, math.ceil(least_round_seconds / max(one, 1e-9)))
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        for _ in range(per_round):
+            server.answer(batch)
+        times.append(time.perf_counter() - started)
+    return Throughput(len(batch), per_round, times)
