@@ -186,11 +186,12 @@ def finish_record(measures: TaskMetrics) -> Any:
     return TypedDict("Finished", fields, total=False)  # type: ignore[operator]
 
 
-class ServingRecord(TypedDict, total=False):
+class ServingRecord(HostRecord, total=False):
     """How fast an evaluation's model answered (eval.py benchmark=true, `run.serving`): latency at
     batch 1 over `latency_calls` timed calls, throughput at `batch_size` (the median round's, its
     least and most), the peak memory of what served (the host's or the GPU's), how it computed,
-    and the energy of the throughput rounds where a counter could be read (else why not)."""
+    the energy of the throughput rounds where a counter could be read (else why not), and the
+    other work on the host's cores meanwhile."""
 
     batch_size: int
     latency_calls: int

@@ -77,6 +77,11 @@ def model_size_numbers(hyperparameters: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
+# What a tracker's run is tagged with (of the HParams columns), besides its sweep; its device is
+# what it computed on, as every record names it: its plan's text (`records.hparams`).
+TAGS = ("model", "dataset", "device", "placement", "precision", "seed")
+
+
 # A global step and the numbers sent at it, by their tags.
 Sent = tuple[int, dict[str, float]]
 

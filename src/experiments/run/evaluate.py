@@ -31,10 +31,13 @@ from experiments.devices.placement import audit
 from experiments.devices.plan import DevicePlan, request_text
 from experiments.devices.process_group import ONE_PROCESS
 from experiments.devices.runtime import Runtime
-from experiments.records import checkpoints
+from experiments.records import checkpoints, hparams, tracker
+from experiments.records.hparams import Value
+from experiments.records.metrics import RunRecorder
 from experiments.records.recorded import EvaluationRecord, evaluation_record
 from experiments.records.results import Results, per_class_text
-from experiments.run import serving, setup
+from experiments.records.tracker import TrackedRun
+from experiments.run import job, serving, setup
 from experiments.training import loop
 from experiments.training.selection import Monitor
 
@@ -105,7 +108,56 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
             **served,
         )
     _log_outcome(outcome, runtime.plan, run_dir, task.metrics, data.unit)
+    _track(cfg, run_dir, outcome, _described(cfg, outcome, runtime))
     return outcome[task.metrics.headline.key(TEST)]
+
+
+def _described(cfg: DictConfig, outcome: dict[str, Any], runtime: Runtime) -> dict[str, Value]:
+    """What an evaluation is, as the trackers' columns: the model, its data, the device it
+    computed on (its plan's text), the placement, precision and seed, then each key the command
+    line set (a sweep's swept values among them)."""
+    described: dict[str, Value] = {
+        "model": outcome["model"],
+        "dataset": outcome["dataset"],
+        "device": str(runtime.plan),
+        "placement": cfg.placement.name,
+        "precision": str(cfg.precision),
+        "seed": cfg.seed,
+    }
+    for override in job.overrides():
+        key = override.partition("=")[0].lstrip("+~")
+        value = OmegaConf.select(cfg, key, default=override.partition("=")[2])
+        if key not in described and key != "ckpt" and not isinstance(value, DictConfig):
+            described[key] = value if isinstance(value, bool | int | float | str) else str(value)
+    return described
+
+
+def _track(
+    cfg: DictConfig, run_dir: Path, outcome: dict[str, Any], described: dict[str, Value]
+) -> None:
+    """The evaluation's numbers to its trackers (tracker=): the test metrics by their tags
+    (`test/accuracy`), the benchmark's (`serving/latency_p50_ms`), and the HParams row."""
+    chosen = tracker.trackers(cfg.tracker, run_dir)
+    if not chosen:
+        return
+    numbers = tracker.epoch_scalars(outcome)
+    if "serving" in outcome:
+        numbers |= serving.tracked_numbers(outcome["serving"])
+    found = {tag: value for tag, value in numbers.items() if isinstance(value, int | float)}
+    sweep = job.sweep_folder()
+    tags = {key: str(described[key]) for key in tracker.TAGS}
+    run = TrackedRun(
+        name=run_dir.name,
+        group=sweep,
+        parameters=tracker.flattened(plain(cfg)),
+        tags=tags | ({"sweep": sweep} if sweep else {}),
+    )
+    with RunRecorder(run_dir, True, chosen) as recorder:
+        recorder.begin(run, {})
+        for each in recorder.trackers:
+            each.scalars(found, 0)
+        final = {tag.replace("/", "_"): value for tag, value in found.items()}
+        recorder.hyperparameters(described, final, 0, hparams.swept_columns(job.swept_keys()))
 
 
 def _data_to_evaluate(asked: DictConfig | None, trained: DictConfig, runtime: Runtime) -> ImageData:
@@ -245,7 +297,7 @@ def _log_outcome(
         per_class = per_class_text(outcome["class_accuracy"])
         log.info("test %s per class: %s", measures.per_class, per_class)
     if "serving" in outcome:
-        log.info("served on %s: %s", plan, serving.serving_line(outcome["serving"], unit, ""))
+        log.info("served on %s: %s", plan, serving.serving_line(outcome["serving"], unit))
     part = part_of_split(outcome["test_images"], outcome["test_split_images"])
     headline = measures.headline
     log.info(

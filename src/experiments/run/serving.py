@@ -19,9 +19,10 @@ from torch import nn
 from experiments.core.text import Unit
 from experiments.data.batches import Batches
 from experiments.data.types import ImageData
-from experiments.devices import memory
+from experiments.devices import host_load, memory
 from experiments.devices.runtime import Runtime
 from experiments.records.recorded import ServingRecord
+from experiments.records.speed import host_record
 from experiments.run import setup
 from experiments.training import serving
 from experiments.training.serving import PERCENTILES
@@ -44,10 +45,16 @@ def benchmark(
     cuda_graphs = bool(cfg.compile) and setup.uses_cuda_graphs(cfg.compile_mode)
     server = serving.Server(model, runtime, cuda_graphs)
     memory.reset_peak_memory(runtime.plan)
+    cores, root = host_load.cores(), host_load.run_root()
+    started = host_load.snapshot(root, cores)
     requests = [inputs[i : i + 1] for i in range(min(len(inputs), REQUESTS))]
     latency = serving.latency(server, requests, asked.latency_calls, asked.warmup_calls)
     throughput = serving.throughput(server, inputs, asked.rounds, asked.round_seconds)
     peaks = memory.peak_memory_mb(runtime.plan)
+    ended = host_load.snapshot(root, cores)
+    load = None
+    if started is not None and ended is not None:
+        load = host_load.between(started, ended, len(cores), torch.get_num_threads())
     on_gpu = runtime.type == "cuda"
     return ServingRecord(
         batch_size=batch_size,
@@ -62,6 +69,7 @@ def benchmark(
         compile=cfg.compile,
         compile_mode=cfg.compile_mode,
         seed=cfg.seed,
+        **host_record(load),
     )
 
 
@@ -81,21 +89,26 @@ def drawn_inputs(data: ImageData, runtime: Runtime, count: int, seed: int) -> to
     return inputs.cpu()
 
 
-def serving_line(record: ServingRecord, unit: Unit, energy: str) -> str:
+def serving_line(record: ServingRecord, unit: Unit) -> str:
     """The console's line: `batch 1: p50 0.84 ms, p95 1.02 ms, p99 1.30 ms (100 calls); batch
-    256: 3,120 images/s [3,050, 3,170] over 5 rounds; peak memory 410 MiB (host); <energy>`."""
-    percentiles = ", ".join(f"p{p} {record[f'latency_p{p}_ms']:.3g} ms" for p in PERCENTILES)  # type: ignore[literal-required]
-    memory_text = (
-        "peak memory unknown"
-        if record["peak_memory_mb"] is None
-        else f"peak memory {record['peak_memory_mb']:,.0f} MiB ({record['memory_of']})"
+    256: 3,120 images/s [3,050, 3,170] over 5 rounds; peak memory 410 MiB (host)`, then the
+    energy (or why none), and the other work on a busy host."""
+    percentiles = ", ".join(
+        f"p{p} {record[f'latency_p{p}_ms']:.3g} ms"  # type: ignore[literal-required]
+        for p in PERCENTILES
     )
-    return (
-        f"batch 1: {percentiles} ({record['latency_calls']} calls); "
+    parts = [
+        f"batch 1: {percentiles} ({record['latency_calls']} calls)",
         f"batch {record['batch_size']}: {record['images_per_second']:,.0f} {unit.many}/s "
         f"[{record['images_per_second_min']:,.0f}, {record['images_per_second_max']:,.0f}] over "
-        f"{record['rounds']} rounds; {memory_text}; {energy}"
-    )
+        f"{record['rounds']} rounds",
+    ]
+    if record["peak_memory_mb"] is not None:
+        parts.append(f"peak memory {record['peak_memory_mb']:,.0f} MiB ({record['memory_of']})")
+    if record.get("host_busy"):
+        share = record["host_other_cpu_share"] or 0.0
+        parts.append(f"host busy: other processes used {share:.0%} of its cores")
+    return "; ".join(parts)
 
 
 def tracked_numbers(record: ServingRecord) -> dict[str, Any]:

@@ -79,9 +79,6 @@ from experiments.training.weights import load_weights
 
 log = logging.getLogger("experiments")
 
-# What a tracker's run is tagged with (of the HParams columns), besides its sweep; its device is
-# what it computed on, as every record names it: its plan's text (`records.hparams`).
-TRACKER_TAGS = ("model", "dataset", "device", "placement", "precision", "seed")
 # The folders a run writes in, inside its own: Hydra's snapshot, checkpoints, a profile's trace
 # (wandb/: tracker=wandb's files).
 WRITTEN_FOLDERS = (Path(".hydra"), checkpoints.LAST.parent, profiling.TRACE.parent, Path("wandb"))
@@ -675,7 +672,7 @@ class TrainingRun:
             group=sweep,
             parameters=tracker.flattened(plain(recorded(cfg))),
             tags={
-                **{column: str(columns[column]) for column in TRACKER_TAGS},
+                **{column: str(columns[column]) for column in tracker.TAGS},
                 **({"sweep": sweep} if sweep else {}),
             },
         )
