@@ -246,6 +246,8 @@ QUICK = (
     "trainer.limit_eval_images=128",
     "trainer.log_interval=2",
 )
+# eval.py benchmark=true's least: 100 timed calls at batch 1, rounds of one batch each.
+BRIEF_BENCHMARK = ("serving.warmup_calls=2", "serving.rounds=3", "serving.round_seconds=0.001")
 # One epoch of LeNet on two batches: a run folder to read, refuse or tamper with.
 SMALL = (
     "device=cpu",

@@ -40,3 +40,10 @@ def test_the_seed_is_swept_first(typed: list[str], ordered: list[str]) -> None:
 )
 def test_other_command_lines_are_left_as_typed(typed: list[str]) -> None:
     assert with_repeats_interleaved(typed) == typed
+
+
+def test_an_evaluation_sweeps_its_own_seed_first() -> None:
+    # eval.py's repeats are `seed` (the images its benchmark feeds); trainer.seed is not its key.
+    typed = ["-m", "device=cpu,cuda", "seed=0,1,2"]
+    assert with_repeats_interleaved(typed, seed="seed") == ["-m", "seed=0,1,2", "device=cpu,cuda"]
+    assert with_repeats_interleaved(typed) == typed

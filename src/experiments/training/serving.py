@@ -13,7 +13,6 @@ median of rounds of whole batches, with their least and most, so the spread stan
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from collections.abc import Sequence
@@ -115,11 +114,10 @@ def latency(server: Server, requests: Sequence[torch.Tensor], calls: int, warmup
 def throughput(
     server: Server, batch: torch.Tensor, rounds: int, least_round_seconds: float
 ) -> Throughput:
-    """`rounds` rounds of calls with `batch` (on the host), after two untimed calls whose
-    second says how many batches make a round of `least_round_seconds` at least."""
+    """`rounds` rounds of calls with `batch` (on the host), each of as many calls as make
+    `least_round_seconds` at least (`calls_per_round`), after an untimed one."""
     server.answer(batch)
-    one = server.timed(batch)
-    per_round = max(1, math.ceil(least_round_seconds / max(one, 1e-9)))
+    per_round = calls_per_round(server, batch, least_round_seconds)
     times = []
     for _ in range(rounds):
         started = time.perf_counter()
@@ -127,3 +125,16 @@ def throughput(
             server.answer(batch)
         times.append(time.perf_counter() - started)
     return Throughput(len(batch), per_round, times)
+
+
+def calls_per_round(server: Server, batch: torch.Tensor, least_seconds: float) -> int:
+    """How many calls with `batch` take `least_seconds` at least, as timeit's autorange finds
+    it: 1, 2, 5, 10, 20, ... calls in a row until they do (one slow call cannot make every round
+    short)."""
+    for calls in (step * 10**power for power in range(10) for step in (1, 2, 5)):
+        started = time.perf_counter()
+        for _ in range(calls):
+            server.answer(batch)
+        if time.perf_counter() - started >= least_seconds:
+            return calls
+    return calls

@@ -1,0 +1,98 @@
+"""eval.py benchmark=true: how fast a checkpoint's model answers, on the device, placement,
+precision and compilation asked for, in results.json, the console and the trackers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tensorboard.plugins.hparams import metadata
+
+from helpers import BRIEF_BENCHMARK, SMALL, eval_cli, plugin_data, read_events, results, trained_run
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return trained_run(tmp_path_factory.mktemp("runs"), *SMALL)
+
+
+def test_a_benchmark_records_latency_throughput_and_memory(run_dir: Path, tmp_path: Path) -> None:
+    done = eval_cli(
+        tmp_path,
+        f"ckpt={run_dir}",
+        "benchmark=true",
+        "placement=cuda_call",
+        "precision=bf16",
+        "serving.batch_size=32",
+        "tracker=[tensorboard,csv]",
+        *BRIEF_BENCHMARK,
+    )
+    assert done.returncode == 0, done.stderr
+    served = results(done.run_dir)["serving"]
+    assert (served["batch_size"], served["latency_calls"], served["rounds"]) == (32, 100, 3)
+    assert 0 < served["latency_p50_ms"] <= served["latency_p95_ms"] <= served["latency_p99_ms"]
+    low, median, high = (served[f"images_per_second{end}"] for end in ("_min", "", "_max"))
+    assert 0 < low <= median <= high
+    assert served["peak_memory_mb"] > 0 and served["memory_of"] == "host"
+    assert (served["precision"], served["compile"], served["seed"]) == ("bf16", None, 0)
+    assert served["host_busy"] in (True, False, None)
+    line = next(line for line in done.stderr.splitlines() if "served on cpu" in line)
+    assert "batch 1: p50 " in line and "(100 calls); batch 32: " in line
+
+    events = read_events(done.run_dir)
+    (latency,) = events.Scalars("serving/latency_p50_ms")
+    assert latency.value == pytest.approx(served["latency_p50_ms"], rel=1e-6)
+    assert "test/accuracy" in events.Tags()["scalars"]
+    start = plugin_data(events, metadata.SESSION_START_INFO_TAG).session_start_info
+    assert start.hparams["precision"].string_value == "bf16"
+    assert start.hparams["placement"].string_value == "cuda_call"
+    assert "serving/images_per_second" in (done.run_dir / "metrics.csv").read_text()
+
+
+@pytest.mark.slow
+def test_a_compiled_model_is_benchmarked_compiled(run_dir: Path, tmp_path: Path) -> None:
+    # torch.compile's path (its backend eager: dynamo's tracing, without inductor's compiling),
+    # at two shapes, batch 1 and the serving batch.
+    done = eval_cli(
+        tmp_path, f"ckpt={run_dir}", "benchmark=true", "compile=eager", *BRIEF_BENCHMARK
+    )
+    assert done.returncode == 0, done.stderr
+    served = results(done.run_dir)["serving"]
+    assert (served["compile"], served["compile_mode"]) == ("eager", None)
+    assert served["latency_p50_ms"] > 0
+
+
+def test_without_benchmark_an_evaluation_times_nothing(run_dir: Path, tmp_path: Path) -> None:
+    done = eval_cli(tmp_path, f"ckpt={run_dir}", "tracker=[]")
+    assert done.returncode == 0, done.stderr
+    assert "serving" not in results(done.run_dir)
+    assert not list(done.run_dir.glob("events.out.tfevents.*"))
+
+
+@pytest.mark.parametrize(
+    ("asked", "said"),
+    [
+        (
+            "serving.latency_calls=50",
+            "serving.latency_calls=50 must be 100 or more: fewer leave p99 a guess",
+        ),
+        ("serving.rounds=0", "serving.rounds=0 must be a whole number >= 1"),
+        ("seed=-1", "seed=-1 must be a whole number from 0 to 18446744073709551615"),
+        (
+            "compile_mode=max-autotune",
+            "compile_mode=max-autotune is a mode of torch.compile: add compile=inductor",
+        ),
+        (
+            "precision=fp16",
+            "precision=fp16 needs a CUDA device (its gradient scaling, and its fast kernels, run "
+            "there); on cpu use bf16 or fp32",
+        ),
+    ],
+)
+def test_a_bad_benchmark_setting_is_refused_in_one_line(
+    run_dir: Path, tmp_path: Path, asked: str, said: str
+) -> None:
+    done = eval_cli(tmp_path, f"ckpt={run_dir}", "device=cpu", "benchmark=true", asked)
+    assert done.returncode == 1
+    assert done.last_line.endswith(f"Error: {said}")
+    assert results(done.run_dir)["status"] == "failed"

@@ -1,0 +1,75 @@
+"""How the benchmark times a model's answers (`training.serving`): percentiles of given call
+times, rounds' rates, and a real model answered on the host as a server would."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from experiments.training import serving
+from helpers import on
+
+
+class CountedLinear(nn.Linear):
+    """A linear layer that counts its forward passes."""
+
+    def __init__(self) -> None:
+        super().__init__(4, 3)
+        self.calls = 0
+
+    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return super().forward(inputs)
+
+
+def test_percentiles_interpolate_between_the_calls() -> None:
+    # 1 ms to 100 ms: p50 between the 50th and 51st, p99 between the two slowest.
+    latency = serving.Latency([ms / 1000 for ms in range(1, 101)])
+    figures = latency.milliseconds()
+    assert figures["latency_p50_ms"] == pytest.approx(50.5)
+    assert figures["latency_p95_ms"] == pytest.approx(95.05)
+    assert figures["latency_p99_ms"] == pytest.approx(99.01)
+    assert figures["latency_mean_ms"] == pytest.approx(50.5)
+
+
+def test_throughput_is_the_median_round_with_its_least_and_most() -> None:
+    rounds = serving.Throughput(batch_size=8, batches_per_round=5, round_seconds=[0.5, 0.4, 1.0])
+    assert rounds.figures() == {
+        "images_per_second": 80.0,  # 40 images in 0.5 s, 0.4 s, 1 s: 80, 100, 40 per second
+        "images_per_second_min": 40.0,
+        "images_per_second_max": 100.0,
+        "rounds": 3,
+        "batches_per_round": 5,
+    }
+    assert rounds.inputs == 120
+
+
+def test_a_server_answers_on_the_host_after_untimed_calls() -> None:
+    model = CountedLinear()
+    server = serving.Server(model, on("cpu"))
+    requests = [torch.randn(1, 4) for _ in range(3)]
+    latency = serving.latency(server, requests, calls=100, warmup=7)
+    assert model.calls == 107
+    assert len(latency.seconds) == 100 and min(latency.seconds) > 0
+    assert not model.training  # answered as evaluated: dropout off, BatchNorm's running stats
+    answer = server.answer(requests[0])
+    assert answer.device.type == "cpu" and not answer.requires_grad
+
+
+def test_a_round_holds_as_many_calls_as_last_its_least_seconds() -> None:
+    model = CountedLinear()
+    server = serving.Server(model, on("cpu"))
+    batch = torch.randn(16, 4)
+    # A batch of this layer takes microseconds: 20 ms hold many, 1, 2, 5, 10, 20, ... found.
+    per_round = serving.calls_per_round(server, batch, 0.02)
+    assert per_round >= 10 and str(per_round)[0] in "125"
+    model.calls = 0
+    rounds = serving.throughput(server, batch, 3, 0.02)
+    assert len(rounds.round_seconds) == 3
+    calibration = sum(
+        c
+        for c in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+        if c <= rounds.batches_per_round
+    )
+    assert model.calls == 1 + calibration + 3 * rounds.batches_per_round  # one untimed first
