@@ -96,3 +96,25 @@ def test_a_bad_benchmark_setting_is_refused_in_one_line(
     assert done.returncode == 1
     assert done.last_line.endswith(f"Error: {said}")
     assert results(done.run_dir)["status"] == "failed"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("placement", ["to_device", "cuda_call"])
+def test_a_gpu_benchmark_records_its_memory_and_placement(
+    run_dir: Path, tmp_path: Path, placement: str
+) -> None:
+    done = eval_cli(
+        tmp_path,
+        f"ckpt={run_dir}",
+        "device=cuda:0",
+        f"placement={placement}",
+        "benchmark=true",
+        *BRIEF_BENCHMARK,
+    )
+    assert done.returncode == 0, done.stderr
+    served = results(done.run_dir)["serving"]
+    assert served["memory_of"] == "cuda:0" and served["peak_memory_mb"] > 0
+    assert served["channels_last"] is False  # (the CPU's default only)
+    assert 0 < served["latency_p50_ms"] <= served["latency_p99_ms"]
+    # A batch of 64 answers many times the images of one at a time.
+    assert served["images_per_second"] > 1000 / served["latency_p50_ms"]

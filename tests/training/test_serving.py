@@ -73,3 +73,23 @@ def test_a_round_holds_as_many_calls_as_last_its_least_seconds() -> None:
         if c <= rounds.batches_per_round
     )
     assert model.calls == 1 + calibration + 3 * rounds.batches_per_round  # one untimed first
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_clock_is_read_after_the_work_finished() -> None:
+    # Matrix products that take milliseconds on the GPU: a call that returned once they were
+    # queued would time microseconds. CUDA's own events time the work alone.
+    model = nn.Sequential(*(nn.Linear(4096, 4096) for _ in range(8))).cuda()
+    server = serving.Server(model, on("cuda:0"))
+    inputs = torch.randn(512, 4096)
+    server.answer(inputs)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.inference_mode():
+        placed = inputs.cuda()
+        start.record()
+        model(placed)
+        end.record()
+    end.synchronize()
+    work = start.elapsed_time(end) / 1000
+    assert server.timed(inputs) >= 0.9 * work > 0
+    assert server.answer(inputs).device.type == "cpu"
