@@ -20,15 +20,17 @@ from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
 from experiments.core.errors import one_line
 from experiments.core.text import display_path, gpu_name, short_count
 from experiments.devices.description import cpu_name, torch_build
+from experiments.devices.energy import EnergyMeter
 from experiments.devices.peak_cache import DeviceIdentity, PeakCache, peak_kinds
 from experiments.devices.plan import Machine, request_text, resolve
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.process_settings import number_gpus_by_bus
 
 USAGE = """usage: python -m experiments.devices [--measure-peaks] [device overrides]
-Lists this machine's CPU and GPUs, the peaks measured on them (kept per user: every run divides
-its training FLOP/s by its device's, its MFU) and what device=auto picks; --measure-peaks measures
-every device's peaks afresh in each precision first, and keeps them (run it on a quiet machine).
+Lists this machine's CPU and GPUs, whether the energy they use can be read here and from what,
+the peaks measured on them (kept per user: every run divides its training FLOP/s by its
+device's, its MFU) and what device=auto picks; --measure-peaks measures every device's peaks
+afresh in each precision first, and keeps them (run it on a quiet machine).
 With device overrides (those of python train.py, e.g. device=cuda:1 or device=dp
 'device.ids=[0,1]'), how that request resolves here, or why it cannot (exit code 1)."""
 
@@ -57,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{gpu_name(index)}: {properties.name}, {properties.total_memory / 2**30:.1f} GiB, "
             f"compute capability {properties.major}.{properties.minor}"
         )
+    _say_energy(machine.cuda_count)
     _say_peaks(machine.cuda_count, measure_peaks)
     auto = resolve(DeviceConfig(DeviceName.auto), machine)
     print(f"device=auto picks {auto}: {auto.reason}")
@@ -78,6 +81,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Error: {one_line(error)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _say_energy(cuda_count: int) -> None:
+    """Whether the energy a run uses can be read here (devices.energy), and from what."""
+    print(f"energy on cpu: {EnergyMeter.for_devices([torch.device('cpu')]).text()}")
+    if cuda_count:
+        gpus = [torch.device("cuda", index) for index in range(cuda_count)]
+        print(f"energy on {', '.join(map(str, gpus))}: {EnergyMeter.for_devices(gpus).text()}")
 
 
 def _say_peaks(cuda_count: int, measure: bool) -> None:

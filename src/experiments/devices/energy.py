@@ -1,0 +1,205 @@
+"""The energy the devices a run computes on used, where their hardware counts it: NVML's
+total-energy counter of each GPU (millijoules since the driver loaded), RAPL's counter of each
+CPU package under Linux's powercap tree (microjoules, wrapping at `max_energy_range_uj`; AMD's
+kernels expose the same tree). Elsewhere (most VMs, containers without root, macOS) there is no
+counter to read, and the meter says why in one line instead of guessing from a rated power.
+
+A counter counts its whole device: every process's work on the GPU or the package, not the run's
+alone. A span reads every counter at its start and end and, between them, every `interval`
+seconds on a daemon thread: RAPL's counter wraps (every 262 kJ or so: 45 minutes at 100 W), and
+a step between two readings is taken modulo the counter's range, which holds for steps under one
+wrap only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from itertools import pairwise
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import torch
+
+from experiments.core.errors import one_line
+from experiments.devices.energy_counters import (
+    POWERCAP,
+    Counter,
+    NoCounter,
+    nvml_counters,
+    rapl_counters,
+)
+
+INTERVAL = 5.0  # seconds between a span's readings: far under a wrap at any package's power
+COVERS = {
+    "nvml": "each whole GPU: other processes' work on it is counted too",
+    "rapl": (
+        "each whole CPU package (cores, caches, memory controller; not the DRAM): every process "
+        "on it, not this run's alone"
+    ),
+}
+
+
+def increase(earlier: int, later: int, wrap: int) -> int:
+    """How far a counter that wraps to 0 at `wrap` rose from reading `earlier` to `later`. The
+    counter only rises, so a reading below the one before is a wrap; a rise of a whole wrap or
+    more between two readings cannot be told from a smaller one, hence a span's sampling."""
+    return (later - earlier) % wrap
+
+
+def added_up(readings: Sequence[int], wrap: int) -> int:
+    """How far a counter that wraps at `wrap` rose over successive `readings`."""
+    return sum(increase(earlier, later, wrap) for earlier, later in pairwise(readings))
+
+
+@dataclass(frozen=True)
+class CounterEnergy:
+    """What one counter counted over a span."""
+
+    name: str
+    joules: float
+    watts: float
+
+
+@dataclass(frozen=True)
+class Energy:
+    """The energy the devices used over a span of `seconds`, per counter and in all."""
+
+    source: str  # "nvml" or "rapl"
+    joules: float
+    seconds: float
+    counters: tuple[CounterEnergy, ...]
+    covers: str  # what the counters count besides the run's own work
+
+    @property
+    def watts(self) -> float:
+        """The average power over the span."""
+        return self.joules / self.seconds
+
+    def per_image(self, images: int) -> float:
+        """The joules per image of `images` (more than none) the span computed."""
+        return self.joules / images
+
+    def recorded(self) -> dict[str, Any]:
+        """The span as results.json keeps it (its EnergyRecord)."""
+        counters = [asdict(counter) for counter in self.counters]
+        return {**asdict(self), "watts": self.watts, "counters": counters}
+
+
+class Span:
+    """The energy used from `start` to `stop` (or over a `with` block), read every `interval`
+    seconds between them. Queued GPU work is counted when it runs: synchronize the device
+    before the span ends. `energy` is None until then, and after it with `unavailable` saying why
+    (the meter's reason, a counter that failed, or one too coarse for a span so short)."""
+
+    def __init__(self, meter: EnergyMeter, interval: float) -> None:
+        self._counters = meter.counters
+        self._source = meter.source
+        self._interval = interval
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._sample_until_stopped, daemon=True)
+        self.unavailable = meter.unavailable
+        self.energy: Energy | None = None
+
+    def start(self) -> Span:
+        """Read every counter, and again every `interval` seconds until `stop`."""
+        if self.unavailable is None:
+            self._risen = [0] * len(self._counters)
+            self._last = self._read()
+            self._started = time.perf_counter()
+            self._thread.start()
+        return self
+
+    def stop(self) -> Energy | None:
+        """Read every counter a last time: the span's energy, or None (`unavailable` says why)."""
+        if not self._thread.is_alive():
+            return self.energy
+        self._stopping.set()
+        self._thread.join()
+        self._sample()
+        seconds = time.perf_counter() - self._started
+        if self.unavailable is None and not any(self._risen):
+            self.unavailable = f"the energy counters did not advance in {seconds:.3g} s"
+        if self.unavailable is not None:
+            return None
+        counted = []
+        for counter, risen in zip(self._counters, self._risen, strict=True):
+            joules = risen * counter.joules
+            counted.append(CounterEnergy(counter.name, joules, joules / seconds))
+        total = sum(counter.joules for counter in counted)
+        self.energy = Energy(self._source, total, seconds, tuple(counted), COVERS[self._source])
+        return self.energy
+
+    def __enter__(self) -> Span:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _sample_until_stopped(self) -> None:
+        while not self._stopping.wait(self._interval) and self.unavailable is None:
+            self._sample()
+
+    def _sample(self) -> None:
+        """Add each counter's rise since the last reading (the thread's, then `stop`'s: never
+        both at once)."""
+        readings = self._read() if self.unavailable is None else None
+        if readings is None:
+            return
+        for index, counter in enumerate(self._counters):
+            self._risen[index] += increase(self._last[index], readings[index], counter.wrap)
+        self._last = readings
+
+    def _read(self) -> list[int] | None:
+        """Every counter's reading; None, and why in `unavailable`, if one fails (a GPU lost,
+        a driver reloaded): the meter never fails the run it measures."""
+        readings = []
+        for counter in self._counters:
+            try:
+                readings.append(counter.read())
+            except Exception as error:  # whatever NVML or the kernel raises, said in one line
+                self.unavailable = f"{counter.name} could not be read: {one_line(error)}"
+                return None
+        return readings
+
+
+class EnergyMeter:
+    """The energy counters of the devices a run computes on, all from one source; `unavailable`
+    is None, or why they cannot be read here."""
+
+    def __init__(self, source: str, counters: Sequence[Counter], unavailable: str | None) -> None:
+        self.source = source
+        self.counters = tuple(counters)
+        self.unavailable = unavailable
+
+    @classmethod
+    def for_devices(cls, devices: Sequence[torch.device], powercap: Path = POWERCAP) -> EnergyMeter:
+        """NVML's counter of each GPU in `devices`, or without one, RAPL's of each CPU package
+        under `powercap`; each read once here, so a counter that cannot be is known before a run
+        relies on it."""
+        gpus = [device for device in devices if device.type == "cuda"]
+        source = "nvml" if gpus else "rapl"
+        try:
+            counters = nvml_counters(gpus) if gpus else rapl_counters(powercap)
+        except NoCounter as reason:
+            return cls(source, [], str(reason))
+        return cls(source, counters, None)
+
+    def measuring(self, interval: float = INTERVAL) -> Span:
+        """A span to measure a block with (`with meter.measuring() as span:`; then
+        `span.energy`), or to `start` and `stop`."""
+        return Span(self, interval)
+
+    def text(self) -> str:
+        """What the meter reads: "RAPL: package-0, package-1", or "none (<why>)"."""
+        if self.unavailable is not None:
+            return f"none ({self.unavailable})"
+        return f"{self.source.upper()}: {', '.join(counter.name for counter in self.counters)}"

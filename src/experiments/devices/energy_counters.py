@@ -1,0 +1,114 @@
+"""The energy counters a device's hardware keeps, found and read once: NVML's total-energy
+counter of each GPU, RAPL's of each CPU package under Linux's powercap tree; where none can be
+read, NoCounter says why in one line. `devices.energy` measures spans with them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import torch
+
+from experiments.core.errors import one_line
+from experiments.core.text import gpu_name
+
+POWERCAP = Path("/sys/class/powercap")
+NVML_RANGE = 2**64  # NVML's counter is an unsigned 64-bit count of millijoules
+INSTALL = "pip install 'experiments[energy]'"
+
+
+class NoCounter(Exception):
+    """Why a device's energy cannot be read here, in one line."""
+
+
+@dataclass(frozen=True)
+class Counter:
+    """One device's energy counter: its name in records, its reading, in `joules` each, and the
+    count at which it wraps to 0."""
+
+    name: str
+    read: Callable[[], int]
+    wrap: int
+    joules: float
+
+
+def rapl_counters(powercap: Path) -> list[Counter]:
+    """The counter of each CPU package (the zones `intel-rapl:N` named package-N; their subzones,
+    core and dram, and psys, a whole laptop's, would count some of it twice)."""
+    if not powercap.is_dir():
+        raise NoCounter(f"no RAPL counter readable here ({powercap}: absent)")
+    zones = sorted(
+        zone
+        for zone in powercap.glob("intel-rapl:*")
+        if zone.name.count(":") == 1 and _zone_name(zone).startswith("package")
+    )
+    if not zones:
+        raise NoCounter(f"no RAPL counter readable here ({powercap}: no package zone intel-rapl:N)")
+    counters = []
+    for zone in zones:
+        energy = zone / "energy_uj"
+        wrap = _first_reading(zone / "max_energy_range_uj")
+        _first_reading(energy)
+        counters.append(Counter(_zone_name(zone), partial(_count, energy), wrap, 1e-6))
+    return counters
+
+
+def _zone_name(zone: Path) -> str:
+    """What a powercap zone calls itself (package-0, dram, psys), else its folder's name."""
+    try:
+        return (zone / "name").read_text().strip()
+    except OSError:
+        return zone.name
+
+
+def _count(path: Path) -> int:
+    """The count a powercap file holds."""
+    return int(path.read_text())
+
+
+def _first_reading(path: Path) -> int:
+    """The count a powercap file holds, or NoCounter naming the file and why it cannot be read."""
+    try:
+        return _count(path)
+    except FileNotFoundError:
+        why = "absent"
+    except PermissionError:
+        why = "readable by root only"
+    except (OSError, ValueError) as error:
+        why = one_line(error)
+    raise NoCounter(f"no RAPL counter readable here ({path}: {why})")
+
+
+def nvml_counters(gpus: Sequence[torch.device]) -> list[Counter]:
+    """NVML's counter of each of `gpus`, found by the GPU's UUID (CUDA's numbering may differ
+    from NVML's under CUDA_VISIBLE_DEVICES)."""
+    try:
+        # Imported here: nvidia-ml-py is an optional extra, needed on GPUs only.
+        import pynvml
+    except ImportError:
+        raise NoCounter(f"nvidia-ml-py is not installed ({INSTALL})") from None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as error:
+        raise NoCounter(f"NVML: {error}") from None
+    counters = []
+    for gpu in gpus:
+        index = gpu.index if gpu.index is not None else torch.cuda.current_device()
+        properties = torch.cuda.get_device_properties(index)
+        name = f"{gpu_name(index)} ({properties.name})"
+        uuid = str(properties.uuid)
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByUUID(
+                uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+            )
+        except pynvml.NVMLError as error:
+            raise NoCounter(f"{name} is not found by NVML by its UUID {uuid} ({error})") from None
+        try:
+            pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+        except pynvml.NVMLError as error:
+            raise NoCounter(f"{name} has no energy counter (NVML: {error})") from None
+        read = partial(pynvml.nvmlDeviceGetTotalEnergyConsumption, handle)
+        counters.append(Counter(name, read, NVML_RANGE, 1e-3))
+    return counters
