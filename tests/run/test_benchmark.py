@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from tensorboard.plugins.hparams import metadata
 
+from experiments.devices.energy import EnergyMeter
 from helpers import BRIEF_BENCHMARK, SMALL, eval_cli, plugin_data, read_events, results, trained_run
 
 
@@ -36,6 +38,11 @@ def test_a_benchmark_records_latency_throughput_and_memory(run_dir: Path, tmp_pa
     assert served["peak_memory_mb"] > 0 and served["memory_of"] == "host"
     assert (served["precision"], served["compile"], served["seed"]) == ("bf16", None, 0)
     assert served["host_busy"] in (True, False, None)
+    meter = EnergyMeter.for_devices([torch.device("cpu")])
+    if meter.unavailable is None:  # the rounds' energy, where this machine's counters are read
+        assert served["joules_per_image"] > 0 and served["energy"]["source"] == "rapl"
+    else:  # else none, and why
+        assert (served["energy"], served["energy_note"]) == (None, meter.unavailable)
     line = next(line for line in done.stderr.splitlines() if "served on cpu" in line)
     assert "batch 1: p50 " in line and "(100 calls); batch 32: " in line
 
@@ -118,3 +125,27 @@ def test_a_gpu_benchmark_records_its_memory_and_placement(
     assert 0 < served["latency_p50_ms"] <= served["latency_p99_ms"]
     # A batch of 64 answers many times the images of one at a time.
     assert served["images_per_second"] > 1000 / served["latency_p50_ms"]
+
+
+@pytest.mark.gpu
+def test_a_gpu_benchmark_measures_the_rounds_energy_where_nvml_reads_it(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    meter = EnergyMeter.for_devices([torch.device("cuda", 0)])
+    done = eval_cli(
+        tmp_path,
+        f"ckpt={run_dir}",
+        "device=cuda:0",
+        "benchmark=true",
+        "serving.batch_size=1024",
+        "serving.round_seconds=1",  # NVML's counter moves every few milliseconds at best
+        "serving.rounds=3",
+    )
+    assert done.returncode == 0, done.stderr
+    served = results(done.run_dir)["serving"]
+    if meter.unavailable is not None:
+        assert served["energy_note"] == meter.unavailable
+        return
+    assert served["energy"]["source"] == "nvml"
+    assert served["joules_per_image"] > 0
+    assert 5 < served["average_watts"] < 2000  # a GPU's power, idle to flat out

@@ -22,6 +22,7 @@ from experiments.core.errors import ExperimentError
 from experiments.data import loading, subset
 from experiments.data.batches import Batches
 from experiments.devices import process_settings
+from experiments.devices.energy import EnergyMeter
 from experiments.devices.peak_cache import PeakCache
 from experiments.records import checkpoints
 from experiments.report.run_records import read_run
@@ -42,6 +43,7 @@ from helpers import (
     read_events,
     results,
     train_cli,
+    trained_run,
 )
 
 COLUMNS_BY_KEY = {column.key: column for column in COLUMNS}
@@ -101,6 +103,15 @@ def test_every_model_and_placement_leaves_complete_records(
         assert row["images_per_second"] > 0 and row["epoch_seconds"] > 0
         assert row["train_images"] == 3 * 64
     assert all(math.isfinite(row["train_loss"]) for row in steps)
+    # Energy where this machine's counters can be read; else none, and why.
+    meter = EnergyMeter.for_devices([torch.device("cpu")])
+    result = results(run_dir)
+    if meter.unavailable is None:
+        assert all(sum(row["train_energy"].values()) > 0 for row in epochs)
+        assert result["train_joules_per_image"] > 0 and result["average_watts"] > 0
+    else:
+        assert [row["train_energy"] for row in epochs] == [None, None]
+        assert (result["energy"], result["energy_note"]) == (None, meter.unavailable)
 
     # TensorBoard, read back with TensorBoard's own reader.
     events = EventAccumulator(str(run_dir))
@@ -487,3 +498,17 @@ def test_partial_weights_start_a_run_and_its_record_names_what_was_left_as_built
         f"model.weights={tmp_path / 'w.pt'} loaded but for 2 tensor(s), left as built: "
         "classifier.4.weight, classifier.4.bias" in caplog.messages
     )
+
+
+@pytest.mark.gpu
+def test_a_gpu_run_records_its_training_energy_where_nvml_reads_it(tmp_path: Path) -> None:
+    meter = EnergyMeter.for_devices([torch.device("cuda", 0)])
+    run_dir = trained_run(tmp_path, "device=cuda:0", "trainer.epochs=2", "trainer.batch_size=256")
+    result = results(run_dir)
+    if meter.unavailable is not None:
+        assert result["energy_note"] == meter.unavailable
+        return
+    assert result["energy"]["source"] == "nvml" and result["energy"]["epochs"] == [1, 2]
+    assert result["train_joules_per_image"] > 0
+    assert 5 < result["average_watts"] < 2000
+    assert "J/image at" in (run_dir / "train.log").read_text()

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import FrameType
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -33,6 +34,8 @@ import torch.distributed as dist
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError, one_line
 from experiments.devices.process_group import ProcessGroup
+
+T = TypeVar("T")
 
 STORE_TIMEOUT = timedelta(seconds=60)
 # How long a process that lost another waits to learn why, before saying only what it saw.
@@ -62,6 +65,15 @@ def summed(tensor: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
     if group.world_size > 1:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor
+
+
+def gathered(value: T, group: ProcessGroup) -> list[T]:
+    """Every process's `value` (picklable), in the order of their ranks."""
+    if group.world_size == 1:
+        return [value]
+    values: list[Any] = [None] * group.world_size
+    dist.all_gather_object(values, value)
+    return values
 
 
 def _store() -> dist.TCPStore:

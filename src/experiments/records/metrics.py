@@ -139,9 +139,11 @@ class RunRecorder:
         classes: list[str],
         host: HostLoad | None = None,
         mfu: float | None = None,
+        energy: dict[str, float] | None = None,
     ) -> EpochRow:
         """Log an epoch's numbers, with the other work on the host while it trained (`host`;
-        None: not known) and its training's MFU; returns them as its row of the run's history."""
+        None: not known), its training's MFU and energy (joules by counter; None: not read);
+        returns them as its row of the run's history."""
         row: EpochRow = {
             "epoch": epoch,
             "global_step": global_step,
@@ -166,6 +168,7 @@ class RunRecorder:
             "warm_up": warm_up_record(training.warm_up),
             **host_record(host),
             "mfu": mfu,
+            "train_energy": energy,
         }
         self._write(kind="epoch", **row)
         for tracker in self.trackers:

@@ -11,6 +11,7 @@ import functools
 from typing import Any, Literal, TypedDict, get_type_hints
 
 from experiments.config.metric_names import TEST, VAL, TaskMetrics
+from experiments.records.energy import EnergySummary
 from experiments.records.speed import HostRecord, SpeedSummary
 from experiments.training.time_to_accuracy import TimeToAccuracy
 
@@ -137,7 +138,7 @@ class EpochRecord(TypedDict, total=False):
     profiled_steps: ProfiledSteps  # (the first epoch, with trainer.profile)
 
 
-class FinishRecord(SpeedSummary, HostRecord, total=False):
+class FinishRecord(SpeedSummary, HostRecord, EnergySummary, total=False):
     """A finished training run's numbers (`records.results.training_summary`), besides its
     task's (`task_numbers`), and how it ended."""
 
@@ -215,6 +216,7 @@ class ServingRecord(HostRecord, total=False):
     energy: dict[str, Any] | None
     energy_note: str | None
     joules_per_image: float | None
+    average_watts: float | None
 
 
 class EvaluationRecord(TypedDict, total=False):

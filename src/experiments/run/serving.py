@@ -20,15 +20,19 @@ from experiments.core.text import Unit
 from experiments.data.batches import Batches
 from experiments.data.types import ImageData
 from experiments.devices import host_load, memory
+from experiments.devices.energy import EnergyMeter
 from experiments.devices.runtime import Runtime
 from experiments.records.recorded import ServingRecord
 from experiments.records.speed import host_record
 from experiments.run import setup
+from experiments.run.console import energy_text
 from experiments.training import serving
 from experiments.training.serving import PERCENTILES
 
 log = logging.getLogger("experiments")
 
+# Seconds between an energy span's readings (the rounds take seconds, not minutes).
+ENERGY_INTERVAL = 0.5
 # The single-image requests latency goes round (distinct images, so no cache favours one).
 REQUESTS = 100
 
@@ -49,7 +53,10 @@ def benchmark(
     started = host_load.snapshot(root, cores)
     requests = [inputs[i : i + 1] for i in range(min(len(inputs), REQUESTS))]
     latency = serving.latency(server, requests, asked.latency_calls, asked.warmup_calls)
-    throughput = serving.throughput(server, inputs, asked.rounds, asked.round_seconds)
+    devices = [torch.device("cuda", gpu) for gpu in runtime.plan.gpus] or [runtime.device]
+    # Read often: the rounds last seconds, and a span too short for a counter records nothing.
+    span = EnergyMeter.for_devices(devices).measuring(interval=ENERGY_INTERVAL)
+    throughput = serving.throughput(server, inputs, asked.rounds, asked.round_seconds, span)
     peaks = memory.peak_memory_mb(runtime.plan)
     ended = host_load.snapshot(root, cores)
     load = None
@@ -69,6 +76,10 @@ def benchmark(
         compile=cfg.compile,
         compile_mode=cfg.compile_mode,
         seed=cfg.seed,
+        energy=None if span.energy is None else span.energy.recorded(),
+        energy_note=span.unavailable,
+        joules_per_image=None if span.energy is None else span.energy.per_image(throughput.inputs),
+        average_watts=None if span.energy is None else span.energy.watts,
         **host_record(load),
     )
 
@@ -92,7 +103,7 @@ def drawn_inputs(data: ImageData, runtime: Runtime, count: int, seed: int) -> to
 def serving_line(record: ServingRecord, unit: Unit) -> str:
     """The console's line: `batch 1: p50 0.84 ms, p95 1.02 ms, p99 1.30 ms (100 calls); batch
     256: 3,120 images/s [3,050, 3,170] over 5 rounds; peak memory 410 MiB (host)`, then the
-    energy (or why none), and the other work on a busy host."""
+    rounds' energy (`0.012 J/image at 95 W`, or why none), and the other work on a busy host."""
     percentiles = ", ".join(
         f"p{p} {record[f'latency_p{p}_ms']:.3g} ms"  # type: ignore[literal-required]
         for p in PERCENTILES
@@ -105,6 +116,10 @@ def serving_line(record: ServingRecord, unit: Unit) -> str:
     ]
     if record["peak_memory_mb"] is not None:
         parts.append(f"peak memory {record['peak_memory_mb']:,.0f} MiB ({record['memory_of']})")
+    if record["joules_per_image"] is not None:
+        parts.append(energy_text(record["joules_per_image"], record["average_watts"]))
+    else:
+        parts.append(f"energy: none ({record['energy_note']})")
     if record.get("host_busy"):
         share = record["host_other_cpu_share"] or 0.0
         parts.append(f"host busy: other processes used {share:.0%} of its cores")

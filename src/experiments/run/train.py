@@ -31,12 +31,14 @@ from experiments.data.batches import Augment, Batches
 from experiments.data.types import ImageData, Split, Streamed
 from experiments.devices import host_load, memory, peak, precision, process_settings, wrapping
 from experiments.devices.description import device_record
-from experiments.devices.distributed import summed, teardown, wait_for_all
+from experiments.devices.distributed import gathered, summed, teardown, wait_for_all
+from experiments.devices.energy import COVERS, EnergyMeter, Span
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.peak_cache import PeakCache
 from experiments.devices.placement import audit
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.runtime import Runtime
+from experiments.devices.timing import wait_for
 from experiments.devices.wrapping import unwrap
 from experiments.records import (
     checkpoints,
@@ -48,6 +50,7 @@ from experiments.records import (
     speed,
     tracker,
 )
+from experiments.records.energy import energy_summary
 from experiments.records.log_file import HeldLog
 from experiments.records.metrics import RunRecorder
 from experiments.records.recorded import EpochRecord, SetupRecord, finish_record
@@ -147,6 +150,8 @@ class TrainingRun:
         self.peak: peak.Peak  # of each device computed on, on average, that its MFU divides by
         self.peak_devices: int
         self.peak_keys: list[str]  # what the cache keeps them by
+        self.energy_meter: EnergyMeter  # the counters of the energy its devices use
+        self.energy_unavailable: str | None = None  # why the last epoch measured none
         self.train_batches: Batches
         self.test_batches: Batches
         self.val_batches: Batches | None
@@ -267,6 +272,7 @@ class TrainingRun:
         self.model_size = model_size.measure(model, data.shape, models.HOST)
         self.results.add(SetupRecord, **self.model_size.record())
         self._set_up_peak()
+        self.energy_meter = self._energy_meter()
         placed = setup.place_model(
             model, self.runtime, trainer.compile, trainer.sync_batchnorm, trainer.compile_mode
         )
@@ -301,6 +307,29 @@ class TrainingRun:
             batch = found.batch
         self.cfg = OmegaConf.merge(cfg, {"trainer": {"batch_size": batch}})
         self.results.add(SetupRecord, batch_size=batch, per_process_batch_size=batch)
+
+    def _energy_meter(self) -> EnergyMeter:
+        """The energy counters of the devices this process computes on: its GPUs', else the CPU
+        packages', which one process of each machine reads (every process there shares them)."""
+        runtime = self.runtime
+        if runtime.type == "cpu" and runtime.group.local_rank != 0:
+            return EnergyMeter("rapl", [], "read by process 0 of this machine")
+        devices = [torch.device("cuda", gpu) for gpu in runtime.plan.gpus] or [runtime.device]
+        meter = EnergyMeter.for_devices(devices)
+        if meter.unavailable is None:  # (else results.json's energy_note says why not)
+            log.info("energy: %s", meter.text())
+        return meter
+
+    def _epoch_energy(self, span: Span) -> dict[str, float] | None:
+        """The joules of each counter of every process over an epoch's training (None: no
+        process could read one); the meter's or the span's reason kept for the run's end."""
+        self.energy_unavailable = span.unavailable
+        mine = {each.name: each.joules for each in span.energy.counters} if span.energy else None
+        every: dict[str, float] = {}
+        for rank, joules in enumerate(gathered(mine, self.runtime.group)):
+            for name, counted in (joules or {}).items():
+                every[f"{name} of process {rank}" if name in every else name] = counted
+        return every or None
 
     def _set_up_peak(self) -> None:
         """The peak its MFU divides by: of each device the run computes on, in the precision its
@@ -451,24 +480,24 @@ class TrainingRun:
             interrupts.raise_if_lost()
             self.trained = True
             with self.results.phase():  # the epoch's record, written once at its end
-                training, host = self._train_epoch(epoch, first=epoch == first)
+                training, host, energy = self._train_epoch(epoch, first=epoch == first)
                 if self.learner.step_scheduler is None:
                     self.scheduler.step()  # a schedule by epoch
                 val = self._evaluate(self.val_batches) if self.val_batches else None
                 test = self._evaluate(self.test_batches)
-                stop = self._end_epoch(epoch, training, test, val, host)
+                stop = self._end_epoch(epoch, training, test, val, host, energy)
             if stop:
                 break
 
     def _train_epoch(
         self, epoch: int, *, first: bool
-    ) -> tuple[loop.TrainingResult, host_load.HostLoad | None]:
+    ) -> tuple[loop.TrainingResult, host_load.HostLoad | None, dict[str, float] | None]:
         """One epoch's training (the `first` this process trains profiled, with trainer.profile,
-        its first step timed apart), and the other work on the host meanwhile."""
+        its first step timed apart), the other work on the host meanwhile, and its energy."""
         trainer = self.cfg.trainer
         steps_before = (epoch - 1) * self.steps_per_epoch
         started = host_load.snapshot(self.host_root, self.host_cores)
-        with self._profiled(first) as after_step:
+        with self.energy_meter.measuring() as span, self._profiled(first) as after_step:
             training = loop.train_epoch(
                 self.learner,
                 self.train_batches,
@@ -480,13 +509,14 @@ class TrainingRun:
                 warm_up_steps=self._warm_up_steps(first),
                 unit=self.data.unit,
             )
+            wait_for(self.runtime.device)  # the span ends with the epoch's work done
         host = self._host_load_since(started)
         if first:
             self.first_step = training.warm_up[0]
             if trainer.profile:  # the profiler was on from its start to this step's end
                 profiled = {"epoch": epoch, "first": 1, "last": profiling.STEPS}
                 self.results.add(EpochRecord, profiled_steps=profiled)
-        return training, host
+        return training, host, self._epoch_energy(span)
 
     def _end_epoch(
         self,
@@ -495,13 +525,15 @@ class TrainingRun:
         test: loop.EvaluationResult,
         val: loop.EvaluationResult | None,
         host: host_load.HostLoad | None,
+        energy: dict[str, float] | None,
     ) -> bool:
         """The epoch's row recorded, the epoch selected or not, its checkpoints saved and its
         line said; whether training stops early here."""
         trainer = self.cfg.trainer
         steps = epoch * self.steps_per_epoch
         mfu = self._utilization(training.images_per_second).mfu
-        row = self.recorder.epoch(epoch, steps, training, test, val, self.data.classes, host, mfu)
+        classes = self.data.classes
+        row = self.recorder.epoch(epoch, steps, training, test, val, classes, host, mfu, energy)
         self.history.append(row)
         selected = self.monitor is None or self.monitor.selected(self.history) is row
         if selected and test.confusion is not None:
@@ -545,6 +577,12 @@ class TrainingRun:
             else None
         )
         summary.update(self._run_utilization(summary[TRAIN_IMAGES_PER_SECOND]))
+        meter = self.energy_meter
+        summary.update(
+            energy_summary(
+                self.history, meter.source, COVERS[meter.source], self.energy_unavailable
+            )
+        )
         if self.target is not None:
             summary["time_to_accuracy"] = self._time_to_accuracy()
         last_step = self.history[-1]["global_step"]
@@ -558,8 +596,9 @@ class TrainingRun:
         numbers = {key: summary[key] for key in hparams_metrics}
         if "time_to_accuracy" in summary:
             numbers["time_to_accuracy"] = summary["time_to_accuracy"]["seconds"]
-        if summary["mfu"] is not None:
-            numbers["mfu"] = summary["mfu"]
+        for key in ("mfu", "train_joules_per_image"):
+            if summary[key] is not None:
+                numbers[key] = summary[key]
         # A resume that trained nothing finishes a run killed at its end, maybe after these.
         written = (
             set() if self.trained or not self.runtime.group.is_main else self.recorder.end_records()

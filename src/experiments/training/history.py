@@ -43,7 +43,7 @@ class _EveryVersionsRow(TypedDict):
 
 class EpochRow(_EveryVersionsRow, total=False):
     """An epoch's numbers. Only with a validation split: val_loss and val_accuracy. Not in runs
-    of older versions: warm_up, the host's load and the MFU."""
+    of older versions: warm_up, the host's load, the MFU and the energy."""
 
     val_loss: float
     val_accuracy: float
@@ -51,6 +51,9 @@ class EpochRow(_EveryVersionsRow, total=False):
     host_other_cpu_share: float | None  # None: /proc could not tell
     host_busy: bool | None
     mfu: float | None  # the epoch's model FLOPs utilization (None: it beat a wrong peak)
+    # The joules of each energy counter (a GPU, a CPU package) over the epoch's training; None
+    # where none could be read (`devices.energy`).
+    train_energy: dict[str, float] | None
 
 
 History = list[EpochRow]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from experiments.devices.energy import Span
 from experiments.devices.runtime import Runtime
 
 # The percentiles of latency reported, as serving targets are stated (MLPerf's p90..p99).
@@ -112,18 +113,27 @@ def latency(server: Server, requests: Sequence[torch.Tensor], calls: int, warmup
 
 
 def throughput(
-    server: Server, batch: torch.Tensor, rounds: int, least_round_seconds: float
+    server: Server,
+    batch: torch.Tensor,
+    rounds: int,
+    least_round_seconds: float,
+    energy: Span | None = None,
 ) -> Throughput:
     """`rounds` rounds of calls with `batch` (on the host), each of as many calls as make
-    `least_round_seconds` at least (`calls_per_round`), after an untimed one."""
+    `least_round_seconds` at least (`calls_per_round`), after an untimed one; the `energy` span,
+    if given, measures the rounds (each call has ended on the device when the next begins)."""
     server.answer(batch)
     per_round = calls_per_round(server, batch, least_round_seconds)
     times = []
+    if energy is not None:
+        energy.start()
     for _ in range(rounds):
         started = time.perf_counter()
         for _ in range(per_round):
             server.answer(batch)
         times.append(time.perf_counter() - started)
+    if energy is not None:
+        energy.stop()
     return Throughput(len(batch), per_round, times)
 
 
