@@ -14,8 +14,8 @@ def test_fp16_needs_a_gpu() -> None:
     with pytest.raises(ExperimentError) as error:
         precision.autocast_and_scaler(Precision.fp16, torch.device("cpu"))
     assert str(error.value) == (
-        "trainer.precision=fp16 needs a CUDA device (its gradient scaling runs there); "
-        "on cpu use bf16 or fp32"
+        "trainer.precision=fp16 needs a CUDA device (its gradient scaling, and its fast kernels, "
+        "run there); on cpu use bf16 or fp32"
     )
 
 

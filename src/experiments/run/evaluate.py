@@ -126,7 +126,10 @@ def _described(cfg: DictConfig, outcome: dict[str, Any], runtime: Runtime) -> di
     }
     for override in job.overrides():
         key = override.partition("=")[0].lstrip("+~")
-        value = OmegaConf.select(cfg, key, default=override.partition("=")[2])
+        typed = override.partition("=")[2]
+        # (A key a model of one's own interpolates from the dataset eval.py may not have: typed.)
+        value = OmegaConf.select(cfg, key, default=typed, throw_on_resolution_failure=False)
+        value = typed if value is None else value
         if key not in described and key != "ckpt" and not isinstance(value, DictConfig):
             described[key] = value if isinstance(value, bool | int | float | str) else str(value)
     return described
@@ -149,7 +152,8 @@ def _track(
     run = TrackedRun(
         name=run_dir.name,
         group=sweep,
-        parameters=tracker.flattened(plain(cfg)),
+        # Unresolved: a model of one's own may interpolate the dataset eval.py does not have.
+        parameters=tracker.flattened(OmegaConf.to_container(cfg, resolve=False)),  # type: ignore[arg-type]
         tags=tags | ({"sweep": sweep} if sweep else {}),
     )
     with RunRecorder(run_dir, True, chosen) as recorder:
