@@ -55,17 +55,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         validate(cfg, backends=setup.compile_backends)
         path = checkpoints.find(cfg.ckpt)  # a run folder's, or a file
         results.add(EvaluationRecord, checkpoint=str(path.resolve()))
-        runtime = setup.prepare_runtime(
-            cfg.device,
-            cfg.placement,
-            ONE_PROCESS,
-            free_gpus,
-            settings=setup.ProcessSettings(threads=cfg.threads),
-            precision_name=cfg.precision,
-            channels_last=cfg.channels_last,
-            settings_prefix="",
-        )
-        setup.refuse_cuda_graphs_off_gpu("compile_mode", cfg.compile_mode, cfg.device, runtime)
+        runtime = _prepare_runtime(cfg, free_gpus)
         results.add(EvaluationRecord, device=device_record(cfg.device, runtime.plan))
         # On the host: the model is built there, takes the weights, and then goes to the device
         # (loaded onto a GPU, they would go there, back, and there again, and stay beside it).
@@ -110,6 +100,24 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
     _log_outcome(outcome, runtime.plan, run_dir, task.metrics, data.unit)
     _track(cfg, run_dir, outcome, _described(cfg, outcome, runtime))
     return outcome[task.metrics.headline.key(TEST)]
+
+
+def _prepare_runtime(cfg: DictConfig, free_gpus: FreeGpus | None) -> Runtime:
+    """The device, in the precision and memory format asked for (eval.py's keys of how the
+    model computes: `precision`, `channels_last`, `threads`); a compile mode that captures CUDA
+    graphs refused where the request resolved to no GPU."""
+    runtime = setup.prepare_runtime(
+        cfg.device,
+        cfg.placement,
+        ONE_PROCESS,
+        free_gpus,
+        settings=setup.ProcessSettings(threads=cfg.threads),
+        precision_name=cfg.precision,
+        channels_last=cfg.channels_last,
+        settings_prefix="",
+    )
+    setup.refuse_cuda_graphs_off_gpu("compile_mode", cfg.compile_mode, cfg.device, runtime)
+    return runtime
 
 
 def _described(cfg: DictConfig, outcome: dict[str, Any], runtime: Runtime) -> dict[str, Value]:

@@ -586,19 +586,7 @@ class TrainingRun:
         if self.target is not None:
             summary["time_to_accuracy"] = self._time_to_accuracy()
         last_step = self.history[-1]["global_step"]
-        # What TensorBoard's HParams tab compares finished runs by.
-        measures = self.learner.task.metrics
-        hparams_metrics = (
-            *(measures.headline.key(split) for split in (VAL, TEST)),
-            measures.final_key(TEST),
-            TRAIN_IMAGES_PER_SECOND,
-        )
-        numbers = {key: summary[key] for key in hparams_metrics}
-        if "time_to_accuracy" in summary:
-            numbers["time_to_accuracy"] = summary["time_to_accuracy"]["seconds"]
-        for key in ("mfu", "train_joules_per_image"):
-            if summary[key] is not None:
-                numbers[key] = summary[key]
+        numbers = self._compared_by(summary)
         # A resume that trained nothing finishes a run killed at its end, maybe after these.
         written = (
             set() if self.trained or not self.runtime.group.is_main else self.recorder.end_records()
@@ -629,6 +617,23 @@ class TrainingRun:
         summary = self.results.finish("completed", None, record, **summary, **peak_memory)
         wait_for_all(self.runtime.group)
         return summary
+
+    def _compared_by(self, summary: dict[str, Any]) -> dict[str, float | None]:
+        """What TensorBoard's HParams tab compares finished runs by: the headline metric, the
+        speed, and the time to accuracy, MFU and energy where the run has them."""
+        measures = self.learner.task.metrics
+        keys = (
+            *(measures.headline.key(split) for split in (VAL, TEST)),
+            measures.final_key(TEST),
+            TRAIN_IMAGES_PER_SECOND,
+        )
+        numbers = {key: summary[key] for key in keys}
+        if "time_to_accuracy" in summary:
+            numbers["time_to_accuracy"] = summary["time_to_accuracy"]["seconds"]
+        for key in ("mfu", "train_joules_per_image"):
+            if summary[key] is not None:
+                numbers[key] = summary[key]
+        return numbers
 
     def _time_to_accuracy(self) -> TimeToAccuracy:
         split = TEST if self.val_batches is None else VAL
