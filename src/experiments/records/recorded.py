@@ -137,6 +137,27 @@ class EpochRecord(TypedDict, total=False):
     profiled_steps: ProfiledSteps  # (the first epoch, with trainer.profile)
 
 
+class EnergyCounter(TypedDict):
+    """One counter an energy reading summed: a GPU (NVML), a CPU package (RAPL)."""
+
+    name: str
+    joules: float
+    watts: float
+
+
+class EnergyRecord(TypedDict):
+    """The energy a stretch of work took, where the hardware reports it (`devices.energy`): its
+    counters' source, joules, seconds and average watts, and what the counters cover (a whole
+    CPU package: every process on it)."""
+
+    source: Literal["nvml", "rapl"]
+    joules: float
+    seconds: float
+    watts: float
+    counters: list[EnergyCounter]
+    covers: str
+
+
 class FinishRecord(SpeedSummary, HostRecord, total=False):
     """A finished training run's numbers (`records.results.training_summary`), besides its
     task's (`task_numbers`), and how it ended."""
@@ -161,6 +182,12 @@ class FinishRecord(SpeedSummary, HostRecord, total=False):
     time_to_accuracy: TimeToAccuracy  # (with trainer.target_*)
     peak_host_memory_mb: float | None
     peak_cuda_memory_mb: float | None
+    # The energy training took, where measured (None, with energy_note, where not), per train
+    # image, and its average power.
+    energy: EnergyRecord | None
+    energy_note: str | None
+    train_joules_per_image: float | None
+    average_watts: float | None
     finished_at: str
     total_seconds: float
 
@@ -186,6 +213,36 @@ def finish_record(measures: TaskMetrics) -> Any:
     return TypedDict("Finished", fields, total=False)  # type: ignore[operator]
 
 
+class ServingRecord(TypedDict):
+    """How fast an evaluation's model served (eval.py benchmark=true): latency at batch 1 over
+    `latency_calls` timed calls after `warmup_calls`, images per second at `batch_size` (the
+    median over `rounds` of `batches_per_round`, with their lowest and highest), the peak
+    memory (of the host, or of the GPU named), how the model ran, and the energy of the
+    throughput rounds where the hardware reports it (None, with energy_note, where not)."""
+
+    batch_size: int
+    latency_calls: int
+    warmup_calls: int
+    latency_p50_ms: float
+    latency_p95_ms: float
+    latency_p99_ms: float
+    latency_mean_ms: float
+    images_per_second: float
+    images_per_second_min: float
+    images_per_second_max: float
+    rounds: int
+    batches_per_round: int
+    peak_memory_mb: float
+    memory_of: str  # "host" or "cuda:0"
+    precision: str
+    channels_last: bool
+    compile: str | None
+    compile_mode: str | None
+    energy: EnergyRecord | None
+    energy_note: str | None
+    joules_per_image: float | None
+
+
 class EvaluationRecord(TypedDict, total=False):
     """An evaluation's results.json (eval.py): what it evaluated, on what, and what it measured
     besides its task's numbers (`evaluation_record`)."""
@@ -202,6 +259,7 @@ class EvaluationRecord(TypedDict, total=False):
     test_split_images: int
     class_accuracy: dict[str, float | None]
     seconds: float
+    serving: ServingRecord  # (with benchmark=true)
 
 
 @functools.cache
