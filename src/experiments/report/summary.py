@@ -6,9 +6,10 @@
 (The command line is `experiments.report.command`.)
 
 Every multirun writes it into its sweep folder at the end (`experiments.report.sweep_end`). A run
-folder is any folder with a `.hydra/` snapshot; runs still going, killed, or without results are
-listed as such, not left out, and so are the jobs a sweep planned but never started (`not run`)
-and runs with a record the report cannot read (`unreadable`, and which: `report.run_records`).
+folder is any folder with a `.hydra/` snapshot, a training run's or an evaluation's; runs still
+going, killed, or without results are listed as such, not left out, and so are the jobs a sweep
+planned but never started (`not run`) and runs with a record the report cannot read
+(`unreadable`, and which: `report.run_records`).
 
     summary.csv, summary.md   model (its parameters and FLOPs per image), dataset, device,
                               placement, every other key the runs differ in
@@ -23,13 +24,19 @@ and runs with a record the report cannot read (`unreadable`, and which: `report.
                               (trainer.measure_peak_flops) and the precision it was measured
                               in, seconds per epoch, peak memory, and where training time went:
                               waiting for batches, computing, and apart, copying them to the
-                              device (on a GPU the copies' time there, which overlaps the wait);
+                              device (on a GPU the copies' time there, which overlaps the wait),
+                              the joules a train image took where measured, and of an
+                              evaluation that benchmarked, its latency at batch 1, images/s
+                              served, peak memory and joules per image (`report.serving`);
                               a column empty for every run is left out
     configurations.csv        a row per configuration: its runs, those of one sweep that differ
                               only in trainer.seed, summed up (`experiments.report.repeats`);
                               summary.md and the console add its table where any configuration
                               ran twice, then the verdicts on configurations of a sweep that
                               differ in one key (`experiments.report.verdicts`)
+    serving.csv               of evaluations that benchmarked their model (eval.py
+                              benchmark=true), a row per configuration: those that differ only
+                              in seed, summed up, with verdicts (`experiments.report.serving`)
     verdicts.json             those verdicts, for programs
     throughput.png            train images/s by speed group (the runs of a sweep that share the
                               keys that change speed, whatever their learning rate or seed): a

@@ -21,6 +21,9 @@ interval is Welch's t (the variances of the two sides are not assumed equal). Sp
 on their logarithms, the interval the exponential of the log-difference's, so a ratio never
 reaches below 0. Each line says which method it used (`report.statistics` has the arithmetic).
 
+A training sweep repeats a configuration on `trainer.seed`; an evaluation sweep on `seed`, and
+compares latency and images/s served (`report.serving`): `Judged` says which, for each kind.
+
 A speed's line says how many runs of each side ran on a busy host, and that the verdict cannot be
 trusted for speed where all of them are on one side: the other work then poses as a difference.
 
