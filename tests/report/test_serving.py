@@ -351,3 +351,20 @@ def test_a_sweep_of_evaluations_ends_with_its_report(tmp_path: Path) -> None:
     assert f"2 run(s) in {named}: 2 completed" in done.stderr
     assert done.last_line == f"report: {named}/summary.md (and .csv, plots)"
     assert [row["batch_size"] for row in read_csv(sweep / "summary.csv")] == ["32", "64"]
+
+
+def test_a_key_a_runs_config_does_not_hold_is_no_value_of_it_not_null(tmp_path: Path) -> None:
+    """`python -m experiments.report outputs` over a training run and an evaluation: the one's
+    trainer keys are not the other's, nor its ckpt."""
+    write_evaluation(tmp_path / "eval", {"device": "cpu"}, served(*CPU[0]))
+    training = tmp_path / "train" / ".hydra"
+    training.mkdir(parents=True)
+    config = {"trainer": {"epochs": 1, "threads": None}, "device": {"name": "cpu"}}
+    (training / "config.yaml").write_text(yaml.safe_dump(config))
+    overrides = ["trainer.epochs=1", "trainer.threads=null"]
+    (training / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    evaluated, trained = summary.write_report(tmp_path)
+    assert (evaluated["kind"], trained.get("kind")) == ("evaluation", None)
+    keys = ("trainer.epochs", "trainer.threads", "ckpt", "benchmark")
+    assert [trained["swept"][key] for key in keys] == ["1", "null", "", ""]
+    assert [evaluated["swept"][key] for key in keys] == ["", "", "/runs/train", "True"]
