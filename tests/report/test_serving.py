@@ -113,6 +113,9 @@ def served(p50: float, per_second: float, batch: int = 256, **fields: Any) -> di
         "energy": None,
         "energy_note": "no /sys/class/powercap on this machine",
         "joules_per_image": None,
+        "average_watts": None,
+        "host_other_cpu_share": 0.0,
+        "host_busy": False,
         **fields,
     }
 
@@ -241,6 +244,22 @@ def test_the_end_of_a_sweep_of_evaluations_prints_what_completed_failed_and_serv
     assert cpu.split()[1] == "3"
     (gpu,) = [line for line in lines if line.startswith("cuda:0 ")]
     assert gpu.split()[1] == "2"
+
+
+def test_benchmarks_on_a_busy_host_are_counted_by_side(tmp_path: Path) -> None:
+    sweep = device_sweep(tmp_path / "sweep")
+    for job in ("0", "2", "4"):  # every CPU benchmark shared its cores with other work
+        recorded = json.loads((sweep / job / "results.json").read_text())
+        recorded["serving"].update(host_other_cpu_share=0.5, host_busy=True)
+        (sweep / job / "results.json").write_text(json.dumps(recorded))
+    summary.write_report(sweep)
+    latency, _ = json.loads((sweep / "verdicts.json").read_text())
+    assert latency["busy_runs"] == [0, 3]
+    assert latency["text"].endswith(
+        "(paired by seed, 3 pairs; busy host: 0 of 3 cuda:0 runs, 3 of 3 cpu runs, all on one "
+        "side: not to be trusted for speed)"
+    )
+    assert "| 3, 3 busy |" in (sweep / "summary.md").read_text()
 
 
 def test_seeds_that_differ_between_the_sides_are_compared_unpaired(tmp_path: Path) -> None:

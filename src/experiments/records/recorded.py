@@ -11,6 +11,7 @@ import functools
 from typing import Any, Literal, TypedDict, get_type_hints
 
 from experiments.config.metric_names import TEST, VAL, TaskMetrics
+from experiments.records.energy import EnergySummary
 from experiments.records.speed import HostRecord, SpeedSummary
 from experiments.training.time_to_accuracy import TimeToAccuracy
 
@@ -137,28 +138,7 @@ class EpochRecord(TypedDict, total=False):
     profiled_steps: ProfiledSteps  # (the first epoch, with trainer.profile)
 
 
-class EnergyCounter(TypedDict):
-    """One counter an energy reading summed: a GPU (NVML), a CPU package (RAPL)."""
-
-    name: str
-    joules: float
-    watts: float
-
-
-class EnergyRecord(TypedDict):
-    """The energy a stretch of work took, where the hardware reports it (`devices.energy`): its
-    counters' source, joules, seconds and average watts, and what the counters cover (a whole
-    CPU package: every process on it)."""
-
-    source: Literal["nvml", "rapl"]
-    joules: float
-    seconds: float
-    watts: float
-    counters: list[EnergyCounter]
-    covers: str
-
-
-class FinishRecord(SpeedSummary, HostRecord, total=False):
+class FinishRecord(SpeedSummary, HostRecord, EnergySummary, total=False):
     """A finished training run's numbers (`records.results.training_summary`), besides its
     task's (`task_numbers`), and how it ended."""
 
@@ -182,12 +162,6 @@ class FinishRecord(SpeedSummary, HostRecord, total=False):
     time_to_accuracy: TimeToAccuracy  # (with trainer.target_*)
     peak_host_memory_mb: float | None
     peak_cuda_memory_mb: float | None
-    # The energy training took, where measured (None, with energy_note, where not), per train
-    # image, and its average power.
-    energy: EnergyRecord | None
-    energy_note: str | None
-    train_joules_per_image: float | None
-    average_watts: float | None
     finished_at: str
     total_seconds: float
 
@@ -213,12 +187,12 @@ def finish_record(measures: TaskMetrics) -> Any:
     return TypedDict("Finished", fields, total=False)  # type: ignore[operator]
 
 
-class ServingRecord(TypedDict):
-    """How fast an evaluation's model served (eval.py benchmark=true): latency at batch 1 over
-    `latency_calls` timed calls after `warmup_calls`, images per second at `batch_size` (the
-    median over `rounds` of `batches_per_round`, with their lowest and highest), the peak
-    memory (of the host, or of the GPU named), how the model ran, and the energy of the
-    throughput rounds where the hardware reports it (None, with energy_note, where not)."""
+class ServingRecord(HostRecord, total=False):
+    """How fast an evaluation's model answered (eval.py benchmark=true, `run.serving`): latency at
+    batch 1 over `latency_calls` timed calls, throughput at `batch_size` (the median round's, its
+    least and most), the peak memory of what served (the host's or the GPU's), how it computed,
+    the energy of the throughput rounds where a counter could be read (else why not), and the
+    other work on the host's cores meanwhile."""
 
     batch_size: int
     latency_calls: int
@@ -232,15 +206,17 @@ class ServingRecord(TypedDict):
     images_per_second_max: float
     rounds: int
     batches_per_round: int
-    peak_memory_mb: float
-    memory_of: str  # "host" or "cuda:0"
+    peak_memory_mb: float | None
+    memory_of: str  # "host", or the GPU: "cuda:0"
     precision: str
     channels_last: bool
     compile: str | None
     compile_mode: str | None
-    energy: EnergyRecord | None
+    seed: int
+    energy: dict[str, Any] | None
     energy_note: str | None
     joules_per_image: float | None
+    average_watts: float | None
 
 
 class EvaluationRecord(TypedDict, total=False):

@@ -43,13 +43,15 @@ FROM_SERVING = {
     "peak_memory_mb": "serving_peak_memory_mb",
     "memory_of": "serving_memory_of",
     "joules_per_image": "serving_joules_per_image",
+    # Whether other work on the host's cores competed with the benchmark (`devices.host_load`).
+    "host_busy": "host_busy",
 }
 
 
 def evaluation_fields(results: RecordedResults) -> Row:
     """What an evaluation's summary row takes from its results.json: its kind, the model and
     the dataset it evaluated (its config names them only when they were typed), and its serving
-    record's numbers (none where it did not benchmark)."""
+    record's numbers and host load (none where it did not benchmark)."""
     recorded: dict[str, Any] = dict(results)  # (an evaluation's record: `EvaluationRecord`)
     serving = recorded.get("serving") or {}
     return {
