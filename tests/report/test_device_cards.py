@@ -124,3 +124,18 @@ def test_an_mfus_interval_stops_at_the_whole_peak() -> None:
     low, high = summed.interval
     assert 0 < low < summed.mean < high == 1.0
     assert repeats.SPEED.spread([200.0, 900.0, 500.0]).interval[1] > 900  # speeds have no cap
+
+
+def test_joules_per_train_image_are_on_the_cards_and_the_runs_table_where_measured() -> None:
+    rows = rows_of({("cpu", "tudui"): CPU, ("cuda:0", "tudui"): GPU})
+    assert "J/image" not in summary.markdown(rows)  # measured by none: no column, no figure
+    # Measured on the GPU (NVML); the CPU without /sys/class/powercap measured none.
+    for row, joules in zip(rows[1::2], (0.010, 0.012, 0.011), strict=True):
+        row["train_joules_per_image"] = joules
+    cpu, gpu = (text for _, text in device_cards.cards(rows)[:2])
+    assert "J/image" not in cpu
+    geomean = (0.010 * 0.012 * 0.011) ** (1 / 3)
+    assert f", train J/image {geomean:.3g} J (" in gpu and gpu.endswith(" J)")
+    header = summary.markdown(rows).splitlines()[0]
+    assert "| train J/image |" in header
+    assert f"| {0.010:.3g} |" in summary.markdown(rows).splitlines()[3]

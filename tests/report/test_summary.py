@@ -5,6 +5,8 @@ the CPU."""
 from __future__ import annotations
 
 import csv
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,23 @@ def test_swept_overrides_are_columns_and_empty_columns_are_left_out(
     console = table(rows, folder).splitlines()
     assert console[1].split()[:2] == header[:2]  # the same headers there
     assert console[1].split()[6:10] == header[5:9]  # ("train FLOPs/image" is two words)
+
+
+def test_joules_per_train_image_are_a_column_where_a_run_measured_them(
+    sweep: Finished, tmp_path: Path
+) -> None:
+    """results.json's train_joules_per_image (NVML, RAPL): a column, nothing where unmeasured."""
+    folder = tmp_path / "sweep"
+    shutil.copytree(folder_of(sweep), folder)
+    assert "train_joules_per_image" not in summary_csv(folder)[0]  # none measured, on this VM
+    measured = folder / summary_csv(folder)[0]["run"] / "results.json"
+    recorded = json.loads(measured.read_text())
+    recorded.update(train_joules_per_image=0.0125, energy_note=None, average_watts=65.0)
+    measured.write_text(json.dumps(recorded))
+    first, second = write_report(folder)
+    assert (first["train_joules_per_image"], second["train_joules_per_image"]) == (0.0125, None)
+    assert [row["train_joules_per_image"] for row in summary_csv(folder)] == ["0.0125", ""]
+    assert "| train J/image |" in (folder / "summary.md").read_text().splitlines()[0]
 
 
 def test_two_learning_rates_are_one_speed_a_dot_per_run(rows: list[dict[str, Any]]) -> None:

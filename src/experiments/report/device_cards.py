@@ -1,9 +1,10 @@
 """The device cards at the end of a report of runs on several devices, or swept over them: per
 device, what its name is, how fast its configurations trained (train images/s, geometric mean with
 its 95% interval), how much of the device's peak that used (MFU), the memory it took at its peak,
-the largest batch where the runs searched it (trainer.batch_size=auto) and the knee of a sweep
-over batch sizes, and then the verdicts between the devices: the answer to "how fast does this
-train on that device", a device at a time.
+the energy a train image took where the hardware reported it (J/image), the largest batch where
+the runs searched it (trainer.batch_size=auto) and the knee of a sweep over batch sizes, and then
+the verdicts between the devices: the answer to "how fast does this train on that device", a
+device at a time.
 
     Devices:
     cpu (AMD EPYC), 3 runs: train img/s 1,043 (1,010 to 1,070), MFU 49.6% (48.9% to 50.3%),
@@ -24,7 +25,13 @@ from experiments.report.repeats import Configuration, Row
 HEADING = "Devices"
 DEVICE = "device"
 # What a card says of each configuration that ran on its device, in this order.
-CARD_MEASURES = (repeats.SPEED, repeats.MFU, repeats.HOST_MEMORY, repeats.CUDA_MEMORY)
+CARD_MEASURES = (
+    repeats.SPEED,
+    repeats.MFU,
+    repeats.HOST_MEMORY,
+    repeats.CUDA_MEMORY,
+    repeats.TRAIN_ENERGY,  # where the hardware reported it (NVML, RAPL)
+)
 
 
 def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:

@@ -71,6 +71,10 @@ MFU = Measure("mfu", "MFU", "{:.1%}".format, log_scale=True, most=1.0)
 # The memory a run took at its peak, on the host and on its fullest GPU.
 HOST_MEMORY = Measure("peak_host_memory_mb", "host memory", "{:,.0f} MiB".format, in_table=False)
 CUDA_MEMORY = Measure("peak_cuda_memory_mb", "GPU memory", "{:,.0f} MiB".format, in_table=False)
+# The energy a train image took, where the hardware reported it: positive, its noise a factor.
+TRAIN_ENERGY = Measure(
+    "train_joules_per_image", "train J/{one}", "{:.3g} J".format, log_scale=True, in_table=False
+)
 MEASURES = [
     # Each task's headline metric: on validation and test at the selected epoch, at the final.
     *(Measure(headline.key, headline.header, headline.text) for headline in HEADLINES),
@@ -80,6 +84,7 @@ MEASURES = [
     Measure("time_to_accuracy", "time to acc (s)", "{:.1f}".format, log_scale=True),
     HOST_MEMORY,
     CUDA_MEMORY,
+    TRAIN_ENERGY,
     # The largest batch a run's search found (trainer.batch_size=auto).
     Measure("largest_batch", "largest batch", "{:,.0f}".format, in_table=False),
 ]
@@ -184,16 +189,21 @@ def sweep_name(sweep: str) -> str:
     return f"sweep {sweep}" if sweep else "runs of their own"
 
 
-def _measures(configurations: Sequence[Configuration]) -> list[Measure]:
-    """The measures some run recorded (no validation accuracy without a validation split): a
-    task of one's own's headline among them."""
-    runs = [run for configuration in configurations for run in configuration.runs]
-    own = [
-        Measure(headline.key, headline.header, headline.text) for headline in own_headlines(runs)
-    ]
+def _measures(
+    configurations: Sequence[Configuration], offered: Sequence[Measure] | None
+) -> list[Measure]:
+    """The measures `offered` that some run recorded; by default, training's (no validation
+    accuracy without a validation split), a task of one's own's headline among them."""
+    if offered is None:
+        runs = [run for configuration in configurations for run in configuration.runs]
+        own = [
+            Measure(headline.key, headline.header, headline.text)
+            for headline in own_headlines(runs)
+        ]
+        offered = [*MEASURES[: len(HEADLINES)], *own, *MEASURES[len(HEADLINES) :]]
     return [
         measure
-        for measure in [*MEASURES[: len(HEADLINES)], *own, *MEASURES[len(HEADLINES) :]]
+        for measure in offered
         if any(configuration.measured(measure) for configuration in configurations)
     ]
 
@@ -214,12 +224,15 @@ HEADING = (
 )
 
 
-def cells(configurations: Sequence[Configuration]) -> list[list[str]]:
+def cells(
+    configurations: Sequence[Configuration], offered: Sequence[Measure] | None = None
+) -> list[list[str]]:
     """The table of configurations, header first: the values they differ in (and their sweep, of
-    several), n, each measure (but the final test accuracy where no run had a validation split:
-    the selected epoch is then the final one, and the column would repeat the test accuracy's)."""
+    several), n, each measure `offered` (training's by default; but the final test accuracy
+    where no run had a validation split: the selected epoch is then the final one, and the
+    column would repeat the test accuracy's)."""
     keys = _keys(configurations)
-    measures = [measure for measure in _measures(configurations) if measure.in_table]
+    measures = [measure for measure in _measures(configurations, offered) if measure.in_table]
     if not any(measure.key.startswith(f"{VAL}_") for measure in measures):
         measures = [measure for measure in measures if not measure.key.startswith("final_")]
     unit = shared_unit(run.get("unit") for each in configurations for run in each.runs)
@@ -235,11 +248,14 @@ def cells(configurations: Sequence[Configuration]) -> list[list[str]]:
     return table
 
 
-def csv_text(configurations: Sequence[Configuration]) -> str:
+def csv_text(
+    configurations: Sequence[Configuration], offered: Sequence[Measure] | None = None
+) -> str:
     """configurations.csv: a row per configuration, its values, n, its runs, how many of them ran
-    on a busy host, and per measure `<key>_n`, `_mean`, `_sd`, `_ci_low`, `_ci_high` (for a
-    speed `_geomean` and `_gsd`, a factor), empty where there is none."""
-    keys, measures = _keys(configurations), _measures(configurations)
+    on a busy host, and per measure `offered` (training's by default) `<key>_n`, `_mean`, `_sd`,
+    `_ci_low`, `_ci_high` (for a speed `_geomean` and `_gsd`, a factor), empty where there is
+    none."""
+    keys, measures = _keys(configurations), _measures(configurations, offered)
     table = io.StringIO()
     writer = csv.writer(table)
     writer.writerow(

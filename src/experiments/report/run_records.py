@@ -1,7 +1,8 @@
-"""What the report reads of a run folder, read once and checked against the types its readers
-declare: the config (`.hydra/config.yaml`), the overrides and Hydra's choice in each group
-(`.hydra/overrides.yaml`, `.hydra/hydra.yaml`), results.json (`records.results.RecordedResults`)
-and metrics.jsonl's epoch rows (`training.history.EpochRow`, with its task's metrics).
+"""What the report reads of a run folder, a training run's or an evaluation's, read once and
+checked against the types its readers declare: the config (`.hydra/config.yaml`), the overrides and
+Hydra's choice in each group (`.hydra/overrides.yaml`, `.hydra/hydra.yaml`), results.json
+(`records.recorded.RecordedResults`; an evaluation's `EvaluationRecord` too, its `serving` record
+among it) and metrics.jsonl's epoch rows (`training.history.EpochRow`, with its task's metrics).
 
 A run folder is data, copied or made anywhere. A record that cannot be read, or that holds
 another shape than its type (YAML that is not, a YAML tag, JSON nested past Python's recursion
@@ -38,7 +39,7 @@ from experiments.config.overrides import parsed
 from experiments.core.errors import ExperimentError
 from experiments.core.files import RECORD, read_json_lines, read_text, read_yaml
 from experiments.core.typed import mismatch
-from experiments.records.recorded import RecordedResults, task_numbers
+from experiments.records.recorded import EvaluationRecord, RecordedResults, task_numbers
 from experiments.report.run_configs import run_config
 from experiments.training.history import EpochRow, History, validated
 from experiments.training.selection import Monitor
@@ -84,6 +85,7 @@ class RunRecords:
     """A run's records as the report reads them, each of its shape."""
 
     config: DictConfig  # read-only; a key that cannot be resolved is read as None
+    evaluation: bool  # an evaluation's (eval.py), not a training run's
     names: dict[str, str | None]  # the model, dataset, device and placement: their `name`
     measures: TaskMetrics  # its task's metrics
     own_task: bool  # whether they are a task of one's own's, recorded in results.json
@@ -94,26 +96,19 @@ class RunRecords:
     monitor: Monitor | None  # what selects its epoch, where it has a validation split
 
 
-def is_training_run(run_dir: Path) -> bool:
-    """Whether a folder with a `.hydra/config.yaml` is a training run's (not an evaluation's):
-    its config has a trainer. One whose config cannot be read is listed, to say why."""
-    try:
-        return "trainer" in _config(run_dir)
-    except UnreadableRun:
-        return True
-
-
 def read_run(run_dir: Path) -> RunRecords:
     """The records of the run in `run_dir`; UnreadableRun naming the first that cannot be read."""
     config = _config(run_dir)
     read = _config_read(config)
-    results = _results(run_dir)
+    evaluation = is_evaluation(config)
+    results = _results(run_dir, evaluation)
     measures, own_task = _measures(read, results)
     history = epochs(run_dir)
     monitor = _monitor(read, measures) if validated(history) else None
     _check_epochs(history, measures, monitor)
     return RunRecords(
         config=config,
+        evaluation=evaluation,
         names={group: read[f"{group}.name"] for group in GROUPS},
         measures=measures,
         own_task=own_task,
@@ -123,6 +118,11 @@ def read_run(run_dir: Path) -> RunRecords:
         history=history,
         monitor=monitor,
     )
+
+
+def is_evaluation(config: DictConfig) -> bool:
+    """Whether a run's config is an evaluation's (eval.py): it has no trainer."""
+    return "trainer" not in config
 
 
 def epochs(run_dir: Path) -> History:
@@ -190,13 +190,17 @@ def _config_read(config: DictConfig) -> ConfigRead:
     return cast(ConfigRead, read)
 
 
-def _results(run_dir: Path) -> RecordedResults:
+def _results(run_dir: Path, evaluation: bool) -> RecordedResults:
+    """results.json, checked against what a training run records, and an evaluation's against
+    what an evaluation records too (its `serving` record among it)."""
     path = run_dir / RESULTS
     if not (path.exists() or path.is_symlink()):  # (a device in its place is read, and refused)
         return {}
     with _reading(RESULTS):
         results = json.loads(read_text(path, RECORD))
     _check(results, RecordedResults, RESULTS, partial=True)
+    if evaluation:
+        _check(results, EvaluationRecord, RESULTS, partial=True)
     if "started_at" in results and not _is_time(results["started_at"]):
         raise UnreadableRun(
             f"{RESULTS}: started_at is {results['started_at']}, where a time (ISO 8601) belongs"

@@ -6,9 +6,10 @@
 (The command line is `experiments.report.command`.)
 
 Every multirun writes it into its sweep folder at the end (`experiments.report.sweep_end`). A run
-folder is any folder with a `.hydra/` snapshot; runs still going, killed, or without results are
-listed as such, not left out, and so are the jobs a sweep planned but never started (`not run`)
-and runs with a record the report cannot read (`unreadable`, and which: `report.run_records`).
+folder is any folder with a `.hydra/` snapshot, a training run's or an evaluation's; runs still
+going, killed, or without results are listed as such, not left out, and so are the jobs a sweep
+planned but never started (`not run`) and runs with a record the report cannot read
+(`unreadable`, and which: `report.run_records`).
 
     summary.csv, summary.md   model (its parameters and FLOPs per image), dataset, device,
                               placement, every other key the runs differ in
@@ -23,13 +24,19 @@ and runs with a record the report cannot read (`unreadable`, and which: `report.
                               (trainer.measure_peak_flops) and the precision it was measured
                               in, seconds per epoch, peak memory, and where training time went:
                               waiting for batches, computing, and apart, copying them to the
-                              device (on a GPU the copies' time there, which overlaps the wait);
+                              device (on a GPU the copies' time there, which overlaps the wait),
+                              the joules a train image took where measured, and of an
+                              evaluation that benchmarked, its latency at batch 1, images/s
+                              served, peak memory and joules per image (`report.serving`);
                               a column empty for every run is left out
     configurations.csv        a row per configuration: its runs, those of one sweep that differ
                               only in trainer.seed, summed up (`experiments.report.repeats`);
                               summary.md and the console add its table where any configuration
                               ran twice, then the verdicts on configurations of a sweep that
                               differ in one key (`experiments.report.verdicts`)
+    serving.csv               of evaluations that benchmarked their model (eval.py
+                              benchmark=true), a row per configuration: those that differ only
+                              in seed, summed up, with verdicts (`experiments.report.serving`)
     verdicts.json             those verdicts, for programs
     throughput.png            train images/s by speed group (the runs of a sweep that share the
                               keys that change speed, whatever their learning rate or seed): a
@@ -63,9 +70,9 @@ from experiments.core.files import write_atomically
 from experiments.core.text import Unit, part_of_split, printable, shared_unit, short_count
 from experiments.records.recorded import RecordedResults
 from experiments.records.running import alive_here
-from experiments.report import batch_sweep, device_cards, plots, repeats, verdicts
+from experiments.report import batch_sweep, device_cards, plots, repeats, serving, verdicts
 from experiments.report.headlines import HEADLINES, headlines, own_headlines
-from experiments.report.run_records import RunRecords, UnreadableRun, is_training_run, read_run
+from experiments.report.run_records import RunRecords, UnreadableRun, read_run
 from experiments.report.swept import swept_values
 from experiments.training.history import History
 from experiments.training.selection import selected_epoch
@@ -148,6 +155,18 @@ COLUMNS = [
     Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
     Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
     Column("peak_cuda_memory_mb", "cuda MiB", "{:,.0f}".format),
+    # The energy a train image took, where the hardware reported it (NVML, RAPL).
+    Column("train_joules_per_image", "train J/{one}", "{:.3g}".format),
+    # An evaluation's benchmark (`report.serving`): latency at batch 1, images/s at the serving
+    # batch, the peak memory of the host or GPU it served on, and the energy per image served.
+    Column("latency_p50_ms", "p50 ms", "{:.3g}".format),
+    Column("latency_p95_ms", "p95 ms", "{:.3g}".format),
+    Column("latency_p99_ms", "p99 ms", "{:.3g}".format),
+    Column(serving.BATCH, "served batch"),
+    Column("serving_images_per_second", "served {rate}", "{:,.0f}".format),
+    Column("serving_peak_memory_mb", "served MiB", "{:,.0f}".format),
+    Column("serving_memory_of", "served MiB of", in_console=False),
+    Column("serving_joules_per_image", "served J/{one}", "{:.3g}".format),
     Column("wait_share", "data wait", _percent),
     Column("compute_share", "compute", _percent),
     # Not a part of the wait: on a GPU, asynchronous copies' time there, overlapping the wait.
@@ -156,12 +175,9 @@ COLUMNS = [
 
 
 def find_runs(folder: Path) -> list[Path]:
-    """Every training run folder at or below `folder` (not evaluations), sweep jobs in order."""
-    runs = [
-        path.parent
-        for path in folder.rglob(".hydra")
-        if (path / "config.yaml").is_file() and is_training_run(path.parent)
-    ]
+    """Every run folder at or below `folder`, training runs' and evaluations', sweep jobs in
+    order."""
+    runs = [path.parent for path in folder.rglob(".hydra") if (path / "config.yaml").is_file()]
     return sorted(runs, key=lambda run: _natural_key(run.relative_to(folder)))
 
 
@@ -191,6 +207,8 @@ def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
         row["device"] = device.get("used", device.get("requested"))
         row["device_name"] = device.get("name")  # (for the device cards: no column)
     row.update({key: results[key] for key in row.keys() & results.keys() & FROM_RESULTS})
+    if records.evaluation:
+        row.update(serving.evaluation_fields(results))
     if reached := results.get("time_to_accuracy"):  # of trainer.target_accuracy
         row["time_to_accuracy"] = (
             "not reached" if reached["seconds"] is None else reached["seconds"]
@@ -258,9 +276,10 @@ def _status(results: dict[str, Any]) -> str:
 
 
 def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, Any]]:
-    """Write summary.csv, summary.md, configurations.csv, verdicts.json and the plots into
-    `folder`; return the rows. Runs are compared within the sweep they came from, or, with
-    `across_sweeps`, as if every run at or below `folder` were of one sweep."""
+    """Write summary.csv, summary.md, configurations.csv (of training runs), serving.csv (of
+    evaluations that benchmarked), verdicts.json and the plots into `folder`; return the rows.
+    Runs are compared within the sweep they came from, or, with `across_sweeps`, as if every run
+    at or below `folder` were of one sweep."""
     pairs: list[tuple[Row, History]] = []  # a row and its run's epochs
     runs = find_runs(folder)
     read = {run: _records_or_why(run) for run in runs}
@@ -290,9 +309,13 @@ def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, An
     writer.writerows([column.value(row) for column in shown] for row in rows)
     _write(folder / "summary.csv", table.getvalue())
     _write(folder / "summary.md", markdown(rows))
-    configurations = repeats.configurations(rows)
-    _write(folder / "configurations.csv", repeats.csv_text(configurations))
-    _write(folder / "verdicts.json", verdicts.json_text(verdicts.said(configurations).verdicts))
+    configurations = repeats.configurations(trained(rows))
+    if trained(rows):  # (a sweep of evaluations has serving.csv)
+        _write(folder / "configurations.csv", repeats.csv_text(configurations))
+    if (served := serving.csv_text(rows)) is not None:
+        _write(folder / "serving.csv", served)
+    said = [*verdicts.said(configurations).verdicts, *serving.said(rows).verdicts]
+    _write(folder / "verdicts.json", verdicts.json_text(said))
     plots.draw(folder, rows, histories)
     return rows
 
@@ -353,6 +376,11 @@ def speedup_vs_cpu(row: Row, rows: Sequence[Row]) -> float | None:
     return speed / (sum(on_cpu) / len(on_cpu)) if on_cpu else None
 
 
+def trained(rows: Sequence[Row]) -> list[Row]:
+    """The rows of training runs (and of runs the report cannot tell, which say why)."""
+    return [row for row in rows if not serving.is_evaluation(row)]
+
+
 def _but_the_device(row: Row) -> dict[str, Any]:
     return {key: value for key, value in row["swept"].items() if key != "device"}
 
@@ -396,27 +424,36 @@ def not_started(folder: Path) -> list[str]:
 
 
 def markdown(rows: Sequence[Row]) -> str:
-    """summary.md: the runs, the configurations where any ran more than once, the verdicts on
-    those that differ in one key alone, of a sweep over batch sizes each line's largest batch and
-    knee (`batch_sweep.notes`), the device cards (`device_cards`), and a warning where repeats ran
-    back to back."""
+    """summary.md: the runs, and of the training runs the configurations where any ran more than
+    once, the verdicts on those that differ in one key alone, of a sweep over batch sizes each
+    line's largest batch and knee (`batch_sweep.notes`), the device cards (`device_cards`), and
+    a warning where repeats ran back to back; then of the evaluations, the Serving section
+    (`serving`)."""
     shown, unit = columns(rows, in_console=False), shared_unit(row.get("unit") for row in rows)
     cells = [[column.heading(unit) for column in shown]]
     cells += [[column.cell(row) for column in shown] for row in rows]
     lines = _markdown_lines(cells)
-    if repeated := _repeated_configurations(rows):
+    runs = trained(rows)
+    if repeated := _repeated_configurations(runs):
         lines += ["", repeats.HEADING + ":", "", *_markdown_lines(repeated)]
-    said, warning = verdicts.on(rows)
+    said, warning = verdicts.on(runs)
     if said.lines:
         listed = [f"{'  ' * depth}- {line}" for depth, line in said.lines]
         lines += ["", verdicts.HEADING + ":", "", *listed]
-    if noted := batch_sweep.notes(rows):
+    if noted := batch_sweep.notes(runs):
         lines += ["", batch_sweep.HEADING + ":", "", *(f"- {note}" for note in noted)]
-    if carded := device_cards.cards(rows):
+    if carded := device_cards.cards(runs):
         listed = [f"{'  ' * depth}- {line}" for depth, line in carded]
         lines += ["", device_cards.HEADING + ":", "", *listed]
     if warning:
         lines += ["", warning]
+    if served := serving.section(rows):
+        lines += ["", serving.HEADING + ":", "", *_markdown_lines(served.cells)]
+        if served.said.lines:
+            listed = [f"{'  ' * depth}- {line}" for depth, line in served.said.lines]
+            lines += ["", serving.VERDICTS + ":", "", *listed]
+        if served.warning:
+            lines += ["", served.warning]
     return _text(lines) + "\n"
 
 
@@ -447,8 +484,8 @@ def _aligned_lines(cells: list[list[str]]) -> list[str]:
 def table(rows: Sequence[Row], folder: Path) -> str:
     """A plain-text table for the console: a count by status, the runs, why any failed, then
     the configurations where any ran more than once, and the verdicts, notes on batch sizes,
-    device cards and warning of summary.md. Columns empty in every row (CUDA memory on the CPU)
-    are left out."""
+    device cards, warning and Serving section of summary.md. Columns empty in every row (CUDA
+    memory on the CPU) are left out."""
     shown, unit = columns(rows, in_console=True), shared_unit(row.get("unit") for row in rows)
     body = [[column.heading(unit) for column in shown]]
     body += [[column.cell(row) for column in shown] for row in rows]
@@ -458,20 +495,29 @@ def table(rows: Sequence[Row], folder: Path) -> str:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     tally = ", ".join(f"{count} {status}" for status, count in counts.items())
     reasons = [f"{row['run']}: {row['reason']}" for row in rows if row["reason"]]
-    if repeated := _repeated_configurations(rows):
+    runs = trained(rows)
+    if repeated := _repeated_configurations(runs):
         reasons += [repeats.HEADING + ":", *_aligned_lines(repeated)]
-    said, warning = verdicts.on(rows)
+    said, warning = verdicts.on(runs)
     if said.lines:
-        listed = [f"{'  ' * (depth + 1)}{line}" for depth, line in said.lines]
-        reasons += [verdicts.HEADING + ":", *listed]
-    if noted := batch_sweep.notes(rows):
+        reasons += [verdicts.HEADING + ":", *_indented(said.lines)]
+    if noted := batch_sweep.notes(runs):
         reasons += [batch_sweep.HEADING + ":", *(f"  {note}" for note in noted)]
-    if carded := device_cards.cards(rows):
-        listed = [f"{'  ' * (depth + 1)}{line}" for depth, line in carded]
-        reasons += [device_cards.HEADING + ":", *listed]
+    if carded := device_cards.cards(runs):
+        reasons += [device_cards.HEADING + ":", *_indented(carded)]
     if warning:
         reasons.append(warning)
+    if served := serving.section(rows):
+        reasons += [serving.HEADING + ":", *_aligned_lines(served.cells)]
+        if served.said.lines:
+            reasons += [serving.VERDICTS + ":", *_indented(served.said.lines)]
+        reasons += [served.warning] if served.warning else []
     return _text([f"{len(rows)} run(s) in {folder}: {tally}", *lines, *reasons])
+
+
+def _indented(lines: Sequence[tuple[int, str]]) -> list[str]:
+    """Lines each with its depth below a heading, as the console indents them."""
+    return [f"{'  ' * (depth + 1)}{line}" for depth, line in lines]
 
 
 def _text(lines: Sequence[str]) -> str:

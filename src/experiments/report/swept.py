@@ -4,7 +4,8 @@ sweep's command line sweeps over (or its sweeper searches), with each run's valu
 A key is found in the runs' `.hydra/overrides.yaml` (a run that failed names none: a key it alone
 typed, mistyped perhaps, is no key the runs differ in); its value is read from the run's config (a
 group's from the choice Hydra recorded), so a run that left a key at its default has a value too,
-and `1e-2` and `0.01` are the same value.
+and `1e-2` and `0.01` are the same value. A key a run's config does not hold (an evaluation's
+`ckpt`, in a report of training runs too) has no value there: its cell is empty, not null.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from experiments.report.run_records import RunRecords
 
 # The statuses of runs whose typed keys do not count: they may be why the run failed.
 FAILED = ("failed", "interrupted")
+# What a run's config does not hold at all (a training run's `ckpt`, an evaluation's
+# `trainer.seed`), told apart from a null: the run has no value of the key ("").
+_ABSENT = object()
 
 
 def swept_values(runs: Mapping[Path, RunRecords], folder: Path) -> dict[Path, dict[str, str]]:
@@ -44,9 +48,11 @@ def _values(records: RunRecords, keys: list[str]) -> dict[str, str]:
             values[key] = str(records.choices[key])
             continue
         value = OmegaConf.select(
-            records.config, key, default=None, throw_on_resolution_failure=False
+            records.config, key, default=_ABSENT, throw_on_resolution_failure=False
         )
-        if isinstance(value, DictConfig):  # a group, where Hydra's record of choices is missing
+        if value is _ABSENT:
+            values[key] = ""
+        elif isinstance(value, DictConfig):  # a group, where Hydra's record of choices is missing
             values[key] = records.given.get(key, "")
         else:
             values[key] = "null" if value is None else str(value)

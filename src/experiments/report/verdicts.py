@@ -21,6 +21,9 @@ interval is Welch's t (the variances of the two sides are not assumed equal). Sp
 on their logarithms, the interval the exponential of the log-difference's, so a ratio never
 reaches below 0. Each line says which method it used (`report.statistics` has the arithmetic).
 
+A training sweep repeats a configuration on `trainer.seed`; an evaluation sweep on `seed`, and
+compares latency and images/s served (`report.serving`): `Judged` says which, for each kind.
+
 A speed's line says how many runs of each side ran on a busy host, and that the verdict cannot be
 trusted for speed where all of them are on one side: the other work then poses as a difference.
 
@@ -53,7 +56,6 @@ HEADING = (
     "equal (95% confidence intervals: seed by seed where both ran the same seeds, else Welch's t; "
     "a difference only where the interval excludes none)"
 )
-REPEAT = "repeat with `-m trainer.seed=0,1,2`"
 PAIRED, UNPAIRED = "paired by seed", "Welch's t"
 # Configurations a back-to-back warning names before it counts the rest.
 NAMED = 3
@@ -74,11 +76,13 @@ class Compared:
     ratio: bool  # compared on the log scale: the estimate is a ratio, no change 1
     value: Callable[[float], str]  # how the estimate reads
     bound: Callable[[float], str]  # how the interval's ends read
-    verdict: str  # of {better}, {worse}, {value} and {interval}
+    verdict: str  # of {better}, {worse}, {value}, {interval} and {many} (the runs' unit)
     # A difference read the other way: an RMSE's better side has the lower one.
     lower_is_better: bool = False
     # Measured by the clock, so read low where other work shared the host (its busy runs told).
     timed: bool = False
+    # What both sides' runs share that the verdict names after its interval: " at batch 256".
+    where: Callable[[Sequence[Row]], str] = lambda runs: ""
 
     @property
     def no_change(self) -> float:
@@ -107,16 +111,17 @@ class Compared:
         return (estimate.value < self.no_change) != self.lower_is_better
 
 
-def _timed_ratio(key: str, name: str, verdict: str) -> Compared:
-    """A measure taken by the clock, compared as a ratio (on the log scale): `4.00x [3.6, 4.4]`."""
-    return Compared(key, name, math.log, True, _ratio, _times, verdict, timed=True)
+def timed_ratio(key: str, name: str, verdict: str, **how: Any) -> Compared:
+    """A measure taken by the clock, compared as a ratio (on the log scale): `4.00x [3.6, 4.4]`;
+    `how`: more of `Compared`'s fields (lower_is_better for a time, where)."""
+    return Compared(key, name, math.log, True, _ratio, _times, verdict, timed=True, **how)
 
 
 def _ratio(value: float) -> str:
     return _times(value) + "x"
 
 
-SPEED = _timed_ratio(
+SPEED = timed_ratio(
     "train_images_per_second",
     "train {many}/s",
     "{better} trains {value} {interval} as fast as {worse}",
@@ -146,7 +151,7 @@ def _headline(measures: TaskMetrics) -> Compared:
 
 # The share of its devices' peak each side's training used: which makes the better use of its
 # hardware (on one device, the speed's verdict again; across devices, a verdict of its own).
-MFU = _timed_ratio(
+MFU = timed_ratio(
     "mfu", "MFU", "{better} uses {value} {interval} the share of its peak that {worse} uses"
 )
 
@@ -174,6 +179,29 @@ def _mfu_differs_from_speed(runs: Sequence[Row]) -> bool:
 
 
 @dataclass(frozen=True)
+class Judged:
+    """How a kind of sweep's configurations are judged: the key that repeats a configuration (a
+    training sweep's trainer.seed; an evaluation sweep's seed, the test images it feeds), the
+    measures a pair is compared on, and which keys' values name a side without their key."""
+
+    seed: str
+    compared_on: Callable[[Pair], list[Compared]]
+    named_alone: Callable[[str], bool]
+
+    def counts(self, key: str) -> bool:
+        """Whether `key` tells configurations apart: every swept key but the seed."""
+        return key != self.seed
+
+    @property
+    def repeat(self) -> str:
+        return f"repeat with `-m {self.seed}=0,1,2`"
+
+
+# A training sweep's: a group's choice names itself (`cuda:0`, `adam`), a key with a dot does not.
+TRAINING = Judged(SEED, compared_on, lambda key: "." not in key)
+
+
+@dataclass(frozen=True)
 class Verdict:
     """One verdict, as verdicts.json holds it: the sides (the better first where they differ),
     the measure, how they were compared, the estimate, and the busy runs of each side."""
@@ -194,10 +222,11 @@ class Verdict:
     text: str
 
 
-def _by_seed(configuration: Configuration, measure: Compared) -> dict[str, float] | None:
-    """A configuration's usable values of `measure` by the seed each ran with; None where a run's
-    seed is not known or more than one ran a seed (then there is no one pair per seed)."""
-    seeds = [run["swept"].get(SEED) for run in configuration.runs]
+def _by_seed(configuration: Configuration, measure: Compared, seed: str) -> dict[str, float] | None:
+    """A configuration's usable values of `measure` by the `seed` each ran with (the value of
+    that key); None where a run's seed is not known or more than one ran a seed (then there is
+    no one pair per seed)."""
+    seeds = [run["swept"].get(seed) for run in configuration.runs]
     if None in seeds or len(set(seeds)) < len(seeds):
         return None
     return {
@@ -216,12 +245,13 @@ class Pair:
     first: Configuration
     second: Configuration
     held: dict[str, str]
+    judged: Judged = TRAINING
 
     def name(self, configuration: Configuration) -> str:
         """A group's choice names itself (`cuda:0`); any other value is named with its key
         (`optimizer.lr=0.01`)."""
         value = configuration.values[self.key]
-        return value if "." not in self.key else f"{self.key}={value}"
+        return value if self.judged.named_alone(self.key) else f"{self.key}={value}"
 
     def versus(self) -> str:
         return f"{self.name(self.first)} vs {self.name(self.second)}"
@@ -229,7 +259,8 @@ class Pair:
     def values(self, measure: Compared) -> tuple[list[float], list[float], bool]:
         """The two sides' values of `measure`, and whether they are paired: seed by seed where
         two seeds or more ran on both sides (each once), else every usable value of each side."""
-        first, second = _by_seed(self.first, measure), _by_seed(self.second, measure)
+        seed = self.judged.seed
+        first, second = _by_seed(self.first, measure, seed), _by_seed(self.second, measure, seed)
         if first is not None and second is not None:
             seeds = [seed for seed in first if seed in second]
             if len(seeds) >= 2:
@@ -252,7 +283,9 @@ class Pair:
             better, worse, estimate = worse, better, measure.reverse(estimate)
         value = measure.value(estimate.value)
         interval = f"[{measure.bound(estimate.low)}, {measure.bound(estimate.high)}]"
-        unit = shared_unit(run.get("unit") for run in [*self.first.runs, *self.second.runs])
+        runs_of_both = [*self.first.runs, *self.second.runs]
+        unit = shared_unit(run.get("unit") for run in runs_of_both)
+        where = measure.where(runs_of_both)
         name = measure.name.replace("{many}", unit.many)
         runs = [len(first)] * 2 if by_seed else [len(first), len(second)]
         how = f"{PAIRED}, {runs[0]} pairs" if by_seed else f"{UNPAIRED}, {_runs(runs)}"
@@ -260,12 +293,16 @@ class Pair:
             how += self._busy(better, worse)
         if differs:
             said = measure.verdict.format(
-                better=self.name(better), worse=self.name(worse), value=value, interval=interval
+                better=self.name(better),
+                worse=self.name(worse),
+                value=value,
+                interval=interval,
+                many=unit.many,
             )
-            said += f" ({how})"
+            said += f"{where} ({how})"
         else:
             said = (
-                f"{self.versus()}: no difference beyond the noise in {name} "
+                f"{self.versus()}: no difference beyond the noise in {name}{where} "
                 f"({value} {interval}, {how})"
             )
         return Verdict(
@@ -304,7 +341,7 @@ def _runs(runs: list[int]) -> str:
     return f"{runs[0]} runs each" if runs[0] == runs[1] else f"{runs[0]} and {runs[1]} runs"
 
 
-def pairs(configurations: Sequence[Configuration]) -> list[Pair]:
+def pairs(configurations: Sequence[Configuration], judged: Judged = TRAINING) -> list[Pair]:
     """Every two configurations of one sweep that differ in one varying key alone, key by key in
     the order the keys were given, then in the order of the configurations' first runs."""
     keys = list(dict.fromkeys(key for each in configurations for key in each.values))
@@ -319,7 +356,7 @@ def pairs(configurations: Sequence[Configuration]) -> list[Pair]:
                     first.values[other] == second.values[other] for other in others
                 ):
                     held = {other: first.values[other] for other in others}
-                    found.append(Pair(key, first, second, held))
+                    found.append(Pair(key, first, second, held, judged))
     return found
 
 
@@ -333,13 +370,13 @@ class Said:
     verdicts: list[Verdict]
 
 
-def said(configurations: Sequence[Configuration]) -> Said:
+def said(configurations: Sequence[Configuration], judged: Judged = TRAINING) -> Said:
     """The verdicts on a report's configurations, a line per pair and measure, each under its
     sweep (where the report holds several) and the keys held equal; one line where every
     configuration ran once."""
-    compared = pairs(configurations)
+    compared = pairs(configurations, judged)
     if compared and all(len(each.runs) == 1 for each in configurations):
-        return Said([(0, f"one run each: no verdict; {REPEAT}")], [])
+        return Said([(0, f"one run each: no verdict; {judged.repeat}")], [])
     lines: list[tuple[int, str]] = []
     found: list[Verdict] = []
     several = repeats.several_sweeps(configurations)
@@ -355,9 +392,9 @@ def said(configurations: Sequence[Configuration]) -> Said:
         once = [pair.name(each) for each in (pair.first, pair.second) if len(each.runs) == 1]
         if once:
             alone = "one run each" if len(once) == 2 else f"one run of {once[0]}"
-            lines.append((len(headings), f"{pair.versus()}: {alone}: no verdict; {REPEAT}"))
+            lines.append((len(headings), f"{pair.versus()}: {alone}: no verdict; {judged.repeat}"))
             continue
-        verdicts = [pair.verdict(measure) for measure in compared_on(pair)]
+        verdicts = [pair.verdict(measure) for measure in judged.compared_on(pair)]
         found += [verdict for verdict in verdicts if verdict is not None]
         lines += [(len(headings), v.text) for v in verdicts if v is not None]
     return Said(lines, found)
@@ -368,7 +405,9 @@ def json_text(verdicts: Sequence[Verdict]) -> str:
     return json.dumps([asdict(verdict) for verdict in verdicts], indent=1, allow_nan=False) + "\n"
 
 
-def back_to_back(rows: Sequence[Row], configurations: Sequence[Configuration]) -> str | None:
+def back_to_back(
+    rows: Sequence[Row], configurations: Sequence[Configuration], judged: Judged = TRAINING
+) -> str | None:
     """A warning where repeats of a configuration ran one after another while the report holds
     other configurations: a drift of the machine between them would pose as a difference.
 
@@ -394,7 +433,7 @@ def back_to_back(rows: Sequence[Row], configurations: Sequence[Configuration]) -
     listed = ", ".join(stretches[:-1]) + " and " if len(stretches) > 1 else ""
     return (
         f"Warning: repeats of {listed}{stretches[-1]} ran back to back: drift between them can "
-        "pose as a difference; run them interleaved, e.g. sweep with -m trainer.seed=0,1,2 "
+        f"pose as a difference; run them interleaved, e.g. sweep with -m {judged.seed}=0,1,2 "
         "<the other keys> so each configuration runs once before any runs twice"
     )
 
@@ -419,8 +458,8 @@ def _jobs(runs: list[str]) -> str:
     return f"runs {runs[0]} to {runs[-1]}"
 
 
-def on(rows: Sequence[Row]) -> tuple[Said, str | None]:
-    """The verdicts on a report's rows (on their configurations), and the warning where repeats
-    ran back to back (None where they did not)."""
-    compared = repeats.configurations(rows)
-    return said(compared), back_to_back(rows, compared)
+def on(rows: Sequence[Row], judged: Judged = TRAINING) -> tuple[Said, str | None]:
+    """The verdicts on a report's rows (on their configurations, told apart as `judged` says),
+    and the warning where repeats ran back to back (None where they did not)."""
+    compared = repeats.configurations(rows, judged.counts)
+    return said(compared, judged), back_to_back(rows, compared, judged)

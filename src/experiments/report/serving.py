@@ -1,0 +1,164 @@
+"""Evaluations in a report (eval.py), and its Serving section: how fast the evaluations that
+benchmarked their model (benchmark=true) served, a row per configuration, and verdicts between
+the configurations, as training's (`report.repeats`, `report.verdicts`).
+
+    Serving (...):
+    | device | n | p50 ms | p95 ms | p99 ms | served img/s | peak memory | J/image |
+    | cpu    | 3 | 4.10 (3.92 to 4.29) | ... | 1,043 (1,010 to 1,070) | 812 MiB ± 3 MiB (...) |
+    | cuda:0 | 3 | 1.27 (1.20 to 1.35) | ... |
+    Serving verdicts (...):
+      cuda:0 answers at batch 1 in 0.31x [0.29, 0.33] the time of cpu (paired by seed, 3 pairs)
+      cuda:0 serves 12.1x [11.5, 12.7] as many images/s as cpu at batch 256 (paired by seed, ...)
+
+An evaluation sweep's repeat key is `seed` (which test images the benchmark feeds), as
+`trainer.seed` is a training sweep's: evaluations that differ in it alone are runs of one
+configuration, and two configurations that ran the same seeds are compared seed by seed. Latency
+and images/s are summed up and compared on the log scale; peak memory (the host's on a CPU, the
+GPU's on a GPU) and joules per image where the hardware reported them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from experiments.records.recorded import RecordedResults
+from experiments.report import repeats, verdicts
+from experiments.report.repeats import Configuration, Measure, Row
+from experiments.report.run_records import GROUPS
+
+SEED = "seed"
+# The batch the throughput was measured at (the latency's is 1).
+BATCH = "serving_batch_size"
+EVALUATION = "evaluation"
+
+# A serving record's fields that a summary row holds, under the row's keys.
+FROM_SERVING = {
+    "batch_size": BATCH,
+    "latency_p50_ms": "latency_p50_ms",
+    "latency_p95_ms": "latency_p95_ms",
+    "latency_p99_ms": "latency_p99_ms",
+    "images_per_second": "serving_images_per_second",
+    "peak_memory_mb": "serving_peak_memory_mb",
+    "memory_of": "serving_memory_of",
+    "joules_per_image": "serving_joules_per_image",
+    # Whether other work on the host's cores competed with the benchmark (`devices.host_load`).
+    "host_busy": "host_busy",
+}
+
+
+def evaluation_fields(results: RecordedResults) -> Row:
+    """What an evaluation's summary row takes from its results.json: its kind, the model and
+    the dataset it evaluated (its config names them only when they were typed), and its serving
+    record's numbers and host load (none where it did not benchmark)."""
+    recorded: dict[str, Any] = dict(results)  # (an evaluation's record: `EvaluationRecord`)
+    serving = recorded.get("serving") or {}
+    return {
+        "kind": EVALUATION,
+        "model": recorded.get("model"),
+        "dataset": recorded.get("dataset"),
+        **{row_key: serving.get(key) for key, row_key in FROM_SERVING.items()},
+    }
+
+
+def is_evaluation(row: Row) -> bool:
+    return row.get("kind") == EVALUATION
+
+
+def _milliseconds(value: float) -> str:
+    return f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
+
+
+def _joules(value: float) -> str:
+    return f"{value:.3g} J"
+
+
+MEASURES = [
+    # Times and speeds: positive, their noise a factor.
+    *(
+        Measure(f"latency_{p}_ms", f"{p} ms", _milliseconds, log_scale=True)
+        for p in ("p50", "p95", "p99")
+    ),
+    Measure("serving_images_per_second", "served {rate}", "{:,.0f}".format, log_scale=True),
+    Measure("serving_peak_memory_mb", "peak memory", "{:,.0f} MiB".format),
+    Measure("serving_joules_per_image", "J/{one}", _joules, log_scale=True),
+]
+
+
+def _at_batch(runs: Sequence[Row]) -> str:
+    """` at batch 256`, the throughput's batch where both sides' runs served at one."""
+    batches = {run.get(BATCH) for run in runs}
+    return f" at batch {batches.pop()}" if len(batches) == 1 and None not in batches else ""
+
+
+LATENCY = verdicts.timed_ratio(
+    "latency_p50_ms",
+    "p50 latency at batch 1",
+    "{better} answers at batch 1 in {value} {interval} the time of {worse}",
+    lower_is_better=True,
+)
+THROUGHPUT = verdicts.timed_ratio(
+    "serving_images_per_second",
+    "{many}/s served",
+    "{better} serves {value} {interval} as many {many}/s as {worse}",
+    where=_at_batch,
+)
+# A config group's choice names a side alone (`cuda:0`); any other key with it (`precision=bf16`,
+# `serving.batch_size=64`): an evaluation's keys are top-level.
+JUDGED = verdicts.Judged(SEED, lambda pair: [LATENCY, THROUGHPUT], lambda key: key in GROUPS)
+
+HEADING = (
+    "Serving (evaluations with benchmark=true that differ only in seed): n runs, latency at "
+    "batch 1 and images/s at the serving batch as geometric means (their 95% interval on the "
+    "log scale), peak memory (the host's on a CPU, the GPU's on a GPU) as mean ± sd (95% "
+    "confidence interval of the mean), J/image where the hardware reported it"
+)
+
+VERDICTS = (
+    "Serving verdicts: each swept value against another within a sweep, every other varying key "
+    "held equal (95% confidence intervals: seed by seed where both ran the same seeds, else "
+    "Welch's t; a difference only where the interval excludes none)"
+)
+
+
+@dataclass(frozen=True)
+class Section:
+    """The Serving section of a report: its table (header first), the verdicts, and a warning
+    where repeats ran back to back."""
+
+    cells: list[list[str]]
+    said: verdicts.Said
+    warning: str | None
+
+
+def _served(rows: Sequence[Row]) -> list[Row]:
+    """The rows of evaluations that benchmarked their model."""
+    return [row for row in rows if is_evaluation(row) and row.get(BATCH) is not None]
+
+
+def configurations(rows: Sequence[Row]) -> list[Configuration]:
+    """The completed evaluations of `rows` that benchmarked, by configuration: those that differ
+    only in `seed` are one."""
+    return repeats.configurations(_served(rows), JUDGED.counts)
+
+
+def section(rows: Sequence[Row]) -> Section | None:
+    """The Serving section of a report on `rows`; None where no evaluation benchmarked."""
+    measured = configurations(rows)
+    if not measured:
+        return None
+    warning = verdicts.back_to_back(_served(rows), measured, JUDGED)
+    return Section(repeats.cells(measured, MEASURES), verdicts.said(measured, JUDGED), warning)
+
+
+def csv_text(rows: Sequence[Row]) -> str | None:
+    """serving.csv, as configurations.csv is written (`repeats.csv_text`), of the serving
+    measures; None where no evaluation benchmarked."""
+    measured = configurations(rows)
+    return repeats.csv_text(measured, MEASURES) if measured else None
+
+
+def said(rows: Sequence[Row]) -> verdicts.Said:
+    """The verdicts between the serving configurations of `rows` (for verdicts.json)."""
+    return verdicts.said(configurations(rows), JUDGED)
