@@ -76,7 +76,14 @@ def test_a_learning_rate_sweep_is_one_speed_group_drawn_as_its_runs_mean_and_int
 
 
 def test_the_keys_that_change_speed_group_the_runs_and_the_others_do_not() -> None:
-    for key in ("device", "model", "model.arch", "dataset.workers", "trainer.precision"):
+    for key in (
+        "device",
+        "model",
+        "model.arch",
+        "dataset.workers",
+        "trainer.precision",
+        "trainer.compile_mode",
+    ):
         assert throughput.changes_speed(key), key
     for key in ("optimizer.lr", "trainer.seed", "scheduler", "optimizer.weight_decay"):
         assert not throughput.changes_speed(key), key

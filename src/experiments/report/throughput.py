@@ -29,6 +29,7 @@ SPEED_KEYS = (
     "trainer.precision",
     "trainer.channels_last",
     "trainer.compile",
+    "trainer.compile_mode",
     "trainer.threads",
     "trainer.accumulate_batches",
     "trainer.deterministic",
