@@ -1,6 +1,7 @@
 """One thread per test worker, GPUs numbered and cuBLAS's workspace fixed as every run does, no
 tracker that reaches the network unless a test says so, the tests marked `gpu` skipped when there
-is no CUDA GPU, and `old_run`, a run folder an earlier version left."""
+is no CUDA GPU, this machine's CPU peaks measured once per worker, and `old_run`, a run folder an
+earlier version left."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ import pytest
 import torch
 
 from experiments.devices import process_settings
+from experiments.devices.peak_cache import PeakCache
 
 # Before anything asks CUDA, as a process that runs jobs does: the tests compare GPUs by index
 # with what runs recorded, and runs number them in PCI bus order; and cuBLAS reads its workspace
@@ -53,6 +55,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def this_machines_peaks() -> None:
+    """This worker's fp32 CPU peaks measured once and kept, as `python -m experiments.devices
+    --measure-peaks` keeps them: a run measures only where the cache has none, and keeps only a
+    measurement on a quiet host, which a worker beside another never is, so without these every
+    run of the suite would measure them again (a second or two each)."""
+    cache = PeakCache(judge_load=False)
+    for convolutions_lead in (False, True):  # fp32's: bf16 runs are few
+        cache.peak(torch.device("cpu"), None, convolutions_lead)
 
 
 @pytest.fixture
