@@ -85,6 +85,21 @@ def test_torch_lists_its_compile_backends_only_for_a_config_that_compiles() -> N
     assert asked == ["trainer.compile"]
 
 
+@pytest.mark.parametrize(
+    ("asked", "told"),
+    [
+        ("serving.rounds=0", "serving.rounds=0 must be a whole number >= 1"),
+        ("serving.warmup_calls=-1", "serving.warmup_calls=-1 must be a whole number >= 0"),
+        ("serving.batch_size=0", "serving.batch_size=0 must be >= 1, or null"),
+        ("seed=-1", "seed=-1 must be a whole number from 0 to 18446744073709551615"),
+        ("threads=0", "threads=0 must be >= 1, or null"),
+    ],
+)
+def test_an_evaluations_benchmark_settings_are_checked(asked: str, told: str) -> None:
+    cfg = compose_config("ckpt=outputs/run", "device=cpu", asked, config_name="eval")
+    assert refusal(lambda: validate(cfg)) == told
+
+
 def test_train_py_and_eval_py_run_the_command_line_checks(tmp_path: Path) -> None:
     said = (
         "Error: device=1 is not an option of 'device'; a GPU is device=cuda:N, here device=cuda:1"

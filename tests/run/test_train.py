@@ -56,9 +56,6 @@ PLACEMENTS = ["to_device", "cuda_call"]
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]:
     """One multirun over every model x placement, started as a user would; folders by choice."""
     cwd = tmp_path_factory.mktemp("sweep")
-    # This machine's peaks, as a first run would have kept them (the runs read them).
-    for convolutions_lead in (False, True):
-        PeakCache(judge_load=False).peak(torch.device("cpu"), None, convolutions_lead)
     done = train_cli(
         cwd, "-m", f"model={','.join(MODELS)}", f"placement={','.join(PLACEMENTS)}", *QUICK
     )
