@@ -107,7 +107,7 @@ def test_the_groups_have_the_options_the_readme_promises() -> None:
     assert {"cpu", "cuda", "auto", "dp", "ddp", "cuda:0", "cuda:15"} <= set(options("device"))
     assert options("task") == ["classification", "custom", "regression", "segmentation"]
     assert options("placement") == ["cuda_call", "to_device"]
-    assert options("optimizer") == ["adam", "sgd", "sgd_momentum"]
+    assert options("optimizer") == ["adam", "adamw", "rmsprop", "sgd", "sgd_momentum"]
     assert options("scheduler") == ["cosine", "none", "onecycle", "step", "warmup_cosine"]
     assert options("experiment") == [
         "batch_scaling",

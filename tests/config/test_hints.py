@@ -90,7 +90,7 @@ def test_a_free_form_section_names_the_close_key_and_how_to_add_ones_own() -> No
     ("override", "meant"),
     [
         ("dataset=cifar", "cifar10"),
-        ("optimizer=adamw", "adam"),
+        ("optimizer=rmsprob", "rmsprop"),
         ("hydra/launcher=jobli", "joblib"),
     ],
 )

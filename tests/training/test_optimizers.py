@@ -183,7 +183,7 @@ def train_steps_watched_for_waits(
     model = model.to(runtime.device)
     built, _ = build_optimizer(
         compose_config(f"optimizer={optimizer}", f"optimizer.fused={fused}").optimizer,
-        model.parameters(),
+        model,
         "cuda",
     )
     batches = Batches(data, batch_size=16, mean=[0.5], std=[0.5], runtime=runtime)
@@ -237,4 +237,4 @@ def tiny_model() -> nn.Module:
 
 def build(option: str, model: nn.Module, *overrides: str) -> tuple[torch.optim.Optimizer, bool]:
     config = compose_config(f"optimizer={option}", *overrides).optimizer
-    return build_optimizer(config, model.parameters(), "cpu")
+    return build_optimizer(config, model, "cpu")

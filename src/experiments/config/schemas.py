@@ -193,6 +193,11 @@ class OptimizerConfig:
     _partial_: bool = True
     lr: float = MISSING
     weight_decay: float = 0.0
+    # The weight decay of normalization layers' weights and biases (BatchNorm, LayerNorm,
+    # GroupNorm, ...), and of every other layer's biases; null: weight_decay. 0 leaves them out,
+    # as torchvision's reference recipes do (--norm-weight-decay 0.0, --bias-weight-decay).
+    norm_weight_decay: float | None = None
+    bias_weight_decay: float | None = None
     # The step fused into one kernel (torch's Adam, AdamW, SGD, Adagrad): null fuses on GPUs,
     # where fp16's gradient scaler then never makes the host wait for the GPU; true fuses on the
     # CPU too (torch 2.4+); false never (docs/speed.md).
@@ -203,12 +208,24 @@ class OptimizerConfig:
 class SGDConfig(OptimizerConfig):
     _target_: str = "torch.optim.SGD"
     momentum: float = 0.0
+    # Nesterov's momentum (needs momentum > 0), as the reference recipes' SGD.
+    nesterov: bool = False
 
 
 @dataclass
 class AdamConfig(OptimizerConfig):
     _target_: str = "torch.optim.Adam"
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+
+
+@dataclass
+class RMSpropConfig(OptimizerConfig):
+    _target_: str = "torch.optim.RMSprop"
+    # The moving average's smoothing constant of the squared gradients, and the term added to
+    # their root (the reference recipes' MobileNet and EfficientNet: alpha 0.9, eps 0.0316).
+    alpha: float = 0.99
+    eps: float = 1e-8
+    momentum: float = 0.0
 
 
 @dataclass
@@ -550,6 +567,7 @@ SCHEMAS: dict[str, type] = {
     "placement_schema": PlacementConfig,
     "sgd_schema": SGDConfig,
     "adam_schema": AdamConfig,
+    "rmsprop_schema": RMSpropConfig,
     "scheduler_schema": SchedulerConfig,
     "step_scheduler_schema": StepSchedulerConfig,
     "cosine_scheduler_schema": CosineSchedulerConfig,

@@ -416,6 +416,21 @@ def cuda_graphs_need_a_gpu(key: str, mode: str, device: str) -> str:
     )
 
 
+def _decay(value: float | None) -> bool:
+    return value is None or (math.isfinite(value) and value >= 0)
+
+
+def _nesterov_without_momentum(cfg: DictConfig) -> str | None:
+    """torch's SGD takes Nesterov's momentum only with some momentum (and no dampening)."""
+    optimizer = cfg.optimizer
+    if not optimizer.get("nesterov") or optimizer.get("momentum", 0) > 0:
+        return None
+    return (
+        f"optimizer.nesterov=true needs momentum: optimizer.momentum={optimizer.momentum} "
+        "(e.g. optimizer=sgd_momentum, or optimizer.momentum=0.9)"
+    )
+
+
 def _compile_under_dp(cfg: DictConfig) -> str | None:
     prefix, settings = compute_settings(cfg)
     if not (settings.compile and cfg.device.name == DeviceName.dp):
@@ -607,6 +622,15 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     FieldCheck(
         "optimizer.lr", lambda lr: math.isfinite(lr) and lr >= 0, "must be a finite number >= 0"
     ),
+    *(
+        FieldCheck(f"optimizer.{key}", _decay, "must be a finite number >= 0" + also)
+        for key, also in (
+            ("weight_decay", ""),
+            ("norm_weight_decay", ", or null (optimizer.weight_decay)"),
+            ("bias_weight_decay", ", or null (optimizer.weight_decay)"),
+        )
+    ),
+    _nesterov_without_momentum,
     functools.partial(_beyond_float32, section="optimizer"),
     functools.partial(_beyond_float32, section="scheduler"),
     FieldCheck(

@@ -392,9 +392,7 @@ class TrainingRun:
         and the `state` its checkpoints save."""
         cfg, trainer, runtime = self.cfg, self.cfg.trainer, self.runtime
         task = runtime.placement.module(self.task)
-        optimizer, fused = optimizers.build_optimizer(
-            cfg.optimizer, model.parameters(), runtime.type
-        )
+        optimizer, fused = optimizers.build_optimizer(cfg.optimizer, model, runtime.type)
         cudnn_benchmark = trainer.cudnn_benchmark and runtime.type == "cuda"
         self.results.add(SetupRecord, optimizer_fused=fused, cudnn_benchmark=cudnn_benchmark)
         if note := optimizers.host_waits_at_every_step(optimizer, runtime.scaler, runtime.type):

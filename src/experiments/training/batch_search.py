@@ -119,9 +119,7 @@ class Trial:
     def _step(self, batch: int) -> None:
         """Forward, backward and optimizer step at `batch` images, on copies, left to be freed."""
         model = copy.deepcopy(self.model)
-        optimizer, _ = optimizers.build_optimizer(
-            self.optimizer, model.parameters(), self.runtime.type
-        )
+        optimizer, _ = optimizers.build_optimizer(self.optimizer, model, self.runtime.type)
         scaler = torch.amp.GradScaler(self.runtime.type, enabled=self.runtime.scaler.is_enabled())
         learner = loop.Learner(model, self.task, optimizer)
         assert self.data.train is not None

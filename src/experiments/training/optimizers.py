@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 from omegaconf import DictConfig
+from torch import nn
 
 from experiments.config.build import build
 from experiments.core.errors import ExperimentError
@@ -64,13 +65,64 @@ def decide_fused(
     return requested
 
 
+# Layers whose weights and biases scale and shift normalized values (torchvision's reference
+# script's `norm_classes`): `optimizer.norm_weight_decay` is theirs.
+NORM_LAYERS = (
+    nn.modules.batchnorm._BatchNorm,
+    nn.LayerNorm,
+    nn.GroupNorm,
+    nn.modules.instancenorm._InstanceNorm,
+    nn.LocalResponseNorm,
+)
+# The config's keys that shape the parameter groups, not the optimizer's arguments.
+GROUPING_KEYS = ("norm_weight_decay", "bias_weight_decay")
+
+
+def decay_groups(
+    model: nn.Module,
+    weight_decay: float,
+    norm_weight_decay: float | None,
+    bias_weight_decay: float | None,
+) -> list[dict[str, Any]]:
+    """`model`'s parameters in groups by their weight decay: normalization layers' with
+    `norm_weight_decay`, other layers' biases with `bias_weight_decay`, the rest with
+    `weight_decay` (None: `weight_decay`); empty groups left out, each parameter once (a
+    wrapper's modules hold the model's own parameters)."""
+    decays = {"norm": norm_weight_decay, "bias": bias_weight_decay, "other": None}
+    grouped: dict[str, list[nn.Parameter]] = {kind: [] for kind in decays}
+    seen: set[int] = set()
+    for module in model.modules():
+        for name, parameter in module.named_parameters(recurse=False):
+            if not parameter.requires_grad or id(parameter) in seen:
+                continue
+            seen.add(id(parameter))
+            kind = (
+                "norm" if isinstance(module, NORM_LAYERS) else "bias" if name == "bias" else "other"
+            )
+            grouped[kind].append(parameter)
+    return [
+        {"params": grouped[kind], "weight_decay": weight_decay if decay is None else decay}
+        for kind, decay in decays.items()
+        if grouped[kind]
+    ]
+
+
 def build_optimizer(
-    config: DictConfig, parameters: Iterable[torch.nn.Parameter], device_type: str
+    config: DictConfig, model: nn.Module, device_type: str
 ) -> tuple[torch.optim.Optimizer, bool]:
-    """The optimizer `config` names over `parameters` (on a `device_type` device), and whether
-    its step is fused. A resumed run keeps the way it was built now, whatever its checkpoint's
-    groups say (a CPU run's checkpoint resumed on a GPU fuses there)."""
-    built = build(config, leave_out=("fused",))
+    """The optimizer `config` names over `model`'s parameters (on a `device_type` device), in
+    groups by weight decay where `optimizer.norm_weight_decay` or `bias_weight_decay` sets one,
+    and whether its step is fused. A resumed run keeps the way it was built now, whatever its
+    checkpoint's groups say (a CPU run's checkpoint resumed on a GPU fuses there)."""
+    built = build(config, leave_out=("fused", *GROUPING_KEYS))
+    parameters: Iterable[Any] = model.parameters()
+    if any(config.get(key) is not None for key in GROUPING_KEYS):
+        parameters = decay_groups(
+            model,
+            config.get("weight_decay", 0.0),
+            config.get("norm_weight_decay"),
+            config.get("bias_weight_decay"),
+        )
     optimizer_class = getattr(built, "func", built)  # (a partial of the class, `_partial_`)
     fused = decide_fused(
         config.get("fused"),
