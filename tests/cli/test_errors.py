@@ -38,7 +38,7 @@ COMPOSITION_ERRORS = [
     (
         "optimizer=lbfgs",
         "Error: optimizer=lbfgs is not an option of 'optimizer'; "
-        "choose one of: adam, sgd, sgd_momentum",
+        "choose one of: adam, adamw, rmsprop, sgd, sgd_momentum",
     ),
     ("trainer=fast", "Error: trainer=fast is not an option of 'trainer'; choose one of: default"),
     (

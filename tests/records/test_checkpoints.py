@@ -9,10 +9,11 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from experiments.config.build import build, plain
+from experiments.config.build import plain
 from experiments.core.errors import ExperimentError
 from experiments.records import checkpoints
 from experiments.training import models, schedules, seeding
+from experiments.training.optimizers import build_optimizer
 from helpers import compose_config
 
 
@@ -21,7 +22,7 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any
     """A LeNet run's checkpoint after one optimizer step, as a run saves it; and what it holds."""
     cfg = compose_config("model=lenet", "scheduler=cosine")
     model = models.build_for(cfg.model, (3, 32, 32), 10, "cifar10_sample")
-    optimizer = build(cfg.optimizer)(model.parameters())
+    optimizer, _ = build_optimizer(cfg.optimizer, model, "cpu")
     scheduler, _ = schedules.for_run(cfg.scheduler, optimizer, epochs=2, steps_per_epoch=3)
     model(torch.zeros(2, 3, 32, 32)).sum().backward()
     optimizer.step()

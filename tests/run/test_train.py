@@ -17,7 +17,6 @@ from omegaconf import OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata
 
-from experiments.config.build import build
 from experiments.core.errors import ExperimentError
 from experiments.data import loading, subset
 from experiments.data.batches import Batches
@@ -31,6 +30,7 @@ from experiments.run.train import train
 from experiments.training import loop
 from experiments.training.model_size import measure
 from experiments.training.models import HOST, LeNet, build_for
+from experiments.training.optimizers import build_optimizer
 from experiments.training.tasks import Classification
 from helpers import (
     CIFAR10_CLASSES,
@@ -232,7 +232,8 @@ def test_the_checkpoint_restores_the_models_outputs(sweep: dict[tuple[str, str],
     dataset = loading.load(config.dataset)
     model = build_for(config.model, dataset.shape, len(dataset.classes), dataset.name)
     model.load_state_dict(checkpoint["model"])
-    build(config.optimizer)(model.parameters()).load_state_dict(checkpoint["optimizer"])
+    optimizer, _ = build_optimizer(config.optimizer, model, "cpu")
+    optimizer.load_state_dict(checkpoint["optimizer"])
 
     test_batches = Batches(
         dataset.test,

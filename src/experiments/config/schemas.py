@@ -219,6 +219,13 @@ class AdamConfig(OptimizerConfig):
 
 
 @dataclass
+class AdamWConfig(AdamConfig):
+    # Adam with the weight decay apart from the gradient (decoupled), torch's default decay.
+    _target_: str = "torch.optim.AdamW"
+    weight_decay: float = 0.01
+
+
+@dataclass
 class RMSpropConfig(OptimizerConfig):
     _target_: str = "torch.optim.RMSprop"
     # The moving average's smoothing constant of the squared gradients, and the term added to
@@ -567,6 +574,7 @@ SCHEMAS: dict[str, type] = {
     "placement_schema": PlacementConfig,
     "sgd_schema": SGDConfig,
     "adam_schema": AdamConfig,
+    "adamw_schema": AdamWConfig,
     "rmsprop_schema": RMSpropConfig,
     "scheduler_schema": SchedulerConfig,
     "step_scheduler_schema": StepSchedulerConfig,
