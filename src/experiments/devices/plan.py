@@ -78,6 +78,11 @@ class DevicePlan:
             return self.ids
         return () if self.index is None else (self.index,)
 
+    @property
+    def computes_on(self) -> list[torch.device]:
+        """Every device the plan computes on: each of its GPUs, or the CPU."""
+        return [torch.device("cuda", gpu) for gpu in self.gpus] or [self.device]
+
     def __str__(self) -> str:
         if self.ids:
             return f"dp over {', '.join(map(gpu_name, self.ids))}"

@@ -53,9 +53,8 @@ def benchmark(
     started = host_load.snapshot(root, cores)
     requests = [inputs[i : i + 1] for i in range(min(len(inputs), REQUESTS))]
     latency = serving.latency(server, requests, asked.latency_calls, asked.warmup_calls)
-    devices = [torch.device("cuda", gpu) for gpu in runtime.plan.gpus] or [runtime.device]
     # Read often: the rounds last seconds, and a span too short for a counter records nothing.
-    span = EnergyMeter.for_devices(devices).measuring(interval=ENERGY_INTERVAL)
+    span = EnergyMeter.for_devices(runtime.plan.computes_on).measuring(interval=ENERGY_INTERVAL)
     throughput = serving.throughput(server, inputs, asked.rounds, asked.round_seconds, span)
     peaks = memory.peak_memory_mb(runtime.plan)
     ended = host_load.snapshot(root, cores)

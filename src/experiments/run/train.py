@@ -314,8 +314,7 @@ class TrainingRun:
         runtime = self.runtime
         if runtime.type == "cpu" and runtime.group.local_rank != 0:
             return EnergyMeter("rapl", [], "read by process 0 of this machine")
-        devices = [torch.device("cuda", gpu) for gpu in runtime.plan.gpus] or [runtime.device]
-        meter = EnergyMeter.for_devices(devices)
+        meter = EnergyMeter.for_devices(runtime.plan.computes_on)
         if meter.unavailable is None:  # (else results.json's energy_note says why not)
             log.info("energy: %s", meter.text())
         return meter
@@ -336,8 +335,7 @@ class TrainingRun:
         model computes in, as this machine's cache keeps it (measured where it has none, or
         afresh with trainer.measure_peak_flops); every GPU of every process, or the one CPU."""
         runtime, trainer = self.runtime, self.cfg.trainer
-        plan, group = runtime.plan, runtime.group
-        devices = [torch.device("cuda", gpu) for gpu in plan.gpus] or [runtime.device]
+        devices, group = runtime.plan.computes_on, runtime.group
         found = [
             self.peaks.peak(
                 device,
@@ -364,7 +362,7 @@ class TrainingRun:
         )
         if any(each.measured for each in found):
             # Its matrices (up to 768 MiB on a GPU) are not the run's peak memory.
-            memory.reset_peak_memory(plan)
+            memory.reset_peak_memory(runtime.plan)
 
     def _utilization(self, images_per_second: float) -> peak.Utilization:
         """What training at `images_per_second` made of the devices' peak."""
