@@ -14,8 +14,10 @@ from torch.optim import SGD, Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.config.choices import Interval
+from experiments.config.validate import validate
+from experiments.core.errors import ExperimentError
 from experiments.training import schedules
-from helpers import LR, half_cosine, lr_of, scheduler_config
+from helpers import LR, compose_config, half_cosine, lr_of, scheduler_config
 
 EPOCHS, STEPS_PER_EPOCH = 4, 5
 TOTAL = EPOCHS * STEPS_PER_EPOCH
@@ -98,6 +100,74 @@ def test_onecycle_peaks_at_the_lr_then_ends_far_below_its_start() -> None:
     # The last step the run trains with is at the bottom: the peak / 25e4.
     assert lrs[TOTAL - 1] == pytest.approx(peak / 25e4)
     assert lrs[TOTAL - 1] < lrs[0] / 1000
+
+
+def warmed_up(*overrides: str) -> tuple[LRScheduler, Interval, Optimizer]:
+    optimizer = sgd()
+    config = compose_config(*overrides).scheduler
+    scheduler, interval = schedules.for_run(
+        config, optimizer, epochs=EPOCHS, steps_per_epoch=STEPS_PER_EPOCH
+    )
+    return scheduler, interval, optimizer
+
+
+def test_a_warmup_rises_before_any_schedule_which_then_runs_over_the_rest() -> None:
+    # A cosine stepped every step: 1.4 epochs of 5 steps are 7 steps of rise.
+    scheduler, interval, optimizer = warmed_up(
+        "scheduler=cosine", "scheduler.warmup_epochs=1.4", "scheduler.start_factor=0.1"
+    )
+    lrs = curve(optimizer, scheduler, TOTAL)
+    rising = [LR * (0.1 + 0.9 * t / 7) for t in range(8)]
+    falling = [half_cosine(LR, 0.0, t, TOTAL - 7) for t in range(1, TOTAL - 7 + 1)]
+    assert lrs == pytest.approx(rising + falling, rel=1e-9, abs=1e-12)
+
+    # A step schedule stepped every epoch: one epoch of rise, then its milestones (halfway and
+    # three quarters) are of the 3 epochs left: both after 2 of them (round(1.5), round(2.25)).
+    scheduler, interval, optimizer = warmed_up("scheduler=step", "scheduler.warmup_epochs=1")
+    assert interval == Interval.epoch
+    assert curve(optimizer, scheduler, EPOCHS) == pytest.approx(
+        [LR * 0.01, LR, LR, LR * 0.01, LR * 0.01], rel=1e-9
+    )
+
+    # And a constant lr after it (scheduler=none).
+    scheduler, _, optimizer = warmed_up("scheduler.warmup_epochs=2", "scheduler.start_factor=0.5")
+    assert curve(optimizer, scheduler, EPOCHS) == pytest.approx(
+        [LR * 0.5, LR * 0.75, LR, LR, LR], rel=1e-9
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "says"),
+    [
+        (
+            ("scheduler=onecycle", "scheduler.warmup_epochs=1"),
+            "scheduler.warmup_epochs=1.0 warms up scheduler=onecycle, which rises over "
+            "scheduler.pct_start of the run already: take one (scheduler=cosine "
+            "scheduler.warmup_epochs=N warms up a cosine)",
+        ),
+        (
+            ("scheduler=step", "scheduler.warmup_epochs=0.5"),
+            "scheduler.warmup_epochs=0.5 with scheduler.interval=epoch: the lr changes once an "
+            "epoch; give whole epochs, or scheduler.interval=step",
+        ),
+        (
+            ("scheduler=cosine", "scheduler.warmup_epochs=3", "trainer.epochs=3"),
+            "scheduler.warmup_epochs=3.0 must be less than trainer.epochs=3 (the schedule runs "
+            "after the warm-up)",
+        ),
+        (
+            ("scheduler=cosine", "scheduler.start_factor=0"),
+            "scheduler.start_factor=0.0 must be in (0, 1]: the share of the lr the warm-up "
+            "starts from",
+        ),
+    ],
+)
+def test_a_warmup_that_cannot_run_is_refused_in_one_line(
+    overrides: tuple[str, ...], says: str
+) -> None:
+    with pytest.raises(ExperimentError) as error:
+        validate(compose_config(*overrides))
+    assert str(error.value) == says
 
 
 @pytest.mark.parametrize(

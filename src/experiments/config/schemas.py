@@ -244,6 +244,10 @@ class SchedulerConfig:
     _target_: str = MISSING
     _partial_: bool = True
     interval: Interval = Interval.epoch
+    # Epochs of a linear rise from lr * start_factor to lr before the schedule, which then runs
+    # over the rest of the run (0: none). Under interval=step, a share of an epoch is taken too.
+    warmup_epochs: float = 0.0
+    start_factor: float = 0.01
 
 
 @dataclass
@@ -262,9 +266,9 @@ class CosineSchedulerConfig(SchedulerConfig):
 
 @dataclass
 class WarmupCosineSchedulerConfig(CosineSchedulerConfig):
-    # Share of the run spent rising linearly from lr * start_factor to lr.
+    # Share of the run spent rising linearly from lr * start_factor to lr (its warm-up, which
+    # scheduler.warmup_epochs gives any other schedule in epochs).
     warmup_fraction: float = 0.1
-    start_factor: float = 0.01
 
 
 @dataclass

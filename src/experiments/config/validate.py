@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from experiments.config.choices import AUTO_BATCH, DeviceName, Mode
+from experiments.config.choices import AUTO_BATCH, DeviceName, Interval, Mode
 from experiments.config.metric_names import (
     CLASSIFICATION_TASK,
     LOSS,
@@ -431,6 +431,44 @@ def _nesterov_without_momentum(cfg: DictConfig) -> str | None:
     )
 
 
+def _warmup_of_a_rising_schedule(cfg: DictConfig) -> str | None:
+    """warmup_cosine and onecycle rise over a share of the run already: a second rise before it
+    would be a warm-up of a warm-up."""
+    scheduler = cfg.scheduler
+    if not scheduler.get("warmup_epochs"):
+        return None
+    for own in ("warmup_fraction", "pct_start"):
+        if own in scheduler:
+            return (
+                f"scheduler.warmup_epochs={scheduler.warmup_epochs} warms up scheduler="
+                f"{scheduler.name}, which rises over scheduler.{own} of the run already: take "
+                "one (scheduler=cosine scheduler.warmup_epochs=N warms up a cosine)"
+            )
+    return None
+
+
+def _warmup_longer_than_the_run(cfg: DictConfig) -> str | None:
+    epochs, warmup = cfg.trainer.epochs, cfg.scheduler.get("warmup_epochs", 0)
+    if warmup < epochs:
+        return None
+    return (
+        f"scheduler.warmup_epochs={warmup} must be less than trainer.epochs={epochs} (the "
+        "schedule runs after the warm-up)"
+    )
+
+
+def _warmup_between_epoch_steps(cfg: DictConfig) -> str | None:
+    """A schedule stepped once an epoch cannot end its warm-up half-way through one."""
+    scheduler = cfg.scheduler
+    warmup = scheduler.get("warmup_epochs", 0)
+    if scheduler.interval != Interval.epoch or float(warmup).is_integer():
+        return None
+    return (
+        f"scheduler.warmup_epochs={warmup} with scheduler.interval=epoch: the lr changes once an "
+        "epoch; give whole epochs, or scheduler.interval=step"
+    )
+
+
 def _compile_under_dp(cfg: DictConfig) -> str | None:
     prefix, settings = compute_settings(cfg)
     if not (settings.compile and cfg.device.name == DeviceName.dp):
@@ -648,6 +686,19 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     ),
     FieldCheck("scheduler.pct_start", lambda share: 0 < share < 1, "must be in (0, 1)"),
     FieldCheck("scheduler.warmup_fraction", lambda share: 0 <= share < 1, "must be in [0, 1)"),
+    FieldCheck(
+        "scheduler.warmup_epochs",
+        lambda epochs: math.isfinite(epochs) and epochs >= 0,
+        "must be a number of epochs >= 0 (0: no warm-up)",
+    ),
+    FieldCheck(
+        "scheduler.start_factor",
+        lambda factor: 0 < factor <= 1,
+        "must be in (0, 1]: the share of the lr the warm-up starts from",
+    ),
+    _warmup_of_a_rising_schedule,
+    _warmup_longer_than_the_run,
+    _warmup_between_epoch_steps,
 )
 
 

@@ -41,24 +41,10 @@ def cosine(optimizer: Optimizer, total_steps: int, min_lr: float) -> LRScheduler
     return CosineAnnealingLR(optimizer, T_max=total_steps, eta_min=min_lr)
 
 
-def warmup_cosine(
-    optimizer: Optimizer,
-    total_steps: int,
-    min_lr: float,
-    warmup_fraction: float,
-    start_factor: float,
-) -> LRScheduler:
-    """A linear rise from lr * `start_factor` to lr over the first `warmup_fraction` of the run,
-    then the cosine of the rest down to `min_lr`."""
-    warmup = max(1, round(warmup_fraction * total_steps))
-    return SequentialLR(
-        optimizer,
-        [
-            LinearLR(optimizer, start_factor=start_factor, total_iters=warmup),
-            CosineAnnealingLR(optimizer, T_max=max(1, total_steps - warmup), eta_min=min_lr),
-        ],
-        milestones=[warmup],
-    )
+def warmup_cosine(optimizer: Optimizer, total_steps: int, min_lr: float) -> LRScheduler:
+    """`scheduler=warmup_cosine`: the cosine that follows its warm-up over `warmup_fraction` of
+    the run (which `for_run` puts before it, as it does any schedule's)."""
+    return cosine(optimizer, total_steps, min_lr)
 
 
 def onecycle(
@@ -80,11 +66,42 @@ def onecycle(
     )
 
 
+def warmed_up(
+    optimizer: Optimizer, schedule: LRScheduler, warmup_steps: int, start_factor: float
+) -> LRScheduler:
+    """A linear rise from lr * `start_factor` to lr over `warmup_steps`, then `schedule`."""
+    return SequentialLR(
+        optimizer,
+        [LinearLR(optimizer, start_factor=start_factor, total_iters=warmup_steps), schedule],
+        milestones=[warmup_steps],
+    )
+
+
+# The fields that say how `for_run` uses a schedule, not what the schedule is built with.
+_RUN_FIELDS = ("interval", "warmup_epochs", "warmup_fraction", "start_factor")
+
+
 def for_run(
     config: DictConfig, optimizer: Optimizer, *, epochs: int, steps_per_epoch: int
 ) -> tuple[LRScheduler, Interval]:
-    """The configured schedule for a run of `epochs` of `steps_per_epoch` optimizer steps, and
-    when to step it."""
+    """The configured schedule for a run of `epochs` of `steps_per_epoch` optimizer steps, after
+    its warm-up if it has one, and when to step it."""
     interval = Interval(config.interval)
-    total_steps = epochs * (steps_per_epoch if interval == Interval.step else 1)
-    return build(config, leave_out=("interval",))(optimizer, total_steps=total_steps), interval
+    steps_per_interval = steps_per_epoch if interval == Interval.step else 1
+    total_steps = epochs * steps_per_interval
+    warmup = warmup_steps(config, total_steps, steps_per_interval)
+    schedule = build(config, leave_out=_RUN_FIELDS)(optimizer, total_steps=total_steps - warmup)
+    if warmup:
+        schedule = warmed_up(optimizer, schedule, warmup, config.start_factor)
+    return schedule, interval
+
+
+def warmup_steps(config: DictConfig, total_steps: int, steps_per_interval: int) -> int:
+    """How many of the run's `total_steps` the warm-up takes: `warmup_epochs` of any schedule, or
+    warmup_cosine's `warmup_fraction` of the run; at least one where asked for, and never all
+    (the schedule keeps a step)."""
+    if "warmup_fraction" in config:
+        wanted = config.warmup_fraction * total_steps
+    else:
+        wanted = config.warmup_epochs * steps_per_interval
+    return min(max(1, round(wanted)), total_steps - 1) if wanted else 0
