@@ -13,6 +13,7 @@ from helpers import ROOT, eval_cli
 
 TRAINING_GROUPS = {
     "dataset",
+    "debug",
     "device",
     "experiment",
     "hparams_search",

@@ -219,8 +219,7 @@ def test_schemas_refuse_wrong_types_unknown_keys_and_unknown_choices(
             "memory_budget_gb, auto_batch_halvings, seed, "
             "deterministic, cudnn_benchmark, checkpoint_every, threads, precision, channels_last, "
             "compile, compile_mode, "
-            "keep_freed_memory, log_interval, limit_train_batches, limit_eval_images, "
-            "limit_eval_fraction",
+            "keep_freed_memory, log_interval, limit_train_batches, ",
         ),
         (
             "+dataset.augment.rotate=15",

@@ -132,12 +132,13 @@ TEMPLATE_KEYS = [
     ),
     (
         "debug=default",
-        "debug=default: the config has no key 'debug'; a quick run is trainer.epochs=1 "
-        "trainer.limit_train_batches=2 trainer.limit_eval_images=64",
+        "debug=default is not an option of 'debug'; a quick run is debug=fast (one batch of "
+        "each split)",
     ),
     (
         "debug=profiler",
-        "debug=profiler: the config has no key 'debug'; profiling is trainer.profile=true",
+        "debug=profiler is not an option of 'debug'; profiling is debug=profile (a short "
+        "epoch) or trainer.profile=true",
     ),
     (
         "tags=[dev]",

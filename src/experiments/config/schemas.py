@@ -435,6 +435,10 @@ class TrainerConfig:
     # Stop each epoch's training after this many batches (null: all): a number of steps,
     # whatever the batch size (with trainer.accumulate_batches=K, a K-th of it).
     limit_train_batches: int | None = None
+    # Train on the same N batches every epoch (null: the whole split, shuffled anew): drawn once
+    # by trainer.seed, in the same order each time (debug=overfit). A model and loss that are
+    # right drive their loss toward 0 on them; one that cannot has a bug.
+    overfit_batches: int | None = None
     # Evaluate (validation and test) on this many images of each split, or on this fraction of
     # each, e.g. 0.2 (null: all; set one of the two): the same images whatever the batch size,
     # and for every run of the same data (drawn by a fixed seed: experiments.data.subset).

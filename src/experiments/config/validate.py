@@ -605,6 +605,30 @@ def _batch_not_shared_evenly(cfg: DictConfig, processes: int) -> str | None:
     )
 
 
+def _overfit_and_limit(cfg: DictConfig) -> str | None:
+    trainer = cfg.trainer
+    if trainer.overfit_batches is None or trainer.limit_train_batches is None:
+        return None
+    return (
+        f"trainer.overfit_batches={trainer.overfit_batches} trains on those batches every "
+        f"epoch, and trainer.limit_train_batches={trainer.limit_train_batches} on the first "
+        "of a new shuffle: set one (the other null)"
+    )
+
+
+def _a_batchs_worth_of_an_unsearched_batch(cfg: DictConfig) -> str | None:
+    """The debug presets evaluate a batch's worth of images (`${trainer.batch_size}`), which
+    trainer.batch_size=auto is not before its search."""
+    limit = OmegaConf.to_container(cfg.trainer, resolve=False).get("limit_eval_images")
+    if cfg.trainer.batch_size != AUTO_BATCH or limit != "${trainer.batch_size}":
+        return None
+    return (
+        f"trainer.limit_eval_images={limit} (a debug preset's: a batch's worth) has no size "
+        f"while trainer.batch_size={AUTO_BATCH}: give trainer.batch_size=N, or "
+        "trainer.limit_eval_images=N"
+    )
+
+
 def _halvings_without_auto(cfg: DictConfig) -> str | None:
     halvings = cfg.trainer.auto_batch_halvings
     if halvings == 0 or cfg.trainer.batch_size == AUTO_BATCH:
@@ -616,6 +640,7 @@ def _halvings_without_auto(cfg: DictConfig) -> str | None:
 
 
 TRAINING_CHECKS: tuple[Check, ...] = (
+    _a_batchs_worth_of_an_unsearched_batch,
     _whole_from_one("trainer.epochs"),
     FieldCheck(
         "trainer.batch_size",
@@ -636,6 +661,8 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     _whole_from_one("trainer.accumulate_batches"),
     _from_one_or_null("trainer.threads"),
     _from_one_or_null("trainer.limit_train_batches"),
+    _from_one_or_null("trainer.overfit_batches"),
+    _overfit_and_limit,
     *_evaluation_limit_checks("trainer.limit_eval_images", "trainer.limit_eval_fraction"),
     _compile_under_dp,
     _channels_last_under_dp,

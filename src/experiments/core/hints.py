@@ -9,9 +9,7 @@ import difflib
 from collections.abc import Iterable, Sequence
 
 # The equivalents of several keys.
-QUICK_RUN = (
-    "a quick run is trainer.epochs=1 trainer.limit_train_batches=2 trainer.limit_eval_images=64"
-)
+QUICK_RUN = "a quick run is debug=fast (one batch of each split)"
 EVAL_LIMIT = (
     "validation and test are limited in images, the same whatever the batch size: "
     "trainer.limit_eval_images=N, or a fraction of each split: trainer.limit_eval_fraction=0.2"
@@ -39,8 +37,10 @@ TEMPLATE_EQUIVALENTS = {
         "checkpoints and early stopping are trainer.checkpoint_every=N, trainer.monitor=<metric> "
         "and trainer.early_stopping.patience=N"
     ),
-    "debug": QUICK_RUN,
-    "debug=profiler": "profiling is trainer.profile=true",
+    "debug=default": QUICK_RUN,
+    "debug=fdr": QUICK_RUN,
+    "debug=limit": QUICK_RUN,
+    "debug=profiler": "profiling is debug=profile (a short epoch) or trainer.profile=true",
     "tags": "a run is named by its folder: hydra.run.dir=outputs/<name> (hydra.sweep.dir= for -m)",
     "paths": "the run folder is hydra.run.dir=<folder>, a dataset's files dataset.root=<folder>",
     "extras": "python train.py --cfg job prints the config",

@@ -35,3 +35,11 @@ def evaluated_rows(
         return None
     permutation = torch.randperm(in_split, generator=torch.Generator().manual_seed(SUBSET_SEED))
     return permutation[:count].sort().values
+
+
+def overfit_rows(in_split: int, count: int, seed: int) -> torch.Tensor:
+    """The `count` rows of a split of `in_split` images that `trainer.overfit_batches` trains on
+    every epoch, in the order they are taken: drawn once by the run's `seed`, so an image folder's
+    first class is not all there is to learn."""
+    permutation = torch.randperm(in_split, generator=torch.Generator().manual_seed(seed))
+    return permutation[:count]

@@ -684,7 +684,11 @@ class TrainingRun:
         training = shuffle is not None
         # Training is limited in steps; evaluation in images, the same whatever the batch size.
         limit_eval = (trainer.limit_eval_images, trainer.limit_eval_fraction)
-        evaluated = None if training else subset.evaluated_rows(len(split), *limit_eval)
+        rows = None if training else subset.evaluated_rows(len(split), *limit_eval)
+        if training and trainer.overfit_batches:
+            # The same rows in the same order every epoch: no shuffle (augmentation still draws).
+            count = min(len(split), trainer.overfit_batches * trainer.batch_size)
+            rows, shuffle = subset.overfit_rows(len(split), count, trainer.seed), None
         return Batches(
             split,
             batch_size=trainer.batch_size,
@@ -693,7 +697,7 @@ class TrainingRun:
             runtime=self.runtime,
             shuffle=shuffle,
             limit=trainer.limit_train_batches if training else None,
-            subset=evaluated,
+            subset=rows,
             augment=augment,
             fewest=fewest,
         )
