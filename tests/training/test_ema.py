@@ -89,6 +89,37 @@ def test_the_average_is_torchs_averaged_model_of_its_ema_function() -> None:
     assert ours["1.num_batches_tracked"] == model.state_dict()["1.num_batches_tracked"] == 5
 
 
+@pytest.mark.gpu
+def test_on_a_gpu_the_average_follows_without_waiting_for_the_device() -> None:
+    # With CUDA's sync debug mode at "error", an update that waited for the device (as torch's
+    # AveragedModel does, reading its count of updates) would raise. The average is the one the
+    # CPU computes of the same weights.
+    cuda = torch.device("cuda")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2)).to(cuda)
+    ema = ModelAverage(model, decay=0.9, warmup_steps=3)
+    on_host = nn.Sequential(nn.Linear(5, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 2))
+    on_host.load_state_dict(model.state_dict())
+    host_ema = ModelAverage(on_host, decay=0.9, warmup_steps=3)
+    optimizer = SGD(model.parameters(), lr=0.1)
+    for _ in range(5):
+        optimizer.zero_grad()
+        model(torch.randn(8, 5, device=cuda)).square().mean().backward()
+        optimizer.step()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            ema.step()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        on_host.load_state_dict(model.state_dict())
+        host_ema.step()
+    assert all(
+        tensor.device == model[0].weight.device for tensor in ema.state_dict()["weights"].values()
+    )
+    for name, tensor in host_ema.average.state_dict().items():
+        torch.testing.assert_close(ema.average.state_dict()[name].cpu(), tensor)
+
+
 def set_weight(model: nn.Linear, value: float) -> None:
     with torch.no_grad():
         model.weight.fill_(value)
