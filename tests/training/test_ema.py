@@ -21,7 +21,16 @@ from experiments.run.train import train
 from experiments.training import loop
 from experiments.training.ema import ModelAverage
 from experiments.training.tasks import Classification
-from helpers import SMALL, compose_config, eval_cli, numbers, on, results, trained_run
+from helpers import (
+    SMALL,
+    compose_config,
+    eval_cli,
+    numbers,
+    on,
+    results,
+    train_cli,
+    trained_run,
+)
 
 
 def weights_of(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -241,3 +250,16 @@ def test_a_checkpoint_whose_average_is_not_a_runs_is_refused(ema_run: Path, tmp_
         f"checkpoint {altered} is not one of this tool's: its ema is a string ('weights'), where "
         "a run saves its average's weights and steps; it was altered, and was not used"
     )
+
+
+def test_an_average_the_run_would_never_update_is_refused(tmp_path: Path) -> None:
+    done = train_cli(tmp_path, *SMALL, "trainer.ema.decay=0.9", "trainer.ema.every=3")
+    assert done.returncode == 1
+    line = (
+        "trainer.ema.every=3 updates the average of the weights every 3 optimizer steps, and the "
+        "run takes 2 (1 epoch of 2): it would evaluate the weights as built; use "
+        "trainer.ema.every=2 or fewer"
+    )
+    assert done.last_line.endswith(f"] Error: {line}")
+    assert results(done.run_dir)["status"] == "failed"
+    assert results(done.run_dir)["reason"] == line

@@ -439,6 +439,15 @@ class TrainingRun:
         self.results.add(SetupRecord, evaluated_weights="model" if ema.decay is None else "ema")
         if ema.decay is None:
             return None
+        epochs = self.cfg.trainer.epochs
+        steps = epochs * self.steps_per_epoch
+        if ema.every > steps:
+            raise ExperimentError(
+                f"trainer.ema.every={ema.every} updates the average of the weights every "
+                f"{ema.every} optimizer steps, and the run takes {steps} ({epochs} "
+                f"epoch{'s' * (epochs != 1)} of {self.steps_per_epoch}): it would evaluate the "
+                f"weights as built; use trainer.ema.every={steps} or fewer"
+            )
         log.info(
             "validation and test evaluate the moving average of the model's weights "
             "(trainer.ema.decay=%s), not the model's own",
