@@ -391,6 +391,20 @@ class EarlyStoppingConfig:
 
 
 @dataclass
+class EmaConfig:
+    # Keep an exponential moving average of the model's weights and buffers (BatchNorm's
+    # statistics), and evaluate, select and save it in the model's stead: the share of the
+    # average kept at each optimizer step, in (0, 1), e.g. 0.9999 (about the last 10000 steps);
+    # null: none. (experiments.training.ema; torchvision's --model-ema, timm's ModelEmaV3.)
+    decay: float | None = None
+    # Update the average every this many optimizer steps (keeping decay ** every of it).
+    every: int = 1
+    # Raise the decay linearly from nearly 0 (a copy of the model) to decay over this many
+    # optimizer steps, so that the average does not stay near the initial weights.
+    warmup_steps: int = 0
+
+
+@dataclass
 class TrainerConfig:
     epochs: int = 10
     # The batch of one optimizer step (of all processes together under torchrun), or auto: the
@@ -482,6 +496,7 @@ class TrainerConfig:
     # Under device=ddp on GPUs: BatchNorm layers normalize by the statistics of every process's
     # images (torch's SyncBatchNorm), not each process's share alone.
     sync_batchnorm: bool = False
+    ema: EmaConfig = field(default_factory=EmaConfig)
 
 
 @dataclass

@@ -40,7 +40,7 @@ from experiments.config.overrides import (
     refuse_own_class_on_a_shipped_model,
     refuse_sweeps_without_multirun,
 )
-from experiments.config.schemas import is_table
+from experiments.config.schemas import EmaConfig, is_table
 from experiments.config.store import config_groups, group_options
 from experiments.core.errors import ExperimentError
 from experiments.core.hints import no_such_key
@@ -639,6 +639,27 @@ def _halvings_without_auto(cfg: DictConfig) -> str | None:
     )
 
 
+def _average_settings_without_decay(cfg: DictConfig) -> str | None:
+    """trainer.ema's settings of how the average is kept, given without the decay that keeps
+    one."""
+    ema = OmegaConf.select(cfg, "trainer.ema")
+    if ema is None or ema.decay is not None:
+        return None
+    defaults = EmaConfig()
+    given = [
+        f"trainer.ema.{key}={ema[key]}"
+        for key in ("every", "warmup_steps")
+        if ema[key] != getattr(defaults, key)
+    ]
+    if not given:
+        return None
+    verb = "sets" if len(given) == 1 else "set"
+    return (
+        f"{' and '.join(given)} {verb} how the average of the weights is kept, but "
+        "trainer.ema.decay is null: none is kept; add trainer.ema.decay=0.9999"
+    )
+
+
 TRAINING_CHECKS: tuple[Check, ...] = (
     _a_batchs_worth_of_an_unsearched_batch,
     _whole_from_one("trainer.epochs"),
@@ -667,6 +688,15 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     _compile_under_dp,
     _channels_last_under_dp,
     _benchmark_with_determinism,
+    FieldCheck(
+        "trainer.ema.decay",
+        lambda decay: decay is None or 0 < decay < 1,
+        "must be in (0, 1), the share of the average kept at each optimizer step (e.g. 0.9999), "
+        "or null (no average)",
+    ),
+    _whole_from_one("trainer.ema.every"),
+    FieldCheck("trainer.ema.warmup_steps", lambda steps: steps >= 0, "must be a whole number >= 0"),
+    _average_settings_without_decay,
     FieldCheck(
         "trainer.seed",
         lambda seed: 0 <= seed < 2**64,  # what torch's generators take

@@ -1,7 +1,8 @@
 """Checkpoints: state_dicts and plain data, written atomically, read without running any code.
 
 A checkpoint (`checkpoints/last.pt` in a run folder) holds the model's, the optimizer's, the
-learning-rate scheduler's and the gradient scaler's state_dicts, the epoch, the resolved config,
+learning-rate scheduler's and the gradient scaler's state_dicts, the moving average of the
+model's weights (trainer.ema; null without), the epoch, the resolved config,
 the epochs' numbers so far, the selected epoch's confusion matrix and the state of every random
 generator, so a run resumes exactly where it stopped. `checkpoints/best.pt`, in runs with a
 validation split, is the same of the selected epoch. It is read with
@@ -32,6 +33,7 @@ from experiments.core.files import (
     writing,
 )
 from experiments.records import checksum
+from experiments.training.ema import ModelAverage
 from experiments.training.history import History
 
 LAST = Path("checkpoints") / "last.pt"
@@ -56,6 +58,7 @@ def state(
     selected_confusion: list[list[int]],
     data: dict[str, Any],
     steps_per_epoch: int,
+    ema: ModelAverage | None = None,
 ) -> dict[str, Any]:
     """What resuming after `epoch` needs (`model` unwrapped, so it loads anywhere), for `save`;
     `data` and `steps_per_epoch` are what a resume may not change
@@ -67,6 +70,9 @@ def state(
         # fp16's loss scale and its growth tracker (empty for a disabled scaler), so a resumed
         # run skips exactly the steps the uninterrupted one would.
         "scaler": scaler.state_dict(),
+        # The moving average of the weights (None: the run keeps none), which its epochs were
+        # evaluated and selected by, and evaluation loads.
+        "ema": None if ema is None else ema.state_dict(),
         "epoch": epoch,
         "config": config,
         "history": history,
@@ -95,12 +101,16 @@ def restore(
     optimizer: torch.optim.Optimizer,
     scheduler: LRScheduler,
     scaler: torch.amp.GradScaler,
+    ema: ModelAverage | None = None,
 ) -> None:
-    """Load a checkpoint's states into the resumed run's model (unwrapped), optimizer, scheduler
-    and scaler, or say in one line that the run is not the one the checkpoint was saved from."""
+    """Load a checkpoint's states into the resumed run's model (unwrapped), optimizer, scheduler,
+    scaler and moving average of the weights, or say in one line that the run is not the one the
+    checkpoint was saved from."""
     try:
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
+        if ema is not None:  # (the checkpoint has one: `resume_checks.refuse_other_average`)
+            ema.load_state_dict(checkpoint["ema"])
     except (RuntimeError, ValueError) as error:
         saved = checkpoint["config"]["model"]["name"]
         raise ExperimentError(
@@ -216,6 +226,12 @@ def load(path: Path) -> dict[str, Any]:
             "it (damaged on disk or in a copy), so it was not loaded; use an intact copy, or "
             "train afresh with replay=<run>"
         )
+    fault = _average_fault(state.get("ema"))
+    if fault:
+        raise ExperimentError(
+            f"checkpoint {path} is not one of this tool's: its {fault}; it was altered, and was "
+            "not used"
+        )
     fault = _config_fault(state["config"])
     if fault:
         raise ExperimentError(
@@ -226,6 +242,26 @@ def load(path: Path) -> dict[str, Any]:
     # the environment is kept as the interpolation's text (`config.build.recorded`), never
     # resolved again.
     return {**state, "config": with_current_targets(_environment_as_text(state["config"]))}
+
+
+def evaluated_weights(checkpoint: dict[str, Any]) -> tuple[str, dict[str, torch.Tensor]]:
+    """The weights a run evaluated and selected by, by name ("model", or "ema": their moving
+    average, trainer.ema), of its `checkpoint` as `load` returns it."""
+    if checkpoint.get("ema") is not None:
+        return "ema", checkpoint["ema"]["weights"]
+    return "model", checkpoint["model"]
+
+
+def _average_fault(average: Any) -> str | None:
+    """What a checkpoint's moving average ("ema") holds that no run saves, in words that follow
+    "its"; None where it is absent, null, or weights and a count of steps."""
+    if average is None or (
+        isinstance(average, dict)
+        and isinstance(average.get("weights"), dict)
+        and isinstance(average.get("steps"), int)
+    ):
+        return None
+    return f"ema is {_described(average)}, where a run saves its average's weights and steps"
 
 
 def _config_fault(config: Any) -> str | None:

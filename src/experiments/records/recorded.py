@@ -123,6 +123,9 @@ class SetupRecord(TypedDict, total=False):
     batch_search: BatchSearch
     optimizer_fused: bool
     cudnn_benchmark: bool
+    # The weights the validation and test numbers (each epoch's, the selected one's) are of, and
+    # best.pt's evaluation: "model", or "ema", their moving average (trainer.ema).
+    evaluated_weights: Literal["model", "ema"]
     test_images: int
     test_split_images: int
     trackers: dict[str, str]  # each tracker's run, that a resume carries on
@@ -230,6 +233,7 @@ class EvaluationRecord(TypedDict, total=False):
     model: str
     trained_on: str  # the dataset
     trained_epochs: int
+    evaluated_weights: Literal["model", "ema"]  # the checkpoint's: the model's, or their average
     dataset: str
     test_images: int
     test_split_images: int

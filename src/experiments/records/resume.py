@@ -1,10 +1,11 @@
 """A training run's state, saved after an epoch and put back by `resume=<run>`.
 
 `TrainingState` is what a checkpoint holds of the run as it trains (weights, optimizer, schedule,
-loss scale, random generators) beside what a resume may not change (the data's fingerprint, the
-optimizer steps of an epoch); its `save` and `restore` are the two ends of one format. The run
-asks for its checkpoint with `checkpoint_to_resume` before its records are touched, and
-`restore` puts the run back where the checkpoint left it once its model and optimizer are built.
+loss scale, the weights' moving average, random generators) beside what a resume may not change
+(the data's fingerprint, the optimizer steps of an epoch); its `save` and `restore` are the two
+ends of one format. The run asks for its checkpoint with `checkpoint_to_resume` before its records
+are touched, and `restore` puts the run back where the checkpoint left it once its model and
+optimizer are built.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from experiments.records.metrics import RunRecorder
 from experiments.records.recorded import SetupRecord
 from experiments.records.results import Results
 from experiments.training import seeding, selection
+from experiments.training.ema import ModelAverage
 from experiments.training.history import History
 from experiments.training.selection import Monitor, selected_epoch
 
@@ -63,6 +65,7 @@ class TrainingState:
     config: dict[str, Any]
     data: dict[str, Any]
     steps_per_epoch: int
+    ema: ModelAverage | None = None  # the moving average of the weights (trainer.ema)
 
     def save(
         self,
@@ -87,6 +90,7 @@ class TrainingState:
             selected_confusion=selected_confusion,
             data=self.data,
             steps_per_epoch=self.steps_per_epoch,
+            ema=self.ema,
         )
         # best.pt first: a kill between the two never leaves last.pt ahead of it.
         if best:
@@ -100,8 +104,9 @@ class TrainingState:
         resume_checks.refuse_other_data(checkpoint, run, self.data)
         resume_checks.refuse_other_steps(checkpoint, run, self.steps_per_epoch, trainer)
         resume_checks.refuse_other_batch_size(checkpoint, run, trainer.batch_size)
+        resume_checks.refuse_other_average(checkpoint, run, trainer.ema.decay)
         checkpoints.restore(
-            checkpoint, run, self.model, self.optimizer, self.scheduler, self.scaler
+            checkpoint, run, self.model, self.optimizer, self.scheduler, self.scaler, self.ema
         )
         seeding.restore(checkpoint["rng"], self.shuffle, self.gpus)
 

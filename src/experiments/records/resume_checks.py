@@ -6,7 +6,9 @@ before any state is put back (so a refusal leaves the run's records as they were
 - the optimizer steps of an epoch (one per trainer.accumulate_batches batches): a per-step
   schedule was built for the run's total (OneCycleLR would raise part-way, a cosine would climb
   back up past its end), and the records number steps by it;
-- the batch size, whatever the steps of an epoch come to.
+- the batch size, whatever the steps of an epoch come to;
+- whether a moving average of the weights is kept (trainer.ema): its epochs were evaluated and
+  selected by the model's weights or by the average, and an average cannot begin part-way.
 
 Checkpoints saved before the first two were recorded carry neither, and are not checked.
 """
@@ -73,3 +75,23 @@ def refuse_other_batch_size(checkpoint: dict[str, Any], run: str, batch_size: in
             f"run keeps its batch size throughout: resume with trainer.batch_size={saved}, or "
             f"start a new run with replay={run} trainer.batch_size={batch_size}"
         )
+
+
+def refuse_other_average(checkpoint: dict[str, Any], run: str, decay: float | None) -> None:
+    """Refuse to resume `run` keeping a moving average of the weights (`decay`: trainer.ema.decay
+    now; None: none) where its checkpoint has none, or the reverse."""
+    saved = checkpoint["config"]["trainer"].get("ema", {}).get("decay")
+    if (checkpoint.get("ema") is None) == (decay is None):
+        return
+    if decay is None:
+        raise ExperimentError(
+            f"resume={run}: it was trained with trainer.ema.decay={saved}, its epochs evaluated "
+            "and selected by the moving average of its weights; resume with it (leave "
+            f"trainer.ema.decay out), or start a new run without it with replay={run} "
+            "trainer.ema.decay=null"
+        )
+    raise ExperimentError(
+        f"resume={run}: it was trained without a moving average of its weights, which cannot "
+        f"begin part-way (trainer.ema.decay={decay}); resume without it, or start a new run with "
+        f"it with replay={run} trainer.ema.decay={decay}"
+    )

@@ -66,7 +66,8 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         results.add(EvaluationRecord, data=data.recorded())
         task = setup.build_task(trained.task, data)
         model = setup.build_model(trained.model, trained.task.name, task, data)
-        model.load_state_dict(state["model"])
+        weights, state_dict = checkpoints.evaluated_weights(state)
+        model.load_state_dict(state_dict)
         model = setup.place_model(model, runtime, cfg.compile, compile_mode=cfg.compile_mode)
         cuda_graphs = bool(cfg.compile) and setup.uses_cuda_graphs(cfg.compile_mode)
         test_batches = Batches(
@@ -91,6 +92,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
             model=trained.model.name,
             trained_on=trained.dataset.name,
             trained_epochs=state["epoch"],
+            evaluated_weights=weights,
             dataset=data.name,
             test_images=test_batches.count_images(),
             test_split_images=len(data.test),
@@ -232,12 +234,14 @@ def _typed_for_eval(found: trust.Target) -> str:
 
 
 def _which_epoch(path: Path, state: dict[str, Any], trained: DictConfig) -> str:
-    """What the checkpoint holds: a run's selected epoch (best.pt), or its latest."""
+    """What the checkpoint holds: a run's selected epoch (best.pt), or its latest; the moving
+    average of its weights, of a run that kept one (trainer.ema)."""
+    averaged = " (the moving average of its weights)" if state.get("ema") is not None else ""
     if path.name == checkpoints.BEST.name:
-        return f"epoch {state['epoch']}, selected by {Monitor.of(trained)}"
+        return f"epoch {state['epoch']}{averaged}, selected by {Monitor.of(trained)}"
     if path.name == checkpoints.LAST.name:
-        return f"epoch {state['epoch']}, the last its run saved"
-    return f"epoch {state['epoch']}"
+        return f"epoch {state['epoch']}{averaged}, the last its run saved"
+    return f"epoch {state['epoch']}{averaged}"
 
 
 def evaluated_test_rows(

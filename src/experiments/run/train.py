@@ -74,6 +74,7 @@ from experiments.training import (
     selection,
     time_to_accuracy,
 )
+from experiments.training.ema import ModelAverage
 from experiments.training.history import History
 from experiments.training.selection import Monitor
 from experiments.training.tasks import Task
@@ -415,6 +416,7 @@ class TrainingRun:
             trainer.stop_on_divergence,
             trainer.accumulate_batches,
             cuda_graphs=setup.uses_cuda_graphs(trainer.compile_mode),
+            ema=self._moving_average(model),
         )
         self.state = TrainingState(
             model=unwrap(model),
@@ -426,7 +428,32 @@ class TrainingRun:
             config=plain(recorded(cfg)),
             data=fingerprint.of(self.data, cfg.dataset),  # what a resume must find again
             steps_per_epoch=self.steps_per_epoch,
+            ema=self.learner.ema,
         )
+
+    def _moving_average(self, model: nn.Module) -> ModelAverage | None:
+        """The moving average of the model's weights that the run evaluates, selects and saves
+        in its stead, with trainer.ema.decay (None: without); kept of the model inside its
+        wrappers, whose tensors they share."""
+        ema = self.cfg.trainer.ema
+        self.results.add(SetupRecord, evaluated_weights="model" if ema.decay is None else "ema")
+        if ema.decay is None:
+            return None
+        epochs = self.cfg.trainer.epochs
+        steps = epochs * self.steps_per_epoch
+        if ema.every > steps:
+            raise ExperimentError(
+                f"trainer.ema.every={ema.every} updates the average of the weights every "
+                f"{ema.every} optimizer steps, and the run takes {steps} ({epochs} "
+                f"epoch{'s' * (epochs != 1)} of {self.steps_per_epoch}): it would evaluate the "
+                f"weights as built; use trainer.ema.every={steps} or fewer"
+            )
+        log.info(
+            "validation and test evaluate the moving average of the model's weights "
+            "(trainer.ema.decay=%s), not the model's own",
+            ema.decay,
+        )
+        return ModelAverage(unwrap(model), ema.decay, ema.every, ema.warmup_steps)
 
     def _set_up_batches(self, model: nn.Module, shuffle: torch.Generator) -> None:
         """The splits cut into batches, the training split's shuffled (and augmented) by
@@ -703,8 +730,15 @@ class TrainingRun:
         )
 
     def _evaluate(self, batches: Batches) -> loop.EvaluationResult:
-        model, task, graphs = self.learner.model, self.learner.task, self.learner.cuda_graphs
-        return loop.evaluate(model, batches, self.runtime, task, graphs)
+        """The weights the run is judged by on `batches`: the model's, or their moving average
+        (trainer.ema), evaluated as it is kept: not compiled, nor spread over GPUs by
+        DataParallel."""
+        learner = self.learner
+        if learner.ema is not None:
+            return loop.evaluate(learner.ema.average, batches, self.runtime, learner.task)
+        return loop.evaluate(
+            learner.model, batches, self.runtime, learner.task, learner.cuda_graphs
+        )
 
     def _begin_tracking(self) -> None:
         """Tell the trackers what the run is; a resume carries on the runs they began before in

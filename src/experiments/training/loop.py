@@ -30,6 +30,7 @@ from experiments.devices.process_group import ProcessGroup
 from experiments.devices.runtime import Runtime
 from experiments.devices.timing import DeviceTimer, wait_for
 from experiments.devices.wrapping import without_gradient_sync
+from experiments.training.ema import ModelAverage
 from experiments.training.tasks import Task
 
 # A progress bar is its own process's: a thread lock will do. tqdm's default also takes a
@@ -96,6 +97,9 @@ class Learner:
     # The model replays CUDA graphs (trainer.compile_mode=reduce-overhead): each optimizer step
     # begins a new step of them, or the next replay would overwrite what this one still needs.
     cuda_graphs: bool = False
+    # The moving average of the model's weights that follows its optimizer steps (trainer.ema;
+    # None: none is kept).
+    ema: ModelAverage | None = None
 
 
 def train_epoch(
@@ -212,7 +216,8 @@ def _optimizer_step(learner: Learner, scaler: torch.amp.GradScaler, *, first: bo
     """The optimizer step on the gradients its batches added up: clipped first if asked, taken
     through `scaler` (which skips a step whose fp16 gradients overflowed), and a schedule by
     step stepped after it (at the epoch's `first` step, without torch's warning of a skipped
-    one: `_schedule_may_step_first`)."""
+    one: `_schedule_may_step_first`); then the moving average of the weights, if one is kept,
+    follows the step."""
     optimizer = learner.optimizer
     if learner.gradient_clip is not None:
         scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
@@ -222,6 +227,8 @@ def _optimizer_step(learner: Learner, scaler: torch.amp.GradScaler, *, first: bo
     if learner.step_scheduler is not None:
         with _schedule_may_step_first() if first else nullcontext():
             learner.step_scheduler.step()
+    if learner.ema is not None:
+        learner.ema.step()
 
 
 @contextmanager
