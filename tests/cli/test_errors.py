@@ -22,7 +22,7 @@ COMPOSITION_ERRORS = [
     (
         "model=resnet",
         "Error: model=resnet is not an option of 'model'; "
-        "choose one of: custom, lenet, mlp, network, torchvision, tudui, unet (a torchvision "
+        "choose one of: custom, lenet, mlp, network, timm, torchvision, tudui, unet (a torchvision "
         "architecture is model=torchvision model.arch=resnet; or did you mean lenet or unet?)",
     ),
     (

@@ -49,6 +49,17 @@ class TorchvisionModelConfig(ModelConfig):
 
 
 @dataclass
+class TimmModelConfig(ModelConfig):
+    # Any name timm.list_models() gives (timm is an optional extra: pip install
+    # 'experiments[timm]').
+    arch: str = "resnet18"
+    # Start a new run from timm's default weights for the architecture, fetched from the Hugging
+    # Face Hub (or its cache); false: untrained, nothing fetched. (`weights` stays a file of one's
+    # own, as every model's.)
+    pretrained: bool = False
+
+
+@dataclass
 class AugmentConfig:
     # Random crop after padding each side by this many pixels (0: no crop).
     crop_padding: int = 0
@@ -564,6 +575,7 @@ SCHEMAS: dict[str, type] = {
     "mlp_schema": MLPConfig,
     "unet_schema": UNetConfig,
     "torchvision_model_schema": TorchvisionModelConfig,
+    "timm_model_schema": TimmModelConfig,
     "dataset_schema": DatasetConfig,
     "torchvision_dataset_schema": TorchvisionDatasetConfig,
     "user_dataset_schema": UserDatasetConfig,

@@ -150,12 +150,16 @@ def build_task(config: DictConfig, data: ImageData) -> Task:
     return task
 
 
-def build_model(config: DictConfig, task_option: str, task: Task, data: ImageData) -> nn.Module:
+def build_model(
+    config: DictConfig, task_option: str, task: Task, data: ImageData, from_checkpoint: bool
+) -> nn.Module:
     """The model `config` names, on the host, sized to `data` (its shape, its classes) and to
-    the outputs `task` (`task=<task_option>`) takes: a training run's and an evaluation's alike."""
+    the outputs `task` (`task=<task_option>`) takes: a training run's and an evaluation's alike;
+    untrained where a checkpoint's weights replace it (`from_checkpoint`)."""
     classes = len(data.classes)
+    outputs = task.outputs(classes, data.shape)
     return models.build_for(
-        config, data.shape, classes, data.name, task_option, task.outputs(classes, data.shape)
+        config, data.shape, classes, data.name, task_option, outputs, from_checkpoint
     )
 
 
