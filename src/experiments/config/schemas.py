@@ -349,7 +349,11 @@ class TaskConfig:
 class ClassificationTaskConfig(TaskConfig):
     name: str = "classification"
     _target_: str = "experiments.training.tasks.Classification"
-    metrics: dict[str, Mode] = field(default_factory=lambda: {"accuracy": Mode.max})
+    # top5_accuracy: the share of images whose class is among the model's five highest logits,
+    # measured only with 10 classes or more (`metric_names.TOP5_LEAST_CLASSES`).
+    metrics: dict[str, Mode] = field(
+        default_factory=lambda: {"accuracy": Mode.max, "top5_accuracy": Mode.max}
+    )
     # The training loss's (evaluation's loss is plain cross-entropy, to compare across runs).
     label_smoothing: float = II("trainer.label_smoothing")
 

@@ -26,7 +26,7 @@ from omegaconf import Container, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.config.metric_names import (
-    CLASSIFICATION,
+    CLASSIFICATION_BEFORE_TOP5,
     TASK_METRICS,
     TEST,
     TRAIN_LOSS,
@@ -226,7 +226,7 @@ def _measures(read: ConfigRead, results: RecordedResults) -> tuple[TaskMetrics, 
     if measures is None and results.get("task_metrics"):
         measures = declared(results["task_metrics"])
     own = measures is not None and task is not None and task["name"] not in TASK_METRICS
-    measures = measures or CLASSIFICATION
+    measures = measures or CLASSIFICATION_BEFORE_TOP5
     _check(results, task_numbers(measures), RESULTS, partial=True)
     return measures, own
 
