@@ -72,6 +72,17 @@ def test_a_name_that_is_no_timm_architecture_is_refused_with_the_closest() -> No
     assert "\n" not in message
 
 
+def test_a_pretrained_tag_timm_has_not_got_is_refused_naming_those_it_has() -> None:
+    tagged = timm_model(f"{CNN}.r160_in1k", (3, 32, 32), 10)
+    assert tagged(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+    with pytest.raises(ExperimentError) as error:
+        timm_model(f"{CNN}.in22k", (3, 32, 32), 10)
+    assert str(error.value) == (
+        f"model.arch={CNN}.in22k: timm has no weights of {CNN} tagged in22k; its tags are "
+        f"r160_in1k (model.arch={CNN}: the default's)"
+    )
+
+
 def hub_cache(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, torch.Tensor]:
     """A Hugging Face Hub cache under `root` holding weights for `CNN`'s default pretrained
     tag, as a download leaves them, read offline; returns them."""

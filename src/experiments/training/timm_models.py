@@ -42,6 +42,7 @@ def build(
             f"model.arch={arch} is not one of timm's {len(known)} architectures{hint}; "
             "python -c \"import timm; print(timm.list_models('resnet*'))\" lists a family's"
         )
+    _refuse_unknown_tag(timm, arch)
     fitted = {"img_size": image_size} if takes_one_size(timm, arch) else {}
     try:
         return timm.create_model(
@@ -62,6 +63,19 @@ def takes_one_size(timm: ModuleType, arch: str) -> bool:
     `fixed_input_size`)."""
     config = timm.models.get_pretrained_cfg(arch)
     return bool(config and config.fixed_input_size)
+
+
+def _refuse_unknown_tag(timm: ModuleType, arch: str) -> None:
+    """An architecture named with a pretrained tag (`resnet10t.c3_in1k`) timm has no weights
+    under, refused in one line naming the tags it has."""
+    name, tag = timm.models.split_model_name_tag(arch)
+    tags = [known.partition(".")[2] for known in timm.list_pretrained(f"{name}.*")]
+    if not tag or tag in tags:
+        return
+    raise ExperimentError(
+        f"model.arch={arch}: timm has no weights of {name} tagged {tag}; its tags are "
+        f"{', '.join(tags) or 'none'} (model.arch={name}: the default's)"
+    )
 
 
 def _imported() -> ModuleType:
