@@ -1,6 +1,7 @@
 """Top-5 accuracy: measured by a classifier of 10 classes or more on the validation and test
 splits, recorded with the other numbers (metrics.jsonl, results.json, TensorBoard, an
-evaluation's results), never selecting epochs unless trainer.monitor names it; a task of fewer
+evaluation's results) and read back by the report, never selecting epochs unless
+trainer.monitor names it; a task of fewer
 classes has none, and cannot monitor it."""
 
 from __future__ import annotations
@@ -9,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from experiments.config.metric_names import TEST
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
 from experiments.data import loading
+from experiments.report.run_records import read_run
 from experiments.run.setup import build_task
 from experiments.training.selection import Monitor
 from helpers import (
@@ -48,6 +51,10 @@ def test_a_run_of_ten_classes_records_top5_accuracy_and_may_select_by_it(tmp_pat
     selected = rows[recorded["selected_epoch"] - 1]
     assert selected["val_top5_accuracy"] == max(row["val_top5_accuracy"] for row in rows)
     assert {key: recorded[key] for key in TOP5} == {key: selected[key] for key in TOP5}
+    # The report reads it as the run measured it, selected by it.
+    read = read_run(run)
+    assert read.monitor is not None and read.monitor.metric == "val_top5_accuracy"
+    assert "test_top5_accuracy" in read.measures.on(TEST)
     # Its checkpoint (the selected epoch's), evaluated, measures it too.
     (tmp_path / "eval").mkdir()
     evaluated = eval_cli(tmp_path / "eval", f"ckpt={run}", "device=cpu")
