@@ -26,7 +26,7 @@ def test_a_group_taken_away_is_named_with_its_options() -> None:
         validate(compose_config("~model"))
     assert str(error.value) == (
         "no model chosen (~model takes its choice away); choose one with model=<option>: "
-        "custom, lenet, mlp, network, torchvision, tudui, unet"
+        "custom, lenet, mlp, network, timm, torchvision, tudui, unet"
     )
 
 

@@ -22,7 +22,7 @@ COMPOSITION_ERRORS = [
     (
         "model=resnet",
         "Error: model=resnet is not an option of 'model'; "
-        "choose one of: custom, lenet, mlp, network, torchvision, tudui, unet (a torchvision "
+        "choose one of: custom, lenet, mlp, network, timm, torchvision, tudui, unet (a torchvision "
         "architecture is model=torchvision model.arch=resnet; or did you mean lenet or unet?)",
     ),
     (
@@ -143,11 +143,12 @@ RUN_ERRORS = [
         ["trainer.monitor=test_accuracy"],
         "trainer.monitor=test_accuracy would pick the epoch on the test split: the test split "
         "would then no longer measure the model on images nothing was chosen by; monitor "
-        "val_accuracy or val_loss (with dataset.val_fraction=0.1)",
+        "val_accuracy or val_top5_accuracy or val_loss (with dataset.val_fraction=0.1)",
     ),
     (
         ["trainer.monitor=val_acc"],
-        "trainer.monitor=val_acc is not a metric it can monitor; choose val_accuracy or val_loss",
+        "trainer.monitor=val_acc is not a metric it can monitor; choose val_accuracy or "
+        "val_top5_accuracy or val_loss",
     ),
     (
         ["trainer.early_stopping.patience=3"],

@@ -59,7 +59,11 @@ WHAT_THE_DATA_TELLS = {
 # The groups whose options build targets, each in slots of its own (`config.trust`).
 SLOTTED = ("model", "optimizer", "scheduler", "placement", "dataset", "task", "tracker")
 # Options named by what they build rather than by the option itself.
-NAMES = {"model=torchvision": "resnet18", "model=custom": "my_models.Net"}
+NAMES = {
+    "model=torchvision": "resnet18",
+    "model=timm": "timm_resnet18",
+    "model=custom": "my_models.Net",
+}
 
 
 @pytest.mark.slow
@@ -88,6 +92,7 @@ def test_the_groups_have_the_options_the_readme_promises() -> None:
         "lenet",
         "mlp",
         "network",
+        "timm",
         "torchvision",
         "tudui",
         "unet",

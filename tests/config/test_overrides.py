@@ -19,6 +19,7 @@ from experiments.config.overrides import (
     with_saved_overrides,
 )
 from experiments.config.paths import with_paths_as_given
+from experiments.config.saved_overrides import overrides_saved_in
 from experiments.core.errors import ExperimentError
 from helpers import compose_config
 
@@ -145,3 +146,27 @@ def test_hydras_flags_stay_before_a_replayed_runs_overrides(tmp_path: Path) -> N
     expanded = with_saved_overrides([f"replay={run}", "--cfg", "job", "trainer.epochs=3"])
     # argparse reads flags only before the overrides: `--cfg job` among them is refused.
     assert expanded == ["--cfg", "job", "model=lenet", "trainer.epochs=3", f"replay={run}"]
+
+
+@pytest.mark.parametrize(
+    ("task", "saved", "brought_back"),
+    [
+        # A classifier's run of a version before top-5 accuracy: it goes on measuring none.
+        ("{name: classification, metrics: {accuracy: max}}", [], ["~task.metrics.top5_accuracy"]),
+        ("null", [], ["~task.metrics.top5_accuracy"]),  # before the task group
+        # One that left it out says so once; one that measured it, and another task, nothing.
+        ("{name: classification, metrics: {accuracy: max}}", ["~task.metrics.top5_accuracy"], []),
+        ("{name: classification, metrics: {accuracy: max, top5_accuracy: max}}", [], []),
+        ("{name: regression, metrics: {rmse: min, mae: min, r2: max}}", ["task=regression"], []),
+    ],
+)
+def test_a_classifier_run_without_top5_accuracy_is_resumed_without_it(
+    tmp_path: Path, task: str, saved: list[str], brought_back: list[str]
+) -> None:
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "overrides.yaml").write_text(
+        "".join(f"- {override}\n" for override in ["model=lenet", *saved])
+    )
+    (tmp_path / ".hydra" / "config.yaml").write_text(f"task: {task}\n")
+    given = f"resume={tmp_path}"
+    assert overrides_saved_in(tmp_path, given, []) == ["model=lenet", *saved, *brought_back]

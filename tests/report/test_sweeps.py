@@ -333,7 +333,8 @@ def test_the_optuna_search_refuses_test_accuracy_and_needs_validation(tmp_path: 
     assert done.stderr == (
         "Error: optimized_metric=test_accuracy would choose hyperparameters on the test split: "
         "the test split would then no longer measure the model on images nothing was chosen "
-        "by; optimize val_accuracy, val_loss, train_loss, train_images_per_second\n"
+        "by; optimize val_accuracy, val_top5_accuracy, val_loss, train_loss, "
+        "train_images_per_second\n"
     )
     assert not (tmp_path / "test" / "outputs").exists()  # refused before the first trial
 

@@ -120,6 +120,7 @@ def test_every_model_and_placement_leaves_complete_records(
         "lr",
         "test/loss",
         "test/accuracy",
+        "test/top5_accuracy",
         "perf/images_per_second",
         "perf/mfu",
         "whole_run/test_accuracy",
@@ -247,7 +248,10 @@ def test_the_checkpoint_restores_the_models_outputs(sweep: dict[tuple[str, str],
     )
     evaluation = loop.evaluate(model, test_batches, on("cpu"), Classification())
     last = metrics(run_dir, "epoch")[-1]
-    assert evaluation.metrics == {"accuracy": last["test_accuracy"]}
+    assert evaluation.metrics == {
+        "accuracy": last["test_accuracy"],
+        "top5_accuracy": last["test_top5_accuracy"],
+    }
     assert evaluation.loss == pytest.approx(last["test_loss"], rel=1e-6)
 
 

@@ -12,7 +12,7 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from experiments.config.metric_names import CLASSIFICATION, REGRESSION, TEST, VAL
+from experiments.config.metric_names import CLASSIFICATION, REGRESSION, TEST, VAL, metrics_of
 from experiments.core.typed import mismatch
 from experiments.records import checkpoints
 from experiments.records.csv_file import CsvFile
@@ -26,6 +26,8 @@ from experiments.training.loop import EvaluationResult, TrainingResult
 from experiments.training.selection import Monitor
 
 CLASSES = ["cat", "dog"]
+# What a classifier measures of two classes: no top-5 accuracy.
+MEASURED = CLASSIFICATION.among(len(CLASSES))
 EVERY_KEY = EpochRow.__required_keys__ | EpochRow.__optional_keys__
 
 
@@ -62,7 +64,7 @@ def test_an_epoch_row_is_an_epoch_row_and_each_tracker_holds_its_metrics(
     logged = {
         metric.tag(split): row[metric.key(split)]
         for split in splits
-        for metric in CLASSIFICATION.evaluated
+        for metric in MEASURED.evaluated
     }
     assert logged == {
         "test/accuracy": 0.375,
@@ -86,11 +88,11 @@ def test_a_summary_has_the_keys_its_type_declares(tmp_path: Path) -> None:
             for epoch, val in [(1, _evaluation(1.5, 0.5)), (2, _evaluation(1.75, 0.25))]
         ]
     monitor = Monitor.of(trained_with({"monitor": "val_loss", "monitor_mode": "auto"}))
-    summary = training_summary(history, monitor)
-    finished = finish_record(CLASSIFICATION)
+    summary = training_summary(history, monitor, MEASURED)
+    finished = finish_record(MEASURED)
     assert mismatch(summary, finished, "summary") is None
     assert summary.keys() <= finished.__optional_keys__
-    assert task_numbers(CLASSIFICATION).__required_keys__ <= summary.keys()
+    assert task_numbers(MEASURED).__required_keys__ <= summary.keys()
     # val_loss is better low: epoch 1 is selected, the final epoch's accuracy beside it.
     assert (summary["selected_epoch"], summary["selected_by"]) == (1, "val_loss (min)")
     assert (summary["val_accuracy"], summary["final_val_accuracy"]) == (0.5, 0.25)
@@ -105,7 +107,7 @@ def trained_with(trainer: dict[str, str | None], task: str | None = None) -> Dic
 def test_the_monitor_is_better_the_way_its_metric_is() -> None:
     modes = {
         key: Monitor.of(trained_with({"monitor": key, "monitor_mode": "auto"})).mode
-        for key in CLASSIFICATION.on(VAL)
+        for key in MEASURED.on(VAL)
     }
     assert modes == {"val_accuracy": "max", "val_loss": "min"}
     modes = {
@@ -131,7 +133,9 @@ def test_an_old_runs_rows_load_and_sum_up_to_its_recorded_numbers(old_run: Path)
         assert EpochRow.__required_keys__ <= row.keys() <= EVERY_KEY | {"kind", "time"}
     recorded = json.loads((old_run / "results.json").read_text())
     config = OmegaConf.load(old_run / ".hydra" / "config.yaml")
-    summary = training_summary(history, Monitor.of(config))
+    measures = metrics_of(config)
+    assert measures is not None
+    summary = training_summary(history, Monitor.of(config), measures)
     kept = {key: value for key, value in summary.items() if key in recorded}
     assert {"val_accuracy", "test_accuracy", "final_test_accuracy", "train_loss"} <= kept.keys()
     assert kept == {key: recorded[key] for key in kept}

@@ -91,6 +91,35 @@ def test_classification_measures_accuracy_and_its_confusion_matrix() -> None:
     assert measured.confusion == [[4, 0, 1], [1, 4, 0], [0, 1, 4]]
 
 
+def test_top5_accuracy_counts_the_images_whose_class_is_among_the_five_highest_logits() -> None:
+    # 12 classes; logits rising with the class index (11 highest), but for each image's own
+    # class (0, 1 or 2), set at a rank of its own: images 0-4 rank 1-5 (in the top five),
+    # images 5-9 rank 6-10 (outside it); tallied in batches of 7.
+    classes, targets = 12, torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2, 0])
+    outputs = torch.arange(classes, dtype=torch.float32).repeat(len(targets), 1)
+    for image, label in enumerate(targets):
+        rank = image + 1  # 1: the highest logit
+        outputs[image, label] = classes - rank + 0.5  # above the class ranked `rank` without it
+    ranks = (outputs > outputs.gather(1, targets[:, None])).sum(1) + 1
+    assert ranks.tolist() == list(range(1, 11))
+
+    measured = tallied(Classification(), outputs, targets)
+
+    assert measured.metrics == {"accuracy": pytest.approx(1 / 10), "top5_accuracy": 0.5}
+    assert sum(map(sum, measured.confusion)) == 10  # the matrix as before, its counts alone
+
+
+def test_top5_accuracy_is_measured_only_among_ten_classes_or_more() -> None:
+    targets = torch.tensor([0, 1, 1, 0])
+    for classes in (2, 9):
+        outputs = torch.randn(4, classes, generator=torch.Generator().manual_seed(classes))
+        assert tallied(Classification(), outputs, targets).metrics.keys() == {"accuracy"}
+    outputs = torch.randn(4, 10, generator=torch.Generator().manual_seed(10))
+    measured = tallied(Classification(), outputs, targets).metrics
+    assert measured.keys() == {"accuracy", "top5_accuracy"}
+    assert measured["top5_accuracy"] >= measured["accuracy"]
+
+
 def test_a_task_refuses_data_of_the_other_kind() -> None:
     classes = ImageData(
         "cifar10_sample",

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from omegaconf.errors import OmegaConfBaseException
+
 from experiments.config.choices import Mode
 from experiments.config.schemas import (
     ClassificationTaskConfig,
@@ -84,6 +86,14 @@ class TaskMetrics:
         """What its per-class numbers are the accuracy of: "accuracy", "pixel accuracy"."""
         return "pixel accuracy" if PIXEL_ACCURACY in self.evaluated else "accuracy"
 
+    def among(self, classes: int | None) -> TaskMetrics:
+        """What it measures of data of `classes` classes (None: not known yet): top-5 accuracy
+        only among `TOP5_LEAST_CLASSES` or more, where five guesses leave most classes out (among
+        five or fewer, every image is in them)."""
+        if classes is not None and classes >= TOP5_LEAST_CLASSES:
+            return self
+        return TaskMetrics(tuple(metric for metric in self.evaluated if metric != TOP5_ACCURACY))
+
     def monitored(self) -> tuple[str, ...]:
         """What trainer.monitor may select on: its metrics on the validation split."""
         return tuple(self.on(VAL))
@@ -100,7 +110,13 @@ class TaskMetrics:
 # Every task's, measured after its own metrics.
 LOSS = Metric("loss", Mode.min)
 # The metrics that are a fraction of a split (of its images, of its pixels), said in percent.
-PERCENT = frozenset({"accuracy", "miou", "pixel_accuracy"})
+PERCENT = frozenset({"accuracy", "top5_accuracy", "miou", "pixel_accuracy"})
+# Top-5 accuracy (torchvision's reference and timm's train.py report it beside accuracy): the
+# share of images whose class is among the model's `TOP_K` highest logits, measured with
+# `TOP5_LEAST_CLASSES` classes or more.
+TOP_K = 5
+TOP5_ACCURACY = Metric("top5_accuracy", Mode.max, percent=True)
+TOP5_LEAST_CLASSES = 10
 
 
 def declared(metrics: Mapping[str, Any]) -> TaskMetrics:
@@ -125,21 +141,38 @@ REGRESSION = TASK_METRICS[RegressionTaskConfig.name]
 SEGMENTATION = TASK_METRICS[SegmentationTaskConfig.name]
 # The metrics the code reads by name.
 ACCURACY = CLASSIFICATION.named("accuracy")
+# A classifier's without top-5 accuracy: what runs of versions before it measured.
+CLASSIFICATION_BEFORE_TOP5 = CLASSIFICATION.among(None)
 RMSE, MAE, R2 = (REGRESSION.named(name) for name in ("rmse", "mae", "r2"))
 MIOU, PIXEL_ACCURACY = (SEGMENTATION.named(name) for name in ("miou", "pixel_accuracy"))
 
 
 def metrics_of(config: Any) -> TaskMetrics | None:
-    """The metrics of a run's task as its config declares them (`config`: the run's config). A
-    config from before the task group was a classifier's; one from before tasks declared their
-    metrics has a shipped task's by its name, and a task of one's own's in results.json (None
-    here)."""
+    """The metrics of a run's task as its config declares them (`config`: the run's config), of
+    its dataset's classes (`TaskMetrics.among`: a classifier's top-5 accuracy only among 10 or
+    more, as its config gives them). A config from before the task group was a classifier's;
+    one from before tasks declared their metrics has a shipped task's by its name, and a task
+    of one's own's in results.json (None here)."""
     task = config.get("task")
     if not task:
-        return CLASSIFICATION
+        return CLASSIFICATION_BEFORE_TOP5
     if metrics := task.get("metrics"):
-        return declared(metrics)
-    return TASK_METRICS.get(task["name"])
+        measures = declared(metrics)
+    else:
+        measures = TASK_METRICS.get(task["name"])
+    if task["name"] == CLASSIFICATION_TASK and measures is not None:
+        return measures.among(_classes(config))
+    return measures
+
+
+def _classes(config: Any) -> int | None:
+    """The number of classes a run's config gives its dataset; None where it leaves it to the
+    data, or has no dataset."""
+    try:
+        classes = (config.get("dataset") or {}).get("num_classes")
+    except OmegaConfBaseException:  # (MISSING, or an interpolation the data fills in)
+        return None
+    return classes if isinstance(classes, int) else None
 
 
 # The keys the classification code reads by name: a key per split and metric.

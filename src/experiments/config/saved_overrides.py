@@ -18,7 +18,7 @@ from pathlib import Path
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 
-from experiments.config.metric_names import TASK_METRICS
+from experiments.config.metric_names import CLASSIFICATION_TASK, TASK_METRICS, TOP5_ACCURACY
 from experiments.config.renamed_keys import in_todays_keys
 from experiments.config.saved_yaml import read_saved_yaml
 from experiments.config.trust import (
@@ -69,9 +69,11 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
         )
     brought_back = [override for override in parsed if not _writes_elsewhere(override)]
     _refuse_untrusted(given, brought_back, typed)
-    return [_renamed(override, folder) for override in brought_back] + _metrics_declared(
-        folder, brought_back
-    )
+    return [
+        *(_renamed(override, folder) for override in brought_back),
+        *_metrics_declared(folder, brought_back),
+        *_top5_left_out(folder, brought_back),
+    ]
 
 
 def _writes_elsewhere(override: Override) -> bool:
@@ -116,6 +118,32 @@ def _metrics_declared(folder: Path, saved: list[Override]) -> list[str]:
     ):
         return []
     return [f"task.metrics={{{','.join(f'{name}:{way}' for name, way in recorded.items())}}}"]
+
+
+def _top5_left_out(folder: Path, saved: list[Override]) -> list[str]:
+    """`~task.metrics.top5_accuracy` for a classifier's run that measured no top-5 accuracy (a
+    version's before it, or one that left it out), so that it goes on measuring what its rows
+    hold: its config.yaml's classification task declares none, or it has no task (a version's
+    before the task group). None where its overrides leave it out already, or its config cannot
+    be read."""
+    left_out = any(override.key_or_group == f"task.metrics.{TOP5}" for override in saved)
+    config = folder / ".hydra" / "config.yaml"
+    if left_out or not config.is_file():
+        return []
+    try:
+        loaded = read_saved_yaml(config)
+    except ValueError:
+        return []
+    task = loaded.get("task") if isinstance(loaded, dict) else None
+    if task is None:
+        return [f"~task.metrics.{TOP5}"]
+    if not isinstance(task, dict) or task.get("name") != CLASSIFICATION_TASK:
+        return []
+    declared = task.get("metrics")
+    return [] if isinstance(declared, dict) and TOP5 in declared else [f"~task.metrics.{TOP5}"]
+
+
+TOP5 = TOP5_ACCURACY.name
 
 
 def _batch_size(config: Path) -> int | None:

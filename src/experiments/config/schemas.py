@@ -49,6 +49,17 @@ class TorchvisionModelConfig(ModelConfig):
 
 
 @dataclass
+class TimmModelConfig(ModelConfig):
+    # Any name timm.list_models() gives (timm is an optional extra: pip install
+    # 'experiments[timm]').
+    arch: str = "resnet18"
+    # Start a new run from timm's default weights for the architecture, fetched from the Hugging
+    # Face Hub (or its cache); false: untrained, nothing fetched. (`weights` stays a file of one's
+    # own, as every model's.)
+    pretrained: bool = False
+
+
+@dataclass
 class AugmentConfig:
     # Random crop after padding each side by this many pixels (0: no crop).
     crop_padding: int = 0
@@ -342,7 +353,11 @@ class TaskConfig:
 class ClassificationTaskConfig(TaskConfig):
     name: str = "classification"
     _target_: str = "experiments.training.tasks.Classification"
-    metrics: dict[str, Mode] = field(default_factory=lambda: {"accuracy": Mode.max})
+    # top5_accuracy: the share of images whose class is among the model's five highest logits,
+    # measured only with 10 classes or more (`metric_names.TOP5_LEAST_CLASSES`).
+    metrics: dict[str, Mode] = field(
+        default_factory=lambda: {"accuracy": Mode.max, "top5_accuracy": Mode.max}
+    )
     # The training loss's (evaluation's loss is plain cross-entropy, to compare across runs).
     label_smoothing: float = II("trainer.label_smoothing")
 
@@ -587,6 +602,7 @@ SCHEMAS: dict[str, type] = {
     "mlp_schema": MLPConfig,
     "unet_schema": UNetConfig,
     "torchvision_model_schema": TorchvisionModelConfig,
+    "timm_model_schema": TimmModelConfig,
     "dataset_schema": DatasetConfig,
     "torchvision_dataset_schema": TorchvisionDatasetConfig,
     "user_dataset_schema": UserDatasetConfig,

@@ -30,6 +30,9 @@ from experiments.config.metric_names import (
     LOSS,
     ON_TEST,
     TASK_METRICS,
+    TOP5_ACCURACY,
+    TOP5_LEAST_CLASSES,
+    VAL,
     metrics_of,
 )
 from experiments.config.optimized import WHY_NOT_TEST, unoptimizable
@@ -343,11 +346,16 @@ def _task_metrics_not_declared(cfg: DictConfig) -> str | None:
         wrong = [f"task.metrics.{name}={way}" for name, way in given.items() if way not in WAYS]
         return f"{wrong[0]}: a metric's way is max or min" if wrong else None
     measured = {metric.name: str(metric.better) for metric in shipped.evaluated if metric != LOSS}
-    if given == measured:
+    # A classifier's top-5 accuracy may be left out (~task.metrics.top5_accuracy), as runs of
+    # versions before it measured none: resume= and replay= bring that back.
+    if given in (measured, {name: way for name, way in measured.items() if name != TOP5}):
         return None
     return (
         f"task.metrics={{{_ways(given)}}} is not what task={task.name} measures: {_ways(measured)}"
     )
+
+
+TOP5 = TOP5_ACCURACY.name
 
 
 def _ways(metrics: dict[str, str]) -> str:
@@ -519,8 +527,16 @@ def _monitor_unknown(cfg: DictConfig) -> str | None:
     monitored = measures.monitored()
     if monitor in monitored or monitor in measures.on_test():
         return None
+    why = ""
+    if monitor == TOP5_ACCURACY.key(VAL) and cfg.task.name == CLASSIFICATION_TASK:
+        classes = OmegaConf.select(cfg, "dataset.num_classes", default=None)
+        has = f"has {classes}" if classes is not None else "leaves their number to its data"
+        why = (
+            f" (top-5 accuracy is measured among {TOP5_LEAST_CLASSES} classes or more; dataset "
+            f"{cfg.dataset.name} {has})"
+        )
     return (
-        f"trainer.monitor={monitor} is not a metric {_task_text(cfg)} can monitor; choose "
+        f"trainer.monitor={monitor} is not a metric {_task_text(cfg)} can monitor{why}; choose "
         f"{' or '.join(monitored)}"
     )
 

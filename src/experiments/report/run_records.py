@@ -26,7 +26,7 @@ from omegaconf import Container, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.config.metric_names import (
-    CLASSIFICATION,
+    CLASSIFICATION_BEFORE_TOP5,
     TASK_METRICS,
     TEST,
     TRAIN_LOSS,
@@ -61,6 +61,7 @@ ConfigRead = TypedDict(
     {
         "model.name": str | None,
         "dataset.name": str | None,
+        "dataset.num_classes": int | None,
         "device.name": str | None,
         "placement.name": str | None,
         "task": dict[str, Any] | None,
@@ -222,11 +223,12 @@ def _measures(read: ConfigRead, results: RecordedResults) -> tuple[TaskMetrics, 
     numbers in results.json checked against them (`recorded.task_numbers`); and whether they
     are a task of one's own's."""
     task = {"name": read["task.name"], "metrics": read["task.metrics"]} if read["task"] else None
-    measures = metrics_of({"task": task})
+    # (Its classes tell whether a classifier measured top-5 accuracy.)
+    measures = metrics_of({"task": task, "dataset": {"num_classes": read["dataset.num_classes"]}})
     if measures is None and results.get("task_metrics"):
         measures = declared(results["task_metrics"])
     own = measures is not None and task is not None and task["name"] not in TASK_METRICS
-    measures = measures or CLASSIFICATION
+    measures = measures or CLASSIFICATION_BEFORE_TOP5
     _check(results, task_numbers(measures), RESULTS, partial=True)
     return measures, own
 

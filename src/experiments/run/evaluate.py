@@ -65,7 +65,9 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         data = _data_to_evaluate(cfg.dataset, trained.dataset, runtime)
         results.add(EvaluationRecord, data=data.recorded())
         task = setup.build_task(trained.task, data)
-        model = setup.build_model(trained.model, trained.task.name, task, data)
+        model = setup.build_model(
+            trained.model, trained.task.name, task, data, from_checkpoint=True
+        )
         weights, state_dict = checkpoints.evaluated_weights(state)
         model.load_state_dict(state_dict)
         model = setup.place_model(model, runtime, cfg.compile, compile_mode=cfg.compile_mode)

@@ -19,6 +19,7 @@ from torch import nn
 
 from experiments.config.build import build
 from experiments.config.choices import Precision, Preload
+from experiments.config.metric_names import metrics_of
 from experiments.config.schemas import DatasetConfig, DeviceConfig
 from experiments.config.validate import CompileBackends, cuda_graphs_need_a_gpu
 from experiments.core.errors import ExperimentError
@@ -144,18 +145,26 @@ def compile_backends() -> CompileBackends:
 
 def build_task(config: DictConfig, data: ImageData) -> Task:
     """The task the `task` config names, refused in one line unless `data` holds the kind of
-    targets it learns."""
+    targets it learns, measuring what its config declares of data of `data`'s classes
+    (`metric_names.metrics_of`: a classifier's top-5 accuracy among 10 or more)."""
     task = tasks.build_task(config)
     task.refuse_other_data(config.name, data)
+    measures = metrics_of({"task": config, "dataset": {"num_classes": len(data.classes)}})
+    assert measures is not None  # (as `tasks.build_task` found them)
+    task.metrics = measures
     return task
 
 
-def build_model(config: DictConfig, task_option: str, task: Task, data: ImageData) -> nn.Module:
+def build_model(
+    config: DictConfig, task_option: str, task: Task, data: ImageData, from_checkpoint: bool
+) -> nn.Module:
     """The model `config` names, on the host, sized to `data` (its shape, its classes) and to
-    the outputs `task` (`task=<task_option>`) takes: a training run's and an evaluation's alike."""
+    the outputs `task` (`task=<task_option>`) takes: a training run's and an evaluation's alike;
+    untrained where a checkpoint's weights replace it (`from_checkpoint`)."""
     classes = len(data.classes)
+    outputs = task.outputs(classes, data.shape)
     return models.build_for(
-        config, data.shape, classes, data.name, task_option, task.outputs(classes, data.shape)
+        config, data.shape, classes, data.name, task_option, outputs, from_checkpoint
     )
 
 

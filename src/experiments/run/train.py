@@ -257,7 +257,9 @@ class TrainingRun:
         loaded into a `new` run's (a resume takes its own back), measured, and on the device."""
         cfg, data, trainer = self.cfg, self.data, self.cfg.trainer
         seeding.seed_everything(trainer.seed)
-        model = setup.build_model(cfg.model, cfg.task.name, self.task, data)
+        model = setup.build_model(
+            cfg.model, cfg.task.name, self.task, data, from_checkpoint=not new
+        )
         if cfg.model.get("weights") and new:
             weights_partial = bool(cfg.model.get("weights_partial"))
             left = load_weights(model, cfg.model.weights, weights_partial)

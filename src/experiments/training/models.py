@@ -39,15 +39,20 @@ def build_for(
     dataset: str,
     task_option: str = CLASSIFICATION_TASK,
     outputs_per_image: tuple[int, ...] | None = None,
+    from_checkpoint: bool = False,
 ) -> nn.Module:
     """Build the model the config names, on the `HOST`, and check it takes the dataset's images
     and gives what the task (the option `task=<task_option>`) needs of each (`outputs_per_image`;
-    by default a logit per class)."""
+    by default a logit per class). A model whose weights a checkpoint replaces (`from_checkpoint`:
+    a resume's, an evaluation's) is built untrained: nothing is fetched (`model.pretrained`)."""
     cannot = f"model {config.name} cannot take dataset {dataset} ({shape_text(image_shape)} images)"
     target = check_importable("model._target_", config._target_)
     try:
         # The weights, if any, are loaded once the model is built (`experiments.training.weights`).
-        model = build(config, leave_out=(*WEIGHTS_FIELDS, *_shape_fields_not_taken(target)))
+        starts = (PRETRAINED,) if from_checkpoint else ()
+        model = build(
+            config, leave_out=(*WEIGHTS_FIELDS, *starts, *_shape_fields_not_taken(target))
+        )
         model.eval()  # the probe below must not change any state (batch-norm statistics)
         with torch.no_grad(), one_thread():
             outputs = model(torch.zeros(1, *image_shape, device=HOST))
@@ -72,6 +77,8 @@ def build_for(
 SHAPE_FIELDS = ("in_channels", "image_size", "num_classes")
 # Those that say what the model starts from, never the constructor's (`training.weights`).
 WEIGHTS_FIELDS = ("weights", "weights_partial")
+# The one a constructor takes (model=timm's): weights it fetches, which a checkpoint's replace.
+PRETRAINED = "pretrained"
 
 
 def _shape_fields_not_taken(target: Callable[..., nn.Module]) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ from torch import nn
 from experiments.config.build import build, check_importable
 from experiments.config.metric_names import (
     ACCURACY,
+    CLASSIFICATION,
     LOSS,
     MAE,
     MIOU,
@@ -35,6 +36,8 @@ from experiments.config.metric_names import (
     R2,
     RMSE,
     TASK_METRICS,
+    TOP5_ACCURACY,
+    TOP_K,
     TaskMetrics,
     metrics_of,
 )
@@ -99,7 +102,10 @@ class Task(nn.Module):
 
 class Classification(Task):
     """A class per input: cross-entropy over the output's logits (with `label_smoothing` in
-    training), accuracy and the confusion matrix, from which per-class accuracy follows."""
+    training), accuracy, top-5 accuracy among 10 classes or more, and the confusion matrix, from
+    which per-class accuracy follows."""
+
+    metrics = CLASSIFICATION  # (its config's, once built by `build_task`)
 
     def __init__(self, label_smoothing: float = 0.0) -> None:
         super().__init__()
@@ -112,12 +118,19 @@ class Classification(Task):
         return nn.functional.cross_entropy(outputs, targets)
 
     def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        return confusion_counts(targets, outputs.argmax(1), outputs.shape[1])
+        """The confusion matrix's counts, and a last column beside them: each class's images
+        whose class is among the `TOP_K` highest logits."""
+        confusion = confusion_counts(targets, outputs.argmax(1), outputs.shape[1])
+        return torch.cat([confusion, in_top_k(outputs, targets, TOP_K)[:, None]], dim=1)
 
     def measure(self, total: torch.Tensor) -> Measured:
-        matrix = total.tolist()
+        matrix, in_top = total[:, :-1].tolist(), total[:, -1].sum().item()
+        images = sum(map(sum, matrix))
         correct = sum(row[label] for label, row in enumerate(matrix))
-        return Measured({ACCURACY.name: correct / sum(map(sum, matrix))}, matrix)
+        measured = {ACCURACY.name: correct / images}
+        if TOP5_ACCURACY in self.metrics.among(len(matrix)).evaluated:
+            measured[TOP5_ACCURACY.name] = in_top / images
+        return Measured(measured, matrix)
 
 
 class Regression(Task):
@@ -330,6 +343,17 @@ def build_task(node: DictConfig) -> Task:
         wrong += [f"targets = {targets!r} (classes, values or masks)"] * (targets not in FITTING)
         raise ExperimentError(f"{said}: {'; '.join(wrong)} (docs/tasks.md)")
     return OwnTask(built, said, metrics)
+
+
+def in_top_k(outputs: torch.Tensor, targets: torch.Tensor, k: int) -> torch.Tensor:
+    """(num_classes,) int64 counts: per true class, its images whose class is among the `k`
+    highest of their logits (`outputs`, (N, num_classes)); of equal logits, those torch.topk
+    takes. Added up on the device, as `confusion_counts`."""
+    classes = outputs.shape[1]
+    highest = outputs.topk(min(k, classes), dim=1).indices
+    hits = (highest == targets.reshape(-1, 1)).any(1).long()
+    counts = torch.zeros(classes, dtype=torch.int64, device=outputs.device)
+    return counts.scatter_add_(0, targets.reshape(-1).long(), hits)
 
 
 def confusion_counts(
