@@ -99,7 +99,12 @@ class Task(nn.Module):
 
 class Classification(Task):
     """A class per input: cross-entropy over the output's logits (with `label_smoothing` in
-    training), accuracy and the confusion matrix, from which per-class accuracy follows."""
+    training), accuracy and the confusion matrix, from which per-class accuracy follows.
+
+    Training's targets are class indices, or (N, K) class probabilities where mixup or CutMix
+    mixed them (`data.augment`); label smoothing then smooths the mixed probabilities,
+    (1 - smoothing) * p + smoothing / K, as torch's cross-entropy and torchvision's reference
+    recipe do. Evaluation's are always indices."""
 
     def __init__(self, label_smoothing: float = 0.0) -> None:
         super().__init__()
