@@ -1,13 +1,13 @@
-"""What each `dataset.augment` option costs, as a share of the default training step: the
-framework's training pass (`experiments.training.loop.train_epoch` over `Batches`, as
-`python train.py` runs it) of the default model (tudui) on the shipped CIFAR-10 sample, batch 64,
-with each option and without any, in one process. Passes alternate (off, each option, off, ...,
-each round starting one further along), and each option's figure is the median over the rounds
-of its pass's time over the round's pass without augmentation: 1.10 is 10% more time per step.
+"""What each `dataset.augment` option costs, as a share of the default training step: for
+each batch of the default model's run (tudui on the shipped CIFAR-10 sample, batch 64), the time
+to make it augmented, then the time to make it plain (`Batches`, as `python train.py` makes
+them), then its optimizer step (`experiments.training.loop.trial_step`, as training takes it),
+back to back, so that a busy host's drift touches all three alike. An option's cost is its extra
+time over the plain batches' divided by the steps' time: 0.10 adds a tenth to each step. Each
+figure is the median over rounds of a pass over the sample.
 
     python bench/augment_cost.py                        # on the CPU, 5 rounds
-    python bench/augment_cost.py --threads 1 --batches 20 --rounds 7  # a busy 2-core host
-    python bench/augment_cost.py --device cuda:0 --rounds 7
+    python bench/augment_cost.py --threads 1 --rounds 7  # a busy host: one thread
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from collections.abc import Callable
 
 import torch
 from throughput import BATCH, SGD
@@ -31,7 +30,6 @@ from experiments.training.tasks import Classification
 
 # Each option as the reference recipes set it (torchvision's classification reference, timm's).
 OPTIONS: dict[str, dict[str, object]] = {
-    "off": {},
     "crop_padding=4 flip=true": {"crop_padding": 4, "flip": True},
     "policy=randaugment": {"policy": "randaugment"},
     "policy=trivialaugment": {"policy": "trivialaugment"},
@@ -50,72 +48,63 @@ OPTIONS: dict[str, dict[str, object]] = {
 }
 
 
-def training_pass(
-    device: torch.device, options: dict[str, object], limit: int | None
-) -> Callable[[], float]:
-    """A function timing one training pass over the sample (its first `limit` batches) with
-    `options`, in seconds."""
+def costs(device: torch.device, options: dict[str, object], rounds: int) -> list[float]:
+    """Per round (a pass over the sample), the augmented batches' extra time over the plain
+    ones' as a share of the steps' time."""
     train, _ = builtin.cifar10_sample()
     runtime = Runtime(DevicePlan(device.type, device.index), ToDevice(device))
     torch.manual_seed(0)
     model = models.Tudui(3, 32, 10).to(device)
     optimizer, _ = optimizers.build_optimizer(SGD, model, device.type)
     learner = loop.Learner(model, Classification().to(device), optimizer)
-    shuffle = torch.Generator().manual_seed(0)
+
+    def batches(shuffle: torch.Generator, augment: Augment | None) -> Batches:
+        return Batches(
+            train,
+            batch_size=BATCH,
+            mean=[0.5],
+            std=[0.5],
+            runtime=runtime,
+            shuffle=shuffle,
+            augment=augment,
+        )
+
     padding, flip = options.get("crop_padding", 0), options.get("flip", False)
     rest = {key: value for key, value in options.items() if key not in ("crop_padding", "flip")}
-    augment = Augment(padding, flip, shuffle, num_classes=10, **rest)
-    batches = Batches(
-        train,
-        batch_size=BATCH,
-        mean=[0.5],
-        std=[0.5],
-        runtime=runtime,
-        shuffle=shuffle,
-        limit=limit,
-        augment=augment,
-    )
-
-    def timed() -> float:
-        started = time.perf_counter()
-        loop.train_epoch(
-            learner,
-            batches,
-            runtime,
-            log_interval=20,
-            log_step=lambda *logged: None,
-            description="bench",
-        )
-        return time.perf_counter() - started
-
-    return timed
+    shuffle = torch.Generator().manual_seed(0)
+    augmented = batches(shuffle, Augment(padding, flip, shuffle, num_classes=10, **rest))
+    plain = batches(torch.Generator().manual_seed(0), None)
+    shares = []
+    for _ in range(rounds + 1):  # (the first a warm-up)
+        extra = steps = 0.0
+        made, plain_made = iter(augmented), iter(plain)
+        for _ in range(len(augmented)):
+            started = time.perf_counter()
+            images, labels = next(made)
+            augmenting = time.perf_counter()
+            next(plain_made)
+            stepping = time.perf_counter()
+            loop.trial_step(learner, runtime, runtime.scaler, images, labels)
+            extra += (augmenting - started) - (stepping - augmenting)
+            steps += time.perf_counter() - stepping
+        shares.append(extra / steps)
+    return shares[1:]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batches", type=int, default=None, help="per pass (default: all 62)")
     parser.add_argument("--threads", type=int, default=None, help="torch's (default: its own)")
     arguments = parser.parse_args()
     if arguments.threads:
         torch.set_num_threads(arguments.threads)
     device = torch.device(arguments.device)
-    passes = {
-        name: training_pass(device, options, arguments.batches) for name, options in OPTIONS.items()
-    }
-    for run in passes.values():  # warm-up
-        run()
-    seconds: dict[str, list[float]] = {name: [] for name in passes}
-    names = list(passes)
-    for round_number in range(arguments.rounds):
-        shift = round_number % len(names)
-        for name in names[shift:] + names[:shift]:
-            seconds[name].append(passes[name]())
-    print(f"{'option':28} {'s/pass':>8} {'x off':>6}  (median of {arguments.rounds} rounds)")
-    for name, times in seconds.items():
-        ratio = statistics.median(t / off for t, off in zip(times, seconds["off"], strict=True))
-        print(f"{name:28} {statistics.median(times):8.3f} {ratio:6.2f}")
+    print(f"{'option':28} {'cost':>6} {'range':>13}  (of a step; {arguments.rounds} rounds)")
+    for name, options in OPTIONS.items():
+        shares = costs(device, options, arguments.rounds)
+        spread = f"{min(shares):+.3f}..{max(shares):+.3f}"
+        print(f"{name:28} {statistics.median(shares):+6.3f} {spread:>13}", flush=True)
 
 
 if __name__ == "__main__":

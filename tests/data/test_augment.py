@@ -5,6 +5,7 @@ same seed, on a resume and in every process; refused where a task cannot learn f
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -266,7 +267,7 @@ def test_a_policy_refuses_a_tables_float_values() -> None:
     )
 
 
-def test_mixing_a_regression_is_refused_before_training(tmp_path) -> None:
+def test_mixing_a_regression_is_refused_before_training(tmp_path: Path) -> None:
     done = train_cli(
         tmp_path,
         "task=regression",
@@ -308,7 +309,7 @@ def test_values_out_of_range_are_refused(override: str, line: str) -> None:
     assert str(refused.value) == line
 
 
-def test_a_run_trains_with_every_option_and_evaluates_unmixed(tmp_path) -> None:
+def test_a_run_trains_with_every_option_and_evaluates_unmixed(tmp_path: Path) -> None:
     done = train_cli(
         tmp_path,
         *QUICK,
@@ -318,6 +319,7 @@ def test_a_run_trains_with_every_option_and_evaluates_unmixed(tmp_path) -> None:
         "dataset.augment.cutmix_alpha=1.0",
         "trainer.label_smoothing=0.1",
     )
+    # (Evaluation tallies a confusion matrix of class indices: mixed labels there would fail.)
     assert done.returncode == 0, done.stderr
     epochs = metrics(done.run_dir, "epoch")
     assert all(

@@ -153,18 +153,15 @@ class Policy:
         return images
 
     def _draw_randaugment(self, batch_size: int) -> Draws:
-        everyone = torch.ones(batch_size, dtype=torch.bool)
+        """`num_ops` ops per image, each at step `magnitude`."""
         steps = torch.full((batch_size,), self.magnitude)
-        return [
-            (
-                torch.randint(len(self.names), (batch_size,), generator=self.generator),
-                steps,
-                everyone,
-            )
-            for _ in range(self.num_ops)
-        ]
+        everyone = torch.ones(batch_size, dtype=torch.bool)
+        shape = (self.num_ops, batch_size)
+        ops = torch.randint(len(self.names), shape, generator=self.generator)
+        return [(each, steps, everyone) for each in ops]
 
     def _draw_trivialaugment(self, batch_size: int) -> Draws:
+        """One op per image, at a step of its own."""
         ops = torch.randint(len(self.names), (batch_size,), generator=self.generator)
         steps = torch.randint(self.steps, (batch_size,), generator=self.generator)
         return [(ops, steps, torch.ones(batch_size, dtype=torch.bool))]
