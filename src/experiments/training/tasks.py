@@ -99,18 +99,17 @@ class Task(nn.Module):
 
 class Classification(Task):
     """A class per input: cross-entropy over the output's logits (with `label_smoothing` in
-    training), accuracy and the confusion matrix, from which per-class accuracy follows.
-
-    Training's targets are class indices, or (N, K) class probabilities where mixup or CutMix
-    mixed them (`data.augment`); label smoothing then smooths the mixed probabilities,
-    (1 - smoothing) * p + smoothing / K, as torch's cross-entropy and torchvision's reference
-    recipe do. Evaluation's are always indices."""
+    training), accuracy and the confusion matrix, from which per-class accuracy follows."""
 
     def __init__(self, label_smoothing: float = 0.0) -> None:
         super().__init__()
         self.label_smoothing = label_smoothing
 
     def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """`targets` are class indices, or (N, K) class probabilities where mixup or CutMix mixed
+        them (`data.augment`); label smoothing then smooths the mixed probabilities,
+        (1 - smoothing) * p + smoothing / K, as torch's cross-entropy and torchvision's reference
+        recipe do. Evaluation's targets are always indices."""
         return nn.functional.cross_entropy(outputs, targets, label_smoothing=self.label_smoothing)
 
     def evaluation_loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
