@@ -98,7 +98,7 @@ def augmented_batches(
         std=[0.5],
         runtime=on("cpu", group=group),
         shuffle=shuffle,
-        limit=4,
+        limit=2,
         augment=augment,
     )
     return list(batches)
@@ -123,7 +123,7 @@ def test_a_resumed_pass_draws_what_the_uninterrupted_one_did(cifar: Split) -> No
         std=[0.5],
         runtime=on("cpu"),
         shuffle=shuffle,
-        limit=3,
+        limit=2,
         augment=Augment(4, True, shuffle, **EVERY_OPTION),
     )
     list(batches)  # the first epoch
@@ -138,7 +138,7 @@ def test_a_resumed_pass_draws_what_the_uninterrupted_one_did(cifar: Split) -> No
         std=[0.5],
         runtime=on("cpu"),
         shuffle=resumed_shuffle,
-        limit=3,
+        limit=2,
         augment=Augment(4, True, resumed_shuffle, **EVERY_OPTION),
     )
     for ours, theirs in zip(uninterrupted, resumed, strict=True):
