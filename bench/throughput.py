@@ -142,7 +142,7 @@ SGD = OmegaConf.structured(SGDConfig(name="sgd", lr=0.01))
 
 def framework_pass(model: nn.Module, batches: Batches, task: Task) -> float:
     runtime = batches.runtime
-    optimizer, _ = optimizers.build_optimizer(SGD, model.parameters(), runtime.type)
+    optimizer, _ = optimizers.build_optimizer(SGD, model, runtime.type)
     learner = loop.Learner(model, runtime.placement.module(task), optimizer)
     training = loop.train_epoch(
         learner,
@@ -165,7 +165,7 @@ def compute_pass(
     images, labels = batch
     autocast_dtype, scaler = autocast_and_scaler(name, images.device)
     loss_fn = task.to(images.device)
-    optimizer, _ = optimizers.build_optimizer(SGD, model.parameters(), images.device.type)
+    optimizer, _ = optimizers.build_optimizer(SGD, model, images.device.type)
     started = time.perf_counter()
     for _ in range(steps):
         optimizer.zero_grad(set_to_none=True)

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from experiments.data import loading
-from experiments.data.batches import Augment, Batches
+from experiments.data.augment import Augment
+from experiments.data.batches import Batches
 from experiments.data.types import ImageData, Split
 from experiments.devices.placement import ToDevice
 from experiments.devices.process_group import ProcessGroup
@@ -152,7 +153,7 @@ def test_augmented_batches_are_exactly_crops_and_flips_of_the_plain_ones(
 def test_flips_mirror_some_images_and_leave_the_others(sample: ImageData) -> None:
     flip = Augment(crop_padding=0, flip=True, generator=torch.Generator().manual_seed(1))
     images = sample.train.images[:64]
-    flipped = flip(images, 64, slice(0, 64))
+    flipped = flip.pixels(images, 64, slice(0, 64))
     same = [torch.equal(a, b) for a, b in zip(flipped, images, strict=True)]
     mirrored = [torch.equal(a, b.flip(2)) for a, b in zip(flipped, images, strict=True)]
     assert all(s or m for s, m in zip(same, mirrored, strict=True))
@@ -164,7 +165,7 @@ def test_augmentation_draws_for_the_whole_batch_so_shares_add_up(
 ) -> None:
     def augment(seed: int, share: slice) -> torch.Tensor:
         augment = Augment(4, True, torch.Generator().manual_seed(seed))
-        return augment(sample.train.images[share], 10, share)
+        return augment.pixels(sample.train.images[share], 10, share)
 
     whole = augment(3, slice(0, 10))
     halves = torch.cat([augment(3, slice(0, 5)), augment(3, slice(5, 10))])

@@ -21,7 +21,8 @@ from omegaconf import OmegaConf
 
 from experiments.config.choices import Precision
 from experiments.data import loading
-from experiments.data.batches import Augment, Batches
+from experiments.data.augment import Augment
+from experiments.data.batches import Batches
 from experiments.data.types import ImageData, Split
 from experiments.devices import memory, precision, process_settings
 from experiments.devices.placement import ToDevice
@@ -169,7 +170,11 @@ class PinnedOrNot(ToDevice):
         return super().tensor(tensor)
 
 
-def test_batches_never_make_the_host_wait_for_the_gpu() -> None:
+@pytest.mark.parametrize("policy", [None, "randaugment", "trivialaugment", "autoaugment"])
+def test_batches_never_make_the_host_wait_for_the_gpu(policy: str | None) -> None:
+    # With a policy, every other option too: erasing, and mixup or CutMix.
+    mixing = {"erasing": 0.5, "mixup_alpha": 0.2, "cutmix_alpha": 1.0, "num_classes": 10}
+    options = {"policy": policy, **mixing} if policy else {}
     images = torch.randint(0, 256, (512, 3, 32, 32), dtype=torch.uint8)
     split = Split(images, torch.randint(0, 10, (512,)))
     shuffle = torch.Generator().manual_seed(0)
@@ -181,7 +186,7 @@ def test_batches_never_make_the_host_wait_for_the_gpu() -> None:
         std=[0.5],
         runtime=Runtime(DevicePlan("cuda", 0), placement),
         shuffle=shuffle,
-        augment=Augment(4, True, shuffle),
+        augment=Augment(4, True, shuffle, **options),
     )
     list(batches)  # warm up: CUDA's first calls may synchronize once
     torch.cuda.set_sync_debug_mode("error")

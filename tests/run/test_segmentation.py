@@ -98,8 +98,14 @@ def test_shapes_train_a_unet_selected_on_validation_mean_iou(tmp_path: Path) -> 
         ),
         (
             ("model=unet", "dataset.augment.flip=true"),
-            "dataset.augment moves an image's pixels but not its mask's: task=segmentation "
-            "trains without it (dataset.augment.crop_padding=0 dataset.augment.flip=false)",
+            "dataset.augment.flip=true: it changes an image's pixels but not its mask's; "
+            "task=segmentation trains without it (dataset.augment.flip=false)",
+        ),
+        (
+            ("model=unet", "dataset.augment.policy=trivialaugment", "dataset.augment.erasing=0.5"),
+            "dataset.augment.policy=trivialaugment dataset.augment.erasing=0.5: each changes an "
+            "image's pixels but not its mask's; task=segmentation trains without them "
+            "(dataset.augment.policy=null dataset.augment.erasing=0)",
         ),
         (
             ("model=unet", "model.depth=6"),

@@ -45,6 +45,13 @@ class Interval(Choice):
     step = "step"  # after every optimizer step
 
 
+class AugmentPolicy(Choice):
+    # Per image, on the uint8 batch after crop and flip, as torchvision.transforms.v2's:
+    randaugment = "randaugment"  # dataset.augment.num_ops ops at dataset.augment.magnitude
+    trivialaugment = "trivialaugment"  # TrivialAugmentWide: one op at a random magnitude
+    autoaugment = "autoaugment"  # AutoAugment's ImageNet policy: one of its 25 pairs of ops
+
+
 class Loader(Choice):
     auto = "auto"  # memory when the decoded images fit dataset.cache_max_gb, else stream
     memory = "memory"  # decoded once (through the cache) into one uint8 array; batches cut from it

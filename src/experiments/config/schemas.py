@@ -11,7 +11,15 @@ from typing import Any
 
 from omegaconf import II, MISSING, DictConfig
 
-from experiments.config.choices import DeviceName, Interval, Loader, Mode, Precision, Preload
+from experiments.config.choices import (
+    AugmentPolicy,
+    DeviceName,
+    Interval,
+    Loader,
+    Mode,
+    Precision,
+    Preload,
+)
 
 
 @dataclass
@@ -65,6 +73,16 @@ class AugmentConfig:
     crop_padding: int = 0
     # Random horizontal flip of half the images.
     flip: bool = False
+    # An automatic augmentation policy, per image (null: none).
+    policy: AugmentPolicy | None = None
+    # policy=randaugment's ops per image, and their magnitude (of 31 steps, 0 to 30).
+    num_ops: int = 2
+    magnitude: int = 9
+    # The probability of erasing a random rectangle of each normalized image (0: never).
+    erasing: float = 0.0
+    # Mixup's and CutMix's Beta(alpha, alpha) (0: off); with both, one of the two per batch.
+    mixup_alpha: float = 0.0
+    cutmix_alpha: float = 0.0
 
 
 @dataclass

@@ -901,6 +901,21 @@ DATASET_CHECKS: tuple[Check, ...] = (
     functools.partial(_statistic_not_per_channel, key="std"),
     _classes_miscounted,
     FieldCheck("dataset.augment.crop_padding", lambda padding: padding >= 0, "must be >= 0"),
+    _whole_from_one("dataset.augment.num_ops"),
+    FieldCheck(
+        "dataset.augment.magnitude",
+        lambda step: 0 <= step <= 30,
+        "must be in [0, 30] (a step of the ops' 31 magnitudes, as torchvision's RandAugment)",
+    ),
+    FieldCheck("dataset.augment.erasing", lambda chance: 0 <= chance <= 1, "must be in [0, 1]"),
+    *(
+        FieldCheck(
+            f"dataset.augment.{key}",
+            lambda alpha: math.isfinite(alpha) and alpha >= 0,
+            "must be >= 0 (0: off) and finite",
+        )
+        for key in ("mixup_alpha", "cutmix_alpha")
+    ),
 )
 
 

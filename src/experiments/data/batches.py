@@ -4,9 +4,10 @@ A batch is made in five visible steps (`Batches.__iter__`): which rows this proc
 pass's seeded order; gathering them from the uint8 split (`TensorRows`), or having DataLoader
 workers decode them (`experiments.data.streaming.StreamRows`); copying them to the device as
 uint8 (a quarter of float32's traffic, from pinned memory for a GPU, without the host waiting);
-augmenting them batch-wise on the device; converting and normalizing them there. No per-image
-Python work
-in memory, and no step that makes the host wait for a GPU.
+augmenting them batch-wise on the device (`experiments.data.augment`); converting and normalizing
+them there (then erasing and mixing them, where asked: mixing makes the labels class
+probabilities). No per-image Python work in memory, and no step that makes the host wait for a
+GPU.
 """
 
 from __future__ import annotations
@@ -16,56 +17,13 @@ from collections.abc import Iterator
 from itertools import accumulate
 
 import torch
-from torch import nn
 
+from experiments.data.augment import Augment
 from experiments.data.streaming import StreamRows
 from experiments.data.types import Split, Streamed
+from experiments.devices.placement import to_device_async
 from experiments.devices.runtime import Runtime
 from experiments.devices.timing import DeviceTimer
-
-
-def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A small host tensor on `device`, copied from pinned memory so the host does not wait for a
-    GPU to finish its queued work first (a copy from ordinary memory would). Made contiguous
-    before it is pinned: CUDA copies a strided tensor (a process's columns of a batch's crop
-    offsets, under DDP) through a contiguous copy in ordinary memory."""
-    if device.type != "cuda" or tensor.device == device:
-        return tensor.to(device)
-    return tensor.contiguous().pin_memory().to(device, non_blocking=True)
-
-
-class Augment:
-    """Batch-wise augmentation on the device: random crops of the zero-padded images, and
-    horizontal flips of half of them. The random draws come from the shuffle generator, for the
-    whole batch, so every process and every placement sees the same, and a resume repeats them."""
-
-    def __init__(self, crop_padding: int, flip: bool, generator: torch.Generator) -> None:
-        self.padding = crop_padding
-        self.flip = flip
-        self.generator = generator
-
-    def __bool__(self) -> bool:
-        return bool(self.padding or self.flip)
-
-    def __call__(self, images: torch.Tensor, batch_size: int, share: slice) -> torch.Tensor:
-        """Augment `images`, which are the `share` of a batch of `batch_size`."""
-        count, _, height, width = images.shape
-        device = images.device
-        if self.padding:
-            offsets = torch.randint(
-                0, 2 * self.padding + 1, (2, batch_size), generator=self.generator
-            )
-            top, left = to_device_async(offsets[:, share], device)
-            padded = nn.functional.pad(images, [self.padding] * 4)
-            rows = (top[:, None] + torch.arange(height, device=device))[:, :, None]
-            columns = (left[:, None] + torch.arange(width, device=device))[:, None, :]
-            pixels = padded[torch.arange(count, device=device)[:, None, None], :, rows, columns]
-            images = pixels.permute(0, 3, 1, 2)  # indexing put the channels last
-        if self.flip:
-            flips = torch.rand(batch_size, generator=self.generator) < 0.5
-            flipped = to_device_async(flips[share], device)
-            images = torch.where(flipped[:, None, None, None], images.flip(3), images)
-        return images
 
 
 class TensorRows:
@@ -193,6 +151,8 @@ class Batches:
             if self.augment:
                 images = self._augment(images, size, share)
             images = self._normalize(images)
+            if self.augment:
+                images, labels = self.augment.normalized(images, labels, size, share)
             self.wait_seconds += time.perf_counter() - began
             yield images, labels
             began = time.perf_counter()
@@ -225,7 +185,7 @@ class Batches:
         memory_format = (
             torch.channels_last if self.runtime.channels_last else torch.contiguous_format
         )
-        return self.augment(images, size, share).contiguous(memory_format=memory_format)
+        return self.augment.pixels(images, size, share).contiguous(memory_format=memory_format)
 
     def _normalize(self, images: torch.Tensor) -> torch.Tensor:
         # In place on a new float copy, which keeps the memory format (float values, a view of

@@ -57,6 +57,16 @@ class CudaCall(Placement):
         return tensor.cpu()
 
 
+def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A small host tensor on `device`, copied from pinned memory so the host does not wait for a
+    GPU to finish its queued work first (a copy from ordinary memory would). Made contiguous
+    before it is pinned: CUDA copies a strided tensor (a process's columns of a batch's crop
+    offsets, under DDP) through a contiguous copy in ordinary memory."""
+    if device.type != "cuda" or tensor.device == device:
+        return tensor.to(device)
+    return tensor.contiguous().pin_memory().to(device, non_blocking=True)
+
+
 def audit(
     model: nn.Module, task: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], plan: DevicePlan
 ) -> None:

@@ -27,7 +27,8 @@ from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.data import fingerprint, subset
-from experiments.data.batches import Augment, Batches
+from experiments.data.augment import Augment
+from experiments.data.batches import Batches
 from experiments.data.types import ImageData, Split, Streamed
 from experiments.devices import host_load, memory, peak, precision, process_settings, wrapping
 from experiments.devices.description import device_record
@@ -77,7 +78,7 @@ from experiments.training import (
 from experiments.training.ema import ModelAverage
 from experiments.training.history import History
 from experiments.training.selection import Monitor
-from experiments.training.tasks import Task
+from experiments.training.tasks import Classification, Task
 from experiments.training.time_to_accuracy import TimeToAccuracy
 from experiments.training.weights import load_weights
 
@@ -461,15 +462,16 @@ class TrainingRun:
         """The splits cut into batches, the training split's shuffled (and augmented) by
         `shuffle`; the optimizer steps of an epoch they come to."""
         cfg, trainer = self.cfg, self.cfg.trainer
-        augment = Augment(**cfg.dataset.augment, generator=shuffle)
+        augment = Augment(
+            **cfg.dataset.augment, generator=shuffle, num_classes=cfg.dataset.num_classes
+        )
         # Not a check of the config (`config.validate`): a task of one's own says what its
         # targets are only once it is built.
-        if augment and self.task.targets == "masks":
-            raise ExperimentError(
-                f"dataset.augment moves an image's pixels but not its mask's: task="
-                f"{cfg.task.name} trains without it (dataset.augment.crop_padding=0 "
-                "dataset.augment.flip=false)"
-            )
+        takes_probabilities = isinstance(self.task, Classification)
+        if refusal := augment.refusal(
+            cfg.task.name, self.task.targets, takes_probabilities=takes_probabilities
+        ):
+            raise ExperimentError(refusal)
         data, world_size = self.data, self.runtime.group.world_size
         assert data.train is not None
         fewest = loop.fewest_images_per_batch(model, trainer.batch_size, world_size)

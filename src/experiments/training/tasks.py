@@ -112,6 +112,10 @@ class Classification(Task):
         self.label_smoothing = label_smoothing
 
     def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """`targets` are class indices, or (N, K) class probabilities where mixup or CutMix mixed
+        them (`data.augment`); label smoothing then smooths the mixed probabilities,
+        (1 - smoothing) * p + smoothing / K, as torch's cross-entropy and torchvision's reference
+        recipe do. Evaluation's targets are always indices."""
         return nn.functional.cross_entropy(outputs, targets, label_smoothing=self.label_smoothing)
 
     def evaluation_loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,200 @@
+"""Batch-wise augmentation of the training batches on the device (`dataset.augment`), in the order
+of torchvision's reference recipe: on the uint8 images, random crops, flips and a policy
+(`experiments.data.policies`); on the normalized ones, random erasing, then mixup or CutMix, which
+make the labels class probabilities.
+
+Every random draw comes from the shuffle generator, on the host, for the whole batch, of which
+each process then takes its share: every process and every placement sees the same, and a resume
+repeats them. Only mixup's and CutMix's partner is found within a process's share (see `_mix`).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+from torch import nn
+
+from experiments.data.policies import Policy
+from experiments.devices.placement import to_device_async
+
+# Random erasing's rectangle, as torchvision's RandomErasing draws it: a share of the image's area,
+# an aspect ratio (drawn on the log scale), and the tries at one that fits in the image.
+ERASED_AREA = (0.02, 0.33)
+ERASED_RATIO = (0.3, 3.3)
+ERASING_TRIES = 10
+
+# Each option of `dataset.augment` that augments, as it is off.
+OFF = {
+    "crop_padding": 0,
+    "flip": False,
+    "policy": None,
+    "erasing": 0,
+    "mixup_alpha": 0,
+    "cutmix_alpha": 0,
+}
+MIXING = ("mixup_alpha", "cutmix_alpha")
+
+
+class Augment:
+    """What `dataset.augment` asks of the training batches (every option off: false, and
+    `Batches` calls nothing). `num_classes` is the labels' (mixup and CutMix need it)."""
+
+    def __init__(
+        self,
+        crop_padding: int,
+        flip: bool,
+        generator: torch.Generator,
+        *,
+        policy: str | None = None,
+        num_ops: int = 2,
+        magnitude: int = 9,
+        erasing: float = 0.0,
+        mixup_alpha: float = 0.0,
+        cutmix_alpha: float = 0.0,
+        num_classes: int | None = None,
+    ) -> None:
+        self.options = {
+            "crop_padding": crop_padding,
+            "flip": flip,
+            "policy": policy,
+            "erasing": erasing,
+            "mixup_alpha": mixup_alpha,
+            "cutmix_alpha": cutmix_alpha,
+        }
+        self.padding = crop_padding
+        self.flip = flip
+        self.generator = generator
+        self.policy = Policy(policy, num_ops, magnitude, generator) if policy else None
+        self.erasing = erasing
+        self.alphas = {"mixup": mixup_alpha, "cutmix": cutmix_alpha}
+        self.mixes = [name for name, alpha in self.alphas.items() if alpha]
+        self.num_classes = num_classes
+
+    def __bool__(self) -> bool:
+        return bool(self.padding or self.flip or self.policy or self.erasing or self.mixes)
+
+    def refusal(self, task: str, targets: str, *, takes_probabilities: bool) -> str | None:
+        """Why task=`task`, learning `targets`, cannot train with the options that are on, in one
+        line (None: it can). Every option changes an image's pixels, which its mask would not
+        follow; mixing makes the labels class probabilities, which only a loss that takes them
+        can learn from (`takes_probabilities`: classification's)."""
+        if targets == "masks":
+            keys, why = tuple(OFF), "changes an image's pixels but not its mask's"
+        elif not takes_probabilities:
+            keys = MIXING
+            why = "makes the labels class probabilities, which its loss does not take"
+        else:
+            return None
+        refused = [key for key in keys if self.options[key] != OFF[key]]
+        if not refused:
+            return None
+        on = " ".join(f"dataset.augment.{key}={_typed(self.options[key])}" for key in refused)
+        off = " ".join(f"dataset.augment.{key}={_typed(OFF[key])}" for key in refused)
+        each, them = ("it", "it") if len(refused) == 1 else ("each", "them")
+        return f"{on}: {each} {why}; task={task} trains without {them} ({off})"
+
+    def pixels(self, images: torch.Tensor, batch_size: int, share: slice) -> torch.Tensor:
+        """Crop, flip and the policy's ops on uint8 `images`, the `share` of a batch of
+        `batch_size`."""
+        count, _, height, width = images.shape
+        device = images.device
+        if self.padding:
+            offsets = torch.randint(
+                0, 2 * self.padding + 1, (2, batch_size), generator=self.generator
+            )
+            top, left = to_device_async(offsets[:, share], device)
+            padded = nn.functional.pad(images, [self.padding] * 4)
+            rows = (top[:, None] + torch.arange(height, device=device))[:, :, None]
+            columns = (left[:, None] + torch.arange(width, device=device))[:, None, :]
+            pixels = padded[torch.arange(count, device=device)[:, None, None], :, rows, columns]
+            images = pixels.permute(0, 3, 1, 2)  # indexing put the channels last
+        if self.flip:
+            flips = torch.rand(batch_size, generator=self.generator) < 0.5
+            flipped = to_device_async(flips[share], device)
+            images = torch.where(flipped[:, None, None, None], images.flip(3), images)
+        if self.policy:
+            images = self.policy(images, batch_size, share)
+        return images
+
+    def normalized(
+        self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, share: slice
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Erasing and mixing, in place, of normalized `images` (the `share` of a batch of
+        `batch_size`) and their labels: class indices, or with mixing, (N, K) probabilities."""
+        if self.erasing:
+            self._erase(images, batch_size, share)
+        if self.mixes:
+            images, labels = self._mix(images, labels)
+        return images, labels
+
+    def _erase(self, images: torch.Tensor, batch_size: int, share: slice) -> None:
+        """Zero (the mean, once normalized) a random rectangle of each image with probability
+        `erasing`: the first of its tries whose rectangle fits in the image, as torchvision's
+        RandomErasing; an image none of whose tries fits is left as it is."""
+        _, _, height, width = images.shape
+        tries = (batch_size, ERASING_TRIES)
+        low, high = ERASED_AREA
+        area = height * width * (low + (high - low) * torch.rand(tries, generator=self.generator))
+        low, high = (math.log(bound) for bound in ERASED_RATIO)
+        ratio = torch.exp(low + (high - low) * torch.rand(tries, generator=self.generator))
+        tall = (area * ratio).sqrt().round().long()
+        wide = (area / ratio).sqrt().round().long()
+        fits = (tall < height) & (wide < width)
+        first = fits.long().argmax(1, keepdim=True)  # the first try that fits (0 if none does)
+        tall, wide = tall.gather(1, first)[:, 0], wide.gather(1, first)[:, 0]
+        erased = (torch.rand(batch_size, generator=self.generator) < self.erasing) & fits.any(1)
+        where = torch.rand(2, batch_size, generator=self.generator)
+        top = (where[0] * (height - tall + 1)).long()
+        left = (where[1] * (width - wide + 1)).long()
+        drawn = torch.stack([top, tall * erased, left, wide])[:, share]
+        top, tall, left, wide = to_device_async(drawn, images.device)
+        rows = torch.arange(height, device=images.device)[None, :]
+        columns = torch.arange(width, device=images.device)[None, :]
+        inside_rows = (rows >= top[:, None]) & (rows < (top + tall)[:, None])
+        inside_columns = (columns >= left[:, None]) & (columns < (left + wide)[:, None])
+        inside = inside_rows[:, None, :, None] & inside_columns[:, None, None, :]
+        images.masked_fill_(inside, 0.0)
+
+    def _mix(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mixup or CutMix (one of the two per batch, at random, where both are on), as
+        torchvision.transforms.v2's: each image mixed with the one before it, by a share drawn
+        from Beta(alpha, alpha) for the batch, and its label with that image's in the same shares.
+
+        The share, the choice and CutMix's box are drawn for the whole batch; the image before is
+        the one before within this process's share of it (the share's first takes its last): the
+        others are on other processes, and fetching them would cost a collective at every step.
+        The batch is in a random order already, so the pairs are as random (with one process, they
+        are torchvision's)."""
+        mix = self.mixes[0]
+        if len(self.mixes) > 1:
+            mix = self.mixes[int(torch.rand((), generator=self.generator) < 0.5)]
+        seed = int(torch.randint(2**62, (), generator=self.generator))
+        alpha = self.alphas[mix]
+        share = random.Random(seed).betavariate(alpha, alpha)  # of the image's own
+        partner = images.roll(1, 0)
+        if mix == "mixup":
+            images.mul_(share).add_(partner, alpha=1 - share)
+        else:
+            _, _, height, width = images.shape
+            centre = torch.rand(2, generator=self.generator)
+            half = 0.5 * math.sqrt(1 - share)
+            y, x = int(centre[0] * height), int(centre[1] * width)
+            half_height, half_width = int(half * height), int(half * width)
+            top, bottom = max(y - half_height, 0), min(y + half_height, height)
+            left, right = max(x - half_width, 0), min(x + half_width, width)
+            images[:, :, top:bottom, left:right] = partner[:, :, top:bottom, left:right]
+            share = 1 - (bottom - top) * (right - left) / (height * width)
+        assert self.num_classes is not None  # (data of classes tells how many)
+        # (one_hot's check of the labels' range would make the host wait for a GPU)
+        classes = images.new_zeros(len(labels), self.num_classes).scatter_(1, labels[:, None], 1)
+        partners = classes.roll(1, 0)
+        return images, classes.mul_(share).add_(partners, alpha=1 - share)
+
+
+def _typed(value: object) -> str:
+    """A value as the command line types it."""
+    if value is None:
+        return "null"
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -1,0 +1,357 @@
+"""RandAugment, TrivialAugment and AutoAugment (`dataset.augment.policy`) on uint8 batches on the
+device, with draws of their own for every image.
+
+torchvision.transforms.v2's policies draw one op for a whole batch; here each image draws its ops,
+magnitudes and signs (from the shuffle generator, on the host, for the whole batch), and each op
+runs once per batch on the images that drew it, with a magnitude per image. The ops, their
+magnitudes and AutoAugment's ImageNet policy are torchvision's (`torchvision.transforms.v2.
+RandAugment`, `TrivialAugmentWide`, `AutoAugment`), and so is what each op does to an image: nearest
+neighbours and a black fill for the geometric ones, colour ops on one channel as on three
+(saturation leaves a grey image as it is).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torchvision.transforms.v2 import functional
+
+from experiments.core.errors import ExperimentError
+from experiments.devices.placement import to_device_async
+
+# An op's magnitudes over a policy's steps, for images of (height, width); None: it has none.
+Magnitudes = Callable[[int, int, int], torch.Tensor] | None
+
+
+def _up_to(largest: float) -> Magnitudes:
+    return lambda steps, height, width: torch.linspace(0.0, largest, steps)
+
+
+def _bits(fewest_lost: int) -> Magnitudes:
+    """Posterize's bits kept: 8 down to 8 - `fewest_lost` over the steps."""
+    return lambda steps, height, width: (
+        8 - (torch.arange(steps) / ((steps - 1) / fewest_lost))
+    ).round()
+
+
+def _threshold(steps: int, height: int, width: int) -> torch.Tensor:
+    return torch.linspace(1.0, 0.0, steps)  # Solarize's, as a share of 255
+
+
+def _across(share: float, axis: int) -> Magnitudes:
+    """A translation of up to `share` of the image's width (axis 1) or height (axis 0)."""
+    return lambda steps, height, width: torch.linspace(0.0, share * (height, width)[axis], steps)
+
+
+# Each policy's ops: name -> (magnitudes, whether a magnitude is negated for half the images).
+RANDAUGMENT: dict[str, tuple[Magnitudes, bool]] = {
+    "Identity": (None, False),
+    "ShearX": (_up_to(0.3), True),
+    "ShearY": (_up_to(0.3), True),
+    "TranslateX": (_across(150 / 331, 1), True),
+    "TranslateY": (_across(150 / 331, 0), True),
+    "Rotate": (_up_to(30.0), True),
+    "Brightness": (_up_to(0.9), True),
+    "Color": (_up_to(0.9), True),
+    "Contrast": (_up_to(0.9), True),
+    "Sharpness": (_up_to(0.9), True),
+    "Posterize": (_bits(4), False),
+    "Solarize": (_threshold, False),
+    "AutoContrast": (None, False),
+    "Equalize": (None, False),
+}
+TRIVIALAUGMENT: dict[str, tuple[Magnitudes, bool]] = {
+    **RANDAUGMENT,
+    "ShearX": (_up_to(0.99), True),
+    "ShearY": (_up_to(0.99), True),
+    "TranslateX": (_up_to(32.0), True),
+    "TranslateY": (_up_to(32.0), True),
+    "Rotate": (_up_to(135.0), True),
+    "Brightness": (_up_to(0.99), True),
+    "Color": (_up_to(0.99), True),
+    "Contrast": (_up_to(0.99), True),
+    "Sharpness": (_up_to(0.99), True),
+    "Posterize": (_bits(6), False),
+}
+AUTOAUGMENT: dict[str, tuple[Magnitudes, bool]] = {
+    **{name: value for name, value in RANDAUGMENT.items() if name != "Identity"},
+    "Invert": (None, False),
+}
+# AutoAugment's ImageNet policy: 25 pairs of (op, probability, magnitude step of 10).
+IMAGENET_POLICY = (
+    (("Posterize", 0.4, 8), ("Rotate", 0.6, 9)),
+    (("Solarize", 0.6, 5), ("AutoContrast", 0.6, 0)),
+    (("Equalize", 0.8, 0), ("Equalize", 0.6, 0)),
+    (("Posterize", 0.6, 7), ("Posterize", 0.6, 6)),
+    (("Equalize", 0.4, 0), ("Solarize", 0.2, 4)),
+    (("Equalize", 0.4, 0), ("Rotate", 0.8, 8)),
+    (("Solarize", 0.6, 3), ("Equalize", 0.6, 0)),
+    (("Posterize", 0.8, 5), ("Equalize", 1.0, 0)),
+    (("Rotate", 0.2, 3), ("Solarize", 0.6, 8)),
+    (("Equalize", 0.6, 0), ("Posterize", 0.4, 6)),
+    (("Rotate", 0.8, 8), ("Color", 0.4, 0)),
+    (("Rotate", 0.4, 9), ("Equalize", 0.6, 0)),
+    (("Equalize", 0.0, 0), ("Equalize", 0.8, 0)),
+    (("Invert", 0.6, 0), ("Equalize", 1.0, 0)),
+    (("Color", 0.6, 4), ("Contrast", 1.0, 8)),
+    (("Rotate", 0.8, 8), ("Color", 1.0, 2)),
+    (("Color", 0.8, 8), ("Solarize", 0.8, 7)),
+    (("Sharpness", 0.4, 7), ("Invert", 0.6, 0)),
+    (("ShearX", 0.6, 5), ("Equalize", 1.0, 0)),
+    (("Color", 0.4, 0), ("Equalize", 0.6, 0)),
+    (("Equalize", 0.4, 0), ("Solarize", 0.2, 4)),
+    (("Solarize", 0.6, 5), ("AutoContrast", 0.6, 0)),
+    (("Invert", 0.6, 0), ("Equalize", 1.0, 0)),
+    (("Color", 0.6, 4), ("Contrast", 1.0, 8)),
+    (("Equalize", 0.8, 0), ("Equalize", 0.6, 0)),
+)
+SPACES = {"randaugment": RANDAUGMENT, "trivialaugment": TRIVIALAUGMENT, "autoaugment": AUTOAUGMENT}
+STEPS = {"randaugment": 31, "trivialaugment": 31, "autoaugment": 10}
+
+
+# What each image draws per batch: the ops of each of its rounds (as indices of the policy's
+# names), their magnitude steps, and whether each runs.
+Draws = list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+class Policy:
+    """A policy's ops drawn per image and applied a sub-batch per op: `policy` randaugment
+    (`num_ops` ops at step `magnitude`), trivialaugment or autoaugment."""
+
+    def __init__(
+        self, policy: str, num_ops: int, magnitude: int, generator: torch.Generator
+    ) -> None:
+        self.policy = policy
+        self.space = SPACES[policy]
+        self.names = list(self.space)
+        self.signed = torch.tensor([signed for _, signed in self.space.values()])
+        self.steps = STEPS[policy]
+        self.draw: Callable[[int], Draws] = getattr(self, f"_draw_{policy}")
+        self.num_ops = num_ops
+        self.magnitude = magnitude
+        self.generator = generator
+
+    def __call__(self, images: torch.Tensor, batch_size: int, share: slice) -> torch.Tensor:
+        """`images`, the `share` of a batch of `batch_size`, each through its own ops."""
+        if images.is_floating_point():
+            raise ExperimentError(
+                f"dataset.augment.policy={self.policy} works on images of 8-bit pixels, but this "
+                "dataset holds float values (a table's rows); train without it "
+                "(dataset.augment.policy=null)"
+            )
+        _, _, height, width = images.shape
+        table = self._magnitudes(height, width)
+        images = images.clone()  # (they may be the split's own rows, on the device)
+        for ops, steps, applied in self.draw(batch_size):
+            negated = torch.rand(batch_size, generator=self.generator) <= 0.5
+            magnitudes = table[ops, steps]
+            magnitudes = torch.where(self.signed[ops] & negated, -magnitudes, magnitudes)
+            self._apply(images, ops[share], magnitudes[share], applied[share])
+        return images
+
+    def _draw_randaugment(self, batch_size: int) -> Draws:
+        """`num_ops` ops per image, each at step `magnitude`."""
+        steps = torch.full((batch_size,), self.magnitude)
+        everyone = torch.ones(batch_size, dtype=torch.bool)
+        shape = (self.num_ops, batch_size)
+        ops = torch.randint(len(self.names), shape, generator=self.generator)
+        return [(each, steps, everyone) for each in ops]
+
+    def _draw_trivialaugment(self, batch_size: int) -> Draws:
+        """One op per image, at a step of its own."""
+        ops = torch.randint(len(self.names), (batch_size,), generator=self.generator)
+        steps = torch.randint(self.steps, (batch_size,), generator=self.generator)
+        return [(ops, steps, torch.ones(batch_size, dtype=torch.bool))]
+
+    def _draw_autoaugment(self, batch_size: int) -> Draws:
+        """A pair of the policy per image; whether each of its two ops runs, by its chance."""
+        pairs = torch.randint(len(IMAGENET_POLICY), (batch_size,), generator=self.generator)
+        draws = []
+        for place in (0, 1):
+            ops = [(self.names.index(pair[place][0]), *pair[place][1:]) for pair in IMAGENET_POLICY]
+            op, chance, step = (torch.tensor(column)[pairs] for column in zip(*ops, strict=True))
+            draws.append((op, step, torch.rand(batch_size, generator=self.generator) <= chance))
+        return draws
+
+    def _magnitudes(self, height: int, width: int) -> torch.Tensor:
+        """(ops, steps): each op's magnitude at each step (0 for an op without)."""
+        rows = [
+            torch.zeros(self.steps) if of is None else of(self.steps, height, width).float()
+            for of, _ in self.space.values()
+        ]
+        return torch.stack(rows).double()
+
+    def _apply(
+        self,
+        images: torch.Tensor,
+        ops: torch.Tensor,
+        magnitudes: torch.Tensor,
+        applied: torch.Tensor,
+    ) -> None:
+        """Each op, in place, on the images that drew it (and run it), at their magnitudes."""
+        for op in ops[applied].unique().tolist():
+            name = self.names[op]
+            if name == "Identity":
+                continue
+            chosen = ((ops == op) & applied).nonzero()[:, 0]
+            rows = to_device_async(chosen, images.device)
+            done = OPS[name](images.index_select(0, rows), magnitudes[chosen])
+            images.index_copy_(0, rows, done)
+
+
+def _factors(magnitudes: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """A colour op's blend of an image with another, per image: image * (1 + m) + other * -m, as
+    torchvision's (its weights as it rounds them)."""
+    weights = torch.stack([1 + magnitudes, -magnitudes]).float()[..., None, None, None]
+    image_weight, other_weight = to_device_async(weights, device)
+    return image_weight, other_weight
+
+
+def _blend(images: torch.Tensor, other: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+    image_weight, other_weight = _factors(magnitudes, images.device)
+    blended = images.float().mul_(image_weight).add_(other * other_weight)
+    return blended.clamp_(0, 255).to(torch.uint8)
+
+
+def _grey(images: torch.Tensor) -> torch.Tensor:
+    """The luminance of RGB images, floored as torchvision's; a grey image's own values."""
+    if images.shape[1] == 1:
+        return images.float()
+    red, green, blue = images.float().unbind(1)
+    return red.mul(0.2989).add_(green, alpha=0.587).add_(blue, alpha=0.114)[:, None].floor_()
+
+
+def _brightness(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+    return _blend(images, torch.zeros((), device=images.device), magnitudes)
+
+
+def _color(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+    if images.shape[1] == 1:
+        return images  # (saturation is a grey image's own, as in PIL and torchvision)
+    return _blend(images, _grey(images), magnitudes)
+
+
+def _contrast(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+    return _blend(images, _grey(images).mean((1, 2, 3), keepdim=True), magnitudes)
+
+
+def _sharpness(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+    """Blended with a 3x3 blur of itself, all but the border, which stays as it is."""
+    channels, height, width = images.shape[1:]
+    if height <= 2 or width <= 2:
+        return images
+    kernel = torch.ones(3, 3, device=images.device) / 13
+    kernel[1, 1] = 5 / 13
+    output = images.float()
+    blurred = nn.functional.conv2d(output, kernel.expand(channels, 1, 3, 3), groups=channels)
+    inner = output[..., 1:-1, 1:-1]
+    image_weight, other_weight = _factors(magnitudes, images.device)
+    inner.mul_(image_weight).add_(blurred.round_() * other_weight)
+    return output.clamp_(0, 255).to(torch.uint8)
+
+
+def _posterize(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+    bits = magnitudes.long()
+    masks = ((255 << (8 - bits)) & 255).to(torch.uint8)[:, None, None, None]
+    return images & to_device_async(masks, images.device)
+
+
+def _solarize(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+    thresholds = to_device_async((255 * magnitudes).float(), images.device)
+    return torch.where(images >= thresholds[:, None, None, None], 255 - images, images)
+
+
+def _autocontrast(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+    """Each channel stretched to the full range, as torchvision's `autocontrast`, without its
+    masked assignment (which makes the host wait for a GPU)."""
+    floats = images.float()
+    low, high = floats.amin((2, 3), keepdim=True), floats.amax((2, 3), keepdim=True)
+    flat = high == low
+    scale = torch.where(flat, 1.0, (high - low).mul_(1.0 / 255))
+    return floats.sub_(torch.where(flat, 0.0, low)).div_(scale).clamp_(0, 255).to(torch.uint8)
+
+
+def _moved(images: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
+    """Each image's pixels taken from where its (2, 3) `inverse` affine map, in pixels from the
+    image's centre, puts them: nearest neighbours, black outside, as torchvision's `affine`."""
+    count, _, height, width = images.shape
+    device = images.device
+    across = torch.linspace((1 - width) / 2, (width - 1) / 2, width, device=device)
+    down = torch.linspace((1 - height) / 2, (height - 1) / 2, height, device=device)
+    ones = torch.ones(height, width, device=device)
+    base = torch.stack(
+        [across.expand(height, width), down[:, None].expand(height, width), ones], -1
+    ).reshape(1, height * width, 3)
+    # Scaled to the grid's [-1, 1] before it maps the pixels, as torchvision's (rounding alike).
+    scale = torch.tensor([width / 2, height / 2], dtype=torch.float32)
+    scaled = to_device_async(inverse.float().transpose(1, 2) / scale, device)
+    grid = base.expand(count, -1, -1) @ scaled
+    moved = nn.functional.grid_sample(
+        images.float(), grid.reshape(count, height, width, 2), mode="nearest", align_corners=False
+    )
+    return moved.round_().to(torch.uint8)
+
+
+def _affine(
+    images: torch.Tensor, rows: tuple[list[torch.Tensor], list[torch.Tensor]]
+) -> torch.Tensor:
+    """`_moved` by the inverse maps whose rows, per image, are `rows` (each of 3 columns)."""
+    top, bottom = (torch.stack(columns, -1) for columns in rows)
+    return _moved(images, torch.stack([top, bottom], 1))
+
+
+def _shear_x(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+    ones, zeros, half_height = (
+        torch.ones_like(magnitudes),
+        torch.zeros_like(magnitudes),
+        images.shape[2] / 2,
+    )
+    return _affine(images, ([ones, magnitudes, magnitudes * half_height], [zeros, ones, zeros]))
+
+
+def _shear_y(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+    ones, zeros, half_width = (
+        torch.ones_like(magnitudes),
+        torch.zeros_like(magnitudes),
+        images.shape[3] / 2,
+    )
+    return _affine(images, ([ones, zeros, zeros], [magnitudes, ones, magnitudes * half_width]))
+
+
+def _translate_x(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+    ones, zeros = torch.ones_like(magnitudes), torch.zeros_like(magnitudes)
+    return _affine(images, ([ones, zeros, -magnitudes.trunc()], [zeros, ones, zeros]))
+
+
+def _translate_y(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+    ones, zeros = torch.ones_like(magnitudes), torch.zeros_like(magnitudes)
+    return _affine(images, ([ones, zeros, zeros], [zeros, ones, -magnitudes.trunc()]))
+
+
+def _rotate(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
+    """Counter-clockwise by `magnitudes` degrees about the image's centre."""
+    radians = magnitudes * (math.pi / 180)
+    cos, sin, zeros = radians.cos(), radians.sin(), torch.zeros_like(magnitudes)
+    return _affine(images, ([cos, -sin, zeros], [sin, cos, zeros]))
+
+
+# Each op on a sub-batch of uint8 images, a magnitude per image (a float64 host tensor).
+OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "ShearX": _shear_x,
+    "ShearY": _shear_y,
+    "TranslateX": _translate_x,
+    "TranslateY": _translate_y,
+    "Rotate": _rotate,
+    "Brightness": _brightness,
+    "Color": _color,
+    "Contrast": _contrast,
+    "Sharpness": _sharpness,
+    "Posterize": _posterize,
+    "Solarize": _solarize,
+    "AutoContrast": _autocontrast,
+    "Equalize": lambda images, magnitudes: functional.equalize(images),
+    "Invert": lambda images, magnitudes: functional.invert(images),
+}
