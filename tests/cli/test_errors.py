@@ -44,7 +44,7 @@ COMPOSITION_ERRORS = [
     (
         "experiment=resnet_cifar10",
         "Error: experiment=resnet_cifar10 is not an option of 'experiment'; "
-        "choose one of: batch_scaling, device_scaling, lenet_cifar10, tudui_cifar10",
+        "choose one of: batch_scaling, device_scaling, lenet_cifar10, resnet_recipe, tudui_cifar10",
     ),
     (
         "trainer.epochs=[",

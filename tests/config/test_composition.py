@@ -118,6 +118,7 @@ def test_the_groups_have_the_options_the_readme_promises() -> None:
         "batch_scaling",
         "device_scaling",
         "lenet_cifar10",
+        "resnet_recipe",
         "tudui_cifar10",
     ]
 
