@@ -158,8 +158,10 @@ def test_every_model_and_placement_leaves_complete_records(
         "selected_confusion",
         "data",
         "steps_per_epoch",
+        "ema",
         "checksum",
     }
+    assert checkpoint["ema"] is None  # no moving average of the weights asked for
     assert not (run_dir / checkpoints.BEST).exists()  # nothing to select without validation
     assert "cuda" not in checkpoint["rng"]  # a CPU run draws from no GPU's generator
     assert checkpoint["epoch"] == 2
