@@ -33,6 +33,7 @@ from PIL import Image
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata
 from tensorboard.plugins.hparams.plugin_data_pb2 import HParamsPluginData
+from torch import nn
 from torch.optim import Optimizer
 
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
@@ -43,6 +44,7 @@ from experiments.data.types import ImageData, Split
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
 from experiments.devices.runtime import Runtime
+from experiments.training.models import build_for
 
 ROOT = Path(__file__).resolve().parents[1]
 # Switches that would turn one-line errors into tracebacks: a test sets them itself, or not at all.
@@ -439,6 +441,24 @@ def lr_of(optimizer: Optimizer) -> float:
 
 
 @cache
+def model_by_name(
+    option: str, arch: str, shape: tuple[int, int, int], classes: int, *more: str
+) -> nn.Module:
+    """`model=<option> model.arch=<arch>` (torchvision, timm) built as a run builds it, for
+    synthetic images of `shape` (channels, size, size) and `classes`."""
+    channels, size, _ = shape
+    cfg = compose_config(
+        f"model={option}",
+        f"model.arch={arch}",
+        "dataset=synthetic",
+        f"dataset.channels={channels}",
+        f"dataset.image_size={size}",
+        f"dataset.num_classes={classes}",
+        *more,
+    )
+    return build_for(cfg.model, shape, classes, "synthetic")
+
+
 def scheduler_config(name: str) -> DictConfig:
     """`scheduler=<name>` as the train config composes it (once per option: composing is slow)."""
     return compose_config(f"scheduler={name}").scheduler

@@ -115,32 +115,28 @@ def test_the_same_seed_gives_the_same_batches_and_another_seed_others(cifar: Spl
 
 def test_a_resumed_pass_draws_what_the_uninterrupted_one_did(cifar: Split) -> None:
     """A checkpoint keeps the shuffle generator's state: every draw of the next pass repeats."""
+
+    def augmented(shuffle: torch.Generator) -> Batches:
+        augment = Augment(4, True, shuffle, **EVERY_OPTION)
+        return Batches(
+            cifar,
+            batch_size=64,
+            mean=[0.5],
+            std=[0.5],
+            runtime=on("cpu"),
+            shuffle=shuffle,
+            limit=2,
+            augment=augment,
+        )
+
     shuffle = generator(2)
-    batches = Batches(
-        cifar,
-        batch_size=64,
-        mean=[0.5],
-        std=[0.5],
-        runtime=on("cpu"),
-        shuffle=shuffle,
-        limit=2,
-        augment=Augment(4, True, shuffle, **EVERY_OPTION),
-    )
+    batches = augmented(shuffle)
     list(batches)  # the first epoch
     saved = shuffle.get_state()
     uninterrupted = list(batches)
     resumed_shuffle = torch.Generator()
     resumed_shuffle.set_state(saved)
-    resumed = Batches(
-        cifar,
-        batch_size=64,
-        mean=[0.5],
-        std=[0.5],
-        runtime=on("cpu"),
-        shuffle=resumed_shuffle,
-        limit=2,
-        augment=Augment(4, True, resumed_shuffle, **EVERY_OPTION),
-    )
+    resumed = augmented(resumed_shuffle)
     for ours, theirs in zip(uninterrupted, resumed, strict=True):
         assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
 

@@ -16,8 +16,7 @@ import torch
 from torch import nn
 
 from experiments.core.errors import ExperimentError
-from experiments.training.models import build_for
-from helpers import SMALL, compose_config, eval_cli, results, train_cli, trained_run
+from helpers import SMALL, eval_cli, model_by_name, results, train_cli, trained_run
 
 # A small convolutional network and a small ViT of timm's tests, and the Hub's repository of
 # each one's default pretrained weights.
@@ -26,17 +25,7 @@ CNN_REPOSITORY = "timm/test_resnet.r160_in1k"
 
 
 def timm_model(arch: str, shape: tuple[int, int, int], classes: int, *more: str) -> nn.Module:
-    channels, size, _ = shape
-    cfg = compose_config(
-        "model=timm",
-        f"model.arch={arch}",
-        "dataset=synthetic",
-        f"dataset.channels={channels}",
-        f"dataset.image_size={size}",
-        f"dataset.num_classes={classes}",
-        *more,
-    )
-    return build_for(cfg.model, shape, classes, "synthetic")
+    return model_by_name("timm", arch, shape, classes, *more)
 
 
 def parameters(model: nn.Module) -> int:

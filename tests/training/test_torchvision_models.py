@@ -10,22 +10,12 @@ import torch
 from torch import nn
 
 from experiments.core.errors import ExperimentError
-from experiments.training.models import build_for
 from experiments.training.weights import load_weights
-from helpers import compose_config
+from helpers import model_by_name
 
 
 def torchvision_model(arch: str, shape: tuple[int, int, int], classes: int = 10) -> nn.Module:
-    channels, size, _ = shape
-    cfg = compose_config(
-        "model=torchvision",
-        f"model.arch={arch}",
-        "dataset=synthetic",
-        f"dataset.channels={channels}",
-        f"dataset.image_size={size}",
-        f"dataset.num_classes={classes}",
-    )
-    return build_for(cfg.model, shape, classes, "synthetic")
+    return model_by_name("torchvision", arch, shape, classes)
 
 
 def refusal(arch: str, shape: tuple[int, int, int] = (3, 32, 32)) -> str:
