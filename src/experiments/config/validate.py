@@ -47,7 +47,7 @@ from experiments.config.schemas import EmaConfig, is_table
 from experiments.config.store import config_groups, group_options
 from experiments.core.errors import ExperimentError
 from experiments.core.hints import no_such_key
-from experiments.core.text import abridged
+from experiments.core.text import abridged, as_typed
 
 
 class ArgumentsCheck(NamedTuple):
@@ -243,7 +243,7 @@ class FieldCheck:
         value = OmegaConf.select(cfg, self.key, default=_ABSENT)
         if value is _ABSENT or self.valid(value):
             return None
-        return f"{self.key}={value} {self.says}"
+        return f"{self.key}={as_typed(value)} {self.says}"
 
 
 def _image_channels(cfg: DictConfig) -> str | None:

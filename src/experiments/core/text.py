@@ -50,6 +50,13 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
+def as_typed(value: object) -> str:
+    """A value as the command line types it: true, null, 2.5."""
+    if value is None:
+        return "null"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def printable(text: str) -> str:
     """`text` with each character that is not printable (a newline, a tab, an escape) written as
     Python writes it in a string (`\\n`, `\\t`, `\\x1b`): a folder's name, or a value from its

@@ -253,7 +253,12 @@ def evaluation_record(measures: TaskMetrics) -> Any:
 class RecordedResults(StartRecord, SetupRecord, EpochRecord, FinishRecord, total=False):
     """results.json as a reader finds it: its phases' records, and its task's numbers (checked
     apart, by `task_numbers` of the run's task). Each key may be missing (a run still going has
-    few; earlier versions wrote fewer), and a key holds its type."""
+    few; earlier versions wrote fewer), and a key holds its type: of each phase that writes it."""
+
+    # The start's (null with trainer.batch_size=auto until its search ends, and in a run refused
+    # before it had a batch), then the setup's, once its search found one.
+    batch_size: int | None
+    per_process_batch_size: int | None
 
     # A task of one's own's metrics and which way each is better, {"mae": "min"}, as runs from
     # before configs declared them recorded them (now in the config snapshot: task.metrics).

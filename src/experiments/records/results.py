@@ -180,8 +180,8 @@ def training_fields(
     batch_size = field("trainer.batch_size")
     if batch_size == AUTO_BATCH:  # what its search finds, or found before a resume
         batch_size = None if resumed is None else resumed["config"]["trainer"]["batch_size"]
-    elif not isinstance(batch_size, int):  # refused once the run has its record
-        batch_size = None
+    elif isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        batch_size = None  # refused once the run has its record (true would pass as an int)
     fields = {
         "model": field("model.name"),
         "dataset": field("dataset.name"),
