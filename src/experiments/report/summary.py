@@ -70,7 +70,15 @@ from experiments.core.files import write_atomically
 from experiments.core.text import Unit, part_of_split, printable, shared_unit, short_count
 from experiments.records.recorded import RecordedResults
 from experiments.records.running import alive_here
-from experiments.report import batch_sweep, device_cards, plots, repeats, serving, verdicts
+from experiments.report import (
+    batch_sweep,
+    device_cards,
+    plausible,
+    plots,
+    repeats,
+    serving,
+    verdicts,
+)
 from experiments.report.headlines import HEADLINES, headlines, own_headlines
 from experiments.report.run_records import RunRecords, UnreadableRun, read_run
 from experiments.report.swept import swept_values
@@ -239,6 +247,8 @@ def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
     in_split = results.get("test_split_images")
     measured = in_split and row.get(tested) is not None and "test_images" in results
     row["test_images"] = part_of_split(results["test_images"], in_split) if measured else None
+    if impossible := plausible.left_out(row):
+        row["reason"] = "; ".join(filter(None, [row["reason"], *impossible]))
     return row
 
 

@@ -47,9 +47,10 @@ def changes_speed(key: str) -> bool:
 
 def speed_groups(rows: Sequence[Row]) -> list[repeats.Configuration]:
     """The completed runs that measured their speed, by their values of the swept keys that
-    change speed, in the order of each group's first run."""
+    change speed, in the order of each group's first run (a group without a speed above 0 left
+    out: it has no mean on the log scale)."""
     groups = repeats.configurations(rows, changes_speed)
-    return [group for group in groups if group.measured(repeats.SPEED)]
+    return [group for group in groups if group.spread(repeats.SPEED) is not None]
 
 
 def throughput_figure(rows: Sequence[Row]) -> Any:
