@@ -90,7 +90,16 @@ def test_torch_lists_its_compile_backends_only_for_a_config_that_compiles() -> N
     [
         ("serving.rounds=0", "serving.rounds=0 must be a whole number >= 1"),
         ("serving.warmup_calls=-1", "serving.warmup_calls=-1 must be a whole number >= 0"),
-        ("serving.batch_size=0", "serving.batch_size=0 must be >= 1, or null"),
+        (
+            "serving.batch_size=0",
+            "serving.batch_size=0 must be a whole number from 1 to 16,777,216, or null (the "
+            "batch its run trained with)",
+        ),
+        (
+            "serving.batch_size=1000000000",
+            "serving.batch_size=1000000000 must be a whole number from 1 to 16,777,216, or null "
+            "(the batch its run trained with)",
+        ),
         ("seed=-1", "seed=-1 must be a whole number from 0 to 18446744073709551615"),
         ("threads=0", "threads=0 must be >= 1, or null"),
     ],

@@ -169,3 +169,112 @@ def test_a_text_its_run_read_from_the_environment_loads_as_that_text(
     path = tmp_path / "last.pt"
     checkpoints.save(path, {**state, "config": config})
     assert OmegaConf.create(checkpoints.load(path)["config"]).model.uri == uri
+
+
+def with_trainer(state: dict[str, Any], **changed: Any) -> dict[str, Any]:
+    config = state["config"]
+    return {**state, "config": {**config, "trainer": {**config["trainer"], **changed}}}
+
+
+def with_dataset(state: dict[str, Any], **changed: Any) -> dict[str, Any]:
+    config = state["config"]
+    return {**state, "config": {**config, "dataset": {**config["dataset"], **changed}}}
+
+
+@pytest.mark.parametrize(
+    ("alter", "said"),
+    [
+        (
+            lambda state: with_trainer(state, epochs="lots"),
+            "its config's trainer.epochs=lots must be a whole number >= 1",
+        ),
+        (
+            lambda state: with_trainer(state, limit_eval_fraction="half"),
+            "its config's trainer.limit_eval_fraction=half is a fraction of the images, in (0, 1]",
+        ),
+        (
+            lambda state: with_trainer(state, limit_eval_images=64.5),
+            "its config's trainer.limit_eval_images=64.5 must be a number of images >= 1, or null",
+        ),
+        (
+            lambda state: with_trainer(state, accumulate_batches=True),
+            "its config's trainer.accumulate_batches=True must be a whole number >= 1",
+        ),
+        (
+            lambda state: with_trainer(state, ema=3),
+            "its config's trainer.ema=3 must hold the moving average's settings",
+        ),
+        (
+            lambda state: with_trainer(state, monitor_mode="best"),
+            "its config's trainer.monitor_mode=best must be one of auto, max, min",
+        ),
+        (
+            lambda state: with_dataset(state, num_classes="ten"),
+            "its config's dataset.num_classes=ten must be >= 1, or null",
+        ),
+        (
+            lambda state: with_dataset(state, classes="cats"),
+            "its config's dataset.classes=cats must be the classes' names, in label order, or null",
+        ),
+        (
+            lambda state: with_dataset(state, num_classes=3),
+            "its config's dataset.classes names 10 classes, but dataset.num_classes=3",
+        ),
+        (
+            lambda state: with_dataset(state, augment=[0, 1]),
+            "its config's dataset.augment.crop_padding cannot be read (Index 'crop_padding' (str) "
+            "is not an int): each section on its way holds settings",
+        ),
+        (
+            lambda state: with_dataset(state, std=[0.0]),
+            "its config's dataset.std=[0.0] must hold numbers > 0",
+        ),
+        (
+            lambda state: {**state, "config": {**state["config"], "scheduler": 3}},
+            "its config section scheduler is of type int, where a saved config that has one has "
+            "its settings",
+        ),
+        (
+            lambda state: with_dataset(state, augment={(1, 2): 3}),
+            "its config is no config OmegaConf reads (Incompatible key type 'tuple'",
+        ),
+        (
+            lambda state: {**state, "epoch": 11},
+            "its epoch=11 must be a whole number from 1 to its config's trainer.epochs=10",
+        ),
+        (
+            lambda state: {**state, "steps_per_epoch": -1},
+            "its steps_per_epoch=-1 must be a whole number >= 1",
+        ),
+    ],
+    ids=[
+        "epochs",
+        "fraction",
+        "images",
+        "accumulate",
+        "ema",
+        "mode",
+        "classes",
+        "class-names",
+        "miscounted",
+        "augment-list",
+        "std",
+        "scheduler",
+        "tuple-key",
+        "epoch",
+        "steps",
+    ],
+)
+def test_a_checkpoints_field_no_run_saves_is_refused_as_it_loads(
+    saved: tuple[Path, dict[str, Any]], tmp_path: Path, alter: Any, said: str
+) -> None:
+    """Each field evaluation or resume reads, checked as the command line's would be, whatever
+    its type: a saved config is typed by no schema."""
+    _, state = saved
+    altered = tmp_path / "altered.pt"
+    checkpoints.save(altered, alter(state))
+    with pytest.raises(ExperimentError) as error:
+        checkpoints.load(altered)
+    message = str(error.value)
+    assert message.startswith(f"checkpoint {altered} is not one of this tool's: {said}")
+    assert message.endswith(f"; {ALTERED}") and "\n" not in message

@@ -21,6 +21,7 @@ from experiments.run.evaluate import evaluate_checkpoint
 from experiments.training.models import LeNet
 from experiments.training.weights import load_weights
 from helpers import (
+    BRIEF_BENCHMARK,
     SMALL,
     compose_config,
     eval_cli,
@@ -383,3 +384,83 @@ def test_a_checkpoint_whose_config_is_a_string_is_refused_by_eval_and_resume(
         assert done.returncode == 1 and "Traceback" not in done.stderr
         assert done.last_line.endswith(f"Error: {said}")
     assert results(evaluated.run_dirs[-1])["status"] == "failed"
+
+
+def with_field(run: Path, path: Path, key: str, value: Any) -> Path:
+    """`run`'s last checkpoint with one field (`key`, dotted from the checkpoint's top:
+    `epoch`, `config.trainer.batch_size`) set to `value`, saved with a valid checksum, as a
+    sender can."""
+    state = checkpoints.load(run / checkpoints.LAST)
+    *outer, name = key.split(".")
+    held = state
+    for section in outer:
+        held = held[section]
+    held[name] = value
+    checkpoints.save(path, state)
+    return path
+
+
+BATCH = (
+    "must be a whole number from 1 to 16,777,216, the batch its run trained with (its search's, "
+    "for auto)"
+)
+EPOCH = (
+    "must be a whole number from 1 to its config's trainer.epochs=1: the epochs its run had "
+    "trained when it was saved"
+)
+UNFIT_FIELDS = [
+    *(
+        ("config.trainer.batch_size", value, f"its config's trainer.batch_size={value} {BATCH}")
+        for value in ("auto", "lots", -5, True, 64.5, 10**9)
+    ),
+    *(("epoch", value, f"its epoch={value} {EPOCH}") for value in ("lots", 0, 2, True, 1.0)),
+]
+
+
+def refused_line(path: Path, said: str) -> str:
+    return f"checkpoint {path} is not one of this tool's: {said}; it was altered, and was not used"
+
+
+@pytest.mark.parametrize(("key", "value", "said"), UNFIT_FIELDS)
+def test_eval_refuses_a_checkpoints_unfit_field_before_any_work(
+    run: Path, tmp_path: Path, key: str, value: Any, said: str
+) -> None:
+    """The serving batch is the checkpoint's trainer.batch_size; the epoch is said last."""
+    tampered = with_field(run, tmp_path / "tampered.pt", key, value)
+    done = eval_cli(tmp_path, f"ckpt={tampered}", "device=cpu", "benchmark=true", *BRIEF_BENCHMARK)
+    line = refused_line(tampered, said)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.last_line.endswith(f"Error: {line}")
+    assert "evaluating" not in done.stderr  # refused as it loaded, before the test split
+    recorded = results(done.run_dir)
+    assert (recorded["status"], recorded["reason"]) == ("failed", line)
+
+
+@pytest.mark.slow
+def test_an_eval_sweep_records_each_job_refused_for_its_checkpoint(
+    run: Path, tmp_path: Path
+) -> None:
+    tampered = with_field(run, tmp_path / "tampered.pt", "config.trainer.batch_size", "lots")
+    done = eval_cli(tmp_path, "-m", f"ckpt={tampered}", "device=cpu", "benchmark=true", "seed=0,1")
+    line = refused_line(tampered, f"its config's trainer.batch_size=lots {BATCH}")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.count(f"Error: {line}") == 2
+    jobs = done.run_dirs
+    assert len(jobs) == 2
+    assert [(results(job)["status"], results(job)["reason"]) for job in jobs] == [
+        ("failed", line)
+    ] * 2
+
+
+def test_resume_refuses_a_checkpoints_unfit_epoch_and_leaves_the_run_as_it_was(
+    run: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "shared"
+    shutil.copytree(run, folder)
+    with_field(run, folder / checkpoints.LAST, "epoch", "lots")
+    before = (folder / "results.json").read_bytes()
+    done = train_cli(tmp_path, f"resume={folder}", "trainer.epochs=2")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    line = refused_line(folder / checkpoints.LAST, f"its epoch=lots {EPOCH}")
+    assert done.last_line.endswith(f"Error: {line}")
+    assert (folder / "results.json").read_bytes() == before

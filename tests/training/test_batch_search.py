@@ -69,8 +69,13 @@ def test_a_search_where_nothing_fits_finds_nothing() -> None:
     [
         (
             ["trainer.batch_size=big"],
-            "trainer.batch_size=big must be a whole number >= 1, or auto (the largest batch "
-            "that trains on the device)",
+            "trainer.batch_size=big must be a whole number from 1 to 16,777,216, or auto (the "
+            "largest batch that trains on the device)",
+        ),
+        (
+            ["trainer.batch_size=16777217"],
+            "trainer.batch_size=16777217 must be a whole number from 1 to 16,777,216, or auto "
+            "(the largest batch that trains on the device)",
         ),
         (
             ["trainer.auto_batch_halvings=2"],

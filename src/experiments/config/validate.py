@@ -8,6 +8,9 @@ order its refusal is told:
    away, keys appended with `+` that no schema has, numbers out of range, what selects epochs
    and hyperparameters: never a test metric), section by section; `validate` runs them, for a
    training run and an evaluation alike (a section a config lacks is skipped).
+3. `SAVED_CHECKS`, on a config a run saved (a checkpoint's), in the fields evaluation and resume
+   read from it: the command line's checks where its rule holds for a saved value, of any type
+   (nothing typed a saved config); `saved_config_refusal` runs them as the checkpoint loads.
 
 Each refusal is one line naming the key and what is valid. A check of the composed config is a
 function of it that returns its line, or None: most are one field's (`FieldCheck`). What only a
@@ -23,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from experiments.config.choices import AUTO_BATCH, DeviceName, Interval, Mode
 from experiments.config.metric_names import (
@@ -240,10 +244,20 @@ class FieldCheck:
     says: str  # what is valid
 
     def __call__(self, cfg: DictConfig) -> str | None:
-        value = OmegaConf.select(cfg, self.key, default=_ABSENT)
-        if value is _ABSENT or self.valid(value):
+        try:
+            value = OmegaConf.select(cfg, self.key, default=_ABSENT)
+        except OmegaConfBaseException as error:  # a list on its way (in a saved config)
+            first = str(error).splitlines()[0]
+            return f"{self.key} cannot be read ({first}): each section on its way holds settings"
+        if value is _ABSENT or self._holds(value):
             return None
         return f"{self.key}={as_typed(value)} {self.says}"
+
+    def _holds(self, value: Any) -> bool:
+        try:
+            return bool(self.valid(value))
+        except TypeError:  # a value no schema typed (a saved config's) that `valid` cannot compare
+            return False
 
 
 def _image_channels(cfg: DictConfig) -> str | None:
@@ -254,18 +268,24 @@ def _image_channels(cfg: DictConfig) -> str | None:
     return f"dataset.channels={dataset.channels} must be 1 (grey) or 3 (RGB)"
 
 
-def _whole(value: Any) -> bool:
+def whole_number(value: Any) -> bool:
     """An int, not a bool (which Python counts as one) nor a float (which a field typed Any
     takes as given)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _whole_from_one(key: str) -> FieldCheck:
-    return FieldCheck(key, lambda number: number >= 1, "must be a whole number >= 1")
+    return FieldCheck(
+        key, lambda number: whole_number(number) and number >= 1, "must be a whole number >= 1"
+    )
 
 
 def _from_one_or_null(key: str) -> FieldCheck:
-    return FieldCheck(key, lambda number: number is None or number >= 1, "must be >= 1, or null")
+    return FieldCheck(
+        key,
+        lambda number: number is None or (whole_number(number) and number >= 1),
+        "must be >= 1, or null",
+    )
 
 
 def _evaluation_limit_checks(images_key: str, fraction_key: str) -> tuple[Check, ...]:
@@ -278,7 +298,7 @@ def _evaluation_limit_checks(images_key: str, fraction_key: str) -> tuple[Check,
         ),
         FieldCheck(
             images_key,
-            lambda images: images is None or images >= 1,
+            lambda images: images is None or (whole_number(images) and images >= 1),
             "must be a number of images >= 1, or null; a fraction of the images is "
             f"{fraction_key}=0.2",
         ),
@@ -676,13 +696,33 @@ def _average_settings_without_decay(cfg: DictConfig) -> str | None:
     )
 
 
+# The largest batch a run trains or serves with: more images than a training split the project
+# reads holds (a batch larger than its split trains on all of it), so a number beyond it is a
+# slip, which would otherwise be drawn and held whole (a benchmark's inputs; 10**9 of them are
+# 8 GB of indices alone).
+LARGEST_BATCH = 2**24
+
+
+def _a_batch(batch: Any) -> bool:
+    return whole_number(batch) and 1 <= batch <= LARGEST_BATCH
+
+
+_EMA_DECAY = FieldCheck(
+    "trainer.ema.decay",
+    lambda decay: decay is None or 0 < decay < 1,
+    "must be in (0, 1), the share of the average kept at each optimizer step (e.g. 0.9999), "
+    "or null (no average)",
+)
+
+
 TRAINING_CHECKS: tuple[Check, ...] = (
     _a_batchs_worth_of_an_unsearched_batch,
     _whole_from_one("trainer.epochs"),
     FieldCheck(
         "trainer.batch_size",
-        lambda batch: batch == AUTO_BATCH or (_whole(batch) and batch >= 1),
-        "must be a whole number >= 1, or auto (the largest batch that trains on the device)",
+        lambda batch: batch == AUTO_BATCH or _a_batch(batch),
+        f"must be a whole number from 1 to {LARGEST_BATCH:,}, or auto (the largest batch that "
+        "trains on the device)",
     ),
     FieldCheck(
         "trainer.auto_batch_halvings", lambda halvings: halvings >= 0, "must be a whole number >= 0"
@@ -704,12 +744,7 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     _compile_under_dp,
     _channels_last_under_dp,
     _benchmark_with_determinism,
-    FieldCheck(
-        "trainer.ema.decay",
-        lambda decay: decay is None or 0 < decay < 1,
-        "must be in (0, 1), the share of the average kept at each optimizer step (e.g. 0.9999), "
-        "or null (no average)",
-    ),
+    _EMA_DECAY,
     _whole_from_one("trainer.ema.every"),
     FieldCheck("trainer.ema.warmup_steps", lambda steps: steps >= 0, "must be a whole number >= 0"),
     _average_settings_without_decay,
@@ -808,7 +843,12 @@ EVALUATION_CHECKS: tuple[Check, ...] = (
     FieldCheck(
         "seed", lambda seed: 0 <= seed < 2**64, f"must be a whole number from 0 to {2**64 - 1}"
     ),
-    _from_one_or_null("serving.batch_size"),
+    FieldCheck(
+        "serving.batch_size",
+        lambda batch: batch is None or _a_batch(batch),
+        f"must be a whole number from 1 to {LARGEST_BATCH:,}, or null (the batch its run "
+        "trained with)",
+    ),
     FieldCheck(
         "serving.latency_calls",
         lambda calls: calls >= LEAST_LATENCY_CALLS,
@@ -847,14 +887,14 @@ def _source_without_target(cfg: DictConfig) -> str | None:
 
 def _statistic_not_per_channel(cfg: DictConfig, key: str) -> str | None:
     """dataset.mean or dataset.std (null: computed from the training images)."""
-    given, channels = cfg.dataset[key], cfg.dataset.channels
+    given, channels = cfg.dataset.get(key), cfg.dataset.get("channels")
     if given is None or len(given) in (1, channels or len(given)):
         return None
     return f"dataset.{key}={list(given)} needs 1 or {channels} values (one per channel)"
 
 
 def _classes_miscounted(cfg: DictConfig) -> str | None:
-    classes, num_classes = cfg.dataset.classes, cfg.dataset.num_classes
+    classes, num_classes = cfg.dataset.get("classes"), cfg.dataset.get("num_classes")
     if classes is None or num_classes is None or len(classes) == num_classes:
         return None
     return f"dataset.classes names {len(classes)} classes, but dataset.num_classes={num_classes}"
@@ -937,3 +977,64 @@ TRACKER_CHECKS: tuple[Check, ...] = tuple(
     )
     for tracker, name in (("mlflow", "MLflow"), ("wandb", "W&B"))
 )
+
+
+# A run's saved config (its checkpoint's), which evaluation and resume read: plain data that no
+# schema typed, so a field of another type than a run saves is refused too.
+
+
+def _a_name(name: Any) -> bool:
+    return isinstance(name, str) and name != ""
+
+
+SAVED_CHECKS: tuple[Check, ...] = (
+    *(FieldCheck(key, _a_name, "must be a name") for key in ("model.name", "dataset.name")),
+    FieldCheck("scheduler.name", _a_name, "must be a name"),
+    _whole_from_one("trainer.epochs"),
+    FieldCheck(
+        "trainer.batch_size",
+        _a_batch,
+        f"must be a whole number from 1 to {LARGEST_BATCH:,}, the batch its run trained with "
+        "(its search's, for auto)",
+    ),
+    _whole_from_one("trainer.accumulate_batches"),
+    _from_one_or_null("trainer.limit_train_batches"),
+    _from_one_or_null("trainer.limit_eval_batches"),  # older versions' limit of the evaluation
+    *_evaluation_limit_checks("trainer.limit_eval_images", "trainer.limit_eval_fraction"),
+    FieldCheck(
+        "trainer.monitor",
+        lambda monitor: monitor is None or _a_name(monitor),
+        "must be the name of a validation metric, or null",
+    ),
+    FieldCheck(
+        "trainer.monitor_mode",
+        lambda mode: mode in [choice.name for choice in Mode],
+        f"must be one of {', '.join(choice.name for choice in Mode)}",
+    ),
+    FieldCheck(
+        "trainer.ema",
+        lambda ema: isinstance(ema, DictConfig),
+        "must hold the moving average's settings (decay, every, warmup_steps)",
+    ),
+    _EMA_DECAY,
+    _from_one_or_null("dataset.num_classes"),
+    FieldCheck(
+        "dataset.classes",
+        lambda classes: (
+            classes is None
+            or (isinstance(classes, ListConfig) and all(isinstance(name, str) for name in classes))
+        ),
+        "must be the classes' names, in label order, or null",
+    ),
+    # (All but whether a source names its target: which targets a saved config may build is
+    # `config.trust`'s to say.)
+    *(check for check in DATASET_CHECKS if check is not _source_without_target),
+)
+
+
+def saved_config_refusal(saved: DictConfig) -> str | None:
+    """What a run's saved config (`saved`: a checkpoint's, as plain data) holds in the fields
+    evaluation and resume read that no run saves, in one line naming the key and what is valid
+    (the command line's own checks, where a saved value has the command line's rule); None where
+    it holds nothing such."""
+    return next(filter(None, (check(saved) for check in SAVED_CHECKS)), None)

@@ -10,20 +10,26 @@ validation split, is the same of the selected epoch. It is read with
 altered file gives one line saying so, never a traceback, and never runs what it holds. Each
 checkpoint carries a checksum of all it holds (`experiments.records.checksum`), checked on load:
 bytes changed inside the file since it was saved are refused, even where torch.load would read
-them. Checkpoints saved before checksums have none, and load unchecked.
+them. Checkpoints saved before checksums have none, and load unchecked. The checksum does not
+stand in a sender's way (its function is public): what the file holds is data, each field that
+evaluation and resume read checked as it loads, as the command line's would be, before any work.
 """
 
 from __future__ import annotations
 
+import math
 import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.config import trust
 from experiments.config.build import as_text, reads_environment, with_current_targets
+from experiments.config.validate import saved_config_refusal, whole_number
 from experiments.core.errors import ExperimentError, one_line
 from experiments.core.files import (
     CHECKPOINT,
@@ -42,6 +48,7 @@ KEYS = {"model", "optimizer", "epoch", "config"}
 # The sections of a checkpoint's config that evaluation and resume read (every version saved
 # them; `task` and `scheduler` are younger).
 SECTIONS = ("model", "dataset", "trainer")
+OPTIONAL_SECTIONS = ("task", "scheduler")
 CHECKSUM = "checksum"
 
 
@@ -238,6 +245,12 @@ def load(path: Path) -> dict[str, Any]:
             f"checkpoint {path} is not one of this tool's: its config {fault}; it was altered, "
             "and was not used"
         )
+    fault = _fields_fault(state)
+    if fault:
+        raise ExperimentError(
+            f"checkpoint {path} is not one of this tool's: its {fault}; it was altered, and was "
+            "not used"
+        )
     # A checkpoint of an older version may name the modules of its day; a text its run read from
     # the environment is kept as the interpolation's text (`config.build.recorded`), never
     # resolved again.
@@ -273,6 +286,12 @@ def _config_fault(config: Any) -> str | None:
         if not isinstance(config.get(section), dict):
             held = f"is {_described(config[section])}" if section in config else "is missing"
             return f"section {section} {held}, where every saved config has its settings"
+    for section in OPTIONAL_SECTIONS:
+        if section in config and not isinstance(config[section], dict):
+            return (
+                f"section {section} is {_described(config[section])}, where a saved config "
+                "that has one has its settings"
+            )
     interpolated = _interpolation_in(config)
     if interpolated:
         return (
@@ -281,6 +300,31 @@ def _config_fault(config: Any) -> str | None:
         )
     unshipped = trust.unshipped_setting(trust.settings_in(config))
     return trust.setting_refused(unshipped) if unshipped else None
+
+
+def _fields_fault(state: dict[str, Any]) -> str | None:
+    """What a checkpoint's plain fields that evaluation and resume read hold that no run saves
+    (its config's, checked as the command line's are; the epoch it was saved after, within its
+    run's epochs; the optimizer steps of an epoch), in words that follow "its"; None where each
+    is one a run saves. Checked at load, so that a refusal comes before any work."""
+    try:  # (a text read from the environment stays its text: nothing is resolved to be checked)
+        saved = OmegaConf.create(_environment_as_text(state["config"]))
+    except OmegaConfBaseException as error:  # a key no config has (a tuple)
+        return f"config is no config OmegaConf reads ({str(error).splitlines()[0]})"
+    refusal = saved_config_refusal(saved)
+    if refusal:
+        return f"config's {refusal}"
+    epoch, epochs = state["epoch"], state["config"]["trainer"].get("epochs", math.inf)
+    if not (whole_number(epoch) and 1 <= epoch <= epochs):
+        within = "" if epochs == math.inf else f" to its config's trainer.epochs={epochs}"
+        return (
+            f"epoch={epoch} must be a whole number from 1{within}: the epochs its run had "
+            "trained when it was saved"
+        )
+    steps = state.get("steps_per_epoch")  # (None: a checkpoint older than the record)
+    if steps is not None and not (whole_number(steps) and steps >= 1):
+        return f"steps_per_epoch={steps} must be a whole number >= 1: an epoch's optimizer steps"
+    return None
 
 
 def _described(value: Any) -> str:

@@ -55,11 +55,11 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         validate(cfg, backends=setup.compile_backends)
         path = checkpoints.find(cfg.ckpt)  # a run folder's, or a file
         results.add(EvaluationRecord, checkpoint=str(path.resolve()))
-        runtime = _prepare_runtime(cfg, free_gpus)
-        results.add(EvaluationRecord, device=device_record(cfg.device, runtime.plan))
         # On the host: the model is built there, takes the weights, and then goes to the device
         # (loaded onto a GPU, they would go there, back, and there again, and stay beside it).
         state = checkpoints.load(path)
+        runtime = _prepare_runtime(cfg, free_gpus)
+        results.add(EvaluationRecord, device=device_record(cfg.device, runtime.plan))
         trained = _to_build(state["config"], cfg, path)
         log.info("evaluating %s: %s", display_path(path), _which_epoch(path, state, trained))
         data = _data_to_evaluate(cfg.dataset, trained.dataset, runtime)
