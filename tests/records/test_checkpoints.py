@@ -198,7 +198,7 @@ def with_dataset(state: dict[str, Any], **changed: Any) -> dict[str, Any]:
         ),
         (
             lambda state: with_trainer(state, accumulate_batches=True),
-            "its config's trainer.accumulate_batches=True must be a whole number >= 1",
+            "its config's trainer.accumulate_batches=true must be a whole number >= 1",
         ),
         (
             lambda state: with_trainer(state, ema=3),

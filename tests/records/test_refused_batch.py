@@ -40,8 +40,8 @@ REFUSED = {
         ("trainer.batch_size=auto", "trainer.epochs=0"),
         "trainer.epochs=0 must be a whole number >= 1",
     ),
-    "lots": (("trainer.batch_size=lots",), "trainer.batch_size=lots must be a whole number >= 1"),
-    "true": (("trainer.batch_size=true",), "trainer.batch_size=true must be a whole number >= 1"),
+    "lots": (("trainer.batch_size=lots",), "trainer.batch_size=lots must be a whole number from 1"),
+    "true": (("trainer.batch_size=true",), "trainer.batch_size=true must be a whole number from 1"),
 }
 
 

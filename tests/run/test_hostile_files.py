@@ -15,6 +15,7 @@ import pytest
 
 from experiments.config.overrides import with_saved_overrides
 from experiments.core.errors import ExperimentError
+from experiments.core.text import as_typed
 from experiments.data.torchvision_sources import torchvision_splits
 from experiments.records import checkpoints
 from experiments.run.evaluate import evaluate_checkpoint
@@ -410,10 +411,17 @@ EPOCH = (
 )
 UNFIT_FIELDS = [
     *(
-        ("config.trainer.batch_size", value, f"its config's trainer.batch_size={value} {BATCH}")
+        (
+            "config.trainer.batch_size",
+            value,
+            f"its config's trainer.batch_size={as_typed(value)} {BATCH}",
+        )
         for value in ("auto", "lots", -5, True, 64.5, 10**9)
     ),
-    *(("epoch", value, f"its epoch={value} {EPOCH}") for value in ("lots", 0, 2, True, 1.0)),
+    *(
+        ("epoch", value, f"its epoch={as_typed(value)} {EPOCH}")
+        for value in ("lots", 0, 2, True, 1.0)
+    ),
 ]
 
 

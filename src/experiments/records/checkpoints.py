@@ -38,6 +38,7 @@ from experiments.core.files import (
     write_atomically,
     writing,
 )
+from experiments.core.text import as_typed
 from experiments.records import checksum
 from experiments.training.ema import ModelAverage
 from experiments.training.history import History
@@ -318,12 +319,15 @@ def _fields_fault(state: dict[str, Any]) -> str | None:
     if not (whole_number(epoch) and 1 <= epoch <= epochs):
         within = "" if epochs == math.inf else f" to its config's trainer.epochs={epochs}"
         return (
-            f"epoch={epoch} must be a whole number from 1{within}: the epochs its run had "
-            "trained when it was saved"
+            f"epoch={as_typed(epoch)} must be a whole number from 1{within}: the epochs its run "
+            "had trained when it was saved"
         )
     steps = state.get("steps_per_epoch")  # (None: a checkpoint older than the record)
     if steps is not None and not (whole_number(steps) and steps >= 1):
-        return f"steps_per_epoch={steps} must be a whole number >= 1: an epoch's optimizer steps"
+        return (
+            f"steps_per_epoch={as_typed(steps)} must be a whole number >= 1: an epoch's "
+            "optimizer steps"
+        )
     return None
 
 
