@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from experiments.core.text import (
     IMAGES,
     ROWS,
     SAMPLES,
+    as_typed,
     part_of_split,
     printable,
     shared_unit,
@@ -39,3 +42,18 @@ def test_runs_of_images_and_of_rows_are_spoken_of_as_samples() -> None:
     assert shared_unit(["images", None]) == IMAGES  # None: a run of an earlier version
     assert shared_unit(["images", "rows"]) == SAMPLES
     assert SAMPLES.rate == "samples/s"
+
+
+@pytest.mark.parametrize(
+    ("value", "typed"),
+    [
+        (True, "true"),
+        (None, "null"),
+        (2.5, "2.5"),
+        ("lots", "lots"),
+        ("64", "'64'"),
+        ("null", "'null'"),
+    ],
+)
+def test_a_value_is_said_as_the_command_line_types_it(value: object, typed: str) -> None:
+    assert as_typed(value) == typed

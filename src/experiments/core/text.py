@@ -51,10 +51,25 @@ def display_path(path: Path) -> str:
 
 
 def as_typed(value: object) -> str:
-    """A value as the command line types it: true, null, 2.5."""
+    """A value as the command line types it: true, null, 2.5, and text that would read as one of
+    those quoted ('64')."""
     if value is None:
         return "null"
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str) and _reads_as_other_than_text(value):
+        return f"'{value}'"
+    return str(value)
+
+
+def _reads_as_other_than_text(text: str) -> bool:
+    if text.lower() in ("true", "false", "null"):
+        return True
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def printable(text: str) -> str:
