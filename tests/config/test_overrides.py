@@ -170,3 +170,27 @@ def test_a_classifier_run_without_top5_accuracy_is_resumed_without_it(
     (tmp_path / ".hydra" / "config.yaml").write_text(f"task: {task}\n")
     given = f"resume={tmp_path}"
     assert overrides_saved_in(tmp_path, given, []) == ["model=lenet", *saved, *brought_back]
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        ([], "resume={folder}: left out tracker=mlflow, which its run had"),
+        (["tracker=mlflow"], None),  # typed again: kept
+        (["logger=mlflow"], None),  # (in the last release's words)
+        (["tracker=csv"], "resume={folder}: left out tracker=mlflow, which its run had"),
+    ],
+)
+def test_what_writes_outside_the_folder_is_said_left_out_unless_typed_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, typed: list[str], said: str | None
+) -> None:
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "overrides.yaml").write_text("- model=lenet\n- tracker=mlflow\n")
+    given = f"resume={tmp_path}"
+    assert overrides_saved_in(tmp_path, given, typed) == ["model=lenet"]
+    left_out = [message for message in caplog.messages if "left out" in message]
+    if said is None:
+        assert left_out == []
+    else:
+        (message,) = left_out
+        assert message.startswith(said.format(folder=tmp_path) + ": ")

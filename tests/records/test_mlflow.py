@@ -408,7 +408,9 @@ def test_two_first_runs_at_once_make_one_store_and_each_its_run(tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_a_copied_run_folder_resumes_into_an_mlflow_run_of_its_own(tmp_path: Path) -> None:
+def test_a_copied_run_folder_resumes_into_an_mlflow_run_of_its_own(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     original = trained_run(tmp_path, *QUICK, "model=lenet", "trainer.epochs=1", "tracker=mlflow")
     copy = tmp_path / "copy"
     shutil.copytree(original, copy)
@@ -416,6 +418,7 @@ def test_a_copied_run_folder_resumes_into_an_mlflow_run_of_its_own(tmp_path: Pat
     done = train_cli(tmp_path, f"resume={copy}", "trainer.epochs=2", "tracker=mlflow")
     assert done.returncode == 0, done.stderr
     assert f"this run folder was begun as {original}" in done.stderr
+    assert not [message for message in caplog.messages if "left out" in message]
     original_id, copy_id = (results(folder)["trackers"]["mlflow"] for folder in (original, copy))
     assert copy_id != original_id
     # The original's run holds only what its own folder trained, the copy's all that the copy's

@@ -1,6 +1,6 @@
-"""A resume whose records lost a file, that would change the batch size, or whose checkpoint is
-not where it belongs: the records rebuilt from the checkpoint's history, or a refusal that names
-what is wrong."""
+"""A resume whose records lost a file, that would change the batch size, the moving average of the
+weights or the augmentation, or whose checkpoint is not where it belongs: the records rebuilt from
+the checkpoint's history, or a refusal that names what is wrong."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 from experiments.core.errors import ExperimentError
 from experiments.devices import process_settings
-from experiments.records import checkpoints
+from experiments.records import checkpoints, resume_checks
 from experiments.records.tensorboard import EVENTS
 from experiments.run.train import train
 from helpers import compose_config, metrics, read_events, results
@@ -144,4 +144,65 @@ def test_a_checkpoint_not_where_it_belongs_is_named(
         checkpoints.to_resume(run, 2, "none")
     assert str(error.value) == (
         f"resume={run} has no checkpoint to resume from ({said.format(run=run)}"
+    )
+
+
+# RUN with a moving average of the weights, and augmentation.
+AVERAGED_AND_AUGMENTED = (
+    "trainer.ema.decay=0.9",
+    "dataset.augment.flip=true",
+    "dataset.augment.mixup_alpha=0.2",
+    "dataset.augment.policy=randaugment",
+)
+
+
+@pytest.fixture(scope="module")
+def averaged_and_augmented(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A completed run of one epoch with AVERAGED_AND_AUGMENTED; copy it before resuming it."""
+    run_dir = tmp_path_factory.mktemp("averaged_and_augmented") / "run"
+    with process_settings.restored():
+        train(compose_config(*RUN, *AVERAGED_AND_AUGMENTED, "trainer.epochs=1"), run_dir)
+    return run_dir
+
+
+AVERAGE_KEPT = "a run keeps its moving average of the weights as it began"
+AUGMENTATION_KEPT = "a run keeps its augmentation throughout"
+
+
+@pytest.mark.parametrize(
+    ("changed", "then", "why"),
+    [
+        ("trainer.ema.decay=0.99", "0.9", AVERAGE_KEPT),
+        ("trainer.ema.every=2", "1", AVERAGE_KEPT),
+        ("trainer.ema.warmup_steps=3", "0", AVERAGE_KEPT),
+        ("dataset.augment.flip=false", "true", AUGMENTATION_KEPT),
+        ("dataset.augment.mixup_alpha=0.5", "0.2", AUGMENTATION_KEPT),
+        ("dataset.augment.policy=trivialaugment", "randaugment", AUGMENTATION_KEPT),
+        ("dataset.augment.policy=null", "randaugment", AUGMENTATION_KEPT),
+    ],
+)
+def test_a_resume_that_would_change_the_average_or_the_augmentation_is_refused(
+    averaged_and_augmented: Path, tmp_path: Path, changed: str, then: str, why: str
+) -> None:
+    run_dir = _copy(averaged_and_augmented, tmp_path)
+    records = [run_dir / "results.json", run_dir / "metrics.jsonl", run_dir / checkpoints.LAST]
+    before = [path.read_bytes() for path in records]
+    key, _, now = changed.partition("=")
+    cfg = compose_config(
+        *RUN, *AVERAGED_AND_AUGMENTED, "trainer.epochs=2", changed, f"resume={run_dir}"
+    )
+    with process_settings.restored(), pytest.raises(ExperimentError) as error:
+        train(cfg, run_dir)
+    assert str(error.value) == (
+        f"resume={run_dir}: it was trained with {key}={then}, not {now}; {why}: resume with "
+        f"{key}={then}, or start a new run with replay={run_dir} {changed}"
+    )
+    assert [path.read_bytes() for path in records] == before
+
+
+def test_the_runs_own_average_and_augmentation_are_no_change(averaged_and_augmented: Path) -> None:
+    checkpoint = checkpoints.load(averaged_and_augmented / checkpoints.LAST)
+    cfg = compose_config(*RUN, *AVERAGED_AND_AUGMENTED, "trainer.epochs=2")  # (policy: an Enum)
+    resume_checks.refuse_changed_settings(
+        checkpoint, str(averaged_and_augmented), cfg, searched=False
     )

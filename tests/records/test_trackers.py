@@ -4,6 +4,7 @@ reader (TensorBoard's, the csv module); and which tracker runs a resume carries 
 from __future__ import annotations
 
 import csv
+import logging
 from pathlib import Path
 
 import pytest
@@ -113,12 +114,25 @@ def test_the_csv_files_are_never_written_through_a_link(tmp_path: Path) -> None:
     ]
 
 
-def test_a_resume_carries_on_only_the_tracker_runs_begun_in_its_own_folder(tmp_path: Path) -> None:
+def test_a_resume_carries_on_only_the_tracker_runs_begun_in_its_own_folder(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     ids = {"mlflow": "0a1b", "wandb": "x7y8"}
+    chosen = ("tensorboard", "mlflow", "wandb")
     here = tmp_path / "run"
-    assert resumed_ids({"trackers": ids, TRACKED_IN: str(here.resolve())}, here) == ids
+    assert resumed_ids({"trackers": ids, TRACKED_IN: str(here.resolve())}, here, chosen) == ids
     # A copy (or the folder moved): its results.json names the runs of the folder it came from.
     elsewhere = str((tmp_path / "original").resolve())
-    assert resumed_ids({"trackers": ids, TRACKED_IN: elsewhere}, here) == {}
-    assert resumed_ids({"trackers": ids}, here) == ids  # recorded before folders were
-    assert resumed_ids({}, here) == {}
+    assert resumed_ids({"trackers": ids, TRACKED_IN: elsewhere}, here, chosen) == {}
+    assert resumed_ids({"trackers": ids}, here, chosen) == ids  # recorded before folders were
+    assert resumed_ids({}, here, chosen) == {}
+    assert resumed_ids({"trackers": ["0a1b"]}, here, chosen) == {}  # (read as data)
+    # What is said names the trackers begun anew, of those the resume has; none: nothing said.
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="experiments"):
+        assert resumed_ids({"trackers": ids, TRACKED_IN: elsewhere}, here, ["tensorboard"]) == {}
+        assert resumed_ids({"trackers": ids, TRACKED_IN: elsewhere}, here, ["wandb"]) == {}
+    assert caplog.messages == [
+        f"resume: this run folder was begun as {elsewhere} (copied or moved since), so new "
+        "tracker runs are begun for it (wandb) and sent all it holds"
+    ]

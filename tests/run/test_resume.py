@@ -440,10 +440,10 @@ def test_a_resume_on_other_data_or_other_steps_per_epoch_is_refused(tmp_path: Pa
         assert [path.read_text() for path in records] == before
         return str(error.value)
 
-    assert refused("trainer.batch_size=1") == (
-        f"resume={run_dir}: its epochs were 2 optimizer steps each, 4 now (trainer.batch_size=2 "
-        "then, 1 now); its schedule and its records' step numbers count 2 to an epoch: resume "
-        "with the run's own settings, or start a new run"
+    assert refused("trainer.limit_train_batches=1") == (
+        f"resume={run_dir}: its epochs were 2 optimizer steps each, 1 now "
+        "(trainer.limit_train_batches=null then, 1 now); its schedule and its records' step "
+        "numbers count 2 to an epoch: resume with the run's own settings, or start a new run"
     )
     assert refused("trainer.accumulate_batches=2") == (
         f"resume={run_dir}: its epochs were 2 optimizer steps each, 1 now "

@@ -4,6 +4,8 @@ it, and keeps it when resumed; what cannot search is refused in one line."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import torch
 
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
+from experiments.records import checkpoints
 from experiments.training.batch_search import (
     MEMORY_BUDGET,
     OUT_OF_MEMORY,
@@ -18,7 +21,7 @@ from experiments.training.batch_search import (
     Search,
     largest_batch,
 )
-from helpers import compose_config, numbers, results, train_cli
+from helpers import compose_config, numbers, results, train_cli, trained_run
 
 
 def answers(first_too_large: int | None, why: str = OUT_OF_MEMORY):
@@ -149,6 +152,132 @@ def test_a_searched_batch_trains_as_that_batch_given_and_is_kept_on_resume(
     assert "trainer.batch_size=auto: 64, as its search found before the resume" in resumed.stderr
     assert "is the largest batch" not in resumed.stderr
     assert results(searched.run_dir)["epochs_completed"] == 3
+
+
+# One epoch of TINY at the batch its search found (64: 128 halved once), or at 64 given.
+SEARCHED = (*TINY, "trainer.epochs=1", "trainer.batch_size=auto", "trainer.auto_batch_halvings=1")
+GIVEN = (*TINY, "trainer.epochs=1", "trainer.batch_size=64")
+
+
+@pytest.fixture(scope="module")
+def searched_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return trained_run(tmp_path_factory.mktemp("searched"), *SEARCHED)
+
+
+def _copy(run_dir: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    return copy
+
+
+def test_a_resumed_search_is_kept_in_the_records(searched_run: Path, tmp_path: Path) -> None:
+    run_dir = _copy(searched_run, tmp_path)
+    search = results(searched_run)["batch_search"]
+    assert checkpoints.load(run_dir / checkpoints.LAST)["batch_search"] == search
+    resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=2")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "trainer.batch_size=auto: 64, as its search found before the resume" in resumed.stderr
+    result = results(run_dir)
+    assert (result["epochs_completed"], result["batch_size"]) == (2, 64)
+    assert result["batch_search"] == search  # the device cards' and the report's largest batch
+    assert checkpoints.load(run_dir / checkpoints.LAST)["batch_search"] == search
+
+
+def test_a_checkpoint_older_than_its_search_record_takes_it_from_results_json(
+    searched_run: Path, tmp_path: Path
+) -> None:
+    run_dir = _copy(searched_run, tmp_path)
+    last = run_dir / checkpoints.LAST
+    checkpoint = checkpoints.load(last)
+    del checkpoint["batch_search"]  # as versions before it saved checkpoints
+    checkpoints.save(last, checkpoint)
+    search = results(searched_run)["batch_search"]
+    resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=2")
+    assert resumed.returncode == 0, resumed.stderr
+    assert results(run_dir)["batch_search"] == search
+    assert checkpoints.load(last)["batch_search"] == search
+
+
+def test_a_search_record_of_another_batch_is_no_record(searched_run: Path, tmp_path: Path) -> None:
+    # A checkpoint without one, and results.json's (read as data) of another batch than it.
+    run_dir = _copy(searched_run, tmp_path)
+    last = run_dir / checkpoints.LAST
+    checkpoint = checkpoints.load(last)
+    del checkpoint["batch_search"]
+    checkpoints.save(last, checkpoint)
+    edited = results(run_dir)
+    edited["batch_search"]["trained"] = 32
+    (run_dir / "results.json").write_text(json.dumps(edited))
+    resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=2")
+    assert resumed.returncode == 1 and "Traceback" not in resumed.stderr
+    assert resumed.last_line.endswith(
+        f"Error: resume={run_dir}: it was trained with trainer.batch_size=64, not auto; a run "
+        "keeps its batch size throughout: resume with trainer.batch_size=64, or start a new run "
+        f"with replay={run_dir} trainer.batch_size=auto"
+    )
+    assert results(run_dir) == edited
+
+
+def test_a_checkpoint_whose_search_record_is_not_a_search_is_refused(
+    searched_run: Path, tmp_path: Path
+) -> None:
+    run_dir = _copy(searched_run, tmp_path)
+    last = run_dir / checkpoints.LAST
+    checkpoint = checkpoints.load(last)
+    checkpoint["batch_search"]["largest"] = "lots"
+    checkpoints.save(last, checkpoint)
+    resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=2")
+    assert resumed.returncode == 1 and "Traceback" not in resumed.stderr
+    assert resumed.last_line.endswith(
+        f"Error: checkpoint {last} is not one of this tool's: its batch_search: largest is text "
+        '("lots"), where a whole number belongs; it was altered, and was not used'
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "refused"),
+    [
+        # Its search is not run again: other halvings would train at another batch.
+        (
+            ["trainer.auto_batch_halvings=0"],
+            "it was trained with trainer.auto_batch_halvings=1, not 0; a run keeps the batch its "
+            "search chose: resume with trainer.auto_batch_halvings=1, or start a new run with "
+            "replay={run} trainer.auto_batch_halvings=0",
+        ),
+        # The batch its search found, given as a number: the run's config would say another.
+        (
+            ["trainer.batch_size=64"],
+            "it was trained with trainer.batch_size=auto, not 64; a run keeps its batch size "
+            "throughout: resume with trainer.batch_size=auto, or start a new run with "
+            "replay={run} trainer.batch_size=64",
+        ),
+    ],
+)
+def test_a_resume_cannot_change_how_its_batch_was_chosen(
+    searched_run: Path, tmp_path: Path, overrides: list[str], refused: str
+) -> None:
+    run_dir = _copy(searched_run, tmp_path)
+    before = (run_dir / "results.json").read_bytes()
+    resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=2", *overrides)
+    assert resumed.returncode == 1 and "Traceback" not in resumed.stderr
+    assert resumed.last_line.endswith(f"Error: resume={run_dir}: {refused.format(run=run_dir)}")
+    assert (run_dir / "results.json").read_bytes() == before
+
+
+def test_a_run_of_a_given_batch_is_not_resumed_as_searched(tmp_path: Path) -> None:
+    run_dir = trained_run(tmp_path, *GIVEN)
+    before = (run_dir / "results.json").read_bytes()
+    resumed = train_cli(
+        tmp_path, f"resume={run_dir}", "trainer.epochs=2", "trainer.batch_size=auto"
+    )
+    assert resumed.returncode == 1 and "Traceback" not in resumed.stderr
+    assert "as its search found" not in resumed.stderr
+    assert resumed.last_line.endswith(
+        f"Error: resume={run_dir}: it was trained with trainer.batch_size=64, not auto; a run "
+        "keeps its batch size throughout: resume with trainer.batch_size=64, or start a new run "
+        f"with replay={run_dir} trainer.batch_size=auto"
+    )
+    assert (run_dir / "results.json").read_bytes() == before
 
 
 @pytest.mark.slow

@@ -224,7 +224,7 @@ def test_a_resume_goes_on_with_the_same_average_bit_for_bit(tmp_path: Path) -> N
 def test_a_resume_neither_begins_nor_drops_the_average(ema_run: Path) -> None:
     checkpoint = checkpoints.load(ema_run / checkpoints.LAST)
     run = str(ema_run)
-    resume_checks.refuse_other_average(checkpoint, run, 0.99)  # another decay goes on
+    resume_checks.refuse_other_average(checkpoint, run, 0.99)  # (another decay: KEPT_SETTINGS)
     with pytest.raises(ExperimentError) as refused:
         resume_checks.refuse_other_average(checkpoint, run, None)
     assert str(refused.value) == (

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
+from hydra.errors import HydraException
 
 from experiments.config.metric_names import CLASSIFICATION_TASK, TASK_METRICS, TOP5_ACCURACY
 from experiments.config.renamed_keys import in_todays_keys
@@ -58,8 +59,15 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
         for override in in_todays_keys(_saved_overrides(saved, given))
         if not override.startswith(WHERE_IT_RAN)
     ]
-    parsed = OverridesParser.create().parse_overrides(kept)
-    elsewhere = [override for override in parsed if _writes_elsewhere(override)]
+    parser = OverridesParser.create()
+    parsed = parser.parse_overrides(kept)
+    # One typed again now is not left out: what is typed keeps it.
+    again = {_setting(override) for override in _readable(parser, in_todays_keys(typed))}
+    elsewhere = [
+        override
+        for override in parsed
+        if _writes_elsewhere(override) and _setting(override) not in again
+    ]
     if elsewhere:
         log.warning(
             "%s: left out %s, which its run had: where a run writes outside its folder comes "
@@ -74,6 +82,23 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
         *_metrics_declared(folder, brought_back),
         *_top5_left_out(folder, brought_back),
     ]
+
+
+def _readable(parser: OverridesParser, arguments: list[str]) -> list[Override]:
+    """The overrides among `arguments` that Hydra's grammar reads (the rest are Hydra's to
+    refuse, in their place)."""
+    read = []
+    for argument in arguments:
+        try:
+            read.append(parser.parse_override(argument))
+        except HydraException:
+            continue
+    return read
+
+
+def _setting(override: Override) -> tuple[str, str]:
+    """What an override sets, to tell one typed again: its key and its value."""
+    return override.key_or_group, str(override.value())
 
 
 def _writes_elsewhere(override: Override) -> bool:

@@ -2,23 +2,25 @@
 
 A checkpoint (`checkpoints/last.pt` in a run folder) holds the model's, the optimizer's, the
 learning-rate scheduler's and the gradient scaler's state_dicts, the moving average of the
-model's weights (trainer.ema; null without), the epoch, the resolved config,
-the epochs' numbers so far, the selected epoch's confusion matrix and the state of every random
-generator, so a run resumes exactly where it stopped. `checkpoints/best.pt`, in runs with a
-validation split, is the same of the selected epoch. It is read with
-`torch.load(weights_only=True)`, which refuses anything but tensors and plain data: a damaged or
-altered file gives one line saying so, never a traceback, and never runs what it holds. Each
-checkpoint carries a checksum of all it holds (`experiments.records.checksum`), checked on load:
-bytes changed inside the file since it was saved are refused, even where torch.load would read
-them. Checkpoints saved before checksums have none, and load unchecked. The checksum does not
-stand in a sender's way (its function is public): what the file holds is data, each field that
-evaluation and resume read checked as it loads, as the command line's would be, before any work.
+model's weights (trainer.ema; null without), the epoch, the resolved config (and the search that
+chose its batch, with trainer.batch_size=auto), the epochs' numbers so far, the selected epoch's
+confusion matrix and the state of every random generator, so a run resumes exactly where it
+stopped. `checkpoints/best.pt`, in runs with a validation split, is the same of the selected
+epoch. It is read with `torch.load(weights_only=True)`, which refuses anything but tensors and
+plain data: a damaged or altered file gives one line saying so, never a traceback, and never runs
+what it holds. Each checkpoint carries a checksum of all it holds (`experiments.records.checksum`),
+checked on load: bytes changed inside the file since it was saved are refused, even where
+torch.load would read them. Checkpoints saved before checksums have none, and load unchecked.
+The checksum does not stand in a sender's way (its function is public): what the file holds is
+data, each field that evaluation and resume read checked as it loads, as the command line's would
+be, before any work.
 """
 
 from __future__ import annotations
 
 import math
 import pickle
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,9 @@ KEYS = {"model", "optimizer", "epoch", "config"}
 SECTIONS = ("model", "dataset", "trainer")
 OPTIONAL_SECTIONS = ("task", "scheduler")
 CHECKSUM = "checksum"
+# The record of the search that chose the run's batch (trainer.batch_size=auto; null for a batch
+# given), which its config holds as a number: a resume carries it on.
+BATCH_SEARCH = "batch_search"
 
 
 def state(
@@ -67,9 +72,10 @@ def state(
     data: dict[str, Any],
     steps_per_epoch: int,
     ema: ModelAverage | None = None,
+    batch_search: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What resuming after `epoch` needs (`model` unwrapped, so it loads anywhere), for `save`;
-    `data` and `steps_per_epoch` are what a resume may not change
+    `data`, `steps_per_epoch` and `batch_search` are what a resume may not change
     (`experiments.records.resume_checks`)."""
     return {
         "model": model.state_dict(),
@@ -91,6 +97,7 @@ def state(
         # epoch: a resume on other data, or with other steps, is refused.
         "data": data,
         "steps_per_epoch": steps_per_epoch,
+        BATCH_SEARCH: None if batch_search is None else dict(batch_search),
     }
 
 

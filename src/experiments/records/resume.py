@@ -11,6 +11,7 @@ optimizer are built.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,8 +36,10 @@ log = logging.getLogger("experiments")
 
 
 def checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any] | None:
-    """The checkpoint `resume=` continues from, if the run can go on as configured now; asked
-    before the run's records are touched, so a refusal leaves them as they were."""
+    """The checkpoint `resume=` continues from, if the run can go on as configured now, with the
+    search that chose its batch (`checkpoints.BATCH_SEARCH`: None for a batch given), from its
+    results.json for a checkpoint that lacks it; asked before the run's records are touched, so
+    a refusal leaves them as they were."""
     if not cfg.resume:
         return None
     running.refuse_if_running(cfg.resume)  # two processes never write one folder
@@ -47,14 +50,18 @@ def checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any] | None:
     )
     if completed:  # (one killed after stopping early is finished where it stopped)
         selection.refuse_stopped(resumed["history"], cfg, cfg.resume)
-    return resumed
+    search = resume_checks.batch_search_of(resumed, cfg.resume)
+    resume_checks.refuse_other_average(resumed, cfg.resume, cfg.trainer.ema.decay)
+    resume_checks.refuse_changed_settings(resumed, cfg.resume, cfg, searched=search is not None)
+    return {**resumed, checkpoints.BATCH_SEARCH: search}
 
 
 @dataclass
 class TrainingState:
     """The run's objects a checkpoint saves the state of (`model` unwrapped, so it loads on any
     device and placement), the GPUs whose generators it saves, and what a resume may not change:
-    the config it was made with, its data's fingerprint and an epoch's optimizer steps."""
+    the config it was made with (and the search that chose its batch), its data's fingerprint and
+    an epoch's optimizer steps."""
 
     model: nn.Module
     optimizer: torch.optim.Optimizer
@@ -66,6 +73,7 @@ class TrainingState:
     data: dict[str, Any]
     steps_per_epoch: int
     ema: ModelAverage | None = None  # the moving average of the weights (trainer.ema)
+    batch_search: Mapping[str, Any] | None = None  # what chose the batch (batch_size=auto)
 
     def save(
         self,
@@ -91,6 +99,7 @@ class TrainingState:
             data=self.data,
             steps_per_epoch=self.steps_per_epoch,
             ema=self.ema,
+            batch_search=self.batch_search,
         )
         # best.pt first: a kill between the two never leaves last.pt ahead of it.
         if best:
@@ -103,8 +112,6 @@ class TrainingState:
         folder resume= named; `trainer`: the trainer config now)."""
         resume_checks.refuse_other_data(checkpoint, run, self.data)
         resume_checks.refuse_other_steps(checkpoint, run, self.steps_per_epoch, trainer)
-        resume_checks.refuse_other_batch_size(checkpoint, run, trainer.batch_size)
-        resume_checks.refuse_other_average(checkpoint, run, trainer.ema.decay)
         checkpoints.restore(
             checkpoint, run, self.model, self.optimizer, self.scheduler, self.scaler, self.ema
         )

@@ -1,28 +1,51 @@
-"""What a resumed run may not change, checked once its data is loaded and its batches are cut, and
-before any state is put back (so a refusal leaves the run's records as they were):
+"""What a resumed run may not change. Checked with its checkpoint, before anything is built:
+
+- the settings it keeps throughout (`KEPT_SETTINGS`: its batch size, or the search that chose it,
+  its moving average of the weights, its augmentation), which decide the numbers of its later
+  epochs while the config saved for the run would record a new value for the whole of it;
+- whether a moving average of the weights is kept (trainer.ema): its epochs were evaluated and
+  selected by the model's weights or by the average, and an average cannot begin part-way.
+
+Checked once its data is loaded and its batches are cut, and before any state is put back (so a
+refusal leaves the run's records as they were):
 
 - the data its epochs were trained and selected on (`experiments.data.fingerprint`): another
   validation split would select epochs by other numbers;
 - the optimizer steps of an epoch (one per trainer.accumulate_batches batches): a per-step
   schedule was built for the run's total (OneCycleLR would raise part-way, a cosine would climb
-  back up past its end), and the records number steps by it;
-- the batch size, whatever the steps of an epoch come to;
-- whether a moving average of the weights is kept (trainer.ema): its epochs were evaluated and
-  selected by the model's weights or by the average, and an average cannot begin part-way.
+  back up past its end), and the records number steps by it.
 
-Checkpoints saved before the first two were recorded carry neither, and are not checked.
+Checkpoints saved before the last two were recorded carry neither, and are not checked; nor is a
+setting for a checkpoint saved before the setting was.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from enum import Enum
+from pathlib import Path
 from typing import Any
 
-from experiments.core.errors import ExperimentError
-from experiments.data import fingerprint
+from omegaconf import DictConfig, OmegaConf
 
-# What decides the steps of an epoch, besides the training images and the number of processes.
-BATCH_SETTINGS = ("batch_size", "limit_train_batches", "accumulate_batches")
+from experiments.config.choices import AUTO_BATCH
+from experiments.core.errors import ExperimentError
+from experiments.core.typed import mismatch
+from experiments.data import fingerprint
+from experiments.records import checkpoints, running
+from experiments.records.recorded import BatchSearch
+
+# What decides the steps of an epoch, besides the training images, the batch size (one of the
+# `KEPT_SETTINGS`, checked before) and the number of processes.
+BATCH_SETTINGS = ("limit_train_batches", "accumulate_batches")
+
+# What a run keeps throughout, and why; a section stands for each of its keys.
+KEPT_SETTINGS = {
+    "trainer.batch_size": "a run keeps its batch size throughout",
+    "trainer.auto_batch_halvings": "a run keeps the batch its search chose",
+    "trainer.ema": "a run keeps its moving average of the weights as it began",
+    "dataset.augment": "a run keeps its augmentation throughout",
+}
 
 
 def refuse_other_data(checkpoint: dict[str, Any], run: str, data: dict[str, Any]) -> None:
@@ -48,7 +71,7 @@ def refuse_other_steps(
         return
     then = {"accumulate_batches": 1, **checkpoint["config"]["trainer"]}  # (older: no such key)
     changed = [
-        f"trainer.{key}={then[key]} then, {trainer[key]} now"
+        f"trainer.{key}={_value_text(then[key])} then, {_value_text(trainer[key])} now"
         for key in BATCH_SETTINGS
         if then[key] != trainer[key]
     ]
@@ -63,18 +86,93 @@ def refuse_other_steps(
     )
 
 
-def refuse_other_batch_size(checkpoint: dict[str, Any], run: str, batch_size: int) -> None:
-    """Refuse to resume `run` with a trainer.batch_size other than its checkpoint's, even where
-    the steps of an epoch come out the same (trainer.limit_train_batches changed with it): its
-    later epochs would train on other images per step, and results.json would record the one
-    batch size for the whole run."""
-    saved = checkpoint["config"]["trainer"]["batch_size"]
-    if saved != batch_size:
+def batch_search_of(checkpoint: dict[str, Any], run: str) -> BatchSearch | None:
+    """The search that chose the batch of `run` (trainer.batch_size=auto), as its checkpoint
+    records it, or, for a checkpoint saved before checkpoints did, as its results.json does
+    (read as data: a record that does not hold the checkpoint's batch is none); None: its batch
+    was given."""
+    batch = checkpoint["config"]["trainer"]["batch_size"]
+    if checkpoints.BATCH_SEARCH not in checkpoint:
+        found = running.recorded(Path(run)).get(checkpoints.BATCH_SEARCH)
+        return found if found is not None and _search_fault(found, batch) is None else None
+    search = checkpoint[checkpoints.BATCH_SEARCH]
+    fault = None if search is None else _search_fault(search, batch)
+    if fault:
         raise ExperimentError(
-            f"resume={run}: it was trained with trainer.batch_size={saved}, not {batch_size}; a "
-            f"run keeps its batch size throughout: resume with trainer.batch_size={saved}, or "
-            f"start a new run with replay={run} trainer.batch_size={batch_size}"
+            f"checkpoint {Path(run) / checkpoints.LAST} is not one of this tool's: its {fault}; "
+            "it was altered, and was not used"
         )
+    return search
+
+
+def _search_fault(search: Any, batch: Any) -> str | None:
+    """What a record of a batch search holds that no search records, in words that follow
+    "its"; None where it is a search's, of the batch the run trained with (`batch`)."""
+    fault = mismatch(search, BatchSearch, checkpoints.BATCH_SEARCH)
+    if fault is None and search["trained"] != batch:
+        fault = (
+            f"{checkpoints.BATCH_SEARCH}: trained is {search['trained']}, where the run trained "
+            f"with trainer.batch_size={batch}"
+        )
+    return fault
+
+
+def refuse_changed_settings(
+    checkpoint: dict[str, Any], run: str, cfg: DictConfig, *, searched: bool
+) -> None:
+    """Refuse to resume `run` with one of the `KEPT_SETTINGS` other than its checkpoint's
+    (`cfg`: the config composed now; `searched`: whether a search chose the run's batch, which
+    its checkpoint's config holds as a number)."""
+    saved = checkpoint["config"]
+    then = _settings(lambda key: _at(saved, key))
+    if searched:
+        then["trainer.batch_size"] = AUTO_BATCH
+    now = _settings(lambda key: OmegaConf.select(cfg, key, default=_ABSENT))
+    for key in then:
+        if key in now and then[key] != now[key]:
+            was, asked = _value_text(then[key]), _value_text(now[key])
+            why = next(said for kept, said in KEPT_SETTINGS.items() if key.startswith(kept))
+            raise ExperimentError(
+                f"resume={run}: it was trained with {key}={was}, not {asked}; {why}: resume with "
+                f"{key}={was}, or start a new run with replay={run} {key}={asked}"
+            )
+
+
+# A setting a config lacks (a checkpoint's from before it, a section taken away now).
+_ABSENT = object()
+
+
+def _at(config: Any, key: str) -> Any:
+    """The value at the dotted `key` of a config as plain data; `_ABSENT` where it has none."""
+    for part in key.split("."):
+        config = config.get(part, _ABSENT) if isinstance(config, Mapping) else _ABSENT
+    return config
+
+
+def _settings(value_at: Callable[[str], Any]) -> dict[str, Any]:
+    """The `KEPT_SETTINGS` of a config (`value_at`: its value at a key), a section's as each of
+    its keys, Enums by name; what it lacks is left out."""
+    return {leaf: value for kept in KEPT_SETTINGS for leaf, value in _leaves(kept, value_at(kept))}
+
+
+def _leaves(key: str, value: Any) -> Iterator[tuple[str, Any]]:
+    """`value` at `key`, a section as each of its keys; nothing where it is absent."""
+    if value is _ABSENT:
+        return
+    if isinstance(value, Mapping):
+        for name, item in value.items():
+            yield from _leaves(f"{key}.{name}", item)
+    else:
+        yield key, value.name if isinstance(value, Enum) else value
+
+
+def _value_text(value: Any) -> str:
+    """A setting's value as an override types it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
 
 
 def refuse_other_average(checkpoint: dict[str, Any], run: str, decay: float | None) -> None:

@@ -157,22 +157,32 @@ class Tracker(Protocol):
         records it: completed, failed or interrupted."""
 
 
-def resumed_ids(recorded: Mapping[str, Any], run_dir: Path) -> dict[str, str]:
+def resumed_ids(
+    recorded: Mapping[str, Any], run_dir: Path, chosen: Collection[str]
+) -> dict[str, str]:
     """The tracker runs a resume of `run_dir` carries on, by tracker: those its results.json
     (`recorded`) names, where they were begun in this folder. A copy of a run folder (or the
     folder moved) begins tracker runs of its own, sent all it holds again: carrying on the
-    original's would give that run epochs its own folder never trained. (Results.json written
-    before the folder was recorded, `TRACKED_IN` absent, is taken for this folder's.)"""
-    ids = dict(recorded.get("trackers", {}))
+    original's would give that run epochs its own folder never trained; which, of the trackers
+    `chosen` now, is said. (Results.json written before the folder was recorded, `TRACKED_IN`
+    absent, is taken for this folder's.)"""
+    found = recorded.get("trackers")  # (read as data: an id is text)
+    ids = (
+        {key: id_ for key, id_ in found.items() if isinstance(id_, str)}
+        if isinstance(found, dict)
+        else {}
+    )
     begun_in = recorded.get(TRACKED_IN, str(run_dir.resolve()))
     if not ids or begun_in == str(run_dir.resolve()):
         return ids
-    log.info(
-        "resume: this run folder was begun as %s (copied or moved since), so new tracker runs "
-        "are begun for it (%s) and sent all it holds",
-        begun_in,
-        ", ".join(ids),
-    )
+    begun_anew = [key for key in ids if key in chosen]
+    if begun_anew:
+        log.info(
+            "resume: this run folder was begun as %s (copied or moved since), so new tracker "
+            "runs are begun for it (%s) and sent all it holds",
+            begun_in,
+            ", ".join(begun_anew),
+        )
     return {}
 
 

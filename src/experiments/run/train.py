@@ -9,7 +9,7 @@ early if asked; `finish` records the outcome.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from pathlib import Path
@@ -161,6 +161,7 @@ class TrainingRun:
         self.scheduler: LRScheduler
         self.learner: loop.Learner
         self.state: TrainingState  # what its checkpoints save
+        self.batch_search: Mapping[str, Any] | None = None  # its batch's (batch_size=auto)
         self.target: tuple[Metric, float] | None  # what time to accuracy is measured to
         # What training has done.
         self.history: History = []  # a row per epoch trained
@@ -287,12 +288,14 @@ class TrainingRun:
     def _decide_batch_size(self, model: nn.Module, resumed: dict[str, Any] | None) -> None:
         """With trainer.batch_size=auto, the batch the run trains with in the config
         (`self.cfg`): the largest that trains on the device, halved as asked, searched for with
-        copies of the model and optimizer; a resumed run's, as its checkpoint's config has it."""
+        copies of the model and optimizer; a resumed run's, as its search found it (the run was
+        refused unless a search chose its batch)."""
         cfg, trainer, runtime = self.cfg, self.cfg.trainer, self.runtime
         if trainer.batch_size != AUTO_BATCH:
             return
         if resumed is not None:
-            batch = resumed["config"]["trainer"]["batch_size"]
+            search = resumed[checkpoints.BATCH_SEARCH]
+            batch = search["trained"]
             log.info("trainer.batch_size=auto: %d, as its search found before the resume", batch)
         else:
             assert self.data.train is not None
@@ -307,8 +310,9 @@ class TrainingRun:
             fewest = loop.fewest_images(model, processes=1)
             found = batch_search.search(trial, fewest, trainer.auto_batch_halvings)
             log.info(batch_search.said(found, cfg.optimizer.lr, str(runtime.plan)))
-            self.results.add(SetupRecord, batch_search=found.record())
-            batch = found.batch
+            search, batch = found.record(), found.batch
+        self.batch_search = search
+        self.results.add(SetupRecord, batch_search=search)
         self.cfg = OmegaConf.merge(cfg, {"trainer": {"batch_size": batch}})
         self.results.add(SetupRecord, batch_size=batch, per_process_batch_size=batch)
 
@@ -432,6 +436,7 @@ class TrainingRun:
             data=fingerprint.of(self.data, cfg.dataset),  # what a resume must find again
             steps_per_epoch=self.steps_per_epoch,
             ema=self.learner.ema,
+            batch_search=self.batch_search,
         )
 
     def _moving_average(self, model: nn.Module) -> ModelAverage | None:
@@ -759,7 +764,8 @@ class TrainingRun:
             },
         )
         found = running.recorded(self.run_dir) if cfg.resume else {}
-        ids = self.recorder.begin(run, tracker.resumed_ids(found, self.run_dir))
+        chosen = self.recorder.named_trackers
+        ids = self.recorder.begin(run, tracker.resumed_ids(found, self.run_dir, chosen))
         if ids:
             self.results.add(
                 SetupRecord, trackers=ids, **{tracker.TRACKED_IN: str(self.run_dir.resolve())}
