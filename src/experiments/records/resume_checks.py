@@ -30,6 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from experiments.config.choices import AUTO_BATCH
 from experiments.core.errors import ExperimentError
+from experiments.core.text import as_typed
 from experiments.core.typed import mismatch
 from experiments.data import fingerprint
 from experiments.records import checkpoints, running
@@ -71,7 +72,7 @@ def refuse_other_steps(
         return
     then = {"accumulate_batches": 1, **checkpoint["config"]["trainer"]}  # (older: no such key)
     changed = [
-        f"trainer.{key}={_value_text(then[key])} then, {_value_text(trainer[key])} now"
+        f"trainer.{key}={as_typed(then[key])} then, {as_typed(trainer[key])} now"
         for key in BATCH_SETTINGS
         if then[key] != trainer[key]
     ]
@@ -130,7 +131,7 @@ def refuse_changed_settings(
     now = _settings(lambda key: OmegaConf.select(cfg, key, default=_ABSENT))
     for key in then:
         if key in now and then[key] != now[key]:
-            was, asked = _value_text(then[key]), _value_text(now[key])
+            was, asked = as_typed(then[key]), as_typed(now[key])
             why = next(said for kept, said in KEPT_SETTINGS.items() if key.startswith(kept))
             raise ExperimentError(
                 f"resume={run}: it was trained with {key}={was}, not {asked}; {why}: resume with "
@@ -164,15 +165,6 @@ def _leaves(key: str, value: Any) -> Iterator[tuple[str, Any]]:
             yield from _leaves(f"{key}.{name}", item)
     else:
         yield key, value.name if isinstance(value, Enum) else value
-
-
-def _value_text(value: Any) -> str:
-    """A setting's value as an override types it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
 
 
 def refuse_other_average(checkpoint: dict[str, Any], run: str, decay: float | None) -> None:
