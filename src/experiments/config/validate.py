@@ -243,7 +243,18 @@ class FieldCheck:
         value = OmegaConf.select(cfg, self.key, default=_ABSENT)
         if value is _ABSENT or self.valid(value):
             return None
+        unbounded = _not_finite(value)
+        if unbounded is not None:
+            return f"{self.key}={value} {unbounded}: it {self.says}"
         return f"{self.key}={value} {self.says}"
+
+
+def _not_finite(value: Any) -> str | None:
+    """What a float that no range holds is: NaN (which compares as neither below nor above a
+    bound), or infinite; None for any other value."""
+    if not isinstance(value, float) or math.isfinite(value):
+        return None
+    return "is not a number" if math.isnan(value) else "is infinite"
 
 
 def _image_channels(cfg: DictConfig) -> str | None:
@@ -590,14 +601,21 @@ FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _beyond_float32(cfg: DictConfig, section: str) -> str | None:
-    """A number of the optimizer's or the schedule's (in a list too) that float32 cannot hold."""
+    """A number of the optimizer's or the schedule's (in a list too) that float32 cannot hold:
+    NaN, infinite, or beyond its range."""
     for key, value in cfg[section].items():
         for number in value if isinstance(value, ListConfig) else [value]:
             if isinstance(number, (int, float)) and not abs(number) <= FLOAT32_MAX:
+                held = f"{section}.{key}={value}"
+                unbounded = _not_finite(number)
+                if unbounded is not None and number is value:
+                    return f"{held} {unbounded}; give a finite number"
+                if unbounded is not None:
+                    return f"{held} holds {number}, which {unbounded[3:]}; give finite numbers"
                 return (
-                    f"{section}.{key}={value} is beyond float32, which the optimizer's step "
-                    f"computes in (at most {FLOAT32_MAX:.4g}): it would overflow at the first "
-                    "step; give a number within it"
+                    f"{held} is beyond float32, which the optimizer's step computes in (at most "
+                    f"{FLOAT32_MAX:.4g}): it would overflow at the first step; give a number "
+                    "within it"
                 )
     return None
 
@@ -676,6 +694,35 @@ def _average_settings_without_decay(cfg: DictConfig) -> str | None:
     )
 
 
+# The fields of torch's optimizers that torch refuses out of range in its own words, without the
+# key (or takes, where a step would diverge: a momentum or an average of 1 or more keeps every
+# gradient for good), and RMSprop's term added to its divisor (0: a gradient of 0 steps by 0/0).
+OPTIMIZER_CHECKS: tuple[Check, ...] = (
+    FieldCheck(
+        "optimizer.momentum",
+        lambda momentum: 0 <= momentum < 1,
+        "must be in [0, 1): the share of the last step kept in the next (0: none; e.g. 0.9)",
+    ),
+    FieldCheck(
+        "optimizer.alpha",
+        lambda alpha: 0 <= alpha < 1,
+        "must be in [0, 1): the share of the average of the squared gradients kept at each step "
+        "(e.g. 0.99)",
+    ),
+    FieldCheck(
+        "optimizer.eps",
+        lambda eps: math.isfinite(eps) and eps > 0,
+        "must be a finite number > 0, added to the divisor of every step (e.g. 1e-08)",
+    ),
+    FieldCheck(
+        "optimizer.betas",
+        lambda betas: len(betas) == 2 and all(0 <= beta < 1 for beta in betas),
+        "must be two numbers, each in [0, 1): the shares of the averages of the gradients and of "
+        "their squares kept at each step (e.g. [0.9, 0.999])",
+    ),
+)
+
+
 TRAINING_CHECKS: tuple[Check, ...] = (
     _a_batchs_worth_of_an_unsearched_batch,
     _whole_from_one("trainer.epochs"),
@@ -741,9 +788,9 @@ TRAINING_CHECKS: tuple[Check, ...] = (
             ("bias_weight_decay", ", or null (optimizer.weight_decay)"),
         )
     ),
+    *OPTIMIZER_CHECKS,
     _nesterov_without_momentum,
     functools.partial(_beyond_float32, section="optimizer"),
-    functools.partial(_beyond_float32, section="scheduler"),
     FieldCheck(
         "trainer.gradient_clip",
         lambda norm: norm is None or norm > 0,
@@ -769,6 +816,8 @@ TRAINING_CHECKS: tuple[Check, ...] = (
         lambda factor: 0 < factor <= 1,
         "must be in (0, 1]: the share of the lr the warm-up starts from",
     ),
+    # (After the schedule's fields, whose refusals say their ranges.)
+    functools.partial(_beyond_float32, section="scheduler"),
     _warmup_of_a_rising_schedule,
     _warmup_longer_than_the_run,
     _warmup_between_epoch_steps,
@@ -860,6 +909,16 @@ def _classes_miscounted(cfg: DictConfig) -> str | None:
     return f"dataset.classes names {len(classes)} classes, but dataset.num_classes={num_classes}"
 
 
+# RandAugment's ops (`data.policies.RANDAUGMENT`): an image's rounds each draw one of them, so more
+# rounds than ops only repeat ops, at a round's cost each.
+RANDAUGMENT_OPS = 14
+
+# Mixup's and CutMix's largest alpha: Beta(1000, 1000) draws within 0.04 of an even mix 999 times
+# in 1000, and a larger alpha nearer still; Python's draw from Beta never ends from half the float
+# maximum (9e307) on.
+MOST_MIXING_ALPHA = 1000.0
+
+
 DATASET_CHECKS: tuple[Check, ...] = (
     FieldCheck(
         "dataset.val_fraction",
@@ -901,7 +960,12 @@ DATASET_CHECKS: tuple[Check, ...] = (
     functools.partial(_statistic_not_per_channel, key="std"),
     _classes_miscounted,
     FieldCheck("dataset.augment.crop_padding", lambda padding: padding >= 0, "must be >= 0"),
-    _whole_from_one("dataset.augment.num_ops"),
+    FieldCheck(
+        "dataset.augment.num_ops",
+        lambda ops: 1 <= ops <= RANDAUGMENT_OPS,
+        f"must be a whole number from 1 to {RANDAUGMENT_OPS}, as many as RandAugment has ops "
+        "(each image draws its ops at random, repeats too; torchvision's default is 2)",
+    ),
     FieldCheck(
         "dataset.augment.magnitude",
         lambda step: 0 <= step <= 30,
@@ -911,8 +975,9 @@ DATASET_CHECKS: tuple[Check, ...] = (
     *(
         FieldCheck(
             f"dataset.augment.{key}",
-            lambda alpha: math.isfinite(alpha) and alpha >= 0,
-            "must be >= 0 (0: off) and finite",
+            lambda alpha: 0 <= alpha <= MOST_MIXING_ALPHA,
+            f"must be in [0, {MOST_MIXING_ALPHA:g}] (0: off; Beta(alpha, alpha) draws the "
+            "shares, e.g. 0.2)",
         )
         for key in ("mixup_alpha", "cutmix_alpha")
     ),
