@@ -294,6 +294,11 @@ ALPHA_RANGE = "must be in [0, 1000] (0: off; Beta(alpha, alpha) draws the shares
             "dataset.augment.magnitude=31 must be in [0, 30] (a step of the ops' 31 magnitudes, "
             "as torchvision's RandAugment)",
         ),
+        (
+            "dataset.augment.crop_padding=32",
+            "dataset.augment.crop_padding=32 must be less than dataset.image_size=32: a crop of "
+            "images padded by their size or more may hold none of the image (e.g. 4 for 32x32)",
+        ),
         *(
             (f"dataset.augment.num_ops={ops}", f"dataset.augment.num_ops={ops} {NUM_OPS_RANGE}")
             for ops in (0, 15)
@@ -322,6 +327,7 @@ def test_the_bounds_are_taken_and_num_ops_is_the_policys_ops() -> None:
     assert len(RANDAUGMENT) == RANDAUGMENT_OPS
     validate(compose_config(f"dataset.augment.num_ops={RANDAUGMENT_OPS}"))
     validate(compose_config(f"dataset.augment.mixup_alpha={MOST_MIXING_ALPHA}"))
+    validate(compose_config("dataset.augment.crop_padding=31"))
 
 
 def test_a_run_trains_with_every_option_and_evaluates_unmixed(tmp_path: Path) -> None:

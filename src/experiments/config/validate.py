@@ -909,6 +909,20 @@ def _classes_miscounted(cfg: DictConfig) -> str | None:
     return f"dataset.classes names {len(classes)} classes, but dataset.num_classes={num_classes}"
 
 
+def _padding_of_an_images_size(cfg: DictConfig) -> str | None:
+    """A crop of images padded by their own size or more may hold none of the image (and the
+    padded batch takes memory by the square of the padding); a size the data tells (null) is not
+    known before it is loaded."""
+    padding = OmegaConf.select(cfg, "dataset.augment.crop_padding", default=0)
+    size = cfg.dataset.get("image_size")
+    if size is None or padding < size:
+        return None
+    return (
+        f"dataset.augment.crop_padding={padding} must be less than dataset.image_size={size}: a "
+        "crop of images padded by their size or more may hold none of the image (e.g. 4 for 32x32)"
+    )
+
+
 # RandAugment's ops (`data.policies.RANDAUGMENT`): an image's rounds each draw one of them, so more
 # rounds than ops only repeat ops, at a round's cost each.
 RANDAUGMENT_OPS = 14
@@ -960,6 +974,7 @@ DATASET_CHECKS: tuple[Check, ...] = (
     functools.partial(_statistic_not_per_channel, key="std"),
     _classes_miscounted,
     FieldCheck("dataset.augment.crop_padding", lambda padding: padding >= 0, "must be >= 0"),
+    _padding_of_an_images_size,
     FieldCheck(
         "dataset.augment.num_ops",
         lambda ops: 1 <= ops <= RANDAUGMENT_OPS,
