@@ -3,9 +3,12 @@ compares as neither below nor above a bound) said to be not a number, an infinit
 
 from __future__ import annotations
 
-import pytest
+import math
 
-from experiments.config.validate import validate
+import pytest
+from omegaconf import OmegaConf
+
+from experiments.config.validate import _beyond_float32, validate
 from experiments.core.errors import ExperimentError
 from helpers import compose_config
 
@@ -59,6 +62,22 @@ def test_nan_and_infinities_are_refused_as_such_where_a_bound_is(
     with pytest.raises(ExperimentError) as refused:
         validate(compose_config(*overrides))
     assert str(refused.value) == line
+
+
+@pytest.mark.parametrize(
+    ("number", "said"),
+    [
+        (math.nan, "holds nan, which is not a number; give finite numbers"),
+        (-math.inf, "holds -inf, which is infinite; give finite numbers"),
+        (1e39, "is beyond float32, which the optimizer's step computes in (at most 3.403e+38)"),
+    ],
+)
+def test_a_list_of_a_schedule_of_ones_own_is_checked_number_by_number(
+    number: float, said: str
+) -> None:
+    # (A schedule's YAML of one's own, without a schema, may hold any list.)
+    cfg = OmegaConf.create({"scheduler": {"name": "mine", "points": [0.5, number]}})
+    assert _beyond_float32(cfg, "scheduler").startswith(f"scheduler.points=[0.5, {number}] {said}")
 
 
 @pytest.mark.parametrize(

@@ -611,7 +611,7 @@ def _beyond_float32(cfg: DictConfig, section: str) -> str | None:
                 if unbounded is not None and number is value:
                     return f"{held} {unbounded}; give a finite number"
                 if unbounded is not None:
-                    return f"{held} holds {number}, which {unbounded[3:]}; give finite numbers"
+                    return f"{held} holds {number}, which {unbounded}; give finite numbers"
                 return (
                     f"{held} is beyond float32, which the optimizer's step computes in (at most "
                     f"{FLOAT32_MAX:.4g}): it would overflow at the first step; give a number "
@@ -694,9 +694,10 @@ def _average_settings_without_decay(cfg: DictConfig) -> str | None:
     )
 
 
-# The fields of torch's optimizers that torch refuses out of range in its own words, without the
-# key (or takes, where a step would diverge: a momentum or an average of 1 or more keeps every
-# gradient for good), and RMSprop's term added to its divisor (0: a gradient of 0 steps by 0/0).
+# The optimizers' fields that torch refuses out of range in its own words, without the key, or
+# takes where training cannot work: a momentum of 1 or more never lets a step go (the steps add up
+# for good), an average kept whole (an alpha or a beta of 1) never takes a gradient in, and an eps
+# of 0 divides a gradient of 0 by 0.
 OPTIMIZER_CHECKS: tuple[Check, ...] = (
     FieldCheck(
         "optimizer.momentum",
