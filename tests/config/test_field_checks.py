@@ -45,6 +45,27 @@ BETAS = (
             "trainer.early_stopping.min_delta=-inf is infinite: it must be >= 0",
         ),
         (["optimizer.lr=inf"], "optimizer.lr=inf is infinite: it must be a finite number >= 0"),
+        (
+            ["trainer.target_metric=accuracy", "trainer.target_value=nan"],
+            "trainer.target_value=nan is not a number: it must be a finite number, the value of "
+            "trainer.target_metric to reach, or null",
+        ),
+        # A timeout of inf would wait for ever (threading's waits refuse it: OverflowError).
+        (
+            ["device.timeout=inf"],
+            "device.timeout=inf is infinite: it must be > 0 (seconds before joining the "
+            "processes, or any collective, gives up)",
+        ),
+        (
+            ["dataset=image_folder", "dataset.root=/data", "dataset.cache_timeout=inf"],
+            "dataset.cache_timeout=inf is infinite: it must be > 0 (seconds to wait for another "
+            "process building the same cache entry)",
+        ),
+        (
+            ["tracker=mlflow", "tracker.mlflow.timeout=inf"],
+            "tracker.mlflow.timeout=inf is infinite: it must be > 0 (seconds a run waits on one "
+            "call to MLflow before going on without it)",
+        ),
         # A field of the schedule's that only float32's bound holds.
         (
             ["scheduler=step", "scheduler.gamma=nan"],

@@ -771,6 +771,11 @@ TRAINING_CHECKS: tuple[Check, ...] = (
         lambda target: target is None or 0 < target <= 1,
         "is a fraction of the images, in (0, 1] (e.g. 0.5 for 50%), or null",
     ),
+    FieldCheck(
+        "trainer.target_value",
+        lambda target: target is None or math.isfinite(target),
+        "must be a finite number, the value of trainer.target_metric to reach, or null",
+    ),
     _target_twice,
     _target_unknown,
     _monitor_on_test,
@@ -958,7 +963,7 @@ DATASET_CHECKS: tuple[Check, ...] = (
     FieldCheck("dataset.cache_max_gb", lambda gigabytes: gigabytes >= 0, "must be >= 0"),
     FieldCheck(
         "dataset.cache_timeout",
-        lambda seconds: seconds > 0,
+        lambda seconds: math.isfinite(seconds) and seconds > 0,
         "must be > 0 (seconds to wait for another process building the same cache entry)",
     ),
     FieldCheck(
@@ -1007,13 +1012,20 @@ def _negative_gpu(cfg: DictConfig) -> str | None:
     return f"device.visible={visible} names a negative GPU; GPUs are numbered from 0"
 
 
-DEVICE_CHECKS: tuple[Check, ...] = (_negative_gpu,)
+DEVICE_CHECKS: tuple[Check, ...] = (
+    _negative_gpu,
+    FieldCheck(
+        "device.timeout",
+        lambda seconds: math.isfinite(seconds) and seconds > 0,
+        "must be > 0 (seconds before joining the processes, or any collective, gives up)",
+    ),
+)
 
 
 TRACKER_CHECKS: tuple[Check, ...] = tuple(
     FieldCheck(
         f"tracker.{tracker}.timeout",
-        lambda seconds: seconds > 0,
+        lambda seconds: math.isfinite(seconds) and seconds > 0,
         f"must be > 0 (seconds a run waits on one call to {name} before going on without it)",
     )
     for tracker, name in (("mlflow", "MLflow"), ("wandb", "W&B"))
