@@ -5,6 +5,8 @@ not timm's, and timm not installed, refused in one line."""
 
 from __future__ import annotations
 
+import errno
+import os
 import socket
 import sys
 from collections.abc import Iterator
@@ -120,6 +122,10 @@ def test_pretrained_weights_are_timms_fitted_to_the_channels_and_classes(
     )
 
 
+# What a connection to an address where nothing listens is told.
+REFUSED = f"[Errno {errno.ECONNREFUSED}] {os.strerror(errno.ECONNREFUSED)}"
+
+
 @pytest.fixture
 def no_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The Hub's library, not in offline mode, asks the Hub at a local address where nothing
@@ -161,7 +167,7 @@ def test_a_hub_that_cannot_be_reached_is_asked_once_and_quietly(
     )  # (timm's line, saying where from)
     assert done.last_line.endswith(
         f"Error: model.pretrained=true: timm could not fetch {CNN}'s weights from the Hugging "
-        f"Face Hub ({no_hub} cannot be reached: [Errno 111] Connection refused) nor find them "
+        f"Face Hub ({no_hub} cannot be reached: {REFUSED}) nor find them "
         f"in its cache, {tmp_path / 'hub'}; run once where 127.0.0.1 is reachable (the weights "
         "are then kept in that cache), or set model.pretrained=false"
     )
