@@ -183,7 +183,7 @@ RUN_ERRORS = [
         "trainer.profile=true records optimizer steps 3 to 5 of the first epoch, which has 3; "
         "give it 5 or more (trainer.limit_train_batches, trainer.accumulate_batches)",
     ),
-    (["optimizer.lr=nan"], "optimizer.lr=nan must be a finite number >= 0"),
+    (["optimizer.lr=nan"], "optimizer.lr=nan is not a number: it must be a finite number >= 0"),
     (["optimizer.lr=-0.1"], "optimizer.lr=-0.1 must be a finite number >= 0"),
     (
         ["trainer.seed=18446744073709551616"],
@@ -192,7 +192,7 @@ RUN_ERRORS = [
     ),
     (
         ["trainer.gradient_clip=nan"],
-        "trainer.gradient_clip=nan must be > 0 (a gradient norm), or null",
+        "trainer.gradient_clip=nan is not a number: it must be > 0 (a gradient norm), or null",
     ),
     (
         ["dataset.std=[0]"],
@@ -216,6 +216,10 @@ RUN_ERRORS = [
         ["device=dp", "trainer.compile=inductor"],
         "trainer.compile=inductor cannot compile device=dp's DataParallel (it copies the model "
         "to every GPU at every step); use device=ddp",
+    ),
+    (
+        ["optimizer=rmsprop", "optimizer.momentum=-1"],
+        "optimizer.momentum=-1.0 must be in [0, 1): the share of the last step kept in the next",
     ),
 ]
 

@@ -20,7 +20,7 @@ IN_RANGE = (
     [
         (["trainer.ema.decay=1"], f"trainer.ema.decay=1.0 {IN_RANGE}"),
         (["trainer.ema.decay=0"], f"trainer.ema.decay=0.0 {IN_RANGE}"),
-        (["trainer.ema.decay=nan"], f"trainer.ema.decay=nan {IN_RANGE}"),
+        (["trainer.ema.decay=nan"], f"trainer.ema.decay=nan is not a number: it {IN_RANGE}"),
         (
             ["trainer.ema.decay=0.99", "trainer.ema.every=0"],
             "trainer.ema.every=0 must be a whole number >= 1",

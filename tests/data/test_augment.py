@@ -11,12 +11,12 @@ import pytest
 import torch
 from torchvision.transforms import v2
 
-from experiments.config.validate import validate
+from experiments.config.validate import MOST_MIXING_ALPHA, RANDAUGMENT_OPS, validate
 from experiments.core.errors import ExperimentError
 from experiments.data import builtin
 from experiments.data.augment import ERASED_AREA, Augment
 from experiments.data.batches import Batches
-from experiments.data.policies import OPS
+from experiments.data.policies import OPS, RANDAUGMENT
 from experiments.data.types import Split
 from experiments.devices.process_group import ProcessGroup
 from experiments.training.tasks import Classification
@@ -279,6 +279,13 @@ def test_mixing_a_regression_is_refused_before_training(tmp_path: Path) -> None:
     )
 
 
+NUM_OPS_RANGE = (
+    "must be a whole number from 1 to 14, as many as RandAugment has ops (each image draws its "
+    "ops at random, repeats too; torchvision's default is 2)"
+)
+ALPHA_RANGE = "must be in [0, 1000] (0: off; Beta(alpha, alpha) draws the shares, e.g. 0.2)"
+
+
 @pytest.mark.parametrize(
     ("override", "line"),
     [
@@ -287,15 +294,26 @@ def test_mixing_a_regression_is_refused_before_training(tmp_path: Path) -> None:
             "dataset.augment.magnitude=31 must be in [0, 30] (a step of the ops' 31 magnitudes, "
             "as torchvision's RandAugment)",
         ),
-        ("dataset.augment.num_ops=0", "dataset.augment.num_ops=0 must be a whole number >= 1"),
-        ("dataset.augment.erasing=nan", "dataset.augment.erasing=nan must be in [0, 1]"),
         (
-            "dataset.augment.mixup_alpha=-1",
-            "dataset.augment.mixup_alpha=-1.0 must be >= 0 (0: off) and finite",
+            "dataset.augment.crop_padding=32",
+            "dataset.augment.crop_padding=32 must be less than dataset.image_size=32: a crop of "
+            "images padded by their size or more may hold none of the image (e.g. 4 for 32x32)",
+        ),
+        *(
+            (f"dataset.augment.num_ops={ops}", f"dataset.augment.num_ops={ops} {NUM_OPS_RANGE}")
+            for ops in (0, 15)
         ),
         (
+            "dataset.augment.erasing=nan",
+            "dataset.augment.erasing=nan is not a number: it must be in [0, 1]",
+        ),
+        ("dataset.augment.mixup_alpha=-1", f"dataset.augment.mixup_alpha=-1.0 {ALPHA_RANGE}"),
+        # Python's Beta never draws from 9e307 on: the first step would never end.
+        ("dataset.augment.mixup_alpha=1e308", f"dataset.augment.mixup_alpha=1e+308 {ALPHA_RANGE}"),
+        ("dataset.augment.cutmix_alpha=1001", f"dataset.augment.cutmix_alpha=1001.0 {ALPHA_RANGE}"),
+        (
             "dataset.augment.cutmix_alpha=inf",
-            "dataset.augment.cutmix_alpha=inf must be >= 0 (0: off) and finite",
+            f"dataset.augment.cutmix_alpha=inf is infinite: it {ALPHA_RANGE}",
         ),
     ],
 )
@@ -303,6 +321,13 @@ def test_values_out_of_range_are_refused(override: str, line: str) -> None:
     with pytest.raises(ExperimentError) as refused:
         validate(compose_config(override))
     assert str(refused.value) == line
+
+
+def test_the_bounds_are_taken_and_num_ops_is_the_policys_ops() -> None:
+    assert len(RANDAUGMENT) == RANDAUGMENT_OPS
+    validate(compose_config(f"dataset.augment.num_ops={RANDAUGMENT_OPS}"))
+    validate(compose_config(f"dataset.augment.mixup_alpha={MOST_MIXING_ALPHA}"))
+    validate(compose_config("dataset.augment.crop_padding=31"))
 
 
 def test_a_run_trains_with_every_option_and_evaluates_unmixed(tmp_path: Path) -> None:

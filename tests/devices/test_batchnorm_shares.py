@@ -11,14 +11,19 @@ import torch
 from torch import nn
 
 from experiments.core.errors import ExperimentError
+from experiments.core.text import ROWS
 from experiments.data.batches import Batches
 from experiments.data.types import Split
 from experiments.devices.plan import DevicePlan
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.wrapping import parallelize, sync_batchnorm_waits
-from experiments.training.loop import fewest_images_per_batch, left_out_note
+from experiments.training.loop import (
+    fewest_images_per_batch,
+    left_out_note,
+    refuse_a_split_too_small,
+)
 from experiments.training.models import LeNet
-from helpers import metrics, on, results, torchrun_cli
+from helpers import metrics, on, results, torchrun_cli, train_cli
 
 # Two torchrun processes, each asking for its share of every batch.
 RANK_0_OF_2 = ProcessGroup(0, 2, 0, 2, torchrun=True)
@@ -115,6 +120,55 @@ def test_resnet_under_two_processes_trains_without_a_one_image_share(tmp_path: P
     assert metrics(done.run_dir, "epoch")[0]["train_images"] == 4
     log = (done.run_dir / "train.log").read_text()
     assert log.count("the last batch, of 3 images, is left out of every epoch") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch_size", ["auto", "2"])
+def test_a_one_image_training_split_is_refused_for_batch_norm_not_for_memory(
+    tmp_path: Path, batch_size: str
+) -> None:
+    # Searched, no batch of 2 fits in one image (once said to be above the memory budget); given,
+    # the only batch is a last batch of 1, left out (once an epoch of no steps, and a crash).
+    done = train_cli(
+        tmp_path,
+        *RESNET_ON_SEVEN_IMAGES[1:],
+        "device=cpu",
+        "dataset.train_size=1",
+        f"trainer.batch_size={batch_size}",
+    )
+    line = (
+        f"trainer.batch_size={batch_size}: the training split holds 1 image, on which the "
+        "model's BatchNorm layers cannot train (a batch needs 2 images); give it 2 images or "
+        "more (fewer held out by dataset.val_fraction), or train a model without BatchNorm layers"
+    )
+    assert (done.returncode, done.last_line.partition("Error: ")[2]) == (1, line)
+    assert (results(done.run_dir)["status"], results(done.run_dir)["reason"]) == ("failed", line)
+
+
+@pytest.mark.parametrize(
+    ("model", "images", "why"),
+    [
+        (LeNet(3, 32, 10), 1, "too few to give each of the 2 processes one"),
+        (
+            with_batch_norm(),
+            3,
+            "too few to give each of the 2 processes the 2 rows the model's BatchNorm layers "
+            "need to train",
+        ),
+    ],
+)
+def test_a_training_split_too_small_for_every_process_is_refused(
+    model: nn.Module, images: int, why: str
+) -> None:
+    fewest = fewest_images_per_batch(model, batch_size=4, processes=2)
+    with pytest.raises(ExperimentError) as error:
+        refuse_a_split_too_small(4, images, fewest, 2, ROWS)
+    held = f"{images} row{'s' if images > 1 else ''}"
+    assert str(error.value) == (
+        f"trainer.batch_size=4: the training split holds {held}, {why}; give it {fewest} rows or "
+        "more (fewer held out by dataset.val_fraction), or train a model without BatchNorm layers"
+    )
+    refuse_a_split_too_small(4, fewest, fewest, 2, ROWS)
 
 
 @pytest.mark.gpu

@@ -1,7 +1,11 @@
-"""environment.json's list of installed packages, read from the headers of their metadata."""
+"""environment.json's list of installed packages, read from the headers of their metadata; the
+source's git state, read without writing to its checkout."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from importlib.metadata import distributions
 from pathlib import Path
 
@@ -27,3 +31,35 @@ def test_only_the_headers_name_a_package(tmp_path: Path, monkeypatch: pytest.Mon
     packages = environment.installed_packages()
     assert packages["quoting"] == "1.0"
     assert "other" not in packages
+
+
+def test_reading_the_git_state_leaves_the_checkouts_index_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A run writes only in its own folder; git's status and diff would otherwise refresh the
+    # index's record of a tracked file touched since, and write the index.
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    tracked = checkout / "model.py"
+    tracked.write_text("net = None\n")
+    git = ["git", "-C", str(checkout), "-c", "user.name=a", "-c", "user.email=a@a"]
+    for command in (["init", "-q"], ["add", "model.py"], ["commit", "-qm", "a", "--no-gpg-sign"]):
+        subprocess.run([*git, *command], check=True)
+    index = checkout / ".git" / "index"
+    before = (index.read_bytes(), index.stat().st_mtime_ns)
+    later = tracked.stat().st_mtime_ns + 5 * 10**9
+    os.utime(tracked, ns=(later, later))  # (the same content: git would refresh its record)
+    monkeypatch.setattr(environment, "SOURCE", checkout)
+    recorded = []
+    for run, text in (("touched", "net = None\n"), ("changed", "net = 1\n")):
+        tracked.write_text(text)
+        os.utime(tracked, ns=(later, later))
+        (tmp_path / run).mkdir()
+        environment.write(tmp_path / run)
+        state = json.loads((tmp_path / run / "environment.json").read_text())["git"]
+        diff = tmp_path / run / "git.diff"
+        recorded.append((state["dirty"], diff.read_text() if diff.exists() else None))
+        assert (index.read_bytes(), index.stat().st_mtime_ns) == before, run
+    assert recorded[0] == (False, None)
+    dirty, patch = recorded[1]
+    assert dirty and patch is not None and "-net = None\n+net = 1\n" in patch

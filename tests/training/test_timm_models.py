@@ -5,7 +5,11 @@ not timm's, and timm not installed, refused in one line."""
 
 from __future__ import annotations
 
+import errno
+import os
+import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import huggingface_hub
@@ -72,15 +76,21 @@ def test_a_pretrained_tag_timm_has_not_got_is_refused_naming_those_it_has() -> N
     )
 
 
-def hub_cache(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, torch.Tensor]:
+def cached_weights(root: Path) -> dict[str, torch.Tensor]:
     """A Hugging Face Hub cache under `root` holding weights for `CNN`'s default pretrained
-    tag, as a download leaves them, read offline; returns them."""
+    tag, as a download leaves them; returns them."""
     weights = timm.create_model(CNN).state_dict()  # ImageNet's 1000 classes, 3 channels
     snapshot = root / f"models--{CNN_REPOSITORY.replace('/', '--')}" / "snapshots" / ("0" * 40)
     snapshot.mkdir(parents=True)
     safetensors.torch.save_file(weights, snapshot / "model.safetensors")
     (snapshot.parents[1] / "refs").mkdir()
     (snapshot.parents[1] / "refs" / "main").write_text("0" * 40)
+    return weights
+
+
+def hub_cache(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, torch.Tensor]:
+    """`cached_weights(root)`, read offline."""
+    weights = cached_weights(root)
     offline(root, monkeypatch)
     return weights
 
@@ -112,19 +122,64 @@ def test_pretrained_weights_are_timms_fitted_to_the_channels_and_classes(
     )
 
 
+# What a connection to an address where nothing listens is told.
+REFUSED = f"[Errno {errno.ECONNREFUSED}] {os.strerror(errno.ECONNREFUSED)}"
+
+
+@pytest.fixture
+def no_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The Hub's library, not in offline mode, asks the Hub at a local address where nothing
+    listens (a connection is refused at once), its cache at tmp_path/hub; yields that address."""
+    with socket.socket() as bound:  # (bound, never listening)
+        bound.bind(("127.0.0.1", 0))
+        endpoint = f"http://127.0.0.1:{bound.getsockname()[1]}"
+        monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", endpoint)
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+        monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+        yield endpoint
+
+
 def test_pretrained_weights_out_of_reach_are_refused_in_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     offline(tmp_path, monkeypatch)
     done = train_cli(tmp_path, *SMALL, "model=timm", f"model.arch={CNN}", "model.pretrained=true")
     assert done.returncode == 1
-    assert "Error: model.pretrained=true: timm could not fetch test_resnet's weights from the " in (
-        done.last_line
-    )
     assert done.last_line.endswith(
-        "; run once where huggingface.co is reachable, or set model.pretrained=false"
+        f"Error: model.pretrained=true: timm could not fetch {CNN}'s weights from the Hugging "
+        f"Face Hub (HF_HUB_OFFLINE is set) nor find them in its cache, {tmp_path}; run once "
+        "where huggingface.co is reachable (the weights are then kept in that cache), or set "
+        "model.pretrained=false"
     )
     assert results(done.run_dir)["status"] == "failed"
+
+
+def test_a_hub_that_cannot_be_reached_is_asked_once_and_quietly(
+    tmp_path: Path, no_hub: str
+) -> None:
+    # Its library would try each file five times over a minute, printing every try.
+    done = train_cli(tmp_path, *SMALL, "model=timm", f"model.arch={CNN}", "model.pretrained=true")
+    assert done.returncode == 1
+    printed = done.stderr.strip().splitlines()
+    failure = printed.index(done.last_line)
+    assert printed[failure - 1].endswith(
+        "Loading pretrained weights from Hugging Face hub (timm/test_resnet.r160_in1k)"
+    )  # (timm's line, saying where from)
+    assert done.last_line.endswith(
+        f"Error: model.pretrained=true: timm could not fetch {CNN}'s weights from the Hugging "
+        f"Face Hub ({no_hub} cannot be reached: {REFUSED}) nor find them "
+        f"in its cache, {tmp_path / 'hub'}; run once where 127.0.0.1 is reachable (the weights "
+        "are then kept in that cache), or set model.pretrained=false"
+    )
+    assert results(done.run_dir)["status"] == "failed"
+    assert huggingface_hub.constants.HF_HUB_OFFLINE is False  # (as it was)
+
+
+def test_a_hub_that_cannot_be_reached_leaves_its_cache_to_read(tmp_path: Path, no_hub: str) -> None:
+    pretrained = cached_weights(tmp_path / "hub")
+    model = timm_model(CNN, (3, 32, 32), 10, "model.pretrained=true")
+    weights = "layer1.0.conv1.weight"
+    assert torch.equal(model.state_dict()[weights], pretrained[weights])
 
 
 def test_a_pretrained_runs_checkpoint_is_evaluated_and_resumed_without_fetching_again(

@@ -251,13 +251,25 @@ class FieldCheck:
             return f"{self.key} cannot be read ({first}): each section on its way holds settings"
         if value is _ABSENT or self._holds(value):
             return None
-        return f"{self.key}={as_typed(value)} {self.says}"
+        text = f"{self.key}={as_typed(value)}"
+        unbounded = _not_finite(value)
+        if unbounded is not None:
+            return f"{text} {unbounded}: it {self.says}"
+        return f"{text} {self.says}"
 
     def _holds(self, value: Any) -> bool:
         try:
             return bool(self.valid(value))
         except TypeError:  # a value no schema typed (a saved config's) that `valid` cannot compare
             return False
+
+
+def _not_finite(value: Any) -> str | None:
+    """What a float that no range holds is: NaN (which compares as neither below nor above a
+    bound), or infinite; None for any other value."""
+    if not isinstance(value, float) or math.isfinite(value):
+        return None
+    return "is not a number" if math.isnan(value) else "is infinite"
 
 
 def _image_channels(cfg: DictConfig) -> str | None:
@@ -610,14 +622,21 @@ FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _beyond_float32(cfg: DictConfig, section: str) -> str | None:
-    """A number of the optimizer's or the schedule's (in a list too) that float32 cannot hold."""
+    """A number of the optimizer's or the schedule's (in a list too) that float32 cannot hold:
+    NaN, infinite, or beyond its range."""
     for key, value in cfg[section].items():
         for number in value if isinstance(value, ListConfig) else [value]:
             if isinstance(number, (int, float)) and not abs(number) <= FLOAT32_MAX:
+                held = f"{section}.{key}={value}"
+                unbounded = _not_finite(number)
+                if unbounded is not None and number is value:
+                    return f"{held} {unbounded}; give a finite number"
+                if unbounded is not None:
+                    return f"{held} holds {number}, which {unbounded}; give finite numbers"
                 return (
-                    f"{section}.{key}={value} is beyond float32, which the optimizer's step "
-                    f"computes in (at most {FLOAT32_MAX:.4g}): it would overflow at the first "
-                    "step; give a number within it"
+                    f"{held} is beyond float32, which the optimizer's step computes in (at most "
+                    f"{FLOAT32_MAX:.4g}): it would overflow at the first step; give a number "
+                    "within it"
                 )
     return None
 
@@ -715,6 +734,36 @@ _EMA_DECAY = FieldCheck(
 )
 
 
+# The optimizers' fields that torch refuses out of range in its own words, without the key, or
+# takes where training cannot work: a momentum of 1 or more never lets a step go (the steps add up
+# for good), an average kept whole (an alpha or a beta of 1) never takes a gradient in, and an eps
+# of 0 divides a gradient of 0 by 0.
+OPTIMIZER_CHECKS: tuple[Check, ...] = (
+    FieldCheck(
+        "optimizer.momentum",
+        lambda momentum: 0 <= momentum < 1,
+        "must be in [0, 1): the share of the last step kept in the next (0: none; e.g. 0.9)",
+    ),
+    FieldCheck(
+        "optimizer.alpha",
+        lambda alpha: 0 <= alpha < 1,
+        "must be in [0, 1): the share of the average of the squared gradients kept at each step "
+        "(e.g. 0.99)",
+    ),
+    FieldCheck(
+        "optimizer.eps",
+        lambda eps: math.isfinite(eps) and eps > 0,
+        "must be a finite number > 0, added to the divisor of every step (e.g. 1e-08)",
+    ),
+    FieldCheck(
+        "optimizer.betas",
+        lambda betas: len(betas) == 2 and all(0 <= beta < 1 for beta in betas),
+        "must be two numbers, each in [0, 1): the shares of the averages of the gradients and of "
+        "their squares kept at each step (e.g. [0.9, 0.999])",
+    ),
+)
+
+
 TRAINING_CHECKS: tuple[Check, ...] = (
     _a_batchs_worth_of_an_unsearched_batch,
     _whole_from_one("trainer.epochs"),
@@ -758,6 +807,11 @@ TRAINING_CHECKS: tuple[Check, ...] = (
         lambda target: target is None or 0 < target <= 1,
         "is a fraction of the images, in (0, 1] (e.g. 0.5 for 50%), or null",
     ),
+    FieldCheck(
+        "trainer.target_value",
+        lambda target: target is None or math.isfinite(target),
+        "must be a finite number, the value of trainer.target_metric to reach, or null",
+    ),
     _target_twice,
     _target_unknown,
     _monitor_on_test,
@@ -776,9 +830,9 @@ TRAINING_CHECKS: tuple[Check, ...] = (
             ("bias_weight_decay", ", or null (optimizer.weight_decay)"),
         )
     ),
+    *OPTIMIZER_CHECKS,
     _nesterov_without_momentum,
     functools.partial(_beyond_float32, section="optimizer"),
-    functools.partial(_beyond_float32, section="scheduler"),
     FieldCheck(
         "trainer.gradient_clip",
         lambda norm: norm is None or norm > 0,
@@ -804,6 +858,8 @@ TRAINING_CHECKS: tuple[Check, ...] = (
         lambda factor: 0 < factor <= 1,
         "must be in (0, 1]: the share of the lr the warm-up starts from",
     ),
+    # (After the schedule's fields, whose refusals say their ranges.)
+    functools.partial(_beyond_float32, section="scheduler"),
     _warmup_of_a_rising_schedule,
     _warmup_longer_than_the_run,
     _warmup_between_epoch_steps,
@@ -900,6 +956,30 @@ def _classes_miscounted(cfg: DictConfig) -> str | None:
     return f"dataset.classes names {len(classes)} classes, but dataset.num_classes={num_classes}"
 
 
+def _padding_of_an_images_size(cfg: DictConfig) -> str | None:
+    """A crop of images padded by their own size or more may hold none of the image (and the
+    padded batch takes memory by the square of the padding); a size the data tells (null) is not
+    known before it is loaded."""
+    padding = OmegaConf.select(cfg, "dataset.augment.crop_padding", default=0)
+    size = cfg.dataset.get("image_size")
+    if size is None or padding < size:
+        return None
+    return (
+        f"dataset.augment.crop_padding={padding} must be less than dataset.image_size={size}: a "
+        "crop of images padded by their size or more may hold none of the image (e.g. 4 for 32x32)"
+    )
+
+
+# RandAugment's ops (`data.policies.RANDAUGMENT`): an image's rounds each draw one of them, so more
+# rounds than ops only repeat ops, at a round's cost each.
+RANDAUGMENT_OPS = 14
+
+# Mixup's and CutMix's largest alpha: Beta(1000, 1000) draws within 0.04 of an even mix 999 times
+# in 1000, and a larger alpha nearer still; Python's draw from Beta never ends from half the float
+# maximum (9e307) on.
+MOST_MIXING_ALPHA = 1000.0
+
+
 DATASET_CHECKS: tuple[Check, ...] = (
     FieldCheck(
         "dataset.val_fraction",
@@ -924,7 +1004,7 @@ DATASET_CHECKS: tuple[Check, ...] = (
     FieldCheck("dataset.cache_max_gb", lambda gigabytes: gigabytes >= 0, "must be >= 0"),
     FieldCheck(
         "dataset.cache_timeout",
-        lambda seconds: seconds > 0,
+        lambda seconds: math.isfinite(seconds) and seconds > 0,
         "must be > 0 (seconds to wait for another process building the same cache entry)",
     ),
     FieldCheck(
@@ -941,7 +1021,13 @@ DATASET_CHECKS: tuple[Check, ...] = (
     functools.partial(_statistic_not_per_channel, key="std"),
     _classes_miscounted,
     FieldCheck("dataset.augment.crop_padding", lambda padding: padding >= 0, "must be >= 0"),
-    _whole_from_one("dataset.augment.num_ops"),
+    _padding_of_an_images_size,
+    FieldCheck(
+        "dataset.augment.num_ops",
+        lambda ops: 1 <= ops <= RANDAUGMENT_OPS,
+        f"must be a whole number from 1 to {RANDAUGMENT_OPS}, as many as RandAugment has ops "
+        "(each image draws its ops at random, repeats too; torchvision's default is 2)",
+    ),
     FieldCheck(
         "dataset.augment.magnitude",
         lambda step: 0 <= step <= 30,
@@ -951,8 +1037,9 @@ DATASET_CHECKS: tuple[Check, ...] = (
     *(
         FieldCheck(
             f"dataset.augment.{key}",
-            lambda alpha: math.isfinite(alpha) and alpha >= 0,
-            "must be >= 0 (0: off) and finite",
+            lambda alpha: 0 <= alpha <= MOST_MIXING_ALPHA,
+            f"must be in [0, {MOST_MIXING_ALPHA:g}] (0: off; Beta(alpha, alpha) draws the "
+            "shares, e.g. 0.2)",
         )
         for key in ("mixup_alpha", "cutmix_alpha")
     ),
@@ -966,13 +1053,20 @@ def _negative_gpu(cfg: DictConfig) -> str | None:
     return f"device.visible={visible} names a negative GPU; GPUs are numbered from 0"
 
 
-DEVICE_CHECKS: tuple[Check, ...] = (_negative_gpu,)
+DEVICE_CHECKS: tuple[Check, ...] = (
+    _negative_gpu,
+    FieldCheck(
+        "device.timeout",
+        lambda seconds: math.isfinite(seconds) and seconds > 0,
+        "must be > 0 (seconds before joining the processes, or any collective, gives up)",
+    ),
+)
 
 
 TRACKER_CHECKS: tuple[Check, ...] = tuple(
     FieldCheck(
         f"tracker.{tracker}.timeout",
-        lambda seconds: seconds > 0,
+        lambda seconds: math.isfinite(seconds) and seconds > 0,
         f"must be > 0 (seconds a run waits on one call to {name} before going on without it)",
     )
     for tracker, name in (("mlflow", "MLflow"), ("wandb", "W&B"))

@@ -16,6 +16,7 @@ import random
 import torch
 from torch import nn
 
+from experiments.core.text import as_typed
 from experiments.data.policies import Policy
 from experiments.devices.placement import to_device_async
 
@@ -90,8 +91,8 @@ class Augment:
         refused = [key for key in keys if self.options[key] != OFF[key]]
         if not refused:
             return None
-        on = " ".join(f"dataset.augment.{key}={_typed(self.options[key])}" for key in refused)
-        off = " ".join(f"dataset.augment.{key}={_typed(OFF[key])}" for key in refused)
+        on = " ".join(f"dataset.augment.{key}={as_typed(self.options[key])}" for key in refused)
+        off = " ".join(f"dataset.augment.{key}={as_typed(OFF[key])}" for key in refused)
         each, them = ("it", "it") if len(refused) == 1 else ("each", "them")
         return f"{on}: {each} {why}; task={task} trains without {them} ({off})"
 
@@ -191,10 +192,3 @@ class Augment:
         classes = images.new_zeros(len(labels), self.num_classes).scatter_(1, labels[:, None], 1)
         partners = classes.roll(1, 0)
         return images, classes.mul_(share).add_(partners, alpha=1 - share)
-
-
-def _typed(value: object) -> str:
-    """A value as the command line types it."""
-    if value is None:
-        return "null"
-    return str(value).lower() if isinstance(value, bool) else str(value)

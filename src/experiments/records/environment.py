@@ -115,7 +115,9 @@ def _gpu_driver() -> str | None:
 
 
 def _git(*args: str) -> str | None:
-    return _run(["git", "-C", str(SOURCE), *args])
+    """git's answer about the source's checkout, read without writing to it: status would
+    otherwise refresh the index's record of a file touched since, and write the index."""
+    return _run(["git", "--no-optional-locks", "-C", str(SOURCE), *args])
 
 
 def _run(command: list[str]) -> str | None:
@@ -143,5 +145,7 @@ def git_state() -> dict[str, Any]:
 
 def git_diff() -> str | None:
     """The source tree's uncommitted changes to tracked files, as a patch (None if clean)."""
-    diff = _git("diff", "HEAD")
+    # (git diff, the porcelain, writes a refreshed index whatever it is told; the plumbing
+    # compares the files' contents without.)
+    diff = _git("diff-index", "--patch", "HEAD", "--")
     return diff or None

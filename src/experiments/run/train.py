@@ -480,6 +480,9 @@ class TrainingRun:
         data, world_size = self.data, self.runtime.group.world_size
         assert data.train is not None
         fewest = loop.fewest_images_per_batch(model, trainer.batch_size, world_size)
+        loop.refuse_a_split_too_small(
+            trainer.batch_size, len(data.train), fewest, world_size, data.unit
+        )
         self.train_batches = self._batches(data.train, shuffle, augment, fewest)
         if note := loop.left_out_note(self.train_batches, world_size):
             log.info(note)

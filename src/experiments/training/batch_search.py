@@ -25,6 +25,7 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
+from experiments.config.choices import AUTO_BATCH
 from experiments.core.errors import ExperimentError
 from experiments.data.batches import Batches
 from experiments.data.types import ImageData
@@ -160,8 +161,10 @@ class Found:
 
 def search(trial: Trial, fewest: int, halvings: int) -> Found:
     """The largest batch `trial` fits, from `fewest` images up to the training split's size,
-    halved `halvings` times (never below `fewest`); the run's random numbers as they were."""
+    halved `halvings` times (never below `fewest`); the run's random numbers as they were. A
+    split smaller than `fewest` is refused for what it is, not for the device's memory."""
     assert trial.data.train is not None
+    loop.refuse_a_split_too_small(AUTO_BATCH, len(trial.data.train), fewest, 1, trial.data.unit)
     started = time.perf_counter()
     gpus = trial.runtime.plan.gpus
     with torch.random.fork_rng(devices=gpus):

@@ -277,6 +277,31 @@ def fewest_images_per_batch(model: nn.Module, batch_size: int, processes: int) -
     return fewest
 
 
+def refuse_a_split_too_small(
+    batch_size: int | str, images: int, fewest: int, processes: int, unit: Unit = IMAGES
+) -> None:
+    """A training split of fewer `images` than a batch of all `processes` may have (`fewest`:
+    `fewest_images`) makes not one batch, its only one left out: refused in one line, not blamed
+    on the device's memory (by a search for trainer.batch_size=auto) nor left to an epoch of no
+    steps."""
+    if images >= fewest:
+        return
+    held = f"the training split holds {images} {unit.one if images == 1 else unit.many}"
+    if fewest == processes:  # (no BatchNorm layers, or synchronized ones)
+        why = f"too few to give each of the {processes} processes one"
+    elif processes == 1:
+        why = f"on which the model's BatchNorm layers cannot train (a batch needs 2 {unit.many})"
+    else:
+        why = (
+            f"too few to give each of the {processes} processes the 2 {unit.many} the model's "
+            "BatchNorm layers need to train"
+        )
+    raise ExperimentError(
+        f"trainer.batch_size={batch_size}: {held}, {why}; give it {fewest} {unit.many} or more "
+        "(fewer held out by dataset.val_fraction), or train a model without BatchNorm layers"
+    )
+
+
 def left_out_note(batches: Batches, processes: int) -> str | None:
     """The log's line on a last batch left out of every epoch for BatchNorm's sake (None: none
     was, or only one too small to give each process an image). Such a batch has fewer than two

@@ -18,6 +18,10 @@ built, so that without it the run says in one line how to install it.
 
 from __future__ import annotations
 
+import logging
+import urllib.error
+import urllib.parse
+import urllib.request
 from types import ModuleType
 
 from torch import nn
@@ -26,6 +30,9 @@ from experiments.core.errors import ExperimentError
 from experiments.core.hints import did_you_mean
 
 INSTALL = "pip install 'experiments[timm]'"
+
+# How long the Hugging Face Hub is given to answer before a run takes it as out of reach.
+HUB_ANSWER_SECONDS = 5.0
 
 
 def build(
@@ -44,18 +51,55 @@ def build(
         )
     _refuse_unknown_tag(timm, arch)
     fitted = {"img_size": image_size} if takes_one_size(timm, arch) else {}
+    arguments = {"num_classes": num_classes, "in_chans": in_channels, **fitted}
+    if pretrained:
+        return _pretrained(timm, arch, arguments)
+    return timm.create_model(arch, **arguments)
+
+
+def _pretrained(timm: ModuleType, arch: str, arguments: dict[str, int]) -> nn.Module:
+    """timm's `arch` built with `arguments`, from its default weights: fetched from the Hugging
+    Face Hub where it answers, read from the Hub's cache alone where it does not (the Hub's
+    library would otherwise try again for about a minute, printing every try), the library's
+    logging quiet throughout (a failure is told in one line)."""
+    # (The Hub's library is timm's, an optional extra as timm is.)
+    import huggingface_hub.constants as hub
+
+    offline = hub.HF_HUB_OFFLINE
+    unreachable = "HF_HUB_OFFLINE is set" if offline else _unreachable(hub.ENDPOINT)
+    library_logger = logging.getLogger("huggingface_hub")
+    level = library_logger.level
+    library_logger.setLevel(logging.ERROR)
+    hub.HF_HUB_OFFLINE = unreachable is not None  # (read at every request)
     try:
-        return timm.create_model(
-            arch, pretrained=pretrained, num_classes=num_classes, in_chans=in_channels, **fitted
-        )
+        return timm.create_model(arch, pretrained=True, **arguments)
     except OSError as error:  # (only fetching weights reads a file or the network)
-        if not pretrained:
-            raise
+        why = unreachable or f"{hub.ENDPOINT}: {str(error).splitlines()[0]}"
+        host = urllib.parse.urlsplit(hub.ENDPOINT).hostname
         raise ExperimentError(
             f"model.pretrained=true: timm could not fetch {arch}'s weights from the Hugging Face "
-            f"Hub nor find them in its cache ({str(error).splitlines()[0]}); run once where "
-            "huggingface.co is reachable, or set model.pretrained=false"
+            f"Hub ({why}) nor find them in its cache, {hub.HF_HUB_CACHE}; run once where {host} "
+            "is reachable (the weights are then kept in that cache), or set "
+            "model.pretrained=false"
         ) from error
+    finally:
+        hub.HF_HUB_OFFLINE = offline
+        library_logger.setLevel(level)
+
+
+def _unreachable(endpoint: str) -> str | None:
+    """Why the Hub at `endpoint` is out of reach (no answer within `HUB_ANSWER_SECONDS`), asked
+    through the environment's proxies as its library asks; None where it answers, an HTTP error
+    too."""
+    request = urllib.request.Request(endpoint, method="HEAD")
+    try:
+        urllib.request.urlopen(request, timeout=HUB_ANSWER_SECONDS).close()
+    except urllib.error.HTTPError:
+        return None
+    except OSError as error:  # (URLError, a timeout, a connection refused or reset)
+        reason = error.reason if isinstance(error, urllib.error.URLError) else error
+        return f"{endpoint} cannot be reached: {reason}"
+    return None
 
 
 def takes_one_size(timm: ModuleType, arch: str) -> bool:
