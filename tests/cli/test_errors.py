@@ -126,7 +126,7 @@ RUN_ERRORS = [
         "device=dp needs a CUDA GPU, but this machine has no CUDA GPU",
     ),
     (["trainer.epochs=0"], "trainer.epochs=0 must be a whole number >= 1"),
-    (["trainer.batch_size=-8"], "trainer.batch_size=-8 must be a whole number >= 1"),
+    (["trainer.batch_size=-8"], "trainer.batch_size=-8 must be a whole number from 1"),
     (
         ["trainer.limit_train_batches=0"],
         "trainer.limit_train_batches=0 must be >= 1, or null",
