@@ -194,6 +194,7 @@ class PeakCache:
                 "divides by it, the cache does not keep it",
                 100 * load.other_cpu_share,
             )
+            self._change(lambda entries: False)  # (a file that is not a cache still written anew)
         else:
             self.keep(key, identity, measured, how.operations)
         return FoundPeak(measured, True, key)
