@@ -1,7 +1,11 @@
 """trainer.compile_mode: one of inductor's modes, as torch lists them, for trainer.compile=inductor;
-a mode that captures CUDA graphs only on a GPU. Each refusal is one line, before the data loads."""
+a mode that captures CUDA graphs only on a GPU; trainer.compile: a backend whose package is
+installed, one that captures CUDA graphs only on a GPU. Each refusal is one line, before the data
+loads."""
 
 from __future__ import annotations
+
+import importlib.util
 
 import pytest
 
@@ -72,3 +76,52 @@ def test_the_modes_that_replay_cuda_graphs_are_torchs() -> None:
     assert uses_cuda_graphs("reduce-overhead") and uses_cuda_graphs("max-autotune")
     assert not uses_cuda_graphs("max-autotune-no-cudagraphs") and not uses_cuda_graphs("default")
     assert not uses_cuda_graphs(None)
+
+
+def settings_of(config_name: str) -> tuple[str, tuple[str, ...]]:
+    """Where train.py's (its trainer) or eval.py's config (its top level) keeps how the model
+    computes, and what its command line needs besides (eval.py's checkpoint)."""
+    return ("trainer.", ()) if config_name == "train" else ("", ("ckpt=run/checkpoints/best.pt",))
+
+
+@pytest.mark.parametrize("config_name", ["train", "eval"])
+def test_a_backend_that_captures_cuda_graphs_is_refused_on_the_cpu(config_name: str) -> None:
+    prefix, given = settings_of(config_name)
+    cfg = compose_config(
+        *given, "device=cpu", f"{prefix}compile=cudagraphs", config_name=config_name
+    )
+    with pytest.raises(ExperimentError) as refused:
+        validate(cfg, backends=compile_backends)
+    assert str(refused.value) == (
+        f"{prefix}compile=cudagraphs captures CUDA graphs, which need a GPU, and device=cpu has "
+        f"none; on the CPU use {prefix}compile=inductor, or null (not compiled)"
+    )
+    # Asked of a GPU, it is accepted (refused later where device=auto finds none: tests/run).
+    validate(
+        compose_config(
+            *given, "device=cuda", f"{prefix}compile=cudagraphs", config_name=config_name
+        ),
+        backends=compile_backends,
+    )
+
+
+@pytest.mark.skipif(importlib.util.find_spec("tvm") is not None, reason="tvm is installed here")
+@pytest.mark.parametrize("config_name", ["train", "eval"])
+def test_a_backend_whose_package_is_not_installed_is_refused_naming_it(config_name: str) -> None:
+    prefix, given = settings_of(config_name)
+    cfg = compose_config(*given, f"{prefix}compile=tvm", config_name=config_name)
+    with pytest.raises(ExperimentError) as refused:
+        validate(cfg, backends=compile_backends)
+    offered = compile_backends().offered
+    assert str(refused.value) == (
+        f"{prefix}compile=tvm needs the package tvm, which is not installed; choose one of "
+        f"{', '.join(offered)}, or null (not compiled)"
+    )
+    assert "inductor" in offered and "tvm" not in offered  # none offered that cannot run
+
+
+def test_torchs_debugging_backends_are_known_as_such() -> None:
+    known = compile_backends()
+    assert {"eager", "aot_eager", "aot_eager_decomp_partition"} <= known.debugging
+    assert not {"inductor", "cudagraphs"} & known.debugging
+    assert known.cuda_graph_backends == {"cudagraphs"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import torch
 from experiments.devices.command import main as devices_main
 from experiments.devices.energy import POWERCAP
 from experiments.devices.peak_cache import CACHE_DIR_VARIABLE
+from helpers import CPU_FP32_PRODUCTS, cpu_peak_entry
 
 
 @pytest.mark.slow
@@ -76,4 +78,21 @@ def test_devices_help_says_how_to_use_it(capsys: pytest.CaptureFixture[str]) -> 
     assert printed.out.splitlines()[0] == (
         "usage: python -m experiments.devices [--measure-peaks] [device overrides]"
     )
+    assert "Error" not in printed.out + printed.err
+
+
+@pytest.mark.parametrize("threads", ["2", [2], True])
+def test_devices_lists_no_entry_of_the_cache_that_is_not_a_peak(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    threads: object,
+) -> None:
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, str(tmp_path))
+    # This machine's CPU's peak, its threads not a number.
+    spoiled = {**cpu_peak_entry(), "threads": threads}
+    (tmp_path / "peaks.json").write_text(json.dumps({CPU_FP32_PRODUCTS: spoiled}))
+    assert devices_main([]) == 0
+    printed = capsys.readouterr()
+    assert "  cpu: none yet (--measure-peaks measures them)" in printed.out.splitlines()
     assert "Error" not in printed.out + printed.err

@@ -24,7 +24,8 @@ from experiments.data import loading
 from experiments.data.augment import Augment
 from experiments.data.batches import Batches
 from experiments.data.types import ImageData, Split
-from experiments.devices import memory, precision, process_settings
+from experiments.devices import memory, peak, precision, process_settings
+from experiments.devices.peak_cache import PeakCache, peak_kinds
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
 from experiments.devices.process_group import ProcessGroup
@@ -504,3 +505,15 @@ def test_cuda_graphs_train_and_evaluate_each_step_afresh(tmp_path: Path) -> None
     assert (result["compile_mode"], result["status"]) == ("reduce-overhead", "completed")
     assert result["compile_seconds"] > 0  # kept out of train images/s
     assert all(math.isfinite(row["train_loss"]) for row in metrics(done.run_dir, "step"))
+
+
+def test_a_gpus_measured_peaks_are_below_the_most_any_gpu_can_do(tmp_path: Path) -> None:
+    # The ceiling that refuses a cached peak no GPU can reach must pass every real measurement:
+    # each is kept, and read back unmeasured.
+    cache = PeakCache(tmp_path / "peaks.json", judge_load=False)
+    gpu = torch.device("cuda:0")
+    for autocast_dtype, convolutions_lead in peak_kinds("cuda"):
+        found = cache.peak(gpu, autocast_dtype, convolutions_lead)
+        most = peak.most_possible("cuda", found.peak.precision, torch.get_num_threads())
+        assert found.measured and 1e12 < found.peak.flops_per_second < most
+        assert not cache.peak(gpu, autocast_dtype, convolutions_lead).measured

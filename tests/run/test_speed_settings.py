@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from experiments.config.validate import debugging_backend
 from experiments.run.train import train
-from helpers import QUICK, compose_config, metrics, results, train_cli
+from helpers import QUICK, compose_config, eval_cli, metrics, results, train_cli
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +36,42 @@ def test_bf16_changes_the_numbers_a_little_and_no_more(tmp_path: Path, plain_run
 
 
 @pytest.mark.slow
-def test_compiling_changes_no_number(tmp_path: Path, plain_run: Path) -> None:
-    train(compose_config(*QUICK, "trainer.compile=aot_eager"), tmp_path)
+def test_compiling_changes_no_number(
+    tmp_path: Path, plain_run: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="experiments"):
+        train(compose_config(*QUICK, "trainer.compile=aot_eager"), tmp_path)
     assert losses(tmp_path) == losses(plain_run)
+    # A debugging backend of torch's, said once: it speeds nothing up.
+    said = [message for message in caplog.messages if "debugging" in message]
+    assert said == [debugging_backend("trainer.compile", "aot_eager")]
+
+
+@pytest.mark.slow
+def test_an_evaluation_by_a_debugging_backend_says_it_speeds_nothing_up(
+    tmp_path: Path, plain_run: Path
+) -> None:
+    done = eval_cli(tmp_path, f"ckpt={plain_run}", "compile=eager", "limit_images=64")
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "debugging" in line]
+    assert len(said) == 1 and said[0].endswith(debugging_backend("compile", "eager"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="device=auto picks the GPU there")
+@pytest.mark.parametrize("command", ["train", "eval"])
+def test_a_cuda_graph_backend_on_the_cpu_device_auto_chose_is_refused_before_the_data(
+    tmp_path: Path, plain_run: Path, command: str
+) -> None:
+    if command == "train":
+        done, key = train_cli(tmp_path, "trainer.compile=cudagraphs"), "trainer.compile"
+    else:
+        done, key = eval_cli(tmp_path, f"ckpt={plain_run}", "compile=cudagraphs"), "compile"
+    assert done.returncode == 1
+    assert done.last_line.endswith(
+        f"Error: {key}=cudagraphs captures CUDA graphs, which need a GPU, and device=auto "
+        f"resolved to cpu, which has none; on the CPU use {key}=inductor, or null (not compiled)"
+    )
+    assert "training " not in done.stderr and "evaluating " not in done.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="device=auto picks the GPU there")

@@ -89,9 +89,13 @@ class CompileBackends(NamedTuple):
     no torch)."""
 
     accepted: frozenset[str]  # every one it takes, its debugging ones (eager) too
-    offered: tuple[str, ...]  # those a refusal offers
+    offered: tuple[str, ...]  # those a refusal offers: installed, and not for debugging
     modes: tuple[str, ...] = ()  # inductor's (trainer.compile_mode)
     cuda_graph_modes: frozenset[str] = frozenset()  # those that capture CUDA graphs
+    cuda_graph_backends: frozenset[str] = frozenset()  # backends that capture them (cudagraphs)
+    debugging: frozenset[str] = frozenset()  # those torch tags for debugging: they speed nothing up
+    # Each backend torch lists whose package is not installed here, and that package's name.
+    uninstalled: tuple[tuple[str, str], ...] = ()
 
 
 class Section(NamedTuple):
@@ -122,7 +126,7 @@ def config_checks(
         Section(
             _always,
             (
-                functools.partial(_unknown_backend, backends=backends),
+                functools.partial(_unusable_backend, backends=backends),
                 functools.partial(_compile_mode, backends=backends),
             ),
         ),
@@ -214,20 +218,34 @@ def compute_settings(cfg: DictConfig) -> tuple[str, DictConfig]:
     return ("trainer.", cfg.trainer) if "trainer" in cfg else ("", cfg)
 
 
-def _unknown_backend(cfg: DictConfig, backends: Callable[[], CompileBackends] | None) -> str | None:
-    """`trainer.compile` (eval.py's `compile`) names a backend of torch.compile, or none: refused
-    before the data is loaded and the model built (torch.compile would say so only then, in its
-    own words)."""
+def _unusable_backend(
+    cfg: DictConfig, backends: Callable[[], CompileBackends] | None
+) -> str | None:
+    """`trainer.compile` (eval.py's `compile`) names a backend of torch.compile whose package is
+    installed, one that captures CUDA graphs only on a GPU, or none: refused before the data is
+    loaded and the model built (torch.compile would say so only then, in its own words, or at the
+    first step)."""
     prefix, settings = compute_settings(cfg)
-    backend = settings.compile
+    backend, key = settings.compile, f"{prefix}compile"
     if backends is None or not backend:
         return None
-    accepted, offered = backends()[:2]
-    if backend in accepted:
-        return None
+    known = backends()
+    choose = f"choose one of {', '.join(known.offered)}, or null (not compiled)"
+    if backend not in known.accepted:
+        return f"{key}={backend} is not a backend of torch.compile; {choose}"
+    if package := dict(known.uninstalled).get(backend):
+        return f"{key}={backend} needs the package {package}, which is not installed; {choose}"
+    if backend in known.cuda_graph_backends and cfg.device.name == DeviceName.cpu:
+        return cuda_graphs_need_a_gpu(key, backend, "device=cpu")
+    return None
+
+
+def debugging_backend(key: str, backend: str) -> str:
+    """What a run compiled by one of torch's debugging backends (`key`: trainer.compile, eval.py's
+    compile) is told."""
     return (
-        f"{prefix}compile={backend} is not a backend of torch.compile; choose one of "
-        f"{', '.join(offered)}, or null (not compiled)"
+        f"{key}={backend} is one of torch.compile's debugging backends: it checks what torch "
+        f"captures and speeds nothing up; {key}=inductor compiles for speed"
     )
 
 
@@ -447,12 +465,21 @@ def _compile_mode(cfg: DictConfig, backends: Callable[[], CompileBackends] | Non
     return None
 
 
-def cuda_graphs_need_a_gpu(key: str, mode: str, device: str) -> str:
-    """A mode that captures CUDA graphs, asked (`key`: trainer.compile_mode, eval.py's
-    compile_mode) of a run on the CPU (`device`: how it got there)."""
+# What the CPU takes instead of a backend or mode that captures CUDA graphs, by key.
+WITHOUT_CUDA_GRAPHS = {
+    "compile": "inductor, or null (not compiled)",
+    "compile_mode": "max-autotune-no-cudagraphs, or default",
+}
+
+
+def cuda_graphs_need_a_gpu(key: str, value: str, device: str) -> str:
+    """A backend or mode that captures CUDA graphs, asked (`key`: trainer.compile or
+    trainer.compile_mode, eval.py's compile or compile_mode) of a run on the CPU (`device`: how
+    it got there)."""
+    instead = WITHOUT_CUDA_GRAPHS[key.rpartition(".")[2]]
     return (
-        f"{key}={mode} captures CUDA graphs, which need a GPU, and {device} has none; on the "
-        f"CPU use {key}=max-autotune-no-cudagraphs, or default"
+        f"{key}={value} captures CUDA graphs, which need a GPU, and {device} has none; on the "
+        f"CPU use {key}={instead}"
     )
 
 

@@ -225,6 +225,23 @@ def _matmul_tf32(enabled: bool) -> Iterator[None]:
         torch.set_float32_matmul_precision(was)
 
 
+# The most FLOP/s a device of each kind can do, well above any made, so that a peak beyond it (a
+# cache edited or damaged) is refused, not divided by. A CPU thread (torch computes on one per
+# core): AVX-512's two FMA units do 64 fp32 FLOPs a cycle, 320 G at 5 GHz, so 1 T; AMX's tiles 1,024
+# bf16 FLOPs a cycle, 5 T, so 10 T in bf16 and fp16. A GPU: a B200's dense bf16 is 2.25 P, its TF32
+# and fp32 less, so 10 P in any precision.
+CPU_THREAD_MOST_FLOPS = {"fp32": 1e12, "bf16": 1e13, "fp16": 1e13}
+GPU_MOST_FLOPS = 1e16
+
+
+def most_possible(device_type: str, precision: str, threads: int) -> float:
+    """The most FLOP/s any device of `device_type` can do in `precision` (on the CPU, computing
+    on `threads` threads): a measurement above it is wrong."""
+    if device_type == "cuda":
+        return GPU_MOST_FLOPS
+    return CPU_THREAD_MOST_FLOPS.get(precision, max(CPU_THREAD_MOST_FLOPS.values())) * threads
+
+
 @dataclass(frozen=True)
 class Utilization:
     """What a run's training made of its devices' peak: its model FLOPs utilization (`mfu`, a

@@ -6,11 +6,14 @@ pay for a device's measurement once per machine, not once per run:
 
 An entry per device (its name and UUID: a GPU's own, the machine's for the CPU, with the threads
 torch computes on, which the CPU's peak grows with), precision and torch version. The file is
-data: an entry that is not a well-formed peak is not used, and is measured again. A peak that a
-run beat is wrong (the device was busy while it was measured): the run forgets it, and the next
-measures it again (`python -m experiments.devices --measure-peaks` measures them all now). A
-CPU's peak measured while other work took its cores (`devices.host_load`) is used by its run and
-not kept.
+data: an entry that is not a well-formed peak, or is more than any device of its kind can do
+(`peak.most_possible`), is not used, and is measured again; a file that is not a cache of peaks
+(not JSON, too large, a pipe or a folder) is measured past with a warning, and written anew where
+it can be. Runs side by side read, change and write it under a lock, so none loses another's
+entries. A peak that a run beat is wrong (the device was busy while it was measured): the run
+forgets it, and the next measures it again (`python -m experiments.devices --measure-peaks`
+measures them all now). A CPU's peak measured while other work took its cores
+(`devices.host_load`) is used by its run and not kept.
 """
 
 from __future__ import annotations
@@ -20,14 +23,18 @@ import logging
 import math
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
-from experiments.core.files import MIB, Bound, read_text, write_text_atomically
+from experiments.core.errors import ExperimentError
+from experiments.core.files import MIB, Bound, locked, read_text, write_text_atomically
+from experiments.core.text import display_path, short_count
+from experiments.core.typed import mismatch
 from experiments.devices import host_load, peak
 from experiments.devices.description import cpu_name
 
@@ -40,6 +47,9 @@ CACHE = Bound(
     MIB,
     "it holds this machine's measured peaks: delete it, and runs measure them again",
 )
+# How long a run waits for another to change the cache (a read and a write: milliseconds) before
+# it leaves its measurement out: a holder stopped or hung never lets go.
+LOCK_SECONDS = 10.0
 
 
 def cache_path() -> Path:
@@ -86,24 +96,31 @@ class CachedPeak:
 
     @classmethod
     def read(cls, entry: Any) -> CachedPeak | None:
-        """An entry of the file as a peak; None where it is not a well-formed one."""
-        try:
-            cached = cls(**entry)
-        except TypeError:
+        """An entry of the file as a peak; None where it is not a well-formed one: each field of
+        its type (`CachedEntry`), the peak a finite number above 0."""
+        if mismatch(entry, CachedEntry, "entry") is not None:
             return None
-        flops = cached.flops_per_second
-        numeric = isinstance(flops, float | int) and not isinstance(flops, bool)
-        if not (numeric and math.isfinite(flops) and flops > 0):
+        try:  # (a whole number of 400 digits is JSON, and no float)
+            flops = float(entry["flops_per_second"])
+        except OverflowError:
             return None
-        texts = (
-            cached.precision,
-            cached.operations,
-            cached.device,
-            cached.uuid,
-            cached.torch,
-            cached.measured_at,
-        )
-        return cached if all(isinstance(text, str) for text in texts) else None
+        if not (math.isfinite(flops) and flops > 0):
+            return None
+        fields = {name: entry[name] for name in CachedEntry.__annotations__}
+        return cls(**{**fields, "flops_per_second": flops})
+
+
+class CachedEntry(TypedDict):
+    """An entry as the file holds it (`CachedPeak`'s fields), checked before it is read."""
+
+    flops_per_second: float
+    precision: str
+    operations: str
+    device: str
+    uuid: str
+    threads: int | None
+    torch: str
+    measured_at: str
 
 
 @dataclass(frozen=True)
@@ -127,18 +144,26 @@ class PeakCache:
         self.judge_load = judge_load
 
     def entries(self) -> dict[str, CachedPeak]:
-        """The well-formed entries, by key; none where the file is missing or not a cache."""
+        """The well-formed entries, by key; none where the file is missing or not a cache (said
+        in one warning)."""
+        entries, problem = self._held()
+        if problem is not None:
+            log.warning("%s is not a cache of peaks (%s): measuring again", self.path, problem)
+        return entries
+
+    def _held(self) -> tuple[dict[str, CachedPeak], str | None]:
+        """The well-formed entries, by key, and why the file is not a cache of peaks, if not."""
         try:
             held = json.loads(read_text(self.path, CACHE))
         except FileNotFoundError:
-            return {}
-        except (OSError, ValueError) as error:
-            log.warning("%s is not a cache of peaks (%s): measuring again", self.path, error)
-            return {}
+            return {}, None
+        # Refused unread (a folder, a pipe, too large), unreadable, not JSON, nested too deep.
+        except (OSError, ValueError, RecursionError, ExperimentError) as error:
+            return {}, str(error)
         if not isinstance(held, dict):
-            return {}
+            return {}, "not a JSON object"
         read = {key: CachedPeak.read(entry) for key, entry in held.items()}
-        return {key: entry for key, entry in read.items() if entry is not None}
+        return {key: entry for key, entry in read.items() if entry is not None}, None
 
     def peak(
         self,
@@ -153,7 +178,7 @@ class PeakCache:
         how = peak.measurement(device, autocast_dtype, convolutions_lead)
         identity = DeviceIdentity.of(device)
         key = identity.key(f"{how.precision} {how.operations}")
-        cached = None if fresh else self.entries().get(key)
+        cached = None if fresh else self._possible(key, device, how.precision)
         if cached is not None:
             return FoundPeak(peak.Peak(cached.flops_per_second, cached.precision), False, key)
         cores, root = host_load.cores(), host_load.run_root()
@@ -169,21 +194,45 @@ class PeakCache:
                 "divides by it, the cache does not keep it",
                 100 * load.other_cpu_share,
             )
+            self._change(lambda entries: False)  # (a file that is not a cache still written anew)
         else:
-            self._keep(key, identity, measured, how.operations)
+            self.keep(key, identity, measured, how.operations)
         return FoundPeak(measured, True, key)
+
+    def _possible(self, key: str, device: torch.device, precision: str) -> CachedPeak | None:
+        """The cached peak kept by `key`, unless it is more than any device of its kind can do
+        (then forgotten, with a warning: the run measures it again)."""
+        cached = self.entries().get(key)
+        if cached is None:
+            return None
+        most = peak.most_possible(device.type, precision, torch.get_num_threads())
+        if cached.flops_per_second <= most:
+            return cached
+        log.warning(
+            "the cached %s peak of %s (%s FLOP/s, in %s) is more than any such device can do "
+            "(%s FLOP/s): forgotten, and measured again",
+            precision,
+            device,
+            f"{cached.flops_per_second:.3g}",
+            display_path(self.path),
+            short_count(most),
+        )
+        self.forget(key)
+        return None
 
     def forget(self, key: str) -> None:
         """Drop a peak shown wrong, so that the next run measures it again."""
-        entries = self.entries()
-        if entries.pop(key, None) is not None:
-            self._write(entries)
 
-    def _keep(
+        def drop(entries: dict[str, CachedPeak]) -> bool:
+            return entries.pop(key, None) is not None
+
+        self._change(drop)
+
+    def keep(
         self, key: str, identity: DeviceIdentity, measured: peak.Peak, operations: str
     ) -> None:
-        entries = self.entries()
-        entries[key] = CachedPeak(
+        """Keep `measured`, the peak of the device `identity` names, by `key`."""
+        entry = CachedPeak(
             measured.flops_per_second,
             measured.precision,
             operations,
@@ -193,15 +242,31 @@ class PeakCache:
             torch.__version__,
             datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
-        self._write(entries)
+
+        def add(entries: dict[str, CachedPeak]) -> bool:
+            entries[key] = entry
+            return True
+
+        self._change(add)
+
+    def _change(self, change: Callable[[dict[str, CachedPeak]], bool]) -> None:
+        """Read the entries, `change` them, and write them (where `change` says they changed),
+        holding the cache's lock throughout: a process that read before another wrote would
+        write over what the other kept. A file that was not a cache is written anew."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            lock = self.path.with_name(f".{self.path.name}.lock")
+            with locked(lock, LOCK_SECONDS, waiting=lambda: None):
+                entries, problem = self._held()
+                if change(entries) or problem is not None:
+                    self._write(entries)
+        except (OSError, ExperimentError) as error:  # a lock held too long is a TimeoutError
+            # The run goes on with its measurement; the next measures again.
+            log.warning("the measured peak is not kept: %s (set %s)", error, CACHE_DIR_VARIABLE)
 
     def _write(self, entries: dict[str, CachedPeak]) -> None:
         text = json.dumps({key: asdict(entry) for key, entry in entries.items()}, indent=1)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            write_text_atomically(self.path, text + "\n")
-        except OSError as error:  # the run goes on with its measurement; the next measures again
-            log.warning("the measured peak is not kept: %s (set %s)", error, CACHE_DIR_VARIABLE)
+        write_text_atomically(self.path, text + "\n")
 
 
 def peak_kinds(device_type: str) -> list[tuple[torch.dtype | None, bool]]:

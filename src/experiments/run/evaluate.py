@@ -108,8 +108,8 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
 
 def _prepare_runtime(cfg: DictConfig, free_gpus: FreeGpus | None) -> Runtime:
     """The device, in the precision and memory format asked for (eval.py's keys of how the
-    model computes: `precision`, `channels_last`, `threads`); a compile mode that captures CUDA
-    graphs refused where the request resolved to no GPU."""
+    model computes: `precision`, `channels_last`, `threads`); a compile backend or mode that
+    captures CUDA graphs refused where the request resolved to no GPU (`setup.check_compiling`)."""
     runtime = setup.prepare_runtime(
         cfg.device,
         cfg.placement,
@@ -120,7 +120,7 @@ def _prepare_runtime(cfg: DictConfig, free_gpus: FreeGpus | None) -> Runtime:
         channels_last=cfg.channels_last,
         settings_prefix="",
     )
-    setup.refuse_cuda_graphs_off_gpu("compile_mode", cfg.compile_mode, cfg.device, runtime)
+    setup.check_compiling("", cfg, cfg.device, runtime)
     return runtime
 
 

@@ -10,6 +10,7 @@ compiled as asked. (The audit that checks it all arrived is
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
 from dataclasses import dataclass
 
@@ -21,7 +22,11 @@ from experiments.config.build import build
 from experiments.config.choices import Precision, Preload
 from experiments.config.metric_names import metrics_of
 from experiments.config.schemas import DatasetConfig, DeviceConfig
-from experiments.config.validate import CompileBackends, cuda_graphs_need_a_gpu
+from experiments.config.validate import (
+    CompileBackends,
+    cuda_graphs_need_a_gpu,
+    debugging_backend,
+)
 from experiments.core.errors import ExperimentError
 from experiments.data import loading, validation
 from experiments.data.types import ImageData
@@ -133,14 +138,28 @@ def compile_backends() -> CompileBackends:
     from torch import _inductor  # (where inductor keeps its modes: no public name has them)
 
     modes = _inductor.list_mode_options()
+    accepted = frozenset(torch.compiler.list_backends(exclude_tags=()))
+    uninstalled = {
+        backend: package
+        for backend, package in BACKEND_PACKAGES.items()
+        if backend in accepted and importlib.util.find_spec(package) is None
+    }
     return CompileBackends(
-        accepted=frozenset(torch.compiler.list_backends(exclude_tags=())),
-        offered=tuple(torch.compiler.list_backends()),
+        accepted=accepted,
+        offered=tuple(b for b in torch.compiler.list_backends() if b not in uninstalled),
         modes=tuple(modes),
         cuda_graph_modes=frozenset(
             mode for mode, options in modes.items() if options.get("triton.cudagraphs")
         ),
+        cuda_graph_backends=frozenset({"cudagraphs"}) & accepted,
+        debugging=accepted - frozenset(torch.compiler.list_backends(exclude_tags=("debug",))),
+        uninstalled=tuple(uninstalled.items()),
     )
+
+
+# The backends torch lists whatever is installed, each with the package it compiles with: without
+# it, torch.compile fails only at the first step.
+BACKEND_PACKAGES = {"tvm": "tvm", "openxla": "torch_xla", "openxla_eval": "torch_xla"}
 
 
 def build_task(config: DictConfig, data: ImageData) -> Task:
@@ -193,12 +212,21 @@ def uses_cuda_graphs(compile_mode: str | None) -> bool:
     return compile_mode is not None and compile_mode in compile_backends().cuda_graph_modes
 
 
-def refuse_cuda_graphs_off_gpu(
-    key: str, compile_mode: str | None, request: DeviceConfig, runtime: Runtime
+def check_compiling(
+    prefix: str, settings: DictConfig, request: DeviceConfig, runtime: Runtime
 ) -> None:
-    """A mode that captures CUDA graphs (asked by `key`) refused in one line where the device
-    `request` resolved to no GPU (device=cpu is refused before, by `config.validate`)."""
-    if compile_mode is None or runtime.type == "cuda" or not uses_cuda_graphs(compile_mode):
+    """How `settings` (a trainer's, `prefix` trainer.; eval.py's, at the top) compile, once the
+    device `request` resolved to is known: a backend or mode that captures CUDA graphs refused in
+    one line where it is no GPU (device=cpu is refused before, by `config.validate`); one of
+    torch's debugging backends said in one warning."""
+    backend, mode = settings.compile, settings.get("compile_mode")
+    if not backend:
         return
+    known = compile_backends()
     where = f"device={request_text(request)} resolved to {runtime.plan}, which"
-    raise ExperimentError(cuda_graphs_need_a_gpu(key, compile_mode, where))
+    if runtime.type != "cuda" and backend in known.cuda_graph_backends:
+        raise ExperimentError(cuda_graphs_need_a_gpu(f"{prefix}compile", backend, where))
+    if runtime.type != "cuda" and mode in known.cuda_graph_modes:
+        raise ExperimentError(cuda_graphs_need_a_gpu(f"{prefix}compile_mode", mode, where))
+    if backend in known.debugging:
+        log.warning(debugging_backend(f"{prefix}compile", backend))

@@ -236,10 +236,9 @@ class TrainingRun:
             log.warning(note)
             results.add(SetupRecord, precision_note=note)
         results.add(SetupRecord, channels_last=runtime.channels_last)
+        setup.check_compiling("trainer.", trainer, cfg.device, runtime)
         if trainer.compile_mode is not None:
-            mode = trainer.compile_mode
-            setup.refuse_cuda_graphs_off_gpu("trainer.compile_mode", mode, cfg.device, runtime)
-            results.add(SetupRecord, compile_mode=mode)
+            results.add(SetupRecord, compile_mode=trainer.compile_mode)
 
     def _set_up_data(self) -> None:
         """The splits, and the config with what they told of themselves (`self.cfg`)."""
