@@ -5,6 +5,7 @@ loads."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 
 import pytest
@@ -72,10 +73,15 @@ def test_a_mode_is_one_torch_lists() -> None:
     )
 
 
-def test_the_modes_that_replay_cuda_graphs_are_torchs() -> None:
-    assert uses_cuda_graphs("reduce-overhead") and uses_cuda_graphs("max-autotune")
-    assert not uses_cuda_graphs("max-autotune-no-cudagraphs") and not uses_cuda_graphs("default")
-    assert not uses_cuda_graphs(None)
+def test_the_modes_and_backends_that_replay_cuda_graphs_are_torchs() -> None:
+    inductor = functools.partial(uses_cuda_graphs, "inductor")
+    assert inductor("reduce-overhead") and inductor("max-autotune")
+    assert not inductor("max-autotune-no-cudagraphs") and not inductor("default")
+    assert not inductor(None)
+    # The cudagraphs backend keeps CUDA graph trees, as reduce-overhead does, in any mode.
+    assert uses_cuda_graphs("cudagraphs", None)
+    # Not compiled, nothing is replayed, whatever the mode says.
+    assert not uses_cuda_graphs(None, "reduce-overhead")
 
 
 def settings_of(config_name: str) -> tuple[str, tuple[str, ...]]:

@@ -71,7 +71,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         weights, state_dict = checkpoints.evaluated_weights(state)
         model.load_state_dict(state_dict)
         model = setup.place_model(model, runtime, cfg.compile, compile_mode=cfg.compile_mode)
-        cuda_graphs = bool(cfg.compile) and setup.uses_cuda_graphs(cfg.compile_mode)
+        cuda_graphs = setup.uses_cuda_graphs(cfg.compile, cfg.compile_mode)
         test_batches = Batches(
             data.test,
             batch_size=cfg.batch_size,

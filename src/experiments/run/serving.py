@@ -46,7 +46,7 @@ def benchmark(
     asked = cfg.serving
     batch_size = asked.batch_size or trained_batch
     inputs = drawn_inputs(data, runtime, batch_size, cfg.seed)
-    cuda_graphs = bool(cfg.compile) and setup.uses_cuda_graphs(cfg.compile_mode)
+    cuda_graphs = setup.uses_cuda_graphs(cfg.compile, cfg.compile_mode)
     server = serving.Server(model, runtime, cuda_graphs)
     memory.reset_peak_memory(runtime.plan)
     cores, root = host_load.cores(), host_load.run_root()

@@ -206,10 +206,15 @@ def place_model(
     return model
 
 
-def uses_cuda_graphs(compile_mode: str | None) -> bool:
-    """Whether a model compiled in `compile_mode` replays CUDA graphs, whose outputs the next
-    replay overwrites: each step then begins with `torch.compiler.cudagraph_mark_step_begin`."""
-    return compile_mode is not None and compile_mode in compile_backends().cuda_graph_modes
+def uses_cuda_graphs(backend: str | None, compile_mode: str | None) -> bool:
+    """Whether a model compiled by `backend` (null: not compiled) in `compile_mode` replays CUDA
+    graphs (the cudagraphs backend, or an inductor mode that captures them: both keep CUDA graph
+    trees), whose outputs the next replay overwrites: each step then begins with
+    `torch.compiler.cudagraph_mark_step_begin`."""
+    if not backend:
+        return False
+    known = compile_backends()
+    return backend in known.cuda_graph_backends or compile_mode in known.cuda_graph_modes
 
 
 def check_compiling(

@@ -421,7 +421,7 @@ class TrainingRun:
             trainer.gradient_clip,
             trainer.stop_on_divergence,
             trainer.accumulate_batches,
-            cuda_graphs=setup.uses_cuda_graphs(trainer.compile_mode),
+            cuda_graphs=setup.uses_cuda_graphs(trainer.compile, trainer.compile_mode),
             ema=self._moving_average(model),
         )
         self.state = TrainingState(
