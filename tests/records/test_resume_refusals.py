@@ -31,13 +31,18 @@ RUN = (
 )
 
 
-@pytest.fixture(scope="module")
-def one_epoch(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A completed run of one epoch, trained in this process; copy it before resuming it."""
+def _trained_one_epoch(tmp_path_factory: pytest.TempPathFactory, *overrides: str) -> Path:
+    """A completed run of one epoch of RUN with `overrides`, trained in this process."""
     run_dir = tmp_path_factory.mktemp("one_epoch") / "run"
     with process_settings.restored():
-        train(compose_config(*RUN, "trainer.epochs=1"), run_dir)
+        train(compose_config(*RUN, *overrides, "trainer.epochs=1"), run_dir)
     return run_dir
+
+
+@pytest.fixture(scope="module")
+def one_epoch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A completed run of one epoch; copy it before resuming it."""
+    return _trained_one_epoch(tmp_path_factory)
 
 
 def _copy(run_dir: Path, tmp_path: Path) -> Path:
@@ -159,10 +164,7 @@ AVERAGED_AND_AUGMENTED = (
 @pytest.fixture(scope="module")
 def averaged_and_augmented(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A completed run of one epoch with AVERAGED_AND_AUGMENTED; copy it before resuming it."""
-    run_dir = tmp_path_factory.mktemp("averaged_and_augmented") / "run"
-    with process_settings.restored():
-        train(compose_config(*RUN, *AVERAGED_AND_AUGMENTED, "trainer.epochs=1"), run_dir)
-    return run_dir
+    return _trained_one_epoch(tmp_path_factory, *AVERAGED_AND_AUGMENTED)
 
 
 AVERAGE_KEPT = "a run keeps its moving average of the weights as it began"

@@ -159,9 +159,11 @@ def test_every_model_and_placement_leaves_complete_records(
         "data",
         "steps_per_epoch",
         "ema",
+        "batch_search",
         "checksum",
     }
     assert checkpoint["ema"] is None  # no moving average of the weights asked for
+    assert checkpoint["batch_search"] is None  # a batch given, not searched
     assert not (run_dir / checkpoints.BEST).exists()  # nothing to select without validation
     assert "cuda" not in checkpoint["rng"]  # a CPU run draws from no GPU's generator
     assert checkpoint["epoch"] == 2
