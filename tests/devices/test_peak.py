@@ -97,3 +97,25 @@ def test_a_gpus_peak_is_timed_on_the_gpu_in_each_precision() -> None:
         assert peak.measure(cuda, None, convolutions_lead=False).precision == "fp32"
         # At least twice fp32's rate on every such GPU (GeForce cards' TF32 only matches fp32).
         assert bf16.flops_per_second > 1.5 * fp32
+
+
+def test_measuring_a_peak_leaves_the_runs_generators_as_they_were() -> None:
+    # A peak measured after the run is seeded (a cold cache) must leave the run's later draws,
+    # dropout's among them, as a cached peak (a warm one) does.
+    small = peak.Measurement(torch.float32, False, 64, 2, 1, 1, convolutions=True)
+    torch.manual_seed(0)
+    peak.flops_per_second(torch.device("cpu"), small)
+    measured_first = torch.rand(4)
+    torch.manual_seed(0)
+    assert torch.equal(measured_first, torch.rand(4))
+
+
+@pytest.mark.gpu
+def test_measuring_a_gpus_peak_leaves_its_generator_as_it_was() -> None:
+    cuda = torch.device("cuda", 0)
+    small = peak.Measurement(torch.float32, False, 256, 2, 1, 1, convolutions=True)
+    torch.cuda.manual_seed(0)
+    peak.flops_per_second(cuda, small)
+    measured_first = torch.rand(4, device=cuda)
+    torch.cuda.manual_seed(0)
+    assert torch.equal(measured_first, torch.rand(4, device=cuda))

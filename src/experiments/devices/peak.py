@@ -153,7 +153,7 @@ def flops_per_second(device: torch.device, how: Measurement) -> float:
 def matmul_flops_per_second(device: torch.device, how: Measurement) -> float:
     """The best of `how.timings` timings or more of products on `device` (a product is
     2 * size**3 operations: a multiply-add is two, as the model's count has it)."""
-    a, b = (torch.randn(how.size, how.size, device=device, dtype=how.dtype) for _ in range(2))
+    a, b = _operands(device, how.dtype, (how.size, how.size), (how.size, how.size))
     product = torch.empty_like(a)
 
     def products(count: int) -> None:
@@ -172,8 +172,9 @@ def convolution_flops_per_second(device: torch.device, how: Measurement) -> floa
     default), in `how.dtype`: a batch of 32 in fp32 (some 7 GFLOPs), 8 in the precisions a CPU
     emulates."""
     batch, channels, side, kernel = (32 if how.dtype == torch.float32 else 8), 64, 32, 5
-    images = torch.randn(batch, channels, side, side, device=device, dtype=how.dtype)
-    weight = torch.randn(channels, channels, kernel, kernel, device=device, dtype=how.dtype)
+    images, weight = _operands(
+        device, how.dtype, (batch, channels, side, side), (channels, channels, kernel, kernel)
+    )
     images, weight = (x.contiguous(memory_format=torch.channels_last) for x in (images, weight))
 
     def convolutions(count: int) -> None:
@@ -183,6 +184,15 @@ def convolution_flops_per_second(device: torch.device, how: Measurement) -> floa
     convolutions(how.warm_up)
     best = _best_seconds(lambda: convolutions(how.products), device, how)
     return 2 * batch * channels * channels * kernel**2 * side**2 * how.products / best
+
+
+def _operands(
+    device: torch.device, dtype: torch.dtype, *shapes: tuple[int, ...]
+) -> list[torch.Tensor]:
+    """Random tensors of `shapes` to time work on, drawn from a generator of their own: a peak
+    measured after the run is seeded leaves the run's draws as a cached peak would."""
+    generator = torch.Generator(device=device).manual_seed(0)
+    return [torch.randn(shape, generator=generator, device=device, dtype=dtype) for shape in shapes]
 
 
 def _best_seconds(work: Callable[[], None], device: torch.device, how: Measurement) -> float:
