@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from experiments.core.files import write_text_atomically
-from experiments.devices import energy
+from experiments.devices import energy, energy_counters
 from experiments.devices.energy import CounterEnergy, Energy, EnergyMeter
 
 CPU = [torch.device("cpu")]
@@ -201,3 +201,11 @@ def test_nvml_measures_real_work_on_the_gpu() -> None:
     assert used.joules > 0
     assert 20 < used.watts < 1500  # a busy GPU: above idle, below any board's limit
     assert "other processes' work" in used.covers
+
+
+def test_a_gpu_is_looked_up_in_nvml_whole_or_as_a_mig_instance() -> None:
+    # torch gives a bare UUID, a MIG instance's too; NVML names a whole GPU GPU-... and an
+    # instance MIG-... (whose energy NVML does not meter: the run says so).
+    bare = "5d9cfa1e-3b22-0c71-6b39-40d6c2b0a4f1"
+    assert energy_counters.nvml_uuids(bare) == [f"GPU-{bare}", f"MIG-{bare}"]
+    assert energy_counters.nvml_uuids(f"MIG-{bare}") == [f"MIG-{bare}"]

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -81,6 +82,24 @@ def _first_reading(path: Path) -> int:
     raise NoCounter(f"no RAPL counter readable here ({path}: {why})")
 
 
+def nvml_uuids(uuid: str) -> list[str]:
+    """The names NVML may know a GPU by whose UUID torch gives as `uuid` (bare, without the
+    prefix NVML writes): a whole GPU's, then a MIG instance's."""
+    if uuid.startswith(("GPU-", "MIG-")):
+        return [uuid]
+    return [f"GPU-{uuid}", f"MIG-{uuid}"]
+
+
+def _nvml_handle(pynvml: Any, name: str, uuid: str) -> Any:
+    """NVML's handle of the GPU (`name`) whose UUID torch gives as `uuid`."""
+    for known_as in nvml_uuids(uuid):
+        try:
+            return pynvml.nvmlDeviceGetHandleByUUID(known_as)
+        except pynvml.NVMLError as error:
+            missing = error
+    raise NoCounter(f"{name} is not found by NVML by its UUID {uuid} ({missing})")
+
+
 def nvml_counters(gpus: Sequence[torch.device]) -> list[Counter]:
     """NVML's counter of each of `gpus`, found by the GPU's UUID (CUDA's numbering may differ
     from NVML's under CUDA_VISIBLE_DEVICES)."""
@@ -99,12 +118,12 @@ def nvml_counters(gpus: Sequence[torch.device]) -> list[Counter]:
         properties = torch.cuda.get_device_properties(index)
         name = f"{gpu_name(index)} ({properties.name})"
         uuid = str(properties.uuid)
-        try:
-            handle = pynvml.nvmlDeviceGetHandleByUUID(
-                uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+        handle = _nvml_handle(pynvml, name, uuid)
+        if pynvml.nvmlDeviceIsMigDeviceHandle(handle):
+            raise NoCounter(
+                f"{name} is a MIG instance, which NVML does not meter (only its whole GPU, whose "
+                "energy the other instances share)"
             )
-        except pynvml.NVMLError as error:
-            raise NoCounter(f"{name} is not found by NVML by its UUID {uuid} ({error})") from None
         try:
             pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
         except pynvml.NVMLError as error:
