@@ -55,11 +55,24 @@ class FailsInProcess1(FailsAtThirdStep):
         return os.environ.get("RANK") == "1"
 
 
+# A file a SlowLeNet job makes at its first step, where the environment names one: a job that
+# kills its process waits for it, so that the other job has begun training (its records
+# written) whatever the order the machine ran their start-ups in.
+STARTED_FILE = "FAILING_STARTED_FILE"
+# How long a killing job waits for that file at most (the other job starts in seconds).
+STARTED_WAIT_SECONDS = 300
+
+
 class KillsItsProcess(LeNet):
-    """LeNet whose first training step kills its own process, as the system's OOM killer would."""
+    """LeNet whose first training step kills its own process, as the system's OOM killer would
+    (once a SlowLeNet job has begun training, where STARTED_FILE is set)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training:
+            started = os.environ.get(STARTED_FILE)
+            waited_until = time.monotonic() + STARTED_WAIT_SECONDS
+            while started and not os.path.exists(started) and time.monotonic() < waited_until:
+                time.sleep(0.1)
             os.kill(os.getpid(), signal.SIGKILL)
         return super().forward(x)
 
@@ -93,6 +106,8 @@ class SlowLeNet(LeNet):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training:
+            if started := os.environ.get(STARTED_FILE):
+                open(started, "a").close()
             time.sleep(2)
         return super().forward(x)
 

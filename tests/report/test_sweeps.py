@@ -18,6 +18,7 @@ import torch
 from omegaconf import OmegaConf
 from PIL import Image
 
+import failing
 from experiments.report import batch_sweep, scaling, verdicts
 from experiments.report.command import main as report_main
 from experiments.report.summary import table, write_report
@@ -162,8 +163,8 @@ def test_the_users_full_error_does_not_cost_a_sweep_its_report(tmp_path: Path) -
 
 @pytest.mark.slow
 def test_a_worker_killed_by_the_system_still_leaves_the_report(tmp_path: Path) -> None:
-    # Job 1 kills its worker at its first step while job 0 is still training; joblib then
-    # stops the sweep (and job 0's worker) before job 2 starts.
+    # Job 1 kills its worker at its first step once job 0 is training (its records written);
+    # joblib then stops the sweep (and job 0's worker) before job 2 starts.
     models = ["SlowLeNet", "KillsItsProcess", "SlowLeNet"]
     done = train_cli(
         tmp_path,
@@ -174,7 +175,7 @@ def test_a_worker_killed_by_the_system_still_leaves_the_report(tmp_path: Path) -
         f"model._target_={','.join(f'failing.{model}' for model in models)}",
         "device=cpu",
         *QUICK_SWEEP,
-        env=env_with_tests_on_path(),
+        env={**env_with_tests_on_path(), failing.STARTED_FILE: str(tmp_path / "started")},
         own_process=True,  # (as above)
     )
     assert done.returncode == 1
