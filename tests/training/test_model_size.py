@@ -97,3 +97,29 @@ def test_one_image_is_measured_on_one_thread_and_the_threads_are_put_back(fail: 
         assert model.training
     finally:
         torch.set_num_threads(threads)
+
+
+class Attention(torch.nn.Module):
+    """Attention of an image's rows to one another: by torch's kernel, or written out."""
+
+    def __init__(self, fused: bool) -> None:
+        super().__init__()
+        self.fused = fused
+        self.project = torch.nn.Linear(32, 32)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        rows = self.project(images.flatten(0, 1))  # (batch x channels, 32 rows, 32)
+        if self.fused:
+            attended = torch.nn.functional.scaled_dot_product_attention(rows, rows, rows)
+        else:
+            weights = (rows @ rows.transpose(-2, -1) / 32**0.5).softmax(-1)
+            attended = weights @ rows
+        return attended.flatten(1)
+
+
+def test_attention_by_torchs_kernel_counts_as_its_products_written_out() -> None:
+    # On the CPU the kernel is a fused one, which the counter alone would count as nothing.
+    fused, written_out = (measure(Attention(fused), (3, 32, 32), HOST) for fused in (True, False))
+    assert fused.flops_per_image == written_out.flops_per_image
+    assert fused.training_flops_per_image == written_out.training_flops_per_image
+    assert fused.flops_per_image > 3 * 2 * 32**3  # the projection, then two products per channel

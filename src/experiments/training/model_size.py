@@ -3,7 +3,9 @@ image, and of a training step's forward and backward passes, as
 `torch.utils.flop_counter.FlopCounterMode` counts them (a multiply-add is two; matrix products and
 convolutions only, so normalization, activations and pooling add nothing). The backward pass is
 counted as training runs it: without the gradient of the images, which a first layer would
-otherwise cost as much again as its forward pass."""
+otherwise cost as much again as its forward pass. Attention is counted as its products
+(`scaled_dot_product_attention` in its math form): the fused kernels a CPU runs it in have no
+formula in the counter, which would count them as nothing."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from experiments.core.text import IMAGES, Unit, short_count
@@ -56,7 +59,7 @@ def measure(model: nn.Module, image_shape: tuple[int, int, int], device: torch.d
     image = torch.zeros(1, *image_shape, device=device)
     trained = [parameter for parameter in model.parameters() if parameter.requires_grad]
     try:
-        with one_thread():
+        with one_thread(), sdpa_kernel(SDPBackend.MATH):
             with torch.no_grad(), FlopCounterMode(display=False) as forward:
                 model(image)
             with FlopCounterMode(display=False) as step:
