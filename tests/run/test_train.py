@@ -509,7 +509,9 @@ def test_partial_weights_start_a_run_and_its_record_names_what_was_left_as_built
 @pytest.mark.gpu
 def test_a_gpu_run_records_its_training_energy_where_nvml_reads_it(tmp_path: Path) -> None:
     meter = EnergyMeter.for_devices([torch.device("cuda", 0)])
-    run_dir = trained_run(tmp_path, "device=cuda:0", "trainer.epochs=2", "trainer.batch_size=256")
+    # Batches of 8: each epoch of 500 steps lasts about a second even on the fastest GPU, so
+    # NVML's counter (updated every 100 ms or so on some GPUs) moves in each.
+    run_dir = trained_run(tmp_path, "device=cuda:0", "trainer.epochs=2", "trainer.batch_size=8")
     result = results(run_dir)
     if meter.unavailable is not None:
         assert result["energy_note"] == meter.unavailable
