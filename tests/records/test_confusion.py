@@ -11,7 +11,7 @@ from PIL import Image
 
 from experiments.records import confusion
 from experiments.records.tensorboard import TensorBoard
-from experiments.training.tasks import confusion_counts
+from experiments.training.tasks import confusion_counts, in_top_k
 from helpers import read_events
 
 
@@ -40,17 +40,35 @@ def test_confusion_matrix_counts_on_the_gpu() -> None:
 
 
 @pytest.mark.gpu
-def test_counting_a_batch_never_waits_for_the_gpu() -> None:
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_counting_a_batch_never_waits_for_the_gpu(deterministic: bool) -> None:
     labels = torch.randint(0, 10, (1000,), device="cuda")
     predictions = torch.randint(0, 10, (1000,), device="cuda")
+    outputs = torch.randn(1000, 10, device="cuda")
     torch.cuda.synchronize()
+    torch.use_deterministic_algorithms(deterministic)  # (trainer.deterministic)
     torch.cuda.set_sync_debug_mode("error")  # any copy of a result to the host raises
     try:
         counts = confusion_counts(labels, predictions, 10)
         counts += confusion_counts(labels, predictions, 10)
+        top5 = in_top_k(outputs, labels, 5)
     finally:
         torch.cuda.set_sync_debug_mode("default")
+        torch.use_deterministic_algorithms(False)
     assert counts.sum().item() == 2000
+    assert torch.equal(top5.cpu(), in_top_k(outputs.cpu(), labels.cpu(), 5))
+
+
+def test_counts_are_the_same_and_deterministic_mode_is_kept_as_it_was() -> None:
+    labels, predictions = torch.randint(0, 10, (500,)), torch.randint(0, 10, (500,))
+    plain = confusion_counts(labels, predictions, 10)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        assert torch.equal(confusion_counts(labels, predictions, 10), plain)
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.is_deterministic_algorithms_warn_only_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)
 
 
 def test_confusion_matrix_is_saved_as_png_and_tensorboard_image(tmp_path: Path) -> None:

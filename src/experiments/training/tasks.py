@@ -16,8 +16,9 @@ each is better, and which one leads.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -357,7 +358,8 @@ def in_top_k(outputs: torch.Tensor, targets: torch.Tensor, k: int) -> torch.Tens
     highest = outputs.topk(min(k, classes), dim=1).indices
     hits = (highest == targets.reshape(-1, 1)).any(1).long()
     counts = torch.zeros(classes, dtype=torch.int64, device=outputs.device)
-    return counts.scatter_add_(0, targets.reshape(-1).long(), hits)
+    with _integer_sums():
+        return counts.scatter_add_(0, targets.reshape(-1).long(), hits)
 
 
 def confusion_counts(
@@ -367,9 +369,25 @@ def confusion_counts(
 
     A one-dimensional scatter_add_ of ones at `label * K + prediction`, on whatever device the
     tensors are on: no wait for a GPU (bincount would copy its minimum and maximum to the host,
-    two waits per batch), and deterministic on CUDA too (integer sums; torch's deterministic
-    mode has a one-dimensional scatter_add_)."""
+    two waits per batch), and the same counts in any order (`_integer_sums`)."""
     pairs = labels.reshape(-1).long() * num_classes + predictions.reshape(-1).long()
     counts = torch.zeros(num_classes * num_classes, dtype=torch.int64, device=pairs.device)
-    counts.scatter_add_(0, pairs, torch.ones_like(pairs))
+    with _integer_sums():
+        counts.scatter_add_(0, pairs, torch.ones_like(pairs))
     return counts.reshape(num_classes, num_classes)
+
+
+@contextlib.contextmanager
+def _integer_sums() -> Iterator[None]:
+    """A sum of integers in the block, scattered out of order by a GPU's atomic adds, is exact in
+    any order: torch's deterministic mode (trainer.deterministic) is set aside for it, whose
+    ordered scatter_add_ on CUDA reads the indices' bounds back to the host, a wait per call."""
+    if not torch.are_deterministic_algorithms_enabled():
+        yield
+        return
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(False)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(True, warn_only=warn_only)
