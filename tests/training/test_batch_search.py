@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -170,6 +172,18 @@ def _copy(run_dir: Path, tmp_path: Path) -> Path:
     return copy
 
 
+def _copy_with_checkpoint(
+    run_dir: Path, tmp_path: Path, change: Callable[[dict[str, Any]], None]
+) -> Path:
+    """A copy of `run_dir` whose last checkpoint `change` altered (saved again, its checksum
+    valid)."""
+    copy = _copy(run_dir, tmp_path)
+    checkpoint = checkpoints.load(copy / checkpoints.LAST)
+    change(checkpoint)
+    checkpoints.save(copy / checkpoints.LAST, checkpoint)
+    return copy
+
+
 def test_a_resumed_search_is_kept_in_the_records(searched_run: Path, tmp_path: Path) -> None:
     run_dir = _copy(searched_run, tmp_path)
     search = results(searched_run)["batch_search"]
@@ -186,11 +200,9 @@ def test_a_resumed_search_is_kept_in_the_records(searched_run: Path, tmp_path: P
 def test_a_checkpoint_older_than_its_search_record_takes_it_from_results_json(
     searched_run: Path, tmp_path: Path
 ) -> None:
-    run_dir = _copy(searched_run, tmp_path)
+    # As versions before it saved checkpoints.
+    run_dir = _copy_with_checkpoint(searched_run, tmp_path, lambda state: state.pop("batch_search"))
     last = run_dir / checkpoints.LAST
-    checkpoint = checkpoints.load(last)
-    del checkpoint["batch_search"]  # as versions before it saved checkpoints
-    checkpoints.save(last, checkpoint)
     search = results(searched_run)["batch_search"]
     resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=2")
     assert resumed.returncode == 0, resumed.stderr
@@ -200,11 +212,7 @@ def test_a_checkpoint_older_than_its_search_record_takes_it_from_results_json(
 
 def test_a_search_record_of_another_batch_is_no_record(searched_run: Path, tmp_path: Path) -> None:
     # A checkpoint without one, and results.json's (read as data) of another batch than it.
-    run_dir = _copy(searched_run, tmp_path)
-    last = run_dir / checkpoints.LAST
-    checkpoint = checkpoints.load(last)
-    del checkpoint["batch_search"]
-    checkpoints.save(last, checkpoint)
+    run_dir = _copy_with_checkpoint(searched_run, tmp_path, lambda state: state.pop("batch_search"))
     edited = results(run_dir)
     edited["batch_search"]["trained"] = 32
     (run_dir / "results.json").write_text(json.dumps(edited))
@@ -221,11 +229,11 @@ def test_a_search_record_of_another_batch_is_no_record(searched_run: Path, tmp_p
 def test_a_checkpoint_whose_search_record_is_not_a_search_is_refused(
     searched_run: Path, tmp_path: Path
 ) -> None:
-    run_dir = _copy(searched_run, tmp_path)
+    def spoil(state: dict[str, Any]) -> None:
+        state["batch_search"]["largest"] = "lots"
+
+    run_dir = _copy_with_checkpoint(searched_run, tmp_path, spoil)
     last = run_dir / checkpoints.LAST
-    checkpoint = checkpoints.load(last)
-    checkpoint["batch_search"]["largest"] = "lots"
-    checkpoints.save(last, checkpoint)
     resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=2")
     assert resumed.returncode == 1 and "Traceback" not in resumed.stderr
     assert resumed.last_line.endswith(

@@ -18,6 +18,7 @@ measures them all now). A CPU's peak measured while other work took its cores
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, get_type_hints
 
 import torch
 
@@ -106,21 +107,12 @@ class CachedPeak:
             return None
         if not (math.isfinite(flops) and flops > 0):
             return None
-        fields = {name: entry[name] for name in CachedEntry.__annotations__}
+        fields = {field.name: entry[field.name] for field in dataclasses.fields(cls)}
         return cls(**{**fields, "flops_per_second": flops})
 
 
-class CachedEntry(TypedDict):
-    """An entry as the file holds it (`CachedPeak`'s fields), checked before it is read."""
-
-    flops_per_second: float
-    precision: str
-    operations: str
-    device: str
-    uuid: str
-    threads: int | None
-    torch: str
-    measured_at: str
+# An entry as the file holds it: `CachedPeak`'s fields, each of its type, checked before it is read.
+CachedEntry = TypedDict("CachedEntry", get_type_hints(CachedPeak))  # type: ignore[misc]
 
 
 @dataclass(frozen=True)
