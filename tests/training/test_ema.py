@@ -60,7 +60,7 @@ def test_the_average_follows_optimizer_steps_not_batches_as_computed_by_hand() -
         log_interval=1,
         log_step=lambda *_: None,
         description="epoch",
-        after_step=lambda: seen.append(weights_of(model)),
+        after_step=lambda step: seen.append(weights_of(model)),
     )
     assert ema.steps == 2 and len(seen) == 3
     for name, averaged in ema.average.state_dict().items():

@@ -217,14 +217,12 @@ def task_data(task: str, count: int) -> tuple[nn.Module, Task, Split]:
     return LeNet(3, 32, 10), Classification(), Split(images, torch.randint(0, 10, (count,)))
 
 
-def watch_for_waits(first: int, last: int) -> Callable[[], None]:
+def watch_for_waits(first: int, last: int) -> Callable[[int], None]:
     """An `after_step` that has CUDA raise at a synchronizing call from optimizer step `first`
     through step `last`."""
-    done = [0]
 
-    def after_step() -> None:
-        done[0] += 1
-        watching = first - 1 <= done[0] < last
+    def after_step(step: int) -> None:
+        watching = first - 1 <= step < last
         torch.cuda.set_sync_debug_mode("error" if watching else "default")
 
     return after_step

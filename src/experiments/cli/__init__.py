@@ -1,4 +1,4 @@
-"""Layer 9, cli: the command lines of training and evaluation (`python train.py`, `python
+"""Layer 10, cli: the command lines of training and evaluation (`python train.py`, `python
 eval.py`), which compose the config, make the run folder and say every failure in one line. May
 import every layer below; nothing imports it."""
 

@@ -547,6 +547,9 @@ class TrainSchema:
     # Where the run's numbers go besides metrics.jsonl, by tracker (tracker=tensorboard, csv, or
     # a list of them: tracker=[tensorboard,csv]; tracker=[] for none).
     tracker: dict[str, TrackerConfig] = field(default_factory=dict)
+    # Callbacks of one's own, by name, each a subclass of experiments.callbacks.Callback:
+    # +callbacks.stop._target_=my_callbacks.LossBelow +callbacks.stop.loss=2.2 (docs/callbacks.md).
+    callbacks: dict[str, Any] = field(default_factory=dict)
     # What a run returns to a sweeper (hparams_search=optuna optimizes it, minimizing a loss):
     # val_accuracy or val_loss at the selected epoch, the final train_loss, or the run's
     # train_images_per_second (null: nothing).

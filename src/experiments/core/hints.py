@@ -34,8 +34,9 @@ TEMPLATE_EQUIVALENTS = {
     "trainer=mps": DEVICES,
     "device=gpu": "a GPU is device=cuda (device=cuda:N for another one)",
     "callbacks": (
-        "checkpoints and early stopping are trainer.checkpoint_every=N, trainer.monitor=<metric> "
-        "and trainer.early_stopping.patience=N"
+        "a callback of one's own is +callbacks.<name>._target_=<module>.<class>; checkpoints and "
+        "early stopping are trainer.checkpoint_every=N, trainer.monitor=<metric> and "
+        "trainer.early_stopping.patience=N"
     ),
     "debug=default": QUICK_RUN,
     "debug=fdr": QUICK_RUN,

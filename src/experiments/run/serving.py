@@ -16,6 +16,7 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
+from experiments.callbacks.console import energy_text
 from experiments.core.text import Unit
 from experiments.data.batches import Batches
 from experiments.data.types import ImageData
@@ -25,7 +26,6 @@ from experiments.devices.runtime import Runtime
 from experiments.records.recorded import ServingRecord
 from experiments.records.speed import host_record
 from experiments.run import setup
-from experiments.run.console import energy_text
 from experiments.training import serving
 from experiments.training.serving import PERCENTILES
 

@@ -110,7 +110,7 @@ def train_epoch(
     log_interval: int,
     log_step: StepLogger,
     description: str,
-    after_step: Callable[[], object] | None = None,
+    after_step: Callable[[int], object] | None = None,
     warm_up_steps: int = 0,
     unit: Unit = IMAGES,
 ) -> TrainingResult:
@@ -148,7 +148,7 @@ def train_epoch(
         _optimizer_step(learner, scaler, first=step == 1)
         compute_timer.stop(span)
         if after_step is not None:
-            after_step()  # a profiler's
+            after_step(step)  # the callbacks'
         if step <= warm_up_steps:
             wait_for(runtime.device)  # its time is the step's, not the next one's
             warm_up.append((sum(batches.sizes[: index + 1]), time.perf_counter() - started))

@@ -1,5 +1,5 @@
-"""What a training run says on the console (and in train.log): its start, each epoch, and its
-outcome, whose last line names the run folder.
+"""What a training run says on the console (and in train.log): its start and each epoch (the
+`Console` callback), and its outcome (`log_summary`), whose last line names the run folder.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from experiments.callbacks.base import Callback, EpochEnd, Fields, TrainingRun
 from experiments.config.metric_names import LOSS, TEST, VAL, TaskMetrics
 from experiments.core.text import ROWS, Unit, display_path, part_of_split, shape_text
 from experiments.data.batches import Batches
@@ -20,6 +21,35 @@ from experiments.records.results import per_class_text
 from experiments.training import loop, model_size, time_to_accuracy
 
 log = logging.getLogger("experiments")
+
+
+class Console(Callback):
+    def on_setup_end(self, run: TrainingRun) -> Fields:
+        log_start(
+            run.cfg,
+            run.data.shape,
+            run.data.unit,
+            run.model_size,
+            run.train_batches,
+            run.test_batches,
+            run.val_batches,
+            run.runtime,
+        )
+        return None
+
+    def on_epoch_end(self, run: TrainingRun, end: EpochEnd) -> Fields:
+        log_epoch(
+            end.epoch,
+            run.cfg.trainer.epochs,
+            end.training,
+            end.test,
+            end.val,
+            run.learner.task.metrics,
+            run.cfg.scheduler.name,
+            end.measured.get("host"),
+            run.data.unit,
+        )
+        return None
 
 
 def log_start(

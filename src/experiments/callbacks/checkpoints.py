@@ -1,0 +1,17 @@
+"""The run's checkpoints: last.pt every trainer.checkpoint_every epochs and at the last; best.pt
+at each newly selected epoch, with a validation split (`records.resume.TrainingState`)."""
+
+from __future__ import annotations
+
+from experiments.callbacks.base import Callback, EpochEnd, Fields, TrainingRun
+
+
+class Checkpoints(Callback):
+    def on_epoch_end(self, run: TrainingRun, end: EpochEnd) -> Fields:
+        due = end.epoch % run.cfg.trainer.checkpoint_every == 0 or end.last
+        best = run.monitor is not None and end.selected
+        if run.is_main and (due or best):
+            run.state.save(
+                run.run_dir, end.epoch, run.history, run.selected_confusion, last=due, best=best
+            )
+        return None

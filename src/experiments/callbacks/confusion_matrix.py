@@ -1,0 +1,28 @@
+"""trainer.confusion_matrix: the test split's confusion matrix at the selected epoch, drawn at the
+run's end as confusion_matrix.png and a picture for each tracker (`records.confusion`). Its
+counts are in the checkpoints either way."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from experiments.callbacks.base import Callback, Fields, TrainingRun
+from experiments.records.metrics import RunRecorder
+
+
+class ConfusionMatrix(Callback):
+    def __init__(self, recorder: RunRecorder) -> None:
+        self.recorder = recorder
+
+    def on_fit_end(self, run: TrainingRun, summary: Mapping[str, Any]) -> Fields:
+        if not run.selected_confusion:  # (a task without classes has none)
+            return None
+        title = f"{run.cfg.model.name} on {run.cfg.dataset.name}: test, epoch "
+        self.recorder.confusion_matrix(
+            run.selected_confusion,
+            run.data.classes,
+            title + str(summary["selected_epoch"]),
+            run.history[-1]["global_step"],
+        )
+        return None

@@ -1,0 +1,60 @@
+"""The energy of each epoch's training pass (its row's `energy`, joules by counter of every
+process) and the run's in its summary, from the counters of the devices this process computes
+on: its GPUs', else the CPU packages', which one process of each machine reads (every process
+there shares them)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from experiments.callbacks.base import Callback, Fields, TrainingRun
+from experiments.devices.distributed import gathered
+from experiments.devices.energy import COVERS, EnergyMeter, Span
+from experiments.records.energy import energy_summary
+from experiments.training import loop
+
+log = logging.getLogger("experiments")
+
+
+class Energy(Callback):
+    def __init__(self) -> None:
+        self.meter: EnergyMeter
+        self.span: Span | None = None  # the last epoch's
+        self.unavailable: str | None = None  # why the last epoch measured none
+
+    def on_setup_end(self, run: TrainingRun) -> Fields:
+        runtime = run.runtime
+        if runtime.type == "cpu" and runtime.group.local_rank != 0:
+            self.meter = EnergyMeter("rapl", [], "read by process 0 of this machine")
+            return None
+        self.meter = EnergyMeter.for_devices(runtime.plan.computes_on)
+        if self.meter.unavailable is None:  # (else results.json's energy_note says why not)
+            log.info("energy: %s", self.meter.text())
+        return None
+
+    @contextmanager
+    def training(self, run: TrainingRun, epoch: int) -> Iterator[None]:
+        with self.meter.measuring() as span:
+            yield
+        self.span = span
+
+    def on_train_epoch_end(
+        self, run: TrainingRun, epoch: int, training: loop.TrainingResult
+    ) -> Fields:
+        """The joules of each counter of every process (None: no process could read one)."""
+        assert self.span is not None
+        self.unavailable = self.span.unavailable
+        energy = self.span.energy
+        mine = {each.name: each.joules for each in energy.counters} if energy else None
+        every: dict[str, float] = {}
+        for rank, joules in enumerate(gathered(mine, run.runtime.group)):
+            for name, counted in (joules or {}).items():
+                every[f"{name} of process {rank}" if name in every else name] = counted
+        return {"energy": every or None}
+
+    def on_fit_end(self, run: TrainingRun, summary: Mapping[str, Any]) -> Fields:
+        source = self.meter.source
+        return energy_summary(run.history, source, COVERS[source], self.unavailable)

@@ -1,0 +1,339 @@
+"""The parts of a training run, each built by one function in the order the trainer's setup
+calls them: the device (`device`), the data and its task (`data_and_task`), the model on the
+device (`model`), the batch (`batch_size`, with trainer.batch_size=auto) and the optimization
+over the splits' batches (`optimization`). Each records what it learned in results.json's setup
+(`records.recorded.SetupRecord`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+from torch.optim.lr_scheduler import LRScheduler
+
+from experiments.config.build import plain, recorded
+from experiments.config.choices import AUTO_BATCH, Interval
+from experiments.core.errors import ExperimentError
+from experiments.data import fingerprint, subset
+from experiments.data.augment import Augment
+from experiments.data.batches import Batches
+from experiments.data.types import ImageData, Split, Streamed
+from experiments.devices import memory, precision, process_settings, wrapping
+from experiments.devices.description import device_record
+from experiments.devices.free_gpus import FreeGpus
+from experiments.devices.process_group import ProcessGroup
+from experiments.devices.runtime import Runtime
+from experiments.devices.wrapping import unwrap
+from experiments.records import checkpoints, environment
+from experiments.records.recorded import SetupRecord
+from experiments.records.results import Results
+from experiments.records.resume import TrainingState
+from experiments.run import job, setup
+from experiments.training import (
+    batch_search,
+    loop,
+    model_size,
+    models,
+    optimizers,
+    schedules,
+    seeding,
+    selection,
+)
+from experiments.training.ema import ModelAverage
+from experiments.training.selection import Monitor
+from experiments.training.tasks import Classification, Task
+from experiments.training.weights import load_weights
+
+log = logging.getLogger("experiments")
+
+
+def device(
+    cfg: DictConfig, group: ProcessGroup, free_gpus: FreeGpus | None, results: Results, new: bool
+) -> Runtime:
+    """The process's settings, and the device decided once; the environment recorded for a
+    `new` run (a resume's, once it is accepted)."""
+    trainer = cfg.trainer
+    runtime = setup.prepare_runtime(
+        cfg.device,
+        cfg.placement,
+        group,
+        free_gpus,
+        settings=setup.ProcessSettings(
+            trainer.threads, trainer.deterministic, trainer.cudnn_benchmark
+        ),
+        precision_name=trainer.precision,
+        channels_last=trainer.channels_last,
+    )
+    results.add(SetupRecord, deterministic=torch.are_deterministic_algorithms_enabled())
+    if group.is_main and new:
+        environment.write(results.path.parent)
+    if trainer.keep_freed_memory:
+        results.add(SetupRecord, keep_freed_memory=memory.keep_freed_memory())
+    results.add(SetupRecord, device=device_record(cfg.device, runtime.plan))
+    if trainer.deterministic and runtime.type == "cuda":
+        process_settings.refuse_nondeterministic_cublas()
+    if note := precision.emulated_bf16(trainer.precision, runtime.plan):
+        log.warning(note)
+        results.add(SetupRecord, precision_note=note)
+    results.add(SetupRecord, channels_last=runtime.channels_last)
+    setup.check_compiling("trainer.", trainer, cfg.device, runtime)
+    if trainer.compile_mode is not None:
+        results.add(SetupRecord, compile_mode=trainer.compile_mode)
+    return runtime
+
+
+@dataclass(frozen=True)
+class DataAndTask:
+    """The splits; the config with what they told of themselves; what the model learns from
+    them (its loss and metrics); what selects epochs, with a validation split."""
+
+    data: ImageData
+    cfg: DictConfig
+    task: Task
+    monitor: Monitor | None
+
+
+def data_and_task(cfg: DictConfig, runtime: Runtime, results: Results) -> DataAndTask:
+    """The splits and the task for data of their kind (built once the data has told its
+    statistics: a regression's target's); epochs are selected (and runs stopped early) on the
+    validation split, never on test."""
+    data = setup.load_data(cfg.dataset, runtime)
+    cfg = setup.with_data_facts(cfg, data)
+    job.refuse_targets_not_typed(cfg)  # (an interpolation may read the data's fields)
+    results.add(SetupRecord, data=data.recorded())
+    task = setup.build_task(cfg.task, data)
+    selection.require_validation(cfg, has_validation=data.val is not None)
+    monitor = Monitor.of(cfg) if data.val is not None else None
+    return DataAndTask(data, cfg, task, monitor)
+
+
+def model(
+    cfg: DictConfig, task: Task, data: ImageData, runtime: Runtime, results: Results, new: bool
+) -> tuple[nn.Module, model_size.ModelSize]:
+    """The model as built (the same weights on every device and placement), `model.weights`
+    loaded into a `new` run's (a resume takes its own back), measured, and on the device."""
+    trainer = cfg.trainer
+    seeding.seed_everything(trainer.seed)
+    built = setup.build_model(cfg.model, cfg.task.name, task, data, from_checkpoint=not new)
+    if cfg.model.get("weights") and new:
+        partial = bool(cfg.model.get("weights_partial"))
+        left = load_weights(built, cfg.model.weights, partial)
+        if partial:  # (without it, every tensor was loaded)
+            results.add(SetupRecord, weights_left_as_built=left)
+            if left:
+                log.info(
+                    "model.weights=%s loaded but for %d tensor(s), left as built: %s",
+                    cfg.model.weights,
+                    len(left),
+                    ", ".join(left),
+                )
+    size = model_size.measure(built, data.shape, models.HOST)
+    results.add(SetupRecord, **size.record())
+    placed = setup.place_model(
+        built, runtime, trainer.compile, trainer.sync_batchnorm, trainer.compile_mode
+    )
+    if note := wrapping.sync_batchnorm_waits(placed):
+        log.info(note)
+    return placed, size
+
+
+def batch_size(
+    cfg: DictConfig,
+    placed: nn.Module,
+    task: Task,
+    data: ImageData,
+    runtime: Runtime,
+    results: Results,
+    resumed: dict[str, Any] | None,
+) -> tuple[DictConfig, dict[str, Any] | None]:
+    """With trainer.batch_size=auto, the config with the batch the run trains with, and the
+    search that found it: the largest that trains on the device, halved as asked, searched for
+    with copies of the model and optimizer; a resumed run's, as its search found it (the run was
+    refused unless a search chose its batch). Otherwise the config as it is, and None."""
+    trainer = cfg.trainer
+    if trainer.batch_size != AUTO_BATCH:
+        return cfg, None
+    if resumed is not None:
+        search = resumed[checkpoints.BATCH_SEARCH]
+        batch = search["trained"]
+        log.info("trainer.batch_size=auto: %d, as its search found before the resume", batch)
+    else:
+        assert data.train is not None
+        trial = batch_search.Trial(
+            unwrap(placed),
+            runtime.placement.module(task),
+            cfg.optimizer,
+            data,
+            runtime,
+            trainer.memory_budget_gb,
+        )
+        fewest = loop.fewest_images(placed, processes=1)
+        found = batch_search.search(trial, fewest, trainer.auto_batch_halvings)
+        log.info(batch_search.said(found, cfg.optimizer.lr, str(runtime.plan)))
+        search, batch = found.record(), found.batch
+    results.add(SetupRecord, batch_search=search)
+    results.add(SetupRecord, batch_size=batch, per_process_batch_size=batch)
+    return OmegaConf.merge(cfg, {"trainer": {"batch_size": batch}}), search
+
+
+@dataclass(frozen=True)
+class Optimization:
+    """How the run learns: the `learner` (model, task, optimizer, a schedule by step, the
+    weights' moving average), its schedule, the splits' batches, an epoch's optimizer steps and
+    the `state` its checkpoints save."""
+
+    learner: loop.Learner
+    scheduler: LRScheduler
+    train_batches: Batches
+    test_batches: Batches
+    val_batches: Batches | None
+    steps_per_epoch: int
+    state: TrainingState
+
+
+def optimization(
+    cfg: DictConfig,
+    placed: nn.Module,
+    task: Task,
+    data: ImageData,
+    runtime: Runtime,
+    results: Results,
+    search: dict[str, Any] | None,
+) -> Optimization:
+    """The task (its loss), optimizer and schedule over the splits' batches, and the state its
+    checkpoints save, with the search that chose its batch (`search`)."""
+    trainer = cfg.trainer
+    placed_task = runtime.placement.module(task)
+    optimizer, fused = optimizers.build_optimizer(cfg.optimizer, placed, runtime.type)
+    cudnn_benchmark = trainer.cudnn_benchmark and runtime.type == "cuda"
+    results.add(SetupRecord, optimizer_fused=fused, cudnn_benchmark=cudnn_benchmark)
+    if note := optimizers.host_waits_at_every_step(optimizer, runtime.scaler, runtime.type):
+        log.info(note)
+    # The same shuffle (and augmentation) in every process; each takes its share of a batch.
+    shuffle = torch.Generator().manual_seed(trainer.seed)
+    splits = _batches(cfg, placed, task, data, runtime, results, shuffle)
+    steps = loop.optimizer_steps(len(splits[0]), trainer.accumulate_batches)
+    scheduler, interval = schedules.for_run(
+        cfg.scheduler, optimizer, epochs=trainer.epochs, steps_per_epoch=steps
+    )
+    learner = loop.Learner(
+        placed,
+        placed_task,
+        optimizer,
+        scheduler if interval == Interval.step else None,
+        trainer.gradient_clip,
+        trainer.stop_on_divergence,
+        trainer.accumulate_batches,
+        cuda_graphs=setup.uses_cuda_graphs(trainer.compile, trainer.compile_mode),
+        ema=_moving_average(cfg, placed, steps, results),
+    )
+    state = TrainingState(
+        model=unwrap(placed),
+        optimizer=optimizer,
+        scheduler=scheduler,
+        scaler=runtime.scaler,
+        shuffle=shuffle,
+        gpus=runtime.plan.gpus,
+        config=plain(recorded(cfg)),
+        data=fingerprint.of(data, cfg.dataset),  # what a resume must find again
+        steps_per_epoch=steps,
+        ema=learner.ema,
+        batch_search=search,
+    )
+    return Optimization(learner, scheduler, *splits, steps, state)
+
+
+def _moving_average(
+    cfg: DictConfig, placed: nn.Module, steps_per_epoch: int, results: Results
+) -> ModelAverage | None:
+    """The moving average of the model's weights that the run evaluates, selects and saves in
+    its stead, with trainer.ema.decay (None: without); kept of the model inside its wrappers,
+    whose tensors they share."""
+    ema, epochs = cfg.trainer.ema, cfg.trainer.epochs
+    results.add(SetupRecord, evaluated_weights="model" if ema.decay is None else "ema")
+    if ema.decay is None:
+        return None
+    steps = epochs * steps_per_epoch
+    if ema.every > steps:
+        raise ExperimentError(
+            f"trainer.ema.every={ema.every} updates the average of the weights every "
+            f"{ema.every} optimizer steps, and the run takes {steps} ({epochs} "
+            f"epoch{'s' * (epochs != 1)} of {steps_per_epoch}): it would evaluate the "
+            f"weights as built; use trainer.ema.every={steps} or fewer"
+        )
+    log.info(
+        "validation and test evaluate the moving average of the model's weights "
+        "(trainer.ema.decay=%s), not the model's own",
+        ema.decay,
+    )
+    return ModelAverage(unwrap(placed), ema.decay, ema.every, ema.warmup_steps)
+
+
+def _batches(
+    cfg: DictConfig,
+    placed: nn.Module,
+    task: Task,
+    data: ImageData,
+    runtime: Runtime,
+    results: Results,
+    shuffle: torch.Generator,
+) -> tuple[Batches, Batches, Batches | None]:
+    """The splits cut into batches (train, test, val), the training split's shuffled (and
+    augmented) by `shuffle`."""
+    trainer = cfg.trainer
+    augment = Augment(**cfg.dataset.augment, generator=shuffle, num_classes=cfg.dataset.num_classes)
+    # Not a check of the config (`config.validate`): a task of one's own says what its targets
+    # are only once it is built.
+    probabilities = isinstance(task, Classification)
+    if refusal := augment.refusal(cfg.task.name, task.targets, takes_probabilities=probabilities):
+        raise ExperimentError(refusal)
+    world_size = runtime.group.world_size
+    assert data.train is not None
+    fewest = loop.fewest_images_per_batch(placed, trainer.batch_size, world_size)
+    batch, images = trainer.batch_size, len(data.train)
+    loop.refuse_a_split_too_small(batch, images, fewest, world_size, data.unit)
+    train = _split_batches(cfg, data, data.train, runtime, shuffle, augment, fewest)
+    if note := loop.left_out_note(train, world_size):
+        log.info(note)
+    test = _split_batches(cfg, data, data.test, runtime)
+    val = _split_batches(cfg, data, data.val, runtime) if data.val is not None else None
+    results.add(SetupRecord, test_images=test.count_images(), test_split_images=len(data.test))
+    return train, test, val
+
+
+def _split_batches(
+    cfg: DictConfig,
+    data: ImageData,
+    split: Split | Streamed,
+    runtime: Runtime,
+    shuffle: torch.Generator | None = None,
+    augment: Augment | None = None,
+    fewest: int = 1,
+) -> Batches:
+    """One split's batches: training's (`shuffle` given) limited in steps, evaluation's in
+    images, the same whatever the batch size."""
+    trainer = cfg.trainer
+    training = shuffle is not None
+    limit_eval = (trainer.limit_eval_images, trainer.limit_eval_fraction)
+    rows = None if training else subset.evaluated_rows(len(split), *limit_eval)
+    if training and trainer.overfit_batches:
+        # The same rows in the same order every epoch: no shuffle (augmentation still draws).
+        count = min(len(split), trainer.overfit_batches * trainer.batch_size)
+        rows, shuffle = subset.overfit_rows(len(split), count, trainer.seed), None
+    return Batches(
+        split,
+        batch_size=trainer.batch_size,
+        mean=data.mean,
+        std=data.std,
+        runtime=runtime,
+        shuffle=shuffle,
+        limit=trainer.limit_train_batches if training else None,
+        subset=rows,
+        augment=augment,
+        fewest=fewest,
+    )
