@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hydra.errors import InstantiationException
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from experiments.callbacks.base import Callback, EpochEnd, Fields, TrainingRun
@@ -35,6 +33,7 @@ from experiments.callbacks.profiler import Profiler
 from experiments.callbacks.speed import Speed
 from experiments.callbacks.time_to_target import TimeToTarget
 from experiments.callbacks.utilization import Utilization
+from experiments.config.build import build, check_importable
 from experiments.core.errors import ExperimentError
 from experiments.records.metrics import RunRecorder
 
@@ -76,16 +75,13 @@ def _own(name: str, spec: DictConfig) -> Callback:
             f"callbacks.{name}={spec} names no class: give callbacks.{name}._target_="
             "<module>.<class>, a subclass of experiments.callbacks.Callback"
         )
-    try:
-        built = instantiate(spec)
-    except InstantiationException as error:
-        cause = error.__cause__ or error
+    named = check_importable(f"callbacks.{name}._target_", target)
+    if not (isinstance(named, type) and issubclass(named, Callback)):
         raise ExperimentError(
-            f"callbacks.{name}._target_={target} could not be built: {cause}"
-        ) from error
-    if not isinstance(built, Callback):
-        raise ExperimentError(
-            f"callbacks.{name}._target_={target} built a {type(built).__name__}, not a callback: "
-            "subclass experiments.callbacks.Callback"
+            f"callbacks.{name}._target_={target} is not a callback: subclass "
+            "experiments.callbacks.Callback"
         )
-    return built
+    try:
+        return build(spec)
+    except TypeError as error:  # its arguments: callbacks.<name>.<argument>=...
+        raise ExperimentError(f"callbacks.{name}: {error}") from None
