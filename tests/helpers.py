@@ -41,7 +41,7 @@ from experiments.core.errors import ExperimentError
 from experiments.core.interrupts import TAKEN
 from experiments.data import loading
 from experiments.data.types import ImageData, Split
-from experiments.devices.peak_cache import DeviceIdentity
+from experiments.devices.backends.registry import backend_for
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
 from experiments.devices.runtime import Runtime
@@ -533,13 +533,13 @@ def failing_if_still_reading(seconds: int = 10) -> Iterator[None]:
 
 
 # What the cache keeps the CPU's fp32 peak of products by, in this process.
-CPU_FP32_PRODUCTS = DeviceIdentity.of(torch.device("cpu")).key("fp32 products")
+CPU_FP32_PRODUCTS = backend_for("cpu").identity(torch.device("cpu")).key("fp32 products")
 
 
 def cpu_peak_entry(**changed: Any) -> dict[str, Any]:
     """A well-formed entry of the cache of peaks (`devices.peak_cache`) for this machine's CPU's
     fp32 peak of products, with `changed` fields: one a run reads back unmeasured as it stands."""
-    identity = DeviceIdentity.of(torch.device("cpu"))
+    identity = backend_for("cpu").identity(torch.device("cpu"))
     well_formed = {
         "flops_per_second": 1e9,
         "precision": "fp32",

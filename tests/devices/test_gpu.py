@@ -24,8 +24,9 @@ from experiments.data import loading
 from experiments.data.augment import Augment
 from experiments.data.batches import Batches
 from experiments.data.types import ImageData, Split
-from experiments.devices import memory, peak, precision, process_settings
-from experiments.devices.peak_cache import PeakCache, peak_kinds
+from experiments.devices import memory, precision, process_settings
+from experiments.devices.backends.registry import backend_for
+from experiments.devices.peak_cache import PeakCache
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
 from experiments.devices.process_group import ProcessGroup
@@ -512,8 +513,9 @@ def test_a_gpus_measured_peaks_are_below_the_most_any_gpu_can_do(tmp_path: Path)
     # each is kept, and read back unmeasured.
     cache = PeakCache(tmp_path / "peaks.json", judge_load=False)
     gpu = torch.device("cuda:0")
-    for autocast_dtype, convolutions_lead in peak_kinds("cuda"):
+    cuda = backend_for("cuda")
+    for autocast_dtype, convolutions_lead in cuda.peak_kinds():
         found = cache.peak(gpu, autocast_dtype, convolutions_lead)
-        most = peak.most_possible("cuda", found.peak.precision, torch.get_num_threads())
+        most = cuda.most_flops(found.peak.precision, torch.get_num_threads())
         assert found.measured and 1e12 < found.peak.flops_per_second < most
         assert not cache.peak(gpu, autocast_dtype, convolutions_lead).measured

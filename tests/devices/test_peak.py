@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from experiments.devices import peak
-from experiments.devices.peak import measurement_for
+from experiments.devices.backends import cuda as cuda_backend
+from experiments.devices.backends.registry import backend_for
 
 
 @pytest.mark.parametrize(
@@ -34,7 +35,8 @@ def test_the_peak_is_measured_in_the_runs_precision(
     precision: str,
     also: bool,
 ) -> None:
-    how = measurement_for(device_type, autocast_dtype, tf32, convolutions_lead=lead == "conv")
+    backend = backend_for(device_type)
+    how = backend.peak_measurement(autocast_dtype, tf32, convolutions_lead=lead == "conv")
     assert (how.dtype, how.size, how.precision) == (dtype, size, precision)
     assert how.tf32 == (precision == "tf32")
     assert how.convolutions is also
@@ -61,7 +63,7 @@ def test_fp32_is_measured_in_the_precision_of_the_models_leading_operations(
     tf32: bool,
 ) -> None:
     assert (
-        peak.runs_in_tf32(
+        cuda_backend.runs_in_tf32(
             capability,
             convolutions_lead,
             convolutions_in_tf32=convolutions_in_tf32,
@@ -85,8 +87,9 @@ def test_the_cpu_peak_is_plausible_and_in_the_runs_dtype() -> None:
 def test_a_gpus_peak_is_timed_on_the_gpu_in_each_precision() -> None:
     cuda = torch.device("cuda", 0)
     settings = torch.get_float32_matmul_precision()
-    fp32 = peak.matmul_flops_per_second(cuda, measurement_for("cuda", None, False, False))
-    tf32 = peak.matmul_flops_per_second(cuda, measurement_for("cuda", None, True, False))
+    measurement = backend_for("cuda").peak_measurement
+    fp32 = peak.matmul_flops_per_second(cuda, measurement(None, False, False))
+    tf32 = peak.matmul_flops_per_second(cuda, measurement(None, True, False))
     bf16 = peak.measure(cuda, torch.bfloat16, convolutions_lead=False)
     assert torch.get_float32_matmul_precision() == settings  # the run's own, put back
     assert bf16.precision == "bf16"

@@ -19,7 +19,8 @@ import torch
 from experiments.core.files import MIB
 from experiments.core.text import display_path, short_count
 from experiments.devices import peak
-from experiments.devices.peak_cache import CACHE_DIR_VARIABLE, DeviceIdentity, PeakCache
+from experiments.devices.backends.registry import backend_for
+from experiments.devices.peak_cache import CACHE_DIR_VARIABLE, PeakCache
 from helpers import CPU_FP32_PRODUCTS, QUICK, cpu_peak_entry, results, train_cli
 
 CPU = torch.device("cpu")
@@ -36,7 +37,7 @@ def test_a_peak_is_measured_once_then_read_from_the_cache(tmp_path: Path) -> Non
     assert first.measured and not again.measured
     assert again.peak == first.peak and again.peak.precision == "fp32"
     (entry,) = json.loads((tmp_path / "peaks.json").read_text()).values()
-    identity = DeviceIdentity.of(CPU)
+    identity = backend_for("cpu").identity(CPU)
     assert (entry["device"], entry["threads"], entry["torch"]) == (
         identity.name,
         torch.get_num_threads(),
@@ -136,7 +137,7 @@ def test_a_peak_beyond_any_device_of_its_kind_is_forgotten_and_measured_again(
     cache = PeakCache(path, judge_load=False)
     with caplog.at_level(logging.WARNING, logger="experiments"):
         found = cache.peak(CPU, None, convolutions_lead=False)
-    most = peak.most_possible("cpu", "fp32", torch.get_num_threads())
+    most = backend_for("cpu").most_flops("fp32", torch.get_num_threads())
     assert found.measured and 1e8 < found.peak.flops_per_second <= most
     assert cache.entries()[found.key].flops_per_second == found.peak.flops_per_second
     assert caplog.messages == [
@@ -147,15 +148,16 @@ def test_a_peak_beyond_any_device_of_its_kind_is_forgotten_and_measured_again(
 
 def test_the_most_a_device_can_do_is_above_every_device_made() -> None:
     # A 2-thread EPYC's fp32 here: 0.1-0.2 T; an H100's dense bf16: 0.99 P, a B200's 2.25 P.
-    assert peak.most_possible("cpu", "fp32", 2) == 2e12
-    assert peak.most_possible("cpu", "bf16", 64) == 64e13  # AMX's tiles, on every core
-    assert peak.most_possible("cuda", "bf16", 1) == peak.most_possible("cuda", "fp32", 1) == 1e16
+    cpu, cuda = backend_for("cpu"), backend_for("cuda")
+    assert cpu.most_flops("fp32", 2) == 2e12
+    assert cpu.most_flops("bf16", 64) == 64e13  # AMX's tiles, on every core
+    assert cuda.most_flops("bf16", 1) == cuda.most_flops("fp32", 1) == 1e16
 
 
 def keep_entries(path: Path, process: int, count: int, start: Any) -> None:
     """Keep `count` entries of its own in the cache at `path`, once every process has started."""
     cache = PeakCache(path, judge_load=False)
-    identity = DeviceIdentity.of(CPU)
+    identity = backend_for("cpu").identity(CPU)
     start.wait()
     for number in range(count):
         measured = peak.Peak(1e9 + number, "fp32")

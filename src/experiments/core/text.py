@@ -37,9 +37,13 @@ def shape_text(shape: Sequence[int]) -> str:
     return "x".join(map(str, shape))
 
 
+# What a GPU's name starts with (`gpu_name`): the device= options that `abridged` collapses.
+GPU_PREFIX = "cuda:"
+
+
 def gpu_name(index: int) -> str:
     """A GPU as it is written in options, messages and records alike: cuda:N."""
-    return f"cuda:{index}"
+    return f"{GPU_PREFIX}{index}"
 
 
 def display_path(path: Path) -> str:
@@ -93,7 +97,7 @@ def part_of_split(evaluated: int, in_split: int) -> str | None:
 def abridged(options: list[str]) -> list[str]:
     """Collapse a run of `cuda:0`, `cuda:1`, ... into `cuda:0 ... cuda:15`, where the first was."""
     numbered = sorted(
-        (option for option in options if option.startswith("cuda:")),
+        (option for option in options if option.startswith(GPU_PREFIX)),
         key=lambda option: int(option.partition(":")[2]),
     )
     if len(numbered) < 3:

@@ -21,6 +21,7 @@ import torch
 from experiments.data.augment import Augment
 from experiments.data.streaming import StreamRows
 from experiments.data.types import Split, Streamed
+from experiments.devices.backends.registry import backend_for
 from experiments.devices.placement import to_device_async
 from experiments.devices.runtime import Runtime
 from experiments.devices.timing import DeviceTimer
@@ -41,7 +42,7 @@ class TensorRows:
         )
         self.labels = split.labels
         # Pinned host memory lets copies to a GPU run without holding up the host.
-        self.pin = pin and self.images.device.type == "cpu"
+        self.pin = pin and backend_for(self.images.device.type).is_host
 
     def batches(
         self, order: torch.Tensor | None, bounds: list[tuple[int, int]]
@@ -102,7 +103,7 @@ class Batches:
         self.runtime = runtime
         self.shuffle = shuffle
         self.augment = augment
-        pin = runtime.type == "cuda"
+        pin = runtime.backend.copies_from_pinned_memory
         if isinstance(split, Streamed):
             seed = shuffle.initial_seed() if shuffle is not None else 0
             self.rows: TensorRows | StreamRows = StreamRows(

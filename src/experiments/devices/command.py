@@ -19,9 +19,11 @@ from experiments.config.schemas import DeviceConfig
 from experiments.config.store import CONFIG_PACKAGE, new_tag, register_configs
 from experiments.core.errors import one_line
 from experiments.core.text import display_path, gpu_name, short_count
-from experiments.devices.description import cpu_name, torch_build
+from experiments.devices.backends.cpu import cpu_name
+from experiments.devices.backends.registry import backend_for
+from experiments.devices.description import torch_build
 from experiments.devices.energy import EnergyMeter
-from experiments.devices.peak_cache import DeviceIdentity, PeakCache, peak_kinds
+from experiments.devices.peak_cache import PeakCache
 from experiments.devices.plan import Machine, request_text, resolve
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.process_settings import number_gpus_by_bus
@@ -100,9 +102,9 @@ def _say_peaks(cuda_count: int, measure: bool) -> None:
     devices = [torch.device("cpu"), *(torch.device("cuda", index) for index in range(cuda_count))]
     if measure:
         for device in devices:
-            for autocast_dtype, convolutions_lead in peak_kinds(device.type):
+            for autocast_dtype, convolutions_lead in backend_for(device.type).peak_kinds():
                 cache.peak(device, autocast_dtype, convolutions_lead, fresh=True)
-    names = {str(device): DeviceIdentity.of(device) for device in devices}
+    names = {str(device): backend_for(device.type).identity(device) for device in devices}
     kept = cache.entries()
     where = display_path(cache.path)
     print(f"peaks measured here ({where}; a run measures the one it needs once):")

@@ -1,14 +1,15 @@
-"""The device a job used, described for people and records: the CPU's name, the torch build,
-and for results.json the device asked for and the one used."""
+"""The device a job used, described for people and records: the torch build, and for
+results.json the device asked for and the one used (with what its kind records of it:
+`Backend.recorded`)."""
 
 from __future__ import annotations
 
-import platform
 from typing import Any
 
 import torch
 
 from experiments.config.schemas import DeviceConfig
+from experiments.devices.backends.registry import backend_for
 from experiments.devices.plan import DevicePlan, request_text
 
 
@@ -22,11 +23,7 @@ def device_record(request: DeviceConfig, plan: DevicePlan) -> dict[str, Any]:
         "type": plan.type,
         "index": plan.index,
     }
-    if plan.type == "cuda":
-        properties = torch.cuda.get_device_properties(plan.index)
-        record.update(name=properties.name, uuid=str(properties.uuid))
-    else:
-        record.update(name=cpu_name(), threads=torch.get_num_threads())
+    record.update(backend_for(plan.type).recorded(plan.device))
     if plan.ids:
         record["ids"] = list(plan.ids)
     if plan.backend:
@@ -34,17 +31,6 @@ def device_record(request: DeviceConfig, plan: DevicePlan) -> dict[str, Any]:
     if plan.reason:
         record["reason"] = plan.reason
     return record
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def torch_build() -> str:

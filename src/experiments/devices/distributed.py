@@ -33,6 +33,7 @@ import torch.distributed as dist
 
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError, one_line
+from experiments.devices.backends.registry import backend_for
 from experiments.devices.process_group import ProcessGroup
 
 T = TypeVar("T")
@@ -195,16 +196,17 @@ def start(group: ProcessGroup, backend: str, device: torch.device, timeout: floa
     import torch.distributed.nn  # noqa: F401
 
     signal.signal(signal.SIGTERM, _raise_stopped)
+    owned = backend_for(device.type).each_process_owns_its_device
     if group.world_size > 1:  # where this process runs, so the others can tell if it dies
         _store().set(_key(f"process/{group.rank}"), f"{socket.gethostname()} {os.getpid()}")
-        if device.type == "cuda":
+        if owned:
             refuse_shared_gpus(group, device)
     dist.init_process_group(
         backend,
         rank=group.rank,
         world_size=group.world_size,
         timeout=timedelta(seconds=timeout),
-        device_id=device if device.type == "cuda" else None,
+        device_id=device if owned else None,
     )
 
 
@@ -212,7 +214,7 @@ def refuse_shared_gpus(group: ProcessGroup, device: torch.device) -> None:
     """Refuse, in one line and in every process, a run in which two processes would compute on
     the same GPU (NCCL fails then, or hangs): each tells the others its GPU's UUID."""
     store = _store()
-    gpu = torch.cuda.get_device_properties(device)
+    gpu = backend_for(device.type).identity(device)
     store.set(_key(f"gpu/{group.rank}"), f"{gpu.uuid} {gpu.name}")
     gpus = {rank: store.get(_key(f"gpu/{rank}")).decode() for rank in range(group.world_size)}
     if why := shared_gpu(gpus):

@@ -25,22 +25,13 @@ from typing import Any
 import torch
 
 from experiments.core.errors import one_line
-from experiments.devices.energy_counters import (
-    POWERCAP,
-    Counter,
-    NoCounter,
-    nvml_counters,
-    rapl_counters,
-)
+from experiments.devices.backends.base import Backend
+from experiments.devices.backends.registry import BACKENDS, backend_for
+from experiments.devices.energy_counters import POWERCAP, Counter, NoCounter
 
 INTERVAL = 5.0  # seconds between a span's readings: far under a wrap at any package's power
-COVERS = {
-    "nvml": "each whole GPU: other processes' work on it is counted too",
-    "rapl": (
-        "each whole CPU package (cores, caches, memory controller; not the DRAM): every process "
-        "on it, not this run's alone"
-    ),
-}
+# What each source's counters count besides the run's own work, by source (its backend's).
+COVERS = {backend.energy_source: backend.energy_covers for backend in BACKENDS.values()}
 
 
 def increase(earlier: int, later: int, wrap: int) -> int:
@@ -182,16 +173,26 @@ class EnergyMeter:
 
     @classmethod
     def for_devices(cls, devices: Sequence[torch.device], powercap: Path = POWERCAP) -> EnergyMeter:
-        """NVML's counter of each GPU in `devices`, or without one, RAPL's of each CPU package
-        under `powercap`; each read once here, so a counter that cannot be is known before a run
-        relies on it."""
-        gpus = [device for device in devices if device.type == "cuda"]
-        source = "nvml" if gpus else "rapl"
+        """The counters of `devices`, all of one kind (a plan's: NVML's of each GPU, RAPL's of
+        each CPU package under `powercap`); each read once here, so a counter that cannot be is
+        known before a run relies on it."""
+        backend = _backend_of(devices)
         try:
-            counters = nvml_counters(gpus) if gpus else rapl_counters(powercap)
+            counters = backend.energy_counters(devices, powercap)
         except NoCounter as reason:
-            return cls(source, [], str(reason))
-        return cls(source, counters, None)
+            return cls(backend.energy_source, [], str(reason))
+        return cls(backend.energy_source, counters, None)
+
+    @classmethod
+    def for_process(
+        cls, devices: Sequence[torch.device], local_rank: int, powercap: Path = POWERCAP
+    ) -> EnergyMeter:
+        """The counters of the `devices` this process computes on: its own devices', or, where
+        the machine's processes share them (the CPU's packages), read by its process 0 alone."""
+        backend = _backend_of(devices)
+        if not backend.each_process_owns_its_device and local_rank != 0:
+            return cls(backend.energy_source, [], "read by process 0 of this machine")
+        return cls.for_devices(devices, powercap)
 
     def measuring(self, interval: float = INTERVAL) -> Span:
         """A span to measure a block with (`with meter.measuring() as span:`; then
@@ -203,3 +204,11 @@ class EnergyMeter:
         if self.unavailable is not None:
             return f"none ({self.unavailable})"
         return f"{self.source.upper()}: {', '.join(counter.name for counter in self.counters)}"
+
+
+def _backend_of(devices: Sequence[torch.device]) -> Backend:
+    """The backend of `devices`, all of one kind."""
+    kinds = {device.type for device in devices}
+    if len(kinds) != 1:
+        raise ValueError(f"an energy meter reads devices of one kind, not of {sorted(kinds)}")
+    return backend_for(kinds.pop())

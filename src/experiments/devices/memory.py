@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from experiments.core.errors import ExperimentError
+from experiments.devices.backends.registry import backend_for
 from experiments.devices.plan import DevicePlan
 
 MIB = 2**20
@@ -49,26 +50,30 @@ def keep_freed_memory() -> bool:
 
 
 def channels_last(requested: bool | None, device: torch.device) -> bool:
-    """Whether to use channels-last memory format: as asked, or by default on the CPU only."""
-    return device.type == "cpu" if requested is None else requested
+    """Whether to use channels-last memory format: as asked, or by the device kind's default (on
+    the CPU only)."""
+    if requested is None:
+        return backend_for(device.type).channels_last_by_default
+    return requested
 
 
 def reset_peak_memory(plan: DevicePlan) -> None:
-    """Start counting peak memory from now: host RSS (Linux) and CUDA allocations on every GPU
-    of the plan."""
+    """Start counting peak memory from now: host RSS (Linux) and the memory of its own of every
+    device the plan computes on (CUDA's allocations on each GPU)."""
     # On Linux, writing 5 resets the kernel's record of this process's peak resident set (VmHWM);
     # elsewhere the peak counts from the start of the process.
     with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
-    for gpu in plan.gpus:
-        torch.cuda.reset_peak_memory_stats(gpu)
+    for device in plan.computes_on:
+        backend_for(device.type).reset_peak_memory(device)
 
 
 def peak_memory_mb(plan: DevicePlan) -> dict[str, float | None]:
     """Peak host resident memory and, on GPUs, the peak CUDA memory allocated on the fullest of
     the plan's GPUs (DataParallel's replicas need memory on each; any may run out), in MiB."""
-    peaks = [torch.cuda.max_memory_allocated(gpu) / MIB for gpu in plan.gpus]
-    cuda = max(peaks) if peaks else None
+    peaks = [backend_for(device.type).peak_memory_bytes(device) for device in plan.computes_on]
+    own = [peak / MIB for peak in peaks if peak is not None]
+    cuda = max(own) if own else None
     return {"peak_host_memory_mb": _peak_rss_bytes() / MIB, "peak_cuda_memory_mb": cuda}
 
 

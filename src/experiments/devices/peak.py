@@ -25,38 +25,8 @@ from dataclasses import dataclass
 import torch
 
 from experiments.core.text import short_count
-
-# What the report and results.json call each precision a peak was measured in.
-PRECISION_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """How a peak is measured: `timings` timings of `products` back-to-back `size` x `size`
-    products in `dtype` (with TF32 where `tf32`), the best taken, after `warm_up` products; with
-    `convolutions`, channels-last convolutions timed alike, the faster taken."""
-
-    dtype: torch.dtype
-    tf32: bool
-    size: int
-    products: int
-    timings: int
-    warm_up: int
-    convolutions: bool = False
-    # Timed on for at least this long (more timings than `timings`): on the CPU, long enough
-    # for /proc to tell whether other work shared it meanwhile (`devices.host_load`), and for
-    # a moment of it to be passed over by the best timing.
-    least_seconds: float = 0.0
-
-    @property
-    def precision(self) -> str:
-        """fp32, tf32, bf16 or fp16: what results.json records as `device_peak_precision`."""
-        return "tf32" if self.tf32 else PRECISION_NAMES[self.dtype]
-
-    @property
-    def operations(self) -> str:
-        """What was timed: a peak's cache keeps peaks of different operations apart."""
-        return "products and convolutions" if self.convolutions else "products"
+from experiments.devices.backends.base import Measurement
+from experiments.devices.backends.registry import backend_for
 
 
 @dataclass(frozen=True)
@@ -65,61 +35,6 @@ class Peak:
 
     flops_per_second: float
     precision: str
-
-
-def measurement_for(
-    device_type: str, autocast_dtype: torch.dtype | None, tf32: bool, convolutions_lead: bool
-) -> Measurement:
-    """How to measure the peak a run on `device_type` can reach: in its autocast dtype (None:
-    fp32, with TF32 where `tf32`, that is where the run's fp32 may use it on this GPU); on the
-    CPU, its convolutions too where they lead the model's FLOPs."""
-    dtype = autocast_dtype or torch.float32
-    uses_tf32 = tf32 and device_type == "cuda" and dtype == torch.float32
-    if device_type == "cuda":
-        # Large enough to fill an H100's units (its plain fp32 ones are about 7 times slower than
-        # TF32's, so half the size does), several products per timing, so one launch is nothing.
-        tensor_cores = uses_tf32 or dtype != torch.float32
-        return Measurement(dtype, uses_tf32, 8192 if tensor_cores else 4096, 4, 5, 4)
-    # Well under a second: most CPUs emulate bfloat16, at a hundredth of fp32's speed.
-    size = 1024 if dtype == torch.float32 else 256
-    return Measurement(
-        dtype, False, size, 1, 3, 1, convolutions=convolutions_lead, least_seconds=0.5
-    )
-
-
-def tf32_in_use(device: torch.device, convolutions_lead: bool) -> bool:
-    """Whether a model's fp32 operations on `device` compute in TF32: its convolutions (where
-    they `lead` its FLOPs) as cuDNN's setting says, its matrix products as cuBLAS's does."""
-    if device.type != "cuda":
-        return False
-    return runs_in_tf32(
-        torch.cuda.get_device_capability(device),
-        convolutions_lead,
-        convolutions_in_tf32=_convolutions_in_tf32(),
-        products_in_tf32=torch.get_float32_matmul_precision() != "highest",
-    )
-
-
-def runs_in_tf32(
-    capability: tuple[int, int],
-    convolutions_lead: bool,
-    *,
-    convolutions_in_tf32: bool,
-    products_in_tf32: bool,
-) -> bool:
-    """Whether fp32 work led by convolutions (else by matrix products) computes in TF32 on a GPU
-    of compute `capability` (TF32 units: Ampere, 8.0, and later), given cuDNN's and cuBLAS's
-    settings."""
-    if capability < (8, 0):
-        return False
-    return convolutions_in_tf32 if convolutions_lead else products_in_tf32
-
-
-def _convolutions_in_tf32() -> bool:
-    # torch 2.9 and later have a setting per operation; reading the older flag where either was
-    # set the newer way raises.
-    newer = getattr(getattr(torch.backends.cudnn, "conv", None), "fp32_precision", None)
-    return torch.backends.cudnn.allow_tf32 if newer is None else newer == "tf32"
 
 
 def measure(
@@ -138,8 +53,9 @@ def measurement(
     """How the peak of `device` is measured for a run that autocasts to `autocast_dtype` a model
     led by convolutions (`convolutions_lead`) or by matrix products: its precision is known
     before anything is measured (what a cached peak is looked up by)."""
-    tf32 = tf32_in_use(device, convolutions_lead)
-    return measurement_for(device.type, autocast_dtype, tf32, convolutions_lead)
+    backend = backend_for(device.type)
+    tf32 = backend.tf32_in_use(device, convolutions_lead)
+    return backend.peak_measurement(autocast_dtype, tf32, convolutions_lead)
 
 
 def flops_per_second(device: torch.device, how: Measurement) -> float:
@@ -205,19 +121,12 @@ def _best_seconds(work: Callable[[], None], device: torch.device, how: Measureme
 
 
 def _seconds(work: Callable[[], None], device: torch.device) -> float:
-    """How long `work` takes on `device`: between CUDA events around it on a GPU (the host
-    returns before the GPU is done), by the host's clock on the CPU."""
-    if device.type != "cuda":
-        start = time.perf_counter()
-        work()
-        return time.perf_counter() - start
-    with torch.cuda.device(device):
-        start_event, end_event = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-        start_event.record()
-        work()
-        end_event.record()
-        end_event.synchronize()
-        return start_event.elapsed_time(end_event) / 1000
+    """How long `work` takes on `device`: between marks in its queue of work around it (CUDA
+    events on a GPU, whose host returns before the GPU is done; the host's clock on the CPU)."""
+    backend = backend_for(device.type)
+    start = backend.mark(device)
+    work()
+    return backend.mark(device).seconds_since(start)
 
 
 @contextmanager
@@ -233,23 +142,6 @@ def _matmul_tf32(enabled: bool) -> Iterator[None]:
         yield
     finally:
         torch.set_float32_matmul_precision(was)
-
-
-# The most FLOP/s a device of each kind can do, well above any made, so that a peak beyond it (a
-# cache edited or damaged) is refused, not divided by. A CPU thread (torch computes on one per
-# core): AVX-512's two FMA units do 64 fp32 FLOPs a cycle, 320 G at 5 GHz, so 1 T; AMX's tiles 1,024
-# bf16 FLOPs a cycle, 5 T, so 10 T in bf16 and fp16. A GPU: a B200's dense bf16 is 2.25 P, its TF32
-# and fp32 less, so 10 P in any precision.
-CPU_THREAD_MOST_FLOPS = {"fp32": 1e12, "bf16": 1e13, "fp16": 1e13}
-GPU_MOST_FLOPS = 1e16
-
-
-def most_possible(device_type: str, precision: str, threads: int) -> float:
-    """The most FLOP/s any device of `device_type` can do in `precision` (on the CPU, computing
-    on `threads` threads): a measurement above it is wrong."""
-    if device_type == "cuda":
-        return GPU_MOST_FLOPS
-    return CPU_THREAD_MOST_FLOPS.get(precision, max(CPU_THREAD_MOST_FLOPS.values())) * threads
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ pay for a device's measurement once per machine, not once per run:
 An entry per device (its name and UUID: a GPU's own, the machine's for the CPU, with the threads
 torch computes on, which the CPU's peak grows with), precision and torch version. The file is
 data: an entry that is not a well-formed peak, or is more than any device of its kind can do
-(`peak.most_possible`), is not used, and is measured again; a file that is not a cache of peaks
+(`Backend.most_flops`), is not used, and is measured again; a file that is not a cache of peaks
 (not JSON, too large, a pipe or a folder) is measured past with a warning, and written anew where
 it can be. Runs side by side read, change and write it under a lock, so none loses another's
 entries. A peak that a run beat is wrong (the device was busy while it was measured): the run
@@ -23,7 +23,6 @@ import json
 import logging
 import math
 import os
-import socket
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -37,7 +36,8 @@ from experiments.core.files import MIB, Bound, locked, read_text, write_text_ato
 from experiments.core.text import display_path, short_count
 from experiments.core.typed import mismatch
 from experiments.devices import host_load, peak
-from experiments.devices.description import cpu_name
+from experiments.devices.backends.base import DeviceIdentity
+from experiments.devices.backends.registry import backend_for
 
 log = logging.getLogger("experiments")
 
@@ -59,27 +59,6 @@ def cache_path() -> Path:
         return Path(folder) / FILE_NAME
     cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(cache_home) / "experiments" / FILE_NAME
-
-
-@dataclass(frozen=True)
-class DeviceIdentity:
-    """What a peak belongs to: the device's name and UUID, and for the CPU the threads torch
-    computes on."""
-
-    name: str
-    uuid: str
-    threads: int | None
-
-    @classmethod
-    def of(cls, device: torch.device) -> DeviceIdentity:
-        if device.type == "cuda":
-            properties = torch.cuda.get_device_properties(device)
-            return cls(properties.name, str(properties.uuid), None)
-        return cls(cpu_name(), _machine_id(), torch.get_num_threads())
-
-    def key(self, precision: str) -> str:
-        threads = f", {self.threads} threads" if self.threads is not None else ""
-        return f"{self.name} [{self.uuid}]{threads}: {precision}, torch {torch.__version__}"
 
 
 @dataclass(frozen=True)
@@ -168,7 +147,8 @@ class PeakCache:
         """The peak of `device` in the precision a run computes in (`peak.measurement`): the
         cached one, else (or when `fresh`) measured now and kept."""
         how = peak.measurement(device, autocast_dtype, convolutions_lead)
-        identity = DeviceIdentity.of(device)
+        backend = backend_for(device.type)
+        identity = backend.identity(device)
         key = identity.key(f"{how.precision} {how.operations}")
         cached = None if fresh else self._possible(key, device, how.precision)
         if cached is not None:
@@ -178,7 +158,7 @@ class PeakCache:
         measured = peak.Peak(peak.flops_per_second(device, how), how.precision)
         after = host_load.snapshot(root, cores)
         load = None
-        if self.judge_load and device.type == "cpu" and before is not None and after is not None:
+        if self.judge_load and backend.is_host and before is not None and after is not None:
             load = host_load.between(before, after, len(cores), torch.get_num_threads())
         if load is not None and load.busy:
             log.info(
@@ -197,7 +177,7 @@ class PeakCache:
         cached = self.entries().get(key)
         if cached is None:
             return None
-        most = peak.most_possible(device.type, precision, torch.get_num_threads())
+        most = backend_for(device.type).most_flops(precision, torch.get_num_threads())
         if cached.flops_per_second <= most:
             return cached
         log.warning(
@@ -259,23 +239,3 @@ class PeakCache:
     def _write(self, entries: dict[str, CachedPeak]) -> None:
         text = json.dumps({key: asdict(entry) for key, entry in entries.items()}, indent=1)
         write_text_atomically(self.path, text + "\n")
-
-
-def peak_kinds(device_type: str) -> list[tuple[torch.dtype | None, bool]]:
-    """Every peak a run on a device of `device_type` may divide by: each precision it may autocast
-    to (None: fp32), for a model led by matrix products and by convolutions (on a GPU, these
-    differ in fp32 alone: TF32)."""
-    if device_type == "cuda":
-        return [(None, False), (None, True), (torch.bfloat16, False), (torch.float16, False)]
-    return [(dtype, lead) for dtype in (None, torch.bfloat16) for lead in (False, True)]
-
-
-def _machine_id() -> str:
-    """This machine's id (systemd's, where there is one), else its host name."""
-    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
-        try:
-            if machine_id := Path(path).read_text().strip():
-                return machine_id
-        except OSError:
-            continue
-    return socket.gethostname()

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from experiments.core.errors import ExperimentError
+from experiments.devices.backends.registry import backend_for
 from experiments.devices.plan import DevicePlan
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
@@ -44,25 +45,26 @@ class ToDevice(Placement):
 
 
 class CudaCall(Placement):
-    """`.cuda(index)` on a CUDA device, `.cpu()` on the CPU."""
+    """The device kind's own method: `.cuda(index)` on a CUDA device, `.cpu()` on the CPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        super().__init__(device)
+        self.backend = backend_for(device.type)
 
     def module(self, module: ModuleT) -> ModuleT:
-        if self.device.type == "cuda":
-            return module.cuda(self.device.index)
-        return module.cpu()
+        return self.backend.module_by_method(module, self.device)
 
     def tensor(self, tensor: torch.Tensor) -> torch.Tensor:
-        if self.device.type == "cuda":
-            return tensor.cuda(self.device.index, non_blocking=True)
-        return tensor.cpu()
+        return self.backend.tensor_by_method(tensor, self.device)
 
 
 def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A small host tensor on `device`, copied from pinned memory so the host does not wait for a
-    GPU to finish its queued work first (a copy from ordinary memory would). Made contiguous
-    before it is pinned: CUDA copies a strided tensor (a process's columns of a batch's crop
-    offsets, under DDP) through a contiguous copy in ordinary memory."""
-    if device.type != "cuda" or tensor.device == device:
+    """A small host tensor on `device`, copied from pinned memory (where the device's kind
+    copies from there) so the host does not wait for a GPU to finish its queued work first (a
+    copy from ordinary memory would). Made contiguous before it is pinned: CUDA copies a strided
+    tensor (a process's columns of a batch's crop offsets, under DDP) through a contiguous copy
+    in ordinary memory."""
+    if not backend_for(device.type).copies_from_pinned_memory or tensor.device == device:
         return tensor.to(device)
     return tensor.contiguous().pin_memory().to(device, non_blocking=True)
 

@@ -9,6 +9,7 @@ import torch
 from experiments.config.choices import Precision
 from experiments.core.errors import ExperimentError
 from experiments.core.text import gpu_name
+from experiments.devices.backends.registry import backend_for
 from experiments.devices.plan import DevicePlan
 
 AUTOCAST_DTYPES = {
@@ -24,7 +25,7 @@ def autocast_and_scaler(
     """What trainer.precision asks of the training step: the dtype to autocast the forward pass
     and the loss to (None: none, fp32), and a gradient scaler, enabled for fp16 only (fp16's
     small gradients would underflow unscaled; a disabled scaler passes everything through)."""
-    if name == Precision.fp16 and device.type != "cuda":
+    if name == Precision.fp16 and not backend_for(device.type).trains_fp16:
         raise ExperimentError(
             f"{key}=fp16 needs a CUDA device (its gradient scaling, and its fast kernels, run "
             f"there); on {device.type} use bf16 or fp32"

@@ -1,11 +1,13 @@
 """What a job runs on and in, decided once (`experiments.run.setup.prepare_runtime`) and passed
 explicitly from there to the data, the model and the loop: the plan, the placement method, this
-process's place among torchrun's, and what the training step runs in (autocast dtype, gradient
-scaler, memory format).
+process's place among torchrun's, what the training step runs in (autocast dtype, gradient
+scaler, memory format), and the backend of the device's kind (`runtime.backend`).
 
 One word, one meaning: `cfg.device` is the user's request (`config.schemas.DeviceConfig`), the
 `DevicePlan` what it resolved to on this machine, a `device` the `torch.device` computed on
 (`plan.device`, `runtime.device`), and the `Runtime` all of the above with how the step runs.
+`runtime.backend` is what differs between kinds of device (`devices.backends`: cpu, cuda);
+`plan.backend` is DDP's for its collectives (nccl, gloo).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from experiments.devices.backends.base import Backend
+from experiments.devices.backends.registry import backend_for
 from experiments.devices.placement import Placement
 from experiments.devices.plan import DevicePlan
 from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
@@ -46,8 +50,14 @@ class Runtime:
 
     @property
     def type(self) -> str:
-        """cuda or cpu."""
+        """The device's kind, as `torch.device.type` spells it: cuda, cpu."""
         return self.plan.type
+
+    @property
+    def backend(self) -> Backend:
+        """What differs on a device of this kind (waiting for it, timing, memory, ...): ask it,
+        never `type`."""
+        return backend_for(self.plan.type)
 
     def autocast(self) -> AbstractContextManager[object]:
         """The context the forward pass and the loss run in: none in fp32 (a disabled

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from experiments.core.errors import ExperimentError
+from experiments.devices.backends.registry import backend_for
 from experiments.devices.plan import DevicePlan
 
 
@@ -21,12 +22,13 @@ def parallelize(
 ) -> nn.Module:
     """Wrap the (already placed) model for several GPUs or processes, as the plan says; with
     `sync_batchnorm`, DDP's model normalizes by the statistics of every process's images."""
+    kind = backend_for(plan.type)
     if sync_batchnorm:
-        if not plan.backend or plan.type != "cuda":
-            cpu = ", where torch's SyncBatchNorm does not run" if plan.type == "cpu" else ""
+        if not plan.backend or not kind.runs_sync_batchnorm:
+            where = "" if kind.runs_sync_batchnorm else ", where torch's SyncBatchNorm does not run"
             raise ExperimentError(
                 "trainer.sync_batchnorm=true pools BatchNorm's statistics over device=ddp's "
-                f"processes on GPUs, but this run is on {plan}{cpu}; set it false"
+                f"processes on GPUs, but this run is on {plan}{where}; set it false"
             )
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     if plan.ids:
@@ -36,7 +38,7 @@ def parallelize(
             model = AutocastForward(model, autocast_dtype)
         return nn.DataParallel(model, device_ids=list(plan.ids), output_device=plan.index)
     if plan.backend:
-        device_ids = [plan.index] if plan.type == "cuda" else None
+        device_ids = [plan.index] if kind.each_process_owns_its_device else None
         return nn.parallel.DistributedDataParallel(model, device_ids=device_ids)
     return model
 

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from experiments.core.files import write_text_atomically
-from experiments.devices.description import cpu_name
+from experiments.devices.backends.cpu import cpu_name
 
 SOURCE = Path(__file__).resolve().parent
 

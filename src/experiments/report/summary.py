@@ -68,6 +68,7 @@ from experiments.config.metric_names import TEST, VAL
 from experiments.config.naming import planned_job_names
 from experiments.core.files import write_atomically
 from experiments.core.text import Unit, part_of_split, printable, shared_unit, short_count
+from experiments.devices.backends import names
 from experiments.records.recorded import RecordedResults
 from experiments.records.running import alive_here
 from experiments.report import (
@@ -267,9 +268,10 @@ FROM_RESULTS = (
 
 def gpus_used(results: dict[str, Any]) -> int | None:
     """How many GPUs a run computed on, over all its processes: DataParallel's, or one per
-    torchrun process; None off GPUs (one CPU, whose peak is measured on all its cores)."""
+    torchrun process; None on the CPU (one, whose peak is measured on all its cores), or where
+    the run recorded no device."""
     device = results.get("device", {})
-    if device.get("type") != "cuda":
+    if device.get("type") in (None, names.CPU):
         return None
     return len(device.get("ids") or [device.get("index")]) * results.get("world_size", 1)
 
@@ -373,12 +375,12 @@ def speedup_vs_cpu(row: Row, rows: Sequence[Row]) -> float | None:
     other swept key (over their mean, for repeats of it); None on the CPU, or where there is no
     such run."""
     speed = row["train_images_per_second"]
-    if row["device"] == "cpu" or speed is None:
+    if row["device"] == names.CPU or speed is None:
         return None
     on_cpu = [
         other["train_images_per_second"]
         for other in rows
-        if other["device"] == "cpu"
+        if other["device"] == names.CPU
         and other["train_images_per_second"] is not None
         and other.get("sweep") == row.get("sweep")
         and _but_the_device(other) == _but_the_device(row)

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from experiments.core.text import shared_unit
+from experiments.devices.backends import names
 from experiments.report import repeats
 from experiments.report.drawing import Row, label
 
@@ -133,12 +134,12 @@ def _on_the_cpu(
     group: repeats.Configuration, groups: Sequence[repeats.Configuration]
 ) -> repeats.Configuration | None:
     """The CPU's group with the same values as `group` but the device; None on the CPU."""
-    if group.runs[0]["device"] == "cpu":
+    if group.runs[0]["device"] == names.CPU:
         return None
     others = {key: value for key, value in group.values.items() if key != "device"}
     for other in groups:
         if (
-            other.runs[0]["device"] == "cpu"
+            other.runs[0]["device"] == names.CPU
             and other.sweep == group.sweep
             and others == {key: value for key, value in other.values.items() if key != "device"}
         ):

@@ -61,15 +61,15 @@ def benchmark(
     load = None
     if started is not None and ended is not None:
         load = host_load.between(started, ended, len(cores), torch.get_num_threads())
-    on_gpu = runtime.type == "cuda"
+    own_memory = not runtime.backend.is_host  # else the host's, which the process's peak counts
     return ServingRecord(
         batch_size=batch_size,
         latency_calls=asked.latency_calls,
         warmup_calls=asked.warmup_calls,
         **latency.milliseconds(),  # type: ignore[typeddict-item]
         **throughput.figures(),  # type: ignore[typeddict-item]
-        peak_memory_mb=peaks["peak_cuda_memory_mb" if on_gpu else "peak_host_memory_mb"],
-        memory_of=str(runtime.device) if on_gpu else "host",
+        peak_memory_mb=peaks["peak_cuda_memory_mb" if own_memory else "peak_host_memory_mb"],
+        memory_of=str(runtime.device) if own_memory else "host",
         precision=str(cfg.precision),
         channels_last=runtime.channels_last,
         compile=cfg.compile,

@@ -31,6 +31,7 @@ from experiments.core.errors import ExperimentError
 from experiments.data import loading, validation
 from experiments.data.types import ImageData
 from experiments.devices import distributed, memory, precision, process_settings, wrapping
+from experiments.devices.backends.registry import backend_for
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.plan import DevicePlan, Machine, request_text, resolve, wants_any_gpu
 from experiments.devices.process_group import ProcessGroup
@@ -77,8 +78,7 @@ def prepare_runtime(
         cudnn_benchmark=settings.cudnn_benchmark,
     )
     plan = plan_for_job(request, Machine.detect(), group, free_gpus)
-    if plan.type == "cuda":
-        torch.cuda.set_device(plan.index)  # so nothing lands on cuda:0 by default
+    backend_for(plan.type).set_device(plan.device)  # so nothing lands on cuda:0 by default
     if plan.backend:
         distributed.start(group, plan.backend, plan.device, request.timeout)
     chosen = f", chosen by device={request.name} because {plan.reason}" if plan.reason else ""
@@ -229,9 +229,10 @@ def check_compiling(
         return
     known = compile_backends()
     where = f"device={request_text(request)} resolved to {runtime.plan}, which"
-    if runtime.type != "cuda" and backend in known.cuda_graph_backends:
+    replays = runtime.backend.replays_cuda_graphs
+    if not replays and backend in known.cuda_graph_backends:
         raise ExperimentError(cuda_graphs_need_a_gpu(f"{prefix}compile", backend, where))
-    if runtime.type != "cuda" and mode in known.cuda_graph_modes:
+    if not replays and mode in known.cuda_graph_modes:
         raise ExperimentError(cuda_graphs_need_a_gpu(f"{prefix}compile_mode", mode, where))
     if backend in known.debugging:
         log.warning(debugging_backend(f"{prefix}compile", backend))

@@ -87,7 +87,7 @@ class Trial:
 
     def fits(self, batch: int) -> str | None:
         """None where a step at `batch` trains within the device's memory, else why not."""
-        if self.runtime.type == "cuda":
+        if not self.runtime.backend.is_host:
             return self._fits_gpu(batch)
         budget = self.budget_gb * GIB
         if self._predicted(batch) > budget:
@@ -106,7 +106,7 @@ class Trial:
         finally:
             # What the try held, freed before the next (an error's traceback holds its frames).
             gc.collect()
-            torch.cuda.empty_cache()
+            self.runtime.backend.free_cached_memory()
         return None
 
     def _predicted(self, batch: int) -> float:
@@ -169,10 +169,10 @@ def search(trial: Trial, fewest: int, halvings: int) -> Found:
     gpus = trial.runtime.plan.gpus
     with torch.random.fork_rng(devices=gpus):
         found = largest_batch(trial.fits, smallest_power_of_two(fewest), len(trial.data.train))
-    device, on_gpu = trial.runtime.plan, trial.runtime.type == "cuda"
+    device, on_host = trial.runtime.plan, trial.runtime.backend.is_host
     if found is None:
         fewest = smallest_power_of_two(fewest)
-        if on_gpu:
+        if not on_host:
             why = f"not even a batch of {fewest} trains on {device}"
         else:
             why = (
@@ -183,7 +183,7 @@ def search(trial: Trial, fewest: int, halvings: int) -> Found:
         raise ExperimentError(f"trainer.batch_size=auto: {why} give trainer.batch_size a number")
     memory.reset_peak_memory(device)  # the tries' peaks are not the run's
     batch = max(found.largest >> halvings, smallest_power_of_two(fewest))
-    budget = None if on_gpu else trial.budget_gb
+    budget = trial.budget_gb if on_host else None
     return Found(batch, found, halvings, budget, time.perf_counter() - started)
 
 

@@ -188,8 +188,7 @@ def trial_step(
     learner.optimizer.zero_grad(set_to_none=True)
     _backward(learner, replace(runtime, scaler=scaler), inputs, targets, len(targets), sync=True)
     _optimizer_step(learner, scaler, first=True)
-    if runtime.type == "cuda":
-        torch.cuda.synchronize(runtime.device)  # an out-of-memory error is raised here, if late
+    runtime.backend.wait(runtime.device)  # an out-of-memory error is raised here, if late
 
 
 def _backward(

@@ -23,6 +23,7 @@ from torch import nn
 
 from experiments.config.build import build
 from experiments.core.errors import ExperimentError
+from experiments.devices.backends.registry import backend_for
 
 # torch's optimizers with a fused step, and the operator that runs it. Whether this torch has
 # the operator for a device is asked of torch itself (`has_fused_kernel`): Adagrad's, say, came
@@ -51,7 +52,7 @@ def decide_fused(
     torch `has_kernel` for it on `device_type`: null fuses on CUDA wherever torch can, false
     never does, true does wherever torch can and refuses, in one line, where it cannot."""
     if requested is None:
-        return device_type == "cuda" and has_kernel
+        return backend_for(device_type).fuses_optimizer_by_default and has_kernel
     if requested and not has_kernel:
         name = getattr(optimizer_class, "__qualname__", str(optimizer_class))
         fusable = ", ".join(
@@ -142,7 +143,9 @@ def host_waits_at_every_step(
     """One line for a GPU run whose fp16 GradScaler must read back, at every step, whether the
     gradients overflowed (`optimizer`'s step takes no scale: it is not fused); None otherwise."""
     takes_the_scale = getattr(optimizer, "_step_supports_amp_scaling", False)
-    if device_type != "cuda" or not scaler.is_enabled() or takes_the_scale:
+    if not backend_for(device_type).runs_ahead_of_host:
+        return None  # nothing to wait for
+    if not scaler.is_enabled() or takes_the_scale:
         return None
     fusable = ", ".join(kind.__name__ for kind in FUSED_OPERATORS)
     return (

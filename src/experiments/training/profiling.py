@@ -16,10 +16,12 @@ from pathlib import Path
 
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import FunctionEventAvg
-from torch.profiler import ProfilerActivity, profile, schedule
+from torch.profiler import profile, schedule
 
 from experiments.core.files import write_atomically, writing
 from experiments.core.text import display_path
+from experiments.devices.backends.base import Backend
+from experiments.devices.backends.registry import backend_for
 
 log = logging.getLogger("experiments")
 
@@ -33,24 +35,23 @@ TOP_OPERATORS = 5
 
 @contextmanager
 def profiled(run_dir: Path, device_type: str) -> Iterator[Callable[[], None]]:
-    """Profile the optimizer steps of the block (CPU, and CUDA on a GPU), saving the trace to
+    """Profile the optimizer steps of the block (what the kind of device of `device_type` has
+    recorded: the CPU, and CUDA on a GPU), saving the trace to
     `run_dir`/TRACE; yields what to call after each step."""
     # Kineto's own lines (profiler_start, profiler_stop and, without a GPU, an ERROR that it found
     # none) would break into the run's log; level 6 silences them. A user's own level wins.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-    activities = [ProfilerActivity.CPU]
-    if device_type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
+    backend = backend_for(device_type)
     steps = schedule(wait=SKIPPED, warmup=WARM_UP, active=RECORDED, repeat=1)
     with profile(
-        activities=activities,
+        activities=backend.profiler_activities(),
         schedule=steps,
-        on_trace_ready=lambda profiler: _save(profiler, run_dir / TRACE, device_type),
+        on_trace_ready=lambda profiler: _save(profiler, run_dir / TRACE, backend),
     ) as profiler:
         yield profiler.step
 
 
-def _save(profiler: profile, path: Path, device_type: str) -> None:
+def _save(profiler: profile, path: Path, backend: Backend) -> None:
     """The trace, written whole or not at all, and the top operators by their own time."""
     with writing(path):
         path.parent.mkdir(exist_ok=True)  # in the run folder, which is not made again
@@ -58,19 +59,19 @@ def _save(profiler: profile, path: Path, device_type: str) -> None:
         exported = Path(folder) / path.name
         profiler.export_chrome_trace(str(exported))
         write_atomically(path, lambda file: file.write(exported.read_bytes()))
-    ranked, total = own_times(profiler.key_averages(), on_gpu=device_type == "cuda")
+    # A device that is not the host has time of its own, in which its kernels ran.
+    ranked, total = own_times(profiler.key_averages(), on_gpu=not backend.is_host)
     lines = [
         f"  {took / 1000:8.2f} ms {100 * took / (total or 1):4.0f}%  {name}"
         for name, took in ranked[:TOP_OPERATORS]
     ]
-    where = "GPU" if device_type == "cuda" else "CPU"
     log.info(
         "profile of training steps %d to %d: %s; the operators that took most %s time "
         "(their own, and their share of the %.2f ms it ran over %d steps):\n%s",
         FIRST,
         STEPS,
         display_path(path),
-        where,
+        backend.noun,
         total / 1000,
         RECORDED,
         "\n".join(lines),

@@ -1,0 +1,149 @@
+"""The host's CPU as a device: work is done when the host returns, so the host's clock times it;
+it computes in the host's memory; its energy is RAPL's, per package, shared by every process of
+the machine."""
+
+from __future__ import annotations
+
+import platform
+import socket
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity
+
+from experiments.devices.backends import names
+from experiments.devices.backends.base import (
+    Backend,
+    DeviceIdentity,
+    Mark,
+    Measurement,
+    ModuleT,
+)
+from experiments.devices.energy_counters import Counter, rapl_counters
+
+# The most FLOP/s a CPU thread can do (torch computes on one per core), well above any made, so
+# that a peak beyond it (a cache edited or damaged) is refused, not divided by: AVX-512's two
+# FMA units do 64 fp32 FLOPs a cycle, 320 G at 5 GHz, so 1 T; AMX's tiles 1,024 bf16 FLOPs a
+# cycle, 5 T, so 10 T in bf16 and fp16.
+CPU_THREAD_MOST_FLOPS = {"fp32": 1e12, "bf16": 1e13, "fp16": 1e13}
+
+
+class HostMark(Mark):
+    """The host's clock: on the CPU, the work before it is done."""
+
+    def __init__(self) -> None:
+        self.seconds = time.perf_counter()
+
+    def seconds_since(self, start: Mark) -> float:
+        assert isinstance(start, HostMark)
+        return self.seconds - start.seconds
+
+
+class CpuBackend(Backend):
+    name = names.CPU
+    noun = "CPU"
+    is_host = True
+    runs_ahead_of_host = False
+    copies_from_pinned_memory = False
+    channels_last_by_default = True  # much faster there (docs/speed.md)
+    trains_fp16 = False  # GradScaler's fp16, and its fast kernels, are CUDA's
+    # torch has fused steps here too, but there is no device to wait for, and they have not been
+    # measured: torch's own choice stands.
+    fuses_optimizer_by_default = False
+    replays_cuda_graphs = False
+    uses_cudnn = False
+    runs_sync_batchnorm = False
+    each_process_owns_its_device = False
+    energy_source = "rapl"
+    energy_covers = (
+        "each whole CPU package (cores, caches, memory controller; not the DRAM): every process "
+        "on it, not this run's alone"
+    )
+
+    def set_device(self, device: torch.device) -> None:
+        pass  # the one CPU
+
+    def wait(self, device: torch.device) -> None:
+        pass  # done when the host returned
+
+    def mark(self, device: torch.device) -> Mark:
+        return HostMark()
+
+    def reset_peak_memory(self, device: torch.device) -> None:
+        pass  # the host's resident set is `devices.memory`'s
+
+    def peak_memory_bytes(self, device: torch.device) -> int | None:
+        return None
+
+    def free_cached_memory(self) -> None:
+        pass  # the host's allocator hands back what it frees
+
+    def refuse_nondeterministic(self) -> None:
+        pass  # torch's deterministic algorithms are all it takes
+
+    def module_by_method(self, module: ModuleT, device: torch.device) -> ModuleT:
+        return module.cpu()
+
+    def tensor_by_method(self, tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+        return tensor.cpu()
+
+    def identity(self, device: torch.device) -> DeviceIdentity:
+        return DeviceIdentity(cpu_name(), machine_id(), torch.get_num_threads())
+
+    def recorded(self, device: torch.device) -> dict[str, Any]:
+        # (Not the machine's id: that is not for records that travel.)
+        return {"name": cpu_name(), "threads": torch.get_num_threads()}
+
+    def tf32_in_use(self, device: torch.device, convolutions_lead: bool) -> bool:
+        return False
+
+    def peak_measurement(
+        self, autocast_dtype: torch.dtype | None, tf32: bool, convolutions_lead: bool
+    ) -> Measurement:
+        # Quick and timed by the host's clock, well under a second: most CPUs emulate bfloat16,
+        # at a hundredth of fp32's speed. For a model led by convolutions, channels-last
+        # convolutions are timed too, the faster taken: oneDNN's bf16 convolutions run far
+        # faster than bf16 products on a CPU without bf16 units.
+        dtype = autocast_dtype or torch.float32
+        size = 1024 if dtype == torch.float32 else 256
+        return Measurement(
+            dtype, False, size, 1, 3, 1, convolutions=convolutions_lead, least_seconds=0.5
+        )
+
+    def most_flops(self, precision: str, threads: int) -> float:
+        return CPU_THREAD_MOST_FLOPS.get(precision, max(CPU_THREAD_MOST_FLOPS.values())) * threads
+
+    def peak_kinds(self) -> list[tuple[torch.dtype | None, bool]]:
+        return [(dtype, lead) for dtype in (None, torch.bfloat16) for lead in (False, True)]
+
+    def energy_counters(self, devices: Sequence[torch.device], powercap: Path) -> list[Counter]:
+        return rapl_counters(powercap)
+
+    def profiler_activities(self) -> list[ProfilerActivity]:
+        return [ProfilerActivity.CPU]
+
+
+def cpu_name() -> str:
+    """The CPU's model name, as /proc/cpuinfo has it (else what Python's platform knows)."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_id() -> str:
+    """This machine's id (systemd's, where there is one), else its host name."""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            if found := Path(path).read_text().strip():
+                return found
+        except OSError:
+            continue
+    return socket.gethostname()

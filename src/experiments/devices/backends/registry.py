@@ -1,0 +1,29 @@
+"""Each kind of device's backend, by `torch.device.type`. A new kind is a module of its own
+beside `cpu` and `cuda` and one line here (docs/architecture.md, "A new kind of device")."""
+
+from __future__ import annotations
+
+from experiments.core.errors import ExperimentError
+from experiments.devices.backends.base import Backend
+from experiments.devices.backends.cpu import CpuBackend
+from experiments.devices.backends.cuda import CudaBackend
+
+BACKENDS: dict[str, Backend] = {
+    backend.name: backend
+    for backend in (
+        CpuBackend(),
+        CudaBackend(),
+    )
+}
+
+
+def backend_for(device_type: str) -> Backend:
+    """The backend of devices of `device_type` (`torch.device.type`), or one line naming the
+    kind and the known ones."""
+    backend = BACKENDS.get(device_type)
+    if backend is None:
+        raise ExperimentError(
+            f"experiments has no backend for {device_type!r} devices; it knows "
+            f"{', '.join(BACKENDS)}"
+        )
+    return backend
