@@ -13,7 +13,7 @@ import pytest
 from helpers import QUICK, ROOT, results, train_cli
 
 # Each hook as it is called, appended to hooks.jsonl in the run folder.
-HOOKS = '''
+HOOKS = """
 import json
 
 from experiments.callbacks import Callback
@@ -41,7 +41,7 @@ class Hooks(Callback):
 
     def on_fit_end(self, run, summary):
         self._say(run, "fit_end", accuracy=summary["test_accuracy"])
-'''
+"""
 
 
 def readme_example() -> tuple[str, list[str]]:

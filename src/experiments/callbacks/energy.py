@@ -27,10 +27,7 @@ class Energy(Callback):
 
     def on_setup_end(self, run: TrainingRun) -> Fields:
         runtime = run.runtime
-        if runtime.type == "cpu" and runtime.group.local_rank != 0:
-            self.meter = EnergyMeter("rapl", [], "read by process 0 of this machine")
-            return None
-        self.meter = EnergyMeter.for_devices(runtime.plan.computes_on)
+        self.meter = EnergyMeter.for_process(runtime.plan.computes_on, runtime.group.local_rank)
         if self.meter.unavailable is None:  # (else results.json's energy_note says why not)
             log.info("energy: %s", self.meter.text())
         return None

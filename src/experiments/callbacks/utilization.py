@@ -43,7 +43,7 @@ class Utilization(Callback):
         ]
         total = sum(each.peak.flops_per_second for each in found)
         count = len(devices)
-        if runtime.type == "cuda" and group.world_size > 1:
+        if runtime.backend.each_process_owns_its_device and group.world_size > 1:
             total = summed(torch.tensor([total], device=runtime.device), group).item()
             count *= group.world_size
         self.peak = peak.Peak(total / count, found[0].peak.precision)

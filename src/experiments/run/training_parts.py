@@ -23,7 +23,7 @@ from experiments.data import fingerprint, subset
 from experiments.data.augment import Augment
 from experiments.data.batches import Batches
 from experiments.data.types import ImageData, Split, Streamed
-from experiments.devices import memory, precision, process_settings, wrapping
+from experiments.devices import memory, precision, wrapping
 from experiments.devices.description import device_record
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.process_group import ProcessGroup
@@ -75,8 +75,8 @@ def device(
     if trainer.keep_freed_memory:
         results.add(SetupRecord, keep_freed_memory=memory.keep_freed_memory())
     results.add(SetupRecord, device=device_record(cfg.device, runtime.plan))
-    if trainer.deterministic and runtime.type == "cuda":
-        process_settings.refuse_nondeterministic_cublas()
+    if trainer.deterministic:
+        runtime.backend.refuse_nondeterministic()
     if note := precision.emulated_bf16(trainer.precision, runtime.plan):
         log.warning(note)
         results.add(SetupRecord, precision_note=note)
@@ -210,7 +210,7 @@ def optimization(
     trainer = cfg.trainer
     placed_task = runtime.placement.module(task)
     optimizer, fused = optimizers.build_optimizer(cfg.optimizer, placed, runtime.type)
-    cudnn_benchmark = trainer.cudnn_benchmark and runtime.type == "cuda"
+    cudnn_benchmark = trainer.cudnn_benchmark and runtime.backend.uses_cudnn
     results.add(SetupRecord, optimizer_fused=fused, cudnn_benchmark=cudnn_benchmark)
     if note := optimizers.host_waits_at_every_step(optimizer, runtime.scaler, runtime.type):
         log.info(note)
