@@ -126,9 +126,9 @@ TEMPLATE_KEYS = [
     ),
     (
         "callbacks=default",
-        "callbacks=default: the config has no key 'callbacks'; checkpoints and early stopping "
-        "are trainer.checkpoint_every=N, trainer.monitor=<metric> and "
-        "trainer.early_stopping.patience=N",
+        "callbacks=default is not an option of 'callbacks'; a callback of one's own is "
+        "+callbacks.<name>._target_=<module>.<class>; checkpoints and early stopping are "
+        "trainer.checkpoint_every=N, trainer.monitor=<metric> and trainer.early_stopping.patience=N",
     ),
     (
         "debug=default",

@@ -33,7 +33,7 @@ TEMPLATE_EQUIVALENTS = {
     "trainer=ddp": "DDP is device=ddp under torchrun (torchrun --nproc-per-node=N train.py ...)",
     "trainer=mps": DEVICES,
     "device=gpu": "a GPU is device=cuda (device=cuda:N for another one)",
-    "callbacks": (
+    "callbacks=default": (
         "a callback of one's own is +callbacks.<name>._target_=<module>.<class>; checkpoints and "
         "early stopping are trainer.checkpoint_every=N, trainer.monitor=<metric> and "
         "trainer.early_stopping.patience=N"
