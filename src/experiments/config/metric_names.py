@@ -71,9 +71,6 @@ class TaskMetrics:
     def headline(self) -> Metric:
         return self.evaluated[0]
 
-    def named(self, name: str) -> Metric:
-        return next(metric for metric in self.evaluated if metric.name == name)
-
     def on(self, split: str) -> dict[str, Metric]:
         """Its metrics on `split`, by their keys: {"val_accuracy": ACCURACY, "val_loss": LOSS}."""
         return {metric.key(split): metric for metric in self.evaluated}

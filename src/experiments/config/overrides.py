@@ -29,8 +29,14 @@ from omegaconf import OmegaConf
 from experiments.config.optimized import check_optimized_metric
 from experiments.config.paths import as_value, path_given
 from experiments.config.saved_overrides import overrides_saved_in, refuse_read_only
-from experiments.config.store import CONFIG_PACKAGE, config_groups, default_option, group_options
-from experiments.config.task_metrics import option_class
+from experiments.config.store import (
+    CONFIG_PACKAGE,
+    config_groups,
+    default_option,
+    group_options,
+    shipped_option,
+)
+from experiments.config.task_metrics import task_class
 from experiments.core.errors import ExperimentError
 
 
@@ -111,7 +117,7 @@ def refuse_optimizing_on_test(arguments: Sequence[str]) -> None:
         for value in _values(override)
     ]
     option = tasks[0] if len(tasks) == 1 else default_option("task") if not tasks else None
-    shipped = option_class(option) if option is not None else None
+    shipped = task_class(shipped_option("task", option)) if option is not None else None
     for metric in metrics:
         check_optimized_metric(metric, shipped.measured if shipped else None)
 

@@ -10,11 +10,11 @@ some of which Hydra's grammar cannot read.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
@@ -143,34 +143,20 @@ def _metrics_measured(folder: Path, saved: list[Override]) -> list[str]:
     except ValueError:
         loaded = {"task": {}}
     task = loaded.get("task") if isinstance(loaded, dict) else None
-    declared = BEFORE_TASKS.ways() if task is None else _declared(task)
-    own = any(override.key_or_group == "task._target_" for override in saved)
-    if declared is None and own:
-        declared = _recorded(folder / "results.json")
-    if (
-        not isinstance(declared, dict)
-        or not declared
-        or not all(
-            isinstance(name, str) and name.isidentifier() and way in ("max", "min")
-            for name, way in declared.items()
-        )
+    declared = task.get("metrics") if isinstance(task, dict) else BEFORE_TASKS.ways()
+    if declared is None and any(override.key_or_group == "task._target_" for override in saved):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            declared = json.loads(read_text(folder / "results.json", RECORD)).get("task_metrics")
+    ways = declared.items() if isinstance(declared, dict) else ()
+    if not ways or not all(
+        f"{name}".isidentifier() and way in ("max", "min") for name, way in ways
     ):
         return []
     return [f"{METRICS}={{{','.join(f'{name}:{way}' for name, way in declared.items())}}}"]
 
 
-def _declared(task: Any) -> Any:
-    """What a saved config's task declares it measures; None where it declares nothing."""
-    return task.get("metrics") if isinstance(task, dict) else None
-
-
-def _recorded(results: Path) -> Any:
-    """The metrics a run of a task of one's own recorded in results.json, as its class declared
-    them; None where it holds none, or cannot be read."""
-    try:
-        return json.loads(read_text(results, RECORD)).get("task_metrics")
-    except (OSError, ValueError, AttributeError):
-        return None
+def _is_way(name: object, way: object) -> bool:
+    return isinstance(name, str) and name.isidentifier() and way in ("max", "min")
 
 
 def _batch_size(config: Path) -> int | None:

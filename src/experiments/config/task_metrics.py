@@ -11,50 +11,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cache
-from typing import Any, Protocol, cast
+from typing import Any
 
 from hydra.utils import get_class
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.config.metric_names import BEFORE_TASKS, TaskMetrics, declared
-from experiments.config.store import shipped_option
 from experiments.config.trust import is_shipped, shipped_targets
 
 TASK = "task"
 
 
-class DeclaresMetrics(Protocol):
-    """What a shipped task's class (`training.tasks.Task`) tells of its metrics."""
-
-    measured: TaskMetrics  # all it may measure
-
-    def measures(self, declared: Mapping[str, str] | None, classes: int | None) -> TaskMetrics:
-        """What it measures of data of `classes` classes (None: not known yet), its config
-        declaring `declared` (None: all it may)."""
-        ...
-
-    def refusal(self, declared: Mapping[str, str], said: str) -> str | None:
-        """The line refusing a config of `said` (task=<option>) that declares `declared`."""
-        ...
-
-    def unmeasured(self, name: str) -> str | None:
-        """Why the metric `name` may be left unmeasured, by the data's classes; None: never."""
-        ...
-
-
-def task_class(task: Any) -> DeclaresMetrics | None:
-    """The class a `task` config node (or its plain data) builds, where the project ships it;
-    None for a task of one's own."""
+def task_class(task: Any) -> Any:
+    """The class a `task` config node (or its plain data) builds, where the project ships it (a
+    `training.tasks.Task`: its `measured`, `narrower`, `unmeasured` and `measures`); None for a
+    task of one's own."""
     target = task.get("_target_") if isinstance(task, Mapping) else None
     if not isinstance(target, str) or not is_shipped(target, TASK):
         return None
-    return cast(DeclaresMetrics, get_class(target))
-
-
-def option_class(option: str) -> DeclaresMetrics | None:
-    """The class a shipped option of the task group builds (`task=<option>`), before a config
-    is composed; None for one of one's own (task=custom)."""
-    return task_class(shipped_option(TASK, option))
+    return get_class(target)
 
 
 def declared_by(task: Any) -> dict[str, str] | None:
@@ -87,7 +62,7 @@ def percent_names() -> frozenset[str]:
     return frozenset(
         metric.name
         for target in shipped_targets().get(TASK, ())
-        for metric in cast(DeclaresMetrics, get_class(target)).measured.evaluated
+        for metric in get_class(target).measured.evaluated
         if metric.percent
     )
 

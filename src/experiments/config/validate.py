@@ -379,7 +379,10 @@ def _task_metrics_not_declared(cfg: DictConfig) -> str | None:
     given.pop(LOSS.name, None)  # (measured last, whether named or not)
     shipped = task_class(task)
     if shipped is not None:
-        return shipped.refusal(given, f"task={task.name}") if given else None
+        if not given or given in [m.ways() for m in (shipped.measured, *shipped.narrower)]:
+            return None
+        measured = _ways(shipped.measured.ways())
+        return f"task.metrics={{{_ways(given)}}} is not what task={task.name} measures: {measured}"
     if not given:
         return (
             f"task={task.name} declares no metrics: give each one's better way, the first "
@@ -387,6 +390,10 @@ def _task_metrics_not_declared(cfg: DictConfig) -> str | None:
         )
     wrong = [f"task.metrics.{name}={way}" for name, way in given.items() if way not in WAYS]
     return f"{wrong[0]}: a metric's way is max or min" if wrong else None
+
+
+def _ways(metrics: dict[str, str]) -> str:
+    return ", ".join(f"{name}: {way}" for name, way in metrics.items())
 
 
 WAYS = (str(Mode.max), str(Mode.min))
@@ -573,7 +580,7 @@ def _unmeasured(cfg: DictConfig, monitor: str) -> str:
     """Why the task's class leaves the metric `monitor` names unmeasured with this dataset
     (top-5 accuracy among few classes), in brackets; "" where it never measures it."""
     shipped, prefix = task_class(cfg.task), f"{VAL}_"
-    why = shipped.unmeasured(monitor.removeprefix(prefix)) if shipped else None
+    why = shipped.unmeasured.get(monitor.removeprefix(prefix)) if shipped else None
     if why is None or not monitor.startswith(prefix):
         return ""
     classes = OmegaConf.select(cfg, "dataset.num_classes", default=None)

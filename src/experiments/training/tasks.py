@@ -70,6 +70,9 @@ class Task(nn.Module):
     # What a shipped task may measure, each metric with its better way, the first leading (a
     # subclass of one's own measures what its config declares instead).
     measured: ClassVar[TaskMetrics]
+    narrower: ClassVar[tuple[TaskMetrics, ...]] = ()  # what else its config may declare
+    # Why a metric of its goes unmeasured with some data, by the metric's name.
+    unmeasured: ClassVar[dict[str, str]] = {}
     metrics: TaskMetrics  # what it measures of its data, given when it is built (`build_task`)
     # What its targets are (`data.types.ImageData.targets`): "classes" (an index per image),
     # "values" (float vectors) or "masks" (a class per pixel).
@@ -78,29 +81,8 @@ class Task(nn.Module):
     @classmethod
     def measures(cls, declared: Mapping[str, str] | None, classes: int | None) -> TaskMetrics:
         """What it measures of data of `classes` classes (None: not known yet), its config
-        declaring `declared` (None: all it may; one it refuses, `refusal`, all the same)."""
+        declaring `declared` (None: all it may; one it may not, all the same)."""
         return cls.measured
-
-    @classmethod
-    def refusal(cls, declared: Mapping[str, str], said: str) -> str | None:
-        """The line refusing a config of `said` (task=<option>) that declares `declared`, other
-        than what it measures."""
-        if dict(declared) in [allowed.ways() for allowed in cls.declarable()]:
-            return None
-        return (
-            f"task.metrics={{{_ways(declared)}}} is not what {said} measures: "
-            f"{_ways(cls.measured.ways())}"
-        )
-
-    @classmethod
-    def declarable(cls) -> tuple[TaskMetrics, ...]:
-        """What its config may declare it measures."""
-        return (cls.measured,)
-
-    @classmethod
-    def unmeasured(cls, name: str) -> str | None:
-        """Why its metric `name` may go unmeasured, by the data's classes; None: never."""
-        return None
 
     def refuse_other_data(self, option: str, data: ImageData) -> None:
         """Refuse, in one line, data whose targets are not the kind the task learns."""
@@ -141,8 +123,13 @@ class Classification(Task):
 
     measured = TaskMetrics((ACCURACY, TOP5_ACCURACY, LOSS))
     metrics = measured  # (of its data's classes, once built by `build_task`)
-    # What runs of versions before top-5 accuracy measured, which their resumes go on measuring.
+    # What runs of versions before top-5 accuracy measured, which their resumes go on measuring
+    # (task.metrics='{accuracy: max}'), so that their rows stay alike.
     BEFORE_TOP5 = TaskMetrics((ACCURACY, LOSS))
+    narrower = (BEFORE_TOP5,)
+    unmeasured: ClassVar[dict[str, str]] = {
+        TOP5_ACCURACY.name: f"top-5 accuracy is measured among {TOP5_LEAST_CLASSES} classes or more"
+    }
 
     def __init__(self, label_smoothing: float = 0.0) -> None:
         super().__init__()
@@ -156,18 +143,6 @@ class Classification(Task):
         many = classes is not None and classes >= TOP5_LEAST_CLASSES
         kept = declared is None or TOP5_ACCURACY.name in declared
         return cls.measured if many and kept else cls.BEFORE_TOP5
-
-    @classmethod
-    def declarable(cls) -> tuple[TaskMetrics, ...]:
-        """Its metrics, or those of runs before top-5 accuracy (task.metrics='{accuracy: max}'),
-        so that their resumes' rows stay alike."""
-        return (cls.measured, cls.BEFORE_TOP5)
-
-    @classmethod
-    def unmeasured(cls, name: str) -> str | None:
-        if name != TOP5_ACCURACY.name:
-            return None
-        return f"top-5 accuracy is measured among {TOP5_LEAST_CLASSES} classes or more"
 
     def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """`targets` are class indices, or (N, K) class probabilities where mixup or CutMix mixed
@@ -409,10 +384,6 @@ def build_task(node: DictConfig, classes: int | None = None) -> Task:
         wrong += [f"targets = {targets!r} (classes, values or masks)"] * (targets not in FITTING)
         raise ExperimentError(f"{said}: {'; '.join(wrong)} (docs/tasks.md)")
     return OwnTask(built, said, metrics)
-
-
-def _ways(metrics: Mapping[str, str]) -> str:
-    return ", ".join(f"{name}: {way}" for name, way in metrics.items())
 
 
 def in_top_k(outputs: torch.Tensor, targets: torch.Tensor, k: int) -> torch.Tensor:
