@@ -145,17 +145,20 @@ def test_a_field_the_config_lacks_is_not_checked() -> None:
         validate(compose_config("scheduler=onecycle", "scheduler.pct_start=1.0"))
 
 
-def test_a_shipped_tasks_metrics_are_its_schemas() -> None:
-    # What a task measures is declared once, in its config; its class computes those.
+def test_a_shipped_tasks_metrics_are_its_classs() -> None:
+    # What a shipped task measures is declared once, by its class; its config declares none.
     validate(compose_config("task=regression", "dataset=csv", "model=mlp"))
     with pytest.raises(ExperimentError) as refused:
-        validate(compose_config("task.metrics.accuracy=min"))
+        validate(compose_config("task.metrics={accuracy: min}"))
     assert str(refused.value) == (
-        "task.metrics={accuracy: min, top5_accuracy: max} is not what task=classification "
+        "task.metrics={accuracy: min} is not what task=classification "
         "measures: accuracy: max, top5_accuracy: max"
     )
+    with pytest.raises(ExperimentError, match="is not what task=regression measures: rmse: min"):
+        validate(compose_config("task=regression", "task.metrics={rmse: min}"))
     # Top-5 accuracy may be left out (as runs from before it measured none).
-    validate(compose_config("~task.metrics.top5_accuracy"))
+    validate(compose_config("task.metrics={accuracy: max}"))
+    validate(compose_config("task.metrics={accuracy: max, top5_accuracy: max}"))
 
 
 @pytest.mark.parametrize(

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from experiments.config.metric_names import CLASSIFICATION, REGRESSION
 from experiments.core.errors import ExperimentError
 from experiments.records.recorded import EpochRecord, SetupRecord, finish_record
 from experiments.records.results import Results
+from experiments.training.tasks import Classification, Regression
 
 
 def recorded(run_dir: Path) -> dict:
@@ -44,7 +44,7 @@ def test_numbers_that_are_not_finite_are_written_as_null_in_strict_json(tmp_path
     """json.dumps writes NaN and Infinity by default, which strict JSON readers refuse."""
     with Results(tmp_path, {}) as results:
         results.finish(
-            "completed", None, finish_record(REGRESSION), test_r2=math.nan, val_r2=math.inf
+            "completed", None, finish_record(Regression.measured), test_r2=math.nan, val_r2=math.inf
         )
 
     def refuse(token: str) -> None:
@@ -62,7 +62,7 @@ def test_each_phase_writes_its_typed_record_and_a_task_its_own_numbers(tmp_path:
             results.add(EpochRecord, epochs_completed="1")
         # A regression's numbers are keyed by its metrics: it has no accuracy to write.
         with pytest.raises(TypeError, match=r"^Finished has no test_accuracy$"):
-            results.finish("completed", None, finish_record(REGRESSION), test_accuracy=0.5)
+            results.finish("completed", None, finish_record(Regression.measured), test_accuracy=0.5)
         assert "test_accuracy" not in recorded(tmp_path)
-        results.finish("completed", None, finish_record(CLASSIFICATION), test_accuracy=0.5)
+        results.finish("completed", None, finish_record(Classification.measured), test_accuracy=0.5)
     assert recorded(tmp_path)["test_accuracy"] == 0.5

@@ -12,7 +12,8 @@ import pytest
 from omegaconf import DictConfig, OmegaConf
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from experiments.config.metric_names import CLASSIFICATION, REGRESSION, TEST, VAL, metrics_of
+from experiments.config.metric_names import TEST, VAL
+from experiments.config.task_metrics import metrics_of
 from experiments.core.typed import mismatch
 from experiments.records import checkpoints
 from experiments.records.csv_file import CsvFile
@@ -24,10 +25,11 @@ from experiments.report.run_records import epochs
 from experiments.training.history import EpochRow, validated
 from experiments.training.loop import EvaluationResult, TrainingResult
 from experiments.training.selection import Monitor
+from experiments.training.tasks import Classification, Regression
 
 CLASSES = ["cat", "dog"]
 # What a classifier measures of two classes: no top-5 accuracy.
-MEASURED = CLASSIFICATION.among(len(CLASSES))
+MEASURED = Classification.measures(None, len(CLASSES))
 EVERY_KEY = EpochRow.__required_keys__ | EpochRow.__optional_keys__
 
 
@@ -99,9 +101,12 @@ def test_a_summary_has_the_keys_its_type_declares(tmp_path: Path) -> None:
 
 
 def trained_with(trainer: dict[str, str | None], task: str | None = None) -> DictConfig:
-    """A run's config as a monitor reads it: its trainer, and its task (a run of a version
-    before the task group has none)."""
-    return OmegaConf.create({"trainer": trainer, **({"task": {"name": task}} if task else {})})
+    """A run's config as a monitor reads it: its trainer, and its task, a shipped one's option
+    (a run of a version before the task group has none)."""
+    target = f"experiments.training.tasks.{(task or '').title()}"
+    return OmegaConf.create(
+        {"trainer": trainer, **({"task": {"name": task, "_target_": target}} if task else {})}
+    )
 
 
 def test_the_monitor_is_better_the_way_its_metric_is() -> None:
@@ -112,7 +117,7 @@ def test_the_monitor_is_better_the_way_its_metric_is() -> None:
     assert modes == {"val_accuracy": "max", "val_loss": "min"}
     modes = {
         key: Monitor.of(trained_with({"monitor": key, "monitor_mode": "auto"}, "regression")).mode
-        for key in REGRESSION.on(VAL)
+        for key in Regression.measured.on(VAL)
     }
     assert modes == {"val_rmse": "min", "val_mae": "min", "val_r2": "max", "val_loss": "min"}
 

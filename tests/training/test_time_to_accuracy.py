@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from experiments.config.metric_names import CLASSIFICATION, REGRESSION, RMSE
 from experiments.training import time_to_accuracy
+from experiments.training.tasks import RMSE, Classification, Regression
 
 
 def epoch(number: int, train_seconds: float, **accuracies: float) -> dict[str, float]:
@@ -67,11 +67,11 @@ def test_a_metric_better_low_reaches_its_target_at_or_below_it() -> None:
 @pytest.mark.parametrize(
     ("trainer", "measures", "expected"),
     [
-        ({"target_accuracy": 0.5}, CLASSIFICATION, ("accuracy", 0.5)),
-        ({"target_value": 0.5}, CLASSIFICATION, ("accuracy", 0.5)),
-        ({"target_value": 60.0}, REGRESSION, ("rmse", 60.0)),  # the task's first metric
-        ({"target_metric": "r2", "target_value": 0.4}, REGRESSION, ("r2", 0.4)),
-        ({}, REGRESSION, None),
+        ({"target_accuracy": 0.5}, Classification.measured, ("accuracy", 0.5)),
+        ({"target_value": 0.5}, Classification.measured, ("accuracy", 0.5)),
+        ({"target_value": 60.0}, Regression.measured, ("rmse", 60.0)),  # the task's first metric
+        ({"target_metric": "r2", "target_value": 0.4}, Regression.measured, ("r2", 0.4)),
+        ({}, Regression.measured, None),
     ],
 )
 def test_the_target_is_the_one_asked_for_or_the_tasks_first_metric(

@@ -4,7 +4,13 @@ config."""
 
 from __future__ import annotations
 
-from experiments.config.metric_names import ON_TEST, TaskMetrics
+from experiments.config.metric_names import (
+    TRAIN_IMAGES_PER_SECOND,
+    TRAIN_LOSS,
+    VAL,
+    TaskMetrics,
+    on_test,
+)
 from experiments.core.errors import ExperimentError
 
 WHY_NOT_TEST = (
@@ -21,19 +27,19 @@ def check_optimized_metric(metric: str | None, measures: TaskMetrics | None) -> 
 
 
 def unoptimizable(metric: str | None, measures: TaskMetrics | None) -> str | None:
-    """The line that refuses to optimize `metric` of a task that measures `measures` (None: a
-    task of one's own, not built yet), or None."""
-    if measures is None:
-        return None
-    optimizable = measures.optimizable()
-    if metric in ON_TEST or metric in measures.on_test():
+    """The line that refuses to optimize `metric` of a task that measures `measures` (None: not
+    known yet, a task of one's own's or one of a sweep over tasks: a test number only), or
+    None."""
+    optimizable = ", ".join(
+        measures.optimizable()
+        if measures
+        else (f"{VAL}_<metric>", TRAIN_LOSS, TRAIN_IMAGES_PER_SECOND)
+    )
+    if on_test(metric):
         return (
             f"optimized_metric={metric} would choose hyperparameters on the test split: "
-            f"{WHY_NOT_TEST}; optimize {', '.join(optimizable)}"
+            f"{WHY_NOT_TEST}; optimize {optimizable}"
         )
-    if metric is not None and metric not in optimizable:
-        return (
-            f"optimized_metric={metric} is not a metric a run reports; choose "
-            f"{', '.join(optimizable)}"
-        )
+    if measures is not None and metric is not None and metric not in measures.optimizable():
+        return f"optimized_metric={metric} is not a metric a run reports; choose {optimizable}"
     return None

@@ -26,11 +26,17 @@ from hydra.core.override_parser.types import ChoiceSweep, Override, OverrideType
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
-from experiments.config.metric_names import CLASSIFICATION, TASK_METRICS
 from experiments.config.optimized import check_optimized_metric
 from experiments.config.paths import as_value, path_given
 from experiments.config.saved_overrides import overrides_saved_in, refuse_read_only
-from experiments.config.store import CONFIG_PACKAGE, config_groups, group_options
+from experiments.config.store import (
+    CONFIG_PACKAGE,
+    config_groups,
+    default_option,
+    group_options,
+    shipped_option,
+)
+from experiments.config.task_metrics import task_class
 from experiments.core.errors import ExperimentError
 
 
@@ -91,20 +97,29 @@ def refuse_numbers_for_groups(arguments: Sequence[str]) -> None:
 
 def refuse_optimizing_on_test(arguments: Sequence[str]) -> None:
     """Every run refuses `optimized_metric=test_accuracy`; a search is told before it starts,
-    rather than by each of its trials (Hydra only warns of a callback's error)."""
+    rather than by each of its trials (Hydra only warns of a callback's error). Of the task the
+    command line chooses, or the default (all its metrics: its data's classes are not known yet);
+    a sweep over tasks, or a task of one's own, is checked by each run."""
     overrides = _read(arguments)
+    metrics = [
+        str(metric)
+        for override in overrides
+        if override.key_or_group == "optimized_metric" and not override.is_delete()
+        for metric in _values(override)
+        if metric not in ("", None)
+    ]
+    if not metrics:
+        return
     tasks = [
         str(value)
         for override in overrides
         if override.key_or_group == "task" and not override.is_delete()
         for value in _values(override)
     ]
-    measures = TASK_METRICS.get(tasks[0], CLASSIFICATION) if len(tasks) == 1 else CLASSIFICATION
-    for override in overrides:
-        if override.key_or_group == "optimized_metric" and not override.is_delete():
-            for metric in _values(override):
-                if metric not in ("", None):
-                    check_optimized_metric(str(metric), measures)
+    option = tasks[0] if len(tasks) == 1 else default_option("task") if not tasks else None
+    shipped = task_class(shipped_option("task", option)) if option is not None else None
+    for metric in metrics:
+        check_optimized_metric(metric, shipped.measured if shipped else None)
 
 
 def refuse_own_class_on_a_shipped_model(arguments: Sequence[str]) -> None:

@@ -10,6 +10,7 @@ some of which Hydra's grammar cannot read.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -19,7 +20,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException
 
-from experiments.config.metric_names import CLASSIFICATION_TASK, TASK_METRICS, TOP5_ACCURACY
+from experiments.config.metric_names import BEFORE_TASKS
 from experiments.config.renamed_keys import in_todays_keys
 from experiments.config.saved_yaml import read_saved_yaml
 from experiments.config.trust import (
@@ -77,11 +78,10 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
         )
     brought_back = [override for override in parsed if not _writes_elsewhere(override)]
     _refuse_untrusted(given, brought_back, typed)
-    return [
-        *(_renamed(override, folder) for override in brought_back),
-        *_metrics_declared(folder, brought_back),
-        *_top5_left_out(folder, brought_back),
-    ]
+    measured = _metrics_measured(folder, brought_back)
+    if measured:  # (what they declared, and what they left out: `task.metrics.<name>`)
+        brought_back = [o for o in brought_back if not o.key_or_group.startswith(METRICS)]
+    return [*(_renamed(override, folder) for override in brought_back), *measured]
 
 
 def _readable(parser: OverridesParser, arguments: list[str]) -> list[Override]:
@@ -124,51 +124,39 @@ def _renamed(override: Override, folder: Path) -> str:
     return f"trainer.limit_eval_images={batches * batch_size}"
 
 
-def _metrics_declared(folder: Path, saved: list[Override]) -> list[str]:
-    """The `task.metrics=` of a run of a task of one's own from before configs declared them:
-    its class declared them, and the run recorded them in results.json (`task_metrics`), read
-    as data (names and ways, nothing built); none where the overrides declare them, or the task
-    is a shipped one (its schema's)."""
-    task = [override.value() for override in saved if override.key_or_group == "task"]
-    declared = any(override.key_or_group.startswith("task.metrics") for override in saved)
-    if not task or task[-1] in TASK_METRICS or declared:
+METRICS = "task.metrics"
+
+
+def _metrics_measured(folder: Path, saved: list[Override]) -> list[str]:
+    """`task.metrics=` as the run measured them, where its overrides do not declare them whole,
+    so that it goes on measuring what its rows hold: as its config.yaml's task declares them (a
+    classifier's without top-5 accuracy, as versions before it measured none), `BEFORE_TASKS`
+    where it has no task (a version's before the task group), or for a task of one's own
+    (`task._target_=` typed) from before configs declared them, as results.json recorded them
+    (`task_metrics`: its class declared them). Read as data (names and ways, nothing built);
+    none where a file cannot be read, or a shipped task's config declares none (its class's)."""
+    if any(override.key_or_group == METRICS for override in saved):
         return []
+    config = folder / ".hydra" / "config.yaml"
     try:
-        recorded = json.loads(read_text(folder / "results.json", RECORD)).get("task_metrics")
-    except (OSError, ValueError, AttributeError):
-        return []
-    if not isinstance(recorded, dict) or not all(
-        isinstance(name, str) and name.isidentifier() and way in ("max", "min")
-        for name, way in recorded.items()
+        loaded = read_saved_yaml(config) if config.is_file() else {"task": {}}
+    except ValueError:
+        loaded = {"task": {}}
+    task = loaded.get("task") if isinstance(loaded, dict) else None
+    declared = task.get("metrics") if isinstance(task, dict) else BEFORE_TASKS.ways()
+    if not declared and any(override.key_or_group == "task._target_" for override in saved):
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            declared = json.loads(read_text(folder / "results.json", RECORD)).get("task_metrics")
+    ways = declared.items() if isinstance(declared, dict) else ()
+    if not ways or not all(
+        f"{name}".isidentifier() and way in ("max", "min") for name, way in ways
     ):
         return []
-    return [f"task.metrics={{{','.join(f'{name}:{way}' for name, way in recorded.items())}}}"]
+    return [f"{METRICS}={{{','.join(f'{name}:{way}' for name, way in declared.items())}}}"]
 
 
-def _top5_left_out(folder: Path, saved: list[Override]) -> list[str]:
-    """`~task.metrics.top5_accuracy` for a classifier's run that measured no top-5 accuracy (a
-    version's before it, or one that left it out), so that it goes on measuring what its rows
-    hold: its config.yaml's classification task declares none, or it has no task (a version's
-    before the task group). None where its overrides leave it out already, or its config cannot
-    be read."""
-    left_out = any(override.key_or_group == f"task.metrics.{TOP5}" for override in saved)
-    config = folder / ".hydra" / "config.yaml"
-    if left_out or not config.is_file():
-        return []
-    try:
-        loaded = read_saved_yaml(config)
-    except ValueError:
-        return []
-    task = loaded.get("task") if isinstance(loaded, dict) else None
-    if task is None:
-        return [f"~task.metrics.{TOP5}"]
-    if not isinstance(task, dict) or task.get("name") != CLASSIFICATION_TASK:
-        return []
-    declared = task.get("metrics")
-    return [] if isinstance(declared, dict) and TOP5 in declared else [f"~task.metrics.{TOP5}"]
-
-
-TOP5 = TOP5_ACCURACY.name
+def _is_way(name: object, way: object) -> bool:
+    return isinstance(name, str) and name.isidentifier() and way in ("max", "min")
 
 
 def _batch_size(config: Path) -> int | None:

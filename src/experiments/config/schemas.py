@@ -171,7 +171,7 @@ class SyntheticDatasetConfig(DatasetConfig):
 
 @dataclass
 class CsvDatasetConfig(DatasetConfig):
-    """A CSV file of numbers (dataset=csv, for task=regression): each row an example, every
+    """A CSV file of numbers (dataset=csv, of values to predict): each row an example, every
     column but `target` a feature. Its features are the "channels" of a 1x1 image, so the
     models that flatten their input take them; their mean and std, and the target's, are the
     training split's."""
@@ -356,62 +356,18 @@ class WandbTrackerConfig(TrackerConfig):
 
 
 @dataclass
-class TaskConfig:
-    """What a batch holds, the loss and the metrics (`experiments.training.tasks`)."""
-
-    name: str = MISSING
-    _target_: str = MISSING
-    # What it measures on the validation and test splits after each epoch, each with its better
-    # way, the first leading (what trainer.monitor=auto selects by, the report's headline); its
-    # loss besides, named here or not. Every check, record and report reads them here.
-    metrics: dict[str, Mode] = MISSING
-
-
-@dataclass
-class ClassificationTaskConfig(TaskConfig):
-    name: str = "classification"
-    _target_: str = "experiments.training.tasks.Classification"
-    # top5_accuracy: the share of images whose class is among the model's five highest logits,
-    # measured only with 10 classes or more (`metric_names.TOP5_LEAST_CLASSES`).
-    metrics: dict[str, Mode] = field(
-        default_factory=lambda: {"accuracy": Mode.max, "top5_accuracy": Mode.max}
-    )
-    # The training loss's (evaluation's loss is plain cross-entropy, to compare across runs).
-    label_smoothing: float = II("trainer.label_smoothing")
-
-
-@dataclass
-class RegressionTaskConfig(TaskConfig):
-    name: str = "regression"
-    _target_: str = "experiments.training.tasks.Regression"
-    # In the target's own units (RMSE, MAE); R² the share of its variance explained.
-    metrics: dict[str, Mode] = field(
-        default_factory=lambda: {"rmse": Mode.min, "mae": Mode.min, "r2": Mode.max}
-    )
-    # The training split's, per target, as the data tells them (dataset=csv), to standardize it.
-    target_mean: Any = "${oc.select:dataset.target_mean,[0.0]}"
-    target_std: Any = "${oc.select:dataset.target_std,[1.0]}"
-
-
-@dataclass
-class SegmentationTaskConfig(TaskConfig):
-    name: str = "segmentation"
-    _target_: str = "experiments.training.tasks.Segmentation"
-    # Over every pixel of a split: the mean over classes of intersection over union (of the
-    # classes present in the masks or the predictions), and the share of pixels labelled right.
-    metrics: dict[str, Mode] = field(
-        default_factory=lambda: {"miou": Mode.max, "pixel_accuracy": Mode.max}
-    )
-
-
-@dataclass
-class CustomTaskConfig(TaskConfig):
-    """A task of one's own: task=custom task._target_=my_tasks.Task (docs/tasks.md)."""
+class CustomTaskConfig:
+    """A task of one's own: task=custom task._target_=my_tasks.Task (docs/tasks.md): what a
+    batch holds, the loss and the metrics (`experiments.training.tasks`). A shipped task's
+    option is free-form, its class's arguments: its class declares its metrics."""
 
     name: str = "custom"
-    # Yours to declare, task.metrics='{mae: min, within_25: max}': its class has a method of each
-    # name. (Any, not dict[str, Mode]: Hydra merges a dict typed on the command line into a typed
-    # one, and refuses its new keys.)
+    _target_: str = MISSING
+    # What it measures on the validation and test splits after each epoch, yours to declare,
+    # task.metrics='{mae: min, within_25: max}', each with its better way, the first leading
+    # (what trainer.monitor=auto selects by, the report's headline), its loss besides: its class
+    # has a method of each name. (Any, not dict[str, Mode]: Hydra merges a dict typed on the
+    # command line into a typed one, and refuses its new keys.)
     metrics: Any = MISSING
 
 
@@ -642,9 +598,6 @@ SCHEMAS: dict[str, type] = {
     "warmup_cosine_scheduler_schema": WarmupCosineSchedulerConfig,
     "onecycle_scheduler_schema": OneCycleSchedulerConfig,
     "trainer_schema": TrainerConfig,
-    "classification_task_schema": ClassificationTaskConfig,
-    "regression_task_schema": RegressionTaskConfig,
-    "segmentation_task_schema": SegmentationTaskConfig,
     "custom_task_schema": CustomTaskConfig,
     "tensorboard_tracker_schema": TensorBoardTrackerConfig,
     "csv_tracker_schema": CsvTrackerConfig,

@@ -15,7 +15,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
+import yaml
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
@@ -94,6 +96,25 @@ def options_text(searchpath: Sequence[str], choices: Mapping[str, object]) -> st
     return "".join(
         f"{group}: {', '.join(abridged(group_options(group, searchpath)))}\n" for group in groups
     )
+
+
+def shipped_option(group: str, option: str) -> dict[str, Any]:
+    """What the file of a shipped option sets (conf/<group>/<option>.yaml) as plain data, its
+    schema's defaults aside; {} for an option the project does not ship."""
+    if option not in group_options(group):
+        return {}
+    path = resources.files(CONFIG_PACKAGE) / group / f"{option}.yaml"
+    loaded = yaml.safe_load(path.read_text()) if path.is_file() else None
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def default_option(group: str) -> str | None:
+    """The option train.yaml's defaults list chooses for `group` (task: the default task)."""
+    train = yaml.safe_load((resources.files(CONFIG_PACKAGE) / "train.yaml").read_text())
+    chosen = (
+        entry[group] for entry in train["defaults"] if isinstance(entry, dict) and group in entry
+    )
+    return next((str(option) for option in chosen), None)
 
 
 def group_options(group: str, searchpath: Sequence[str] = ()) -> list[str]:

@@ -29,16 +29,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.config.choices import AUTO_BATCH, DeviceName, Interval, Mode
-from experiments.config.metric_names import (
-    CLASSIFICATION_TASK,
-    LOSS,
-    ON_TEST,
-    TASK_METRICS,
-    TOP5_ACCURACY,
-    TOP5_LEAST_CLASSES,
-    VAL,
-    metrics_of,
-)
+from experiments.config.metric_names import LOSS, VAL, on_test
 from experiments.config.optimized import WHY_NOT_TEST, unoptimizable
 from experiments.config.overrides import (
     refuse_missing_plugins,
@@ -48,7 +39,8 @@ from experiments.config.overrides import (
     refuse_sweeps_without_multirun,
 )
 from experiments.config.schemas import EmaConfig, is_table
-from experiments.config.store import config_groups, group_options
+from experiments.config.store import config_groups, default_option, group_options
+from experiments.config.task_metrics import declared_by, metrics_of, task_class
 from experiments.core.errors import ExperimentError
 from experiments.core.hints import no_such_key
 from experiments.core.text import abridged, as_typed
@@ -377,35 +369,27 @@ _own_task_without_target = _own_class_named(
 
 
 def _task_metrics_not_declared(cfg: DictConfig) -> str | None:
-    """A task measures what its config declares: a task of one's own declares its metrics, each
-    max or min; a shipped task's are its schema's."""
+    """A task of one's own declares its metrics, each max or min; a shipped task's are its
+    class's, which says what else its config may declare."""
     task = cfg.task
-    declared = task.get("metrics")
     example = "task.metrics='{mae: min, r2: max}'"
-    if declared is not None and not isinstance(declared, DictConfig):
-        return f"task.metrics={declared} must give each metric's better way: {example}"
-    given = {str(name): str(way) for name, way in (declared or {}).items()}
+    if task.get("metrics") is not None and not isinstance(task.metrics, DictConfig):
+        return f"task.metrics={task.metrics} must give each metric's better way: {example}"
+    given = declared_by(task) or {}
     given.pop(LOSS.name, None)  # (measured last, whether named or not)
-    shipped = TASK_METRICS.get(task.name)
-    if shipped is None and not given:
+    shipped = task_class(task)
+    if shipped is not None:
+        if not given or given in [m.ways() for m in (shipped.measured, *shipped.narrower)]:
+            return None
+        measured = _ways(shipped.measured.ways())
+        return f"task.metrics={{{_ways(given)}}} is not what task={task.name} measures: {measured}"
+    if not given:
         return (
             f"task={task.name} declares no metrics: give each one's better way, the first "
             f"leading, {example}, and its class a method of each name (docs/tasks.md)"
         )
-    if shipped is None:
-        wrong = [f"task.metrics.{name}={way}" for name, way in given.items() if way not in WAYS]
-        return f"{wrong[0]}: a metric's way is max or min" if wrong else None
-    measured = {metric.name: str(metric.better) for metric in shipped.evaluated if metric != LOSS}
-    # A classifier's top-5 accuracy may be left out (~task.metrics.top5_accuracy), as runs of
-    # versions before it measured none: resume= and replay= bring that back.
-    if given in (measured, {name: way for name, way in measured.items() if name != TOP5}):
-        return None
-    return (
-        f"task.metrics={{{_ways(given)}}} is not what task={task.name} measures: {_ways(measured)}"
-    )
-
-
-TOP5 = TOP5_ACCURACY.name
+    wrong = [f"task.metrics.{name}={way}" for name, way in given.items() if way not in WAYS]
+    return f"{wrong[0]}: a metric's way is max or min" if wrong else None
 
 
 def _ways(metrics: dict[str, str]) -> str:
@@ -568,10 +552,10 @@ def _benchmark_with_determinism(cfg: DictConfig) -> str | None:
 
 def _monitor_on_test(cfg: DictConfig) -> str | None:
     """Validation metrics select epochs and hyperparameters; test metrics never do."""
-    monitor, measures = cfg.trainer.monitor, metrics_of(cfg)
-    on_test = ON_TEST | set(measures.on_test() if measures else ())
-    if monitor not in on_test:
+    monitor = cfg.trainer.monitor
+    if not on_test(monitor):
         return None
+    measures = metrics_of(cfg)
     monitored = " or ".join(measures.monitored()) if measures else "a validation metric"
     return (
         f"trainer.monitor={monitor} would pick the epoch on the test split: "
@@ -581,23 +565,27 @@ def _monitor_on_test(cfg: DictConfig) -> str | None:
 
 def _monitor_unknown(cfg: DictConfig) -> str | None:
     monitor, measures = cfg.trainer.monitor, metrics_of(cfg)
-    if monitor is None or measures is None or monitor in ON_TEST:
+    if monitor is None or measures is None or on_test(monitor):
         return None
     monitored = measures.monitored()
-    if monitor in monitored or monitor in measures.on_test():
+    if monitor in monitored:
         return None
-    why = ""
-    if monitor == TOP5_ACCURACY.key(VAL) and cfg.task.name == CLASSIFICATION_TASK:
-        classes = OmegaConf.select(cfg, "dataset.num_classes", default=None)
-        has = f"has {classes}" if classes is not None else "leaves their number to its data"
-        why = (
-            f" (top-5 accuracy is measured among {TOP5_LEAST_CLASSES} classes or more; dataset "
-            f"{cfg.dataset.name} {has})"
-        )
     return (
-        f"trainer.monitor={monitor} is not a metric {_task_text(cfg)} can monitor{why}; choose "
-        f"{' or '.join(monitored)}"
+        f"trainer.monitor={monitor} is not a metric {_task_text(cfg)} can monitor"
+        f"{_unmeasured(cfg, monitor)}; choose {' or '.join(monitored)}"
     )
+
+
+def _unmeasured(cfg: DictConfig, monitor: str) -> str:
+    """Why the task's class leaves the metric `monitor` names unmeasured with this dataset
+    (top-5 accuracy among few classes), in brackets; "" where it never measures it."""
+    shipped, prefix = task_class(cfg.task), f"{VAL}_"
+    why = shipped.unmeasured.get(monitor.removeprefix(prefix)) if shipped else None
+    if why is None or not monitor.startswith(prefix):
+        return ""
+    classes = OmegaConf.select(cfg, "dataset.num_classes", default=None)
+    has = f"has {classes}" if classes is not None else "leaves their number to its data"
+    return f" ({why}; dataset {cfg.dataset.name} {has})"
 
 
 def _target_twice(cfg: DictConfig) -> str | None:
@@ -634,9 +622,9 @@ def _target_unknown(cfg: DictConfig) -> str | None:
 
 
 def _task_text(cfg: DictConfig) -> str:
-    """ "it", or "task=regression" for a task other than the default."""
+    """ "it" for the default task, else "task=<its option>"."""
     name = cfg.task.name
-    return "it" if name == CLASSIFICATION_TASK else f"task={name}"
+    return "it" if name == default_option("task") else f"task={name}"
 
 
 def _optimized_metric_unoptimizable(cfg: DictConfig) -> str | None:

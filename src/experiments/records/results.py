@@ -33,7 +33,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config.choices import AUTO_BATCH
-from experiments.config.metric_names import CLASSIFICATION, TEST, TRAIN_LOSS, VAL, TaskMetrics
+from experiments.config.metric_names import TEST, TRAIN_LOSS, VAL, TaskMetrics
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import write_text_atomically
@@ -48,6 +48,7 @@ from experiments.records.recorded import StartRecord
 from experiments.records.speed import host_summary, speed_summary
 from experiments.training.history import History
 from experiments.training.selection import Monitor, selected_epoch
+from experiments.training.tasks import Classification
 
 
 class Results:
@@ -208,7 +209,7 @@ def training_fields(
 
 
 def training_summary(
-    history: History, monitor: Monitor | None, measures: TaskMetrics = CLASSIFICATION
+    history: History, monitor: Monitor | None, measures: TaskMetrics = Classification.measured
 ) -> dict[str, Any]:
     """A finished run's numbers, from its epochs' rows: those of the epoch `monitor` selects on
     the validation split, or without one (`monitor` None) of the final epoch; its task's metrics

@@ -12,7 +12,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.ticker import MaxNLocator
 
-from experiments.config.metric_names import CLASSIFICATION, TEST, TRAIN_LOSS, VAL
+from experiments.config.metric_names import BEFORE_TASKS, TEST, TRAIN_LOSS, VAL
 from experiments.report import repeats
 from experiments.report.drawing import Row, from_zero, label, spanning
 from experiments.report.headlines import first_measured, own_headlines
@@ -41,7 +41,7 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
         if (measures := first_measured(histories))
         else own[0].metric
         if own
-        else CLASSIFICATION.headline
+        else BEFORE_TASKS.headline
     )
     scale = 100 if headline.percent else 1
     configurations = _configurations(rows, histories)

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.config.metric_names import TASK_METRICS, TEST, VAL, Metric, TaskMetrics
+from experiments.config.metric_names import TEST, VAL, Metric, TaskMetrics
+from experiments.training import tasks
 from experiments.training.history import History
 
 # Headers say a few metrics shorter: "test acc".
@@ -43,8 +44,9 @@ def headlines(measures: TaskMetrics) -> list[Headline]:
     ]
 
 
-# Every shipped task's, in the order of `metric_names.TASK_METRICS`.
-HEADLINES = [headline for measures in TASK_METRICS.values() for headline in headlines(measures)]
+# Every shipped task's, in the order of `tasks.SHIPPED`.
+SHIPPED = [task.measured for task in tasks.SHIPPED]
+HEADLINES = [headline for measures in SHIPPED for headline in headlines(measures)]
 
 
 def own_headlines(rows: Sequence[Mapping[str, Any]]) -> list[Headline]:
@@ -57,7 +59,7 @@ def measured_by(history: History) -> TaskMetrics | None:
     """The task whose metrics a run's epoch rows hold (None: no epoch yet)."""
     if not history:
         return None
-    return next((m for m in TASK_METRICS.values() if m.headline.key(TEST) in history[0]), None)
+    return next((m for m in SHIPPED if m.headline.key(TEST) in history[0]), None)
 
 
 def first_measured(histories: Sequence[History]) -> TaskMetrics | None:

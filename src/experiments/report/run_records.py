@@ -26,16 +26,15 @@ from omegaconf import Container, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from experiments.config.metric_names import (
-    CLASSIFICATION_BEFORE_TOP5,
-    TASK_METRICS,
+    BEFORE_TASKS,
     TEST,
     TRAIN_LOSS,
     VAL,
     TaskMetrics,
     declared,
-    metrics_of,
 )
 from experiments.config.overrides import parsed
+from experiments.config.task_metrics import metrics_of, percent_names, task_class
 from experiments.core.errors import ExperimentError
 from experiments.core.files import RECORD, read_json_lines, read_text, read_yaml
 from experiments.core.typed import mismatch
@@ -66,6 +65,7 @@ ConfigRead = TypedDict(
         "placement.name": str | None,
         "task": dict[str, Any] | None,
         "task.name": str | None,
+        "task._target_": str | None,
         "task.metrics": dict[str, Literal["min", "max"]] | None,
         "trainer.monitor": str | None,
         "trainer.monitor_mode": Literal["auto", "min", "max"] | None,
@@ -218,17 +218,20 @@ def _is_time(text: str) -> bool:
 
 
 def _measures(read: ConfigRead, results: RecordedResults) -> tuple[TaskMetrics, bool]:
-    """The run's task's metrics as its config declares them (`metric_names.metrics_of`), or as
-    a task of one's own recorded them in results.json before configs declared them, with its
-    numbers in results.json checked against them (`recorded.task_numbers`); and whether they
-    are a task of one's own's."""
-    task = {"name": read["task.name"], "metrics": read["task.metrics"]} if read["task"] else None
-    # (Its classes tell whether a classifier measured top-5 accuracy.)
+    """The run's task's metrics as its config says them (`task_metrics.metrics_of`: a shipped
+    task's class's, of its dataset's classes, or its config's declaration), or as a task of
+    one's own recorded them in results.json before configs declared them, with its numbers in
+    results.json checked against them (`recorded.task_numbers`); and whether they are a task of
+    one's own's."""
+    task = None
+    if read["task"]:
+        task = {"name": read["task.name"], "_target_": read["task._target_"]}
+        task["metrics"] = read["task.metrics"]
     measures = metrics_of({"task": task, "dataset": {"num_classes": read["dataset.num_classes"]}})
     if measures is None and results.get("task_metrics"):
-        measures = declared(results["task_metrics"])
-    own = measures is not None and task is not None and task["name"] not in TASK_METRICS
-    measures = measures or CLASSIFICATION_BEFORE_TOP5
+        measures = declared(results["task_metrics"], percent_names())
+    own = measures is not None and task is not None and task_class(task) is None
+    measures = measures or BEFORE_TASKS
     _check(results, task_numbers(measures), RESULTS, partial=True)
     return measures, own
 

@@ -44,10 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from experiments.config.choices import Mode
-from experiments.config.metric_names import TASK_METRICS, TEST, TaskMetrics
+from experiments.config.metric_names import TEST, TaskMetrics
 from experiments.core.text import shared_unit
 from experiments.report import repeats
-from experiments.report.headlines import own_headlines
+from experiments.report.headlines import SHIPPED, own_headlines
 from experiments.report.repeats import SEED, Configuration, Row
 from experiments.report.statistics import Estimate, paired, welch
 
@@ -155,7 +155,7 @@ MFU = timed_ratio(
     "mfu", "MFU", "{better} uses {value} {interval} the share of its peak that {worse} uses"
 )
 
-COMPARED = (SPEED, MFU, *(_headline(measures) for measures in TASK_METRICS.values()))
+COMPARED = (SPEED, MFU, *(_headline(measures) for measures in SHIPPED))
 
 
 def compared_on(pair: Pair) -> list[Compared]:

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from experiments.config import trust
 from experiments.config.build import plain
 from experiments.config.metric_names import TEST, TEST_LOSS, TaskMetrics, metric_key
-from experiments.config.schemas import ClassificationTaskConfig, is_image_folder, is_users_data
+from experiments.config.schemas import is_image_folder, is_users_data
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
 from experiments.core.text import Unit, display_path, part_of_split
@@ -40,6 +40,7 @@ from experiments.records.tracker import TrackedRun
 from experiments.run import job, serving, setup
 from experiments.training import loop
 from experiments.training.selection import Monitor
+from experiments.training.tasks import Classification
 
 log = logging.getLogger("experiments")
 
@@ -202,7 +203,8 @@ def _to_build(config: dict[str, Any], cfg: DictConfig, path: Path) -> DictConfig
     the file's. (A checkpoint's config holds no interpolation: `checkpoints.load`.)"""
     trained = OmegaConf.create(config)
     if "task" not in trained:  # a run before the task group: a classifier's
-        trained.task = OmegaConf.structured(ClassificationTaskConfig(label_smoothing=0.0))
+        classifier = f"{Classification.__module__}.{Classification.__name__}"
+        trained.task = {"name": "classification", "_target_": classifier}
     typed: set[tuple[str, str]] = set()
     if cfg.model is not None and cfg.model.get("_target_"):
         # Unresolved: a model=custom's shape fields point into a dataset eval.py may not have.

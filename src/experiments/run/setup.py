@@ -20,7 +20,6 @@ from torch import nn
 
 from experiments.config.build import build
 from experiments.config.choices import Precision, Preload
-from experiments.config.metric_names import metrics_of
 from experiments.config.schemas import DatasetConfig, DeviceConfig
 from experiments.config.validate import (
     CompileBackends,
@@ -163,14 +162,10 @@ BACKEND_PACKAGES = {"tvm": "tvm", "openxla": "torch_xla", "openxla_eval": "torch
 
 
 def build_task(config: DictConfig, data: ImageData) -> Task:
-    """The task the `task` config names, refused in one line unless `data` holds the kind of
-    targets it learns, measuring what its config declares of data of `data`'s classes
-    (`metric_names.metrics_of`: a classifier's top-5 accuracy among 10 or more)."""
-    task = tasks.build_task(config)
+    """The task the `task` config names, measuring what it does of `data`'s classes, refused
+    in one line unless `data` holds the kind of targets it learns."""
+    task = tasks.build_task(config, len(data.classes))
     task.refuse_other_data(config.name, data)
-    measures = metrics_of({"task": config, "dataset": {"num_classes": len(data.classes)}})
-    assert measures is not None  # (as `tasks.build_task` found them)
-    task.metrics = measures
     return task
 
 

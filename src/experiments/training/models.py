@@ -17,7 +17,6 @@ import torch
 from torch import nn
 
 from experiments.config.build import build, check_importable
-from experiments.config.metric_names import CLASSIFICATION_TASK
 from experiments.config.schemas import ModelConfig
 from experiments.core.errors import ExperimentError
 from experiments.core.text import shape_text
@@ -37,7 +36,7 @@ def build_for(
     image_shape: tuple[int, int, int],
     num_classes: int,
     dataset: str,
-    task_option: str = CLASSIFICATION_TASK,
+    task_option: str = "classification",
     outputs_per_image: tuple[int, ...] | None = None,
     from_checkpoint: bool = False,
 ) -> nn.Module:

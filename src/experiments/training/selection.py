@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 
 from experiments.config.choices import Mode
-from experiments.config.metric_names import VAL, TaskMetrics, metrics_of
+from experiments.config.metric_names import VAL, TaskMetrics
+from experiments.config.task_metrics import metrics_of
 from experiments.core.errors import ExperimentError
 from experiments.training.history import EpochRow, validated
 

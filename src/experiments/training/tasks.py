@@ -3,8 +3,10 @@
 A task is a module (so a loss with weights of its own goes to the device with the model) that
 gives the training loss of a batch, and what evaluation adds up over a split on the device
 (`tally`: a tensor of sums, no host sync per batch) and makes of the split's total (`measure`).
-Its `metrics` are those its config declares (`TaskConfig.metrics`): what it measures, which way
-each is better, and which one leads.
+A shipped task's class declares its metrics (`measured`: what it measures, which way each is
+better, and which one leads) and the rules of what it measures of which data (`measures`); the
+config layer asks the class, never built, before anything else is (`config.task_metrics`). A task
+of one's own's config declares its metrics (`task.metrics`).
 
     task=classification     a batch is (images, class indices); cross-entropy; accuracy
     task=regression         a batch is (features, target values); mean squared error; RMSE,
@@ -18,30 +20,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from omegaconf import DictConfig
 from torch import nn
 
 from experiments.config.build import build, check_importable
-from experiments.config.metric_names import (
-    ACCURACY,
-    CLASSIFICATION,
-    LOSS,
-    MAE,
-    MIOU,
-    PIXEL_ACCURACY,
-    R2,
-    RMSE,
-    TASK_METRICS,
-    TOP5_ACCURACY,
-    TOP_K,
-    TaskMetrics,
-    metrics_of,
-)
+from experiments.config.choices import Mode
+from experiments.config.metric_names import ACCURACY, LOSS, Metric, TaskMetrics
+from experiments.config.task_metrics import metrics_of, task_class
 from experiments.core.errors import ExperimentError
 from experiments.data.types import ImageData
 
@@ -50,6 +40,19 @@ log = logging.getLogger("experiments")
 # Targets whose total sum of squares is below this share of their squares' sum hold one value:
 # summing it in float64 leaves some 1e-16 of it, a spread a millionth of theirs is beyond float32.
 CONSTANT_SHARE = 1e-12
+
+# Top-5 accuracy (torchvision's reference and timm's train.py report it beside accuracy): the
+# share of images whose class is among the model's `TOP_K` highest logits, measured with
+# `TOP5_LEAST_CLASSES` classes or more.
+TOP_K = 5
+TOP5_ACCURACY = Metric("top5_accuracy", Mode.max, percent=True)
+TOP5_LEAST_CLASSES = 10
+# In the target's own units (RMSE, MAE); R² the share of its variance explained.
+RMSE, MAE, R2 = Metric("rmse", Mode.min), Metric("mae", Mode.min), Metric("r2", Mode.max)
+# Over every pixel of a split: the mean over classes of intersection over union (of the classes
+# present in the masks or the predictions), and the share of pixels labelled right.
+MIOU = Metric("miou", Mode.max, percent=True)
+PIXEL_ACCURACY = Metric("pixel_accuracy", Mode.max, percent=True)
 
 
 @dataclass
@@ -64,10 +67,22 @@ class Measured:
 class Task(nn.Module):
     """The base of a task; `forward` is its training loss, a batch's mean."""
 
-    metrics: TaskMetrics  # its config's, given when it is built (`build_task`)
+    # What a shipped task may measure, each metric with its better way, the first leading (a
+    # subclass of one's own measures what its config declares instead).
+    measured: ClassVar[TaskMetrics]
+    narrower: ClassVar[tuple[TaskMetrics, ...]] = ()  # what else its config may declare
+    # Why a metric of its goes unmeasured with some data, by the metric's name.
+    unmeasured: ClassVar[dict[str, str]] = {}
+    metrics: TaskMetrics  # what it measures of its data, given when it is built (`build_task`)
     # What its targets are (`data.types.ImageData.targets`): "classes" (an index per image),
     # "values" (float vectors) or "masks" (a class per pixel).
     targets = "classes"
+
+    @classmethod
+    def measures(cls, declared: Mapping[str, str] | None, classes: int | None) -> TaskMetrics:
+        """What it measures of data of `classes` classes (None: not known yet), its config
+        declaring `declared` (None: all it may; one it may not, all the same)."""
+        return cls.measured
 
     def refuse_other_data(self, option: str, data: ImageData) -> None:
         """Refuse, in one line, data whose targets are not the kind the task learns."""
@@ -106,11 +121,28 @@ class Classification(Task):
     training), accuracy, top-5 accuracy among 10 classes or more, and the confusion matrix, from
     which per-class accuracy follows."""
 
-    metrics = CLASSIFICATION  # (its config's, once built by `build_task`)
+    measured = TaskMetrics((ACCURACY, TOP5_ACCURACY, LOSS))
+    metrics = measured  # (of its data's classes, once built by `build_task`)
+    # What runs of versions before top-5 accuracy measured, which their resumes go on measuring
+    # (task.metrics='{accuracy: max}'), so that their rows stay alike.
+    BEFORE_TOP5 = TaskMetrics((ACCURACY, LOSS))
+    narrower = (BEFORE_TOP5,)
+    unmeasured: ClassVar[dict[str, str]] = {
+        TOP5_ACCURACY.name: f"top-5 accuracy is measured among {TOP5_LEAST_CLASSES} classes or more"
+    }
 
     def __init__(self, label_smoothing: float = 0.0) -> None:
         super().__init__()
         self.label_smoothing = label_smoothing
+
+    @classmethod
+    def measures(cls, declared: Mapping[str, str] | None, classes: int | None) -> TaskMetrics:
+        """Top-5 accuracy only among `TOP5_LEAST_CLASSES` or more, where five guesses leave most
+        classes out (among five or fewer, every image is in them), and unless its config leaves
+        it out."""
+        many = classes is not None and classes >= TOP5_LEAST_CLASSES
+        kept = declared is None or TOP5_ACCURACY.name in declared
+        return cls.measured if many and kept else cls.BEFORE_TOP5
 
     def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """`targets` are class indices, or (N, K) class probabilities where mixup or CutMix mixed
@@ -133,7 +165,7 @@ class Classification(Task):
         images = sum(map(sum, matrix))
         correct = sum(row[label] for label, row in enumerate(matrix))
         measured = {ACCURACY.name: correct / images}
-        if TOP5_ACCURACY in self.metrics.among(len(matrix)).evaluated:
+        if TOP5_ACCURACY in self.metrics.evaluated and len(matrix) >= TOP5_LEAST_CLASSES:
             measured[TOP5_ACCURACY.name] = in_top / images
         return Measured(measured, matrix)
 
@@ -146,6 +178,7 @@ class Regression(Task):
     With several targets, each metric is their mean."""
 
     targets = "values"
+    measured = TaskMetrics((RMSE, MAE, R2, LOSS))
 
     def __init__(self, target_mean: Sequence[float] = (0.0,), target_std: Sequence[float] = (1.0,)):
         super().__init__()
@@ -191,6 +224,7 @@ class Segmentation(Task):
     split's confusion matrix of pixels, per-class (pixel) accuracy beside them."""
 
     targets = "masks"
+    measured = TaskMetrics((MIOU, PIXEL_ACCURACY, LOSS), per_class="pixel accuracy")
 
     def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         # CUDA's kernel for the (N, K, H, W) form (nll_loss2d) adds up with atomics and has no
@@ -228,6 +262,8 @@ def per_pixel_cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> tor
     return nn.functional.cross_entropy(rows, targets.reshape(-1))
 
 
+# The shipped tasks, whose metrics the report reads runs by.
+SHIPPED = (Classification, Regression, Segmentation)
 # The task that learns each kind of target.
 FITTING = {"classes": "classification", "values": "regression", "masks": "segmentation"}
 
@@ -327,13 +363,13 @@ def _described(value: Any) -> str:
     return f"{type(value).__name__}, not a tensor"
 
 
-def build_task(node: DictConfig) -> Task:
-    """The task a `task` config names, measuring the metrics it declares: a shipped one, or one
-    of one's own (`OwnTask`), whose class is refused in one line where it lacks what a task
-    gives."""
-    metrics = metrics_of({"task": node})  # (a checkpoint's from before they were declared too)
+def build_task(node: DictConfig, classes: int | None = None) -> Task:
+    """The task a `task` config names, measuring what its class (or its config, for one of
+    one's own) says of data of `classes` classes: a shipped one, or one of one's own
+    (`OwnTask`), whose class is refused in one line where it lacks what a task gives."""
+    metrics = metrics_of({"task": node, "dataset": {"num_classes": classes}})
     assert metrics is not None, "a task of one's own's config declares its metrics"
-    if node.name not in TASK_METRICS:
+    if task_class(node) is None:
         check_importable("task._target_", node._target_)
     built = build(node, leave_out=("metrics",))
     if isinstance(built, Task):
