@@ -128,7 +128,8 @@ TEMPLATE_KEYS = [
         "callbacks=default",
         "callbacks=default is not an option of 'callbacks'; a callback of one's own is "
         "+callbacks.<name>._target_=<module>.<class>; checkpoints and early stopping are "
-        "trainer.checkpoint_every=N, trainer.monitor=<metric> and trainer.early_stopping.patience=N",
+        "trainer.checkpoint_every=N, trainer.monitor=<metric> and "
+        "trainer.early_stopping.patience=N",
     ),
     (
         "debug=default",
