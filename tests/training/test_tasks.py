@@ -319,3 +319,9 @@ def test_a_task_that_returns_what_it_should_is_measured() -> None:
         measured = task.measure(task.tally(outputs, targets))
     expected = (outputs.argmax(1) == targets).float().mean().item()
     assert measured.metrics == {"right": pytest.approx(expected)}
+
+
+def test_the_report_reads_each_shipped_tasks_own_metrics() -> None:
+    from experiments.training import shipped_metrics, tasks
+
+    assert [task.measured for task in tasks.SHIPPED] == list(shipped_metrics.SHIPPED)

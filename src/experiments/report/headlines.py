@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from experiments.config.metric_names import TEST, VAL, Metric, TaskMetrics
-from experiments.training import tasks
+from experiments.training import shipped_metrics
 from experiments.training.history import History
 
 # Headers say a few metrics shorter: "test acc".
@@ -45,7 +45,7 @@ def headlines(measures: TaskMetrics) -> list[Headline]:
 
 
 # Every shipped task's, in the order of `tasks.SHIPPED`.
-SHIPPED = [task.measured for task in tasks.SHIPPED]
+SHIPPED = list(shipped_metrics.SHIPPED)
 HEADLINES = [headline for measures in SHIPPED for headline in headlines(measures)]
 
 

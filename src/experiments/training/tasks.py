@@ -29,11 +29,12 @@ from omegaconf import DictConfig
 from torch import nn
 
 from experiments.config.build import build, check_importable
-from experiments.config.choices import Mode
-from experiments.config.metric_names import ACCURACY, LOSS, Metric, TaskMetrics
+from experiments.config.metric_names import ACCURACY, LOSS, TaskMetrics
 from experiments.config.task_metrics import metrics_of, task_class
 from experiments.core.errors import ExperimentError
 from experiments.data.types import ImageData
+from experiments.training import shipped_metrics
+from experiments.training.shipped_metrics import MAE, MIOU, PIXEL_ACCURACY, R2, RMSE, TOP5_ACCURACY
 
 log = logging.getLogger("experiments")
 
@@ -41,18 +42,9 @@ log = logging.getLogger("experiments")
 # summing it in float64 leaves some 1e-16 of it, a spread a millionth of theirs is beyond float32.
 CONSTANT_SHARE = 1e-12
 
-# Top-5 accuracy (torchvision's reference and timm's train.py report it beside accuracy): the
-# share of images whose class is among the model's `TOP_K` highest logits, measured with
-# `TOP5_LEAST_CLASSES` classes or more.
+# Top-5 accuracy: among the model's `TOP_K` highest logits, with `TOP5_LEAST_CLASSES` or more.
 TOP_K = 5
-TOP5_ACCURACY = Metric("top5_accuracy", Mode.max, percent=True)
 TOP5_LEAST_CLASSES = 10
-# In the target's own units (RMSE, MAE); R² the share of its variance explained.
-RMSE, MAE, R2 = Metric("rmse", Mode.min), Metric("mae", Mode.min), Metric("r2", Mode.max)
-# Over every pixel of a split: the mean over classes of intersection over union (of the classes
-# present in the masks or the predictions), and the share of pixels labelled right.
-MIOU = Metric("miou", Mode.max, percent=True)
-PIXEL_ACCURACY = Metric("pixel_accuracy", Mode.max, percent=True)
 
 
 @dataclass
@@ -121,11 +113,9 @@ class Classification(Task):
     training), accuracy, top-5 accuracy among 10 classes or more, and the confusion matrix, from
     which per-class accuracy follows."""
 
-    measured = TaskMetrics((ACCURACY, TOP5_ACCURACY, LOSS))
+    measured = shipped_metrics.CLASSIFICATION
     metrics = measured  # (of its data's classes, once built by `build_task`)
-    # What runs of versions before top-5 accuracy measured, which their resumes go on measuring
-    # (task.metrics='{accuracy: max}'), so that their rows stay alike.
-    BEFORE_TOP5 = TaskMetrics((ACCURACY, LOSS))
+    BEFORE_TOP5 = shipped_metrics.BEFORE_TOP5
     narrower = (BEFORE_TOP5,)
     unmeasured: ClassVar[dict[str, str]] = {
         TOP5_ACCURACY.name: f"top-5 accuracy is measured among {TOP5_LEAST_CLASSES} classes or more"
@@ -178,7 +168,7 @@ class Regression(Task):
     With several targets, each metric is their mean."""
 
     targets = "values"
-    measured = TaskMetrics((RMSE, MAE, R2, LOSS))
+    measured = shipped_metrics.REGRESSION
 
     def __init__(self, target_mean: Sequence[float] = (0.0,), target_std: Sequence[float] = (1.0,)):
         super().__init__()
@@ -224,7 +214,7 @@ class Segmentation(Task):
     split's confusion matrix of pixels, per-class (pixel) accuracy beside them."""
 
     targets = "masks"
-    measured = TaskMetrics((MIOU, PIXEL_ACCURACY, LOSS), per_class="pixel accuracy")
+    measured = shipped_metrics.SEGMENTATION
 
     def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         # CUDA's kernel for the (N, K, H, W) form (nll_loss2d) adds up with atomics and has no
