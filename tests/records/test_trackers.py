@@ -1,9 +1,11 @@
 """The `tracker` group: TensorBoard's events, CSV files, both or neither, each read back by its own
-reader (TensorBoard's, the csv module); and which tracker runs a resume carries on."""
+reader (TensorBoard's, the csv module), and a tracker of one's own; which tracker runs a resume
+carries on, and what it sends them again."""
 
 from __future__ import annotations
 
 import csv
+import json
 import logging
 from pathlib import Path
 
@@ -13,7 +15,17 @@ from experiments.records.csv_file import CsvFile
 from experiments.records.metrics import RunRecorder
 from experiments.records.tensorboard import EVENTS
 from experiments.records.tracker import TRACKED_IN, resumed_ids
-from helpers import QUICK, csv_numbers, metrics, read_events, results, trained_run
+from helpers import (
+    QUICK,
+    csv_numbers,
+    env_with_tests_on_path,
+    metrics,
+    read_events,
+    results,
+    train_cli,
+    trained_run,
+)
+from own_tracker import SaidAccuracy
 
 EPOCH_1 = {"epoch": 1, "global_step": 4, "test_accuracy": 0.5, "test_loss": 2.0}
 
@@ -136,3 +148,43 @@ def test_a_resume_carries_on_only_the_tracker_runs_begun_in_its_own_folder(
         f"resume: this run folder was begun as {elsewhere} (copied or moved since), so new "
         "tracker runs are begun for it (wandb) and sent all it holds"
     ]
+
+
+@pytest.mark.slow
+def test_a_tracker_of_ones_own_is_an_option_of_ones_own(tmp_path: Path) -> None:
+    option = tmp_path / "my_conf" / "tracker" / "said.yaml"
+    option.parent.mkdir(parents=True)
+    option.write_text("said:\n  _target_: own_tracker.SaidAccuracy\n")  # as docs/trackers.md's
+    done = train_cli(
+        tmp_path,
+        *QUICK,
+        "model=lenet",
+        "hydra.searchpath=[file://my_conf]",
+        "tracker=said",
+        env=env_with_tests_on_path(),
+    )
+    assert done.returncode == 0, done.stderr
+    epochs, name = metrics(done.run_dir, "epoch"), done.run_dir.name
+    messages = [line.partition("] ")[2] for line in done.stderr.splitlines()]
+    said = [message for message in messages if message.startswith(("step ", f"{name},"))]
+    assert said == [
+        *(f"step {row['global_step']}: test accuracy {row['test_accuracy']:.4f}" for row in epochs),
+        f"{name}, step {epochs[-1]['global_step']}: test accuracy "
+        f"{results(done.run_dir)['test_accuracy']:.4f}",
+    ]
+    assert f"{name}: completed" in done.stderr
+
+
+def test_a_tracker_that_says_nothing_of_its_record_is_sent_it_again_on_resume(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    step = {"kind": "step", "epoch": 1, "step": 4, "global_step": 4, "train_loss": 2.0, "lr": 0.1}
+    rows = [step, {"kind": "epoch", **EPOCH_1}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    mine = {"mine": SaidAccuracy(tmp_path)}
+    with (
+        caplog.at_level(logging.INFO, logger="experiments"),
+        RunRecorder(tmp_path, True, mine) as resumed,
+    ):
+        resumed.resume_after(1, steps_per_epoch=4, history=[EPOCH_1])  # type: ignore[list-item]
+    assert caplog.messages == ["step 4: test accuracy 0.5000", f"{tmp_path.name}: completed"]

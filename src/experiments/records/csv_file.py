@@ -21,8 +21,7 @@ from typing import IO
 
 from experiments.core.files import LOG, open_to_append, read_text, write_text_atomically, writing
 from experiments.records.hparams import METRICS_GROUP, Value
-from experiments.records.tracker import EPOCH_ROW_TAG, Sent, TrackedRun, epoch_scalars
-from experiments.training.history import History
+from experiments.records.tracker import ROW_TAGS, Logged, TrackedRun
 
 METRICS = "metrics.csv"
 HPARAMS = "hparams.csv"
@@ -30,7 +29,7 @@ STEP = "step"
 
 
 class CsvFile:
-    """metrics.csv and hparams.csv of one run folder (a `records.tracker.Tracker`)."""
+    """metrics.csv and hparams.csv of one run folder (a `records.tracker.ReadBack`)."""
 
     record = METRICS
 
@@ -43,17 +42,15 @@ class CsvFile:
     def begin(self, run: TrackedRun) -> None:
         """Its hyperparameters are written at the run's end, with its final numbers."""
 
-    def resume_after(self, purge_step: int, history: History, sent: Sequence[Sent]) -> History:
-        rows = [row for row in self._rows() if int(row[STEP]) < purge_step]
-        # An epoch's row is the one with its numbers (a logged step's may share its step).
-        logged = {int(row[STEP]) for row in rows if row.get(EPOCH_ROW_TAG)}
-        lost = [row for row in history if row["global_step"] not in logged]
-        rows += [{STEP: str(row["global_step"]), **_texts(epoch_scalars(row))} for row in lost]
-        rows.sort(key=lambda row: int(row[STEP]))
-        if rows:
+    def logged(self, through: int) -> Logged:
+        """Its rows after `through` are dropped (and a last one cut short)."""
+        rows = [row for row in self._rows() if int(row[STEP]) <= through]
+        if self.path.is_file():
             self._columns = _widened([], [name for row in rows for name in row])
             self._rewrite(rows)
-        return lost
+        # An epoch's row is the one with its numbers (a logged step's may share its step).
+        steps, epochs = ({int(row[STEP]) for row in rows if row.get(tag)} for tag in ROW_TAGS)
+        return Logged(steps, epochs, {"hparams"} if self.hparams_path.is_file() else set())
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
         row = {STEP: str(step), **_texts(values)}
@@ -89,9 +86,6 @@ class CsvFile:
 
     def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:
         """A CSV file holds no pictures: confusion_matrix.png is in the run folder."""
-
-    def end_records(self) -> set[str]:
-        return {"hparams"} if self.hparams_path.is_file() else set()
 
     def close(self, status: str) -> None:
         if self._file is not None:

@@ -6,8 +6,8 @@
                     numbers by their tags (`records.tracker.epoch_scalars`), the run's
                     hyperparameters and final numbers, the confusion matrix
 
-Of several processes, only the main one writes. A resumed run first drops what the epoch cut
-short had logged (metrics.jsonl's rows; each tracker its own), then carries on.
+Of several processes, only the main one writes. A resumed run drops what the epoch cut short
+had logged from metrics.jsonl, and sends each tracker what its record lacks (`Feed`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,6 +34,10 @@ from experiments.devices.host_load import HostLoad
 from experiments.records import confusion
 from experiments.records.speed import host_record, warm_up_record
 from experiments.records.tracker import (
+    EPOCH_ROW_TAG,
+    Logged,
+    ReadBack,
+    Sent,
     TrackedRun,
     Tracker,
     epoch_scalars,
@@ -56,10 +60,10 @@ class RunRecorder:
         self.dir = run_dir
         self.writes = writes
         self.named_trackers = dict(trackers or {}) if writes else {}
-        self.trackers = list(self.named_trackers.values())
+        self.trackers = [Feed(tracker) for tracker in self.named_trackers.values()]
         self._jsonl: IO[str] | None = None
-        # The records of a run's end each tracker holds already (`end_records`).
-        self._held: list[set[str]] = [set() for _ in self.trackers]
+        # The global step a resumed run carries on after (its checkpoint's).
+        self._resumed_after: int | None = None
 
     def __enter__(self) -> RunRecorder:
         return self
@@ -67,8 +71,8 @@ class RunRecorder:
     def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:
         try:
             with contextlib.ExitStack() as closing:  # each, even after another failed
-                for tracker in self.trackers:
-                    closing.callback(tracker.close, _status(kind))
+                for feed in self.trackers:
+                    closing.callback(feed.tracker.close, _status(kind))
                 if self._jsonl is not None:
                     closing.callback(self._jsonl.close)
         except ExperimentError:
@@ -87,9 +91,9 @@ class RunRecorder:
 
     def resume_after(self, epoch: int, steps_per_epoch: int, history: History) -> None:
         """Continue after `epoch`: what was logged after it is about to be done again. An epoch of
-        `history` (the checkpoint's rows, up to `epoch`) that metrics.jsonl or a tracker lacks,
-        its file deleted, is written into it again from its row there (the steps logged in it
-        went with the file)."""
+        `history` (the checkpoint's rows, up to `epoch`) that metrics.jsonl lacks, its file
+        deleted, is written into it again from its row there (the steps logged in it went with
+        the file); each tracker is sent what it lacks of what metrics.jsonl now holds."""
         if not self.writes:
             return
         path = self.dir / "metrics.jsonl"
@@ -106,11 +110,13 @@ class RunRecorder:
             )
         if path.is_file() or lost:
             write_text_atomically(path, "".join(f"{json.dumps(row)}\n" for row in kept))
-        sent = sent_scalars(kept)
-        for tracker in self.trackers:
-            lost = tracker.resume_after(epoch * steps_per_epoch + 1, history, sent)
-            if lost:
-                _say_written_again(tracker.record, lost)
+        self._resumed_after = epoch * steps_per_epoch
+        sent, gone = sent_scalars(kept), {row["epoch"] for row in lost}  # (their steps too)
+        for feed in self.trackers:
+            lacked = feed.resume(self._resumed_after, history, sent)
+            _say_written_again(feed.record, [row for row in lacked if row["epoch"] in gone])
+            with_steps = [row for row in lacked if row["epoch"] not in gone]
+            _say_written_again(feed.record, with_steps, "metrics.jsonl")
 
     def step(
         self, epoch: int, steps_before: int, step: int, loss: float, speed: float, lr: float
@@ -184,21 +190,20 @@ class RunRecorder:
     ) -> None:
         """The run's hyperparameters and final `numbers` (TensorBoard's HParams tab), the columns
         its sweep varies (`swept`) first, for each tracker that lacks them."""
-        for tracker, held in zip(self.trackers, self._held, strict=True):
-            if "hparams" not in held:
-                tracker.hyperparameters(hyperparameters, numbers, global_step, swept)
+        for tracker in self._lacking("hparams", global_step):
+            tracker.hyperparameters(hyperparameters, numbers, global_step, swept)
 
     def end_records(self) -> set[str]:
-        """Which of the records written at a run's end ("hparams", "confusion_matrix") every
-        tracker holds already: those of a run killed after writing them, before it recorded its
-        end, which the resume that finishes it must not write a second time (nor to a tracker
-        that holds them)."""
-        self._held = [tracker.end_records() for tracker in self.trackers]
-        everywhere = set.intersection({"hparams", confusion.TAG}, *self._held)
-        written = {"confusion_matrix" if name == confusion.TAG else name for name in everywhere}
-        if not (self.dir / confusion.PICTURE).is_file():
-            written.discard("confusion_matrix")  # drawn again, for its picture
-        return written
+        """None (run/train.py still asks): `hyperparameters` and `confusion_matrix` leave out
+        what a tracker holds."""
+        return set()
+
+    def _lacking(self, record: str, global_step: int) -> list[Tracker]:
+        """The trackers to send `record` of the run's end ("hparams", a picture's tag) at
+        `global_step`: all, but those holding it already where a resume ends at its checkpoint
+        (trains nothing): a run killed after writing it, before it recorded its end."""
+        ended = global_step == self._resumed_after
+        return [feed.tracker for feed in self.trackers if not (ended and record in feed.held.ends)]
 
     def confusion_matrix(
         self, counts: list[list[int]], classes: list[str], title: str, global_step: int
@@ -216,11 +221,13 @@ class RunRecorder:
             )
             return
         path = self.dir / confusion.PICTURE
+        lacking = self._lacking(confusion.TAG, global_step)
+        if not lacking and global_step == self._resumed_after and path.is_file():
+            return  # drawn, and held by each tracker, before a kill
         with writing(path), interrupts.held():
             png, size = confusion.save(counts, classes, title, path)
-        for tracker, held in zip(self.trackers, self._held, strict=True):
-            if confusion.TAG not in held:
-                tracker.picture(confusion.TAG, png, size, global_step)
+        for tracker in lacking:
+            tracker.picture(confusion.TAG, png, size, global_step)
 
     def _write(self, **row: Any) -> None:
         if not self.writes:
@@ -233,6 +240,32 @@ class RunRecorder:
             self._jsonl.flush()
 
 
+class Feed:
+    """A tracker as the recorder sends to it: after a resume, the rows its record lacks, as a
+    `ReadBack` says (one that cannot say is sent all of them again)."""
+
+    def __init__(self, tracker: Tracker) -> None:
+        self.tracker = tracker
+        self.record = getattr(tracker, "record", type(tracker).__name__)
+        self.held = Logged()  # what its record held as the run resumed
+
+    def resume(self, through: int, history: History, sent: Sequence[Sent]) -> History:
+        """Carry on after global step `through` (the checkpoint's), sent what the run had logged
+        up to it (`sent`) that the record lacks; returns the epochs of `history` (the
+        checkpoint's rows) whose rows the record said it lacked."""
+        tracker = self.tracker
+        logged = tracker.logged(through) if isinstance(tracker, ReadBack) else None
+        self.held = logged or Logged()
+        for step, values in sent:
+            self.scalars(values, step)
+        return [row for row in history if logged and row["global_step"] not in logged.epochs]
+
+    def scalars(self, values: Mapping[str, float], step: int) -> None:
+        held = self.held.epochs if EPOCH_ROW_TAG in values else self.held.steps
+        if step not in held:
+            self.tracker.scalars(values, step)
+
+
 def _measured(split: str, result: EvaluationResult) -> dict[str, float]:
     """An evaluation's numbers on `split`, by their keys in the epoch's row: its loss first."""
     return {
@@ -241,15 +274,19 @@ def _measured(split: str, result: EvaluationResult) -> dict[str, float]:
     }
 
 
-def _say_written_again(record: str, rows: History) -> None:
-    epochs = ", ".join(str(row["epoch"]) for row in rows)
+def _say_written_again(record: str, rows: History, source: str | None = None) -> None:
+    """That `record` lacked the epochs of `rows`, written again from `source` (None: the
+    checkpoint's history, which has no steps)."""
+    if not rows:
+        return
+    several = len(rows) > 1
+    history = f"the checkpoint's history, without the steps logged in {'them' if several else 'it'}"
     log.warning(
-        "%s had no record of epoch%s %s (deleted?): written again from the checkpoint's "
-        "history, without the steps logged in %s",
+        "%s had no record of epoch%s %s (deleted?): written again from %s",
         record,
-        "s" * (len(rows) > 1),
-        epochs,
-        "them" if len(rows) > 1 else "it",
+        "s" * several,
+        ", ".join(str(row["epoch"]) for row in rows),
+        source or history,
     )
 
 

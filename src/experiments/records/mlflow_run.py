@@ -10,7 +10,7 @@ other runs go to `tracker.mlflow.experiment` ("runs"). The run's config, flatten
 parameters; model, dataset, device, placement, precision, seed and the sweep are its tags; the
 numbers of each logged step and epoch its metrics, by TensorBoard's tags; the final numbers
 `whole_run/<name>`; the confusion matrix an artifact. A resume carries on the same MLflow run
-(its id is in results.json), and logs no step it had logged already.
+(its id is in results.json), and is sent no step it holds already (`logged`).
 
 The numbers go in batches, at each epoch's end (before its checkpoint, so a kill loses only
 steps that its resume trains again) and otherwise every `SEND_EVERY_SECONDS`: each write to a
@@ -32,7 +32,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 from mlflow.entities import Metric, Param, RunStatus
@@ -48,11 +48,11 @@ from experiments.records.guard import Guard, Result
 from experiments.records.hparams import METRICS_GROUP, Value
 from experiments.records.tracker import (
     EPOCH_ROW_TAG,
-    Sent,
+    ROW_TAGS,
+    Logged,
     TrackedRun,
-    model_size_numbers,
+    final_numbers,
 )
-from experiments.training.history import History
 
 log = logging.getLogger("experiments")
 
@@ -73,7 +73,7 @@ LOGGERS = ("mlflow", "alembic")
 
 
 class MlflowRun:
-    """One run folder's MLflow run (a `records.tracker.Tracker`)."""
+    """One run folder's MLflow run (a `records.tracker.ReadBack`)."""
 
     record = "the MLflow run"
 
@@ -105,8 +105,7 @@ class MlflowRun:
         # Made in the guard: a store MLflow cannot open fails here, as a file store does.
         self.client: MlflowClient | None = self._guard(lambda: _client(uri, store_lock, timeout))
         self.run_id: str | None = None
-        # A resumed run's last step logged, by tag: none is logged a second time.
-        self._last_steps: dict[str, int] = {}
+        self._carried_on = False  # a run begun by an earlier process (`resume=`)
         self._pending: list[Metric] = []  # logged, not yet sent
         self._sent_at = time.monotonic()
 
@@ -115,6 +114,7 @@ class MlflowRun:
             if run.resumed_id is not None:
                 running = RunStatus.to_string(RunStatus.RUNNING)
                 client.update_run(run.resumed_id, status=running)
+                self._carried_on = True
                 return run.resumed_id
             experiment_id = self._experiment_id(client, run.group or self.experiment)
             # With MLflow's own tags of where a run came from, which its UI shows: the user, the
@@ -139,26 +139,27 @@ class MlflowRun:
             )
         return self.run_id
 
-    def resume_after(self, purge_step: int, history: History, sent: Sequence[Sent]) -> History:
-        """The steps logged after the checkpoint, before the kill, are computed again (to the
-        same numbers): each tag is logged on from the step after its last in MLflow. What the run
-        was `sent` before the checkpoint and MLflow lacks (all of it, in a run of MLflow's that
-        this resume began) is sent again."""
+    def logged(self, through: int) -> Logged | None:
+        """All it holds, those after `through` too (MLflow drops none): none is logged twice.
+        None for a run begun now."""
 
-        def last_steps(client: MlflowClient) -> dict[str, int]:
-            logged = client.get_run(self.run_id).data.metrics  # (a custom task's tags too)
-            return {
-                tag: max(metric.step for metric in client.get_metric_history(self.run_id, tag))
-                for tag in logged
+        def held(client: MlflowClient) -> Logged:
+            folders = {tag.rpartition("/")[0] for tag in PICTURE_TAGS}
+            ends = {
+                artifact.path.removesuffix(".png")
+                for folder in folders
+                for artifact in client.list_artifacts(self.run_id, folder)
             }
+            metrics = client.get_run(self.run_id).data.metrics
+            if any(key.startswith(f"{METRICS_GROUP}/") for key in metrics):
+                ends.add("hparams")
+            steps, epochs = (
+                {metric.step for metric in client.get_metric_history(self.run_id, tag)}
+                for tag in ROW_TAGS
+            )
+            return Logged(steps, epochs, ends)
 
-        self._last_steps = self._guarded(last_steps) or {}
-        for step, values in sent:
-            self._log(values, step)
-        self._send()
-        logged_through = self._last_steps.get(EPOCH_ROW_TAG, 0)
-        lost = [row for row in history if row["global_step"] > logged_through]
-        return lost if self._last_steps else []
+        return self._guarded(held) if self._carried_on else None
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
         self._log(values, step)
@@ -174,8 +175,7 @@ class MlflowRun:
     ) -> None:
         """Its parameters are the whole config, logged as it began; its final numbers and the
         model's size here."""
-        final = {f"{METRICS_GROUP}/{name}": value for name, value in numbers.items()}
-        final |= model_size_numbers(hyperparameters)
+        final = final_numbers(hyperparameters, numbers)
         self._log({name: value for name, value in final.items() if value is not None}, step)
         self._send()
 
@@ -186,21 +186,6 @@ class MlflowRun:
 
         self._guarded(logged)
 
-    def end_records(self) -> set[str]:
-        def held(client: MlflowClient) -> set[str]:
-            folders = {tag.rpartition("/")[0] for tag in PICTURE_TAGS}
-            found = {
-                artifact.path.removesuffix(".png")
-                for folder in folders
-                for artifact in client.list_artifacts(self.run_id, folder)
-            }
-            metrics = client.get_run(self.run_id).data.metrics
-            if any(key.startswith(f"{METRICS_GROUP}/") for key in metrics):
-                found.add("hparams")
-            return found
-
-        return self._guarded(held) or set()
-
     def close(self, status: str) -> None:
         self._send()
         ended = {"completed": RunStatus.FINISHED, "interrupted": RunStatus.KILLED}
@@ -209,11 +194,7 @@ class MlflowRun:
 
     def _log(self, values: Mapping[str, float], step: int) -> None:
         now = int(time.time() * 1000)
-        self._pending += [
-            Metric(tag, float(value), now, step)
-            for tag, value in values.items()
-            if step > self._last_steps.get(tag, 0)
-        ]
+        self._pending += [Metric(tag, float(value), now, step) for tag, value in values.items()]
 
     def _send(self) -> None:
         pending, self._pending = self._pending, []

@@ -9,16 +9,16 @@
 (Runs of versions before these groups tagged them train_loss, lr, test_loss, test_accuracy,
 val_loss, val_accuracy and confusion_matrix, with no speed; their files keep those tags.)
 
-A resumed run's writer hides the events from the first step done again on. Ctrl-C and SIGTERM
-wait until a write is done: cut short, it would leave the writer's queue, which its thread and
-`close` wait on, waiting for ever.
+A resumed run's writer hides the events from the first step done again on (`logged`). Ctrl-C and
+SIGTERM wait until a write is done: cut short, it would leave the writer's queue, which its
+thread and `close` wait on, waiting for ever.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -26,22 +26,21 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.plugins.hparams import metadata
 from torch.utils.tensorboard import SummaryWriter
 
-from experiments.config.metric_names import TEST_LOSS
+from experiments.config.metric_names import TEST_LOSS, TRAIN_LOSS
 from experiments.core import interrupts
 from experiments.core.files import writing
 from experiments.records import hparams
-from experiments.records.tracker import EPOCH_ROW_TAG, Sent, TrackedRun, epoch_scalars
-from experiments.training.history import History
+from experiments.records.tracker import ROW_TAGS, Logged, TrackedRun
 
 # TensorBoard's file, as a failed write names it (its writer picks the rest of the name).
 EVENTS = "events.out.tfevents.*"
 
-# The tag an epoch's row is found by in the events: today's, and older versions'.
-EPOCH_ROW_TAGS = (EPOCH_ROW_TAG, TEST_LOSS)
+# The tags a logged step's and an epoch's rows had in older versions' events.
+OLD_ROW_TAGS = (TRAIN_LOSS, TEST_LOSS)
 
 
 class TensorBoard:
-    """The event files of one run folder (a `records.tracker.Tracker`)."""
+    """The event files of one run folder (a `records.tracker.ReadBack`)."""
 
     record = "the TensorBoard events"
 
@@ -56,15 +55,19 @@ class TensorBoard:
     def begin(self, run: TrackedRun) -> None:
         """Its hyperparameters are written at the run's end, with its final numbers."""
 
-    def resume_after(self, purge_step: int, history: History, sent: Sequence[Sent]) -> History:
-        self._purge_step = purge_step
+    def logged(self, through: int) -> Logged:
+        """Its events after `through` are hidden from here on (its writer's purge step)."""
+        self._purge_step = through + 1
         events = _read(self.dir, size_guidance={"scalars": 0})  # (0: all)
-        tags = set(events.Tags()["scalars"]) & set(EPOCH_ROW_TAGS)
-        logged = {event.step for tag in tags for event in events.Scalars(tag)}
-        lost = [row for row in history if row["global_step"] not in logged]
-        for row in lost:
-            self.scalars(epoch_scalars(row), row["global_step"])
-        return lost
+        tags = events.Tags()
+        steps, epochs = (
+            {e.step for tag in found if tag in tags["scalars"] for e in events.Scalars(tag)}
+            for found in zip(ROW_TAGS, OLD_ROW_TAGS, strict=True)
+        )
+        # HParams: the last of its summaries, so all of them.
+        hparams_written = metadata.SESSION_END_INFO_TAG in tags["tensors"]
+        ends = {*tags["images"], *(["hparams"] if hparams_written else [])}
+        return Logged({s for s in steps if s <= through}, {s for s in epochs if s <= through}, ends)
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
         with writing(self.dir / EVENTS), interrupts.held():
@@ -93,13 +96,6 @@ class TensorBoard:
             summary = Summary(value=[Summary.Value(tag=tag, image=image)])
             writer._get_file_writer().add_summary(summary, step)
             writer.flush()
-
-    def end_records(self) -> set[str]:
-        events = _read(self.dir)
-        tags = events.Tags()
-        # HParams: the last of its summaries, so all of them.
-        hparams_written = metadata.SESSION_END_INFO_TAG in tags["tensors"]
-        return {*tags["images"], *(["hparams"] if hparams_written else [])}
 
     def close(self, status: str) -> None:
         try:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Set
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from omegaconf import DictConfig
 
@@ -28,8 +28,7 @@ from experiments.config.build import build
 from experiments.config.metric_names import LOSS, TEST, TRAIN, VAL
 from experiments.core import collection
 from experiments.core.errors import ExperimentError
-from experiments.records.hparams import Value
-from experiments.training.history import History
+from experiments.records.hparams import METRICS_GROUP, Value
 
 log = logging.getLogger("experiments")
 
@@ -68,12 +67,15 @@ def epoch_scalars(row: Mapping[str, Any]) -> dict[str, float]:
 MODEL_SIZE = ("model_parameters", "model_flops_per_image", "model_training_flops_per_image")
 
 
-def model_size_numbers(hyperparameters: Mapping[str, Any]) -> dict[str, float]:
-    """The model's size, by its tags (`model/parameters`), where the hyperparameters have it."""
-    return {
-        f"model/{key.removeprefix('model_')}": float(hyperparameters[key])
-        for key in MODEL_SIZE
-        if key in hyperparameters
+def final_numbers(
+    hyperparameters: Mapping[str, Any], numbers: Mapping[str, float | None]
+) -> dict[str, float | None]:
+    """The final `numbers` by their tags (`whole_run/test_accuracy`), and the model's size
+    (`model/parameters`) where the hyperparameters have it."""
+    final = {f"{METRICS_GROUP}/{name}": value for name, value in numbers.items()}
+    size = [key for key in MODEL_SIZE if key in hyperparameters]
+    return final | {
+        f"model/{key.removeprefix('model_')}": float(hyperparameters[key]) for key in size
     }
 
 
@@ -117,19 +119,12 @@ class TrackedRun:
 
 
 class Tracker(Protocol):
-    """A record of a run's numbers that something other than this project reads."""
-
-    record: str  # what a warning calls it: "the TensorBoard events"
+    """A record of a run's numbers that something other than this project reads (docs/trackers.md:
+    one of one's own). After a resume the recorder sends it what its record lacks (`ReadBack`)."""
 
     def begin(self, run: TrackedRun) -> str | None:
         """Start recording `run` (or carry on recording it: `run.resumed_id`); returns the
         tracker's id of it, kept in results.json for a resume, if it has one."""
-
-    def resume_after(self, purge_step: int, history: History, sent: Sequence[Sent]) -> History:
-        """Continue a run whose steps from `purge_step` on are about to be done again; the
-        epochs of `history` (the checkpoint's rows) that the record lacks are written again, and
-        returned. `sent`: what trackers were sent before `purge_step`, by metrics.jsonl, for a
-        record that may not hold all it was sent."""
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
         """Numbers by their tags at a global `step`."""
@@ -147,14 +142,38 @@ class Tracker(Protocol):
     def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:
         """An encoded PNG of `size` (height, width, channels) at `step`."""
 
-    def end_records(self) -> set[str]:
-        """Which of the records of a run's end ("hparams", a picture's tag) the record holds
-        already: those of a run killed after writing them, which its resume must not write
-        again."""
-
     def close(self, status: str) -> None:
         """Write what is pending and let go of the files; the run ended `status`, as results.json
         records it: completed, failed or interrupted."""
+
+
+# The tags a logged step's and an epoch's rows are found by in a record.
+ROW_TAGS = (STEP_TAGS[0], EPOCH_ROW_TAG)
+
+
+@dataclass(frozen=True)
+class Logged:
+    """What a tracker's record holds of a run, read back: its rows by their global steps, an
+    epoch's found by `EPOCH_ROW_TAG`, a logged step's by its loss; and the records of a run's
+    end ("hparams", a picture's tag)."""
+
+    steps: Set[int] = frozenset()
+    epochs: Set[int] = frozenset()
+    ends: Set[str] = frozenset()
+
+
+@runtime_checkable
+class ReadBack(Tracker, Protocol):
+    """A tracker that can say what its record holds (a file, a server's run), so that a resumed
+    run sends it only what it lacks; any other is sent again all the run had logged."""
+
+    record: str  # what a warning calls it: "the TensorBoard events"
+
+    def logged(self, through: int) -> Logged | None:
+        """What the record holds of the run, which carries on after global step `through` (its
+        checkpoint's) and logs the steps after it again: a record that can drop those drops them
+        first. None where it holds nothing of the run's earlier processes to read (a run of its
+        own begun now) or could not be read."""
 
 
 def resumed_ids(

@@ -27,7 +27,7 @@ import netrc
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +36,8 @@ from PIL import Image
 
 from experiments.config.schemas import TRACKER_TIMEOUT
 from experiments.records.guard import Guard, Result
-from experiments.records.hparams import METRICS_GROUP, Value
-from experiments.records.tracker import Sent, TrackedRun, model_size_numbers
-from experiments.training.history import History
+from experiments.records.hparams import Value
+from experiments.records.tracker import TrackedRun, final_numbers
 
 log = logging.getLogger("experiments")
 
@@ -54,9 +53,8 @@ def logged_in() -> bool:
 
 
 class WandbRun:
-    """One run folder's W&B run (a `records.tracker.Tracker`)."""
-
-    record = "the W&B run"
+    """One run folder's W&B run (a `records.tracker.Tracker`): a resume sends it again all the
+    run had logged, of which it keeps the steps W&B lacks."""
 
     def __init__(
         self,
@@ -71,7 +69,8 @@ class WandbRun:
         self.mode = os.environ.get("WANDB_MODE") or ("online" if logged_in() else "offline")
         self.timeout = timeout
         self.run: Any = None  # wandb's Run
-        self._held = -1  # a resumed run's last step W&B holds
+        # The last step W&B holds of a run carried on: W&B takes no step at or below it.
+        self._held = -1
         # wandb-core, started by the first run of a process, writes its log under its cache folder
         # (~/.cache/wandb/logs by default): kept with the runs instead. W&B's login says where
         # its key came from, unless silent (the run's own settings come after it).
@@ -108,25 +107,14 @@ class WandbRun:
         if given is not None:
             mode = self.run.settings.mode
             log.info("W&B: run %s (%s), %s, in %s", run.name, given, mode, self.dir / "wandb")
+            held = self._guarded(self._held_through) if run.resumed_id is not None else None
+            self._held = -1 if held is None else held
         return given
-
-    def resume_after(self, purge_step: int, history: History, sent: Sequence[Sent]) -> History:
-        """W&B takes no step below the last it holds. What it holds is read back, not assumed: a
-        run killed with -9 takes what its wandb-core had not written yet with it. Of what the
-        trackers were `sent` before the checkpoint, W&B gets the steps it lacks again; of the
-        steps computed again after it (to the same numbers), those it lacks."""
-        held = self._guarded(self._held_through)
-        if held is None:
-            return []
-        for step, values in sent:
-            if step > held:
-                self._guarded(lambda step=step, values=values: self.run.log(values, step=step))
-        self._held = held
-        return []
 
     def _held_through(self) -> int:
         """The last step W&B holds of the run this one continues: the server's, online; its
-        earlier offline files', read back with W&B's own reader, offline."""
+        earlier offline files', read back with W&B's own reader, offline (not assumed: a run
+        killed with -9 takes what its wandb-core had not written yet)."""
         if not (self.run.offline or self.run.disabled):
             return int(self.run.step) - 1
         mine = Path(self.run.dir).parent
@@ -150,9 +138,7 @@ class WandbRun:
     ) -> None:
         """Its config is the whole config, given as it began; its final numbers and the model's
         size here."""
-        final = {f"{METRICS_GROUP}/{name}": value for name, value in numbers.items()}
-        final |= model_size_numbers(hyperparameters)
-        self._guarded(lambda: self.run.summary.update(final))
+        self._guarded(lambda: self.run.summary.update(final_numbers(hyperparameters, numbers)))
 
     def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:
         def logged() -> None:
@@ -160,10 +146,6 @@ class WandbRun:
                 self.run.log({tag: wandb.Image(image.copy())}, step=step)
 
         self._guarded(logged)
-
-    def end_records(self) -> set[str]:
-        """W&B merges what a resume logs again into the run's summary and last step."""
-        return set()
 
     def close(self, status: str) -> None:
         # W&B's states for a run's own end are finished and failed (killed: stopped from its UI).
