@@ -193,11 +193,6 @@ class RunRecorder:
         for tracker in self._lacking("hparams", global_step):
             tracker.hyperparameters(hyperparameters, numbers, global_step, swept)
 
-    def end_records(self) -> set[str]:
-        """None (run/train.py still asks): `hyperparameters` and `confusion_matrix` leave out
-        what a tracker holds."""
-        return set()
-
     def _lacking(self, record: str, global_step: int) -> list[Tracker]:
         """The trackers to send `record` of the run's end ("hparams", a picture's tag) at
         `global_step`: all, but those holding it already where a resume ends at its checkpoint

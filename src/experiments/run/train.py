@@ -103,7 +103,6 @@ class Trainer:
         self.callbacks: list[Callback] = []
         self.run: TrainingRun  # what setup built, for the callbacks to read
         self.stopped_early = False  # a resumed run, killed after it stopped early
-        self.trained = False  # an epoch in this process (a resume may find none left)
 
     def setup(
         self, group: ProcessGroup, free_gpus: FreeGpus | None, resumed: dict[str, Any] | None
@@ -154,7 +153,6 @@ class Trainer:
         run.first_epoch = len(run.history) + 1
         for epoch in range(run.first_epoch, self.cfg.trainer.epochs + 1):
             interrupts.raise_if_lost()
-            self.trained = True
             with self.results.phase():  # the epoch's record, written once at its end
                 end = self._epoch(epoch)
                 self.results.add(EpochRecord, epochs_completed=epoch)
@@ -213,10 +211,6 @@ class Trainer:
         every process has got here."""
         run = self.run
         measures = run.learner.task.metrics
-        if not self.trained and run.is_main:
-            # A resume that trained nothing finishes a run killed at its end, maybe after the
-            # trackers had its last records.
-            self.recorder.end_records()
         summary = training_summary(run.history, run.monitor, measures)
         for each in self.callbacks:
             summary.update(each.on_fit_end(run, summary) or {})
