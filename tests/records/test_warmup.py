@@ -174,3 +174,14 @@ def test_a_one_epoch_run_beside_busy_work_is_marked_and_measured_after_its_first
     OmegaConf.save(cfg, tmp_path / ".hydra" / "config.yaml")  # as Hydra would have
     (host,) = [column for column in COLUMNS if column.key == "host_busy"]
     assert host.cell(summary_row(tmp_path, tmp_path.parent, read_run(tmp_path))) == "busy"
+
+
+def test_a_compiled_one_epoch_run_leaves_out_its_last_smaller_step_too() -> None:
+    # Its last step compiled the smaller batch anew: 40 images in 3 s, left out with the first.
+    timed = {"steps": 1, "images": 64, "seconds": 5.0}
+    last = {"last_step_images": 40, "last_step_seconds": 3.0}
+    history = [row(1, 1000, 10.0, timed | last)]
+    assert speed_summary(history)["train_images_per_second"] == (1000 - 64 - 40) / 2.0
+    # An epoch of those steps only is measured whole.
+    only = [row(1, 104, 8.0, timed | last)]
+    assert speed_summary(only)["train_images_per_second"] == 104 / 8.0

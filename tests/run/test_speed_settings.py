@@ -36,6 +36,26 @@ def test_bf16_changes_the_numbers_a_little_and_no_more(tmp_path: Path, plain_run
 
 
 @pytest.mark.slow
+def test_a_compiled_runs_last_smaller_step_is_timed_apart_from_its_speed(tmp_path: Path) -> None:
+    # 4,000 training images in batches of 1,500: the last holds 1,000, a shape compiled anew.
+    overrides = ("device=cpu", "trainer.epochs=1", "trainer.batch_size=1500")
+    train(
+        compose_config(*overrides, "trainer.limit_eval_images=128", "trainer.compile=eager"),
+        tmp_path,
+    )
+    (row,) = metrics(tmp_path, "epoch")
+    warm_up = row["warm_up"]
+    assert (warm_up["steps"], warm_up["images"], warm_up["last_step_images"]) == (1, 1500, 1000)
+    between = row["train_seconds"] - warm_up["seconds"] - warm_up["last_step_seconds"]
+    found = results(tmp_path)
+    assert found["train_images_per_second"] == pytest.approx(1500 / between)
+    # Not compiled, every step but the first is measured.
+    train(compose_config(*overrides, "trainer.limit_eval_images=128"), tmp_path / "eager")
+    (row,) = metrics(tmp_path / "eager", "epoch")
+    assert "last_step_images" not in row["warm_up"]
+
+
+@pytest.mark.slow
 def test_compiling_changes_no_number(
     tmp_path: Path, plain_run: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

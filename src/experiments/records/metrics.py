@@ -171,7 +171,7 @@ class RunRecorder:
             "eval_seconds": test.seconds + (val.seconds if val else 0.0),
             "epoch_seconds": training.seconds + test.seconds + (val.seconds if val else 0.0),
             # Its first steps, timed apart when they warmed up (`records.speed`).
-            "warm_up": warm_up_record(training.warm_up),
+            "warm_up": warm_up_record(training.warm_up, training.last_step),
             **host_record(host),
             "mfu": mfu,
             "train_energy": energy,

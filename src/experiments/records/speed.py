@@ -44,13 +44,18 @@ class SpeedSummary(TypedDict):
     warm_up: LeftOut | None
 
 
-def warm_up_record(warm_up: list[tuple[int, float]]) -> WarmUp | None:
-    """An epoch row's `warm_up`: the steps timed apart at its start, their images and seconds
-    (None: it had none, a measured epoch)."""
+def warm_up_record(
+    warm_up: list[tuple[int, float]], last_step: tuple[int, float] | None = None
+) -> WarmUp | None:
+    """An epoch row's `warm_up`: the steps timed apart at its start, their images and seconds,
+    and the last step's where it was timed apart too (None: none, a measured epoch)."""
     if not warm_up:
         return None
     images, seconds = warm_up[-1]
-    return WarmUp(steps=len(warm_up), images=images, seconds=seconds)
+    record = WarmUp(steps=len(warm_up), images=images, seconds=seconds)
+    if last_step is not None:
+        record["last_step_images"], record["last_step_seconds"] = last_step
+    return record
 
 
 def host_record(load: HostLoad | None) -> HostRecord:
@@ -73,7 +78,7 @@ def speed_summary(history: Sequence[EpochRow]) -> SpeedSummary:
         speeds = [_whole(row) for row in measured]
         warm_up = _left_out(warm, steps=None, seconds=[row["train_seconds"] for row in warm])
     else:
-        steady = [row for row in warm if row["train_images"] > row["warm_up"]["images"]]
+        steady = [row for row in warm if _steady_images(row) > 0]
         measured = steady or warm
         speeds = [_after_warm_up(row) if steady else _whole(row) for row in measured]
         warm_up = _left_out(
@@ -114,8 +119,15 @@ def compile_seconds(first_step: tuple[int, float], images_per_second: float) -> 
 
 
 def _after_warm_up(row: EpochRow) -> float:
+    """The speed of the steps between those timed apart."""
     warm_up = row["warm_up"]
-    return (row["train_images"] - warm_up["images"]) / (row["train_seconds"] - warm_up["seconds"])
+    seconds = row["train_seconds"] - warm_up["seconds"] - warm_up.get("last_step_seconds", 0.0)
+    return _steady_images(row) / seconds
+
+
+def _steady_images(row: EpochRow) -> int:
+    warm_up = row["warm_up"]
+    return row["train_images"] - warm_up["images"] - warm_up.get("last_step_images", 0)
 
 
 def _whole(row: EpochRow) -> float:

@@ -183,6 +183,7 @@ class Trainer:
                 after_step=partial(self._after_step, epoch),
                 warm_up_steps=max(1, slowed) if first else 0,
                 unit=run.data.unit,
+                last_step_apart=first and trainer.compile is not None,
             )
             wait_for(run.runtime.device)  # the contexts end with the epoch's work done
         measured: dict[str, Any] = {}

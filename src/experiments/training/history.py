@@ -15,12 +15,18 @@ from typing import TypedDict
 from experiments.config.metric_names import VAL_LOSS
 
 
-class WarmUp(TypedDict):
-    """The steps an epoch timed apart at its start (`records.speed`), their images and seconds."""
-
+class _WarmUpSteps(TypedDict):
     steps: int
     images: int
     seconds: float
+
+
+class WarmUp(_WarmUpSteps, total=False):
+    """The steps an epoch timed apart at its start (`records.speed`), their images and seconds;
+    and its last step's, where a compiled model compiled its smaller batch anew."""
+
+    last_step_images: int
+    last_step_seconds: float
 
 
 class _EveryVersionsRow(TypedDict):

@@ -61,6 +61,8 @@ class TrainingResult:
     # The images and seconds from the epoch's start to the end of each of its warm-up steps (the
     # first `warm_up_steps` optimizer steps), the device waited for at each.
     warm_up: list[tuple[int, float]] = field(default_factory=list)
+    # The last step's images and seconds, timed apart where it compiled a new shape.
+    last_step: tuple[int, float] | None = None
 
     @property
     def images_per_second(self) -> float:
@@ -113,20 +115,22 @@ def train_epoch(
     after_step: Callable[[int], object] | None = None,
     warm_up_steps: int = 0,
     unit: Unit = IMAGES,
+    last_step_apart: bool = False,
 ) -> TrainingResult:
     """One pass of optimizer steps over `batches`, one every `learner.accumulate_batches` batches
     (`log_interval` and the logged step count optimizer steps), calling `after_step` after each;
     losses and speeds count every process of `runtime.group`. The forward pass and the loss run
     in `runtime.autocast()`; its scaler scales the loss for fp16 and passes it through otherwise.
-    The first `warm_up_steps` steps (compiling, autotuning, profiling) are timed on their own.
+    The first `warm_up_steps` steps (compiling, autotuning, profiling) are timed on their own;
+    with `last_step_apart` (a compiled model's first epoch), so is the last step where its batch
+    is smaller than the others: a new shape, compiled (and its CUDA graphs recorded) anew.
     The progress bar gives the speed in the data's `unit` per second."""
     model, optimizer = learner.model, learner.optimizer
     scaler, accumulate = runtime.scaler, learner.accumulate_batches
     model.train()
     compute_timer = DeviceTimer(runtime.device)
     epoch_loss = 0.0
-    warm_up: list[tuple[int, float]] = []
-    started = time.perf_counter()
+    times = _StepTimes(batches, accumulate, warm_up_steps, last_step_apart, runtime.device)
     progress = _progress_bar(batches, description, runtime.group)
     interval = _LogInterval(batches, runtime, learner, progress, log_step, description, unit)
     for index, (inputs, targets) in enumerate(progress):
@@ -134,6 +138,7 @@ def train_epoch(
         last_of_step = index % accumulate == accumulate - 1 or index == len(batches) - 1
         span = compute_timer.start()
         if index % accumulate == 0:
+            times.step_begins(index)
             if learner.cuda_graphs:  # (once a step: its batches add up their gradients)
                 torch.compiler.cudagraph_mark_step_begin()
             lr = optimizer.param_groups[0]["lr"]
@@ -149,18 +154,63 @@ def train_epoch(
         compute_timer.stop(span)
         if after_step is not None:
             after_step(step)  # the callbacks'
-        if step <= warm_up_steps:
-            wait_for(runtime.device)  # its time is the step's, not the next one's
-            warm_up.append((sum(batches.sizes[: index + 1]), time.perf_counter() - started))
+        times.step_ended(step, index)
         if step % log_interval == 0 or index == len(batches) - 1:
             epoch_loss += interval.end(index, step, lr)
     # The last step always logs, so the device has finished by now.
-    seconds = time.perf_counter() - started
+    ended = time.perf_counter()
     images = batches.count_images()
     waited, copying = batches.times()
     return TrainingResult(
-        epoch_loss / images, images, seconds, waited, copying, compute_timer.take(), lr, warm_up
+        epoch_loss / images,
+        images,
+        ended - times.started,
+        waited,
+        copying,
+        compute_timer.take(),
+        lr,
+        times.warm_up,
+        times.last_step(ended),
     )
+
+
+class _StepTimes:
+    """The steps of an epoch timed apart, the device waited for around each: its first
+    `warm_up_steps`, and with `last_apart` its last where its batch is smaller than the first
+    (unless that step is a warm-up step too)."""
+
+    def __init__(
+        self,
+        batches: Batches,
+        accumulate: int,
+        warm_up_steps: int,
+        last_apart: bool,
+        device: torch.device,
+    ) -> None:
+        self.sizes, self.warm_up_steps, self.device = batches.sizes, warm_up_steps, device
+        last_begins = (len(batches) - 1) // accumulate * accumulate  # its first batch
+        new_shape = batches.sizes[-1] != batches.sizes[0]
+        warming = last_begins // accumulate + 1 <= warm_up_steps
+        self.last_begins = last_begins if last_apart and new_shape and not warming else None
+        self.warm_up: list[tuple[int, float]] = []
+        self.last_started: float | None = None
+        self.started = time.perf_counter()
+
+    def step_begins(self, index: int) -> None:
+        if index == self.last_begins:
+            wait_for(self.device)  # the steps before it end here
+            self.last_started = time.perf_counter()
+
+    def step_ended(self, step: int, index: int) -> None:
+        if step <= self.warm_up_steps:
+            wait_for(self.device)  # its time is the step's, not the next one's
+            self.warm_up.append((sum(self.sizes[: index + 1]), time.perf_counter() - self.started))
+
+    def last_step(self, ended: float) -> tuple[int, float] | None:
+        """The last step's images and seconds, where it was timed apart."""
+        if self.last_begins is None or self.last_started is None:
+            return None
+        return sum(self.sizes[self.last_begins :]), ended - self.last_started
 
 
 def _progress_bar(batches: Batches, description: str, group: ProcessGroup) -> tqdm:
