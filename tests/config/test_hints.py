@@ -162,6 +162,17 @@ def test_lightning_hydra_template_keys_are_answered_with_what_does_that_here(
     assert refused(override) == line
 
 
+def test_a_key_left_out_that_is_not_there_is_answered_in_one_line() -> None:
+    assert refused("~task.metrics.top5_accuracy") == (
+        "~task.metrics.top5_accuracy: the config has no task.metrics.top5_accuracy to leave out; "
+        "a classifier leaves top-5 accuracy out with task.metrics='{accuracy: max}'"
+    )
+    assert refused("~trainer.nonexist") == (
+        "~trainer.nonexist: the config has no trainer.nonexist to leave out; python train.py "
+        "--cfg job prints the config"
+    )
+
+
 def test_their_plus_forms_are_answered_alike() -> None:
     assert refused_when_run("+seed=42") == (
         "+seed: the config has no key 'seed'; the seed is trainer.seed=N"

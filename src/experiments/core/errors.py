@@ -55,6 +55,11 @@ def _composition(error: ConfigCompositionException) -> str | None:
     if text.startswith("Could not append to config"):
         key = text.split("'")[1]
         return f"+{key}: {key} is there already; set it with {key}=... (+ adds a key)"
+    deleted = re.match(r"Could not delete from config\. '(.+?)' does not exist", text)
+    if deleted:
+        said = f"~{deleted[1]}: the config has no {deleted[1]} to leave out"
+        equivalent = template_equivalent(deleted[1])
+        return f"{said}; {equivalent or 'python train.py --cfg job prints the config'}"
     cause = error.__cause__
     unknown = re.match(r"Could not override '(.+?)'\.\nTo append to your config use \+(\S+)", text)
     if unknown and isinstance(cause, (ConfigAttributeError, ConfigKeyError)):

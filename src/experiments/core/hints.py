@@ -61,6 +61,9 @@ TEMPLATE_EQUIVALENTS = {
     "trainer.log_every_n_steps": "the steps between logged losses are trainer.log_interval=N",
     "trainer.default_root_dir": "the run folder is hydra.run.dir=<folder>",
     # Keys of this project's earlier versions, renamed.
+    "task.metrics.top5_accuracy": (
+        "a classifier leaves top-5 accuracy out with task.metrics='{accuracy: max}'"
+    ),
     "trainer.limit_eval_batches": f"renamed: {EVAL_LIMIT}",
     "limit_batches": (
         "renamed: eval.py is limited in test images, the same whatever the batch size: "
