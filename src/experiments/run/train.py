@@ -118,17 +118,16 @@ class Trainer:
         results, new = self.results, resumed is None
         runtime = training_parts.device(cfg, group, free_gpus, results, new)
         parts = training_parts.data_and_task(cfg, runtime, results)
-        cfg, data, task = parts.cfg, parts.data, parts.task
-        model, size = training_parts.model(cfg, task, data, runtime, results, new)
-        cfg, search = training_parts.batch_size(cfg, model, task, data, runtime, results, resumed)
-        learning = training_parts.optimization(cfg, model, task, data, runtime, results, search)
-        self.cfg = cfg
+        model, size = training_parts.model(parts, new)
+        parts, search = training_parts.batch_size(parts, model, resumed)
+        learning = training_parts.optimization(parts, model, search)
+        self.cfg = cfg = parts.cfg
         self.scheduler = learning.scheduler
         self.run = TrainingRun(
             cfg=cfg,
             run_dir=self.run_dir,
             runtime=runtime,
-            data=data,
+            data=parts.data,
             model_size=size,
             learner=learning.learner,
             state=learning.state,

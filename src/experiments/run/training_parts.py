@@ -7,6 +7,7 @@ over the splits' batches (`optimization`). Each records what it learned in resul
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -88,17 +89,20 @@ def device(
 
 
 @dataclass(frozen=True)
-class DataAndTask:
-    """The splits; the config with what they told of themselves; what the model learns from
-    them (its loss and metrics); what selects epochs, with a validation split."""
+class Prepared:
+    """The run so far: the config (with what the data told of itself, and the batch a search
+    found), the device, the records of its setup, the splits, what the model learns from them
+    (its loss and metrics), and what selects epochs, with a validation split."""
 
-    data: ImageData
     cfg: DictConfig
+    runtime: Runtime
+    results: Results
+    data: ImageData
     task: Task
     monitor: Monitor | None
 
 
-def data_and_task(cfg: DictConfig, runtime: Runtime, results: Results) -> DataAndTask:
+def data_and_task(cfg: DictConfig, runtime: Runtime, results: Results) -> Prepared:
     """The splits and the task for data of their kind (built once the data has told its
     statistics: a regression's target's); epochs are selected (and runs stopped early) on the
     validation split, never on test."""
@@ -109,14 +113,13 @@ def data_and_task(cfg: DictConfig, runtime: Runtime, results: Results) -> DataAn
     task = setup.build_task(cfg.task, data)
     selection.require_validation(cfg, has_validation=data.val is not None)
     monitor = Monitor.of(cfg) if data.val is not None else None
-    return DataAndTask(data, cfg, task, monitor)
+    return Prepared(cfg, runtime, results, data, task, monitor)
 
 
-def model(
-    cfg: DictConfig, task: Task, data: ImageData, runtime: Runtime, results: Results, new: bool
-) -> tuple[nn.Module, model_size.ModelSize]:
+def model(prepared: Prepared, new: bool) -> tuple[nn.Module, model_size.ModelSize]:
     """The model as built (the same weights on every device and placement), `model.weights`
     loaded into a `new` run's (a resume takes its own back), measured, and on the device."""
+    cfg, task, data, results = prepared.cfg, prepared.task, prepared.data, prepared.results
     trainer = cfg.trainer
     seeding.seed_everything(trainer.seed)
     built = setup.build_model(cfg.model, cfg.task.name, task, data, from_checkpoint=not new)
@@ -135,7 +138,7 @@ def model(
     size = model_size.measure(built, data.shape, models.HOST)
     results.add(SetupRecord, **size.record())
     placed = setup.place_model(
-        built, runtime, trainer.compile, trainer.sync_batchnorm, trainer.compile_mode
+        built, prepared.runtime, trainer.compile, trainer.sync_batchnorm, trainer.compile_mode
     )
     if note := wrapping.sync_batchnorm_waits(placed):
         log.info(note)
@@ -143,21 +146,16 @@ def model(
 
 
 def batch_size(
-    cfg: DictConfig,
-    placed: nn.Module,
-    task: Task,
-    data: ImageData,
-    runtime: Runtime,
-    results: Results,
-    resumed: dict[str, Any] | None,
-) -> tuple[DictConfig, dict[str, Any] | None]:
-    """With trainer.batch_size=auto, the config with the batch the run trains with, and the
-    search that found it: the largest that trains on the device, halved as asked, searched for
+    prepared: Prepared, placed: nn.Module, resumed: dict[str, Any] | None
+) -> tuple[Prepared, dict[str, Any] | None]:
+    """With trainer.batch_size=auto, the run with the batch it trains with in its config, and
+    the search that found it: the largest that trains on the device, halved as asked, searched for
     with copies of the model and optimizer; a resumed run's, as its search found it (the run was
-    refused unless a search chose its batch). Otherwise the config as it is, and None."""
+    refused unless a search chose its batch). Otherwise the run as it is, and None."""
+    cfg, data, runtime, results = prepared.cfg, prepared.data, prepared.runtime, prepared.results
     trainer = cfg.trainer
     if trainer.batch_size != AUTO_BATCH:
-        return cfg, None
+        return prepared, None
     if resumed is not None:
         search = resumed[checkpoints.BATCH_SEARCH]
         batch = search["trained"]
@@ -166,7 +164,7 @@ def batch_size(
         assert data.train is not None
         trial = batch_search.Trial(
             unwrap(placed),
-            runtime.placement.module(task),
+            runtime.placement.module(prepared.task),
             cfg.optimizer,
             data,
             runtime,
@@ -178,7 +176,8 @@ def batch_size(
         search, batch = found.record(), found.batch
     results.add(SetupRecord, batch_search=search)
     results.add(SetupRecord, batch_size=batch, per_process_batch_size=batch)
-    return OmegaConf.merge(cfg, {"trainer": {"batch_size": batch}}), search
+    merged = OmegaConf.merge(cfg, {"trainer": {"batch_size": batch}})
+    return dataclasses.replace(prepared, cfg=merged), search
 
 
 @dataclass(frozen=True)
@@ -197,18 +196,13 @@ class Optimization:
 
 
 def optimization(
-    cfg: DictConfig,
-    placed: nn.Module,
-    task: Task,
-    data: ImageData,
-    runtime: Runtime,
-    results: Results,
-    search: dict[str, Any] | None,
+    prepared: Prepared, placed: nn.Module, search: dict[str, Any] | None
 ) -> Optimization:
     """The task (its loss), optimizer and schedule over the splits' batches, and the state its
     checkpoints save, with the search that chose its batch (`search`)."""
+    cfg, data, runtime, results = prepared.cfg, prepared.data, prepared.runtime, prepared.results
     trainer = cfg.trainer
-    placed_task = runtime.placement.module(task)
+    placed_task = runtime.placement.module(prepared.task)
     optimizer, fused = optimizers.build_optimizer(cfg.optimizer, placed, runtime.type)
     cudnn_benchmark = trainer.cudnn_benchmark and runtime.backend.uses_cudnn
     results.add(SetupRecord, optimizer_fused=fused, cudnn_benchmark=cudnn_benchmark)
@@ -216,7 +210,7 @@ def optimization(
         log.info(note)
     # The same shuffle (and augmentation) in every process; each takes its share of a batch.
     shuffle = torch.Generator().manual_seed(trainer.seed)
-    splits = _batches(cfg, placed, task, data, runtime, results, shuffle)
+    splits = _batches(prepared, placed, shuffle)
     steps = loop.optimizer_steps(len(splits[0]), trainer.accumulate_batches)
     scheduler, interval = schedules.for_run(
         cfg.scheduler, optimizer, epochs=trainer.epochs, steps_per_epoch=steps
@@ -275,16 +269,11 @@ def _moving_average(
 
 
 def _batches(
-    cfg: DictConfig,
-    placed: nn.Module,
-    task: Task,
-    data: ImageData,
-    runtime: Runtime,
-    results: Results,
-    shuffle: torch.Generator,
+    prepared: Prepared, placed: nn.Module, shuffle: torch.Generator
 ) -> tuple[Batches, Batches, Batches | None]:
     """The splits cut into batches (train, test, val), the training split's shuffled (and
     augmented) by `shuffle`."""
+    cfg, data, runtime, task = prepared.cfg, prepared.data, prepared.runtime, prepared.task
     trainer = cfg.trainer
     augment = Augment(**cfg.dataset.augment, generator=shuffle, num_classes=cfg.dataset.num_classes)
     # Not a check of the config (`config.validate`): a task of one's own says what its targets
@@ -302,7 +291,9 @@ def _batches(
         log.info(note)
     test = _split_batches(cfg, data, data.test, runtime)
     val = _split_batches(cfg, data, data.val, runtime) if data.val is not None else None
-    results.add(SetupRecord, test_images=test.count_images(), test_split_images=len(data.test))
+    prepared.results.add(
+        SetupRecord, test_images=test.count_images(), test_split_images=len(data.test)
+    )
     return train, test, val
 
 

@@ -158,19 +158,26 @@ def train_epoch(
         if step % log_interval == 0 or index == len(batches) - 1:
             epoch_loss += interval.end(index, step, lr)
     # The last step always logs, so the device has finished by now.
+    return _epoch_result(epoch_loss, batches, times, compute_timer.take(), lr)
+
+
+def _epoch_result(
+    summed_loss: float, batches: Batches, times: _StepTimes, compute_seconds: float, lr: float
+) -> TrainingResult:
     ended = time.perf_counter()
     images = batches.count_images()
     waited, copying = batches.times()
+    seconds, warm_up, last_step = ended - times.started, times.warm_up, times.last_step(ended)
     return TrainingResult(
-        epoch_loss / images,
+        summed_loss / images,
         images,
-        ended - times.started,
+        seconds,
         waited,
         copying,
-        compute_timer.take(),
+        compute_seconds,
         lr,
-        times.warm_up,
-        times.last_step(ended),
+        warm_up,
+        last_step,
     )
 
 
