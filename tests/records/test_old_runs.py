@@ -20,6 +20,15 @@ in its config snapshot:
         optimizer=adam trainer.epochs=1 dataset.val_fraction=0.2 hydra.run.dir=own_task_run
 
 with its my_tasks.py beside it. Its one epoch: val mae 73.3618, test mae 64.0675.
+
+tests/fixtures/last_release_run.tar.gz is a run of the last release before the trainer took
+callbacks, tasks their metrics and each kind of device a backend (main at 709fc22):
+
+    python train.py device=cpu model=lenet trainer.epochs=1 trainer.limit_train_batches=2 \\
+        trainer.limit_eval_images=64 dataset.val_fraction=0.1 hydra.run.dir=outputs/last_release_run
+
+Its one epoch: val accuracy 9.375%, test accuracy 10.9375% (7 of its 64 test images), train
+loss 2.3127.
 """
 
 from __future__ import annotations
@@ -128,3 +137,31 @@ def test_a_run_of_the_last_release_is_reported_replayed_and_resumed(
     assert resumed.returncode == 0, resumed.stderr
     assert results(run_dir)["epochs_completed"] == 2
     assert {row["step"] for row in csv_numbers(run_dir) if row["test/loss"]} == {"2", "4"}
+
+
+@pytest.mark.slow
+def test_the_last_releases_run_reports_evaluates_resumes_and_replays(tmp_path: Path) -> None:
+    with tarfile.open(
+        Path(__file__).parents[1] / "fixtures" / "last_release_run.tar.gz"
+    ) as archive:
+        archive.extractall(tmp_path, filter="data")
+    run = tmp_path / "last_release_run"
+    (before,) = metrics(run, "epoch")
+    (row,) = write_report(run)
+    assert (row["val_accuracy"], row["test_accuracy"]) == (6 / 64, 7 / 64)
+    done = eval_cli(tmp_path, f"ckpt={run}", "device=cpu")
+    assert done.returncode == 0, done.stderr
+    (evaluation,) = (path for path in done.run_dirs if path != run)
+    assert results(evaluation)["test_accuracy"] == 7 / 64
+    resumed = train_cli(tmp_path, f"resume={run}", "trainer.epochs=2")
+    assert resumed.returncode == 0, resumed.stderr
+    assert results(run)["resumed_after_epochs"] == [1]
+    assert [row["epoch"] for row in metrics(run, "epoch")] == [1, 2]
+    assert metrics(run, "epoch")[0] == before  # the old epoch kept as it was
+    (tmp_path / "replays").mkdir()
+    replayed = train_cli(tmp_path / "replays", f"replay={run}")
+    assert replayed.returncode == 0, replayed.stderr
+    (again,) = replayed.run_dirs
+    first = metrics(again, "epoch")[0]  # (of the two epochs its resume made it)
+    # The same training again; another CPU may round the last digits differently.
+    assert first["train_loss"] == pytest.approx(before["train_loss"], rel=1e-4)
