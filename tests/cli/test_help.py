@@ -12,6 +12,7 @@ from experiments.config.store import command_name
 from helpers import ROOT, eval_cli
 
 TRAINING_GROUPS = {
+    "callbacks",
     "dataset",
     "debug",
     "device",

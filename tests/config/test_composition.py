@@ -30,6 +30,7 @@ GROUPS = [
     "scheduler",
     "trainer",
     "tracker",
+    "callbacks",
     "experiment",
 ]
 
