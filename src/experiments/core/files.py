@@ -1,20 +1,14 @@
 """Files written whole or not at all, files a write that failed names, and locks between
 processes.
 
-Every record a run keeps (results.json, metrics.jsonl after a resume, checkpoints, the cache's
-statistics) is written by `write_atomically`, and every lock (a cache entry being built, a GPU a
-sweep job holds, a run folder being written) is a POSIX file lock, which the system releases even
-if its process dies. The logs appended to (train.log, metrics.jsonl) are opened by
-`open_to_append`. None of these writes through a link: one in a record's place (to a file
-outside the run folder, say) is replaced by the record, and what it pointed to is left alone.
-A write that fails (a full disk, a folder deleted or made read-only) is said in one line naming
-the file (`writing`).
+Whole files a run writes go through `write_atomically`, appended logs through `open_to_append`;
+neither writes through a link (one in the file's place is replaced). Locks are POSIX file locks,
+which the system releases when their process dies. A failed write is one line naming the file
+(`writing`).
 
-Every file the tool reads that it did not ship (a run's records, a dataset=csv table, an image, a
-checkpoint, a cache's meta.json) is read through `opened` (or `read_text`, `read_json_lines`,
-`read_yaml` above it): only a regular file, and no more of it than its kind's `Bound`. A named pipe
-would be waited on for ever, a device such as /dev/zero read until memory runs out; either, or a
-file larger than its kind may be, is refused in one line naming it, before it is read.
+Every file read that the tool did not ship goes through `opened` (or `read_text`,
+`read_json_lines`, `read_yaml`): only a regular file, no larger than its kind's `Bound`, so a
+named pipe or /dev/zero is refused by name before it is read.
 """
 
 from __future__ import annotations
@@ -65,12 +59,11 @@ LOCK_POLL_SECONDS = 0.1
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
-    """Write to a temporary file beside `path`, sync it to disk, then rename it over `path`:
-    a crash leaves either the old file or the new one, never a torn one. `path`'s folder must
-    exist: a run folder deleted while its run goes on is not made again. A write that fails (or is
-    interrupted) removes its temporary file, which on a full disk would hold the space the run's
-    record needs; one killed leaves it to `remove_leftovers`. A link in `path`'s place is
-    replaced, never written through, and so is one by the temporary file's name."""
+    """Write to a temporary file beside `path`, sync it, then rename it over `path`: a crash
+    leaves the old file or the new one, never a torn one. `path`'s folder must exist (a run
+    folder deleted mid-run is not made again). A failed write removes its temporary file (on a
+    full disk it would hold the space); a killed one leaves it to `remove_leftovers`. Links in
+    the way are replaced, never written through."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with writing(path):
         try:
@@ -109,9 +102,8 @@ def write_text_atomically(path: Path, text: str) -> None:
 
 
 def open_to_append(path: Path, encoding: str | None = "utf-8") -> IO[str]:
-    """`path` opened to append text to, never through a link: a link in its place (to a file
-    outside the run folder, say) is removed first, and the file begins anew where it was; what
-    the link pointed to is left as it was. A write that follows it (a log line) goes there."""
+    """`path` opened to append text to, never through a link: a link in its place is removed
+    first and the file begins anew; what the link pointed to is left alone."""
     return open(_own_file(path, os.O_WRONLY | os.O_APPEND), "a", encoding=encoding)
 
 
@@ -160,10 +152,9 @@ CHECKPOINT = Bound("a checkpoint", 64 * GIB, "give a .pt file or a run folder")
 def refuse_special_file(
     path: str | os.PathLike[str], what_is_valid: str, bound: Bound | None = None
 ) -> None:
-    """Refuse `path` by name, before anything reads it, unless it is a regular file (or a link to
-    one) no larger than `bound` allows: reading a named pipe or a terminal waits for ever for a
-    writer, and a device such as /dev/zero never ends. What cannot be looked at (a link to
-    nothing) is left to the reading, which names it."""
+    """Refuse `path` by name unless it is a regular file (or a link to one) no larger than
+    `bound`: a named pipe or a terminal waits for ever for a writer, /dev/zero never ends. What
+    cannot be looked at (a dangling link) is left to the reading, which names it."""
     try:
         status = os.stat(path)
     except OSError:
@@ -175,11 +166,9 @@ def refuse_special_file(
 def opened(
     path: str | os.PathLike[str], bound: Bound, what_is_valid: str | None = None
 ) -> Iterator[IO[bytes]]:
-    """`path` opened to read, once it is known to be a regular file no larger than `bound`
-    (refused in one line otherwise, `what_is_valid` or the bound's own saying what is valid); a
-    read past `bound.most` bytes into it (a file that grows as it is read) is refused too. It can
-    seek, for the readers that follow a format's offsets (torch.load, Pillow). OSError where it
-    cannot be opened (missing, not allowed)."""
+    """`path` opened to read, once known to be a regular file no larger than `bound` (refused in
+    one line otherwise); reading past `bound.most` (a file that grows) is refused too. Seekable,
+    for torch.load and Pillow. OSError where it cannot be opened."""
     what_is_valid = what_is_valid or bound.what_is_valid
     refuse_special_file(path, what_is_valid, bound)  # before opening: opening a device acts on it
     # A pipe put in its place since is not waited on, a terminal never made the process's own.
@@ -322,11 +311,10 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_yaml(path: Path) -> Any:
-    """A YAML record Hydra wrote (a sweep's multirun.yaml, a run's .hydra/ files; a `RECORD`),
-    as plain data; one that is not YAML (torn, or another file over it) is named in one line.
-    Twenty times as fast as OmegaConf's loader (2 ms, not 40, for a multirun.yaml): a sweep reads
-    these in every job and again for its report. For reading records only: composing stays
-    OmegaConf's (its loader reads `1e-3` as a number, YAML 1.1's as a string)."""
+    """A YAML file Hydra wrote (multirun.yaml, a run's .hydra/ files), as plain data; one that is
+    not YAML is named in one line. LibYAML, far quicker than OmegaConf's loader (docs/speed.md),
+    for reading only: composing stays OmegaConf's (it reads `1e-3` as a number, YAML 1.1 a
+    string)."""
     try:
         return yaml.load(read_text(path, RECORD), Loader=_YAML_LOADER)
     except (yaml.YAMLError, UnicodeDecodeError) as error:
@@ -372,10 +360,9 @@ def try_lock(path: Path) -> IO[str] | None:
 
 def try_process_lock(path: Path) -> int | None:
     """An exclusive lock on `path` held by this process alone, until the returned descriptor is
-    closed or the process ends; None at once if another process holds it. A record lock
-    (`lockf`), not `try_lock`'s `flock`: the processes this one forks (DataLoader workers) do not
-    hold it too, so none outlives the process. A file system without locks (ENOLCK on some NFS
-    mounts) gives the descriptor unlocked."""
+    closed or the process ends; None at once if another process holds it. `lockf`, not `flock`:
+    forked children (DataLoader workers) do not inherit it, so none outlives the process. Where
+    the file system has no locks (ENOLCK on some NFS) the descriptor comes back unlocked."""
     import fcntl  # POSIX only, as above
 
     lock = _own_file(path, os.O_RDWR)

@@ -1,7 +1,6 @@
-"""What a user probably meant by a key or an option the config has not got: the closest valid
-ones (`trainer.epoch` -> trainer.epochs), or, for what a user of lightning-hydra-template (and of
-Lightning's Trainer) types, what does that here (`seed=` -> trainer.seed, `trainer=gpu` ->
-device=cuda). Used wherever Hydra or the config checks refuse a key or an option."""
+"""What a user probably meant by a key or option the config has not got: the closest valid ones
+(`trainer.epoch` -> trainer.epochs), or what does here what lightning-hydra-template's key does
+(`seed=` -> trainer.seed, `trainer=gpu` -> device=cuda)."""
 
 from __future__ import annotations
 
@@ -17,9 +16,8 @@ EVAL_LIMIT = (
 DEVICES = "the device is device=cpu, cuda, cuda:N, dp, ddp (under torchrun) or auto"
 
 # What does here what lightning-hydra-template's keys and options (`key` or `group=option`) do,
-# and what this project's renamed keys are now, said after "; " in the refusal's line. A key
-# stands for the keys below it too (`data` for `data.num_workers`) unless one of those has its
-# own entry.
+# and what renamed keys are now. A key stands for the keys below it too (`data` for
+# `data.num_workers`) unless one of those has its own entry.
 TEMPLATE_EQUIVALENTS = {
     "seed": "the seed is trainer.seed=N",
     "ckpt_path": (
@@ -60,7 +58,7 @@ TEMPLATE_EQUIVALENTS = {
     "trainer.limit_test_batches": EVAL_LIMIT,
     "trainer.log_every_n_steps": "the steps between logged losses are trainer.log_interval=N",
     "trainer.default_root_dir": "the run folder is hydra.run.dir=<folder>",
-    # Keys of this project's earlier versions, renamed.
+    # Renamed keys, still typed by users of older configs.
     "task.metrics.top5_accuracy": (
         "a classifier leaves top-5 accuracy out with task.metrics='{accuracy: max}'"
     ),

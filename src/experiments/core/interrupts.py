@@ -1,14 +1,11 @@
-"""Ctrl-C (SIGINT), SIGTERM (`kill`, `timeout`, a SLURM preemption) and SIGHUP (the terminal
-closed, an ssh connection dropped) end a command alike: the run records that it was interrupted,
-and by which, its temporary files are removed on the way out, and it can be resumed. SIGQUIT
-(Ctrl-\\) and SIGUSR1 are taken the same way, and then end the process themselves, as they would
-have without a handler (`end_as_the_signal_would`). A signal other than Ctrl-C is raised as
-`Terminated`, a KeyboardInterrupt, so that what serves Ctrl-C (every `except KeyboardInterrupt`,
-`except BaseException` and `finally`) serves it. Code that another thread waits on (TensorBoard's
-writer and its queue) holds them back while it runs (`held`): cut short there, it leaves the queue
-waiting for ever. Under torchrun, joining the process group gives SIGTERM torchrun's meaning
-instead (`experiments.devices.distributed`), held back the same way (`raise_unless_held`);
-torchrun passes SIGHUP and SIGQUIT on to its processes as they are."""
+"""Ctrl-C (SIGINT), SIGTERM and SIGHUP end a command alike: the run writes that it was
+interrupted and by which signal, removes its temporary files, and can be resumed. SIGQUIT and
+SIGUSR1 are taken the same way, then end the process as they would have without a handler
+(`end_as_the_signal_would`). A signal other than Ctrl-C is raised as `Terminated`, a
+KeyboardInterrupt, so every `except KeyboardInterrupt` and `finally` serves it too. Code that
+another thread waits on (TensorBoard's writer queue) holds them back while it runs (`held`): cut
+short there, it leaves the queue waiting for ever. Under torchrun, SIGTERM takes torchrun's meaning
+instead (`devices.distributed`), held back the same way."""
 
 from __future__ import annotations
 
@@ -40,9 +37,8 @@ class Terminated(KeyboardInterrupt):
 
 def take_interrupts() -> None:
     """From now on, SIGINT raises KeyboardInterrupt and the other signals taken Terminated, the
-    first of them only: a second, while the first one's record is written, would cut it short
-    (and show a traceback). One that this process was started ignoring, other than SIGINT and
-    SIGTERM, stays ignored: `nohup` keeps a command going when its terminal closes so."""
+    first only: a second would cut short the writing of the first one's results. A signal the
+    process was started ignoring (other than SIGINT and SIGTERM) stays ignored, for `nohup`."""
     for each in TAKEN:
         inherited = signal.getsignal(each)
         if inherited == signal.SIG_IGN and each not in (signal.SIGINT, signal.SIGTERM):
@@ -52,10 +48,9 @@ def take_interrupts() -> None:
 
 
 def raise_if_lost() -> None:
-    """Raise again the interrupt a signal raised where Python drops exceptions: in a weakref
-    callback or a `__del__` (an import's module lock, a freed tensor), where it is printed as
-    "Exception ignored" and the run would go on as if never signalled (the signals are ignored
-    from the first on). Called where the run can stop: every epoch and logged step."""
+    """Raise again an interrupt that Python dropped ("Exception ignored": raised in a weakref
+    callback or a `__del__`), which would otherwise leave the run going as if never signalled.
+    Called where the run can stop: every epoch and logged step."""
     if _delivered and not _holding:
         raise _delivered[-1]
 
@@ -95,9 +90,8 @@ def exit_code(interrupt: KeyboardInterrupt) -> int:
 
 
 def end_as_the_signal_would(interrupt: KeyboardInterrupt) -> None:
-    """End the process by SIGQUIT or SIGUSR1 itself, once its record is written, as the signal
-    would have ended it (SIGQUIT dumping core, where core files are kept); return for the others,
-    which end with `exit_code`."""
+    """End the process by SIGQUIT or SIGUSR1 itself, once its results are written, as the signal
+    would have; return for the others, which end with `exit_code`."""
     if isinstance(interrupt, Terminated) and interrupt.signal.name in ENDING:
         signal.signal(interrupt.signal, signal.SIG_DFL)
         signal.raise_signal(interrupt.signal)  # to this thread: it ends before the call returns

@@ -11,8 +11,8 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Unit:
-    """What a dataset's samples are called where people read of them: images, or a table's rows.
-    (Records keep their keys whatever the unit: `train_images_per_second` counts rows too.)"""
+    """What a dataset's samples are called in messages: images, or a table's rows. File keys
+    keep their names whatever the unit (`train_images_per_second` counts rows too)."""
 
     one: str  # "FLOPs per image"
     many: str  # "1000 test images"
@@ -26,8 +26,8 @@ SAMPLES = Unit("sample", "samples", "samples/s")
 
 
 def shared_unit(names: Iterable[str | None]) -> Unit:
-    """The unit that runs recorded (`data.unit`: "images", "rows"; None, a run of an earlier
-    version's: images), or samples where they differ."""
+    """The runs' shared `data.unit` ("images", "rows"; None, from older run folders: images), or
+    samples where they differ."""
     found = {ROWS if name == ROWS.many else IMAGES for name in names}
     return found.pop() if len(found) == 1 else SAMPLES
 
@@ -77,9 +77,8 @@ def _reads_as_other_than_text(text: str) -> bool:
 
 
 def printable(text: str) -> str:
-    """`text` with each character that is not printable (a newline, a tab, an escape) written as
-    Python writes it in a string (`\\n`, `\\t`, `\\x1b`): a folder's name, or a value from its
-    files, printed on one line of a table as it is, never over two or as a terminal's command."""
+    """`text` with each unprintable character escaped as Python would (`\\n`, `\\x1b`), so a name
+    from a folder or file prints on one line, never as a terminal command."""
     if text.isprintable():
         return text
     return "".join(
@@ -107,13 +106,11 @@ def abridged(options: list[str]) -> list[str]:
     return [*others[:first], f"{numbered[0]} ... {numbered[-1]}", *others[first:]]
 
 
-# The SI prefixes of thousands, millions, ... (none below a thousand).
 PREFIXES = ("", "k", "M", "G", "T", "P")
 
 
 def short_count(count: float) -> str:
-    """A count to three figures with its SI prefix: 314, 62.0k, 11.2M, 1.82G (as it is where it
-    is no finite number: a record from elsewhere's inf)."""
+    """A count to three figures with its SI prefix: 314, 62.0k, 11.2M, 1.82G (inf as it is)."""
     if not math.isfinite(count) or abs(count) < 1000:
         return str(count)
     power = min(int(math.log10(abs(count))) // 3, len(PREFIXES) - 1)

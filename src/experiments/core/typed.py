@@ -1,9 +1,8 @@
 """Whether data read from a file has the shape its reader declares, said in one phrase.
 
-A record from elsewhere (a run folder copied, damaged or made up) is plain data of any shape. Its
-reader declares the shape it reads as a type: a TypedDict, `list[...]`, `dict[str, ...]`, a union,
-`Literal[...]`, `float`, `int`, `str`, `bool`, `None`. `mismatch` checks the data against it, so a
-list where a number belongs is named before anything computes with it.
+A file from elsewhere (copied, damaged, made up) is plain data of any shape; its reader declares
+the shape as a type (TypedDict, `list[...]`, `dict[str, ...]`, unions, `Literal[...]`, scalars)
+and `mismatch` checks the data against it before anything computes with it.
 """
 
 from __future__ import annotations
@@ -32,12 +31,10 @@ Found = tuple[str, str]
 
 
 def mismatch(value: Any, expected: Any, name: str, *, partial: bool = False) -> str | None:
-    """Where `value` (called `name`: "results.json") is not of the type `expected`, one phrase
-    saying where and how: "results.json is a list, where an object belongs", "results.json:
-    device.ids[0] is text ("a"), where a whole number belongs", "metrics.jsonl row 3 lacks kind";
-    None where it is. A TypedDict's keys are checked where present, and its required keys
-    required, unless `partial` (at the top level only: a record that grows as its run goes); keys
-    it does not declare are left alone. An `int` is a `float`, and a `bool` is neither."""
+    """Where `value` (called `name`) is not of type `expected`, one phrase saying where and how
+    ("results.json: device.ids[0] is text ("a"), where a whole number belongs"); None where it
+    is. A TypedDict's required keys are required unless `partial` (top level only: a file that
+    grows as its run goes); undeclared keys are left alone. An int is a float; a bool is neither."""
     found = _checker(expected, partial)(value, "")
     if found is None:
         return None

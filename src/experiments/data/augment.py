@@ -4,8 +4,8 @@ of torchvision's reference recipe: on the uint8 images, random crops, flips and 
 make the labels class probabilities.
 
 Every random draw comes from the shuffle generator, on the host, for the whole batch, of which
-each process then takes its share: every process and every placement sees the same, and a resume
-repeats them. Only mixup's and CutMix's partner is found within a process's share (see `_mix`).
+each process takes its share: every process and placement sees the same, and a resume repeats
+them. Only mixup's and CutMix's partner is found within a process's share (`_mix`).
 """
 
 from __future__ import annotations
@@ -77,10 +77,9 @@ class Augment:
         return bool(self.padding or self.flip or self.policy or self.erasing or self.mixes)
 
     def refusal(self, task: str, targets: str, *, takes_probabilities: bool) -> str | None:
-        """Why task=`task`, learning `targets`, cannot train with the options that are on, in one
-        line (None: it can). Every option changes an image's pixels, which its mask would not
-        follow; mixing makes the labels class probabilities, which only a loss that takes them
-        can learn from (`takes_probabilities`: classification's)."""
+        """Why task=`task`, learning `targets`, cannot train with the options that are on (None:
+        it can): masks would not follow the pixels, and mixing makes labels probabilities, which
+        only a loss that `takes_probabilities` learns from."""
         if targets == "masks":
             keys, why = tuple(OFF), "changes an image's pixels but not its mask's"
         elif not takes_probabilities:
@@ -159,15 +158,13 @@ class Augment:
         images.masked_fill_(inside, 0.0)
 
     def _mix(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mixup or CutMix (one of the two per batch, at random, where both are on), as
-        torchvision.transforms.v2's: each image mixed with the one before it, by a share drawn
-        from Beta(alpha, alpha) for the batch, and its label with that image's in the same shares.
+        """Mixup or CutMix (one per batch, at random, where both are on), as
+        torchvision.transforms.v2's: each image and label mixed with the one before it, by a share
+        drawn from Beta(alpha, alpha) for the batch.
 
-        The share, the choice and CutMix's box are drawn for the whole batch; the image before is
-        the one before within this process's share of it (the share's first takes its last): the
-        others are on other processes, and fetching them would cost a collective at every step.
-        The batch is in a random order already, so the pairs are as random (with one process, they
-        are torchvision's)."""
+        The partner is the one before within this process's share (the share's first takes its
+        last): fetching another process's would cost a collective every step, and the batch is in
+        random order already (with one process, the pairs are torchvision's)."""
         mix = self.mixes[0]
         if len(self.mixes) > 1:
             mix = self.mixes[int(torch.rand((), generator=self.generator) < 0.5)]
@@ -187,7 +184,7 @@ class Augment:
             left, right = max(x - half_width, 0), min(x + half_width, width)
             images[:, :, top:bottom, left:right] = partner[:, :, top:bottom, left:right]
             share = 1 - (bottom - top) * (right - left) / (height * width)
-        assert self.num_classes is not None  # (data of classes tells how many)
+        assert self.num_classes is not None
         # (one_hot's check of the labels' range would make the host wait for a GPU)
         classes = images.new_zeros(len(labels), self.num_classes).scatter_(1, labels[:, None], 1)
         partners = classes.roll(1, 0)

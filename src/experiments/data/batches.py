@@ -1,13 +1,10 @@
 """A split cut into batches of normalized float images on the training device.
 
-A batch is made in five visible steps (`Batches.__iter__`): which rows this process takes, in the
-pass's seeded order; gathering them from the uint8 split (`TensorRows`), or having DataLoader
-workers decode them (`experiments.data.streaming.StreamRows`); copying them to the device as
-uint8 (a quarter of float32's traffic, from pinned memory for a GPU, without the host waiting);
-augmenting them batch-wise on the device (`experiments.data.augment`); converting and normalizing
-them there (then erasing and mixing them, where asked: mixing makes the labels class
-probabilities). No per-image Python work in memory, and no step that makes the host wait for a
-GPU.
+A batch is made in five steps (`Batches.__iter__`): this process's rows of the pass's seeded
+order; gathered from the uint8 split (`TensorRows`) or decoded by workers (`streaming.StreamRows`);
+copied to the device as uint8 (pinned, non-blocking for a GPU); augmented batch-wise there
+(`augment`); converted and normalized there. No per-image Python work in memory, and no step that
+makes the host wait for a GPU (docs/speed.md, The data path).
 """
 
 from __future__ import annotations
@@ -33,8 +30,8 @@ class TensorRows:
 
     def __init__(self, split: Split, *, channels_last: bool, pin: bool) -> None:
         # For channels-last batches, the split stored as (N, H, W, C): a batch of its rows, seen
-        # as (N, C, H, W), is channels-last already (converting every batch costs more). A split
-        # laid out so already (preloaded: `loading.preload`) is only seen so, not copied.
+        # as (N, C, H, W), is channels-last already, cheaper than converting every batch. A split
+        # preloaded so (`loading.preload`) is only viewed, not copied.
         self.images = (
             split.images.contiguous(memory_format=torch.channels_last).permute(0, 2, 3, 1)
             if channels_last
@@ -54,7 +51,7 @@ class TensorRows:
             if order is None:
                 images, labels = self.images[low:high], self.labels[low:high]
             else:
-                # index_select: a tenth of the time of indexing with a tensor, on the CPU.
+                # index_select: far quicker than indexing with a tensor on the CPU (docs/speed.md).
                 rows = order[low:high]
                 images, labels = (
                     self.images.index_select(0, rows),
@@ -68,20 +65,12 @@ class TensorRows:
 class Batches:
     """One pass over a split in batches of normalized float images and labels, on the device.
 
-    With a `shuffle` generator, every pass draws a new permutation from it; without, the order is
-    the split's; with `subset` (an evaluation limited to some images: `experiments.data.subset`),
-    a pass takes only those rows of the split. `limit` stops a pass after that many batches
-    (training steps). The last batch may be smaller. Of several processes (`runtime.group`), each
-    takes its contiguous share of every batch (so together they see the batch one process would,
-    and no two the same image); a last batch too small to give every process an image, or smaller
-    than `fewest` (a BatchNorm model's need, `training.loop.fewest_images_per_batch`), is left
-    out, its images counted in `left_out`.
-
-    The split is whole uint8 tensors (`Split`: on the host, copied per batch, or already on the
-    device with `dataset.preload=device`), or a Dataset that DataLoader workers decode
-    (`Streamed`): the same rows in the same order either way. Per pass, `times()` tells how long
-    the loop waited for batches (host clock) and how long copying them to the device took (on a
-    GPU, by CUDA events: the asynchronous copies' own time, not a part of the host's wait).
+    With a `shuffle` generator every pass draws a new permutation; without, the split's order;
+    with `subset` (`data.subset`), only those rows. `limit` stops a pass after that many batches.
+    Of several processes, each takes its contiguous share of every batch (together they see the
+    batch one process would); a last batch too small to give every process an image, or smaller
+    than `fewest` (BatchNorm's need), is left out and counted in `left_out`. A `Split` and a
+    `Streamed` split give the same rows in the same order.
     """
 
     def __init__(
@@ -133,9 +122,8 @@ class Batches:
         return sum(self.sizes)
 
     def times(self) -> tuple[float, float]:
-        """Seconds the loop waited for batches (host clock), and seconds copying them to the
-        device (on a GPU, the copies' time there, which the host did not wait for), since the last
-        call."""
+        """Since the last call: seconds the loop waited for batches (host clock), and seconds
+        copying them to the device (on a GPU by CUDA events: overlaps, not part of, the wait)."""
         waited, self.wait_seconds = self.wait_seconds, 0.0
         return waited, self.copy_timer.take()
 
@@ -197,9 +185,9 @@ class Batches:
     def _normalization(
         self, mean: list[float], std: list[float], channels: int, full_scale: int
     ) -> tuple[float | torch.Tensor, float | torch.Tensor]:
-        """(value / full_scale - mean) / std as a multiply and an add: value * scale + shift;
-        with numbers when every channel has the same mean and std (much faster on channels-last
-        batches than broadcasting a per-channel tensor), else with per-channel tensors."""
+        """(value / full_scale - mean) / std as value * scale + shift: with plain numbers where
+        every channel has the same mean and std (much faster on channels-last batches than
+        broadcasting a per-channel tensor), else with per-channel tensors."""
         means = torch.tensor(mean, dtype=torch.float64).expand(channels)
         stds = torch.tensor(std, dtype=torch.float64).expand(channels)
         scale, shift = 1 / (full_scale * stds), -means / stds

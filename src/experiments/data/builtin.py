@@ -27,9 +27,8 @@ def cifar10_sample() -> tuple[Split, Split]:
     return _copies(_decoded_cifar10_sample())
 
 
-# The shipped files never change, and the jobs of a sweep share a process under Hydra's basic
-# launcher: each decodes the 5,000 images once (0.2-0.4 s), then takes a copy (5 ms) that it may
-# change as it likes.
+# The shipped files never change and a sweep's jobs share a process under Hydra's basic
+# launcher: decoded once per process, each caller gets a copy it may change.
 @cache
 def _decoded_cifar10_sample() -> tuple[Split, Split]:
     root = SAMPLE_DATA / "cifar10"
@@ -42,8 +41,7 @@ def _decoded_cifar10_sample() -> tuple[Split, Split]:
         images = pixels.reshape(1000, 32, 32, 3).permute(0, 3, 1, 2).contiguous()
         return images, labels[1000 * number : 1000 * (number + 1)]
 
-    # Side by side: Pillow lets go of the GIL while it inflates a strip, and the five take 0.2-0.4
-    # s one after another on a 2-core EPYC, a tenth of a one-batch run.
+    # Side by side: Pillow lets go of the GIL while it inflates a strip.
     with ThreadPoolExecutor() as pool:
         *train, (test_images, test_labels) = pool.map(batch, [0, 1, 2, 3, 50])
     return (
@@ -103,10 +101,9 @@ SHAPES = ["background", "circle", "square", "triangle"]
 def shapes_splits(
     image_size: int, train_size: int, test_size: int, seed: int, shapes_per_image: int = 2
 ) -> tuple[Split, Split]:
-    """Generated images for task=segmentation: a dark noisy background with `shapes_per_image`
-    shapes (a circle, a square or a triangle, of any bright colour, size and place, later ones
-    over earlier ones), and their masks, the class of each pixel (`SHAPES`). Seeded: the same
-    images every run. A shape's class is told by its form, not its colour."""
+    """Seeded images for task=segmentation: `shapes_per_image` bright shapes (`SHAPES`, of random
+    colour, size and place; later ones on top) on a dark noisy background, and their masks. A
+    shape's class is told by its form, not its colour."""
     generator = torch.Generator().manual_seed(seed)
     rows, columns = torch.meshgrid(
         torch.arange(image_size), torch.arange(image_size), indexing="ij"

@@ -1,17 +1,14 @@
 """The decoded cache: a split of the user's images decoded once into one uint8 array file, then
-memory-mapped by every later epoch and run, which cut their batches from it as from the shipped
-in-memory samples.
+memory-mapped by every later epoch and run.
 
 An entry is a folder `<cache_dir>/<dataset>-<split>-<key>/` holding `images.npy` (N, C, H, W),
 `labels.npy` and `meta.json`. The key hashes what the decoded images depend on: the split's file
-paths, sizes and modification times, the image size and the channels, and what made the Dataset
-(its function and arguments); a changed folder gets a new entry. An entry is built in a
-temporary folder and renamed into place, so a kill mid-build leaves none. One whose files do not
-have the sizes or the CRC-32 checksums its meta.json records (truncated, zeroed in place, a
-garbled header) is decoded again: a check of every byte, which training in memory reads anyway,
-and quick (6 ms for the CIFAR-10 sample's 12 MB training entry). A lock file per entry makes a
-second run (or torchrun process) building the same entry wait for the first and then use it,
-`dataset.cache_timeout` seconds at most: a builder that is stopped or hung is not waited for ever.
+paths, sizes and modification times, the image shape, and what made the Dataset (its function and
+arguments). An entry is built in a temporary folder and renamed into place, so a kill mid-build
+leaves none. One whose files do not match the sizes and CRC-32 checksums in its meta.json is
+decoded again (every byte is checked; training in memory reads them all anyway). A lock file per
+entry makes a second process building the same entry wait for the first, `dataset.cache_timeout`
+seconds at most.
 """
 
 from __future__ import annotations
@@ -46,9 +43,8 @@ CHUNK = 16 * 2**20  # bytes checksummed at a time
 
 
 def fingerprint(dataset: Dataset, shape: tuple[int, int, int], source: str) -> str | None:
-    """The key of a split's decoded images, from its files (a Dataset with torchvision's
-    `samples` list of (path, label)) and `source`, what made the Dataset (its function and
-    arguments: a transform's switch changes the images); None for a Dataset that names no files,
+    """The key of a split's decoded images, from its files (torchvision's `samples` list of
+    (path, label)) and `source`, what made the Dataset; None for a Dataset that names no files,
     which cannot be told apart from a changed one and so is never cached."""
     samples = getattr(dataset, "samples", None)
     if not isinstance(samples, list):
@@ -85,8 +81,8 @@ def decoded(
     dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int, timeout: float
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     """The split's images (memory-mapped) and labels from the cache entry `entry`, built first if
-    it is missing or torn; and what happened, for results.json. Another process building it is
-    waited for, `timeout` seconds at most (dataset.cache_timeout)."""
+    missing or torn, and what happened, for results.json. Another process building it is waited
+    for `timeout` seconds at most."""
     lock = entry.with_name(entry.name + ".lock")
     with _locked(entry, lock, timeout):
         problem = _problem(entry)

@@ -1,11 +1,10 @@
 """A CSV file of numbers as train and test splits: `dataset=csv` (`task=regression`).
 
-Every column but the target is a feature. A row is one example: its features as a float32 vector
-seen as an (F, 1, 1) "image" of F channels, so the models that flatten their input (`model=mlp`)
-take it as they are; its target a float32 vector of one value. The test split is a fraction of
-the rows drawn with a fixed seed (the file's order may be sorted by anything). Features are
-standardized by the training split's statistics as images are normalized (`data.loading`), the
-target by its own (`training.tasks.Regression`).
+Every column but the target is a feature. A row's features are a float32 (F, 1, 1) "image" of F
+channels, which models that flatten their input (`model=mlp`) take as they are; its target a
+float32 vector of one value. The test rows are drawn with a fixed seed (the file may be sorted by
+anything). Features are standardized like images are normalized (`data.loading`), the target by
+`training.tasks.Regression`.
 """
 
 from __future__ import annotations
@@ -59,9 +58,8 @@ def csv_splits(
 
 
 def _read(file: Path) -> tuple[list[str], list[list[float]]]:
-    """The header and the rows of numbers of a CSV file (a regular file, no larger than a
-    `TABLE`; UTF-8, with or without a byte order mark); a cell that is no number float32 holds is
-    refused, naming its line and column."""
+    """The header and the rows of numbers of a CSV file (UTF-8, BOM or not, at most a `TABLE`); a
+    cell that is not a float32 number is refused, naming its line and column."""
     try:
         with (
             opened(file, TABLE) as binary,

@@ -1,19 +1,16 @@
-"""What a run's data is, in a few names, counts and digests, so that a resumed run can tell it
-trains and selects its epochs on the same data (every checkpoint keeps the fingerprint):
+"""What a run's data is, in a few names, counts and digests, kept in every checkpoint so that a
+resumed run can tell it trains and selects on the same data:
 
-- the dataset's name, and its source: the `_target_` and its arguments, but not where the files
-  lie (`root`, `download`), so the same folder moved or mounted elsewhere is the same data;
-- the classes, in label order;
-- each split's number of images (train, validation, test);
-- for a split read from files (an image folder, a Dataset listing its files in `samples` as
-  torchvision's ImageFolder does), a digest of their paths below the split's folder, their sizes
-  and labels;
-- for rows of values in memory (a dataset=csv file's), a digest of each split's values: an edited
-  table is other data, though its rows and columns count the same;
-- the rows held out of train for validation (`dataset.val_fraction`, `dataset.val_seed`).
+- the dataset's name and source (`_target_` and arguments, less `root` and `download`: the same
+  folder moved elsewhere is the same data);
+- the classes, in label order, and each split's number of images;
+- for a split read from files (a Dataset listing them in `samples`, as ImageFolder does), a
+  digest of their paths below the split's folder, sizes and labels;
+- for rows of values in memory (dataset=csv), a digest of each split's values;
+- the rows held out of train for validation.
 
-It is cheap: a stat per file, no image read; a table's values are hashed (a millisecond for a
-megabyte). A checkpoint from before the values' digests resumes on the rows' counts alone.
+A stat per file, no image read. Checkpoints without the values' digests resume on the counts
+alone.
 """
 
 from __future__ import annotations

@@ -3,11 +3,9 @@
     DIR/train/<class>/*.png|jpg|...   DIR/test/<class>/*   and optionally DIR/val/<class>/*
 
 or ImageNet's DIR/train/ and DIR/val/ alone, tested on val/. The classes are the folder names,
-sorted, and must be the same in every split. Each image is decoded with PIL (16-bit grey brought
-to 8 bits), converted to grey or RGB, resized (shorter side) and center-cropped to a square, and
-returned as a uint8 (C, H, W) tensor: the same whether a DataLoader worker decodes it every epoch
-or the cache decodes it once. The layout is checked before any image is read, so a wrong folder
-fails in one line naming what is wrong.
+sorted, the same in every split. Each image is decoded with PIL (16-bit grey brought to 8 bits),
+converted to grey or RGB, resized (shorter side), center-cropped to a square and returned as a
+uint8 (C, H, W) tensor. The layout is checked before any image is read.
 """
 
 from __future__ import annotations
@@ -38,17 +36,16 @@ from experiments.core.files import IMAGE, opened, refuse_special_file
 log = logging.getLogger("experiments")
 
 SPLITS = ("train", "test", "val")
-# PIL's modes of a 16-bit grey image: I;16 and its byte orders (PNG, TIFF), and I (PGM).
-# What Pillow cannot identify as any image format it reads is said so.
 UNIDENTIFIED = "it is in no image format Pillow reads"
+# PIL's modes of a 16-bit grey image: I;16 and its byte orders (PNG, TIFF), and I (PGM).
 SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 LAYOUT = "an image folder holds train/<class>/*, test/<class>/* and optionally val/<class>/*"
 
 
 class ImageFolderSplit(ImageFolder):
-    """One split of an image folder: torchvision's ImageFolder, whose items are uint8 tensors of
-    one size, and whose images are ordered by file name (then class), so numbered files keep
-    their numbering, rather than class by class."""
+    """One split of an image folder: torchvision's ImageFolder with uint8 items of one size,
+    ordered by file name (then class) rather than class by class, so numbered files keep their
+    order."""
 
     def __init__(self, root: Path, image_size: int, channels: int) -> None:
         self.image_size = image_size
@@ -74,8 +71,7 @@ def image_folder(
     """The train and test splits (and val, if the folder has one) of the folder at `root`.
 
     A folder of train/ and val/ alone (ImageNet's layout) is tested on val/. `evaluating`: only
-    the test split is needed, and read; it is returned in train's place too (what the images and
-    classes look like), as `(test, test)`."""
+    the test split is read, and returned as `(test, test)`."""
     folder = Path(root).expanduser()
     if not folder.is_dir():
         raise ExperimentError(f"dataset.root={root}: no such folder; {LAYOUT}")
@@ -143,10 +139,8 @@ def export(
     suffix: str = ".png",
     size: int | None = None,
 ) -> None:
-    """Write uint8 splits (`experiments.data.types.Split`s, by split name) as an image folder under
-    `root`, each image named by its index, so the folder keeps the splits' order (and resized to
-    `size` x `size` if given): a shipped sample, say, to try `dataset=image_folder` on
-    (`python -m experiments.data.image_folder DIR`)."""
+    """Write uint8 `Split`s (by split name) as an image folder under `root`, each image named by
+    its index so the folder keeps the splits' order, resized to `size` x `size` if given."""
     for split, data in splits.items():
         for name in classes:
             (root / split / name).mkdir(parents=True, exist_ok=True)
@@ -176,9 +170,9 @@ def decode(path: Path, image_size: int, channels: int) -> torch.Tensor:
 
 
 def _eight_bit(image: Image.Image) -> Image.Image:
-    """A 16-bit grey image as an 8-bit one, each value scaled by 255/65535 and rounded (as the
-    PNG specification reduces a sample's depth): PIL's own convert clips it at 255 instead, so
-    that nearly every pixel comes out white."""
+    """A 16-bit grey image as an 8-bit one, scaled by 255/65535 and rounded as the PNG
+    specification reduces depth: PIL's own convert clips at 255, turning nearly every pixel
+    white."""
     values = np.asarray(image, dtype=np.float64) * (255 / 65535)
     return Image.fromarray(np.clip(np.rint(values), 0, 255).astype(np.uint8), "L")
 
@@ -200,9 +194,8 @@ def _too_large(path: Path) -> str:
 
 
 def _image_file(split: Path, path: str) -> bool:
-    """True for an image; False for what is hidden (.DS_Store, .ipynb_checkpoints/ and the like)
-    below the split's folder; anything else in a class folder is a mistake worth naming, and so is
-    an image's name on what is not a file (a named pipe, which reading would wait on for ever)."""
+    """True for an image, False for what is hidden (.DS_Store, .ipynb_checkpoints/); anything
+    else, or an image's name on what is not a file (a named pipe), is refused by name."""
     name = Path(path).name
     if any(part.startswith(".") for part in Path(path).relative_to(split).parts):
         return False

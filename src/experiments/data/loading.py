@@ -1,15 +1,9 @@
 """A dataset's splits, ready to be cut into batches by `experiments.data.batches`.
 
-A source, named by the dataset config's `source._target_`, returns the splits in one of two forms:
-
-- whole uint8 tensors (`Split`: (N, C, H, W) images and int64 labels): the files shipped in
-  `sample_data/`, torchvision's dataset classes, generated images. Loaded once, batches cut from
-  them.
-- torch Datasets of (image, label): an image folder, or a function of the user's own
-  (`experiments.data.own_data`), decoded into such tensors through the cache, or streamed by
-  DataLoader workers (`Streamed`).
-
-`load` checks what a source returns against the shape the config declares or derives.
+A source (`source._target_`) returns whole uint8 tensors (`Split`: the shipped samples,
+torchvision's classes, generated images) or torch Datasets of (image, label) (an image folder, the
+user's own: `own_data`), which are decoded through the cache or streamed (`Streamed`). `load`
+checks what a source returns against the shape the config declares or derives.
 """
 
 from __future__ import annotations
@@ -180,9 +174,8 @@ def _loaded(
     config: Any,
     record: dict[str, Any],
 ) -> dict[str, Split | Streamed]:
-    """Each split of `items` as `loader` says, with `workers` reading: decoded into memory
-    (memory-mapped from the cache where it can be; what the cache did, per split, goes into
-    `record`), or streamed."""
+    """Each split of `items` decoded into memory (memory-mapped from the cache where it can be;
+    what the cache did goes into `record`) or streamed, as `loader` says."""
     loaded: dict[str, Split | Streamed] = {}
     for name, split in items.items():
         if loader == Loader.memory:
@@ -195,9 +188,9 @@ def _loaded(
 
 
 def preload(data: ImageData, placement: Placement, *, channels_last: bool = False) -> ImageData:
-    """The dataset with its in-memory splits' uint8 tensors on the device, copied there once
-    (streamed splits stay streamed); for channels-last batches, laid out channels-last on the
-    way, so the batches take their rows from that one copy on the device."""
+    """The dataset with its in-memory splits copied to the device once (streamed ones stay
+    streamed), laid out channels-last on the way where the batches are, so that one copy is all
+    there is on the device."""
 
     def moved(split: Any) -> Any:
         if not isinstance(split, Split):

@@ -2,14 +2,13 @@
 one contract, then decoded into memory (through the cache) or streamed.
 
 The contract (docs/own-data.md): a source returns `(train, test)` or `(train, test, val)` torch
-Datasets whose items are `(image, label)`: the image a uint8 tensor (C, S, S), or a float one in
-[0, 1] (torchvision's ToTensor); the label an int below the number of classes. `CheckedDataset`
-checks every item as it is decoded, and the first training item before anything else.
+Datasets of `(image, label)`: a uint8 (C, S, S) tensor or a float one in [0, 1], and an int below
+the number of classes. `CheckedDataset` checks every item as it is decoded, and the first training
+item before anything else.
 
-`dataset.loader` decides the path: `memory` decodes each split once into one uint8 tensor (kept
-in `dataset.cache_dir` when the Dataset names its files, so later runs only map it), `stream`
-hands the Datasets to DataLoader workers every epoch, and `auto` takes memory when the decoded
-images fit `dataset.cache_max_gb`.
+`dataset.loader`: `memory` decodes each split once (cached in `dataset.cache_dir` when the Dataset
+names its files), `stream` hands the Datasets to DataLoader workers every epoch, `auto` takes
+memory when the decoded images fit `dataset.cache_max_gb`.
 """
 
 from __future__ import annotations
@@ -140,8 +139,7 @@ def splits(made: Any, target: str) -> dict[str, Dataset]:
 
 
 def _files_named(dataset: Dataset) -> list[str | Path]:
-    """The files a Dataset names in `samples`, a list of (path, label), as torchvision's
-    ImageFolder and DatasetFolder do (none for other Datasets)."""
+    """The files a Dataset names in `samples`, a list of (path, label), as ImageFolder does."""
     samples = getattr(dataset, "samples", None)
     if not isinstance(samples, list):
         return []
@@ -256,8 +254,8 @@ def normalization(
 
 
 def _kept_statistics(kept: Path) -> tuple[list[float], list[float], str] | None:
-    """The mean, std and source kept in `kept`; None where there is no such file, or where it
-    cannot be read (a copy cut short, say): then they are computed again, and written whole."""
+    """The mean, std and source kept in `kept`; None where missing or unreadable (then they are
+    computed again)."""
     if not kept.is_file():
         return None
     try:
@@ -272,9 +270,9 @@ def _kept_statistics(kept: Path) -> tuple[list[float], list[float], str] | None:
 def statistics(
     train: torch.Tensor | Streamed, shape: tuple[int, int, int]
 ) -> tuple[list[float], list[float], int]:
-    """Per-channel mean and std of the training pixels (as fractions of 255), and how many
-    images they come from: an evenly spaced sample of at most `STATISTICS_SAMPLE`, the same rows
-    in memory as streamed, so that both paths normalize alike (only the sample is decoded)."""
+    """Per-channel mean and std of the training pixels (fractions of 255), and how many images
+    they come from: an evenly spaced sample of at most `STATISTICS_SAMPLE`, the same rows in
+    memory as streamed, so both paths normalize alike."""
     count = min(len(train), STATISTICS_SAMPLE)
     rows = np.linspace(0, len(train) - 1, count).round().astype(int)
     if isinstance(train, Streamed):

@@ -2,12 +2,9 @@
 device, with draws of their own for every image.
 
 torchvision.transforms.v2's policies draw one op for a whole batch; here each image draws its ops,
-magnitudes and signs (from the shuffle generator, on the host, for the whole batch), and each op
-runs once per batch on the images that drew it, with a magnitude per image. The ops, their
-magnitudes and AutoAugment's ImageNet policy are torchvision's (`torchvision.transforms.v2.
-RandAugment`, `TrivialAugmentWide`, `AutoAugment`), and so is what each op does to an image: nearest
-neighbours and a black fill for the geometric ones, colour ops on one channel as on three
-(saturation leaves a grey image as it is).
+magnitudes and signs (from the shuffle generator, on the host), and each op runs once per batch on
+the images that drew it. The ops, magnitudes, AutoAugment's ImageNet policy and what each op does
+to an image are torchvision's (nearest neighbours and a black fill for the geometric ones).
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """DataLoader workers decoding a Dataset's images: every pass of training on the stream path
 (`dataset.loader=stream`), or once, into one array (the cache, and statistics).
 
-On the stream path `Batches` still decides which rows each batch holds, in its seeded order and
-this process's share (so a streamed run sees the same images in the same order as a cached one,
-and each torchrun process decodes only its own, disjoint share); the workers only decode them.
-Batches come back as uint8, stacked channels-last when the model runs channels-last, in pinned
-memory for a GPU, and are converted and normalized on the device like in-memory batches.
+`Batches` still decides which rows each batch holds (its seeded order, this process's share), so
+a streamed run sees the same images in the same order as a cached one; the workers only decode.
+Batches come back as uint8 (channels-last if the model is, pinned for a GPU) and are converted on
+the device like in-memory ones.
 """
 
 from __future__ import annotations
@@ -25,10 +24,8 @@ DECODE_BATCH = 256
 
 
 class StreamRows:
-    """The stream path: persistent DataLoader workers decoding the rows `batches` is asked for.
-
-    The workers are seeded from `seed` (torch's, Python's and NumPy's generators in each), so a
-    Dataset that draws random numbers draws the same ones in every run with that seed."""
+    """Persistent DataLoader workers decoding the rows `batches` is asked for, seeded from `seed`
+    so a Dataset that draws random numbers draws the same ones in every run with that seed."""
 
     def __init__(
         self, streamed: Streamed, *, pin_memory: bool, channels_last: bool, seed: int
@@ -113,9 +110,8 @@ def decode_all(
 
 
 def from_worker(error: ExperimentError) -> str:
-    """The one line a worker raised: the DataLoader raises it again in this process with the
-    worker's traceback before it. (Clears the frames the error holds, which hold the loader's
-    iterator and so its workers.)"""
+    """The one line a worker raised, without the worker's traceback the DataLoader puts before
+    it. Clears the error's frames, which hold the loader's iterator and so its workers."""
     traceback.clear_frames(error.__traceback__)
     text = str(error).rstrip()
     marker = "ExperimentError: "

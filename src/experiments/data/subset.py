@@ -1,7 +1,6 @@
-"""The images an evaluation is limited to (`trainer.limit_eval_images` or
-`trainer.limit_eval_fraction`, eval.py's `limit_images` or `limit_fraction`): the same images
-whatever the batch size, and the same for every run of the same data, so that runs with other
-batch sizes (an Optuna trial's, eval.py's) are tested on the same work."""
+"""The images an evaluation is limited to (`trainer.limit_eval_images` or `limit_eval_fraction`,
+eval.py's `limit_images` or `limit_fraction`): the same whatever the batch size or run, so runs
+with other batch sizes are tested on the same images."""
 
 from __future__ import annotations
 
@@ -24,12 +23,10 @@ def limited_count(in_split: int, images: int | None, fraction: float | None) -> 
 def evaluated_rows(
     in_split: int, images: int | None, fraction: float | None
 ) -> torch.Tensor | None:
-    """The rows of a split of `in_split` images that an evaluation limited to `images` or a
-    `fraction` of them takes, in the split's order; None for the whole split.
-
-    Drawn at random by a generator of a fixed seed, not the first rows: an image folder's split
-    is read class by class, so its first rows are its first classes. A smaller limit's rows are
-    among a larger one's (the first of one permutation)."""
+    """The rows an evaluation limited to `images` or a `fraction` of `in_split` takes, in the
+    split's order; None for the whole split. Drawn with a fixed seed, not the first rows (an
+    image folder's first rows are its first classes); a smaller limit's rows are among a larger
+    one's."""
     count = limited_count(in_split, images, fraction)
     if count == in_split:
         return None
@@ -38,8 +35,7 @@ def evaluated_rows(
 
 
 def overfit_rows(in_split: int, count: int, seed: int) -> torch.Tensor:
-    """The `count` rows of a split of `in_split` images that `trainer.overfit_batches` trains on
-    every epoch, in the order they are taken: drawn once by the run's `seed`, so an image folder's
-    first class is not all there is to learn."""
+    """The `count` rows `trainer.overfit_batches` trains on every epoch, drawn once by `seed` (an
+    image folder's first rows would be one class)."""
     permutation = torch.randperm(in_split, generator=torch.Generator().manual_seed(seed))
     return permutation[:count]

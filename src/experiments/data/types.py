@@ -34,8 +34,7 @@ class ImageData:
     val: Split | Streamed | None = None  # an image folder's val/, if it has one
     # How the data was loaded (the loader and why, the cache, derived statistics), for results.
     record: dict[str, Any] = field(default_factory=dict)
-    # Digests of the files each split was read from, where its Dataset lists them (by split name:
-    # `experiments.data.fingerprint.files_digest`).
+    # By split name, where its Dataset lists its files (`fingerprint.files_digest`).
     files: dict[str, str] = field(default_factory=dict)
     # Other dataset config fields the data tells: a CSV file's target_mean and target_std.
     facts: dict[str, Any] = field(default_factory=dict)
@@ -43,12 +42,11 @@ class ImageData:
     # What each image's target is: "classes" (an index), "values" (a float vector: a CSV
     # file's) or "masks" (a class per pixel).
     targets: str = "classes"
-    # What its samples are called where people read of them: a CSV file's are rows.
+    # What its samples are called in messages: a CSV file's are rows.
     unit: Unit = IMAGES
 
     def recorded(self) -> dict[str, Any]:
-        """What results.json records of the data: how it was loaded, the dataset config's fields
-        it filled in, and what its samples are called (its report's words)."""
+        """results.json's `data`: how it was loaded, the config fields it filled in, its unit."""
         return {**self.record, **self.derived(), "unit": self.unit.many}
 
     def derived(self) -> dict[str, Any]:

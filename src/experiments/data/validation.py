@@ -1,9 +1,9 @@
 """The validation split: the images that pick a run's epoch, so the test split only measures.
 
-A dataset with a validation split of its own (an image folder's `val/`) uses it. Otherwise
-`dataset.val_fraction` holds out that share of every class of the training split, chosen by a
-generator seeded with `dataset.val_seed`: the same images on resume, on replay and in every run
-of a sweep. Without either there is no validation split, and a run reports its final epoch.
+A dataset's own validation split (an image folder's `val/`) is used as it is. Otherwise
+`dataset.val_fraction` holds out that share of every class of the training split, drawn with
+`dataset.val_seed`: the same images on resume and in every run of a sweep. Without either, a run
+reports its final epoch.
 """
 
 from __future__ import annotations
@@ -65,8 +65,7 @@ def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
 
 
 def refuse_a_second(config: DatasetConfig, fraction: float) -> None:
-    """A dataset with a validation split of its own validates on it, and holds out no other
-    (checked too before its images are decoded)."""
+    """Refuse `val_fraction` for a dataset with a validation split of its own."""
     if fraction:
         own = "its val/ folder" if is_image_folder(config) else "the val split its source returns"
         raise ExperimentError(
@@ -139,6 +138,5 @@ def _described(split: Split | Streamed, classes: list[str], origin: str) -> dict
 
 
 def _digest(rows: torch.Tensor) -> str:
-    """A fingerprint of the held-out rows: equal in two runs only if they hold out the same
-    images."""
+    """A digest of the held-out rows: equal only where two runs hold out the same images."""
     return hashlib.sha256(rows.numpy().tobytes()).hexdigest()[:16]

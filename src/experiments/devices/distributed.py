@@ -6,11 +6,9 @@ over processes launched by torchrun.
     torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \\
              --rdzv-endpoint=node0:29500 --rdzv-id=run42 train.py device=ddp
 
-torchrun starts every process with RANK, LOCAL_RANK and WORLD_SIZE, and hosts a key-value store
-they all reach. Through it the processes agree, before Hydra starts, on when the run started and on
-its random tag, so they name the same run folder; and a process that fails leaves its reason there
-for the others, so the run's records say which process failed first and why. docs/distributed.md
-tells the whole story.
+Through torchrun's key-value store the processes agree, before Hydra starts, on the run's start
+time and random tag, so they name the same run folder; and a process that fails leaves its reason
+there, so results.json says which process failed first and why (docs/distributed.md).
 """
 
 from __future__ import annotations
@@ -142,9 +140,8 @@ def _lost_another(error: BaseException) -> bool:
 
 
 def _why_another_was_lost(group: ProcessGroup, store: dist.TCPStore) -> str | None:
-    """Wait a little for the process this one lost: for its own announced failure (None), or for
-    it to be seen dead on this machine - killed without a word (SIGKILL, the system's OOM
-    killer), it announces nothing, and the lost connection is all the others would say."""
+    """Wait a little for the process this one lost: for its announced failure (None), or to see
+    it dead on this machine (SIGKILL, the OOM killer: it announces nothing)."""
     here = socket.gethostname()
     others = [rank for rank in range(group.world_size) if rank != group.rank]
     deadline = time.monotonic() + DEATH_GRACE_SECONDS
@@ -168,7 +165,7 @@ def died_without_a_word(rank: int) -> str:
 
 
 def says_the_failure(group: ProcessGroup, reason: str) -> bool:
-    """Whether this process records and says the run's failure: the main process, or process 1
+    """Whether this process writes and says the run's failure: the main process, or process 1
     where the main one died without a word."""
     return group.is_main or (group.rank == 1 and reason == died_without_a_word(0))
 
@@ -240,10 +237,9 @@ def shared_gpu(gpus: dict[int, str]) -> str | None:
 
 @contextmanager
 def teardown() -> Iterator[None]:
-    """Leave the process group (if this process joined one) when the block ends; from then on,
-    torchrun's SIGTERM ends the process as usual, unless the block failed: the failure is said
-    after the group is left (`experiments.cli`), and a SIGTERM then would cut its line. Whatever
-    holds the group (a DDP model) must be gone by then."""
+    """Leave the process group (if joined) when the block ends; from then on torchrun's SIGTERM
+    ends the process as usual, unless the block failed (a SIGTERM would cut the failure's line,
+    said after). Whatever holds the group (a DDP model) must be gone by then."""
     failed = True
     try:
         yield

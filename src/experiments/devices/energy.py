@@ -4,11 +4,9 @@ CPU package under Linux's powercap tree (microjoules, wrapping at `max_energy_ra
 kernels expose the same tree). Elsewhere (most VMs, containers without root, macOS) there is no
 counter to read, and the meter says why in one line instead of guessing from a rated power.
 
-A counter counts its whole device: every process's work on the GPU or the package, not the run's
-alone. A span reads every counter at its start and end and, between them, every `interval`
-seconds on a daemon thread: RAPL's counter wraps (every 262 kJ or so: 45 minutes at 100 W), and
-a step between two readings is taken modulo the counter's range, which holds for steps under one
-wrap only.
+A counter counts its whole device, every process's work. A span reads every counter at its start
+and end and every `interval` seconds between, on a daemon thread: RAPL's counter wraps (every 262
+kJ or so: 45 minutes at 100 W), and a step is taken modulo its range, which holds under one wrap.
 """
 
 from __future__ import annotations
@@ -81,10 +79,9 @@ class Energy:
 
 
 class Span:
-    """The energy used from `start` to `stop` (or over a `with` block), read every `interval`
-    seconds between them. Queued GPU work is counted when it runs: synchronize the device
-    before the span ends. `energy` is None until then, and after it with `unavailable` saying why
-    (the meter's reason, a counter that failed, or one too coarse for a span so short)."""
+    """The energy used from `start` to `stop` (or over a `with` block). Queued GPU work counts when
+    it runs: synchronize before the span ends. `energy` is None until then, and after it where
+    `unavailable` says why."""
 
     def __init__(self, meter: EnergyMeter, interval: float) -> None:
         self._counters = meter.counters

@@ -17,13 +17,10 @@ log = logging.getLogger("experiments")
 class FreeGpus:
     """GPUs handed out to the jobs of one sweep that run side by side (hydra/launcher=joblib).
 
-    A job whose request leaves the GPU open (device=cuda or device=auto) takes the first GPU no
-    other running job of the sweep holds; a job whose request names its GPUs (device=cuda:N,
-    device=dp) waits until no other job holds any of them. Either holds its GPUs until it ends:
-    a lock file per GPU in the sweep folder (`.gpus/<index>.lock`), which the system releases
-    even if the job dies. With more parallel jobs than GPUs, or jobs of unequal length, a job
-    waits for its GPUs to come free: no two jobs of a sweep ever share one, so `device=every`'s
-    `cuda:N` and `dp` jobs take turns. (Linux and macOS: the locks are POSIX file locks.)
+    A job whose request leaves the GPU open (device=cuda, auto) takes the first GPU no other
+    running job holds; one that names its GPUs (cuda:N, dp) waits until none of them is held.
+    Each holds its GPUs until it ends by a POSIX lock file per GPU (`.gpus/<index>.lock` in the
+    sweep folder), released even if the job dies, so no two jobs of a sweep ever share a GPU.
     """
 
     def __init__(self, sweep_dir: Path, poll_seconds: float = 1.0) -> None:

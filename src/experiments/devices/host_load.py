@@ -1,19 +1,15 @@
 """Whether other work competed with a run for the CPU cores it could use: a busy host makes a run
 slower, and a speed read without knowing so makes contention look like a difference.
 
-Linux's /proc counts every CPU's busy time (/proc/stat: user, nice, system, irq, softirq and
-steal, a hypervisor's other guests) and every process's own (/proc/PID/stat: utime and stime,
-with those of its children it has waited for). Over a span of the run, the busy time of the
-cores it may use (`os.sched_getaffinity`), less the time of the run's own processes (this one and
-everything it started: inductor's compile workers; under torchrun, torchrun's and every local
-process's), is the other work's. Read twice, the two snapshots give `HostLoad`. Elsewhere there is
-no /proc to read, and the load is None: not known, rather than guessed from a load average
-that counts the run itself and, in a container, the host's every other container.
+Over a span of the run, the busy ticks in /proc/stat of the cores it may use
+(`os.sched_getaffinity`), less the ticks in /proc/PID/stat of the run's own processes (this one and
+all below it; under torchrun, torchrun's tree), are the other work's (`HostLoad`). Without /proc the
+load is None, rather than guessed from a load average that counts the run itself and, in a
+container, every other container.
 
-A run is called busy when the others took more than BUSY_SHARE of the cores the run uses beyond
-those it leaves free (trainer.threads below the cores): a machine at rest (a shell, sshd, a
-logger) takes a few percent of one core, while a tenth of a run's cores taken from it slows it
-by about as much, the size of a difference the report is asked to tell apart.
+A run is busy when others took more than BUSY_SHARE of the cores it computes on: a machine at rest
+takes a few percent of one core, while a tenth of a run's cores taken slows it by about as much,
+the size of a difference the report is asked to tell apart (docs/speed.md, A busy host).
 """
 
 from __future__ import annotations
@@ -122,9 +118,8 @@ def free_cores(load: HostLoad) -> int:
 
 
 def threads_above_free_cores(threads: int, load: HostLoad, typed: bool = True) -> str | None:
-    """The warning for a run computing in `threads` threads, above the cores other work left free
-    under `load`, whose threads would take turns on them (None: they fit). `typed`: the user set
-    trainer.threads; else it is unset and torch's default, a thread per core, says so."""
+    """The warning for a run of `threads` threads, above the cores other work left free under
+    `load` (None: they fit). `typed`: the user set trainer.threads (else torch's default)."""
     free = free_cores(load)
     if threads <= free:
         return None

@@ -107,10 +107,9 @@ def out_of_memory_line(
     accumulate_batches: int | None = None,
     processes: int = 1,
 ) -> str:
-    """What running out of GPU memory (torch's `message`) at `batch_key`=`batch_size` means, in
-    one line: the GPU, what it was asked for, and a smaller batch to try. A training run
-    (`accumulate_batches` given) is told to keep its optimizer step's images by accumulating
-    more batches; `processes` share each batch, so the smaller one stays a multiple of them."""
+    """Running out of GPU memory (torch's `message`) at `batch_key`=`batch_size`, in one line: the
+    GPU, what it was asked for, and a smaller batch to try (a multiple of `processes`; for
+    training, with more `accumulate_batches` to keep the step's images)."""
     said = ALLOCATOR_SAYS.search(message)
     gpu = f"cuda:{said['gpu']}" if said else "the GPU"
     asked = (

@@ -3,16 +3,14 @@ matrix products in the run's precision. A run's images/s cannot beat this over i
 per training image (times the GPUs it computes on), so the report draws that as the model's bound
 on that device (trainer.measure_peak_flops, set by experiment=device_scaling).
 
-On a GPU the products run back to back after a warm-up, timed with CUDA events, so neither the
-launches nor the host's clock are in the time; they are large enough to fill an H100. fp32 is
-measured in the precision the model's leading operations compute in: TF32 for a model of
-convolutions where cuDNN may use it (its default on Ampere and later), and for one of matrix
-products (an MLP) only where cuBLAS may (torch's default is full fp32: its peak is several times
-lower). bf16 and fp16 are measured on the tensor cores their autocast uses. On the CPU a quick,
-smaller measurement is timed with the host's clock; for a model led by convolutions, channels-last
-convolutions are timed too and the faster taken: oneDNN's bf16 convolutions run about ten times as
-fast as bf16 matrix products on a CPU without bf16 units (a 2-core AMD EPYC: 14-18 against 1.3
-GFLOP/s), so a peak of products alone is one that such a model beats.
+On a GPU the products run back to back after a warm-up, timed with CUDA events, large enough to
+fill an H100. fp32 is measured in the precision the model's leading operations compute in: TF32
+for convolutions where cuDNN may use it (its default on Ampere and later), and for matrix products
+only where cuBLAS may (torch's default is full fp32). bf16 and fp16 are measured on the tensor
+cores their autocast uses. On the CPU a smaller measurement is timed with the host's clock; for a
+model led by convolutions, channels-last convolutions are timed too and the faster taken: on a CPU
+without bf16 units oneDNN's bf16 convolutions far outrun bf16 matrix products (docs/speed.md,
+Utilization), so a peak of products alone is one such a model beats.
 """
 
 from __future__ import annotations

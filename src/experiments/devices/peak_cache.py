@@ -4,16 +4,12 @@ pay for a device's measurement once per machine, not once per run:
     $EXPERIMENTS_CACHE_DIR/peaks.json
     (else $XDG_CACHE_HOME/experiments/peaks.json, else ~/.cache/experiments/peaks.json)
 
-An entry per device (its name and UUID: a GPU's own, the machine's for the CPU, with the threads
-torch computes on, which the CPU's peak grows with), precision and torch version. The file is
-data: an entry that is not a well-formed peak, or is more than any device of its kind can do
-(`Backend.most_flops`), is not used, and is measured again; a file that is not a cache of peaks
-(not JSON, too large, a pipe or a folder) is measured past with a warning, and written anew where
-it can be. Runs side by side read, change and write it under a lock, so none loses another's
-entries. A peak that a run beat is wrong (the device was busy while it was measured): the run
-forgets it, and the next measures it again (`python -m experiments.devices --measure-peaks`
-measures them all now). A CPU's peak measured while other work took its cores
-(`devices.host_load`) is used by its run and not kept.
+An entry per device (name and UUID; for the CPU, also torch's threads), precision and torch version.
+The file is data: an entry that is not a well-formed peak, or more than any device of its kind can
+do (`Backend.most_flops`), is measured again; a file that is not a cache of peaks is measured past
+with a warning and written anew. Runs side by side change it under a lock. A peak a run beat is
+wrong (the device was busy): the run forgets it and the next measures it again. A CPU's peak
+measured on a busy host is used by its run and not kept.
 """
 
 from __future__ import annotations
@@ -222,9 +218,8 @@ class PeakCache:
         self._change(add)
 
     def _change(self, change: Callable[[dict[str, CachedPeak]], bool]) -> None:
-        """Read the entries, `change` them, and write them (where `change` says they changed),
-        holding the cache's lock throughout: a process that read before another wrote would
-        write over what the other kept. A file that was not a cache is written anew."""
+        """Read the entries, `change` them, and write them where `change` says they changed,
+        holding the cache's lock throughout so no process writes over another's entries."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             lock = self.path.with_name(f".{self.path.name}.lock")

@@ -33,9 +33,8 @@ class Machine:
 
     @classmethod
     def counted(cls) -> Machine:
-        """The GPUs torch counts without starting CUDA (by NVML, where it can): for the process a
-        sweep's jobs run in, each of which sets the GPUs CUDA sees, and their order, before CUDA
-        starts."""
+        """The GPUs torch counts without starting CUDA (by NVML, where it can), for a process whose
+        jobs each set the visible GPUs before CUDA starts."""
         count = torch.cuda.device_count()
         return cls(count, "" if count else _no_cuda_reason())
 
@@ -162,9 +161,9 @@ def resolve(
 
 def _ddp_plan(ids: list[int] | None, machine: Machine, group: ProcessGroup) -> DevicePlan:
     """One GPU per process (NCCL): GPU LOCAL_RANK, or device.ids[LOCAL_RANK]; no GPU: gloo. A
-    process that sees a single GPU takes it, whatever its rank: a launcher that shows each
-    process only its own (SLURM's --gpus-per-task=1) numbers it 0 in every process. (Processes
-    that see the same one are refused once they meet: `distributed.refuse_shared_gpus`.)"""
+    process that sees a single GPU takes it whatever its rank (SLURM's --gpus-per-task=1 numbers
+    each process's own 0); processes sharing one are refused later
+    (`distributed.refuse_shared_gpus`)."""
     if not group.torchrun:
         raise ExperimentError(
             "device=ddp runs one process per device under torchrun: "

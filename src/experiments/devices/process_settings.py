@@ -1,24 +1,18 @@
 """What a job sets for its whole process - and takes back when it ends.
 
-A sweep's jobs may share a process: Hydra's basic launcher runs them one after another in the
-sweep's own process, and a joblib worker takes job after job. So what one job sets for the whole
-process - which GPUs CUDA sees and in which order, deterministic algorithms and cuDNN's flags,
-torch's CPU threads - is put back when it ends, and the GPU memory it cached is handed back, so the
-next job starts as a process of its own would.
+A sweep's jobs may share a process (Hydra's basic launcher, a joblib worker), so what one job sets
+for the whole process (visible GPUs, deterministic algorithms, cuDNN's flags, CPU threads) is put
+back when it ends, and its cached GPU memory handed back, so the next job starts as a fresh process
+would.
 
-Which GPUs CUDA sees is the one setting a process cannot take back: CUDA reads
-CUDA_VISIBLE_DEVICES once, when it starts. So it is set first, before anything asks torch.cuda,
-and a later job that wants other GPUs than the process's CUDA started with says so in one line.
-cuBLAS's workspace (CUBLAS_WORKSPACE_CONFIG) is read once too, at the process's first matrix
-product: it is set before every job's first, and kept, so a deterministic job finds it whatever
-ran before it. Where CUDA started before any job set it (code of one's own calling `train` after
-its own products on a GPU), a deterministic job on a GPU is refused in one line
-(`refuse_nondeterministic_cublas`): cuBLAS would run without the workspace it needs.
+CUDA reads CUDA_VISIBLE_DEVICES once, when it starts: it is set before anything asks torch.cuda,
+and a later job that wants other GPUs says so in one line. cuBLAS reads CUBLAS_WORKSPACE_CONFIG
+once too, at the first matrix product: it is set before every job's first and kept. Where CUDA
+started before any job set it, a deterministic job on a GPU is refused
+(`refuse_nondeterministic_cublas`).
 
-A job whose CUDA error is sticky (a device-side assert, an illegal memory access) leaves CUDA
-unusable for the rest of its process: every later CUDA call raises it again. The job is recorded
-as failed all the same, and `cuda_unusable` tells the caller that no job of this process can use
-CUDA again.
+A sticky CUDA error (a device-side assert, an illegal memory access) leaves CUDA unusable for the
+rest of the process; the job fails as usual, and `cuda_unusable` tells the caller.
 """
 
 from __future__ import annotations
@@ -58,10 +52,8 @@ def number_gpus_by_bus() -> None:
 
 
 def fix_cublas_workspace() -> None:
-    """Give cuBLAS the fixed workspace deterministic algorithms need, for the whole process and
-    before its first matrix product: torch reads it only then, so a deterministic job after a
-    job without (a sweep's, in one process) would otherwise fail at every matrix product. A
-    workspace set in the environment stands."""
+    """Give cuBLAS the fixed workspace deterministic algorithms need, before the process's first
+    matrix product (read only then); a workspace set in the environment stands."""
     found = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
     if not torch.cuda.is_initialized():
@@ -115,19 +107,17 @@ def apply(
 
 @contextmanager
 def job(free_gpus: FreeGpus | None) -> Iterator[None]:
-    """One job of this process: what it sets put back and the memory it used handed back when it
-    ends, and only then the GPU a parallel sweep's `free_gpus` handed it released (before, the
-    next job could start on a GPU still full of this one's tensors, and run out of memory)."""
+    """One job of this process: its settings put back and memory handed back when it ends, and
+    only then its GPU released to `free_gpus` (else the next job could start on a GPU still full
+    of this one's tensors)."""
     with free_gpus or nullcontext(), restored():
         yield
 
 
 @contextmanager
 def restored() -> Iterator[None]:
-    """Put back, when the block (a job) ends, every process-wide setting `apply` may change (but
-    cuBLAS's workspace, read once per process), and hand back the memory of the job's tensors:
-    freed (those of a failed job too, which its traceback holds), and on a GPU no longer
-    cached."""
+    """When the block (a job) ends, put back every process-wide setting `apply` may change (but
+    cuBLAS's workspace), and free the job's tensors (a failed job's too), uncached on a GPU."""
     environment = {name: os.environ.get(name) for name in SAVED_ENVIRONMENT}
     threads = torch.get_num_threads()
     algorithms = (
@@ -135,9 +125,8 @@ def restored() -> Iterator[None]:
         torch.is_deterministic_algorithms_warn_only_enabled(),
     )
     cudnn = (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
-    # What lives before the job is the process's (torch's and Hydra's modules: a quarter of a
-    # million objects): frozen, the collection after the job goes through the job's own only,
-    # not through all of them (0.07 s of CPU on a 2-core EPYC, which a sweep paid per job).
+    # What lives before the job is the process's (torch's and Hydra's modules): frozen, the
+    # collection after the job goes through the job's own objects only.
     gc.freeze()
     try:
         yield
@@ -179,9 +168,9 @@ def cuda_unusable() -> str | None:
 
 
 def _let_go_of_frames(error: BaseException) -> None:
-    """Clear the locals of the finished frames in the tracebacks of `error` and of the errors it
-    came from: they hold the failed job's model and data for as long as the error is kept (it
-    still is, to be reported). The frames' code and lines stay, for a traceback to be shown."""
+    """Clear the locals of the finished frames in the tracebacks of `error` and its causes, which
+    hold the failed job's model and data while the error is kept to be reported; the frames'
+    code and lines stay, for a traceback."""
     seen: set[int] = set()
     pending: list[BaseException | None] = [error]
     while pending:
@@ -237,10 +226,9 @@ def make_deterministic() -> None:
 
 @contextmanager
 def one_thread() -> Iterator[None]:
-    """torch's CPU operations on one thread in the block, as many as before after it: for a
-    probe of one image, too little work to share out. Shared, each of its operations waits for
-    every thread, and on a busy host for each to get its turn: a Tudui forward pass on one image
-    took 160 ms on two threads of a loaded 2-core EPYC, 11 ms on one."""
+    """torch's CPU operations on one thread in the block: a probe of one image is too little work
+    to share out, and shared, each operation waits for every thread to get its turn on a busy
+    host (docs/speed.md, Start-up)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

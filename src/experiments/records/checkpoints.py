@@ -1,19 +1,14 @@
 """Checkpoints: state_dicts and plain data, written atomically, read without running any code.
 
-A checkpoint (`checkpoints/last.pt` in a run folder) holds the model's, the optimizer's, the
-learning-rate scheduler's and the gradient scaler's state_dicts, the moving average of the
-model's weights (trainer.ema; null without), the epoch, the resolved config (and the search that
-chose its batch, with trainer.batch_size=auto), the epochs' numbers so far, the selected epoch's
-confusion matrix and the state of every random generator, so a run resumes exactly where it
-stopped. `checkpoints/best.pt`, in runs with a validation split, is the same of the selected
-epoch. It is read with `torch.load(weights_only=True)`, which refuses anything but tensors and
-plain data: a damaged or altered file gives one line saying so, never a traceback, and never runs
-what it holds. Each checkpoint carries a checksum of all it holds (`experiments.records.checksum`),
-checked on load: bytes changed inside the file since it was saved are refused, even where
-torch.load would read them. Checkpoints saved before checksums have none, and load unchecked.
-The checksum does not stand in a sender's way (its function is public): what the file holds is
-data, each field that evaluation and resume read checked as it loads, as the command line's would
-be, before any work.
+`checkpoints/last.pt` holds the model's, optimizer's, scheduler's and gradient scaler's
+state_dicts, the weights' moving average (trainer.ema), the epoch, the resolved config, the
+epochs' numbers so far, the selected epoch's confusion matrix and every random generator's state,
+so a run resumes exactly where it stopped; `checkpoints/best.pt` is the same of the selected epoch.
+It is read with `torch.load(weights_only=True)`: a damaged or altered file gives one line, never a
+traceback, and never runs what it holds. A checksum (`records.checksum`) refuses bytes changed
+since saving; it proves the bytes intact, not their author friendly, so each field evaluation and
+resume read is checked as it loads, before any work. Checkpoints from before checksums load
+unchecked.
 """
 
 from __future__ import annotations
@@ -48,13 +43,13 @@ from experiments.training.history import History
 LAST = Path("checkpoints") / "last.pt"
 BEST = Path("checkpoints") / "best.pt"
 KEYS = {"model", "optimizer", "epoch", "config"}
-# The sections of a checkpoint's config that evaluation and resume read (every version saved
-# them; `task` and `scheduler` are younger).
+# The sections of a checkpoint's config that evaluation and resume read (every checkpoint has
+# them; older ones lack `task` and `scheduler`).
 SECTIONS = ("model", "dataset", "trainer")
 OPTIONAL_SECTIONS = ("task", "scheduler")
 CHECKSUM = "checksum"
-# The record of the search that chose the run's batch (trainer.batch_size=auto; null for a batch
-# given), which its config holds as a number: a resume carries it on.
+# The search that chose the run's batch (trainer.batch_size=auto; null for a batch given), whose
+# config holds the batch as a number: a resume carries it on.
 BATCH_SEARCH = "batch_search"
 
 
@@ -141,9 +136,8 @@ def restore(
 
 def to_resume(run: str, epochs: int, scheduler: str, *, completed: bool = True) -> dict[str, Any]:
     """The checkpoint `resume=<run>` names, if it has epochs left of `epochs` (or, the run not
-    `completed`, records left to write after its last one) and was trained with the same
-    `scheduler`; checked before the run's records are touched, so a refused resume leaves them as
-    they were."""
+    `completed`, results left to write after its last one) and the same `scheduler`; checked
+    before the run folder's files are touched, so a refused resume leaves them as they were."""
     path = Path(run) / LAST
     if not path.is_file():
         why, remedy = _why_none(run)
@@ -259,9 +253,8 @@ def load(path: Path) -> dict[str, Any]:
             f"checkpoint {path} is not one of this tool's: its {fault}; it was altered, and was "
             "not used"
         )
-    # A checkpoint of an older version may name the modules of its day; a text its run read from
-    # the environment is kept as the interpolation's text (`config.build.recorded`), never
-    # resolved again.
+    # An older checkpoint may name modules since moved; a text its run read from the environment
+    # stays the interpolation's text (`config.build.recorded`), never resolved again.
     return {**state, "config": with_current_targets(_environment_as_text(state["config"]))}
 
 
@@ -311,10 +304,9 @@ def _config_fault(config: Any) -> str | None:
 
 
 def _fields_fault(state: dict[str, Any]) -> str | None:
-    """What a checkpoint's plain fields that evaluation and resume read hold that no run saves
-    (its config's, checked as the command line's are; the epoch it was saved after, within its
-    run's epochs; the optimizer steps of an epoch), in words that follow "its"; None where each
-    is one a run saves. Checked at load, so that a refusal comes before any work."""
+    """What a checkpoint's plain fields that evaluation and resume read (config, epoch, steps per
+    epoch) hold that no run saves, in words that follow "its"; None where all are as a run saves
+    them."""
     try:  # (a text read from the environment stays its text: nothing is resolved to be checked)
         saved = OmegaConf.create(_environment_as_text(state["config"]))
     except OmegaConfBaseException as error:  # a key no config has (a tuple)
@@ -329,7 +321,7 @@ def _fields_fault(state: dict[str, Any]) -> str | None:
             f"epoch={as_typed(epoch)} must be a whole number from 1{within}: the epochs its run "
             "had trained when it was saved"
         )
-    steps = state.get("steps_per_epoch")  # (None: a checkpoint older than the record)
+    steps = state.get("steps_per_epoch")  # (None: an older checkpoint)
     if steps is not None and not (whole_number(steps) and steps >= 1):
         return (
             f"steps_per_epoch={as_typed(steps)} must be a whole number >= 1: an epoch's "
@@ -349,8 +341,7 @@ def _described(value: Any) -> str:
 
 def _interpolation_in(config: Any, key: str = "config") -> str | None:
     """The key of the first `${...}` in a checkpoint's config: a run saves its config resolved
-    (but for a text read from the environment, saved as its interpolation's text), so one there
-    was put in afterwards, to be resolved against what an evaluation loads."""
+    (but for texts read from the environment), so one there was put in afterwards."""
     if isinstance(config, str):
         return key if "${" in config and not reads_environment(config) else None
     if isinstance(config, dict):

@@ -1,11 +1,10 @@
 """The checksum a checkpoint carries: a SHA-256 digest of everything it holds, saved inside it and
 checked by `experiments.records.checkpoints.load`.
 
-torch.load checks no checksum of its own: bytes overwritten inside a checkpoint (on a failing disk,
-in a copy) load without complaint, as NaN weights, say. The digest is taken over what the file
-holds once loaded (each tensor's dtype, shape and bytes; each plain value and its type; the order
-of keys and items), not over the file's bytes, so saving computes it from the dict it saves and
-loading from the dict it has read: no file is read twice.
+torch.load checks no checksum: bytes overwritten inside a checkpoint load without complaint, as
+NaN weights, say. The digest is taken over what the file holds once loaded (each tensor's dtype,
+shape and bytes; each plain value and its type; key order), not over the file's bytes, so no file
+is read twice.
 """
 
 from __future__ import annotations

@@ -5,9 +5,8 @@
                            compare), counts printed in the cells up to 20 classes; also the image
                            `test/confusion_matrix` of the run's TensorBoard events
 
-The counts are made on the device by `experiments.training.loop`. The picture is drawn with
-Pillow, which the data already loads: a tenth of the time matplotlib took (half a second at the
-end of every run, a tenth of a one-batch run).
+The counts are made on the device by `training.loop`. The picture is drawn with Pillow, which the
+data already loads, much quicker than matplotlib (docs/speed.md, Start-up).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from experiments.core.files import write_atomically
 
-# The image's TensorBoard tag (runs of earlier versions: confusion_matrix).
+# The image's TensorBoard tag (older run folders: confusion_matrix).
 TAG = "test/confusion_matrix"
 PICTURE = "confusion_matrix.png"
 # Above this many classes the cells are too small to print their counts in.
@@ -114,10 +113,9 @@ def save(
     channels), for the trackers: drawn and encoded once, for all."""
     pixels = picture(counts, classes, title)
     encoded = io.BytesIO()
-    # Zlib's fastest level: half the time of its default, for 35 kB instead of 29.
+    # Zlib's fastest level: far quicker than its default, for a slightly larger file.
     Image.fromarray(pixels).save(encoded, format="PNG", compress_level=1)
     png = encoded.getvalue()
-    # Replaced whole (as every record is), never written through a link in its place.
     write_atomically(path, lambda file: file.write(png))
     height, width, channels = pixels.shape
     return png, (height, width, channels)

@@ -6,9 +6,9 @@
     hparams.csv   `name,value`: the run's hyperparameters, then its final numbers
                   (whole_run/<name>), written at its end
 
-A row is appended as it is logged; a tag that no row had yet widens the header, and the file is
-written again whole (atomically), once or twice a run. A resumed run drops the rows of the
-steps it does again, and a row that a killed run left cut short.
+A row is appended as it is logged; a new tag widens the header, and the file is rewritten whole
+(once or twice a run). A resumed run drops the rows of the steps it does again, and a row a killed
+run left cut short.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""results.json's energy of a training run: its epochs' training passes added up, per counter
-(each GPU used, each CPU package), from the epochs' rows (`train_energy`: joules by counter, None
-where none could be read), so a resumed run counts the epochs it trained before too.
-
-Only the training passes are counted: the evaluations, checkpoints and setup between them are
-left out, as the run's speed leaves them out. What a counter counts beyond the run (the whole GPU,
-the whole package) is said in `covers` (`devices.energy`).
+"""results.json's energy of a training run: its epochs' training passes added up per counter (each
+GPU, each CPU package) from the epochs' rows, so a resumed run counts its earlier epochs too.
+Evaluations, checkpoints and setup are left out, as the speed leaves them out; what a counter
+counts beyond the run is said in `covers` (`devices.energy`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """What a job ran on and with, so a result can be traced to what produced it.
 
-Each run folder gets `environment.json` (the command line, host, CPU and GPUs, every installed
-package's version, the source's git commit) and, when the source had uncommitted changes,
-`git.diff` with them. These ask torch.cuda, so they come after the job has set which GPUs it
-sees (`experiments.devices.process_settings`).
+Each run folder gets `environment.json` (command line, host, CPU and GPUs, installed packages'
+versions, git commit) and, with uncommitted changes, `git.diff`. These ask torch.cuda, so they come
+after the job has set which GPUs it sees (`devices.process_settings`).
 """
 
 from __future__ import annotations
@@ -29,8 +28,7 @@ SOURCE = Path(__file__).resolve().parent
 
 
 def write(run_dir: Path) -> None:
-    """environment.json, and git.diff when the source has uncommitted changes (each replaced
-    whole, a link in its place included: never written through)."""
+    """environment.json, and git.diff when the source has uncommitted changes."""
     files = {"environment.json": json.dumps(environment(), indent=2), "git.diff": git_diff()}
     for name, text in files.items():
         if text:
@@ -62,8 +60,8 @@ def environment() -> dict[str, Any]:
 
 def installed_packages() -> dict[str, str]:
     """Every installed distribution's name and version, read from its METADATA's header lines:
-    `Distribution.metadata` parses the whole file, long description and all (80 ms for 90
-    packages on a 2-core EPYC, every run; the headers take 10)."""
+    `Distribution.metadata` parses the whole file, long description and all, several times
+    slower (docs/speed.md)."""
     found = []
     for distribution in distributions():
         text = distribution.read_text("METADATA") or distribution.read_text("PKG-INFO") or ""
@@ -82,7 +80,7 @@ def versions() -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda_build": torch.version.cuda,
-        # From the installed distributions: importing torchvision alone takes a second.
+        # From the installed distributions: importing torchvision would be slow.
         **{name: version(name) for name in ("torchvision", "hydra-core", "omegaconf")},
         "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
         "git": git_state(),
@@ -115,8 +113,8 @@ def _gpu_driver() -> str | None:
 
 
 def _git(*args: str) -> str | None:
-    """git's answer about the source's checkout, read without writing to it: status would
-    otherwise refresh the index's record of a file touched since, and write the index."""
+    """git's answer about the source's checkout, read without writing to it (status would
+    refresh and write the index)."""
     return _run(["git", "--no-optional-locks", "-C", str(SOURCE), *args])
 
 

@@ -1,18 +1,13 @@
 """A tracker library's calls, kept from costing the run (`Guard`).
 
-MLflow and W&B send a run's numbers elsewhere: to a server, a SQLite store, a process of their
-own. Whatever goes wrong there (a server that refuses or never answers, a store that is corrupt,
-locked, busy or on a full disk) costs the run one warning line and at most a tracker's `timeout`
-(seconds) of waiting; from then on nothing more is sent, and the run goes on, its folder holding
-every number.
+MLflow and W&B send a run's numbers elsewhere (a server, a SQLite store, a process of their own).
+Whatever goes wrong there costs the run one warning line and at most a tracker's `timeout` seconds;
+from then on nothing more is sent, and the run goes on, its folder holding every number.
 
-Each call runs in a thread of its own, which the run waits for `timeout` seconds at most: a call
-that has not returned by then is left to end on its own, unwaited for (MLflow retries a SQLite
-store it cannot open for 100 s, whatever its settings say). While a library's calls run, its own
-loggers are quiet (MLflow logs a failed write's traceback, and each retry, before it raises), and
-the environment variables it reads (MLflow's HTTP retries and timeout, W&B's cache folder) hold
-the guard's values where the user has not set them; both are put back when the last call that
-holds them returns, so that the rest of the process finds them as they were.
+Each call runs in a thread of its own, waited for `timeout` seconds at most, then left to end on its
+own (MLflow retries a SQLite store it cannot open for 100 s, whatever its settings say). While a
+library's calls run, its loggers are quiet and the environment variables it reads hold the guard's
+values where the user has not set them; both are put back when the last call holding them returns.
 """
 
 from __future__ import annotations

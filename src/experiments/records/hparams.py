@@ -2,23 +2,18 @@
 
     tensorboard --logdir outputs/2026-11-22/10-00-00_ab12cd34    # a sweep: a row per job
 
-Written on the run's own SummaryWriter, into the event file of the run folder itself: torch's
-`SummaryWriter.add_hparams` would open a sub-run folder of its own, a second row in every view.
-The dashboard names each run (a "trial") by that folder, relative to the logdir: a sweep's job
-folders carry the values they were swept over (`3_device-cuda-1+model-lenet`,
-`experiments.config.naming`), so the trials keep them.
+Written on the run's own SummaryWriter, into the run folder's own event file: torch's
+`SummaryWriter.add_hparams` would open a sub-run folder, a second row in every view. The dashboard
+names each trial by that folder, whose name in a sweep carries the swept values
+(`config.naming`).
 
-The dashboard's metric columns are scalars of the same run folder, tagged `whole_run/<name>`: a
-single point each, which the Time Series tab shows as cards too. It orders its groups of cards by
-name, and `whole_run` comes after the curves' (`lr`, `perf`, `test`, `train`, `val`), so the tab
-opens on the curves. (Runs of earlier versions tagged them `hparams/<name>`, which came first.)
+The metric columns are scalars tagged `whole_run/<name>`, which sorts after the curves' groups
+(`lr`, `perf`, `test`, `train`, `val`), so the Time Series tab opens on the curves. (Older run
+folders tagged them `hparams/<name>`.) The keys the sweep varies are marked as differing, which
+TensorBoard lists first.
 
-The dashboard lists the hyperparameters marked as differing first (TensorBoard sorts them by that
-mark, then by name): those of the keys the run's sweep varies.
-
-The three HParams summaries (experiment, session start, session end) are built here from
-TensorBoard's own protos rather than with `torch.utils.tensorboard.summary.hparams`, which
-records a bool as the number 1.0 (it checks for int before bool).
+The HParams summaries are built from TensorBoard's own protos rather than with
+`torch.utils.tensorboard.summary.hparams`, which writes a bool as 1.0 (it checks int before bool).
 """
 
 from __future__ import annotations
@@ -61,16 +56,13 @@ COLUMNS = {
 def hyperparameters(
     cfg: DictConfig, plan: DevicePlan, overrides: Sequence[str]
 ) -> dict[str, Value]:
-    """What a run is, as the dashboard's columns: model, dataset, device, placement, optimizer,
-    lr, batch_size, precision, scheduler and seed, then each other key the command line set
-    (the job's overrides, `hydra.overrides.task`: what a sweep varies). The device is what the
-    run computed on, as every record names it: its `plan`'s text (cuda:1, dp over cuda:0,
-    cuda:1), not the request `cfg.device` holds (auto).
+    """What a run is, as the dashboard's columns: the `COLUMNS`, then each other key the command
+    line set (`hydra.overrides.task`: what a sweep varies). The device is its `plan`'s text
+    (dp over cuda:0, cuda:1), not the request (auto).
 
-    An override's key takes the composed config's value there; a config group its option's
-    `name`; a list, a mapping or a deleted key the str of the override's value (`[0, 1]`,
-    `None`). An override of a column's own key (`optimizer.lr=0.1`, `device=auto`) is that
-    column, which keeps the plan the run resolved to."""
+    An override's key takes the composed config's value; a config group its option's `name`; a
+    list, mapping or deleted key the str of the override's value. An override of a column's own
+    key (`optimizer.lr=0.1`) is that column."""
     values: dict[str, Value] = {
         column: str(plan) if column == "device" else _plain(OmegaConf.select(cfg, key))
         for column, key in COLUMNS.items()
@@ -122,10 +114,9 @@ def write(
     step: int,
     swept: Collection[str] = (),
 ) -> None:
-    """Record the run's `hyperparameters` and its `metrics` at `step`, in the run folder `writer`
-    writes to; the columns in `swept` (`swept_columns`) first, marked as differing. A metric this
-    run has no value for (None: a run without a validation split has no val_accuracy) is no
-    column of its: it would be an empty one."""
+    """Write the run's `hyperparameters` and `metrics` at `step` through `writer`, the columns in
+    `swept` marked as differing. A metric of None (no validation split) is left out rather than
+    an empty column."""
     metrics = {name: value for name, value in metrics.items() if value is not None}
     first = {name: hyperparameters[name] for name in swept if name in hyperparameters}
     hyperparameters = first | hyperparameters
@@ -168,12 +159,9 @@ def _experiment(
 
 
 def _session_start(hyperparameters: dict[str, Value]) -> Summary:
-    """This run's row. No group name: each run folder is a row of its own, even when two runs
-    share every hyperparameter (a repeat), rather than one row of their averages.
-
-    An int is its digits: the dashboard shows every number to five significant digits (a batch
-    size of 64 as 64.000, a seed of 123456789 as 1.2346e+8), so whole numbers are shown as text
-    (and sorted and filtered as text)."""
+    """This run's row. No group name: each run folder is a row of its own, even for repeats,
+    rather than one row of their averages. An int is written as text: the dashboard shows numbers
+    to five significant digits (a seed of 123456789 as 1.2346e+8)."""
     start = plugin_data_pb2.SessionStartInfo()
     for name, value in hyperparameters.items():
         if isinstance(value, bool):

@@ -1,7 +1,6 @@
 """The run's log file (`train.log`, `eval.log`): written by `LogFile`, the file handler of Hydra's
-job logging (conf/hydra/job_logging/experiments.yaml), and held back while a resume is not yet
-accepted: a refused resume leaves its lines as they were, as it leaves the rest of the run's
-record (`experiments.records.results.Results`)."""
+job logging (conf/hydra/job_logging/experiments.yaml), and held back until a resume is accepted,
+so a refused resume leaves it as it was (as `records.results.Results` does results.json)."""
 
 from __future__ import annotations
 
@@ -13,16 +12,15 @@ from experiments.core.files import open_to_append
 
 
 class LogFile(logging.FileHandler):
-    """Appends to the log file, never through a link: a link in its place (to a file outside the
-    run folder) is replaced, as Hydra sets the handler up, by a log file of the run's own, which
-    begins anew; the file it pointed to is left as it was."""
+    """Appends to the log file, never through a link: a link in its place is replaced by a log
+    file of the run's own; the file it pointed to is left as it was."""
 
     def _open(self) -> IO[str]:
         return open_to_append(Path(self.baseFilename), self.encoding)
 
 
 class _Waiting(logging.Handler):
-    """Keeps the records meant for the log file until the resume is accepted."""
+    """Keeps the log lines meant for the log file until the resume is accepted."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -34,9 +32,8 @@ class _Waiting(logging.Handler):
 
 class HeldLog:
     """From now on, what the job logs reaches the log files in `run_dir` only once `release` is
-    called, and then in order. Never released (a refused resume), it never reaches them: not even
-    the refusal's own line, which the console shows. Hydra sets up the handlers anew for every job,
-    so a job that ends unreleased leaves nothing to put back."""
+    called, and then in order; never released (a refused resume), it never does. Hydra sets up
+    the handlers anew for every job, so there is nothing to put back."""
 
     def __init__(self, run_dir: Path) -> None:
         self._root = logging.getLogger()

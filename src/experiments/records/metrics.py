@@ -6,8 +6,8 @@
                     numbers by their tags (`records.tracker.epoch_scalars`), the run's
                     hyperparameters and final numbers, the confusion matrix
 
-Of several processes, only the main one writes. A resumed run drops what the epoch cut short
-had logged from metrics.jsonl, and sends each tracker what its record lacks (`Feed`).
+Of several processes, only the main one writes. A resumed run drops what the epoch cut short had
+logged from metrics.jsonl, and sends each tracker what its store lacks (`Feed`).
 """
 
 from __future__ import annotations
@@ -51,8 +51,7 @@ log = logging.getLogger("experiments")
 
 
 class RunRecorder:
-    """What records a run's numbers as it trains: metrics.jsonl and the trackers
-    (`records.tracker`) of one run folder; a context manager that closes them."""
+    """metrics.jsonl and the trackers of one run folder, as a context manager that closes them."""
 
     def __init__(
         self, run_dir: Path, writes: bool, trackers: Mapping[str, Tracker] | None = None
@@ -90,10 +89,9 @@ class RunRecorder:
         return ids
 
     def resume_after(self, epoch: int, steps_per_epoch: int, history: History) -> None:
-        """Continue after `epoch`: what was logged after it is about to be done again. An epoch of
-        `history` (the checkpoint's rows, up to `epoch`) that metrics.jsonl lacks, its file
-        deleted, is written into it again from its row there (the steps logged in it went with
-        the file); each tracker is sent what it lacks of what metrics.jsonl now holds."""
+        """Continue after `epoch`. An epoch of `history` (the checkpoint's rows) that a deleted
+        metrics.jsonl lacks is written again from its row (its steps are lost with the file);
+        each tracker is sent what it lacks of what metrics.jsonl now holds."""
         if not self.writes:
             return
         path = self.dir / "metrics.jsonl"
@@ -147,9 +145,8 @@ class RunRecorder:
         mfu: float | None = None,
         energy: dict[str, float] | None = None,
     ) -> EpochRow:
-        """Log an epoch's numbers, with the other work on the host while it trained (`host`;
-        None: not known), its training's MFU and energy (joules by counter; None: not read);
-        returns them as its row of the run's history."""
+        """Log an epoch's numbers, with the host's other work (`host`), MFU and energy (None: not
+        known); returns them as its row of the run's history."""
         row: EpochRow = {
             "epoch": epoch,
             "global_step": global_step,
@@ -195,8 +192,8 @@ class RunRecorder:
 
     def _lacking(self, record: str, global_step: int) -> list[Tracker]:
         """The trackers to send `record` of the run's end ("hparams", a picture's tag) at
-        `global_step`: all, but those holding it already where a resume ends at its checkpoint
-        (trains nothing): a run killed after writing it, before it recorded its end."""
+        `global_step`: all but those holding it already, where a resume of a run killed after
+        sending it trains nothing more."""
         ended = global_step == self._resumed_after
         return [feed.tracker for feed in self.trackers if not (ended and record in feed.held.ends)]
 
@@ -204,8 +201,7 @@ class RunRecorder:
         self, counts: list[list[int]], classes: list[str], title: str, global_step: int
     ) -> None:
         """A confusion matrix as confusion_matrix.png and a picture for each tracker that lacks
-        it (up to `confusion.MOST_DRAWN_CLASSES` classes: beyond, its cells would be too small to
-        see)."""
+        it (up to `confusion.MOST_DRAWN_CLASSES` classes: beyond, cells are too small to see)."""
         if not self.writes:
             return
         if len(classes) > confusion.MOST_DRAWN_CLASSES:
@@ -236,18 +232,17 @@ class RunRecorder:
 
 
 class Feed:
-    """A tracker as the recorder sends to it: after a resume, the rows its record lacks, as a
+    """A tracker as the recorder sends to it: after a resume, the rows its store lacks, as a
     `ReadBack` says (one that cannot say is sent all of them again)."""
 
     def __init__(self, tracker: Tracker) -> None:
         self.tracker = tracker
         self.record = getattr(tracker, "record", type(tracker).__name__)
-        self.held = Logged()  # what its record held as the run resumed
+        self.held = Logged()  # what its store held as the run resumed
 
     def resume(self, through: int, history: History, sent: Sequence[Sent]) -> History:
-        """Carry on after global step `through` (the checkpoint's), sent what the run had logged
-        up to it (`sent`) that the record lacks; returns the epochs of `history` (the
-        checkpoint's rows) whose rows the record said it lacked."""
+        """Carry on after global step `through`, sent what of `sent` the store lacks; returns the
+        epochs of `history` whose rows the store lacked."""
         tracker = self.tracker
         logged = tracker.logged(through) if isinstance(tracker, ReadBack) else None
         self.held = logged or Logged()

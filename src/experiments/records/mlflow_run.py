@@ -5,24 +5,21 @@ Written with MLflow's own client (`MlflowClient`, no global active run) to the t
 outputs folder of the folder the command runs in (`outputs/mlflow.db`, its artifacts in
 `outputs/mlartifacts/`), which `mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db` shows.
 
-A run is named by its folder. A sweep's jobs share an experiment, named by the sweep's folder;
-other runs go to `tracker.mlflow.experiment` ("runs"). The run's config, flattened, is its
-parameters; model, dataset, device, placement, precision, seed and the sweep are its tags; the
-numbers of each logged step and epoch its metrics, by TensorBoard's tags; the final numbers
-`whole_run/<name>`; the confusion matrix an artifact. A resume carries on the same MLflow run
-(its id is in results.json), and is sent no step it holds already (`logged`).
+A run is named by its folder; a sweep's jobs share an experiment named by the sweep's folder,
+other runs go to `tracker.mlflow.experiment`. The flattened config is its parameters, the
+`tracker.TAGS` its tags, the numbers its metrics by TensorBoard's tags, the confusion matrix an
+artifact. A resume carries on the same MLflow run (its id is in results.json) and is sent no step
+it holds already (`logged`).
 
-The numbers go in batches, at each epoch's end (before its checkpoint, so a kill loses only
-steps that its resume trains again) and otherwise every `SEND_EVERY_SECONDS`: each write to a
-SQLite store is a transaction of its own, 12 ms, and sent step by step they took 0.6 s of a
-ten-epoch default run.
+The numbers go in batches, at each epoch's end (before its checkpoint, so a kill loses only steps
+its resume trains again) and otherwise every `SEND_EVERY_SECONDS`: each write to a SQLite store is
+a transaction of its own (the cost: docs/trackers.md).
 
 MLflow is a copy: the run folder holds every number either way. So a store or server that fails
-(a file store, which MLflow 3 refuses; a SQLite store that is corrupt, locked or on a full disk; a
-server that refuses, or never answers) costs one warning line and at most `timeout` seconds, and
-the run goes on without it (`records.guard`): MLflow's client is made in the guard, its loggers
-are quiet meanwhile, and it tries an HTTP request once, for `timeout` seconds at most, where
-`MLFLOW_HTTP_REQUEST_MAX_RETRIES` and `MLFLOW_HTTP_REQUEST_TIMEOUT` do not say otherwise.
+costs one warning line and at most `timeout` seconds, and the run goes on without it
+(`records.guard`): the client is made in the guard, its loggers are quiet meanwhile, and an HTTP
+request is tried once, where `MLFLOW_HTTP_REQUEST_MAX_RETRIES` and `..._TIMEOUT` do not say
+otherwise.
 """
 
 from __future__ import annotations
@@ -227,9 +224,8 @@ class MlflowRun:
 
 
 def _client(uri: str, store_lock: Path | None, timeout: float) -> MlflowClient:
-    """MLflow's client of the store `uri`; one process at a time opens a store of the outputs
-    folder (`store_lock`), which the first makes: two first runs at once would each make its
-    tables, and one of them fail."""
+    """MLflow's client of the store `uri`; one process at a time opens a store in the outputs
+    folder (`store_lock`): two first runs at once would each make its tables, and one fail."""
     if store_lock is None:
         return MlflowClient(tracking_uri=uri)
     with locked(store_lock, timeout, waiting=lambda: None):

@@ -1,10 +1,9 @@
 """A run writes only inside its own folder, and never over another run.
 
-A new run, evaluation or sweep is refused a folder that an earlier one has written
-(`refuse_writing_over`, asked by the command line before Hydra makes the folder), and a run
-writes in the folders inside its own (`.hydra/`, `checkpoints/`, `profile/`) only while they are
-folders, not links to folders elsewhere (`refuse_linked_folders`). Its files are replaced, never
-written through a link in their place (`experiments.core.files`).
+A new run, evaluation or sweep is refused a folder an earlier one has written
+(`refuse_writing_over`, asked before Hydra makes the folder), and a run writes in its subfolders
+(`.hydra/`, `checkpoints/`, `profile/`) only while they are folders, not links elsewhere
+(`refuse_linked_folders`).
 
 This module must not import torch: the command line asks it before any job starts.
 """
@@ -25,10 +24,9 @@ SWEEP_RECORD = "multirun.yaml"
 
 
 def earlier_records(folder: Path, *, sweep: bool = False) -> Path | None:
-    """The first record of an earlier run that `folder` holds (as a sweep's folder: of an earlier
-    sweep, or of a run in a folder inside it); None for a folder that is not there, or holds
-    none (empty, or files of one's own). A link by a record's name counts: it is not written
-    through, but it says a run was here."""
+    """The first file of an earlier run (`RUN_RECORDS`) that `folder` holds (as a sweep's folder:
+    of an earlier sweep, or of a run inside it); None where there is none. A link by such a name
+    counts: it says a run was here."""
     if not folder.is_dir():
         return None
     found = [folder / name for name in RUN_RECORDS]

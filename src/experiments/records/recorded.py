@@ -1,8 +1,7 @@
-"""What results.json holds, as types: a record per phase of a training run, each written once at
-its end (`records.results.Results`: the start, what setup learns, each epoch's end, the finish),
-the task's numbers keyed by its metrics (`task_numbers`), and the whole record as a reader finds it
-(`RecordedResults`: the report checks a run folder's against it). Without torch: the report
-command reads them.
+"""What results.json holds, as types: the fields of each phase of a training run, each written once
+at its end (`records.results.Results`: start, setup, each epoch, finish), the task's numbers keyed
+by its metrics (`task_numbers`), and the whole file as a reader finds it (`RecordedResults`).
+Without torch: the report command reads them.
 """
 
 from __future__ import annotations
@@ -53,10 +52,9 @@ class ProfiledSteps(TypedDict):
 
 
 class BatchSearch(TypedDict):
-    """How trainer.batch_size=auto found the largest batch the device takes: the batches tried,
-    in order, and whether each fit ([batch, fits] pairs), what stopped the search (out of memory,
-    the CPU's memory budget, or the training split's size), and the batch trained with, the
-    largest halved trainer.auto_batch_halvings times."""
+    """How trainer.batch_size=auto found the largest batch the device takes: [batch, fits] pairs
+    in the order tried, what stopped the search, and the batch trained with (the largest halved
+    trainer.auto_batch_halvings times)."""
 
     largest: int
     trained: int
@@ -71,7 +69,7 @@ class StartRecord(TypedDict, total=False):
     """What results.json says as a training run starts (`records.results.training_fields`), or
     resumes: its settings, and who runs it."""
 
-    status: str  # running, completed, failed, interrupted (failed, in versions before)
+    status: str  # running, completed, failed, interrupted (older runs: failed for interrupted)
     reason: str | None
     run_dir: str
     model: str | None
@@ -110,9 +108,8 @@ class SetupRecord(TypedDict, total=False):
     model_parameters: int
     model_flops_per_image: int
     model_training_flops_per_image: int
-    # The matrix-product peak of one device the run computed on, in the precision its model
-    # computes in (fp32 as tf32 where a GPU's convolutions use TF32), and how many devices the
-    # MFU divides by (every GPU used; the CPU is one); measured by this run, or cached.
+    # The matrix-product peak of one device the run computed on, in its model's precision (fp32
+    # as tf32 where a GPU's convolutions use TF32), and how many devices the MFU divides by.
     device_peak_flops: float | None
     device_peak_precision: str | None
     peak_devices: int
@@ -191,11 +188,9 @@ def finish_record(measures: TaskMetrics) -> Any:
 
 
 class ServingRecord(HostRecord, total=False):
-    """How fast an evaluation's model answered (eval.py benchmark=true, `run.serving`): latency at
-    batch 1 over `latency_calls` timed calls, throughput at `batch_size` (the median round's, its
-    least and most), the peak memory of what served (the host's or the GPU's), how it computed,
-    the energy of the throughput rounds where a counter could be read (else why not), and the
-    other work on the host's cores meanwhile."""
+    """The inference benchmark's results (eval.py benchmark=true, `run.serving`): latency at batch
+    1, throughput at `batch_size` (median round, least and most), peak memory, how it computed,
+    the energy of the throughput rounds (or why not), and other work on the host meanwhile."""
 
     batch_size: int
     latency_calls: int
@@ -251,15 +246,15 @@ def evaluation_record(measures: TaskMetrics) -> Any:
 
 
 class RecordedResults(StartRecord, SetupRecord, EpochRecord, FinishRecord, total=False):
-    """results.json as a reader finds it: its phases' records, and its task's numbers (checked
-    apart, by `task_numbers` of the run's task). Each key may be missing (a run still going has
-    few; earlier versions wrote fewer), and a key holds its type: of each phase that writes it."""
+    """results.json as a reader finds it: its phases' fields (the task's numbers are checked
+    apart, by `task_numbers`). Each key may be missing (a run still going, an older run folder),
+    and a key present holds its type."""
 
     # The start's (null with trainer.batch_size=auto until its search ends, and in a run refused
     # before it had a batch), then the setup's, once its search found one.
     batch_size: int | None
     per_process_batch_size: int | None
 
-    # A task of one's own's metrics and which way each is better, {"mae": "min"}, as runs from
-    # before configs declared them recorded them (now in the config snapshot: task.metrics).
+    # Older run folders only: a task of one's own's metrics, {"mae": "min"} (now the config's
+    # task.metrics).
     task_metrics: dict[str, Literal["min", "max"]]

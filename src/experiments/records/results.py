@@ -54,11 +54,8 @@ from experiments.training.tasks import Classification
 class Results:
     """results.json through a job's life. As a context manager: "running" on entry, "interrupted"
     by a signal, and "failed" with the reason (and, for a crash, the traceback) if the block
-    raises otherwise.
-
-    A resume's record is held back (`held`, with its log file) until the resume is accepted
-    (`accept`): a resume refused on the way (a checkpoint that does not fit the model asked for
-    now) leaves the run's results.json and train.log as they were."""
+    raises otherwise. A resume's writes (and log file) are held back until `accept`, so a
+    refused resume leaves results.json and train.log as they were."""
 
     def __init__(
         self,
@@ -80,7 +77,6 @@ class Results:
             "run_dir": str(run_dir),
             **fields,
             "started_at": _timestamp(self.started),
-            # Who runs it, so a report can tell a run in progress from one that was killed.
             "process": {"host": socket.gethostname(), "pid": os.getpid()},
             "environment": versions(),
         }
@@ -116,16 +112,15 @@ class Results:
             self.finish("failed", reason)
 
     def accept(self) -> None:
-        """The resume is accepted: from now on the record is the run's."""
+        """The resume is accepted: from now on results.json is written."""
         if self._held is not None:
             self._held.release()
         self._held = None
         self._write()
 
     def add(self, record: Any, **fields: Any) -> None:
-        """Record what the job has learned so far (the device it got, a setting it applied), as
-        fields of the typed `record` of its phase (`recorded.SetupRecord`, `EpochRecord`):
-        written at once, or at the end of the `phase` it learned it in."""
+        """Add fields of the typed `record` of their phase (`recorded.SetupRecord`, ...): written at
+        once, or at the end of the `phase` they were learned in."""
         self._fields.update(_typed(record, fields))
         if not self._in_phase:
             self._write()
@@ -133,8 +128,8 @@ class Results:
     @contextlib.contextmanager
     def phase(self) -> Iterator[None]:
         """A part of the job (its setup) whose `add`s are written once, at its end: one atomic
-        rewrite of results.json, not one per field. A failure within it is recorded with what
-        it had learned (`__exit__`, `finish`)."""
+        rewrite of results.json, not one per field. A failure within it is written with what it
+        had learned."""
         self._in_phase = True
         try:
             yield
@@ -170,11 +165,11 @@ class Results:
 def training_fields(
     cfg: DictConfig, group: ProcessGroup, resumed: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """What results.json says of a training run before it starts (or resumes from `resumed`)."""
+    """results.json's fields for a training run before it starts (or resumes from `resumed`)."""
     done = 0 if resumed is None else resumed["epoch"]
 
     def field(key: str) -> Any:
-        """None for a section taken away (~dataset), refused once the run has its record."""
+        """None for a section taken away (~dataset), refused once results.json is written."""
         section = key.partition(".")[0]
         return None if OmegaConf.is_missing(cfg, section) else OmegaConf.select(cfg, key)
 
@@ -182,7 +177,7 @@ def training_fields(
     if batch_size == AUTO_BATCH:  # what its search finds, or found before a resume
         batch_size = None if resumed is None else resumed["config"]["trainer"]["batch_size"]
     elif isinstance(batch_size, bool) or not isinstance(batch_size, int):
-        batch_size = None  # refused once the run has its record (true would pass as an int)
+        batch_size = None  # refused after results.json is written (true would pass as an int)
     fields = {
         "model": field("model.name"),
         "dataset": field("dataset.name"),
@@ -198,7 +193,6 @@ def training_fields(
         "batch_size": batch_size,
         "world_size": group.world_size,
         "per_process_batch_size": None if batch_size is None else batch_size // group.world_size,
-        # Batches whose gradients make one optimizer step (trainer.accumulate_batches).
         "accumulate_batches": field("trainer.accumulate_batches"),
         "epochs_completed": done,
         "stopped_early": None,
@@ -233,9 +227,8 @@ def training_summary(
         # Whether other work on the host competed with the run.
         **host_summary(history),
         "epoch_seconds": [row["epoch_seconds"] for row in history],
-        # Where training time went: the host waiting for batches, computing, and apart, copying
-        # batches to the device: on a GPU the copies' time there, asynchronous, so overlapping
-        # the host's wait (not a part of it) but not the compute (they share one CUDA stream).
+        # Where training time went: waiting for batches, computing, and apart, copying them (on a
+        # GPU asynchronous, overlapping the wait but not the compute: one CUDA stream).
         **{
             f"{part}_share": sum(row[f"{part}_seconds"] for row in history) / train_seconds
             for part in ("wait", "copy", "compute")

@@ -1,11 +1,10 @@
 """A training run's state, saved after an epoch and put back by `resume=<run>`.
 
-`TrainingState` is what a checkpoint holds of the run as it trains (weights, optimizer, schedule,
-loss scale, the weights' moving average, random generators) beside what a resume may not change
-(the data's fingerprint, the optimizer steps of an epoch); its `save` and `restore` are the two
-ends of one format. The run asks for its checkpoint with `checkpoint_to_resume` before its records
-are touched, and `restore` puts the run back where the checkpoint left it once its model and
-optimizer are built.
+`TrainingState` is what a checkpoint holds of the run (weights, optimizer, schedule, loss scale,
+moving average, random generators) beside what a resume may not change (the data's fingerprint,
+an epoch's optimizer steps); its `save` and `restore` are the two ends of one format.
+`checkpoint_to_resume` is asked before the run folder's files are touched, `restore` once the
+model and optimizer are built.
 """
 
 from __future__ import annotations
@@ -37,13 +36,12 @@ log = logging.getLogger("experiments")
 
 def checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any] | None:
     """The checkpoint `resume=` continues from, if the run can go on as configured now, with the
-    search that chose its batch (`checkpoints.BATCH_SEARCH`: None for a batch given), from its
-    results.json for a checkpoint that lacks it; asked before the run's records are touched, so
-    a refusal leaves them as they were."""
+    search that chose its batch (`checkpoints.BATCH_SEARCH`; from results.json for an older
+    checkpoint)."""
     if not cfg.resume:
         return None
     running.refuse_if_running(cfg.resume)  # two processes never write one folder
-    # Killed after its last checkpoint, a run has trained every epoch but not recorded the end.
+    # Killed after its last checkpoint, a run has trained every epoch but not written its end.
     completed = running.recorded(Path(cfg.resume)).get("status") == "completed"
     resumed = checkpoints.to_resume(
         cfg.resume, cfg.trainer.epochs, cfg.scheduler.name, completed=completed
@@ -58,10 +56,8 @@ def checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any] | None:
 
 @dataclass
 class TrainingState:
-    """The run's objects a checkpoint saves the state of (`model` unwrapped, so it loads on any
-    device and placement), the GPUs whose generators it saves, and what a resume may not change:
-    the config it was made with (and the search that chose its batch), its data's fingerprint and
-    an epoch's optimizer steps."""
+    """The run's objects a checkpoint saves (`model` unwrapped, so it loads on any device and
+    placement), the GPUs whose generators it saves, and what a resume may not change."""
 
     model: nn.Module
     optimizer: torch.optim.Optimizer
@@ -137,13 +133,12 @@ def restore(
     records: tuple[Results, RunRecorder],
     monitor: Monitor | None,
 ) -> Resumed:
-    """Put the run of `cfg.resume` back where `checkpoint` left it, and let its records go on:
-    its config snapshot (`composed`) and environment written again, what a kill left repaired,
-    the epochs' rows its metrics.jsonl and trackers lost written again (`records`). Only the
-    main process writes."""
+    """Put the run of `cfg.resume` back where `checkpoint` left it: its config snapshot and
+    environment written again, what a kill left repaired, the epochs' rows metrics.jsonl and the
+    trackers lost written again. Only the main process writes."""
     results, recorder = records
     state.restore(checkpoint, cfg.resume, cfg.trainer)
-    results.accept()  # the run now has this config, this environment, and records again
+    results.accept()
     resumed = Resumed(
         history=list(checkpoint["history"]),
         selected_confusion=checkpoint.get("selected_confusion", []),
@@ -161,7 +156,7 @@ def restore(
     recorder.resume_after(epoch, state.steps_per_epoch, resumed.history)
     if resumed.stopped_early:
         results.add(SetupRecord, stopped_early={"epoch": epoch, "reason": resumed.stopped_early})
-    # Killed after its last checkpoint, before its records' end.
+    # Killed after its last checkpoint, before its end was written.
     over = resumed.stopped_early or epoch == cfg.trainer.epochs
     log.info(
         "resuming %s after epoch %d%s",
@@ -175,8 +170,8 @@ def restore(
 def _repair(
     run_dir: Path, checkpoint: dict[str, Any], history: History, monitor: Monitor | None
 ) -> None:
-    """Undo what a kill mid-write leaves: temporary files, and a best.pt behind last.pt (killed
-    between the two, which older versions wrote in that order)."""
+    """Undo what a kill mid-write leaves: temporary files, and a best.pt behind last.pt (older
+    versions wrote last.pt first)."""
     left = remove_leftovers(run_dir, run_dir / checkpoints.LAST.parent)
     if left:
         log.info("removed %s, left by a write cut short", ", ".join(p.name for p in left))

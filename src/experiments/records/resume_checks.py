@@ -1,22 +1,17 @@
 """What a resumed run may not change. Checked with its checkpoint, before anything is built:
 
-- the settings it keeps throughout (`KEPT_SETTINGS`: its batch size, or the search that chose it,
-  its moving average of the weights, its augmentation), which decide the numbers of its later
-  epochs while the config saved for the run would record a new value for the whole of it;
-- whether a moving average of the weights is kept (trainer.ema): its epochs were evaluated and
-  selected by the model's weights or by the average, and an average cannot begin part-way.
+- the settings it keeps throughout (`KEPT_SETTINGS`), which decide its later epochs' numbers
+  while the saved config would claim the new value for the whole run;
+- whether a moving average of the weights is kept (trainer.ema): an average cannot begin
+  part-way.
 
-Checked once its data is loaded and its batches are cut, and before any state is put back (so a
-refusal leaves the run's records as they were):
+Checked once its data is loaded and batches are cut, before any state is put back:
 
-- the data its epochs were trained and selected on (`experiments.data.fingerprint`): another
-  validation split would select epochs by other numbers;
-- the optimizer steps of an epoch (one per trainer.accumulate_batches batches): a per-step
-  schedule was built for the run's total (OneCycleLR would raise part-way, a cosine would climb
-  back up past its end), and the records number steps by it.
+- the data (`data.fingerprint`): another validation split would select epochs by other numbers;
+- the optimizer steps of an epoch: a per-step schedule was built for the run's total (OneCycleLR
+  would raise part-way, a cosine climb back past its end), and metrics.jsonl numbers steps by it.
 
-Checkpoints saved before the last two were recorded carry neither, and are not checked; nor is a
-setting for a checkpoint saved before the setting was.
+Older checkpoints that lack the fingerprint, the steps or a setting are not checked for it.
 """
 
 from __future__ import annotations
@@ -88,10 +83,9 @@ def refuse_other_steps(
 
 
 def batch_search_of(checkpoint: dict[str, Any], run: str) -> BatchSearch | None:
-    """The search that chose the batch of `run` (trainer.batch_size=auto), as its checkpoint
-    records it, or, for a checkpoint saved before checkpoints did, as its results.json does
-    (read as data: a record that does not hold the checkpoint's batch is none); None: its batch
-    was given."""
+    """The search that chose the batch of `run` (trainer.batch_size=auto), from its checkpoint or,
+    for an older checkpoint, its results.json (one that does not hold the checkpoint's batch is
+    ignored); None: its batch was given."""
     batch = checkpoint["config"]["trainer"]["batch_size"]
     if checkpoints.BATCH_SEARCH not in checkpoint:
         found = running.recorded(Path(run)).get(checkpoints.BATCH_SEARCH)
@@ -107,8 +101,8 @@ def batch_search_of(checkpoint: dict[str, Any], run: str) -> BatchSearch | None:
 
 
 def _search_fault(search: Any, batch: Any) -> str | None:
-    """What a record of a batch search holds that no search records, in words that follow
-    "its"; None where it is a search's, of the batch the run trained with (`batch`)."""
+    """What a saved batch search holds that no search writes, in words that follow "its"; None
+    where it is a search's, of the batch the run trained with (`batch`)."""
     fault = mismatch(search, BatchSearch, checkpoints.BATCH_SEARCH)
     if fault is None and search["trained"] != batch:
         fault = (
@@ -122,8 +116,7 @@ def refuse_changed_settings(
     checkpoint: dict[str, Any], run: str, cfg: DictConfig, *, searched: bool
 ) -> None:
     """Refuse to resume `run` with one of the `KEPT_SETTINGS` other than its checkpoint's
-    (`cfg`: the config composed now; `searched`: whether a search chose the run's batch, which
-    its checkpoint's config holds as a number)."""
+    (`searched`: a search chose the batch, which the checkpoint's config holds as a number)."""
     saved = checkpoint["config"]
     then = _settings(lambda key: _at(saved, key))
     if searched:

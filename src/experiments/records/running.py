@@ -1,8 +1,7 @@
-"""Whether a run folder's process is still training it, from what results.json says of it: its
-status, its host and pid, and when it started (a pid the system has since given to a later process
-is not the run's). `resume=` is refused beside a run still training on this host, so that two
-processes never write one folder; the report tells a run in progress from one that was killed.
-The process writing a folder also holds a lock on it, which catches two resumes started at once.
+"""Whether a run folder's process is still training it, from results.json's status, host, pid and
+start time (a pid since reused by a later process is not the run's). `resume=` is refused beside a
+run still training on this host; the report tells a run in progress from a killed one. The
+writing process also holds a lock on the folder, which catches two resumes started at once.
 """
 
 from __future__ import annotations
@@ -19,13 +18,13 @@ from typing import Any
 from experiments.core.errors import ExperimentError
 from experiments.core.files import RECORD, read_text, try_process_lock
 
-# started_at is recorded to the second, after the process started: it cannot start later than that.
+# started_at is written to the second, after the process started: it cannot start later than that.
 CLOCK_SLACK_SECONDS = 1.0
 
 
 def recorded(run_dir: Path) -> dict[str, Any]:
-    """The run's results.json, or nothing where there is none (or none that can be read); one
-    that is not a regular file, or larger than a record may be, is refused in one line."""
+    """The run's results.json, or {} where there is none that can be read; one that is not a
+    regular file, or too large, is refused in one line."""
     try:
         results = json.loads(read_text(run_dir / "results.json", RECORD))
     except (OSError, ValueError):
@@ -51,10 +50,9 @@ LOCK = ".lock"
 
 @contextmanager
 def sole_writer(run_dir: Path, resume: str | None) -> Iterator[None]:
-    """Hold an exclusive lock on the run folder's `.lock` while this process writes the folder.
-    Two `resume=` of one run started at the same moment both pass `refuse_if_running` (a resume
-    records its process only once it is accepted); the second is refused here instead. The lock
-    goes with the process, however it ends, and its DataLoader workers never hold it."""
+    """Hold an exclusive lock on the run folder's `.lock` while this process writes the folder:
+    two `resume=` started at once both pass `refuse_if_running` (a resume writes its process only
+    once accepted), and the second is refused here. The lock ends with the process."""
     path = run_dir / LOCK
     if path.is_dir():  # (opening it would say only "Is a directory")
         what = f"resume={resume}: its {LOCK}" if resume else str(path)
@@ -83,7 +81,7 @@ def alive_here(results: dict[str, Any]) -> bool | None:
         return None
     try:
         os.kill(process["pid"], 0)
-    except (ProcessLookupError, OverflowError):  # (no pid that large: a record from elsewhere)
+    except (ProcessLookupError, OverflowError):  # (no pid that large: a file from elsewhere)
         return False
     except PermissionError:
         pass  # alive, owned by someone else

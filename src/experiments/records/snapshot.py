@@ -11,9 +11,8 @@ from experiments.core.files import write_text_atomically
 
 
 def save(cfg: DictConfig, run_dir: Path) -> None:
-    """Write the config snapshot (.hydra/) of an accepted resume, as Hydra writes a run's: the
-    overrides a later resume= or replay= brings back are then those the run trained with. Each
-    file is replaced whole, a link in its place included: never written through."""
+    """Write the config snapshot (.hydra/) of an accepted resume, as Hydra writes a run's, so a
+    later resume= or replay= brings back the overrides the run trained with."""
     if not HydraConfig.initialized():
         return
     hydra = HydraConfig.get()

@@ -1,12 +1,10 @@
 """A run's training speed as a measurement: warm-up left out, the median over the epochs measured
 with their range, and whether other work on the host competed with it.
 
-Warm-up is each process's first epoch: the first step compiles (trainer.compile), autotunes
-cuDNN's kernels, fills the memory allocator's caches and, with trainer.profile, runs under the
-profiler to step `profiling.STEPS`; the epoch's last, smaller batch may compile again. Of a run
-with any other epoch, those epochs are left out whole. Where every epoch trained was a first one
-(a one-epoch run, or resumes that trained one epoch each), what follows their warm-up steps is
-measured instead; an epoch with no step after them is measured whole, and said to be.
+Warm-up is each process's first epoch (compiling, cuDNN's autotuning, the allocator's first fills,
+the profiler; the last, smaller batch may compile again). Of a run with any other epoch, those
+epochs are left out whole. Where every epoch trained was a first one, what follows their warm-up
+steps is measured instead; an epoch with no step after them is measured whole, and said to be.
 """
 
 from __future__ import annotations
@@ -67,11 +65,9 @@ def host_record(load: HostLoad | None) -> HostRecord:
 
 
 def speed_summary(history: Sequence[EpochRow]) -> SpeedSummary:
-    """results.json's training speed, from the epochs' rows: `train_images_per_second`, the median
-    over the measured epochs; `train_images_per_second_range`, their [min, max];
-    `train_speed_epochs`, which they are; `warm_up`, what was left out (`epochs`, `steps` of each,
-    null where whole epochs were, their training `seconds`, and `left_out`: false where nothing
-    was left to measure without them)."""
+    """results.json's training speed from the epochs' rows: the median over the measured epochs,
+    their [min, max], which epochs they are, and the warm-up left out (`left_out` false where
+    nothing was left to measure without it)."""
     warm = [row for row in history if row.get("warm_up")]
     measured = [row for row in history if not row.get("warm_up")]
     if measured:

@@ -6,12 +6,10 @@
                            HParams (its final numbers tagged whole_run/...) and
                            test/confusion_matrix
 
-(Runs of versions before these groups tagged them train_loss, lr, test_loss, test_accuracy,
-val_loss, val_accuracy and confusion_matrix, with no speed; their files keep those tags.)
-
-A resumed run's writer hides the events from the first step done again on (`logged`). Ctrl-C and
-SIGTERM wait until a write is done: cut short, it would leave the writer's queue, which its
-thread and `close` wait on, waiting for ever.
+Older run folders' events have ungrouped tags (train_loss, test_loss, confusion_matrix, ...), which
+a resume reads (`OLD_ROW_TAGS`). A resumed run's writer hides the events from the first step done
+again on. Ctrl-C and SIGTERM wait until a write is done: cut short, it would leave the writer's
+queue waiting for ever.
 """
 
 from __future__ import annotations
@@ -116,10 +114,9 @@ LOGGER = "tensorboard"
 
 
 def _read(run_dir: Path, **guidance: dict[str, int]) -> EventAccumulator:
-    """The run folder's events, as TensorBoard shows them, read with TensorBoard's logger let
-    through errors only: its reader logs its walk through the files at INFO ("No path found after
-    <the last file>", on every resume), and as a warning the purge of the events of an epoch a
-    resume trains again, which the run does on purpose; neither is the run's to say."""
+    """The run folder's events, as TensorBoard shows them, with TensorBoard's logger let through
+    errors only: its reader logs its walk through the files, and warns of the purge a resume
+    makes on purpose."""
     logger = logging.getLogger(LOGGER)
     level = logger.level
     logger.setLevel(logging.ERROR)
@@ -134,9 +131,8 @@ def _read(run_dir: Path, **guidance: dict[str, int]) -> EventAccumulator:
 def _quiet_tensorboard_thread(
     previous: Callable[[threading.ExceptHookArgs], object],
 ) -> Callable[[threading.ExceptHookArgs], object]:
-    """TensorBoard writes its events in a thread, which keeps a failed write's error for the next
-    write to raise (and `writing` to say in one line): the thread's own traceback would only say
-    it first, in many lines."""
+    """Silence the traceback of TensorBoard's writer thread: it keeps a failed write's error for
+    the next write to raise, which `writing` says in one line."""
 
     def hook(args: threading.ExceptHookArgs) -> object:
         if type(args.thread).__module__.startswith("tensorboard."):

@@ -6,11 +6,10 @@
     tracker=wandb                a W&B run (`records.wandb_run`; pip install wandb)
     tracker=[tensorboard,csv]    several
 
-Each gets the same things, as `records.metrics.RunRecorder` hands them over: the scalars of every
-logged step and epoch (by TensorBoard's tags: train/loss, val/accuracy, perf/images_per_second,
-perf/mfu), the run's hyperparameters and final numbers at its end, and pictures (the confusion
-matrix).
-Of several processes, only the main one builds them.
+Each gets the same things from `records.metrics.RunRecorder`: the scalars of every logged step and
+epoch (by TensorBoard's tags: train/loss, val/accuracy, perf/images_per_second), the run's
+hyperparameters and final numbers at its end, and pictures (the confusion matrix). Only the main
+process builds them.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ from experiments.records.hparams import METRICS_GROUP, Value
 
 log = logging.getLogger("experiments")
 
-# The tag an epoch's row is found by in a record: every task's rows have a test loss.
+# The tag an epoch's row is found by in a tracker's store: every task's rows have a test loss.
 EPOCH_ROW_TAG = LOSS.tag(TEST)
 SPEED_TAG = "perf/images_per_second"
 MFU_TAG = "perf/mfu"
@@ -48,9 +47,8 @@ def step_scalars(loss: float, lr: float) -> dict[str, float]:
 
 
 def epoch_scalars(row: Mapping[str, Any]) -> dict[str, float]:
-    """An epoch row's numbers by their tags: on each split (validation, then test) its task's
-    metrics as the row holds them (`<split>_<name>`, the keys its declared metrics give: see
-    `metric_names.Metric.tag`), its loss last, then its speed and MFU."""
+    """An epoch row's numbers by their tags: each split's (validation, then test) task metrics,
+    loss last, then speed and MFU."""
     tagged = {}
     for split in (VAL, TEST):
         on_split = [key for key in row if key.startswith(f"{split}_")]
@@ -79,8 +77,8 @@ def final_numbers(
     }
 
 
-# What a tracker's run is tagged with (of the HParams columns), besides its sweep; its device is
-# what it computed on, as every record names it: its plan's text (`records.hparams`).
+# What a tracker's run is tagged with (of the HParams columns), besides its sweep; the device is
+# the plan's text, what it computed on (`records.hparams`).
 TAGS = ("model", "dataset", "device", "placement", "precision", "seed")
 
 
@@ -119,12 +117,12 @@ class TrackedRun:
 
 
 class Tracker(Protocol):
-    """A record of a run's numbers that something other than this project reads (docs/trackers.md:
-    one of one's own). After a resume the recorder sends it what its record lacks (`ReadBack`)."""
+    """A store of a run's numbers that something other than this project reads (docs/trackers.md).
+    After a resume the recorder sends it what its store lacks (`ReadBack`)."""
 
     def begin(self, run: TrackedRun) -> str | None:
-        """Start recording `run` (or carry on recording it: `run.resumed_id`); returns the
-        tracker's id of it, kept in results.json for a resume, if it has one."""
+        """Begin `run` (or carry on `run.resumed_id`); returns the tracker's id of it, if it has
+        one, kept in results.json for a resume."""
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
         """Numbers by their tags at a global `step`."""
@@ -143,19 +141,19 @@ class Tracker(Protocol):
         """An encoded PNG of `size` (height, width, channels) at `step`."""
 
     def close(self, status: str) -> None:
-        """Write what is pending and let go of the files; the run ended `status`, as results.json
-        records it: completed, failed or interrupted."""
+        """Write what is pending and let go of the files; the run ended `status` (completed,
+        failed or interrupted)."""
 
 
-# The tags a logged step's and an epoch's rows are found by in a record.
+# The tags a logged step's and an epoch's rows are found by in a tracker's store.
 ROW_TAGS = (STEP_TAGS[0], EPOCH_ROW_TAG)
 
 
 @dataclass(frozen=True)
 class Logged:
-    """What a tracker's record holds of a run, read back: its rows by their global steps, an
-    epoch's found by `EPOCH_ROW_TAG`, a logged step's by its loss; and the records of a run's
-    end ("hparams", a picture's tag)."""
+    """What a tracker's store holds of a run, read back: its rows by global step (an epoch's
+    found by `EPOCH_ROW_TAG`, a logged step's by its loss), and what a run's end sent
+    ("hparams", a picture's tag)."""
 
     steps: Set[int] = frozenset()
     epochs: Set[int] = frozenset()
@@ -164,27 +162,24 @@ class Logged:
 
 @runtime_checkable
 class ReadBack(Tracker, Protocol):
-    """A tracker that can say what its record holds (a file, a server's run), so that a resumed
-    run sends it only what it lacks; any other is sent again all the run had logged."""
+    """A tracker that can say what its store holds (a file, a server's run), so a resumed run
+    sends it only what it lacks; any other is sent again all the run had logged."""
 
     record: str  # what a warning calls it: "the TensorBoard events"
 
     def logged(self, through: int) -> Logged | None:
-        """What the record holds of the run, which carries on after global step `through` (its
-        checkpoint's) and logs the steps after it again: a record that can drop those drops them
-        first. None where it holds nothing of the run's earlier processes to read (a run of its
-        own begun now) or could not be read."""
+        """What the store holds of the run, which carries on after global step `through` and logs
+        the later steps again (a store that can drop those drops them first). None where it holds
+        nothing of the run's earlier processes, or could not be read."""
 
 
 def resumed_ids(
     recorded: Mapping[str, Any], run_dir: Path, chosen: Collection[str]
 ) -> dict[str, str]:
     """The tracker runs a resume of `run_dir` carries on, by tracker: those its results.json
-    (`recorded`) names, where they were begun in this folder. A copy of a run folder (or the
-    folder moved) begins tracker runs of its own, sent all it holds again: carrying on the
-    original's would give that run epochs its own folder never trained; which, of the trackers
-    `chosen` now, is said. (Results.json written before the folder was recorded, `TRACKED_IN`
-    absent, is taken for this folder's.)"""
+    names, where they were begun in this folder. A copied or moved run folder begins tracker
+    runs of its own (carrying on the original's would give it epochs its folder never trained),
+    and says so. An older results.json without `TRACKED_IN` is taken for this folder's."""
     found = recorded.get("trackers")  # (read as data: an id is text)
     ids = (
         {key: id_ for key, id_ in found.items() if isinstance(id_, str)}
@@ -209,7 +204,7 @@ def trackers(chosen: DictConfig, run_dir: Path) -> dict[str, Tracker]:
     """The trackers `chosen` names (the `tracker` group's options, each under its own key),
     writing into `run_dir`, by that key, in the order given."""
     built = {}
-    with collection.held():  # a library's modules (MLflow's: some 260,000 objects), never collected
+    with collection.held():  # a library's modules (MLflow's are many objects), never collected
         for key, node in chosen.items():
             _refuse_missing_package(key, str(node._target_))
             built[key] = build(node, run_dir=run_dir)
@@ -217,9 +212,8 @@ def trackers(chosen: DictConfig, run_dir: Path) -> dict[str, Tracker]:
 
 
 def _refuse_missing_package(key: str, target: str) -> None:
-    """A shipped tracker whose library is not installed (an optional extra) is said in one line
-    that says how to install it; imported here, not by Hydra, which reports a failed import of
-    the target's module as its own."""
+    """Refuse a shipped tracker whose optional library is missing, saying how to install it;
+    imported here, since Hydra reports a failed import of the target's module as its own."""
     module = target.rpartition(".")[0]
     if not module.startswith("experiments.records."):
         return

@@ -1,21 +1,17 @@
 """A W&B run per training run: `tracker=wandb` (pip install -e '.[trackers]').
 
-Offline unless W&B can be reached with credentials: `WANDB_MODE` decides where it is set; else a
-run goes online when `WANDB_API_KEY` is set or `wandb login` left a key in ~/.netrc, and offline
-otherwise, so a fresh machine trains without an account (`wandb sync <run folder>/wandb/offline-*`
-uploads it later). Its files are in the run folder's `wandb/`; the log of its `wandb-core`
-process (one per process, shared by a sweep's runs) in `outputs/wandb/logs/` of the folder the
-command runs in, where `WANDB_CACHE_DIR` does not say otherwise.
+`WANDB_MODE` decides online or offline where set; else a run goes online only with a key
+(`WANDB_API_KEY`, or `wandb login`'s ~/.netrc), so a fresh machine trains without an account
+(`wandb sync` uploads later). Its files are in the run folder's `wandb/`, the `wandb-core` log in
+`outputs/wandb/logs/` unless `WANDB_CACHE_DIR` says otherwise.
 
-A run is named by its folder; a sweep's jobs share a group, named by the sweep's folder. The
-run's config, flattened, is its config; model, dataset, device, placement, precision and seed its
-tags (`model=lenet`); the numbers of each logged step and epoch its history, by TensorBoard's tags;
-the final numbers its summary (`whole_run/<name>`); the confusion matrix an image. A resume
-carries on the same W&B run (its id is in results.json) from the step after the last it holds.
+A run is named by its folder; a sweep's jobs share a group named by the sweep's folder. The
+flattened config is its config, the `tracker.TAGS` its tags, the numbers its history by
+TensorBoard's tags, the final numbers its summary, the confusion matrix an image. A resume carries
+on the same W&B run from the step after the last it holds.
 
-W&B is a copy: a failure to start or to log, or a call that does not return within `timeout`
-seconds (W&B's own wait for its start included), costs one warning line, and the run goes on
-(`records.guard`).
+W&B is a copy: a failure, or a call that does not return within `timeout` seconds, costs one
+warning line and the run goes on (`records.guard`).
 """
 
 from __future__ import annotations
@@ -71,9 +67,8 @@ class WandbRun:
         self.run: Any = None  # wandb's Run
         # The last step W&B holds of a run carried on: W&B takes no step at or below it.
         self._held = -1
-        # wandb-core, started by the first run of a process, writes its log under its cache folder
-        # (~/.cache/wandb/logs by default): kept with the runs instead. W&B's login says where
-        # its key came from, unless silent (the run's own settings come after it).
+        # wandb-core's log goes under its cache folder (~/.cache/wandb/logs by default): kept with
+        # the runs instead. Silent: W&B's login would say where its key came from.
         environment = {"WANDB_CACHE_DIR": str(Path.cwd() / "outputs"), "WANDB_SILENT": "true"}
         self._guard = Guard("W&B", timeout, environment=environment)
 
@@ -112,9 +107,9 @@ class WandbRun:
         return given
 
     def _held_through(self) -> int:
-        """The last step W&B holds of the run this one continues: the server's, online; its
-        earlier offline files', read back with W&B's own reader, offline (not assumed: a run
-        killed with -9 takes what its wandb-core had not written yet)."""
+        """The last step W&B holds of the run this one continues: the server's online, its offline
+        files' otherwise (read, not assumed: a run killed with -9 loses what wandb-core had not
+        written)."""
         if not (self.run.offline or self.run.disabled):
             return int(self.run.step) - 1
         mine = Path(self.run.dir).parent
@@ -152,7 +147,7 @@ class WandbRun:
         self._guarded(lambda: self.run.finish(exit_code=0 if status == "completed" else 1))
 
     def _guarded(self, action: Callable[[], Result], needs_run: bool = True) -> Result | None:
-        """`action`'s result, through the guard (`records.tracker.Guard`); None before the run
+        """`action`'s result, through the guard (`records.guard.Guard`); None before the run
         has begun, where `needs_run`."""
         if needs_run and self.run is None:
             return None
@@ -161,7 +156,7 @@ class WandbRun:
 
 def _last_step(run_file: Path) -> int:
     """The last step of the history in a .wandb file (-1: none), as `wandb leet inspect` reads
-    it: a kill can leave its last record cut short."""
+    it: a kill can leave its last entry cut short."""
     shown = subprocess.run(
         [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(run_file)],
         capture_output=True,

@@ -42,10 +42,8 @@ def trained_batch(row: Row) -> int | None:
 
 
 def scaling_lines(rows: Sequence[Row]) -> dict[str, list[Row]]:
-    """The measured runs of a sweep over batch sizes (`BATCH_KEYS`), by line: the runs with the
-    same device and the same values of every other swept key that changes speed
-    (`changes_speed`; repeats and learning rates share a line), in order of the batch they
-    trained with. None without such a sweep."""
+    """The measured runs of a sweep over batch sizes (`BATCH_KEYS`), by line (the same values of
+    every swept key that changes speed), in order of batch; empty without such a sweep."""
     lines: dict[str, list[Row]] = {}
     for row in rows:
         swept = row.get("swept") or {}

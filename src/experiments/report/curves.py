@@ -26,11 +26,8 @@ DASHES = ("-", "--", ":", "-.")
 
 
 def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
-    """Test (and, faint, validation) accuracy in % and train loss per epoch, a line per
-    configuration (runs that differ only in the seed): the mean of its runs at each epoch, and a
-    band from their lowest to their highest; one legend entry per configuration. Accuracy is
-    drawn from 0 (a height reads as an amount); the loss axis spans the losses, which would be a
-    flat line at the top of an axis from 0."""
+    """As the module says, one legend entry per configuration. Accuracy is drawn from 0 (a height
+    reads as an amount); the loss axis spans the losses, which would be flat from 0."""
     # No layout engine: the legend sits beside the axes, and savefig's tight box takes it in.
     figure, (accuracy, loss) = plt.subplots(1, 2, figsize=(12, 4.5))
     # The first run's task's headline (accuracy, RMSE, a task of one's own's first metric); runs
@@ -83,8 +80,7 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
 
 
 def _style(number: int) -> dict[str, Any]:
-    """The marker and dash of the configuration numbered `number` (from 0): hollow, each smaller
-    than the one before, in a sequence that repeats only after 20 (`MARKERS`)."""
+    """The marker and dash of the configuration numbered `number` (from 0), as `MARKERS` says."""
     return {
         "marker": MARKERS[number % 5],
         "markersize": 9 - 1.5 * (number % 4),

@@ -1,15 +1,11 @@
-"""Repeats: the completed runs of a report that differ only in `trainer.seed` are runs of one
-configuration, summed up in a row per configuration (configurations.csv, and in summary.md and the
-console where a configuration ran more than once): how many runs (n, and how many of them ran on a
-busy host), and per measure the mean ± standard deviation with the 95% confidence interval of the
-mean (`report.statistics`). Speeds are summed up on the log scale, as the verdicts compare them: a
-geometric mean and an interval that never reaches below 0 (configurations.csv adds the geometric
-standard deviation, a factor); so are times to accuracy.
+"""Repeats: completed runs that differ only in `trainer.seed` are one configuration, summed up in a
+row (configurations.csv; summary.md and the console where one ran more than once): n (and how many
+ran on a busy host), and per measure the mean ± sd with the mean's 95% interval
+(`report.statistics`). Speeds and times are summed up on the log scale, as the verdicts compare
+them: a geometric mean and an interval that never reaches below 0.
 
-Only like is grouped with like: runs of one sweep (a report over several sweeps keeps each
-sweep's configurations apart, as if each had its own report, unless told to pool them), and each
-configuration is named by the keys that vary among its sweep's completed runs (a key that a failed
-run alone typed, or that every run held, names none).
+Runs are grouped within their sweep unless told to pool sweeps, and a configuration is named by the
+keys that vary among its sweep's completed runs.
 """
 
 from __future__ import annotations
@@ -151,10 +147,9 @@ def not_the_seed(key: str) -> bool:
 def configurations(
     rows: Sequence[Row], counts: Callable[[str], bool] = not_the_seed
 ) -> list[Configuration]:
-    """The completed runs of a report's rows, grouped by the sweep they came from and by their
-    values of the keys that `counts` (all but the seed; the report's figures of speed, those that
-    change speed) and that vary among that sweep's completed runs, in the order of each
-    configuration's first run."""
+    """The completed runs of `rows`, grouped by sweep and by their values of the varying keys that
+    `counts` (all but the seed; for the speed figures, those that change speed), in the order of
+    each configuration's first run."""
     completed = [row for row in rows if row["status"] == "completed"]
     varying = {
         sweep: _varying([row for row in completed if row.get(SWEEP, "") == sweep], counts)
@@ -228,9 +223,8 @@ def cells(
     configurations: Sequence[Configuration], offered: Sequence[Measure] | None = None
 ) -> list[list[str]]:
     """The table of configurations, header first: the values they differ in (and their sweep, of
-    several), n, each measure `offered` (training's by default; but the final test accuracy
-    where no run had a validation split: the selected epoch is then the final one, and the
-    column would repeat the test accuracy's)."""
+    several), n, each measure `offered` (without the final test accuracy where no run had a
+    validation split: it would repeat the selected one's)."""
     keys = _keys(configurations)
     measures = [measure for measure in _measures(configurations, offered) if measure.in_table]
     if not any(measure.key.startswith(f"{VAL}_") for measure in measures):
@@ -251,10 +245,9 @@ def cells(
 def csv_text(
     configurations: Sequence[Configuration], offered: Sequence[Measure] | None = None
 ) -> str:
-    """configurations.csv: a row per configuration, its values, n, its runs, how many of them ran
-    on a busy host, and per measure `offered` (training's by default) `<key>_n`, `_mean`, `_sd`,
-    `_ci_low`, `_ci_high` (for a speed `_geomean` and `_gsd`, a factor), empty where there is
-    none."""
+    """configurations.csv: a row per configuration, its values, n, its runs, its busy runs, and
+    per measure `offered` `<key>_n`, `_mean`, `_sd`, `_ci_low`, `_ci_high` (for a speed `_geomean`
+    and `_gsd`), empty where there is none."""
     keys, measures = _keys(configurations), _measures(configurations, offered)
     table = io.StringIO()
     writer = csv.writer(table)

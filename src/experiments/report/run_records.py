@@ -1,14 +1,11 @@
-"""What the report reads of a run folder, a training run's or an evaluation's, read once and
-checked against the types its readers declare: the config (`.hydra/config.yaml`), the overrides and
-Hydra's choice in each group (`.hydra/overrides.yaml`, `.hydra/hydra.yaml`), results.json
-(`records.recorded.RecordedResults`; an evaluation's `EvaluationRecord` too, its `serving` record
-among it) and metrics.jsonl's epoch rows (`training.history.EpochRow`, with its task's metrics).
+"""What the report reads of a run folder, read once and checked against the types its readers
+declare: `.hydra/config.yaml`, `overrides.yaml` and `hydra.yaml`, results.json
+(`records.recorded.RecordedResults`, or an evaluation's `EvaluationRecord`) and metrics.jsonl's
+epoch rows (`training.history.EpochRow`).
 
-A run folder is data, copied or made anywhere. A record that cannot be read, or that holds
-another shape than its type (YAML that is not, a YAML tag, JSON nested past Python's recursion
-limit, a list or text where a number belongs, nulls, a row that is not an object) makes
-`UnreadableRun`, whose message names the file in one phrase: the report says it in the run's row
-and goes on with the other runs.
+A run folder is data, copied or made anywhere. A file that cannot be read, or holds another shape
+than its type, raises `UnreadableRun`, whose message names the file in one phrase: the report says
+it in the run's row and goes on with the other runs.
 """
 
 from __future__ import annotations
@@ -78,18 +75,18 @@ class _Row(TypedDict):
 
 
 class UnreadableRun(Exception):
-    """A record of a run that the report cannot read; the message names the file, in one phrase."""
+    """A run's file that the report cannot read; the message names the file, in one phrase."""
 
 
 @dataclass(frozen=True)
 class RunRecords:
-    """A run's records as the report reads them, each of its shape."""
+    """A run's files as the report reads them, each checked for its shape."""
 
     config: DictConfig  # read-only; a key that cannot be resolved is read as None
     evaluation: bool  # an evaluation's (eval.py), not a training run's
     names: dict[str, str | None]  # the model, dataset, device and placement: their `name`
     measures: TaskMetrics  # its task's metrics
-    own_task: bool  # whether they are a task of one's own's, recorded in results.json
+    own_task: bool  # whether they are a task of one's own's, from results.json
     given: dict[str, str]  # the overrides its command line gave, by key
     choices: dict[str, Any]  # Hydra's choice in each config group (none without hydra.yaml)
     results: RecordedResults  # nothing where there is no results.json
@@ -98,7 +95,7 @@ class RunRecords:
 
 
 def read_run(run_dir: Path) -> RunRecords:
-    """The records of the run in `run_dir`; UnreadableRun naming the first that cannot be read."""
+    """The files of the run in `run_dir`; UnreadableRun naming the first that cannot be read."""
     config = _config(run_dir)
     read = _config_read(config)
     evaluation = is_evaluation(config)
@@ -166,8 +163,8 @@ def _reading(record: str) -> Iterator[None]:
 
 
 def _check(value: Any, expected: Any, name: str, *, partial: bool = False) -> None:
-    """UnreadableRun where `value` (called `name`: the record, or a key in it) is not of the
-    type `expected` (`core.typed.mismatch`)."""
+    """UnreadableRun where `value` (called `name`: the file, or a key in it) is not of the type
+    `expected` (`core.typed.mismatch`)."""
     if (problem := mismatch(value, expected, name, partial=partial)) is not None:
         raise UnreadableRun(problem)
 
@@ -192,8 +189,8 @@ def _config_read(config: DictConfig) -> ConfigRead:
 
 
 def _results(run_dir: Path, evaluation: bool) -> RecordedResults:
-    """results.json, checked against what a training run records, and an evaluation's against
-    what an evaluation records too (its `serving` record among it)."""
+    """results.json, checked against a training run's type, and an evaluation's against its own
+    too."""
     path = run_dir / RESULTS
     if not (path.exists() or path.is_symlink()):  # (a device in its place is read, and refused)
         return {}
@@ -218,11 +215,9 @@ def _is_time(text: str) -> bool:
 
 
 def _measures(read: ConfigRead, results: RecordedResults) -> tuple[TaskMetrics, bool]:
-    """The run's task's metrics as its config says them (`task_metrics.metrics_of`: a shipped
-    task's class's, of its dataset's classes, or its config's declaration), or as a task of
-    one's own recorded them in results.json before configs declared them, with its numbers in
-    results.json checked against them (`recorded.task_numbers`); and whether they are a task of
-    one's own's."""
+    """The run's task's metrics as its config says them (`task_metrics.metrics_of`), or for an
+    older run of a task of one's own as its results.json lists them, with its numbers checked
+    against them; and whether they are a task of one's own's."""
     task = None
     if read["task"]:
         task = {"name": read["task.name"], "_target_": read["task._target_"]}
@@ -278,7 +273,7 @@ def _given(run_dir: Path) -> dict[str, str]:
 
 
 def _choices(run_dir: Path) -> dict[str, Any]:
-    """The group choices Hydra recorded in a run's hydra.yaml (`hydra.runtime.choices`)."""
+    """The group choices in a run's hydra.yaml (`hydra.runtime.choices`)."""
     path = run_dir / HYDRA_YAML
     if not path.is_file():
         return {}

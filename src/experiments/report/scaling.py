@@ -1,15 +1,11 @@
 """scaling.png and batch_scaling.png, of a sweep over batch sizes (`report.batch_sweep`): train
-images/s against the batch the runs trained with, a line per speed group but the batch, through
-the geometric mean of each size's runs with a bar for their 95% interval where a size ran more
-than once, its knee marked, its compute bound (dashed) where its runs measured their device's
-peak, and the largest batch that fit (dotted) where they searched for it; beside it their MFU
-where they recorded it, and the time to the target accuracy where they set one.
+images/s against batch, a line per speed group through the geometric mean of each size's runs
+(with a 95% bar where a size ran more than once), its knee, its compute bound (dashed) and the
+largest batch that fit (dotted); beside it MFU and the time to the target where recorded.
 
-One figure, in two files: batch_scaling.png of the lines whose runs searched their batch
-(trainer.batch_size=auto, experiment=batch_scaling), scaling.png of the others (a sweep over
-trainer.batch_size, experiment=device_scaling). A report over both kinds of sweep draws each
-apart, as they answer apart: how far a device's batch pays, up to the most it takes, and how
-devices compare at sizes one chose."""
+batch_scaling.png holds the lines whose runs searched their batch (trainer.batch_size=auto),
+scaling.png the others: they answer apart (how far a device's batch pays, up to the most it takes;
+how devices compare at sizes one chose)."""
 
 from __future__ import annotations
 
@@ -57,12 +53,9 @@ def figures(rows: Sequence[Row]) -> dict[str, list[Row]]:
 
 
 def scaling_figure(rows: Sequence[Row]) -> Any:
-    """Train images/s against batch size, a line per speed group but the batch (`scaling_lines`),
-    both axes logarithmic, as the models' speeds differ by orders of magnitude; the compute bound,
-    the knee, the largest batch and the bars said so in the legend only where drawn. Beside it,
-    where the runs recorded it, their MFU (in % of the peak, from 0); then, where they set
-    trainer.target_accuracy, the training seconds until they reached it (a size where a run did
-    not reach it is a gap), titled with the target and its split."""
+    """Train images/s against batch size, a line per speed group (`scaling_lines`), both axes
+    logarithmic (models' speeds differ by orders of magnitude); beside it MFU (from 0) and the
+    seconds to the target (a gap where a run did not reach it), where recorded."""
     lines = scaling_lines(rows)
     figure, panels = _panels(rows)
     drawn: set[str] = set()
@@ -196,7 +189,7 @@ def _by_batch_size(
 
 def _time_to_accuracy_title(rows: Sequence[Row]) -> str:
     """ "Time to 40% validation accuracy", "Time to validation rmse <= 60", or each target
-    where the runs' differ ("target accuracy" for runs of versions that did not record theirs)."""
+    where the runs' differ ("target accuracy" for older runs, which do not name theirs)."""
     split_names = {"val": "validation", "test": "test"}
     recorded = [row.get("accuracy_target") or (None, None, None, None) for row in rows]
     targets = dict.fromkeys(
@@ -208,11 +201,10 @@ def _time_to_accuracy_title(rows: Sequence[Row]) -> str:
 
 
 def compute_bound(line: Sequence[Row]) -> float | None:
-    """About the most train images/s the line's device could give its model: the device's peak
-    FLOP/s (the best its runs measured) times the GPUs a run computes on (`gpus`: dp's, or one
-    per ddp process; one device on the CPU), over the FLOPs of a training step's forward and
-    backward passes per image (runs of versions that did not count those: 3x the forward's, an
-    estimate a run can pass); None unless measured (trainer.measure_peak_flops)."""
+    """About the most train images/s the line's device could give its model: the best peak
+    FLOP/s its runs measured, times the GPUs a run computes on, over a training step's FLOPs per
+    image (older runs, which lack them: 3x the forward's, an estimate a run can pass); None
+    unless measured (trainer.measure_peak_flops)."""
     peaks = [row.get("device_peak_flops") for row in line]
     step = line[0].get("model_training_flops_per_image")
     forward = line[0].get("model_flops_per_image")

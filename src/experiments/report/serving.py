@@ -10,11 +10,9 @@ the configurations, as training's (`report.repeats`, `report.verdicts`).
       cuda:0 answers at batch 1 in 0.31x [0.29, 0.33] the time of cpu (paired by seed, 3 pairs)
       cuda:0 serves 12.1x [11.5, 12.7] as many images/s as cpu at batch 256 (paired by seed, ...)
 
-An evaluation sweep's repeat key is `seed` (which test images the benchmark feeds), as
-`trainer.seed` is a training sweep's: evaluations that differ in it alone are runs of one
-configuration, and two configurations that ran the same seeds are compared seed by seed. Latency
-and images/s are summed up and compared on the log scale; peak memory (the host's on a CPU, the
-GPU's on a GPU) and joules per image where the hardware reported them.
+An evaluation sweep repeats on `seed` (the test images the benchmark feeds), as a training sweep
+does on `trainer.seed`. Latency and images/s are summed up and compared on the log scale, beside
+peak memory and joules per image.
 """
 
 from __future__ import annotations
@@ -33,7 +31,7 @@ SEED = "seed"
 BATCH = "serving_batch_size"
 EVALUATION = "evaluation"
 
-# A serving record's fields that a summary row holds, under the row's keys.
+# results.json `serving` fields that a summary row holds, under the row's keys.
 FROM_SERVING = {
     "batch_size": BATCH,
     "latency_p50_ms": "latency_p50_ms",
@@ -50,9 +48,8 @@ FROM_SERVING = {
 
 def evaluation_fields(results: RecordedResults) -> Row:
     """What an evaluation's summary row takes from its results.json: its kind, the model and
-    the dataset it evaluated (its config names them only when they were typed), and its serving
-    record's numbers and host load (none where it did not benchmark)."""
-    recorded: dict[str, Any] = dict(results)  # (an evaluation's record: `EvaluationRecord`)
+    dataset it evaluated (its config names them only when typed), and its `serving` numbers."""
+    recorded: dict[str, Any] = dict(results)  # (an `EvaluationRecord`)
     serving = recorded.get("serving") or {}
     return {
         "kind": EVALUATION,

@@ -3,56 +3,27 @@
     python -m experiments.report outputs/2026-11-22/10-00-00_ab12cd34    # a sweep, or one run
     python -m experiments.report outputs                                 # everything
 
-(The command line is `experiments.report.command`.)
+Every multirun writes it into its sweep folder at the end (`report.sweep_end`). A run folder is
+any folder with a `.hydra/` snapshot; runs still going, killed or without results are listed as
+such, and so are jobs a sweep planned but never started (`not run`) and runs whose files cannot be
+read (`unreadable`).
 
-Every multirun writes it into its sweep folder at the end (`experiments.report.sweep_end`). A run
-folder is any folder with a `.hydra/` snapshot, a training run's or an evaluation's; runs still
-going, killed, or without results are listed as such, not left out, and so are the jobs a sweep
-planned but never started (`not run`) and runs with a record the report cannot read
-(`unreadable`, and which: `report.run_records`).
-
-    summary.csv, summary.md   model (its parameters and FLOPs per image), dataset, device,
-                              placement, every other key the runs differ in
-                              (`experiments.report.swept`), status (and why it failed), the
-                              selected epoch with its validation and test accuracy, or its
-                              task's headline metric (`experiments.report.headlines`; the final
-                              epoch without a validation split), the final test one, how
-                              much of the test split it was measured on when not all, train
-                              images/s (warm-up left out) and the speedup over the CPU run of
-                              the same configuration, "busy" where other work on the host
-                              competed with the run, the device's measured peak FLOP/s
-                              (trainer.measure_peak_flops) and the precision it was measured
-                              in, seconds per epoch, peak memory, and where training time went:
-                              waiting for batches, computing, and apart, copying them to the
-                              device (on a GPU the copies' time there, which overlaps the wait),
-                              the joules a train image took where measured, and of an
-                              evaluation that benchmarked, its latency at batch 1, images/s
-                              served, peak memory and joules per image (`report.serving`);
-                              a column empty for every run is left out
-    configurations.csv        a row per configuration: its runs, those of one sweep that differ
-                              only in trainer.seed, summed up (`experiments.report.repeats`);
-                              summary.md and the console add its table where any configuration
-                              ran twice, then the verdicts on configurations of a sweep that
-                              differ in one key (`experiments.report.verdicts`)
-    serving.csv               of evaluations that benchmarked their model (eval.py
-                              benchmark=true), a row per configuration: those that differ only
-                              in seed, summed up, with verdicts (`experiments.report.serving`)
+    summary.csv, summary.md   a row per run: the `COLUMNS` and a column per key the runs differ
+                              in (`report.swept`), less those empty for every run
+    configurations.csv        a row per configuration: its runs that differ only in
+                              trainer.seed, summed up (`report.repeats`); summary.md and the
+                              console add its table where any ran twice, then the verdicts
+                              (`report.verdicts`)
+    serving.csv               the same of evaluations that benchmarked (`report.serving`)
     verdicts.json             those verdicts, for programs
-    throughput.png            train images/s by speed group (the runs of a sweep that share the
-                              keys that change speed, whatever their learning rate or seed): a
-                              dot per run (hollow: busy host), the geometric mean and its 95%
-                              interval
-    curves.png                test (and validation) accuracy in % and train loss per epoch, a
-                              line per configuration: its runs' mean, with a band from lowest
-                              to highest; the loss axis spans the losses
-    scaling.png               of a sweep over trainer.batch_size: train images/s against batch
-                              size, a line per speed group, with its compute bound where its
-                              peak was measured and its knee, MFU where recorded, and the time
-                              to accuracy (its target and split in the title) beside it;
-                              summary.md and the console name each line's knee
-    batch_scaling.png         the same, of runs that searched their batch
-                              (trainer.batch_size=auto), with the largest batch each line's
-                              runs found, named with the knee
+    throughput.png            train images/s by speed group: a dot per run (hollow: busy host),
+                              the geometric mean and its 95% interval
+    curves.png                accuracy and train loss per epoch, a line per configuration (its
+                              runs' mean, a band from lowest to highest)
+    scaling.png               of a sweep over trainer.batch_size: train images/s and MFU
+                              against batch size, a line per speed group with its compute bound
+                              and knee, and the time to accuracy
+    batch_scaling.png         the same, of runs that searched their batch (batch_size=auto)
 """
 
 from __future__ import annotations
@@ -99,9 +70,8 @@ def _seconds(value: float | str) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """A column of summary.csv, summary.md and the console table: the row's `key` (a key of its
-    `swept` values, for a swept override), its header, and how a value looks (the console leaves
-    out the reasons, listed beneath it instead)."""
+    """A column of summary.csv, summary.md and the console table: the row's `key` (of its `swept`
+    values, for a swept override), its header, and how a value looks."""
 
     key: str
     header: str  # "{one}", "{many}", "{rate}": the runs' unit (images, or a table's rows)
@@ -121,7 +91,7 @@ class Column:
         return "" if value is None else self.show(value)
 
 
-# The status of a run with a record the report cannot read; its reason names the record.
+# The status of a run with a file the report cannot read; its reason names the file.
 UNREADABLE = "unreadable"
 
 # The groups with a column of their own, swept or not; the other swept keys follow them.
@@ -151,15 +121,12 @@ COLUMNS = [
     Column("speedup_vs_cpu", "vs cpu", "{:.1f}x".format),
     # "busy" where other work on the host competed with the run (`devices.host_load`).
     Column("host_busy", "host", lambda busy: "busy" if busy else ""),
-    # The device's measured matrix-product FLOP/s (cached per machine: devices.peak_cache), and
-    # the precision it was measured in: the run's (fp32 as tf32 where the GPU's convolutions use
-    # it).
+    # The device's measured matrix-product FLOP/s (devices.peak_cache), in the run's precision.
     Column("device_peak_flops", "peak FLOP/s", short_count),
     Column("device_peak_precision", "peak in"),
     # Model FLOPs utilization: the training FLOP/s achieved over that peak (times its devices).
     Column("mfu", "MFU", _percent),
-    # Training seconds until the target (trainer.target_value, target_accuracy) was reached, or
-    # "not reached".
+    # Training seconds until trainer.target_value was reached, or "not reached".
     Column("time_to_accuracy", "time to acc (s)", _seconds),
     Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
     Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
@@ -178,7 +145,7 @@ COLUMNS = [
     Column("serving_joules_per_image", "served J/{one}", "{:.3g}".format),
     Column("wait_share", "data wait", _percent),
     Column("compute_share", "compute", _percent),
-    # Not a part of the wait: on a GPU, asynchronous copies' time there, overlapping the wait.
+    # On a GPU, asynchronous copies' time there, overlapping the wait.
     Column("copy_share", "copy (GPU time, overlaps)", _percent),
 ]
 
@@ -199,12 +166,11 @@ def _natural_key(path: Path) -> list[Any]:
 
 
 def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
-    """One summary row for a run folder, from its results.json, or what its folder and its
-    epochs' rows show (`records`, as `run_records.read_run` read them)."""
+    """One summary row for a run folder, from its files as `run_records.read_run` read them."""
     results, history, measures = records.results, records.history, records.measures
     row = _bare_row(_run_name(run_dir, folder), _status(results))
     row.update(records.names)
-    row["unit"] = results.get("data", {}).get("unit")  # images or rows (earlier versions: none)
+    row["unit"] = results.get("data", {}).get("unit")  # images or rows (older runs: none)
     row["loader"] = results.get("data", {}).get("loader")
     row["gpus"] = gpus_used(results)  # what the compute bound multiplies the peak by
     # What the figures of speed against batch size read (no columns): the batch trained with, of
@@ -223,10 +189,10 @@ def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
             "not reached" if reached["seconds"] is None else reached["seconds"]
         )
         # What it was the time to, for the figures: 0.4, "val" and "accuracy" (no column).
-        metric = reached.get("metric", "accuracy")  # (earlier versions': accuracy)
+        metric = reached.get("metric", "accuracy")  # (older runs': accuracy)
         better = reached.get("better", "max")
         row["accuracy_target"] = (reached.get("target"), reached.get("split"), metric, better)
-    if records.own_task:  # a task of one's own's, recorded
+    if records.own_task:  # a task of one's own's
         row["own_headlines"] = headlines(measures)
         row.update({headline.key: results.get(headline.key) for headline in row["own_headlines"]})
     tested = measures.headline.key(TEST)
@@ -244,7 +210,7 @@ def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
         )
     if history:
         row["seconds_per_epoch"] = sum(e["epoch_seconds"] for e in history) / len(history)
-    # Of a run's test numbers; runs of earlier versions did not record the split's size.
+    # Of a run's test numbers; older runs do not give the split's size.
     in_split = results.get("test_split_images")
     measured = in_split and row.get(tested) is not None and "test_images" in results
     row["test_images"] = part_of_split(results["test_images"], in_split) if measured else None
@@ -257,8 +223,8 @@ def _run_name(run_dir: Path, folder: Path) -> str:
     return str(run_dir.relative_to(folder)) if run_dir != folder else run_dir.name
 
 
-# The columns results.json records as they are shown (those of the run's groups are read from
-# its config, and the device from what it used; its status is told apart from its process).
+# The columns taken from results.json as they are (the groups come from the config, the device
+# from what it used, the status from the process).
 FROM_RESULTS = (
     RecordedResults.__required_keys__
     | RecordedResults.__optional_keys__
@@ -267,9 +233,8 @@ FROM_RESULTS = (
 
 
 def gpus_used(results: dict[str, Any]) -> int | None:
-    """How many GPUs a run computed on, over all its processes: DataParallel's, or one per
-    torchrun process; None on the CPU (one, whose peak is measured on all its cores), or where
-    the run recorded no device."""
+    """How many GPUs a run computed on over all its processes; None on the CPU (whose peak counts
+    all its cores) or where results.json names no device."""
     device = results.get("device", {})
     if device.get("type") in (None, names.CPU):
         return None
@@ -344,15 +309,14 @@ def sweep_of(run: Path, folder: Path) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    """Replace `path` with `text` whole: a link in its place (in a folder from elsewhere) is not
-    written through. A folder's name that is not UTF-8 (`\\udcff` in Python's text) is written as
-    `_text` prints it."""
+    """Replace `path` with `text` whole, never through a link; a name that is not UTF-8 is written
+    as `_text` prints it."""
     write_atomically(path, lambda file: file.write(text.encode("utf-8", "backslashreplace")))
 
 
 def _records_or_why(run: Path) -> RunRecords | str:
-    """A run's records, or why one cannot be read: the run's row says so, and the report is made
-    of the other runs all the same."""
+    """A run's files as read, or why they cannot be: the run's row says so, and the report goes on
+    with the other runs."""
     try:
         return read_run(run)
     except UnreadableRun as unreadable:
@@ -419,13 +383,12 @@ def columns(rows: Sequence[Row], in_console: bool) -> list[Column]:
 
 
 def not_started(folder: Path) -> list[str]:
-    """The jobs, as paths below `folder`, that sweeps at or below it planned but have no folder
-    of: a launcher stopped the sweep before they started (joblib, when a worker is killed), or
-    they are yet to start. Only Hydra's basic sweeper plans its jobs ahead."""
+    """The jobs, as paths below `folder`, that sweeps planned but have no folder of (stopped
+    before they started, or yet to start). Only Hydra's basic sweeper plans its jobs ahead."""
     names = []
     for multirun_yaml in sorted(folder.rglob("multirun.yaml")):
         sweep = multirun_yaml.parent
-        # A job's folder is `<number>` or `<number>_...`, whatever version named the rest.
+        # A job's folder is `<number>` or `<number>_...` (older folders name the rest otherwise).
         started = {entry.name.split("_")[0] for entry in sweep.iterdir() if entry.is_dir()}
         names += [
             str((sweep / name).relative_to(folder))
@@ -436,11 +399,8 @@ def not_started(folder: Path) -> list[str]:
 
 
 def markdown(rows: Sequence[Row]) -> str:
-    """summary.md: the runs, and of the training runs the configurations where any ran more than
-    once, the verdicts on those that differ in one key alone, of a sweep over batch sizes each
-    line's largest batch and knee (`batch_sweep.notes`), the device cards (`device_cards`), and
-    a warning where repeats ran back to back; then of the evaluations, the Serving section
-    (`serving`)."""
+    """summary.md: the runs; of the training runs, the repeated configurations, verdicts, batch
+    notes, device cards and a back-to-back warning; then the evaluations' Serving section."""
     shown, unit = columns(rows, in_console=False), shared_unit(row.get("unit") for row in rows)
     cells = [[column.heading(unit) for column in shown]]
     cells += [[column.cell(row) for column in shown] for row in rows]
@@ -494,10 +454,8 @@ def _aligned_lines(cells: list[list[str]]) -> list[str]:
 
 
 def table(rows: Sequence[Row], folder: Path) -> str:
-    """A plain-text table for the console: a count by status, the runs, why any failed, then
-    the configurations where any ran more than once, and the verdicts, notes on batch sizes,
-    device cards, warning and Serving section of summary.md. Columns empty in every row (CUDA
-    memory on the CPU) are left out."""
+    """The console's report: a count by status, the runs, why any failed, then the sections of
+    summary.md."""
     shown, unit = columns(rows, in_console=True), shared_unit(row.get("unit") for row in rows)
     body = [[column.heading(unit) for column in shown]]
     body += [[column.cell(row) for column in shown] for row in rows]

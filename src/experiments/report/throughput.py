@@ -1,8 +1,6 @@
-"""throughput.png: train images/s by speed group (the runs of a sweep that share the values of every
-swept key that changes speed, `SPEED_KEYS`, whatever their learning rate or seed): a dot per run,
-hollow where other work on the host held it down, the group's geometric mean and its 95% interval
-on the log scale (`report.statistics`), as the table of configurations and the verdicts have
-them."""
+"""throughput.png: train images/s by speed group (a sweep's runs that share every swept key that
+changes speed): a dot per run, hollow where other work on the host held it down, the group's
+geometric mean and its 95% interval on the log scale (`report.statistics`)."""
 
 from __future__ import annotations
 
@@ -55,10 +53,8 @@ def speed_groups(rows: Sequence[Row]) -> list[repeats.Configuration]:
 
 
 def throughput_figure(rows: Sequence[Row]) -> Any:
-    """A row per speed group, all on one axis from 0 (so one length is one speed), coloured by
-    device: a dot per run (hollow: on a busy host), the geometric mean (|) and its 95% interval
-    (a bar, of two runs or more), named with the mean, its interval, n and, off the CPU, the
-    ratio to the CPU group of the same other values."""
+    """A row per speed group on one axis from 0 (one length, one speed), coloured by device, named
+    with the mean, its interval, n and, off the CPU, the ratio to the matching CPU group."""
     groups = speed_groups(rows)
     figure, axis = plt.subplots(figsize=(8, 2.5 + 0.45 * len(groups)))
     devices = list(dict.fromkeys(group.runs[0]["device"] for group in groups))

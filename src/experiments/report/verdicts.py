@@ -11,27 +11,15 @@ excludes none.
         1.10], Welch's t, 3 runs each)
     one run each: no verdict; repeat with `-m trainer.seed=0,1,2`
 
-Two measures, a line each per pair of configurations: train images/s as a ratio, the selected
-epoch's test accuracy as a difference in points (another task's headline, RMSE, as a difference
-in its units, the lower one better). Where both configurations ran the same seeds (a sweep's seeds
-run interleaved, each seed's configurations back to back), they are compared seed by seed: the
-interval is Student's t on the differences within each pair, which cancels what a seed's runs
-share, the machine's state while they ran among it. Otherwise the runs are unpaired and the
-interval is Welch's t (the variances of the two sides are not assumed equal). Speeds are compared
-on their logarithms, the interval the exponential of the log-difference's, so a ratio never
-reaches below 0. Each line says which method it used (`report.statistics` has the arithmetic).
+Per pair of configurations: train images/s as a ratio, the headline metric as a difference (in
+points for accuracy, in its units for RMSE). Where both ran the same seeds they are compared seed
+by seed (Student's t on the paired differences, which cancels what a seed's runs share, the
+machine's state among it); otherwise unpaired (Welch's t). Speeds are compared on their logarithms,
+so a ratio's interval never reaches below 0 (`report.statistics` has the arithmetic).
 
-A training sweep repeats a configuration on `trainer.seed`; an evaluation sweep on `seed`, and
-compares latency and images/s served (`report.serving`): `Judged` says which, for each kind.
-
-A speed's line says how many runs of each side ran on a busy host, and that the verdict cannot be
-trusted for speed where all of them are on one side: the other work then poses as a difference.
-
-The report also warns where repeats of a configuration ran back to back: a drift of the machine
-between one configuration's runs and another's then poses as a difference between them.
-
-verdicts.json holds each verdict for programs: the two sides, the measure, the method, the
-estimate and its interval, whether it is a difference, and the busy runs.
+A training sweep repeats on `trainer.seed`, an evaluation sweep on `seed` (`Judged`). A speed's
+line counts each side's busy-host runs, and says it cannot be trusted where they are all on one
+side. Repeats run back to back get a warning: a drift of the machine would pose as a difference.
 """
 
 from __future__ import annotations
@@ -323,9 +311,8 @@ class Pair:
         )
 
     def _busy(self, first: Configuration, second: Configuration) -> str:
-        """`; busy host: 3 of 3 trainer.threads=2 runs, 0 of 3 trainer.threads=1 runs`: runs
-        whose speed other work on the machine held down (`devices.host_load`), and where they
-        are all on one side, that the other work may be all the difference."""
+        """`; busy host: 3 of 3 trainer.threads=2 runs, 0 of 3 trainer.threads=1 runs`, and where
+        they are all on one side, that the other work may be all the difference."""
         busy = [first.busy(), second.busy()]
         if not any(busy):
             return ""
@@ -362,9 +349,8 @@ def pairs(configurations: Sequence[Configuration], judged: Judged = TRAINING) ->
 
 @dataclass(frozen=True)
 class Said:
-    """The verdicts as the report says them: lines, each with its depth below the heading (the
-    sweep, then the keys held equal, said once above the lines they hold for), and the verdicts
-    themselves for verdicts.json."""
+    """The verdicts as the report says them: lines with their depth below the heading (the sweep,
+    then the keys held equal), and the verdicts themselves for verdicts.json."""
 
     lines: list[tuple[int, str]]
     verdicts: list[Verdict]
@@ -411,10 +397,8 @@ def back_to_back(
     """A warning where repeats of a configuration ran one after another while the report holds
     other configurations: a drift of the machine between them would pose as a difference.
 
-    The order the runs ran in is the report's order of them (`summary.find_runs`): a sweep's
-    jobs by number, runs of their own by their date and time folders, the same for a sweep folder
-    and for all of outputs/. (results.json's start time is to the second: too coarse for runs of
-    a second or two.) Runs that failed took their place in it too; jobs not run did not."""
+    The order the runs ran in is the report's (`summary.find_runs`: jobs by number, other runs by
+    their date folders); results.json's start time, to the second, is too coarse."""
     if len(configurations) < 2:
         return None
     ran = [row["run"] for row in rows if row["status"] != "not run"]

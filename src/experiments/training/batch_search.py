@@ -1,16 +1,14 @@
 """trainer.batch_size=auto: the largest batch that trains on the run's device, found by trying.
 
 The search is a pure function of "does this batch fit" answers (`largest_batch`): powers of two,
-doubled from the fewest images a batch may have while each fits, up to the training split's size;
-the last that fit is the largest. Each answer is one real training step (`Trial`): forward,
-backward and optimizer step, in the run's precision and memory format, on a copy of the model
-with an optimizer of the run's kind and a batch of the training split as the run's batches make
-it, so the run's weights, optimizer, scaler and random numbers are never touched (a run that
-finds 512 trains exactly as one given 512).
+doubled from the fewest images a batch may have while each fits, up to the training split's size.
+Each answer is one real training step (`Trial`) in the run's precision and memory format, on
+copies of the model and optimizer, so the run's weights, optimizer, scaler and random numbers are
+never touched (a run that finds 512 trains exactly as one given 512).
 
-What "fits" means is the device's: on a GPU, no out-of-memory error (the failed try's memory is
-freed before the next); on the CPU, which swaps rather than fails, the process's peak resident
-memory within `trainer.memory_budget_gb` (a try the last two predict above it is not run).
+"Fits" on a GPU: no out-of-memory error; on the CPU, which swaps rather than fails, the process's
+peak resident memory within `trainer.memory_budget_gb` (a try the last two predict above it is not
+run).
 """
 
 from __future__ import annotations
@@ -52,10 +50,8 @@ class Search:
 
 
 def largest_batch(fits: Callable[[int], str | None], fewest: int, most: int) -> Search | None:
-    """The largest power of two from `fewest` (itself a power of two) up to `most` for which
-    `fits` says nothing against it (it returns why not: `OUT_OF_MEMORY`, `MEMORY_BUDGET`),
-    trying each in turn from the smallest; None where not even `fewest` fits, or `most` is
-    below it."""
+    """The largest power of two from `fewest` up to `most` for which `fits` returns no reason
+    against it, trying from the smallest; None where not even `fewest` fits."""
     tried: list[tuple[int, bool]] = []
     batch, largest = fewest, None
     while batch <= most:
@@ -160,9 +156,8 @@ class Found:
 
 
 def search(trial: Trial, fewest: int, halvings: int) -> Found:
-    """The largest batch `trial` fits, from `fewest` images up to the training split's size,
-    halved `halvings` times (never below `fewest`); the run's random numbers as they were. A
-    split smaller than `fewest` is refused for what it is, not for the device's memory."""
+    """The largest batch `trial` fits, from `fewest` up to the training split's size, halved
+    `halvings` times (never below `fewest`), leaving the run's random numbers as they were."""
     assert trial.data.train is not None
     loop.refuse_a_split_too_small(AUTO_BATCH, len(trial.data.train), fewest, 1, trial.data.unit)
     started = time.perf_counter()

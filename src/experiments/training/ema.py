@@ -7,24 +7,17 @@ The average starts as a copy of the model as placed (`model.weights` loaded), an
 
     average = d * average + (1 - d) * model,   d = decay_at(t) ** every
 
-- Per step: `decay` is the share of the average kept at each optimizer step, so an update every
-  `every` steps keeps decay ** every, and the average spans about 1 / (1 - decay) steps whatever
-  `every` is. torchvision's reference scales 1 - decay by its steps (the first-order form of
-  the same) and also by the batch size and processes over the epochs (pycls's adjustment, which
-  folds a dataset's size into the number typed); that part is not taken, so a decay means the
-  same on any dataset and batch: the share kept per optimizer step, as timm's.
-- Warm-up: with `warmup_steps` W, the decay at step t is decay * min(1, t / W), a linear warm-up
-  from nearly a copy of the model at the first step to `decay` at step W, so that the average
-  does not stay near the random initial weights for its first 1 / (1 - decay) steps. (timm ramps
-  along 1 - (1 + t)^(-2/3), of no length one sets; torchvision copies the weights through the
-  learning rate's warm-up epochs, then averages at the full decay at once.)
+- Per step: `decay` is the share kept per optimizer step (as timm's), so the average spans about
+  1 / (1 - decay) steps whatever `every` is. torchvision's reference also scales it by batch size
+  and epochs (pycls's adjustment); that is not taken, so a decay means the same on any dataset.
+- Warm-up: with `warmup_steps` W, the decay at step t is decay * min(1, t / W), so the average
+  does not stay near the random initial weights for its first 1 / (1 - decay) steps.
 - Buffers: BatchNorm's running statistics are averaged with the weights (torchvision's
   use_buffers=True); a whole-number buffer, the count of batches seen, is copied.
 
 torch's `AveragedModel` with `get_ema_multi_avg_fn` computes the same average (the tests hold this
-one to it), but reads its count of updates, a tensor, on the host at every update: on a GPU, a
-wait for the device at each step. Here the steps are counted on the host, and an update is one
-`torch._foreach_lerp_` on the device.
+one to it) but reads its update count on the host every update, a wait for a GPU each step. Here
+the steps are counted on the host and an update is one `torch._foreach_lerp_` on the device.
 """
 
 from __future__ import annotations
@@ -47,8 +40,7 @@ class AverageState(TypedDict):
 
 class ModelAverage:
     """The moving average of `model` (unwrapped: DDP, DataParallel and torch.compile share its
-    tensors), of `decay` per optimizer step, updated every `every` steps after `warmup_steps` of
-    rising decay (see the module's docstring)."""
+    tensors), as the module's docstring describes."""
 
     def __init__(self, model: nn.Module, decay: float, every: int = 1, warmup_steps: int = 0):
         self.decay, self.every, self.warmup_steps = decay, every, warmup_steps

@@ -1,7 +1,6 @@
-"""A run's history: a row per epoch trained, as the run keeps it (its checkpoint's `history`) and
-writes it (metrics.jsonl's rows of kind "epoch", with their `kind` and `time`), and as
-selection, a resume and the report read it back, from files of any version: a key that older
-versions did not write is not required.
+"""A run's history: a row per epoch trained, as the checkpoint's `history` and metrics.jsonl's
+rows of kind "epoch" hold it, and as selection, a resume and the report read it back. Keys that
+older run folders lack are not required.
 
 The metrics' keys are `config.metric_names`' (CLASSIFICATION on the validation and test splits);
 tests/training/test_history.py holds these types to them, and to the rows an old run wrote.
@@ -48,8 +47,8 @@ class _EveryVersionsRow(TypedDict):
 
 
 class EpochRow(_EveryVersionsRow, total=False):
-    """An epoch's numbers. Only with a validation split: val_loss and val_accuracy. Not in runs
-    of older versions: warm_up, the host's load, the MFU and the energy."""
+    """An epoch's numbers. Only with a validation split: val_loss and val_accuracy. Missing from
+    older run folders: warm_up, the host's load, the MFU and the energy."""
 
     val_loss: float
     val_accuracy: float

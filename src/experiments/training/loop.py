@@ -33,10 +33,9 @@ from experiments.devices.wrapping import without_gradient_sync
 from experiments.training.ema import ModelAverage
 from experiments.training.tasks import Task
 
-# A progress bar is its own process's: a thread lock will do. tqdm's default also takes a
-# multiprocessing lock, a named semaphore that a sweep worker killed by the system (or by joblib,
-# when another is) never hands back, and Python's resource tracker then warns of it after the
-# sweep's last line.
+# A thread lock will do for a progress bar of one process. tqdm's default also takes a
+# multiprocessing semaphore, which a killed sweep worker never hands back, and Python's resource
+# tracker then warns of it after the sweep's last line.
 tqdm.set_lock(threading.RLock())
 
 # Called every log interval with (step within the epoch, mean loss since the last call, images/s,
@@ -52,9 +51,8 @@ class TrainingResult:
     images: int
     seconds: float
     wait_seconds: float  # the loop waiting for batches (host clock)
-    # Copying them to the device: on a GPU, the copies' own time there (CUDA events), which the
-    # host does not wait for, so not a part of wait_seconds (and may exceed it); on the CPU, the
-    # host's copies, within wait_seconds.
+    # Copying them to the device: on a GPU by CUDA events, overlapping wait_seconds (and may
+    # exceed it); on the CPU, within wait_seconds.
     copy_seconds: float
     compute_seconds: float  # forward, backward and optimizer step (on the device)
     lr: float  # of the epoch's last step
@@ -82,10 +80,8 @@ class EvaluationResult:
 
 @dataclass
 class Learner:
-    """What the training step updates, and how: the model (wrapped for its device), the task
-    (whose loss it minimizes), the optimizer, a schedule stepped after every optimizer step
-    (None: the caller steps it per epoch), and the bound on the gradients' total norm (None:
-    unclipped)."""
+    """What the training step updates, and how. `schedule` None: the caller steps it per epoch;
+    `clip` None: unclipped."""
 
     model: nn.Module
     task: Task
@@ -99,8 +95,7 @@ class Learner:
     # The model replays CUDA graphs (trainer.compile_mode=reduce-overhead): each optimizer step
     # begins a new step of them, or the next replay would overwrite what this one still needs.
     cuda_graphs: bool = False
-    # The moving average of the model's weights that follows its optimizer steps (trainer.ema;
-    # None: none is kept).
+    # trainer.ema's moving average of the weights (None: none is kept).
     ema: ModelAverage | None = None
 
 
@@ -118,13 +113,10 @@ def train_epoch(
     last_step_apart: bool = False,
 ) -> TrainingResult:
     """One pass of optimizer steps over `batches`, one every `learner.accumulate_batches` batches
-    (`log_interval` and the logged step count optimizer steps), calling `after_step` after each;
-    losses and speeds count every process of `runtime.group`. The forward pass and the loss run
-    in `runtime.autocast()`; its scaler scales the loss for fp16 and passes it through otherwise.
-    The first `warm_up_steps` steps (compiling, autotuning, profiling) are timed on their own;
-    with `last_step_apart` (a compiled model's first epoch), so is the last step where its batch
-    is smaller than the others: a new shape, compiled (and its CUDA graphs recorded) anew.
-    The progress bar gives the speed in the data's `unit` per second."""
+    (`log_interval` counts optimizer steps), calling `after_step` after each; losses and speeds
+    count every process. The first `warm_up_steps` steps (compiling, autotuning, profiling) are
+    timed on their own; with `last_step_apart` (a compiled model's first epoch), so is the last
+    step where its batch is smaller than the others: a new shape, compiled anew."""
     model, optimizer = learner.model, learner.optimizer
     scaler, accumulate = runtime.scaler, learner.accumulate_batches
     model.train()
@@ -238,9 +230,8 @@ def trial_step(
     inputs: torch.Tensor,
     targets: torch.Tensor,
 ) -> None:
-    """One optimizer step on one batch as training takes it (forward and loss in
-    `runtime.autocast()`, backward, step through `scaler`), its loss unread: what a search for
-    the largest batch tries (`training.batch_search`), with a scaler of its own."""
+    """One optimizer step on one batch as training takes it, its loss unread: what
+    `training.batch_search` tries, with a scaler of its own."""
     learner.model.train()
     learner.optimizer.zero_grad(set_to_none=True)
     _backward(learner, replace(runtime, scaler=scaler), inputs, targets, len(targets), sync=True)
@@ -257,9 +248,9 @@ def _backward(
     *,
     sync: bool,
 ) -> torch.Tensor:
-    """A batch's forward pass and loss (in `runtime.autocast()`), and its share of the step's
-    gradient added up by the backward pass (scaled for fp16); returns its mean loss. DDP averages
-    the gradients over the processes only with `sync`: at the step's last backward."""
+    """A batch's forward pass and loss, and its share of the step's gradient added up by the
+    backward pass; returns its mean loss. DDP averages the gradients only with `sync`, at the
+    step's last backward."""
     model, group = learner.model, runtime.group
     with nullcontext() if sync else without_gradient_sync(model):
         with runtime.autocast():
@@ -269,11 +260,9 @@ def _backward(
 
 
 def _optimizer_step(learner: Learner, scaler: torch.amp.GradScaler, *, first: bool) -> None:
-    """The optimizer step on the gradients its batches added up: clipped first if asked, taken
-    through `scaler` (which skips a step whose fp16 gradients overflowed), and a schedule by
-    step stepped after it (at the epoch's `first` step, without torch's warning of a skipped
-    one: `_schedule_may_step_first`); then the moving average of the weights, if one is kept,
-    follows the step."""
+    """The optimizer step on the gradients its batches added up: clipped if asked, taken through
+    `scaler` (which skips a step whose fp16 gradients overflowed), then the schedule by step and
+    the moving average of the weights."""
     optimizer = learner.optimizer
     if learner.gradient_clip is not None:
         scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
@@ -289,10 +278,10 @@ def _optimizer_step(learner: Learner, scaler: torch.amp.GradScaler, *, first: bo
 
 @contextmanager
 def _schedule_may_step_first() -> Iterator[None]:
-    """fp16's scaler skips a step whose scaled gradients overflowed (often the very first, while
-    it finds its scale); the schedule steps all the same, so it keeps to the run's length. torch
-    warns, at a schedule's first step, when the optimizer has not stepped yet: true then, and
-    harmless. (Only around a first step: changing the filters makes other warnings repeat.)"""
+    """Silence torch's warning that the schedule stepped before the optimizer: fp16's scaler
+    often skips the first step while it finds its scale, and the schedule steps all the same to
+    keep to the run's length. Only around a first step: changing the filters makes other warnings
+    repeat."""
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before `optimizer"
@@ -313,11 +302,9 @@ def fewest_images(model: nn.Module, processes: int) -> int:
 
 
 def fewest_images_per_batch(model: nn.Module, batch_size: int, processes: int) -> int:
-    """The fewest images a training batch of all `processes` may have for `model`: one for each
-    process; two for each if it has BatchNorm layers, which cannot train on one image (of 1x1
-    features, as resnet's last layers make of small images, they have no variance to normalize
-    by: "Expected more than 1 value per channel when training"), unless they pool the processes'
-    images (SyncBatchNorm, trainer.sync_batchnorm=true). A trainer.batch_size below that is
+    """The fewest images a training batch of all `processes` may have for `model`: one per
+    process; two per process with BatchNorm layers ("Expected more than 1 value per channel when
+    training" on 1x1 features) unless they are synchronized. A smaller trainer.batch_size is
     refused; a smaller last batch is left out (`Batches`)."""
     fewest = fewest_images(model, processes)
     if batch_size < fewest:  # (trainer.batch_size is a multiple of the processes: validate)
@@ -336,10 +323,8 @@ def fewest_images_per_batch(model: nn.Module, batch_size: int, processes: int) -
 def refuse_a_split_too_small(
     batch_size: int | str, images: int, fewest: int, processes: int, unit: Unit = IMAGES
 ) -> None:
-    """A training split of fewer `images` than a batch of all `processes` may have (`fewest`:
-    `fewest_images`) makes not one batch, its only one left out: refused in one line, not blamed
-    on the device's memory (by a search for trainer.batch_size=auto) nor left to an epoch of no
-    steps."""
+    """Refuse a training split of fewer `images` than a batch may have (`fewest_images`), in one
+    line, rather than blame the device's memory (trainer.batch_size=auto) or train no steps."""
     if images >= fewest:
         return
     held = f"the training split holds {images} {unit.one if images == 1 else unit.many}"
@@ -360,8 +345,7 @@ def refuse_a_split_too_small(
 
 def left_out_note(batches: Batches, processes: int) -> str | None:
     """The log's line on a last batch left out of every epoch for BatchNorm's sake (None: none
-    was, or only one too small to give each process an image). Such a batch has fewer than two
-    images for each process, so some process's share of it is 1 image."""
+    was, or only one too small to give each process an image)."""
     if batches.left_out < processes:
         return None
     if processes == 1:
@@ -383,10 +367,9 @@ def optimizer_steps(batches: int, accumulate_batches: int) -> int:
 
 
 class _LogInterval:
-    """The batches since the last logged step: their losses summed over the images, and each
-    batch's own, on the device until the interval ends. Then the sum is reduced over the
-    processes (the one wait for the device), logged, and checked: a loss that is not finite
-    ends the run, naming the first step that diverged."""
+    """The batches since the last logged step, their losses on the device until the interval
+    ends; then summed over the processes (the one wait for the device), logged, and checked: a
+    loss that is not finite ends the run, naming the first step that diverged."""
 
     def __init__(
         self,
@@ -415,9 +398,8 @@ class _LogInterval:
             self.losses.append(loss)
 
     def end(self, index: int, step: int, lr: float) -> float:
-        """End the interval at batch `index` (of optimizer step `step`, at learning rate `lr`):
-        log its mean loss and speed, refuse a diverged loss, start the next; return its summed
-        loss, of every process."""
+        """End the interval at batch `index`: log its mean loss and speed, refuse a diverged
+        loss, start the next; return its loss summed over every process."""
         interrupts.raise_if_lost()
         images = sum(self.batches.sizes[self.first : index + 1])
         total = summed(self.loss, self.group).item()  # waits for the device
@@ -443,13 +425,10 @@ class _LogInterval:
 def _weighted(
     loss: torch.Tensor, images: int, step_images: int, group: ProcessGroup
 ) -> torch.Tensor:
-    """The loss to differentiate: this process's mean `loss` over its `images` of the step's
-    `step_images` (of all its batches and processes), weighted so that the gradients summed over
-    the step's batches, and averaged by DDP over the processes, are the gradient of the whole
-    step's mean. A batch's share counts images / step_images of the whole; DDP divides by
-    world_size. Shares differ in a last batch that does not divide evenly (3 images on 2
-    processes: 1 and 2), which would otherwise weigh its images 1/2 and 1/4, and in an epoch's
-    last step of fewer or smaller batches, whose images weigh as much as any other step's."""
+    """The loss to differentiate: this process's mean `loss` over its `images`, weighted by
+    images / step_images (times world_size, which DDP divides by) so that the gradients summed
+    over the step's batches and processes are the gradient of the whole step's mean, also where
+    shares are uneven (3 images on 2 processes) or the epoch's last step is smaller."""
     weight = images * group.world_size / step_images
     return loss if weight == 1 else loss * weight
 
@@ -458,10 +437,8 @@ def _weighted(
 def evaluate(
     model: nn.Module, batches: Batches, runtime: Runtime, task: Task, cuda_graphs: bool = False
 ) -> EvaluationResult:
-    """The task's loss (as it evaluates: comparable across training settings) and metrics over
-    `batches`, counting every process; the confusion matrix and per-class accuracy of a task
-    that tells classes apart. A model that replays CUDA graphs (`cuda_graphs`) begins a step of
-    them at each batch, as in training."""
+    """The task's evaluation loss and metrics over `batches`, counting every process, with the
+    confusion matrix and per-class accuracy of a task that tells classes apart."""
     model.eval()
     group = runtime.group
     started = time.perf_counter()

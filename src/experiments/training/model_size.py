@@ -1,11 +1,8 @@
-"""A model's size: its parameters, and the floating-point operations of its forward pass on one
-image, and of a training step's forward and backward passes, as
-`torch.utils.flop_counter.FlopCounterMode` counts them (a multiply-add is two; matrix products and
-convolutions only, so normalization, activations and pooling add nothing). The backward pass is
-counted as training runs it: without the gradient of the images, which a first layer would
-otherwise cost as much again as its forward pass. Attention is counted as its products
-(`scaled_dot_product_attention` in its math form): the fused kernels a CPU runs it in have no
-formula in the counter, which would count them as nothing."""
+"""A model's size: its parameters, and the FLOPs of its forward pass on one image and of a
+training step, as `torch.utils.flop_counter.FlopCounterMode` counts them (a multiply-add is two;
+matrix products and convolutions only). The backward pass is counted as training runs it, without
+the images' gradient. Attention is counted in its math form: the counter has no formula for the
+fused kernels and would count them as nothing."""
 
 from __future__ import annotations
 

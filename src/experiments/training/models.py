@@ -1,10 +1,9 @@
 """The models, each sized from the dataset's shape (channels, image size, classes).
 
-The layer lists follow the tutorials they come from; only the input of the first fully connected
-layer is computed from the image size, so every model runs on every dataset large enough for its
-convolutions and pooling. A dataset too small for a model raises `ShapeError` at construction.
-`build_for` builds these, torchvision's (`experiments.training.torchvision_models`) and models of
-one's own alike.
+The layer lists follow the tutorials they come from; only the first fully connected layer's input
+is computed from the image size, so every model runs on every dataset large enough for its
+convolutions and pooling (a smaller one raises `ShapeError`). `build_for` builds these,
+torchvision's, timm's and models of one's own alike.
 """
 
 from __future__ import annotations
@@ -41,13 +40,13 @@ def build_for(
     from_checkpoint: bool = False,
 ) -> nn.Module:
     """Build the model the config names, on the `HOST`, and check it takes the dataset's images
-    and gives what the task (the option `task=<task_option>`) needs of each (`outputs_per_image`;
-    by default a logit per class). A model whose weights a checkpoint replaces (`from_checkpoint`:
-    a resume's, an evaluation's) is built untrained: nothing is fetched (`model.pretrained`)."""
+    and gives what `task_option` needs of each (`outputs_per_image`; by default a logit per
+    class). `from_checkpoint`: built untrained, nothing fetched, as a checkpoint replaces the
+    weights."""
     cannot = f"model {config.name} cannot take dataset {dataset} ({shape_text(image_shape)} images)"
     target = check_importable("model._target_", config._target_)
     try:
-        # The weights, if any, are loaded once the model is built (`experiments.training.weights`).
+        # The weights, if any, are loaded once the model is built (`training.weights`).
         starts = (PRETRAINED,) if from_checkpoint else ()
         model = build(
             config, leave_out=(*WEIGHTS_FIELDS, *starts, *_shape_fields_not_taken(target))
@@ -205,10 +204,9 @@ class MLP(nn.Module):
 
 class UNet(nn.Module):
     """A small U-Net (Ronneberger et al., 2015) for task=segmentation: `depth` levels of two 3x3
-    convolutions with ReLU, each halving the image (2x2 max-pool) on the way down and doubling it
-    (a 2x2 transposed convolution) on the way up, where each level's features join the upsampled
-    ones; a 1x1 convolution gives a logit per class and pixel: (N, num_classes, H, W). Channels
-    double from `base_channels` at each level down. The image size must divide by 2**depth.
+    convolutions with ReLU, max-pooled on the way down, transposed convolutions and skip joins on
+    the way up, channels doubling from `base_channels`; a 1x1 convolution gives (N, num_classes,
+    H, W) logits. The image size must divide by 2**depth.
     """
 
     def __init__(

@@ -1,15 +1,11 @@
 """The run's optimizer, built from `optimizer=`: its step fused into one kernel where torch has one
 for the device (`optimizer.fused`).
 
-Why on a GPU: before fp16's GradScaler lets an optimizer of the usual kind step, it reads back
-whether the step's gradients overflowed (`found_inf.item()` in `GradScaler._maybe_opt_step`), so
-the host waits for the GPU at every step. A fused optimizer (`_step_supports_amp_scaling`) is
-handed `found_inf` and the scale as tensors and skips an overflowed update on the GPU itself, so
-the host runs ahead. Clipping's `scaler.unscale_` and `clip_grad_norm_` stay on the GPU as well
-(no `error_if_nonfinite`), and the fused step takes the gradients as unscaled then.
-
-On the CPU torch (2.4 and later) has fused steps too, but there is no device to wait for, and
-they have not been measured here: `optimizer.fused=null` keeps torch's own choice there.
+Why on a GPU: before fp16's GradScaler lets an unfused optimizer step, it reads back whether the
+gradients overflowed (`found_inf.item()`), so the host waits for the GPU every step; a fused one
+(`_step_supports_amp_scaling`) takes `found_inf` as a tensor and skips an overflowed update on the
+GPU (docs/speed.md). On the CPU there is nothing to wait for, and `optimizer.fused=null` keeps
+torch's own choice.
 """
 
 from __future__ import annotations
@@ -85,10 +81,9 @@ def decay_groups(
     norm_weight_decay: float | None,
     bias_weight_decay: float | None,
 ) -> list[dict[str, Any]]:
-    """`model`'s parameters in groups by their weight decay: normalization layers' with
-    `norm_weight_decay`, other layers' biases with `bias_weight_decay`, the rest with
-    `weight_decay` (None: `weight_decay`); empty groups left out, each parameter once (a
-    wrapper's modules hold the model's own parameters)."""
+    """`model`'s parameters grouped by weight decay: normalization layers' `norm_weight_decay`,
+    other biases' `bias_weight_decay`, the rest `weight_decay` (None: `weight_decay`); empty
+    groups left out, each parameter once (a wrapper holds the model's own)."""
     decays = {"norm": norm_weight_decay, "bias": bias_weight_decay, "other": None}
     grouped: dict[str, list[nn.Parameter]] = {kind: [] for kind in decays}
     seen: set[int] = set()
@@ -111,10 +106,9 @@ def decay_groups(
 def build_optimizer(
     config: DictConfig, model: nn.Module, device_type: str
 ) -> tuple[torch.optim.Optimizer, bool]:
-    """The optimizer `config` names over `model`'s parameters (on a `device_type` device), in
-    groups by weight decay where `optimizer.norm_weight_decay` or `bias_weight_decay` sets one,
-    and whether its step is fused. A resumed run keeps the way it was built now, whatever its
-    checkpoint's groups say (a CPU run's checkpoint resumed on a GPU fuses there)."""
+    """The optimizer `config` names over `model`'s parameters, grouped by weight decay where
+    `norm_weight_decay` or `bias_weight_decay` is set, and whether its step is fused. A resume
+    keeps the fusing chosen now, whatever its checkpoint says."""
     built = build(config, leave_out=("fused", *GROUPING_KEYS))
     parameters: Iterable[Any] = model.parameters()
     if any(config.get(key) is not None for key in GROUPING_KEYS):

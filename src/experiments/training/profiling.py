@@ -35,8 +35,7 @@ TOP_OPERATORS = 5
 
 @contextmanager
 def profiled(run_dir: Path, device_type: str) -> Iterator[Callable[[], None]]:
-    """Profile the optimizer steps of the block (what the kind of device of `device_type` has
-    recorded: the CPU, and CUDA on a GPU), saving the trace to
+    """Profile the optimizer steps of the block (the CPU, and CUDA on a GPU), saving the trace to
     `run_dir`/TRACE; yields what to call after each step."""
     # Kineto's own lines (profiler_start, profiler_stop and, without a GPU, an ERROR that it found
     # none) would break into the run's log; level 6 silences them. A user's own level wins.
@@ -81,13 +80,12 @@ def _save(profiler: profile, path: Path, backend: Backend) -> None:
 def own_times(
     averages: Sequence[FunctionEventAvg], on_gpu: bool
 ) -> tuple[list[tuple[str, float]], float]:
-    """The operators, most first, by the microseconds of their own on the GPU (the kernels each
-    launched itself) or on the CPU (outside the operators it called), and the whole time those
-    are a share of: every kernel and copy the GPU ran, or the operators' own CPU time together.
+    """The operators, most first, by their own microseconds on the GPU (the kernels each launched
+    itself) or the CPU, and the total those are a share of.
 
-    On a GPU, `key_averages()` holds each kernel twice: as an event of the GPU's, and in the own
-    device time of the operator that launched it. The operators are ranked, the GPU's events
-    summed (as torch's own table sums them), so each kernel counts once."""
+    On a GPU, `key_averages()` holds each kernel twice: as a GPU event, and in the own device time
+    of the operator that launched it. The operators are ranked and the GPU's events summed (as
+    torch's own table does), so each kernel counts once."""
     operators = [
         event
         for event in averages

@@ -1,9 +1,8 @@
 """Learning-rate schedules: the `_target_`s of the scheduler config group.
 
-Each is built with the optimizer and `total_steps`, the number of times the run will step it
-(its epochs, or its optimizer steps, as the option's `interval` says), so every schedule fits the
-run's length by itself: `trainer.epochs=30` stretches a cosine, it does not cut it short. Each
-returns a torch `LRScheduler`, whose state_dict goes into every checkpoint.
+Each is built with the optimizer and `total_steps`, the times the run will step it (epochs or
+optimizer steps, by the option's `interval`), so every schedule fits the run's length:
+`trainer.epochs=30` stretches a cosine rather than cut it short.
 """
 
 from __future__ import annotations
@@ -50,11 +49,10 @@ def warmup_cosine(optimizer: Optimizer, total_steps: int, min_lr: float) -> LRSc
 def onecycle(
     optimizer: Optimizer, total_steps: int, max_lr: float | None, pct_start: float
 ) -> LRScheduler:
-    """Leslie Smith's one cycle: up to `max_lr` (None: the optimizer's lr, so the default never
-    trains faster than the lr asked for) over `pct_start` of the run, then far below where it
-    started (OneCycleLR's defaults: from the peak / 25, down to the peak / 25e4). A momentum the
-    optimizer was given (Adam's beta1) cycles the other way, 0.95 to 0.85 and back; plain SGD
-    stays plain (its defaults hold momentum 0, which OneCycleLR would otherwise cycle too)."""
+    """Leslie Smith's one cycle: up to `max_lr` (None: the optimizer's lr) over `pct_start` of the
+    run, then far below where it started (OneCycleLR's defaults). A momentum the optimizer has
+    (Adam's beta1) cycles the other way; plain SGD stays plain (OneCycleLR would cycle its
+    momentum 0 too)."""
     peak = max_lr if max_lr is not None else optimizer.param_groups[0]["lr"]
     given_momentum = "betas" in optimizer.defaults or bool(optimizer.defaults.get("momentum"))
     return OneCycleLR(

@@ -1,11 +1,9 @@
 """Every source of randomness a run draws from: seeded at the start, saved in each checkpoint, and
 put back on resume, so a run repeats itself exactly on the same machine.
 
-The sources: Python's `random`, NumPy's global generator, torch's CPU generator and the generators
-of the GPUs the run computes on (weights, any random layer), and the generator that shuffles the
-training batches (and draws their augmentation). On the stream path, DataLoader workers only
-decode the rows that generator chose; they are seeded from the run's seed
-(`experiments.streaming`).
+The sources: Python's `random`, NumPy's global generator, torch's CPU and GPU generators, and the
+generator that shuffles the training batches and draws their augmentation. DataLoader workers of
+the stream path are seeded from the run's seed (`data.streaming`).
 """
 
 from __future__ import annotations
@@ -24,12 +22,9 @@ def seed_everything(seed: int) -> None:
 
 
 def capture(shuffle: torch.Generator, gpus: tuple[int, ...] = ()) -> dict[str, Any]:
-    """The state of every generator the run draws from, `gpus` being the GPUs it computes on, as
-    tensors and plain data (loadable with weights_only).
-
-    Only those GPUs' states are saved, in the run's order, not every visible GPU's: a resumed run
-    may see fewer GPUs, or run on another one (a run moved from cuda:1 to cuda:0 continues with
-    the state cuda:1 had)."""
+    """The state of every generator the run draws from, as tensors and plain data (loadable with
+    weights_only). Only `gpus`' states are saved, in the run's order: a resumed run may see
+    fewer GPUs or run on another (moved from cuda:1 to cuda:0, it continues with cuda:1's)."""
     kind, keys, position, has_gauss, cached_gaussian = np.random.get_state()
     state: dict[str, Any] = {
         "python": random.getstate(),

@@ -31,9 +31,8 @@ class Monitor:
 
     @classmethod
     def of(cls, config: DictConfig) -> Monitor:
-        """A run's (`config`: its config): trainer.monitor, or by default its task's headline
-        metric on the validation split; the direction its task gives it, unless
-        trainer.monitor_mode says."""
+        """trainer.monitor, or by default the task's headline metric on the validation split, in
+        the direction its task gives unless trainer.monitor_mode says."""
         trainer, measures = config.trainer, metrics_of(config)
         assert measures is not None  # (validated: a task of one's own declares its metrics)
         return cls.chosen(trainer.monitor, trainer.monitor_mode, measures)
@@ -55,9 +54,8 @@ class Monitor:
         return value > on + by if self.mode == Mode.max else value < on - by
 
     def selected(self, history: Sequence[EpochRow]) -> EpochRow:
-        """The epoch with the best value (the first of equals). An epoch whose value is not
-        finite (a diverged run trained on: trainer.stop_on_divergence=false) is never selected,
-        unless no epoch has a finite one: then the last."""
+        """The epoch with the best value (the first of equals); one whose value is not finite
+        only where none is finite, then the last."""
         finite = [row for row in history if math.isfinite(row[self.metric])] or history[-1:]
         best = finite[0]
         for row in finite[1:]:

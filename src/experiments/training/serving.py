@@ -1,14 +1,11 @@
-"""How fast a trained model answers (eval.py benchmark=true): latency at batch 1 and throughput at
-a serving batch, on the device and with the placement asked for, as timm's `benchmark.py --bench
-inference` and MLPerf Inference time them.
+"""The inference benchmark (eval.py benchmark=true): latency at batch 1 and throughput at a
+serving batch, as timm's `benchmark.py --bench inference` and MLPerf Inference time them.
 
-A call is what a server does with a request: its inputs, on the host, placed on the device by the
-run's placement method (`.to(device)` or `.cuda()`), the forward pass (in the autocast precision
-and memory format asked for, under `torch.inference_mode`), and the answers copied back to the
-host. That copy waits for the device, so the host clock, read after it, times the work done: on a
-GPU as on the CPU. Untimed calls come first (the first ones allocate memory, compile, choose
-algorithms); latency is then the distribution of single calls (p50, p95, p99), throughput the
-median of rounds of whole batches, with their least and most, so the spread stands beside it.
+A call places host inputs on the device by the run's placement method, runs the forward pass
+under `torch.inference_mode`, and copies the answers back; that copy waits for the device, so the
+host clock times the work on a GPU as on the CPU. Untimed calls come first; latency is then the
+distribution of single calls, throughput the median of rounds with their least and most
+(docs/speed.md, Inference speed).
 """
 
 from __future__ import annotations
@@ -79,10 +76,9 @@ class Throughput:
 
 
 class Server:
-    """A model answering requests on the host, as the benchmark calls it: `answer(inputs)`
-    places them on the device, runs the forward pass, and returns once the answers are back on
-    the host. A model compiled to replay CUDA graphs (`cuda_graphs`) begins a step of them at
-    each call, as the training loop does."""
+    """A model answering requests: `answer(inputs)` places them on the device, runs the forward
+    pass, and returns once the answers are back on the host. With `cuda_graphs` each call begins
+    a step of them, as the training loop does."""
 
     def __init__(self, model: nn.Module, runtime: Runtime, cuda_graphs: bool = False) -> None:
         self.model = model.eval()
@@ -119,9 +115,8 @@ def throughput(
     least_round_seconds: float,
     energy: Span | None = None,
 ) -> Throughput:
-    """`rounds` rounds of calls with `batch` (on the host), each of as many calls as make
-    `least_round_seconds` at least (`calls_per_round`), after an untimed one; the `energy` span,
-    if given, measures the rounds (each call has ended on the device when the next begins)."""
+    """`rounds` rounds of calls with `batch`, each of as many calls as make `least_round_seconds`
+    (`calls_per_round`), after an untimed one; the `energy` span, if given, covers the rounds."""
     server.answer(batch)
     per_round = calls_per_round(server, batch, least_round_seconds)
     times = []
@@ -138,9 +133,8 @@ def throughput(
 
 
 def calls_per_round(server: Server, batch: torch.Tensor, least_seconds: float) -> int:
-    """How many calls with `batch` take `least_seconds` at least, as timeit's autorange finds
-    it: 1, 2, 5, 10, 20, ... calls in a row until they do (one slow call cannot make every round
-    short)."""
+    """How many calls with `batch` take `least_seconds` at least, found as timeit's autorange
+    does (1, 2, 5, 10, ...), so one slow call cannot make every round short."""
     for calls in (step * 10**power for power in range(10) for step in (1, 2, 5)):
         started = time.perf_counter()
         for _ in range(calls):

@@ -19,8 +19,8 @@ MIOU = Metric("miou", Mode.max, percent=True)
 PIXEL_ACCURACY = Metric("pixel_accuracy", Mode.max, percent=True)
 
 CLASSIFICATION = TaskMetrics((ACCURACY, TOP5_ACCURACY, LOSS))
-# What runs of versions before top-5 accuracy measured, which their resumes go on measuring
-# (task.metrics='{accuracy: max}'), so that their rows stay alike.
+# What run folders from before top-5 accuracy measured: their resumes go on measuring that, so
+# their rows stay alike.
 BEFORE_TOP5 = TaskMetrics((ACCURACY, LOSS))
 REGRESSION = TaskMetrics((RMSE, MAE, R2, LOSS))
 SEGMENTATION = TaskMetrics((MIOU, PIXEL_ACCURACY, LOSS), per_class="pixel accuracy")

@@ -1,12 +1,10 @@
 """What a batch holds and how a model is judged on it: the `task` config group.
 
-A task is a module (so a loss with weights of its own goes to the device with the model) that
-gives the training loss of a batch, and what evaluation adds up over a split on the device
-(`tally`: a tensor of sums, no host sync per batch) and makes of the split's total (`measure`).
-A shipped task's class declares its metrics (`measured`: what it measures, which way each is
-better, and which one leads) and the rules of what it measures of which data (`measures`); the
-config layer asks the class, never built, before anything else is (`config.task_metrics`). A task
-of one's own's config declares its metrics (`task.metrics`).
+A task is a module (a loss with weights goes to the device with the model) that gives a batch's
+training loss, what evaluation adds up over a split on the device (`tally`, no host sync per
+batch) and what it makes of the total (`measure`). A shipped task's class declares its metrics
+(`measured`) and which of them it measures of which data (`measures`), read by the config layer
+without building it; a task of one's own declares them in its config (`task.metrics`).
 
     task=classification     a batch is (images, class indices); cross-entropy; accuracy
     task=regression         a batch is (features, target values); mean squared error; RMSE,
@@ -127,9 +125,8 @@ class Classification(Task):
 
     @classmethod
     def measures(cls, declared: Mapping[str, str] | None, classes: int | None) -> TaskMetrics:
-        """Top-5 accuracy only among `TOP5_LEAST_CLASSES` or more, where five guesses leave most
-        classes out (among five or fewer, every image is in them), and unless its config leaves
-        it out."""
+        """Top-5 accuracy only among `TOP5_LEAST_CLASSES` or more (among five, every image is in
+        them), and unless its config leaves it out."""
         many = classes is not None and classes >= TOP5_LEAST_CLASSES
         kept = declared is None or TOP5_ACCURACY.name in declared
         return cls.measured if many and kept else cls.BEFORE_TOP5
@@ -161,11 +158,10 @@ class Classification(Task):
 
 
 class Regression(Task):
-    """Values to predict (a float vector per example): the model's outputs are taken as the
-    standardized targets, (target - `target_mean`) / `target_std`, the training split's statistics
-    (`data.loading`), so the loss, their mean squared error, starts near 1 whatever the target's
-    units; RMSE and MAE are in the target's own units, R² the share of its variance explained.
-    With several targets, each metric is their mean."""
+    """Values to predict (a float vector per example). The outputs are the standardized targets,
+    (target - `target_mean`) / `target_std`, so the mean squared error starts near 1 whatever the
+    units; RMSE and MAE are in the target's own units, R² the share of variance explained. With
+    several targets, each metric is their mean."""
 
     targets = "values"
     measured = shipped_metrics.REGRESSION
@@ -217,10 +213,9 @@ class Segmentation(Task):
     measured = shipped_metrics.SEGMENTATION
 
     def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        # CUDA's kernel for the (N, K, H, W) form (nll_loss2d) adds up with atomics and has no
-        # deterministic version: `trainer.deterministic=true` would fail at the first step. The
-        # same loss over a row of logits per pixel has one; elsewhere it costs a copy of the
-        # logits (four times the loss's time on the CPU), so it is taken only there.
+        # CUDA's nll_loss2d adds up with atomics and has no deterministic version, so
+        # `trainer.deterministic=true` would fail at the first step. The same loss over a row of
+        # logits per pixel has one, but costs a copy of the logits, so it is taken only there.
         if outputs.is_cuda and torch.are_deterministic_algorithms_enabled():
             return per_pixel_cross_entropy(outputs, targets)
         return nn.functional.cross_entropy(outputs, targets)
@@ -268,11 +263,10 @@ class OwnTask(Task):
 
     with a method for each metric its config declares (task.metrics={mae: min}).
 
-    Each metric is the mean of its values over a split's examples, added up on the device (over
-    the processes too). What each method returns is checked at its first batch (with gradients
-    and without, for the loss), and refused in one line naming the method: a metric of another
-    shape would be summed into a wrong number without a word. A `Task` subclass (its own tally
-    and measure) is used as it is."""
+    Each metric is the mean of its values over a split's examples, added up on the device. What
+    each method returns is checked at its first batch and refused in one line naming the method:
+    a metric of another shape would be summed into a wrong number silently. A `Task` subclass is
+    used as it is."""
 
     def __init__(self, own: Any, said: str, metrics: TaskMetrics) -> None:
         super().__init__()
@@ -354,9 +348,8 @@ def _described(value: Any) -> str:
 
 
 def build_task(node: DictConfig, classes: int | None = None) -> Task:
-    """The task a `task` config names, measuring what its class (or its config, for one of
-    one's own) says of data of `classes` classes: a shipped one, or one of one's own
-    (`OwnTask`), whose class is refused in one line where it lacks what a task gives."""
+    """The task a `task` config names, measuring what its class (or config, for one's own) says of
+    data of `classes` classes; a class of one's own that lacks what a task gives is refused."""
     metrics = metrics_of({"task": node, "dataset": {"num_classes": classes}})
     assert metrics is not None, "a task of one's own's config declares its metrics"
     if task_class(node) is None:
@@ -393,9 +386,8 @@ def confusion_counts(
 ) -> torch.Tensor:
     """(num_classes, num_classes) int64 counts: row = true class, column = predicted class.
 
-    A one-dimensional scatter_add_ of ones at `label * K + prediction`, on whatever device the
-    tensors are on: no wait for a GPU (bincount would copy its minimum and maximum to the host,
-    two waits per batch), and the same counts in any order (`_integer_sums`)."""
+    A scatter_add_ of ones at `label * K + prediction` on the tensors' device: no wait for a GPU
+    (bincount copies its minimum and maximum to the host), and exact in any order."""
     pairs = labels.reshape(-1).long() * num_classes + predictions.reshape(-1).long()
     counts = torch.zeros(num_classes * num_classes, dtype=torch.int64, device=pairs.device)
     with _integer_sums():

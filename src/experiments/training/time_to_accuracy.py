@@ -4,12 +4,10 @@ answers "how fast and how well" at once (MLPerf Training and DAWNBench rank by t
 accuracy). A metric better high (accuracy, R²) reaches its target at or above it; one better low
 (RMSE) at or below.
 
-The metric is the validation split's, or without one the test split's; the seconds are the sum
-of the epochs' training times up to the end of the epoch that reached it, evaluation excluded (a
-run is timed on what it trains, not on how often it is measured). Epoch rows carry their own
-training seconds, so a resumed run counts the epochs trained before its resume too. Every epoch
-counts whole, warm-up included: with trainer.compile, the compilation (which the run's images/s
-leaves out, `records.speed`) is part of the time, and the record says so.
+The metric is the validation split's, or without one the test split's; the seconds sum the
+epochs' training times up to the epoch that reached it, evaluation excluded, so a resumed run
+counts the epochs before its resume too. Warm-up counts: with trainer.compile the compilation is
+part of the time, and results.json says so.
 """
 
 from __future__ import annotations
@@ -32,8 +30,8 @@ class _Target(TypedDict):
 
 
 class TimeToAccuracy(_Target, total=False):
-    """results.json's `time_to_accuracy` (records of earlier versions do not say whether the
-    seconds include compiling the model, nor name the metric: accuracy)."""
+    """results.json's `time_to_accuracy` (older runs' lack `metric`, meaning accuracy, and
+    `includes_compile_seconds`)."""
 
     includes_compile_seconds: bool
     metric: str
@@ -57,10 +55,9 @@ def reached(
     compiled: bool = False,
     metric: Metric = ACCURACY,
 ) -> TimeToAccuracy:
-    """results.json's `time_to_accuracy`: the target (`goal`), the `split` ("val" or "test") the
-    `metric` is measured on, and the first epoch of `history` that reached it with the training
-    seconds until its end (both None: not reached); `includes_compile_seconds`: whether they
-    include compiling the model (`compiled`: trainer.compile)."""
+    """results.json's `time_to_accuracy`: the target, the split `metric` is measured on, and the
+    first epoch of `history` that reached it with the training seconds until its end (both None:
+    not reached)."""
     seconds = 0.0
     for row in history:
         seconds += row["train_seconds"]
@@ -96,11 +93,9 @@ def goal_text(goal: float, split: str, metric: str, better: str = "max") -> str:
 def text(record: TimeToAccuracy) -> str:
     """ "50% val accuracy after 12.3 s of training (epoch 3)" ("... of training, compilation
     included (epoch 3)" with trainer.compile), or "... not reached"."""
-    # (Records of earlier versions name no metric: accuracy.)
     metric, better = record.get("metric", ACCURACY.name), record.get("better", "max")
     goal = goal_text(record["target"], record["split"], metric, better)
     if record["seconds"] is None:
         return f"{goal} not reached"
-    # (Records of earlier versions do not say.)
     compiled = ", compilation included" if record.get("includes_compile_seconds") else ""
     return f"{goal} after {record['seconds']:.1f} s of training{compiled} (epoch {record['epoch']})"

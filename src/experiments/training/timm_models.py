@@ -1,19 +1,13 @@
 """timm's architectures by name (`model=timm model.arch=resnet10t`), built by
 `timm.create_model` and fitted to the data by timm's own arguments:
 
-- classes and channels: `num_classes` and `in_chans`, the dataset's (with pretrained weights,
-  timm adapts the first layer's to the channels and starts a new classifier for other classes);
-- size: an architecture timm marks as taking one input size (`fixed_input_size` in its
-  pretrained config: ViT, DeiT, Swin, MLP-Mixer, ...) is built for the dataset's, `img_size=`
-  (pretrained position embeddings resampled by timm); the others, convolutional, take any size
-  their layers can.
+- classes and channels: `num_classes` and `in_chans` (timm adapts pretrained weights);
+- size: an architecture of one input size (`fixed_input_size`: ViT, Swin, ...) is built for the
+  dataset's with `img_size=`; convolutional ones take any size their layers can.
 
-Untrained unless `model.pretrained=true`, when timm fetches the architecture's default weights
-from the Hugging Face Hub (or finds them in its cache). Only a new run starts from them: a resume
-and an evaluation build the model untrained, and their checkpoint's weights replace it.
-
-timm is an optional extra (pip install 'experiments[timm]'): it is imported when a model is
-built, so that without it the run says in one line how to install it.
+Untrained unless `model.pretrained=true` (weights from the Hugging Face Hub or its cache); a
+resume and an evaluation build it untrained, as their checkpoint replaces the weights. timm is an
+optional extra, imported when a model is built, so without it the run says how to install it.
 """
 
 from __future__ import annotations
@@ -58,10 +52,9 @@ def build(
 
 
 def _pretrained(timm: ModuleType, arch: str, arguments: dict[str, int]) -> nn.Module:
-    """timm's `arch` built with `arguments`, from its default weights: fetched from the Hugging
-    Face Hub where it answers, read from the Hub's cache alone where it does not (the Hub's
-    library would otherwise try again for about a minute, printing every try), the library's
-    logging quiet throughout (a failure is told in one line)."""
+    """timm's `arch` built with `arguments`, from its default weights: fetched from the Hub where
+    it answers, else from the Hub's cache alone (its library would otherwise retry for about a
+    minute, printing every try), its logging quiet throughout."""
     # (The Hub's library is timm's, an optional extra as timm is.)
     import huggingface_hub.constants as hub
 

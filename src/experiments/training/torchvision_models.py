@@ -1,13 +1,11 @@
 """torchvision's classification architectures by name (`model=torchvision model.arch=resnet18`),
 built without pretrained weights (nothing is downloaded) and fitted to the data by one rule:
 
-- classes: the architecture is built with the dataset's `num_classes`, so its classifier has
-  that many outputs;
-- channels: for images of other than 3 channels (MNIST's 1), the first convolution is replaced by
-  one that takes them, with the same outputs, kernel, stride and padding, freshly initialized;
-- size: a Vision Transformer is built for the dataset's image size (it takes no other), and the
-  auxiliary classifiers of GoogLeNet and Inception v3 are left out, so training has one output
-  (their weights initialized as PyTorch's layers are, not by their own slower scheme).
+- classes: built with the dataset's `num_classes`;
+- channels: for other than 3 channels, the first convolution is replaced by a fresh one taking
+  them, of the same outputs, kernel, stride and padding;
+- size: a Vision Transformer is built for the dataset's image size, and GoogLeNet's and Inception
+  v3's auxiliary classifiers are left out, so training has one output.
 
 An architecture whose layers cannot take the image size is refused by `models.build_for`.
 """
@@ -52,7 +50,7 @@ def _fitted_to(arch: str, image_size: int) -> dict[str, Any]:
         return {"image_size": image_size}
     if arch in ("googlenet", "inception_v3"):
         # init_weights=False: PyTorch's own initialization, as every other architecture here has
-        # (True takes a second, and None warns that its meaning will change).
+        # (True is slower, and None warns that its meaning will change).
         return {"aux_logits": False, "init_weights": False}
     return {}
 
