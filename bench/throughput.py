@@ -26,7 +26,7 @@ measure without).
     python bench/throughput.py --models tudui lenet --compile inductor --compile-mode default
 
 Beside b/c, each model's MFU: (b)'s training FLOP/s over the device's measured peak in its
-precision (`experiments.devices.peak_cache`, as a run's).
+precision (`experiments.devices.measuring.peak_cache`, as a run's).
 """
 
 from __future__ import annotations
@@ -61,8 +61,8 @@ from experiments.data.batches import Batches
 from experiments.data.csv_table import csv_splits
 from experiments.data.types import Split
 from experiments.devices.description import cpu_name
+from experiments.devices.measuring.peak_cache import PeakCache
 from experiments.devices.memory import channels_last, keep_freed_memory
-from experiments.devices.peak_cache import PeakCache
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
 from experiments.devices.precision import autocast_and_scaler

@@ -29,7 +29,7 @@ os.environ.update(
     WANDB_MODE="offline",
 )
 
-# The devices' measured peaks (`devices.peak_cache`) are kept for the suite, not in the user's
+# The devices' measured peaks (`measuring.peak_cache`) are kept for the suite, not in the user's
 # cache: the suite measures this machine's once per worker, in the threads it computes on.
 if "EXPERIMENTS_CACHE_DIR" not in os.environ:
     os.environ["EXPERIMENTS_CACHE_DIR"] = tempfile.mkdtemp(prefix="experiments-cache-")
@@ -39,7 +39,7 @@ import pytest
 import torch
 
 from experiments.devices import process_settings
-from experiments.devices.peak_cache import PeakCache
+from experiments.devices.measuring.peak_cache import PeakCache
 
 # Before anything asks CUDA, as a process that runs jobs does: the tests compare GPUs by index
 # with what runs recorded, and runs number them in PCI bus order; and cuBLAS reads its workspace

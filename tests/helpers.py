@@ -537,7 +537,7 @@ CPU_FP32_PRODUCTS = backend_for("cpu").identity(torch.device("cpu")).key("fp32 p
 
 
 def cpu_peak_entry(**changed: Any) -> dict[str, Any]:
-    """A well-formed entry of the cache of peaks (`devices.peak_cache`) for this machine's CPU's
+    """A well-formed entry of the cache of peaks (`measuring.peak_cache`) for this machine's CPU's
     fp32 peak of products, with `changed` fields: one a run reads back unmeasured as it stands."""
     identity = backend_for("cpu").identity(torch.device("cpu"))
     well_formed = {

@@ -20,7 +20,7 @@ from experiments.devices import memory
 from experiments.devices.backends.base import Backend
 from experiments.devices.backends.registry import BACKENDS, backend_for
 from experiments.devices.description import device_record
-from experiments.devices.energy import COVERS, EnergyMeter
+from experiments.devices.measuring.energy import COVERS, EnergyMeter
 from experiments.devices.plan import DevicePlan
 from experiments.devices.timing import DeviceTimer
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from experiments.devices.command import main as devices_main
-from experiments.devices.energy import POWERCAP
-from experiments.devices.peak_cache import CACHE_DIR_VARIABLE
+from experiments.devices.measuring.energy import POWERCAP
+from experiments.devices.measuring.peak_cache import CACHE_DIR_VARIABLE
 from helpers import CPU_FP32_PRODUCTS, cpu_peak_entry
 
 

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from experiments.core.files import write_text_atomically
-from experiments.devices import energy, energy_counters
-from experiments.devices.energy import CounterEnergy, Energy, EnergyMeter
+from experiments.devices.measuring import energy, energy_counters
+from experiments.devices.measuring.energy import CounterEnergy, Energy, EnergyMeter
 
 CPU = [torch.device("cpu")]
 WRAP = 1_000_000  # microjoules: a counter that wraps at 1 J, to cross it in a test

@@ -26,7 +26,7 @@ from experiments.data.batches import Batches
 from experiments.data.types import ImageData, Split
 from experiments.devices import memory, precision, process_settings
 from experiments.devices.backends.registry import backend_for
-from experiments.devices.peak_cache import PeakCache
+from experiments.devices.measuring.peak_cache import PeakCache
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
 from experiments.devices.process_group import ProcessGroup

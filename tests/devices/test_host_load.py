@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from experiments.devices import host_load
-from experiments.devices.host_load import HostLoad, Snapshot
+from experiments.devices.measuring import host_load
+from experiments.devices.measuring.host_load import HostLoad, Snapshot
 
 # /proc/stat as Linux writes it (two CPUs): user nice system idle iowait irq softirq steal guest
 # guest_nice, in clock ticks.

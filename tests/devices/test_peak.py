@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from experiments.devices import peak
 from experiments.devices.backends import cuda as cuda_backend
 from experiments.devices.backends.registry import backend_for
+from experiments.devices.measuring import peak
 
 
 @pytest.mark.parametrize(

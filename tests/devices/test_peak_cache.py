@@ -18,9 +18,9 @@ import torch
 
 from experiments.core.files import MIB
 from experiments.core.text import display_path, short_count
-from experiments.devices import peak
 from experiments.devices.backends.registry import backend_for
-from experiments.devices.peak_cache import CACHE_DIR_VARIABLE, PeakCache
+from experiments.devices.measuring import peak
+from experiments.devices.measuring.peak_cache import CACHE_DIR_VARIABLE, PeakCache
 from helpers import CPU_FP32_PRODUCTS, QUICK, cpu_peak_entry, results, train_cli
 
 CPU = torch.device("cpu")

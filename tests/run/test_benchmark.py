@@ -9,7 +9,7 @@ import pytest
 import torch
 from tensorboard.plugins.hparams import metadata
 
-from experiments.devices.energy import EnergyMeter
+from experiments.devices.measuring.energy import EnergyMeter
 from helpers import BRIEF_BENCHMARK, SMALL, eval_cli, plugin_data, read_events, results, trained_run
 
 

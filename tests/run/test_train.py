@@ -21,8 +21,8 @@ from experiments.core.errors import ExperimentError
 from experiments.data import loading, subset
 from experiments.data.batches import Batches
 from experiments.devices import process_settings
-from experiments.devices.energy import EnergyMeter
-from experiments.devices.peak_cache import PeakCache
+from experiments.devices.measuring.energy import EnergyMeter
+from experiments.devices.measuring.peak_cache import PeakCache
 from experiments.records import checkpoints
 from experiments.report.run_records import read_run
 from experiments.report.summary import COLUMNS, summary_row, write_report

@@ -14,7 +14,7 @@ from experiments.callbacks.base import Callback, EpochEnd, Fields, TrainingRun
 from experiments.config.metric_names import LOSS, TEST, VAL, TaskMetrics
 from experiments.core.text import ROWS, Unit, display_path, part_of_split, shape_text
 from experiments.data.batches import Batches
-from experiments.devices import host_load
+from experiments.devices.measuring import host_load
 from experiments.devices.plan import DevicePlan
 from experiments.devices.runtime import Runtime
 from experiments.records.results import per_class_text

@@ -12,7 +12,7 @@ from typing import Any
 
 from experiments.callbacks.base import Callback, Fields, TrainingRun
 from experiments.devices.distributed import gathered
-from experiments.devices.energy import COVERS, EnergyMeter, Span
+from experiments.devices.measuring.energy import COVERS, EnergyMeter, Span
 from experiments.records.energy import energy_summary
 from experiments.training import loop
 

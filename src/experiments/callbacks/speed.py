@@ -13,7 +13,7 @@ import torch
 
 from experiments.callbacks.base import Callback, Fields, TrainingRun
 from experiments.config.metric_names import TRAIN_IMAGES_PER_SECOND
-from experiments.devices import host_load
+from experiments.devices.measuring import host_load
 from experiments.records import speed
 from experiments.training import loop
 

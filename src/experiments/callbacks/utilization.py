@@ -14,9 +14,10 @@ import torch
 
 from experiments.callbacks.base import Callback, Fields, TrainingRun
 from experiments.config.metric_names import TRAIN_IMAGES_PER_SECOND
-from experiments.devices import memory, peak
+from experiments.devices import memory
 from experiments.devices.distributed import summed
-from experiments.devices.peak_cache import PeakCache
+from experiments.devices.measuring import peak
+from experiments.devices.measuring.peak_cache import PeakCache
 from experiments.training import loop
 
 log = logging.getLogger("experiments")

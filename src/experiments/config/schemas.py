@@ -473,7 +473,7 @@ class TrainerConfig:
     target_accuracy: float | None = None
     # Every run divides its training FLOP/s by its devices' matrix-product peak in the precision
     # its model computes in (its MFU), measured once per machine and kept in the user's cache
-    # (devices.peak_cache; python -m experiments.devices lists them). true: measure it afresh (a
+    # (measuring.peak_cache; python -m experiments.devices lists them). true: measure it afresh (a
     # fraction of a second), and keep that.
     measure_peak_flops: bool = False
     # Profile optimizer steps 3 to 5 of the first epoch with torch.profiler: the trace in
@@ -518,7 +518,8 @@ class TrainSchema:
 
 @dataclass
 class ServingConfig:
-    """eval.py benchmark=true: how the model is served while it is timed (`training.serving`)."""
+    """eval.py benchmark=true: how the model is served while it is timed
+    (`run.inference_benchmark`)."""
 
     # The batch throughput is measured at (null: the batch its run trained with).
     batch_size: int | None = None

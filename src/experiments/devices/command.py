@@ -22,8 +22,8 @@ from experiments.core.text import display_path, gpu_name, short_count
 from experiments.devices.backends.cpu import cpu_name
 from experiments.devices.backends.registry import backend_for
 from experiments.devices.description import torch_build
-from experiments.devices.energy import EnergyMeter
-from experiments.devices.peak_cache import PeakCache
+from experiments.devices.measuring.energy import EnergyMeter
+from experiments.devices.measuring.peak_cache import PeakCache
 from experiments.devices.plan import Machine, request_text, resolve
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.process_settings import number_gpus_by_bus
@@ -86,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _say_energy(cuda_count: int) -> None:
-    """Whether the energy a run uses can be read here (devices.energy), and from what."""
+    """Whether the energy a run uses can be read here (devices.measuring.energy), and from what."""
     print(f"energy on cpu: {EnergyMeter.for_devices([torch.device('cpu')]).text()}")
     if cuda_count:
         gpus = [torch.device("cuda", index) for index in range(cuda_count)]

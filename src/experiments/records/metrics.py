@@ -30,7 +30,7 @@ from experiments.core.files import (
     write_text_atomically,
     writing,
 )
-from experiments.devices.host_load import HostLoad
+from experiments.devices.measuring.host_load import HostLoad
 from experiments.records import confusion
 from experiments.records.speed import host_record, warm_up_record
 from experiments.records.tracker import (

@@ -188,9 +188,10 @@ def finish_record(measures: TaskMetrics) -> Any:
 
 
 class ServingRecord(HostRecord, total=False):
-    """The inference benchmark's results (eval.py benchmark=true, `run.serving`): latency at batch
-    1, throughput at `batch_size` (median round, least and most), peak memory, how it computed,
-    the energy of the throughput rounds (or why not), and other work on the host meanwhile."""
+    """The inference benchmark's results (eval.py benchmark=true, `run.inference_benchmark`):
+    latency at batch 1, throughput at `batch_size` (median round, least and most), peak memory,
+    how it computed, the energy of the throughput rounds (or why not), and other work on the host
+    meanwhile."""
 
     batch_size: int
     latency_calls: int

@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Sequence
 from typing import TypedDict
 
-from experiments.devices.host_load import HostLoad
+from experiments.devices.measuring.host_load import HostLoad
 from experiments.training.history import EpochRow, WarmUp
 
 

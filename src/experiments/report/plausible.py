@@ -24,7 +24,7 @@ class Bound(NamedTuple):
 ABOVE_ZERO = Bound(lambda value: value > 0, "above 0")
 AT_LEAST_ZERO = Bound(lambda value: value >= 0, "0 or more")
 SHARE = Bound(lambda value: 0 <= value <= 1, "from 0% to 100%")
-# The tool records no MFU where a run beat its peak (`devices.peak.utilization`).
+# The tool records no MFU where a run beat its peak (`devices.measuring.peak.utilization`).
 UTILIZATION = Bound(lambda value: 0 < value <= 1, "above 0% and at most 100%")
 
 # The row's figures, by key, and what each can be.

@@ -110,7 +110,7 @@ class Configuration:
         return measure.spread(numbers) if numbers else None
 
     def busy(self) -> int:
-        """How many of its runs other work on the host held down (`devices.host_load`)."""
+        """How many of its runs other work on the host held down (`devices.measuring.host_load`)."""
         return sum(1 for run in self.runs if run.get("host_busy"))
 
     def cell(self, measure: Measure) -> str:

@@ -14,7 +14,8 @@ read (`unreadable`).
                               trainer.seed, summed up (`report.repeats`); summary.md and the
                               console add its table where any ran twice, then the verdicts
                               (`report.verdicts`)
-    serving.csv               the same of evaluations that benchmarked (`report.serving`)
+    serving.csv               the same of evaluations that benchmarked
+                              (`report.inference_benchmark`)
     verdicts.json             those verdicts, for programs
     throughput.png            train images/s by speed group: a dot per run (hollow: busy host),
                               the geometric mean and its 95% interval
@@ -45,10 +46,10 @@ from experiments.records.running import alive_here
 from experiments.report import (
     batch_sweep,
     device_cards,
+    inference_benchmark,
     plausible,
     plots,
     repeats,
-    serving,
     verdicts,
 )
 from experiments.report.headlines import HEADLINES, headlines, own_headlines
@@ -133,12 +134,13 @@ COLUMNS = [
     Column("peak_cuda_memory_mb", "cuda MiB", "{:,.0f}".format),
     # The energy a train image took, where the hardware reported it (NVML, RAPL).
     Column("train_joules_per_image", "train J/{one}", "{:.3g}".format),
-    # An evaluation's benchmark (`report.serving`): latency at batch 1, images/s at the serving
-    # batch, the peak memory of the host or GPU it served on, and the energy per image served.
+    # An evaluation's benchmark (`report.inference_benchmark`): latency at batch 1, images/s at
+    # the serving batch, the peak memory of the host or GPU it served on, and the energy per
+    # image served.
     Column("latency_p50_ms", "p50 ms", "{:.3g}".format),
     Column("latency_p95_ms", "p95 ms", "{:.3g}".format),
     Column("latency_p99_ms", "p99 ms", "{:.3g}".format),
-    Column(serving.BATCH, "served batch"),
+    Column(inference_benchmark.BATCH, "served batch"),
     Column("serving_images_per_second", "served {rate}", "{:,.0f}".format),
     Column("serving_peak_memory_mb", "served MiB", "{:,.0f}".format),
     Column("serving_memory_of", "served MiB of", in_console=False),
@@ -183,7 +185,7 @@ def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
         row["device_name"] = device.get("name")  # (for the device cards: no column)
     row.update({key: results[key] for key in row.keys() & results.keys() & FROM_RESULTS})
     if records.evaluation:
-        row.update(serving.evaluation_fields(results))
+        row.update(inference_benchmark.evaluation_fields(results))
     if reached := results.get("time_to_accuracy"):  # of trainer.target_accuracy
         row["time_to_accuracy"] = (
             "not reached" if reached["seconds"] is None else reached["seconds"]
@@ -289,9 +291,9 @@ def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, An
     configurations = repeats.configurations(trained(rows))
     if trained(rows):  # (a sweep of evaluations has serving.csv)
         _write(folder / "configurations.csv", repeats.csv_text(configurations))
-    if (served := serving.csv_text(rows)) is not None:
+    if (served := inference_benchmark.csv_text(rows)) is not None:
         _write(folder / "serving.csv", served)
-    said = [*verdicts.said(configurations).verdicts, *serving.said(rows).verdicts]
+    said = [*verdicts.said(configurations).verdicts, *inference_benchmark.said(rows).verdicts]
     _write(folder / "verdicts.json", verdicts.json_text(said))
     plots.draw(folder, rows, histories)
     return rows
@@ -354,7 +356,7 @@ def speedup_vs_cpu(row: Row, rows: Sequence[Row]) -> float | None:
 
 def trained(rows: Sequence[Row]) -> list[Row]:
     """The rows of training runs (and of runs the report cannot tell, which say why)."""
-    return [row for row in rows if not serving.is_evaluation(row)]
+    return [row for row in rows if not inference_benchmark.is_evaluation(row)]
 
 
 def _but_the_device(row: Row) -> dict[str, Any]:
@@ -419,11 +421,11 @@ def markdown(rows: Sequence[Row]) -> str:
         lines += ["", device_cards.HEADING + ":", "", *listed]
     if warning:
         lines += ["", warning]
-    if served := serving.section(rows):
-        lines += ["", serving.HEADING + ":", "", *_markdown_lines(served.cells)]
+    if served := inference_benchmark.section(rows):
+        lines += ["", inference_benchmark.HEADING + ":", "", *_markdown_lines(served.cells)]
         if served.said.lines:
             listed = [f"{'  ' * depth}- {line}" for depth, line in served.said.lines]
-            lines += ["", serving.VERDICTS + ":", "", *listed]
+            lines += ["", inference_benchmark.VERDICTS + ":", "", *listed]
         if served.warning:
             lines += ["", served.warning]
     return _text(lines) + "\n"
@@ -477,10 +479,10 @@ def table(rows: Sequence[Row], folder: Path) -> str:
         reasons += [device_cards.HEADING + ":", *_indented(carded)]
     if warning:
         reasons.append(warning)
-    if served := serving.section(rows):
-        reasons += [serving.HEADING + ":", *_aligned_lines(served.cells)]
+    if served := inference_benchmark.section(rows):
+        reasons += [inference_benchmark.HEADING + ":", *_aligned_lines(served.cells)]
         if served.said.lines:
-            reasons += [serving.VERDICTS + ":", *_indented(served.said.lines)]
+            reasons += [inference_benchmark.VERDICTS + ":", *_indented(served.said.lines)]
         reasons += [served.warning] if served.warning else []
     return _text([f"{len(rows)} run(s) in {folder}: {tally}", *lines, *reasons])
 

@@ -37,7 +37,7 @@ from experiments.records.metrics import RunRecorder
 from experiments.records.recorded import EvaluationRecord, evaluation_record
 from experiments.records.results import Results, per_class_text
 from experiments.records.tracker import TrackedRun
-from experiments.run import job, serving, setup
+from experiments.run import inference_benchmark, job, setup
 from experiments.training import loop
 from experiments.training.selection import Monitor
 from experiments.training.tasks import Classification
@@ -87,7 +87,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         served = {}
         if cfg.benchmark:
             batch = trained.trainer.batch_size if "trainer" in trained else cfg.batch_size
-            served["serving"] = serving.benchmark(cfg, model, data, runtime, batch)
+            served["serving"] = inference_benchmark.benchmark(cfg, model, data, runtime, batch)
         outcome = results.finish(
             "completed",
             None,
@@ -158,7 +158,7 @@ def _track(
         return
     numbers = tracker.epoch_scalars(outcome)
     if "serving" in outcome:
-        numbers |= serving.tracked_numbers(outcome["serving"])
+        numbers |= inference_benchmark.tracked_numbers(outcome["serving"])
     found = {tag: value for tag, value in numbers.items() if isinstance(value, int | float)}
     sweep = job.sweep_folder()
     tags = {key: str(described[key]) for key in tracker.TAGS}
@@ -317,7 +317,9 @@ def _log_outcome(
         per_class = per_class_text(outcome["class_accuracy"])
         log.info("test %s per class: %s", measures.per_class, per_class)
     if "serving" in outcome:
-        log.info("served on %s: %s", plan, serving.serving_line(outcome["serving"], unit))
+        log.info(
+            "served on %s: %s", plan, inference_benchmark.serving_line(outcome["serving"], unit)
+        )
     part = part_of_split(outcome["test_images"], outcome["test_split_images"])
     headline = measures.headline
     log.info(

@@ -57,7 +57,7 @@ class EpochRow(_EveryVersionsRow, total=False):
     host_busy: bool | None
     mfu: float | None  # the epoch's model FLOPs utilization (None: it beat a wrong peak)
     # The joules of each energy counter (a GPU, a CPU package) over the epoch's training; None
-    # where none could be read (`devices.energy`).
+    # where none could be read (`devices.measuring.energy`).
     train_energy: dict[str, float] | None
 
 

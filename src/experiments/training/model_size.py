@@ -23,7 +23,7 @@ class ModelSize:
     flops_per_image: int
     training_flops_per_image: int
     # Of a training step's FLOPs, the share in convolutions (cuDNN's, where the rest are matrix
-    # products: cuBLAS's), which decide the precision fp32 computes in on a GPU (`devices.peak`).
+    # products: cuBLAS's), which decide the precision fp32 computes in on a GPU (`measuring.peak`).
     convolution_share: float = 0.0
 
     @property

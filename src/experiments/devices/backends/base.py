@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity
 
-from experiments.devices.energy_counters import Counter
+from experiments.devices.measuring.energy_counters import Counter
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
@@ -48,7 +48,7 @@ class Measurement:
     warm_up: int
     convolutions: bool = False
     # Timed on for at least this long (more timings than `timings`): on the CPU, long enough
-    # for /proc to tell whether other work shared it meanwhile (`devices.host_load`), and for
+    # for /proc to tell whether other work shared it meanwhile (`measuring.host_load`), and for
     # a moment of it to be passed over by the best timing.
     least_seconds: float = 0.0
 

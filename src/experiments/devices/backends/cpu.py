@@ -22,7 +22,7 @@ from experiments.devices.backends.base import (
     Measurement,
     ModuleT,
 )
-from experiments.devices.energy_counters import Counter, rapl_counters
+from experiments.devices.measuring.energy_counters import Counter, rapl_counters
 
 # The most FLOP/s a CPU thread can do (torch computes on one per core), well above any made, so
 # that a peak beyond it (a cache edited or damaged) is refused, not divided by: AVX-512's two

@@ -20,7 +20,7 @@ from experiments.devices.backends.base import (
     Measurement,
     ModuleT,
 )
-from experiments.devices.energy_counters import Counter, nvml_counters
+from experiments.devices.measuring.energy_counters import Counter, nvml_counters
 
 # The most FLOP/s any GPU can do, well above any made, so that a peak beyond it (a cache edited
 # or damaged) is refused, not divided by: a B200's dense bf16 is 2.25 P, its TF32 and fp32 less,

@@ -1,4 +1,4 @@
-"""How the benchmark times a model's answers (`training.serving`): percentiles of given call
+"""How the benchmark times a model's answers (`run.inference_benchmark`): percentiles of given call
 times, rounds' rates, and a real model answered on the host as a server would."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from experiments.training import serving
+from experiments.run import inference_benchmark
 from helpers import on
 
 
@@ -25,7 +25,7 @@ class CountedLinear(nn.Linear):
 
 def test_percentiles_interpolate_between_the_calls() -> None:
     # 1 ms to 100 ms: p50 between the 50th and 51st, p99 between the two slowest.
-    latency = serving.Latency([ms / 1000 for ms in range(1, 101)])
+    latency = inference_benchmark.Latency([ms / 1000 for ms in range(1, 101)])
     figures = latency.milliseconds()
     assert figures["latency_p50_ms"] == pytest.approx(50.5)
     assert figures["latency_p95_ms"] == pytest.approx(95.05)
@@ -34,7 +34,9 @@ def test_percentiles_interpolate_between_the_calls() -> None:
 
 
 def test_throughput_is_the_median_round_with_its_least_and_most() -> None:
-    rounds = serving.Throughput(batch_size=8, batches_per_round=5, round_seconds=[0.5, 0.4, 1.0])
+    rounds = inference_benchmark.Throughput(
+        batch_size=8, batches_per_round=5, round_seconds=[0.5, 0.4, 1.0]
+    )
     assert rounds.figures() == {
         "images_per_second": 80.0,  # 40 images in 0.5 s, 0.4 s, 1 s: 80, 100, 40 per second
         "images_per_second_min": 40.0,
@@ -47,9 +49,9 @@ def test_throughput_is_the_median_round_with_its_least_and_most() -> None:
 
 def test_a_server_answers_on_the_host_after_untimed_calls() -> None:
     model = CountedLinear()
-    server = serving.Server(model, on("cpu"))
+    server = inference_benchmark.Server(model, on("cpu"))
     requests = [torch.randn(1, 4) for _ in range(3)]
-    latency = serving.latency(server, requests, calls=100, warmup=7)
+    latency = inference_benchmark.time_latency(server, requests, calls=100, warmup=7)
     assert model.calls == 107
     assert len(latency.seconds) == 100 and min(latency.seconds) > 0
     assert not model.training  # answered as evaluated: dropout off, BatchNorm's running stats
@@ -59,13 +61,13 @@ def test_a_server_answers_on_the_host_after_untimed_calls() -> None:
 
 def test_a_round_holds_as_many_calls_as_last_its_least_seconds() -> None:
     model = CountedLinear()
-    server = serving.Server(model, on("cpu"))
+    server = inference_benchmark.Server(model, on("cpu"))
     batch = torch.randn(16, 4)
     # A batch of this layer takes microseconds: 20 ms hold many, 1, 2, 5, 10, 20, ... found.
-    per_round = serving.calls_per_round(server, batch, 0.02)
+    per_round = inference_benchmark.calls_per_round(server, batch, 0.02)
     assert per_round >= 10 and str(per_round)[0] in "125"
     model.calls = 0
-    rounds = serving.throughput(server, batch, 3, 0.02)
+    rounds = inference_benchmark.time_throughput(server, batch, 3, 0.02)
     assert len(rounds.round_seconds) == 3
     calibration = sum(
         c
@@ -80,7 +82,7 @@ def test_on_a_gpu_the_clock_is_read_after_the_work_finished() -> None:
     # Matrix products that take milliseconds on the GPU: a call that returned once they were
     # queued would time microseconds. CUDA's own events time the work alone.
     model = nn.Sequential(*(nn.Linear(4096, 4096) for _ in range(8))).cuda()
-    server = serving.Server(model, on("cuda:0"))
+    server = inference_benchmark.Server(model, on("cuda:0"))
     inputs = torch.randn(512, 4096)
     server.answer(inputs)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -41,7 +41,7 @@ FROM_SERVING = {
     "peak_memory_mb": "serving_peak_memory_mb",
     "memory_of": "serving_memory_of",
     "joules_per_image": "serving_joules_per_image",
-    # Whether other work on the host's cores competed with the benchmark (`devices.host_load`).
+    # Whether other work on the host's cores competed with the benchmark (`measuring.host_load`).
     "host_busy": "host_busy",
 }
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from experiments.report import serving, summary, sweep_end, verdicts
+from experiments.report import inference_benchmark, summary, sweep_end, verdicts
 from helpers import SMALL, eval_cli, paired_by_scipy, trained_run, welch_by_scipy
 
 # Per seed 0, 1, 2: p50 latency in ms, images/s at the serving batch.
@@ -204,13 +204,13 @@ def test_a_device_sweep_of_evaluations_gets_rows_a_serving_table_and_verdicts(
 
     markdown = (sweep / "summary.md").read_text().split("\n\n")
     heading, cells, verdicts_heading, listed = markdown[1:5]
-    assert heading == serving.HEADING + ":"
+    assert heading == inference_benchmark.HEADING + ":"
     header, _, cpu_cells, gpu_cells = cells.splitlines()
     assert header == "| device | n | p50 ms | p95 ms | p99 ms | served img/s | peak memory |"
     cpu_p50 = math.exp(sum(math.log(p50) for p50, _ in CPU) / 3)
     assert cpu_cells.startswith(f"| cpu | 3 | {cpu_p50:.3g} (")
     assert gpu_cells.startswith("| cuda:0 | 3 | ")
-    assert verdicts_heading == serving.VERDICTS + ":"
+    assert verdicts_heading == inference_benchmark.VERDICTS + ":"
     assert listed.splitlines() == [f"- {latency}", f"- {speed}"]
     assert len(markdown) == 5  # no warning: each seed's devices ran back to back, interleaved
 
@@ -226,7 +226,9 @@ def test_the_end_of_a_sweep_of_evaluations_prints_what_completed_failed_and_serv
     headers = "run model dataset device placement seed status test acc test images p50 ms p95 ms"
     assert lines[1].split() == f"{headers} p99 ms served batch served img/s served MiB".split()
     assert lines[2].split()[3:7] == ["cpu", "to_device", "0", "completed"]
-    assert serving.HEADING + ":" in lines and serving.VERDICTS + ":" in lines
+    assert (
+        inference_benchmark.HEADING + ":" in lines and inference_benchmark.VERDICTS + ":" in lines
+    )
     assert any(line.startswith("  cuda:0 answers at batch 1 in 0.3") for line in lines)
     assert lines[-1] == f"report: {sweep}/summary.md (and .csv, plots)"
 
@@ -288,13 +290,13 @@ def test_keys_not_groups_name_their_side_and_a_batch_swept_is_no_shared_batch(
         tmp_path / "sweep", {"seed": ["0", "1"], "serving.batch_size": ["64", "256"]}, jobs
     )
     rows = summary.write_report(sweep)
-    said = serving.said(rows)
+    said = inference_benchmark.said(rows)
     _, speed = said.verdicts
     assert speed.text.startswith("serving.batch_size=256 serves 1.6")
     assert speed.text.endswith(" images/s as serving.batch_size=64 (paired by seed, 2 pairs)")
     once = [row for row in rows if row["swept"]["seed"] == "0"]
     repeat = "one run each: no verdict; repeat with `-m seed=0,1,2`"
-    assert serving.said(once).lines == [(0, repeat)]
+    assert inference_benchmark.said(once).lines == [(0, repeat)]
 
 
 def test_a_serving_record_of_the_wrong_shape_makes_its_row_unreadable(tmp_path: Path) -> None:
@@ -324,7 +326,7 @@ def test_an_evaluation_without_a_benchmark_is_a_row_without_a_serving_section(
     ]
     assert rows[0]["test_accuracy"] == 0.140625
     assert not (sweep / "serving.csv").exists()
-    assert serving.HEADING not in (sweep / "summary.md").read_text()
+    assert inference_benchmark.HEADING not in (sweep / "summary.md").read_text()
 
 
 def test_energy_per_image_served_is_summed_up_where_measured(tmp_path: Path) -> None:
@@ -356,7 +358,9 @@ def test_energy_per_image_served_is_summed_up_where_measured(tmp_path: Path) -> 
 def test_the_training_judgement_is_unchanged_by_the_evaluations_seed() -> None:
     """Training sweeps repeat on trainer.seed; an evaluation sweep on seed."""
     assert verdicts.TRAINING.repeat == "repeat with `-m trainer.seed=0,1,2`"
-    assert serving.JUDGED.counts("trainer.seed") and not serving.JUDGED.counts("seed")
+    assert inference_benchmark.JUDGED.counts(
+        "trainer.seed"
+    ) and not inference_benchmark.JUDGED.counts("seed")
 
 
 def test_a_sweep_of_evaluations_ends_with_its_report(tmp_path: Path) -> None:

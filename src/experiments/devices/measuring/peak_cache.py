@@ -1,4 +1,4 @@
-"""The peaks this machine's devices were measured at (`devices.peak`), kept per user so that runs
+"""The peaks this machine's devices were measured at (`measuring.peak`), kept per user so that runs
 pay for a device's measurement once per machine, not once per run:
 
     $EXPERIMENTS_CACHE_DIR/peaks.json
@@ -31,9 +31,9 @@ from experiments.core.errors import ExperimentError
 from experiments.core.files import MIB, Bound, locked, read_text, write_text_atomically
 from experiments.core.text import display_path, short_count
 from experiments.core.typed import mismatch
-from experiments.devices import host_load, peak
 from experiments.devices.backends.base import DeviceIdentity
 from experiments.devices.backends.registry import backend_for
+from experiments.devices.measuring import host_load, peak
 
 log = logging.getLogger("experiments")
 

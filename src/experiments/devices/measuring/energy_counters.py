@@ -1,6 +1,6 @@
 """The energy counters a device's hardware keeps, found and read once: NVML's total-energy
 counter of each GPU, RAPL's of each CPU package under Linux's powercap tree; where none can be
-read, NoCounter says why in one line. `devices.energy` measures spans with them."""
+read, NoCounter says why in one line. `devices.measuring.energy` measures spans with them."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ import torch
 from experiments.core.errors import one_line
 from experiments.devices.backends.base import Backend
 from experiments.devices.backends.registry import BACKENDS, backend_for
-from experiments.devices.energy_counters import POWERCAP, Counter, NoCounter
+from experiments.devices.measuring.energy_counters import POWERCAP, Counter, NoCounter
 
 INTERVAL = 5.0  # seconds between a span's readings: far under a wrap at any package's power
 # What each source's counters count besides the run's own work, by source (its backend's).
