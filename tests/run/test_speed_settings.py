@@ -38,7 +38,7 @@ def test_bf16_changes_the_numbers_a_little_and_no_more(tmp_path: Path, plain_run
 @pytest.mark.slow
 def test_a_compiled_runs_last_smaller_step_is_timed_apart_from_its_speed(tmp_path: Path) -> None:
     # 4,000 training images in batches of 1,500: the last holds 1,000, a shape compiled anew.
-    overrides = ("device=cpu", "trainer.epochs=1", "trainer.batch_size=1500")
+    overrides = ("device=cpu", "model=mlp", "trainer.epochs=1", "trainer.batch_size=1500")
     train(
         compose_config(*overrides, "trainer.limit_eval_images=128", "trainer.compile=eager"),
         tmp_path,
