@@ -40,7 +40,13 @@ class Hooks(Callback):
         self._say(run, "epoch_end", epoch=end.epoch, last=end.last, loss=end.row["test_loss"])
 
     def on_fit_end(self, run, summary):
-        self._say(run, "fit_end", accuracy=summary["test_accuracy"])
+        refused = []
+        for change in (lambda: run.history.append({}), lambda: setattr(run, "cfg", None)):
+            try:
+                change()
+            except AttributeError as error:  # (dataclasses' FrozenInstanceError is one)
+                refused.append(type(error).__name__)
+        self._say(run, "fit_end", accuracy=summary["test_accuracy"], refused=refused)
 """
 
 
@@ -97,6 +103,8 @@ def test_every_hook_is_called_in_its_place_with_the_run_to_read(tmp_path: Path) 
     trained = [call for call in calls if call["hook"] == "train_epoch_end"]
     assert [call["epochs"] for call in trained] == [0, 1]
     assert calls[-1]["accuracy"] == results(done.run_dir)["test_accuracy"]
+    # What a callback reads of the run, it cannot change.
+    assert calls[-1]["refused"] == ["AttributeError", "FrozenInstanceError"]
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from omegaconf import DictConfig
 
-from experiments.callbacks.base import Callback, EpochEnd, Fields, TrainingRun
+from experiments.callbacks.base import Callback, EpochEnd, Fields, Progress, TrainingRun
 from experiments.callbacks.checkpoints import Checkpoints
 from experiments.callbacks.confusion_matrix import ConfusionMatrix
 from experiments.callbacks.console import Console
@@ -37,7 +37,7 @@ from experiments.config.build import build, check_importable
 from experiments.core.errors import ExperimentError
 from experiments.records.metrics import RunRecorder
 
-__all__ = ["Callback", "EpochEnd", "Fields", "TrainingRun", "callbacks_for"]
+__all__ = ["Callback", "EpochEnd", "Fields", "Progress", "TrainingRun", "callbacks_for"]
 
 
 def callbacks_for(

@@ -20,7 +20,7 @@ writes only in the run folder.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,10 +41,20 @@ Fields = Mapping[str, Any] | None
 
 
 @dataclass
+class Progress:
+    """What training has done, which only the trainer changes: a row per epoch, the test
+    split's confusion matrix at the selected epoch, the first epoch this process trains (a
+    resume's follows its checkpoint)."""
+
+    history: History = field(default_factory=list)
+    selected_confusion: list[list[int]] = field(default_factory=list)
+    first_epoch: int = 1
+
+
+@dataclass(frozen=True)
 class TrainingRun:
     """What a callback reads of the run: the parts setup built, and what training has done
-    (`history`, a row per epoch; `selected_confusion`, the test split's at the selected epoch),
-    which only the trainer changes."""
+    (`history`, `selected_confusion`, `first_epoch`), as views the callback cannot change."""
 
     cfg: DictConfig  # as the run trains: with what its data told and the batch it searched for
     run_dir: Path
@@ -58,9 +68,19 @@ class TrainingRun:
     val_batches: Batches | None
     monitor: Monitor | None  # what selects epochs, with a validation split
     steps_per_epoch: int
-    history: History = field(default_factory=list)
-    selected_confusion: list[list[int]] = field(default_factory=list)
-    first_epoch: int = 1  # the first this process trains (a resume's follows its checkpoint)
+    progress: Progress = field(default_factory=Progress, repr=False)  # the trainer's
+
+    @property
+    def history(self) -> Sequence[EpochRow]:
+        return tuple(self.progress.history)
+
+    @property
+    def selected_confusion(self) -> Sequence[Sequence[int]]:
+        return tuple(tuple(row) for row in self.progress.selected_confusion)
+
+    @property
+    def first_epoch(self) -> int:
+        return self.progress.first_epoch
 
     @property
     def is_main(self) -> bool:

@@ -12,6 +12,11 @@ class Checkpoints(Callback):
         best = run.monitor is not None and end.selected
         if run.is_main and (due or best):
             run.state.save(
-                run.run_dir, end.epoch, run.history, run.selected_confusion, last=due, best=best
+                run.run_dir,
+                end.epoch,
+                list(run.history),
+                [list(row) for row in run.selected_confusion],
+                last=due,
+                best=best,
             )
         return None

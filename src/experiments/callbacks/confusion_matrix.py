@@ -20,7 +20,7 @@ class ConfusionMatrix(Callback):
             return None
         title = f"{run.cfg.model.name} on {run.cfg.dataset.name}: test, epoch "
         self.recorder.confusion_matrix(
-            run.selected_confusion,
+            [list(row) for row in run.selected_confusion],
             run.data.classes,
             title + str(summary["selected_epoch"]),
             run.history[-1]["global_step"],

@@ -19,7 +19,15 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from experiments.callbacks import Callback, EpochEnd, Fields, TrainingRun, callbacks_for, console
+from experiments.callbacks import (
+    Callback,
+    EpochEnd,
+    Fields,
+    Progress,
+    TrainingRun,
+    callbacks_for,
+    console,
+)
 from experiments.config.build import plain, recorded
 from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
@@ -101,6 +109,7 @@ class Trainer:
         self.results = results
         self.recorder = recorder
         self.callbacks: list[Callback] = []
+        self.progress = Progress()  # what training has done
         self.run: TrainingRun  # what setup built, for the callbacks to read
         self.stopped_early = False  # a resumed run, killed after it stopped early
 
@@ -136,6 +145,7 @@ class Trainer:
             val_batches=learning.val_batches,
             monitor=parts.monitor,
             steps_per_epoch=learning.steps_per_epoch,
+            progress=self.progress,
         )
         self._begin_tracking()
         audit(model, learning.learner.task, next(iter(learning.test_batches)), runtime.plan)
@@ -149,7 +159,7 @@ class Trainer:
         run = self.run
         if self.stopped_early:
             return
-        run.first_epoch = len(run.history) + 1
+        self.progress.first_epoch = len(self.progress.history) + 1
         for epoch in range(run.first_epoch, self.cfg.trainer.epochs + 1):
             interrupts.raise_if_lost()
             with self.results.phase():  # the epoch's record, written once at its end
@@ -194,10 +204,11 @@ class Trainer:
         test = self._evaluate(run.test_batches)
         steps, classes = epoch * run.steps_per_epoch, run.data.classes
         row = self.recorder.epoch(epoch, steps, training, test, val, classes, **measured)
-        run.history.append(row)
-        selected = run.monitor is None or run.monitor.selected(run.history) is row
+        progress = self.progress
+        progress.history.append(row)
+        selected = run.monitor is None or run.monitor.selected(progress.history) is row
         if selected and test.confusion is not None:
-            run.selected_confusion = test.confusion
+            progress.selected_confusion = test.confusion
         stop = next(filter(None, (each.should_stop(run) for each in self.callbacks)), None)
         last = epoch == trainer.epochs or stop is not None
         return EpochEnd(epoch, row, training, test, val, measured, selected, last, stop)
@@ -211,7 +222,7 @@ class Trainer:
         every process has got here."""
         run = self.run
         measures = run.learner.task.metrics
-        summary = training_summary(run.history, run.monitor, measures)
+        summary = training_summary(self.progress.history, run.monitor, measures)
         for each in self.callbacks:
             summary.update(each.on_fit_end(run, summary) or {})
         peak_memory = memory.peak_memory_mb(run.runtime.plan)
@@ -263,6 +274,6 @@ class Trainer:
         resumed = resume.restore(
             checkpoint, self.cfg, composed, self.run_dir, run.state, records, run.monitor
         )
-        run.history = resumed.history
-        run.selected_confusion = resumed.selected_confusion
+        self.progress.history = resumed.history
+        self.progress.selected_confusion = resumed.selected_confusion
         self.stopped_early = resumed.stopped_early is not None
