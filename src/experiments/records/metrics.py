@@ -31,16 +31,18 @@ from experiments.core.files import (
     writing,
 )
 from experiments.devices.measuring.host_load import HostLoad
-from experiments.records import confusion
+from experiments.records import confusion, running
 from experiments.records.speed import host_record, warm_up_record
 from experiments.records.tracker import (
     EPOCH_ROW_TAG,
+    TRACKED_IN,
     Logged,
     ReadBack,
     Sent,
     TrackedRun,
     Tracker,
     epoch_scalars,
+    resumed_ids,
     sent_scalars,
     step_scalars,
 )
@@ -87,6 +89,14 @@ class RunRecorder:
             if given is not None:
                 ids[key] = given
         return ids
+
+    def begin_in_folder(self, run: TrackedRun, resuming: bool) -> dict[str, Any]:
+        """Tell each tracker of the run; a resume carries on the tracker runs begun before in
+        this folder (its results.json, not yet written again, names them). Returns the fields
+        of results.json's setup that name them (none where no tracker gave an id)."""
+        found = running.recorded(self.dir) if resuming else {}
+        ids = self.begin(run, resumed_ids(found, self.dir, self.named_trackers))
+        return {"trackers": ids, TRACKED_IN: str(self.dir.resolve())} if ids else {}
 
     def resume_after(self, epoch: int, steps_per_epoch: int, history: History) -> None:
         """Continue after `epoch`. An epoch of `history` (the checkpoint's rows) that a deleted

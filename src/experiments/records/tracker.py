@@ -23,11 +23,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from omegaconf import DictConfig
 
-from experiments.config.build import build
+from experiments.config.build import build, plain
 from experiments.config.metric_names import LOSS, TEST, TRAIN, VAL
 from experiments.core import collection
 from experiments.core.errors import ExperimentError
-from experiments.records.hparams import METRICS_GROUP, Value
+from experiments.devices.plan import DevicePlan
+from experiments.records.hparams import METRICS_GROUP, Value, hyperparameters
 
 log = logging.getLogger("experiments")
 
@@ -114,6 +115,23 @@ class TrackedRun:
     tags: dict[str, str]  # model, dataset, device, placement, precision, seed, sweep
     # The tracker's own id of the run this one continues (`resume=`), as `begin` returned it.
     resumed_id: str | None = None
+
+
+def tracked_run(
+    config: DictConfig, plan: DevicePlan, run_dir: Path, sweep: str | None
+) -> TrackedRun:
+    """What the trackers are told of the run of `config` (as records keep it) in `run_dir`, on
+    `plan`, a job of the sweep in `sweep` (None: none): its flattened config and its tags."""
+    columns = hyperparameters(config, plan, [])
+    return TrackedRun(
+        name=run_dir.name,
+        group=sweep,
+        parameters=flattened(plain(config)),
+        tags={
+            **{column: str(columns[column]) for column in TAGS},
+            **({"sweep": sweep} if sweep else {}),
+        },
+    )
 
 
 class Tracker(Protocol):

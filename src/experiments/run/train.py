@@ -28,7 +28,7 @@ from experiments.callbacks import (
     callbacks_for,
     console,
 )
-from experiments.config.build import plain, recorded
+from experiments.config.build import recorded
 from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
 from experiments.devices import memory
@@ -42,7 +42,7 @@ from experiments.records.log_file import HeldLog
 from experiments.records.metrics import RunRecorder
 from experiments.records.recorded import EpochRecord, SetupRecord, finish_record
 from experiments.records.results import Results, training_fields, training_summary
-from experiments.records.tracker import TrackedRun, Tracker
+from experiments.records.tracker import Tracker
 from experiments.run import job, setup, training_parts
 from experiments.training import loop, profiling
 
@@ -247,26 +247,10 @@ class Trainer:
         return loop.evaluate(learner.model, batches, runtime, learner.task, learner.cuda_graphs)
 
     def _begin_tracking(self) -> None:
-        """Tell the trackers what the run is; a resume carries on the runs they began before in
-        this folder (results.json, not yet written again, names them)."""
-        cfg, sweep = self.cfg, job.sweep_folder()
-        columns = hparams.hyperparameters(recorded(cfg), self.run.runtime.plan, [])
-        tracked = TrackedRun(
-            name=self.run_dir.name,
-            group=sweep,
-            parameters=tracker.flattened(plain(recorded(cfg))),
-            tags={
-                **{column: str(columns[column]) for column in tracker.TAGS},
-                **({"sweep": sweep} if sweep else {}),
-            },
-        )
-        found = running.recorded(self.run_dir) if cfg.resume else {}
-        chosen = self.recorder.named_trackers
-        ids = self.recorder.begin(tracked, tracker.resumed_ids(found, self.run_dir, chosen))
-        if ids:
-            self.results.add(
-                SetupRecord, trackers=ids, **{tracker.TRACKED_IN: str(self.run_dir.resolve())}
-            )
+        """Tell the trackers what the run is (a resume carries on the runs they began)."""
+        plan, sweep = self.run.runtime.plan, job.sweep_folder()
+        tracked = tracker.tracked_run(recorded(self.cfg), plan, self.run_dir, sweep)
+        self._each(SetupRecord, [self.recorder.begin_in_folder(tracked, bool(self.cfg.resume))])
 
     def _restore(self, checkpoint: dict[str, Any], composed: DictConfig) -> None:
         """Continue from the checkpoint `resume=` named: every state as it was saved."""
