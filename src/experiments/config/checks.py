@@ -1,10 +1,9 @@
 """The rule a single field's value keeps, declared with its field in `config.schemas`
-(`epochs: int = checked(10, FROM_ONE)`), so a field's default, type and range are read in one
-place. A rule writes its own refusal, one template per kind of rule: the key, the value as
-typed, and what would be valid. `config.validate` runs the rules over a composed config's
-sections (`field_refusal`) and over the fields a checkpoint's saved config supplies
-(`FieldCheck`), where a field's `saved` rule, if it declares one, holds instead: a saved batch is
-a number, never auto."""
+(`epochs: int = checked(10, FROM_ONE)`): a field's default, type and range read in one place. A
+rule writes its refusal, one template per kind of rule: the key, the value as typed, what would
+be valid. `config.validate` runs the rules over a composed config (`field_refusal`) and over the
+fields a checkpoint's saved config supplies (`FieldCheck`; a field's `saved` rule, where it has
+one: a saved batch is never auto)."""
 
 from __future__ import annotations
 
@@ -26,9 +25,14 @@ Check = Callable[[DictConfig], str | None]
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Rule:
-    """What one field's value must be. `means` says what the value is; `others` are values taken
-    besides, each with what it means (null: none)."""
+    """What one field's value must be: a value `test` keeps, said as `what` (a kind of rule of
+    its own, `Number`, tells both itself); `means` says what the value is; `others` are values
+    taken besides, each with what it means (null: none); `example`, a value it refuses (the
+    golden file's, the docs')."""
 
+    what: str = ""
+    test: Callable[[Any], bool] = bool
+    example: Any = None
     means: str = ""
     others: tuple[tuple[Any, str], ...] = ()
 
@@ -45,15 +49,14 @@ class Rule:
         return any(value == other for other, _ in self.others) or self.kept_by(value)
 
     def kept_by(self, value: Any) -> bool:
-        raise NotImplementedError
+        return self.test(value)
 
     def kind(self) -> str:
         """What the value must be, without what it means: "a whole number >= 1"."""
-        raise NotImplementedError
+        return self.what
 
     def bad(self) -> Any:
-        """A value the rule refuses (the golden file's, the docs')."""
-        raise NotImplementedError
+        return self.example
 
     def says(self) -> str:
         text = f"must be {self.kind()}" + (f": {self.means}" if self.means else "")
@@ -158,25 +161,6 @@ class Numbers(Rule):
         return [self.each.bad()] * (self.count or 1)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Is(Rule):
-    """A value of a kind that `test` tells (a name, one of a closed set, a section of
-    settings), said as `what`; `example`, one it refuses."""
-
-    what: str
-    test: Callable[[Any], bool]
-    example: Any
-
-    def kept_by(self, value: Any) -> bool:
-        return self.test(value)
-
-    def kind(self) -> str:
-        return self.what
-
-    def bad(self) -> Any:
-        return self.example
-
-
 def _parsed(text: str) -> float:
     """A bound as written: an int where it is one (2**64 - 1 is no float's)."""
     text = text.strip()
@@ -187,28 +171,28 @@ def _a_list(value: Any) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, str)
 
 
-def text(what: str = "a name") -> Is:
-    return Is(what=what, test=lambda text: isinstance(text, str) and text != "", example="")
+def text(what: str = "a name") -> Rule:
+    return Rule(what=what, test=lambda given: isinstance(given, str) and given != "", example="")
 
 
-def texts(what: str) -> Is:
+def texts(what: str) -> Rule:
     """A list of names (a saved config's, which no schema types there)."""
-    return Is(
+    return Rule(
         what=what,
         test=lambda given: _a_list(given) and all(isinstance(text, str) for text in given),
         example=[0],
     )
 
 
-def one_of(choices: Sequence[str]) -> Is:
+def one_of(choices: Sequence[str]) -> Rule:
     """One of a closed set (a saved config's Enum, which no schema types there)."""
-    return Is(what=f"one of {', '.join(choices)}", test=lambda text: text in choices, example=0)
+    return Rule(what=f"one of {', '.join(choices)}", test=lambda text: text in choices, example=0)
 
 
-def settings(what: str, schema: type) -> Is:
+def settings(what: str, schema: type) -> Rule:
     """A section of `schema`'s settings (a saved config's, which no schema types there)."""
     keys = ", ".join(entry.name for entry in dataclasses.fields(schema))
-    return Is(what=f"{what} ({keys})", test=lambda held: isinstance(held, Mapping), example=0.5)
+    return Rule(what=f"{what} ({keys})", test=lambda held: isinstance(held, Mapping), example=0.5)
 
 
 def checked(

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.config import compile_checks, dataset_checks, metric_checks, training_checks
+from experiments.config import compile_checks, dataset_checks, training_checks
 from experiments.config.checks import Check, FieldCheck, Rule, field_refusal, rule_of, schema_rules
 from experiments.config.choices import DeviceName
 from experiments.config.compile_checks import CompileBackends
@@ -97,7 +97,7 @@ def config_checks(
         Section(_always, (_unchosen_group, _key_no_schema_has)),
         Section(_chosen("model"), MODEL_CHECKS),
         Section(_chosen("task"), (_own_task_without_target,)),
-        Section(_task_trained, (metric_checks.task_metrics_not_declared,)),
+        Section(_task_trained, (training_checks.task_metrics_not_declared,)),
         Section(_held("trainer"), (*TRAINING_CHECKS, shared_batch)),
         Section(_held("limit_images"), EVALUATION_CHECKS),  # an evaluation
         Section(_chosen("dataset"), (fields("dataset"), *dataset_checks.ACROSS_FIELDS)),
@@ -272,11 +272,11 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     compile_checks.channels_last_under_dp,
     training_checks.benchmark_with_determinism,
     training_checks.average_settings_without_decay,
-    metric_checks.target_twice,
-    metric_checks.target_unknown,
-    metric_checks.monitor_on_test,
-    metric_checks.monitor_unknown,
-    metric_checks.optimized_metric_unoptimizable,
+    training_checks.target_twice,
+    training_checks.target_unknown,
+    training_checks.monitor_on_test,
+    training_checks.monitor_unknown,
+    training_checks.optimized_metric_unoptimizable,
     training_checks.nesterov_without_momentum,
     functools.partial(training_checks.beyond_float32, section="optimizer"),
     functools.partial(training_checks.beyond_float32, section="scheduler"),
