@@ -551,3 +551,9 @@ def cpu_peak_entry(**changed: Any) -> dict[str, Any]:
         "measured_at": "2026-12-01T00:00:00+00:00",
     }
     return {**well_formed, **changed}
+
+
+def assert_field_refused(told: str, key: str, typed: str) -> None:
+    """`told` is a field's own rule refusing `key`'s value, named as typed, in one line; what the
+    rule says is the golden file's to hold (tests/config/golden/refusals.txt)."""
+    assert told.startswith(f"{key}={typed} ") and " must be " in told and "\n" not in told, told

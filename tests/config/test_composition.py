@@ -17,7 +17,7 @@ from experiments.config.trust import is_shipped, targets_in
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
 from experiments.data import loading
-from helpers import compose_config
+from helpers import assert_field_refused, compose_config
 
 CONF = resources.files(CONFIG_PACKAGE)
 GROUPS = [
@@ -256,18 +256,12 @@ def test_a_cache_timeout_must_be_a_time_to_wait() -> None:
     cfg = compose_config("dataset=image_folder", "dataset.root=any", "dataset.cache_timeout=0")
     with pytest.raises(ExperimentError) as error:
         validate(cfg)
-    assert str(error.value) == (
-        "dataset.cache_timeout=0.0 must be > 0 (seconds to wait for another process building the "
-        "same cache entry)"
-    )
+    assert_field_refused(str(error.value), "dataset.cache_timeout", "0.0")
 
 
 def test_a_trackers_timeout_must_be_a_time_to_wait() -> None:
     cfg = compose_config("tracker=[tensorboard,wandb]", "tracker.wandb.timeout=0")
     with pytest.raises(ExperimentError) as error:
         validate(cfg)
-    assert str(error.value) == (
-        "tracker.wandb.timeout=0.0 must be > 0 (seconds a run waits on one call to W&B before "
-        "going on without it)"
-    )
+    assert_field_refused(str(error.value), "tracker.wandb.timeout", "0.0")
     validate(compose_config("tracker=mlflow", "tracker.mlflow.timeout=0.5"))

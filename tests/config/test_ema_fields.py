@@ -7,28 +7,32 @@ import pytest
 
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
-from helpers import compose_config
+from helpers import assert_field_refused, compose_config
 
-IN_RANGE = (
-    "must be in (0, 1), the share of the average kept at each optimizer step (e.g. 0.9999), "
-    "or null (no average)"
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "typed"),
+    [
+        (["trainer.ema.decay=1"], "trainer.ema.decay", "1.0"),
+        (["trainer.ema.decay=0"], "trainer.ema.decay", "0.0"),
+        (["trainer.ema.decay=nan"], "trainer.ema.decay", "nan"),
+        (["trainer.ema.decay=0.99", "trainer.ema.every=0"], "trainer.ema.every", "0"),
+        (
+            ["trainer.ema.decay=0.99", "trainer.ema.warmup_steps=-1"],
+            "trainer.ema.warmup_steps",
+            "-1",
+        ),
+    ],
 )
+def test_ema_settings_out_of_range_are_refused(overrides: list[str], key: str, typed: str) -> None:
+    with pytest.raises(ExperimentError) as refused:
+        validate(compose_config(*overrides))
+    assert_field_refused(str(refused.value), key, typed)
 
 
 @pytest.mark.parametrize(
     ("overrides", "line"),
     [
-        (["trainer.ema.decay=1"], f"trainer.ema.decay=1.0 {IN_RANGE}"),
-        (["trainer.ema.decay=0"], f"trainer.ema.decay=0.0 {IN_RANGE}"),
-        (["trainer.ema.decay=nan"], f"trainer.ema.decay=nan is not a number: it {IN_RANGE}"),
-        (
-            ["trainer.ema.decay=0.99", "trainer.ema.every=0"],
-            "trainer.ema.every=0 must be a whole number >= 1",
-        ),
-        (
-            ["trainer.ema.decay=0.99", "trainer.ema.warmup_steps=-1"],
-            "trainer.ema.warmup_steps=-1 must be a whole number >= 0",
-        ),
         (
             ["trainer.ema.every=4"],
             "trainer.ema.every=4 sets how the average of the weights is kept, but "
@@ -42,7 +46,7 @@ IN_RANGE = (
         ),
     ],
 )
-def test_ema_settings_out_of_range_are_refused(overrides: list[str], line: str) -> None:
+def test_ema_settings_without_a_decay_are_refused(overrides: list[str], line: str) -> None:
     with pytest.raises(ExperimentError) as refused:
         validate(compose_config(*overrides))
     assert str(refused.value) == line

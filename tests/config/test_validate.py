@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from experiments.config.validate import CompileBackends, validate, validate_command_line
+from experiments.config.compile_checks import CompileBackends
+from experiments.config.validate import validate, validate_command_line
 from experiments.core.errors import ExperimentError
 from experiments.run.setup import compile_backends
-from helpers import compose_config, eval_cli, train_cli
+from helpers import assert_field_refused, compose_config, eval_cli, train_cli
 
 # One mistake for each command-line check but the missing plugin's (the plugins are installed
 # here), in the table's order; each is told in a line that begins with it.
@@ -60,7 +61,8 @@ def test_a_sweep_s_option_is_checked_as_typed() -> None:
         ),
         (
             ("device.visible=[-1]", "trainer.compile=nonexistent"),
-            "device.visible=[-1] names a negative GPU; GPUs are numbered from 0",
+            "device.visible=[-1] must be whole numbers, each >= 0: GPUs are numbered from 0, or "
+            "null",
         ),
     ],
 )
@@ -86,27 +88,19 @@ def test_torch_lists_its_compile_backends_only_for_a_config_that_compiles() -> N
 
 
 @pytest.mark.parametrize(
-    ("asked", "told"),
+    ("asked", "key", "typed"),
     [
-        ("serving.rounds=0", "serving.rounds=0 must be a whole number >= 1"),
-        ("serving.warmup_calls=-1", "serving.warmup_calls=-1 must be a whole number >= 0"),
-        (
-            "serving.batch_size=0",
-            "serving.batch_size=0 must be a whole number from 1 to 16,777,216, or null (the "
-            "batch its run trained with)",
-        ),
-        (
-            "serving.batch_size=1000000000",
-            "serving.batch_size=1000000000 must be a whole number from 1 to 16,777,216, or null "
-            "(the batch its run trained with)",
-        ),
-        ("seed=-1", "seed=-1 must be a whole number from 0 to 18446744073709551615"),
-        ("threads=0", "threads=0 must be >= 1, or null"),
+        ("serving.rounds=0", "serving.rounds", "0"),
+        ("serving.warmup_calls=-1", "serving.warmup_calls", "-1"),
+        ("serving.batch_size=0", "serving.batch_size", "0"),
+        ("serving.batch_size=1000000000", "serving.batch_size", "1000000000"),
+        ("seed=-1", "seed", "-1"),
+        ("threads=0", "threads", "0"),
     ],
 )
-def test_an_evaluations_benchmark_settings_are_checked(asked: str, told: str) -> None:
+def test_an_evaluations_benchmark_settings_are_checked(asked: str, key: str, typed: str) -> None:
     cfg = compose_config("ckpt=outputs/run", "device=cpu", asked, config_name="eval")
-    assert refusal(lambda: validate(cfg)) == told
+    assert_field_refused(refusal(lambda: validate(cfg)), key, typed)
 
 
 def test_train_py_and_eval_py_run_the_command_line_checks(tmp_path: Path) -> None:

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from experiments.config.checks import rule_of
 from experiments.config.overrides import with_saved_overrides
+from experiments.config.schemas import TrainerConfig
 from experiments.core.errors import ExperimentError
 from experiments.core.text import as_typed
 from experiments.data.torchvision_sources import torchvision_splits
@@ -401,10 +403,8 @@ def with_field(run: Path, path: Path, key: str, value: Any) -> Path:
     return path
 
 
-BATCH = (
-    "must be a whole number from 1 to 16,777,216, the batch its run trained with (its search's, "
-    "for auto)"
-)
+# A field's own rule, for a saved config's value: its words are the golden file's.
+BATCH = rule_of(TrainerConfig, "batch_size", saved=True).says()
 EPOCH = (
     "must be a whole number from 1 to its config's trainer.epochs=1: the epochs its run had "
     "trained when it was saved"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from experiments.config.validate import debugging_backend
+from experiments.config.compile_checks import debugging_backend
 from experiments.run.train import train
 from helpers import QUICK, compose_config, eval_cli, metrics, results, train_cli
 

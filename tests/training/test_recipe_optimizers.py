@@ -111,7 +111,5 @@ def test_each_parameter_is_in_one_group_of_its_decay() -> None:
 
 @pytest.mark.parametrize("key", ["weight_decay", "norm_weight_decay", "bias_weight_decay"])
 def test_a_negative_weight_decay_is_refused(key: str) -> None:
-    with pytest.raises(
-        ExperimentError, match=rf"^optimizer\.{key}=-1\.0 must be a finite number >= 0"
-    ):
+    with pytest.raises(ExperimentError, match=rf"^optimizer\.{key}=-1\.0 must be a number >= 0"):
         validate(compose_config(f"optimizer.{key}=-1"))

@@ -11,7 +11,9 @@ from typing import Any
 
 from omegaconf import II, MISSING, DictConfig
 
+from experiments.config.checks import Number, Numbers, checked, one_of, settings, text, texts
 from experiments.config.choices import (
+    AUTO_BATCH,
     AugmentPolicy,
     DeviceName,
     Interval,
@@ -21,10 +23,37 @@ from experiments.config.choices import (
     Preload,
 )
 
+# The rules several fields keep.
+FROM_ONE, FROM_ZERO = Number(">= 1", whole=True), Number(">= 0", whole=True)
+SHARE = Number("[0, 1)")
+SECONDS = Number("> 0", unit="seconds")
+SEED = Number(f"[0, {2**64 - 1}]", whole=True)  # what torch's generators take
+# The largest batch a run trains or serves with: more images than a training split the project
+# reads holds (a batch larger than its split trains on all of it), so a number beyond it is a
+# slip, which would otherwise be drawn and held whole (a benchmark's inputs; 10**9 of them are
+# 8 GB of indices alone).
+LARGEST_BATCH = 2**24
+BATCH = Number(f"[1, {LARGEST_BATCH}]", whole=True)
+# RandAugment's ops (`data.policies.RANDAUGMENT`): an image's rounds each draw one of them, so more
+# rounds than ops only repeat ops, at a round's cost each.
+RANDAUGMENT_OPS = 14
+# Mixup's and CutMix's largest alpha: Beta(1000, 1000) draws within 0.04 of an even mix 999 times
+# in 1000, and a larger alpha nearer still; Python's draw from Beta never ends from half the float
+# maximum (9e307) on.
+MOST_MIXING_ALPHA = 1000.0
+MIXING = Number(
+    f"[0, {MOST_MIXING_ALPHA:g}]", means="Beta(alpha, alpha) draws the shares (0: off; e.g. 0.2)"
+)
+# A share of the last step kept in the next: one of 1 or more never lets a step go (the steps add
+# up for good).
+MOMENTUM = SHARE.but(means="the share of the last step kept in the next (0: none; e.g. 0.9)")
+# Fewer timed calls than this leave p99 a guess: of 100, it lies between the two slowest.
+LEAST_LATENCY_CALLS = 100
+
 
 @dataclass
 class ModelConfig:
-    name: str = MISSING
+    name: str = checked(MISSING, text())
     _target_: str = MISSING
     # Sized from the dataset, so every model runs on every dataset its layers can take.
     in_channels: int = II("dataset.channels")
@@ -70,33 +99,38 @@ class TimmModelConfig(ModelConfig):
 @dataclass
 class AugmentConfig:
     # Random crop after padding each side by this many pixels (0: no crop).
-    crop_padding: int = 0
+    crop_padding: int = checked(0, FROM_ZERO)
     # Random horizontal flip of half the images.
     flip: bool = False
     # An automatic augmentation policy, per image (null: none).
     policy: AugmentPolicy | None = None
     # policy=randaugment's ops per image, and their magnitude (of 31 steps, 0 to 30).
-    num_ops: int = 2
-    magnitude: int = 9
+    num_ops: int = checked(
+        2, Number(f"[1, {RANDAUGMENT_OPS}]", whole=True, means="at most RandAugment's ops")
+    )
+    magnitude: int = checked(9, Number("[0, 30]", whole=True, means="a step of RandAugment's 31"))
     # The probability of erasing a random rectangle of each normalized image (0: never).
-    erasing: float = 0.0
+    erasing: float = checked(0.0, Number("[0, 1]"))
     # Mixup's and CutMix's Beta(alpha, alpha) (0: off); with both, one of the two per batch.
-    mixup_alpha: float = 0.0
-    cutmix_alpha: float = 0.0
+    mixup_alpha: float = checked(0.0, MIXING)
+    cutmix_alpha: float = checked(0.0, MIXING)
 
 
 @dataclass
 class DatasetConfig:
-    name: str = MISSING
+    name: str = checked(MISSING, text())
     # Null only where the data tells (UserDatasetConfig).
     channels: int | None = MISSING
-    image_size: int | None = MISSING
-    num_classes: int | None = MISSING
+    image_size: int | None = checked(MISSING, FROM_ONE.or_null())
+    num_classes: int | None = checked(MISSING, FROM_ONE.or_null())
     # Class names in label order; null names them by number.
-    classes: list[str] | None = None
+    classes: list[str] | None = checked(None, texts("the classes' names, in label order").or_null())
     # Per-channel normalization: x = (pixel / 255 - mean) / std; one value serves every channel.
-    mean: list[float] | None = field(default_factory=lambda: [0.5])
-    std: list[float] | None = field(default_factory=lambda: [0.5])
+    mean: list[float] | None = checked(rule=Numbers().or_null(), factory=lambda: [0.5])
+    std: list[float] | None = checked(
+        rule=Numbers(Number("> 0"), means="pixels are divided by them").or_null(),
+        factory=lambda: [0.5],
+    )
     # What loads the images: a `_target_` returning the train and test splits, as `Split`s of
     # whole tensors or as torch Datasets (see UserDatasetConfig).
     source: Any = MISSING
@@ -107,7 +141,9 @@ class DatasetConfig:
     # Share of the training images held out for validation, the same share of every class (0:
     # train on all of them). A dataset with a validation split of its own (an image folder's
     # val/) uses that instead.
-    val_fraction: float = 0.0
+    val_fraction: float = checked(
+        0.0, SHARE.but(means="the share of the training images held out for validation")
+    )
     # Seed of the held-out images, apart from the training seed, so every run of a sweep
     # validates on the same ones.
     val_seed: int = 0
@@ -136,16 +172,18 @@ class UserDatasetConfig(DatasetConfig):
     loader: Loader = Loader.auto
     # DataLoader worker processes decoding images (null: one per core this process may use, at
     # most 8, shared among the processes of a torchrun run on this machine).
-    workers: int | None = None
+    workers: int | None = checked(None, FROM_ZERO.or_null())
     # Keep the decoded images in cache_dir (memory-mapped), so only the first run decodes them.
     cache: bool = True
     # Relative to the working directory.
     cache_dir: str = "data/cache"
     # loader=auto decodes into memory up to this size (all splits together), streams beyond it.
-    cache_max_gb: float = 4.0
-    # Seconds to wait for another process building the same cache entry before giving up (a
-    # builder stopped or hung would hold it for ever); a big folder's first build takes minutes.
-    cache_timeout: float = 3600.0
+    cache_max_gb: float = checked(4.0, Number(">= 0", unit="GiB"))
+    # (A builder stopped or hung would hold it for ever; a big folder's first build takes minutes.)
+    cache_timeout: float = checked(
+        3600.0,
+        SECONDS.but(means="how long to wait for another process building the same cache entry"),
+    )
 
 
 @dataclass
@@ -181,7 +219,9 @@ class CsvDatasetConfig(DatasetConfig):
     path: str | None = None
     target: str = "progression"
     # Share of the rows drawn (with split_seed) for the test split.
-    test_fraction: float = 0.2
+    test_fraction: float = checked(
+        0.2, Number("(0, 1)", means="the share of the rows drawn for the test split")
+    )
     split_seed: int = 0
     channels: int | None = None
     image_size: int | None = 1
@@ -203,9 +243,13 @@ class DeviceConfig:
     ids: list[int] | None = None
     # The GPUs this process may use, e.g. [2, 3]: CUDA_VISIBLE_DEVICES before CUDA starts, the
     # GPUs numbered from 0 after. Counted among those a scheduler's CUDA_VISIBLE_DEVICES allows.
-    visible: list[int] | None = None
-    # With `ddp`: seconds before joining the processes, or any collective, gives up.
-    timeout: float = 300.0
+    visible: list[int] | None = checked(
+        None, Numbers(FROM_ZERO, means="GPUs are numbered from 0").or_null()
+    )
+    # With `ddp`.
+    timeout: float = checked(
+        300.0, SECONDS.but(means="how long joining the processes, or any collective, waits")
+    )
 
 
 @dataclass
@@ -220,13 +264,17 @@ class OptimizerConfig:
     _target_: str = MISSING
     # Built with the model's parameters at run time.
     _partial_: bool = True
-    lr: float = MISSING
-    weight_decay: float = 0.0
+    lr: float = checked(MISSING, Number(">= 0"))
+    weight_decay: float = checked(0.0, Number(">= 0"))
     # The weight decay of normalization layers' weights and biases (BatchNorm, LayerNorm,
     # GroupNorm, ...), and of every other layer's biases; null: weight_decay. 0 leaves them out,
     # as torchvision's reference recipes do (--norm-weight-decay 0.0, --bias-weight-decay).
-    norm_weight_decay: float | None = None
-    bias_weight_decay: float | None = None
+    norm_weight_decay: float | None = checked(
+        None, Number(">= 0").or_null("optimizer.weight_decay")
+    )
+    bias_weight_decay: float | None = checked(
+        None, Number(">= 0").or_null("optimizer.weight_decay")
+    )
     # The step fused into one kernel (torch's Adam, AdamW, SGD, Adagrad): null fuses on GPUs,
     # where fp16's gradient scaler then never makes the host wait for the GPU; true fuses on the
     # CPU too (torch 2.4+); false never (docs/speed.md).
@@ -236,7 +284,7 @@ class OptimizerConfig:
 @dataclass
 class SGDConfig(OptimizerConfig):
     _target_: str = "torch.optim.SGD"
-    momentum: float = 0.0
+    momentum: float = checked(0.0, MOMENTUM)
     # Nesterov's momentum (needs momentum > 0), as the reference recipes' SGD.
     nesterov: bool = False
 
@@ -244,7 +292,16 @@ class SGDConfig(OptimizerConfig):
 @dataclass
 class AdamConfig(OptimizerConfig):
     _target_: str = "torch.optim.Adam"
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    # An average kept whole (a beta of 1) never takes a gradient in.
+    betas: list[float] = checked(
+        rule=Numbers(
+            SHARE,
+            count=2,
+            means="the shares of the averages of the gradients and of their squares kept at each "
+            "step (e.g. [0.9, 0.999])",
+        ),
+        factory=lambda: [0.9, 0.999],
+    )
 
 
 @dataclass
@@ -259,9 +316,14 @@ class RMSpropConfig(OptimizerConfig):
     _target_: str = "torch.optim.RMSprop"
     # The moving average's smoothing constant of the squared gradients, and the term added to
     # their root (the reference recipes' MobileNet and EfficientNet: alpha 0.9, eps 0.0316).
-    alpha: float = 0.99
-    eps: float = 1e-8
-    momentum: float = 0.0
+    alpha: float = checked(
+        0.99, SHARE.but(means="the share of the average of the squared gradients kept (e.g. 0.99)")
+    )
+    # (0 would divide a gradient of 0 by 0.)
+    eps: float = checked(
+        1e-8, Number("> 0", means="added to the divisor of every step (e.g. 1e-08)")
+    )
+    momentum: float = checked(0.0, MOMENTUM)
 
 
 @dataclass
@@ -269,20 +331,24 @@ class SchedulerConfig:
     """A learning-rate schedule: `_target_` is built with the optimizer and the number of times
     it will be stepped in the whole run (epochs, or optimizer steps)."""
 
-    name: str = MISSING
+    name: str = checked(MISSING, text())
     _target_: str = MISSING
     _partial_: bool = True
     interval: Interval = Interval.epoch
     # Epochs of a linear rise from lr * start_factor to lr before the schedule, which then runs
     # over the rest of the run (0: none). Under interval=step, a share of an epoch is taken too.
-    warmup_epochs: float = 0.0
-    start_factor: float = 0.01
+    warmup_epochs: float = checked(0.0, Number(">= 0", unit="epochs", means="its length (0: none)"))
+    start_factor: float = checked(
+        0.01, Number("(0, 1]", means="the share of the lr the warm-up starts from")
+    )
 
 
 @dataclass
 class StepSchedulerConfig(SchedulerConfig):
     # Where the learning rate is multiplied by gamma, as shares of the run.
-    milestones: list[float] = field(default_factory=lambda: [0.5, 0.75])
+    milestones: list[float] = checked(
+        rule=Numbers(Number("(0, 1]"), means="shares of the run"), factory=lambda: [0.5, 0.75]
+    )
     gamma: float = 0.1
 
 
@@ -297,7 +363,7 @@ class CosineSchedulerConfig(SchedulerConfig):
 class WarmupCosineSchedulerConfig(CosineSchedulerConfig):
     # Share of the run spent rising linearly from lr * start_factor to lr (its warm-up, which
     # scheduler.warmup_epochs gives any other schedule in epochs).
-    warmup_fraction: float = 0.1
+    warmup_fraction: float = checked(0.1, SHARE.but(means="the share of the run spent warming up"))
 
 
 @dataclass
@@ -307,7 +373,9 @@ class OneCycleSchedulerConfig(SchedulerConfig):
     # lr a constant schedule could take, e.g. 0.1 for Tudui with sgd_momentum).
     max_lr: float | None = None
     # Share of the run spent rising to max_lr.
-    pct_start: float = 0.3
+    pct_start: float = checked(
+        0.3, Number("(0, 1)", means="the share of the run spent rising to max_lr")
+    )
 
 
 @dataclass
@@ -341,8 +409,10 @@ class MlflowTrackerConfig(TrackerConfig):
     tracking_uri: str | None = None
     # The experiment of runs outside a sweep (a sweep's jobs share one named by its folder).
     experiment: str = "runs"
-    # Seconds the run waits on one call to MLflow before it goes on without it.
-    timeout: float = TRACKER_TIMEOUT
+    timeout: float = checked(
+        TRACKER_TIMEOUT,
+        SECONDS.but(means="how long a run waits on MLflow before going on without it"),
+    )
 
 
 @dataclass
@@ -351,8 +421,10 @@ class WandbTrackerConfig(TrackerConfig):
     project: str = "experiments"
     # null: the account's default entity (user or team).
     entity: str | None = None
-    # Seconds the run waits on one call to W&B (its start included) before it goes on without it.
-    timeout: float = TRACKER_TIMEOUT
+    # (One call: its start included.)
+    timeout: float = checked(
+        TRACKER_TIMEOUT, SECONDS.but(means="how long a run waits on W&B before going on without it")
+    )
 
 
 @dataclass
@@ -375,8 +447,8 @@ class CustomTaskConfig:
 class EarlyStoppingConfig:
     # Stop when trainer.monitor has not improved by more than min_delta for this many epochs
     # (null: never). Needs a validation split.
-    patience: int | None = None
-    min_delta: float = 0.0
+    patience: int | None = checked(None, FROM_ONE.or_null())
+    min_delta: float = checked(0.0, Number(">= 0"))
 
 
 @dataclass
@@ -385,31 +457,48 @@ class EmaConfig:
     # statistics), and evaluate, select and save it in the model's stead: the share of the
     # average kept at each optimizer step, in (0, 1), e.g. 0.9999 (about the last 10000 steps);
     # null: none. (experiments.training.ema; torchvision's --model-ema, timm's ModelEmaV3.)
-    decay: float | None = None
+    decay: float | None = checked(
+        None,
+        Number("(0, 1)", means="the share kept at each optimizer step (e.g. 0.9999)").or_null(
+            "no average"
+        ),
+    )
     # Update the average every this many optimizer steps (keeping decay ** every of it).
-    every: int = 1
+    every: int = checked(1, FROM_ONE)
     # Raise the decay linearly from nearly 0 (a copy of the model) to decay over this many
     # optimizer steps, so that the average does not stay near the initial weights.
-    warmup_steps: int = 0
+    warmup_steps: int = checked(0, FROM_ZERO)
+
+
+# A limit of the evaluation to a number of images of each split, or to a share of each; the other
+# limit is named.
+IMAGES = Number(">= 1", whole=True, unit="images").or_null()
+SPLIT = Number("(0, 1]").or_null()
 
 
 @dataclass
 class TrainerConfig:
-    epochs: int = 10
+    epochs: int = checked(10, FROM_ONE)
     # The batch of one optimizer step (of all processes together under torchrun), or auto: the
     # largest power of two that trains on the device (one real step per try: until a GPU runs
     # out of memory, or the process's peak memory passes memory_budget_gb on the CPU, or the
     # training split runs out), halved auto_batch_halvings times. The learning rate is as given.
-    # (Any: a number or auto; checked by config.validate.)
-    batch_size: Any = 64
+    # (Any: a number or auto.) A saved config's is the batch its run trained with.
+    batch_size: Any = checked(
+        64,
+        BATCH.or_(AUTO_BATCH, "the largest batch that trains on the device"),
+        saved=BATCH.but(means="the batch its run trained with (its search's, for auto)"),
+    )
     # The CPU's budget for batch_size=auto, in GiB of the process's peak resident memory (what
     # results.json records as peak_host_memory_mb): a CPU swaps rather than fails, so the search
     # needs a bound; 4 leaves most of a laptop's memory to the rest of it.
-    memory_budget_gb: float = 4.0
+    memory_budget_gb: float = checked(
+        4.0, Number("> 0", unit="GiB", means="the process's peak memory the CPU's search allows")
+    )
     # With batch_size=auto, train at the largest batch halved this many times: a sweep over it
     # (experiment=batch_scaling) runs each device from a small batch up to its largest.
-    auto_batch_halvings: int = 0
-    seed: int = 0
+    auto_batch_halvings: int = checked(0, FROM_ZERO)
+    seed: int = checked(0, SEED)
     # Only deterministic algorithms (and cuBLAS's fixed workspace): slower on some GPU ops.
     deterministic: bool = False
     # cuDNN times its convolution algorithms for each new input shape and keeps the fastest
@@ -417,9 +506,9 @@ class TrainerConfig:
     # bench/paired.py). Not with trainer.deterministic.
     cudnn_benchmark: bool = False
     # Save checkpoints/last.pt every this many epochs (and always after the last).
-    checkpoint_every: int = 1
+    checkpoint_every: int = checked(1, FROM_ONE)
     # CPU threads torch may use (null: torch's default, one per core); 1 suits parallel sweeps.
-    threads: int | None = None
+    threads: int | None = checked(None, FROM_ONE.or_null())
     precision: Precision = Precision.fp32
     # Model and input in channels-last memory format; null: on the CPU, where it measured much
     # faster (docs/speed.md), and off on GPUs, where it is not measured here.
@@ -434,29 +523,35 @@ class TrainerConfig:
     # Let glibc's malloc keep freed memory for reuse (Linux): much faster on the CPU.
     keep_freed_memory: bool = True
     # Training steps between logged losses (console, metrics.jsonl, TensorBoard).
-    log_interval: int = 20
+    log_interval: int = checked(20, FROM_ONE)
     # Stop each epoch's training after this many batches (null: all): a number of steps,
     # whatever the batch size (with trainer.accumulate_batches=K, a K-th of it).
-    limit_train_batches: int | None = None
+    limit_train_batches: int | None = checked(None, FROM_ONE.or_null())
     # Train on the same N batches every epoch (null: the whole split, shuffled anew): drawn once
     # by trainer.seed, in the same order each time (debug=overfit). A model and loss that are
     # right drive their loss toward 0 on them; one that cannot has a bug.
-    overfit_batches: int | None = None
+    overfit_batches: int | None = checked(None, FROM_ONE.or_null())
     # Evaluate (validation and test) on this many images of each split, or on this fraction of
     # each, e.g. 0.2 (null: all; set one of the two): the same images whatever the batch size,
     # and for every run of the same data (drawn by a fixed seed: experiments.data.subset).
-    limit_eval_images: int | None = None
-    limit_eval_fraction: float | None = None
+    limit_eval_images: int | None = checked(
+        None, IMAGES.but(means="a share is trainer.limit_eval_fraction=0.2")
+    )
+    limit_eval_fraction: float | None = checked(
+        None, SPLIT.but(means="a number is trainer.limit_eval_images=N")
+    )
     # The validation metric that selects the run's epoch (checkpoints/best.pt), null: the task's
     # first (val_accuracy, val_rmse); with mode auto, the best value the task's way (the highest
     # accuracy, the lowest loss). Never a test metric.
-    monitor: str | None = None
-    monitor_mode: Mode = Mode.auto
+    monitor: str | None = checked(None, text("the name of a validation metric").or_null())
+    monitor_mode: Mode = checked(Mode.auto, one_of([mode.name for mode in Mode]))
     early_stopping: EarlyStoppingConfig = field(default_factory=EarlyStoppingConfig)
     # Clip the gradients' total norm to this before each step (null: no clipping).
-    gradient_clip: float | None = None
+    gradient_clip: float | None = checked(
+        None, Number("> 0", means="the gradients' largest norm").or_null("no clipping")
+    )
     # Label smoothing of the training loss (validation and test losses are plain cross-entropy).
-    label_smoothing: float = 0.0
+    label_smoothing: float = checked(0.0, SHARE)
     # At the end, draw the test split's confusion matrix at the selected epoch (TensorBoard and
     # confusion_matrix.png; up to 100 classes). Its counts are in the checkpoint either way.
     confusion_matrix: bool = True
@@ -469,8 +564,12 @@ class TrainerConfig:
     # first: accuracy, rmse) at or above it, or at or below it for a metric better low (null:
     # not measured). target_accuracy=0.5 is target_metric=accuracy target_value=0.5.
     target_metric: str | None = None
-    target_value: float | None = None
-    target_accuracy: float | None = None
+    target_value: float | None = checked(
+        None, Number(means="the value of trainer.target_metric to reach").or_null()
+    )
+    target_accuracy: float | None = checked(
+        None, Number("(0, 1]", means="a share of the images (e.g. 0.5 for 50%)").or_null()
+    )
     # Every run divides its training FLOP/s by its devices' matrix-product peak in the precision
     # its model computes in (its MFU), measured once per machine and kept in the user's cache
     # (measuring.peak_cache; python -m experiments.devices lists them). true: measure it afresh (a
@@ -481,11 +580,13 @@ class TrainerConfig:
     profile: bool = False
     # Add up the gradients of this many batches before each optimizer step: a step of
     # batch_size * accumulate_batches images, in the memory of batch_size.
-    accumulate_batches: int = 1
+    accumulate_batches: int = checked(1, FROM_ONE)
     # Under device=ddp on GPUs: BatchNorm layers normalize by the statistics of every process's
     # images (torch's SyncBatchNorm), not each process's share alone.
     sync_batchnorm: bool = False
-    ema: EmaConfig = field(default_factory=EmaConfig)
+    ema: EmaConfig = checked(
+        rule=settings("the moving average's settings", EmaConfig), factory=EmaConfig
+    )
 
 
 @dataclass
@@ -522,15 +623,17 @@ class ServingConfig:
     (`run.inference_benchmark`)."""
 
     # The batch throughput is measured at (null: the batch its run trained with).
-    batch_size: int | None = None
+    batch_size: int | None = checked(None, BATCH.or_null("the batch its run trained with"))
     # Timed calls at batch 1 (p99 needs 100 at least), after warmup_calls untimed ones (the
     # first calls allocate, compile, choose algorithms).
-    latency_calls: int = 100
-    warmup_calls: int = 10
+    latency_calls: int = checked(
+        100, Number(f">= {LEAST_LATENCY_CALLS}", whole=True, means="fewer leave p99 a guess")
+    )
+    warmup_calls: int = checked(10, FROM_ZERO)
     # Throughput: this many rounds (their median, min and max), each of whole batches that
     # take round_seconds at least.
-    rounds: int = 5
-    round_seconds: float = 0.5
+    rounds: int = checked(5, FROM_ONE)
+    round_seconds: float = checked(0.5, SECONDS)
 
 
 @dataclass
@@ -547,13 +650,13 @@ class EvalSchema:
     dataset: DatasetConfig | None = None
     device: DeviceConfig = MISSING
     placement: PlacementConfig = MISSING
-    batch_size: int = 256
+    batch_size: int = checked(256, FROM_ONE)
     # Evaluate on this many test images, or on this fraction of the test split (set one of the
     # two). Both null: the images its run was tested on (trainer.limit_eval_images or
     # trainer.limit_eval_fraction) where the dataset is its run's, else the whole split;
     # limit_fraction=1: the whole split.
-    limit_images: int | None = None
-    limit_fraction: float | None = None
+    limit_images: int | None = checked(None, IMAGES.but(means="a share is limit_fraction=0.2"))
+    limit_fraction: float | None = checked(None, SPLIT.but(means="a number is limit_images=N"))
     # How the model computes, for the accuracy and the benchmark alike (as the trainer's keys):
     # autocast precision, channels-last memory format (null: on the CPU), torch.compile's
     # backend (null: eager) and inductor's mode, and torch's CPU threads (null: one per core).
@@ -561,13 +664,13 @@ class EvalSchema:
     channels_last: bool | None = None
     compile: str | None = None
     compile_mode: str | None = None
-    threads: int | None = None
+    threads: int | None = checked(None, FROM_ONE.or_null())
     # Also measure how fast the model answers (`serving`): latency, throughput, memory, energy.
     benchmark: bool = False
     serving: ServingConfig = field(default_factory=ServingConfig)
     # Which test images the benchmark feeds (drawn with it): its repeats, as trainer.seed is a
     # training run's (-m seed=0,1,2 gives the report's spread and verdicts).
-    seed: int = 0
+    seed: int = checked(0, SEED)
     # Where the evaluation's numbers go besides results.json (as a training run's tracker).
     tracker: dict[str, TrackerConfig] = field(default_factory=dict)
 

@@ -26,7 +26,8 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.config import trust
 from experiments.config.build import as_text, reads_environment, with_current_targets
-from experiments.config.validate import saved_config_refusal, whole_number
+from experiments.config.checks import whole_number
+from experiments.config.validate import saved_config_refusal
 from experiments.core.errors import ExperimentError, one_line
 from experiments.core.files import (
     CHECKPOINT,

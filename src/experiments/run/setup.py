@@ -20,12 +20,12 @@ from torch import nn
 
 from experiments.config.build import build
 from experiments.config.choices import Precision, Preload
-from experiments.config.schemas import DatasetConfig, DeviceConfig
-from experiments.config.validate import (
+from experiments.config.compile_checks import (
     CompileBackends,
     cuda_graphs_need_a_gpu,
     debugging_backend,
 )
+from experiments.config.schemas import DatasetConfig, DeviceConfig
 from experiments.core.errors import ExperimentError
 from experiments.data import loading, validation
 from experiments.data.types import ImageData
