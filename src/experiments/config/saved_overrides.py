@@ -22,15 +22,7 @@ from hydra.errors import HydraException
 from experiments.config.metric_names import BEFORE_TASKS
 from experiments.config.renamed_keys import in_todays_keys
 from experiments.config.saved_yaml import read_saved_yaml
-from experiments.config.trust import (
-    refuse_untrusted,
-    setting_refused,
-    settings_named,
-    targets_named,
-    typed_again,
-    typed_as,
-    unshipped_setting,
-)
+from experiments.config.trust import Built, refuse_untrusted
 from experiments.core.errors import ExperimentError
 from experiments.core.files import RECORD, Unparsed, UnreadableFile, as_json, read_data
 
@@ -181,16 +173,9 @@ def _refuse_untrusted(given: str, saved: list[Override], typed: list[str]) -> No
                 f"({override.input_line}), which no run's saved overrides do; it was not written "
                 "by this tool, or it was altered, and was not used"
             )
-    typed_targets = typed_as(targets_named(typed))
-    where = f"{given}: its .hydra/overrides.yaml"
     lines = [override.input_line or "" for override in saved]
-    refuse_untrusted(targets_named(lines), typed_targets, where, typed_again)
-    unshipped = unshipped_setting(sorted(settings_named(lines)), settings_named(typed))
-    if unshipped:
-        raise ExperimentError(
-            f"{where} {setting_refused(unshipped)}; nothing read from a file sets one elsewhere "
-            f"unless you type it: +{unshipped}=<value>"
-        )
+    where = f"{given}: its .hydra/overrides.yaml"
+    refuse_untrusted(Built.in_overrides(lines), Built.in_overrides(typed), where)
 
 
 def _saved_overrides(saved: Path, given: str) -> list[str]:
