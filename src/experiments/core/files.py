@@ -290,10 +290,17 @@ class Unparsed(ValueError):
 T = TypeVar("T")
 
 
+def as_text(file: IO[bytes]) -> str:
+    try:
+        return file.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise Unparsed("is not text (not UTF-8)") from None
+
+
 def read_data(
     path: str | os.PathLike[str],
     bound: Bound,
-    parse: Callable[[IO[bytes]], T],
+    parse: Callable[[IO[bytes]], T] = as_text,
     *,
     name: str | None = None,
     what_is_valid: str | None = None,
@@ -311,13 +318,6 @@ def read_data(
         raise UnreadableFile(said, wrong.why, wrong.what_is_valid) from None
     except OSError as error:
         raise UnreadableFile(said, f"cannot be read ({error.strerror or error})") from error
-
-
-def as_text(file: IO[bytes]) -> str:
-    try:
-        return file.read().decode("utf-8")
-    except UnicodeDecodeError:
-        raise Unparsed("is not text (not UTF-8)") from None
 
 
 def as_json(file: IO[bytes]) -> Any:

@@ -149,8 +149,6 @@ def _reading(record: str) -> Iterator[None]:
     nested too deep) to read `record`, a file in the run folder, as UnreadableRun."""
     try:
         yield
-    except ExperimentError:
-        raise  # a reader's, which names the file
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
