@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from experiments.config.overrides import with_saved_overrides
+from experiments.core.errors import ExperimentError
 from helpers import QUICK, ROOT, results, train_cli
 
 # Each hook as it is called, appended to hooks.jsonl in the run folder.
@@ -143,3 +145,19 @@ def test_a_callback_that_cannot_be_one_is_refused_in_one_line(
     found = results(done.run_dir)
     assert found["status"] == "failed"
     assert line.removeprefix("Error: ") == found["reason"]
+
+
+@pytest.mark.parametrize("key", ["resume", "replay"])
+def test_a_saved_callback_is_built_again_only_when_typed_again(tmp_path: Path, key: str) -> None:
+    """A run folder's overrides are data: the callback they name is its author's code."""
+    (tmp_path / ".hydra").mkdir()
+    saved = "+callbacks.seen._target_=my_hooks.Hooks"
+    (tmp_path / ".hydra" / "overrides.yaml").write_text(f"- {saved}\n- trainer.epochs=2\n")
+    with pytest.raises(ExperimentError) as refused:
+        with_saved_overrides([f"{key}={tmp_path}"])
+    assert str(refused.value) == (
+        f"{key}={tmp_path}: its .hydra/overrides.yaml would build my_hooks.Hooks "
+        "(callbacks.seen._target_), not one this project ships; nothing read from a file is "
+        f"built unless you type it: type {saved} if you trust it"
+    )
+    assert saved in with_saved_overrides([f"{key}={tmp_path}", saved])

@@ -9,14 +9,15 @@ import torch
 from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.config.trust import (
+    NOTHING_TYPED,
     TORCH_OPTIMIZERS,
+    Built,
     Target,
     is_shipped,
     refuse_untrusted,
     targets_in,
     targets_named,
     typed_again,
-    typed_as,
 )
 from experiments.core.errors import ExperimentError
 
@@ -70,9 +71,9 @@ def test_shipped_are_the_options_targets_and_torchs_optimizers_in_their_slots(
 )
 def test_a_shipped_target_in_another_slot_is_refused_naming_both(found: Target, said: str) -> None:
     with pytest.raises(ExperimentError) as error:
-        refuse_untrusted([found], set(), "checkpoint x.pt", typed_again)
+        refuse_untrusted(Built((found,)), NOTHING_TYPED, "checkpoint x.pt", typed_again)
     assert str(error.value).startswith(f"checkpoint x.pt {said}; ")
-    refuse_untrusted([found], typed_as([found]), "checkpoint x.pt", typed_again)  # typed: built
+    refuse_untrusted(Built((found,)), Built((found,)), "checkpoint x.pt")  # typed: built
 
 
 def test_a_target_inside_anothers_arguments_is_nested() -> None:

@@ -24,7 +24,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
 from experiments.core.errors import ExperimentError
-from experiments.core.files import read_yaml
+from experiments.core.files import RECORD, as_yaml, read_data
 from experiments.core.text import display_path
 
 # Longest job folder name; the job number alone keeps names unique, the rest is for people.
@@ -115,7 +115,7 @@ def _swept_on_command_line(multirun_yaml: str) -> frozenset[str]:
 def _recorded_sweep(multirun_yaml: Path) -> dict[str, Any]:
     """The `hydra` section of a sweep's multirun.yaml (its sweeper and its command line), or one
     line naming the file where it holds none."""
-    recorded = read_yaml(multirun_yaml)
+    recorded = read_data(multirun_yaml, RECORD, as_yaml)
     hydra = recorded.get("hydra") if isinstance(recorded, dict) else None
     sweeper = hydra.get("sweeper") if isinstance(hydra, dict) else None
     overrides = hydra.get("overrides") if isinstance(hydra, dict) else None

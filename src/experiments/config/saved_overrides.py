@@ -11,7 +11,6 @@ some of which Hydra's grammar cannot read.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 from pathlib import Path
@@ -23,17 +22,9 @@ from hydra.errors import HydraException
 from experiments.config.metric_names import BEFORE_TASKS
 from experiments.config.renamed_keys import in_todays_keys
 from experiments.config.saved_yaml import read_saved_yaml
-from experiments.config.trust import (
-    refuse_untrusted,
-    setting_refused,
-    settings_named,
-    targets_named,
-    typed_again,
-    typed_as,
-    unshipped_setting,
-)
+from experiments.config.trust import Built, refuse_untrusted
 from experiments.core.errors import ExperimentError
-from experiments.core.files import RECORD, read_text
+from experiments.core.files import RECORD, Unparsed, UnreadableFile, as_json, read_data
 
 # Where the run ran: the command that brings it back says that anew.
 WHERE_IT_RAN = ("resume=", "replay=", "hydra.run.dir=")
@@ -140,13 +131,13 @@ def _metrics_measured(folder: Path, saved: list[Override]) -> list[str]:
     config = folder / ".hydra" / "config.yaml"
     try:
         loaded = read_saved_yaml(config) if config.is_file() else {"task": {}}
-    except ValueError:
+    except UnreadableFile:
         loaded = {"task": {}}
     task = loaded.get("task") if isinstance(loaded, dict) else None
     declared = task.get("metrics") if isinstance(task, dict) else BEFORE_TASKS.ways()
     if not declared and any(override.key_or_group == "task._target_" for override in saved):
-        with contextlib.suppress(OSError, ValueError, AttributeError):
-            declared = json.loads(read_text(folder / "results.json", RECORD)).get("task_metrics")
+        with contextlib.suppress(UnreadableFile, AttributeError):
+            declared = read_data(folder / "results.json", RECORD, as_json).get("task_metrics")
     ways = declared.items() if isinstance(declared, dict) else ()
     if not ways or not all(
         f"{name}".isidentifier() and way in ("max", "min") for name, way in ways
@@ -163,7 +154,7 @@ def _batch_size(config: Path) -> int | None:
     """The trainer.batch_size a run's config.yaml holds; None where it holds none."""
     try:
         loaded = read_saved_yaml(config)
-    except ValueError:
+    except UnreadableFile:
         return None
     trainer = loaded.get("trainer") if isinstance(loaded, dict) else None
     size = trainer.get("batch_size") if isinstance(trainer, dict) else None
@@ -182,16 +173,9 @@ def _refuse_untrusted(given: str, saved: list[Override], typed: list[str]) -> No
                 f"({override.input_line}), which no run's saved overrides do; it was not written "
                 "by this tool, or it was altered, and was not used"
             )
-    typed_targets = typed_as(targets_named(typed))
-    where = f"{given}: its .hydra/overrides.yaml"
     lines = [override.input_line or "" for override in saved]
-    refuse_untrusted(targets_named(lines), typed_targets, where, typed_again)
-    unshipped = unshipped_setting(sorted(settings_named(lines)), settings_named(typed))
-    if unshipped:
-        raise ExperimentError(
-            f"{where} {setting_refused(unshipped)}; nothing read from a file sets one elsewhere "
-            f"unless you type it: +{unshipped}=<value>"
-        )
+    where = f"{given}: its .hydra/overrides.yaml"
+    refuse_untrusted(Built.in_overrides(lines), Built.in_overrides(typed), where)
 
 
 def _saved_overrides(saved: Path, given: str) -> list[str]:
@@ -200,10 +184,11 @@ def _saved_overrides(saved: Path, given: str) -> list[str]:
     overrides name ckpt=) is refused too."""
     try:
         overrides = _overrides_in(saved)
-    except ValueError as wrong:
+    except (UnreadableFile, Unparsed) as wrong:
         raise ExperimentError(
-            f"{given}: its .hydra/overrides.yaml {wrong}, where Hydra wrote the run's overrides "
-            "as a YAML list of key=value; put it back from a copy, or write them there again"
+            f"{given}: its .hydra/overrides.yaml {wrong.why}, where Hydra wrote the run's "
+            "overrides as a YAML list of key=value; put it back from a copy, or write them there "
+            "again"
         ) from None
     evaluated = [override for override in overrides if override.startswith("ckpt=")]
     if evaluated:
@@ -216,15 +201,15 @@ def _saved_overrides(saved: Path, given: str) -> list[str]:
 
 
 def _overrides_in(saved: Path) -> list[str]:
-    """The list of overrides in `saved`; ValueError saying what else it holds."""
+    """The list of overrides in `saved`; UnreadableFile or Unparsed saying what else it holds."""
     # As written: an override's ${...} is Hydra's to resolve, in the run's config.
     entries = read_saved_yaml(saved)
     if not isinstance(entries, list):
-        raise ValueError("holds no list")
+        raise Unparsed("holds no list")
     for entry in entries:
         # Hydra's forms: key=value, +key=value, ++key=value, ~key and ~key=value.
         if not isinstance(entry, str) or not ("=" in entry or entry.startswith("~")):
-            raise ValueError(f"holds {entry!r}, which is no override (key=value)")
+            raise Unparsed(f"holds {entry!r}, which is no override (key=value)")
     return entries
 
 

@@ -7,12 +7,12 @@ grows as a power of their depth (a "billion laughs"), every copy of which OmegaC
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 from yaml.events import AliasEvent
 
-from experiments.core.files import MIB, PUT_BACK, Bound, read_text
+from experiments.core.files import MIB, PUT_BACK, Bound, Unparsed, not_yaml, read_data
 
 # A run's overrides and config are a few kilobytes; a file beyond a mebibyte is not one.
 SAVED_YAML = Bound("a run's saved configuration", MIB, PUT_BACK)
@@ -37,21 +37,23 @@ class _WithoutAliases(yaml.SafeLoader):
 
 
 def read_saved_yaml(path: Path) -> Any:
-    """The plain data in the YAML file `path`; ValueError saying what it is instead, in words that
-    follow its name: not text, not YAML, or holding an anchor or alias (and, in one line naming
-    it, ExperimentError for a file that is not a regular one of a mebibyte at most)."""
+    """The plain data in the YAML file `path`; UnreadableFile where it is not text, not YAML, or
+    holds an anchor or alias (`why` follows its name), and, in one line naming it, ExperimentError
+    for a file that is not a regular one of a mebibyte at most."""
+    return read_data(path, SAVED_YAML, _without_aliases)
+
+
+def _without_aliases(file: IO[bytes]) -> Any:
     try:
-        text = read_text(path, SAVED_YAML)
+        text = file.read().decode("utf-8")
     except UnicodeDecodeError:
-        raise ValueError("is not text") from None
+        raise Unparsed("is not text") from None
     try:
         return yaml.load(text, Loader=_WithoutAliases)  # (a SafeLoader)
+    except yaml.YAMLError as error:
+        raise Unparsed(not_yaml(error)) from None
     except _Aliased as aliased:
-        raise ValueError(
+        raise Unparsed(
             f"holds a YAML anchor or alias (&name, *name) at line {aliased.line}, which Hydra "
             "never writes"
         ) from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ValueError(f"is not YAML ({getattr(error, 'problem', None)}{where})") from None

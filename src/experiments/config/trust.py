@@ -167,21 +167,6 @@ def settings_named(overrides: Iterable[str]) -> set[str]:
     return found
 
 
-def unshipped_setting(settings: Iterable[str], typed: Iterable[str] = ()) -> str | None:
-    """The first of `settings` (keys) neither where the project's schemas set one
-    (`shipped_settings`) nor in `typed`."""
-    allowed = shipped_settings() | set(typed)
-    return next((key for key in settings if key not in allowed), None)
-
-
-def setting_refused(key: str) -> str:
-    """Why a setting at `key` (`model._partial_`) read from a file is refused."""
-    return (
-        f"sets {key}, which changes what its section builds; the project sets such keys only at "
-        f"{', '.join(sorted(shipped_settings()))}"
-    )
-
-
 def is_shipped(target: str, slot: str) -> bool:
     """Whether the project ships `target` to fill `slot` (`model`, `dataset.source`)."""
     return target in shipped_targets().get(slot, ())
@@ -295,23 +280,45 @@ def _package(text: str, group: str) -> str:
     return group
 
 
-def typed_as(targets: Iterable[Target]) -> set[tuple[str, str]]:
-    """Targets the user typed, each with its key: typing `model._target_=my.Net` allows my.Net
-    as the model, not anywhere else."""
-    return {(found.key, found.target) for found in targets}
+@dataclass(frozen=True)
+class Built:
+    """What a config would build: its targets, and the keys of its instantiate settings
+    (`model._partial_`). Also what the user typed, which a config read from a file may build."""
+
+    targets: tuple[Target, ...] = ()
+    settings: tuple[str, ...] = ()
+
+    @classmethod
+    def in_config(cls, config: Any, path: str = "") -> Built:
+        """What `config` (plain data; at `path` in a whole config) builds."""
+        return cls(tuple(targets_in(config, path)), tuple(settings_in(config, path)))
+
+    @classmethod
+    def in_overrides(cls, overrides: Iterable[str]) -> Built:
+        """What command-line overrides (typed now, or a run folder's) build."""
+        lines = list(overrides)
+        return cls(tuple(targets_named(lines)), tuple(sorted(settings_named(lines))))
+
+    def __or__(self, other: Built) -> Built:
+        return Built(self.targets + other.targets, self.settings + other.settings)
 
 
-def refuse_untrusted(
-    targets: Iterable[Target],
-    typed: set[tuple[str, str]],
-    source: str,
-    allow: Callable[[Target], str],
-) -> None:
-    """Refuse the first target that is neither typed now, at its key (`typed_as`), nor shipped
-    for its slot (and outermost); `source` says where it was read, `allow(target)` how the user
-    lets it be built."""
-    for found in targets:
-        typed_there = (found.key, found.target) in typed
+# What nothing typed allows: a checkpoint's config, read before any command line is.
+NOTHING_TYPED = Built()
+
+
+def refusal(
+    built: Built, typed: Built = NOTHING_TYPED, allow: Callable[[Target], str] | None = None
+) -> str | None:
+    """The one check of what a config read from a file builds: why it may not, in words that
+    follow where it was read, or None. A target must be typed now at its key (typing
+    `model._target_=my.Net` allows my.Net as the model, not anywhere else) or shipped for its
+    slot, outermost; an instantiate setting typed at its key or where the project's schemas set
+    one. `allow(target)` says how the user lets a target be built; with none, a setting's
+    refusal says no more than why (a checkpoint's, which nothing typed allows)."""
+    typed_targets = {(found.key, found.target) for found in typed.targets}
+    for found in built.targets:
+        typed_there = (found.key, found.target) in typed_targets
         if typed_there or (is_shipped(found.target, found.slot) and not found.nested):
             continue
         slots = slots_of(found.target)
@@ -321,10 +328,27 @@ def refuse_untrusted(
             why = "inside another target's arguments"
         else:
             why = f"which this project ships as {' and '.join(slots)}, not as {found.slot}"
-        raise ExperimentError(
-            f"{source} would build {found.target} ({found.key}), {why}; nothing read from a "
-            f"file is built unless you type it: {allow(found)}"
-        )
+        told = f"; nothing read from a file is built unless you type it: {allow(found)}"
+        return f"would build {found.target} ({found.key}), {why}" + (told if allow else "")
+    allowed = shipped_settings() | set(typed.settings)
+    unshipped = next((key for key in built.settings if key not in allowed), None)
+    if unshipped is None:
+        return None
+    told = f"; nothing read from a file sets one elsewhere unless you type it: +{unshipped}=<value>"
+    return (
+        f"sets {unshipped}, which changes what its section builds; the project sets such keys "
+        f"only at {', '.join(sorted(shipped_settings()))}" + (told if allow else "")
+    )
+
+
+def refuse_untrusted(
+    built: Built, typed: Built, source: str, allow: Callable[[Target], str] | None = None
+) -> None:
+    """Refuse in one line what `refusal` refuses; `source` says where the config was read,
+    `allow` how to let a target be built (`typed_again` by default)."""
+    why = refusal(built, typed, allow or typed_again)
+    if why is not None:
+        raise ExperimentError(f"{source} {why}")
 
 
 def typed_again(found: Target) -> str:

@@ -6,9 +6,10 @@ neither writes through a link (one in the file's place is replaced). Locks are P
 which the system releases when their process dies. A failed write is one line naming the file
 (`writing`).
 
-Every file read that the tool did not ship goes through `opened` (or `read_text`,
-`read_json_lines`, `read_yaml`): only a regular file, no larger than its kind's `Bound`, so a
-named pipe or /dev/zero is refused by name before it is read.
+Every file read that the tool did not ship goes through `read_data` (or, for a reader that
+streams, `opened`): only a regular file, no larger than its kind's `Bound`, so a named pipe or
+/dev/zero is refused by name before it is read; what its parser finds wrong is one
+`UnreadableFile` naming the file.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import yaml
 
@@ -184,18 +185,6 @@ def opened(
         yield file
 
 
-def read_text(
-    path: str | os.PathLike[str],
-    bound: Bound,
-    what_is_valid: str | None = None,
-    encoding: str = "utf-8",
-) -> str:
-    """The text of the file at `path`, read through `opened`; UnicodeDecodeError where it is not
-    text in `encoding`."""
-    with opened(path, bound, what_is_valid) as file:
-        return file.read().decode(encoding)
-
-
 class _BoundedReader(io.RawIOBase):
     """An open file read no further than `bound.most` bytes into it."""
 
@@ -277,17 +266,82 @@ def size_text(size: int) -> str:
     return f"{size} bytes"
 
 
-def read_json_lines(path: Path) -> list[dict[str, Any]]:
-    """The rows of a file a process appends JSON lines to (at most a `LOG`'s size). A last line
-    cut short is left out: it is the row a killed process was writing (a complete row ends with a
-    newline)."""
+class UnreadableFile(ExperimentError):
+    """A file from elsewhere that is not what its reader takes (not text, not JSON, a row cut
+    short mid-file), in one line naming it; `why` follows its name, for a reader that names the
+    file in its own words. A file refused unread (a named pipe, one too large) is a plain
+    ExperimentError: a reader that passes over a damaged file never passes over that."""
+
+    def __init__(self, name: str, why: str, what_is_valid: str | None = None) -> None:
+        super().__init__(f"{name} {why}; {what_is_valid}" if what_is_valid else f"{name} {why}")
+        self.why = why
+
+
+class Unparsed(ValueError):
+    """What a parser (`as_json`, ...) says of bytes not of its format, in words that follow the
+    file's name, and what would be valid (None: the file's `Bound`'s)."""
+
+    def __init__(self, why: str, what_is_valid: str | None = None) -> None:
+        super().__init__(why)
+        self.why = why
+        self.what_is_valid = what_is_valid
+
+
+T = TypeVar("T")
+
+
+def as_text(file: IO[bytes]) -> str:
     try:
-        text = read_text(path, LOG)
+        return file.read().decode("utf-8")
+    except UnicodeDecodeError:
+        raise Unparsed("is not text (not UTF-8)") from None
+
+
+def read_data(
+    path: str | os.PathLike[str],
+    bound: Bound,
+    parse: Callable[[IO[bytes]], T] = as_text,
+    *,
+    name: str | None = None,
+    what_is_valid: str | None = None,
+) -> T:
+    """The file at `path`, a file the tool did not ship, parsed by `parse` (`as_text`,
+    `as_json`, `as_json_lines`, `as_yaml`, or a reader's own, such as torch.load's) from a
+    regular file within `bound` (`opened`). What `parse` finds wrong (`Unparsed`), and a file
+    that cannot be opened (its `__cause__` the OSError), is UnreadableFile, naming the file
+    as `name` (its path by default)."""
+    said = name or display_path(Path(path))
+    try:
+        with opened(path, bound, what_is_valid) as file:
+            return parse(file)
+    except Unparsed as wrong:
+        raise UnreadableFile(said, wrong.why, wrong.what_is_valid) from None
+    except OSError as error:
+        raise UnreadableFile(said, f"cannot be read ({error.strerror or error})") from error
+
+
+def as_json(file: IO[bytes]) -> Any:
+    try:
+        return json.loads(as_text(file))
+    except json.JSONDecodeError as error:
+        raise Unparsed(
+            f"is not JSON ({error.msg}: line {error.lineno} column {error.colno})"
+        ) from None
+    except RecursionError:
+        raise Unparsed("is nested too deep to read") from None
+
+
+def as_json_lines(file: IO[bytes]) -> list[Any]:
+    """The rows of a file a process appends JSON lines to. A last line cut short is left out: it
+    is the row a killed process was writing (a complete row ends with a newline)."""
+    raw = file.read()
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as error:  # a binary file, or another file copied over it
-        number = error.object[: error.start].count(b"\n") + 1
-        raise ExperimentError(
-            f"{display_path(path)} line {number} is not text (byte "
-            f"{error.object[error.start]:#04x} is not UTF-8); each line holds one JSON row"
+        number = raw[: error.start].count(b"\n") + 1
+        raise Unparsed(
+            f"line {number} is not text (byte {raw[error.start]:#04x} is not UTF-8)",
+            "each line holds one JSON row",
         ) from None
     lines = text.splitlines()
     rows = []
@@ -299,9 +353,9 @@ def read_json_lines(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as error:
             if number == len(lines) and not text.endswith("\n"):
                 break
-            raise ExperimentError(
-                f"{display_path(path)} line {number} is not a JSON row ({error.msg}); each line "
-                "holds one, and only the last may be cut short (by a killed run)"
+            raise Unparsed(
+                f"line {number} is not a JSON row ({error.msg})",
+                "each line holds one, and only the last may be cut short (by a killed run)",
             ) from None
     return rows
 
@@ -310,21 +364,25 @@ def read_json_lines(path: Path) -> list[dict[str, Any]]:
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def read_yaml(path: Path) -> Any:
-    """A YAML file Hydra wrote (multirun.yaml, a run's .hydra/ files), as plain data; one that is
-    not YAML is named in one line. LibYAML, far quicker than OmegaConf's loader (docs/speed.md),
-    for reading only: composing stays OmegaConf's (it reads `1e-3` as a number, YAML 1.1 a
-    string)."""
+def as_yaml(file: IO[bytes], loader: type = _YAML_LOADER) -> Any:
+    """A YAML file Hydra wrote (multirun.yaml, a run's .hydra/ files), as plain data. LibYAML,
+    far quicker than OmegaConf's loader (docs/speed.md), for reading only: composing stays
+    OmegaConf's (it reads `1e-3` as a number, YAML 1.1 a string)."""
     try:
-        return yaml.load(read_text(path, RECORD), Loader=_YAML_LOADER)
-    except (yaml.YAMLError, UnicodeDecodeError) as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        what = getattr(error, "problem", None) or "not text"
-        raise ExperimentError(
-            f"{display_path(path)} is not YAML ({what}{where}); Hydra wrote it as a record of the "
-            "run or sweep: put it back from a copy, or move it out of the folder"
+        return yaml.load(as_text(file), Loader=loader)
+    except (yaml.YAMLError, Unparsed) as error:
+        raise Unparsed(
+            not_yaml(error),
+            "Hydra wrote it as a record of the run or sweep: put it back from a copy, or move it "
+            "out of the folder",
         ) from None
+
+
+def not_yaml(error: Exception) -> str:
+    """What PyYAML's `error` (or `as_text`'s) says of a file, in words that follow its name."""
+    mark = getattr(error, "problem_mark", None)
+    where = f" at line {mark.line + 1}" if mark is not None else ""
+    return f"is not YAML ({getattr(error, 'problem', None) or 'not text'}{where})"
 
 
 @contextlib.contextmanager

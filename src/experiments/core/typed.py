@@ -2,7 +2,8 @@
 
 A file from elsewhere (copied, damaged, made up) is plain data of any shape; its reader declares
 the shape as a type (TypedDict, `list[...]`, `dict[str, ...]`, unions, `Literal[...]`, scalars)
-and `mismatch` checks the data against it before anything computes with it.
+and `mismatch` checks the data against it before anything computes with it (`checked`, where
+a record of another shape is refused).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import json
 import types
 from collections.abc import Callable
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is_typeddict
+
+from experiments.core.errors import ExperimentError
 
 # What a value of each type is called where it belongs.
 EXPECTED = {
@@ -40,6 +43,14 @@ def mismatch(value: Any, expected: Any, name: str, *, partial: bool = False) -> 
         return None
     where, problem = found
     return f"{name}: {where} {problem}" if where else f"{name} {problem}"
+
+
+def checked(value: Any, expected: Any, name: str, *, partial: bool = False) -> Any:
+    """`value`, once of type `expected` (`mismatch`): a reader's one way to refuse a record of
+    another shape, ExperimentError saying where and how."""
+    if (problem := mismatch(value, expected, name, partial=partial)) is not None:
+        raise ExperimentError(problem)
+    return value
 
 
 # A check of a value (at `where` in its record) against a type: what is wrong, or None.

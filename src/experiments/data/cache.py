@@ -30,7 +30,7 @@ import torch
 from torch.utils.data import Dataset
 
 from experiments.core.errors import ExperimentError
-from experiments.core.files import RECORD, locked, read_text
+from experiments.core.files import RECORD, as_json, locked, read_data
 from experiments.data.streaming import decode_all
 
 log = logging.getLogger("experiments")
@@ -92,7 +92,7 @@ def decoded(
                 log.warning("cache %s is %s: decoding again", entry, problem)
                 shutil.rmtree(entry)
             _build(dataset, entry, shape, workers)
-        meta = json.loads(read_text(entry / "meta.json", RECORD))
+        meta = read_data(entry / "meta.json", RECORD, as_json)
     images = torch.from_numpy(np.load(entry / "images.npy", mmap_mode="c"))
     labels = torch.from_numpy(np.load(entry / "labels.npy"))
     record = {
@@ -140,7 +140,7 @@ def _build(dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: 
         shutil.rmtree(temporary, ignore_errors=True)
         raise
     os.rename(temporary, entry)
-    meta = json.loads(read_text(entry / "meta.json", RECORD))
+    meta = read_data(entry / "meta.json", RECORD, as_json)
     log.info(
         "decoded %s images into %s (%.1f MB) in %.1f s",
         f"{meta['count']:,}",
@@ -178,10 +178,10 @@ def _write(dataset: Dataset, temporary: Path, shape: tuple[int, int, int], worke
 def _problem(entry: Path) -> str | None:
     """Why the entry cannot be used (missing, a file of the wrong size or content), or None."""
     try:
-        meta = json.loads(read_text(entry / "meta.json", RECORD))
+        meta = read_data(entry / "meta.json", RECORD, as_json)
         sizes = [(entry / name).stat().st_size for name in FILES]
         sizes_written, checksums = [meta["images_bytes"], meta["labels_bytes"]], meta["crc32"]
-    except (OSError, ValueError, KeyError, TypeError, ExperimentError):
+    except (OSError, KeyError, TypeError, ExperimentError):
         return "missing" if not entry.exists() else "incomplete"
     if sizes != sizes_written:
         return "torn (a file is not the size it was written with)"

@@ -30,7 +30,8 @@ from experiments.core.errors import ExperimentError
 from experiments.core.files import (
     IMAGE,
     RECORD,
-    read_text,
+    as_json,
+    read_data,
     refuse_special_file,
     write_text_atomically,
 )
@@ -259,9 +260,9 @@ def _kept_statistics(kept: Path) -> tuple[list[float], list[float], str] | None:
     if not kept.is_file():
         return None
     try:
-        saved = json.loads(read_text(kept, RECORD))
+        saved = read_data(kept, RECORD, as_json)
         mean, std, source = saved["mean"], saved["std"], saved["source"]
-    except (OSError, ValueError, KeyError, TypeError, ExperimentError) as error:
+    except (KeyError, TypeError, ExperimentError) as error:
         log.warning("statistics %s cannot be read (%r): computing them again", kept, error)
         return None
     return mean, std, f"{source}, read from {kept.resolve()}"

@@ -17,7 +17,7 @@ import math
 import pickle
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 from omegaconf import OmegaConf
@@ -31,7 +31,8 @@ from experiments.config.validate import saved_config_refusal
 from experiments.core.errors import ExperimentError, one_line
 from experiments.core.files import (
     CHECKPOINT,
-    opened,
+    Unparsed,
+    read_data,
     refuse_special_file,
     write_atomically,
     writing,
@@ -172,6 +173,27 @@ def to_resume(run: str, epochs: int, scheduler: str, *, completed: bool = True) 
     return checkpoint
 
 
+def _as_checkpoint(file: IO[bytes]) -> Any:
+    """What torch.load reads of a checkpoint, tensors and plain data only."""
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except ExperimentError:
+        raise  # grown past a checkpoint's bound as it was read
+    except pickle.UnpicklingError as error:
+        refused = next((line for line in str(error).splitlines() if "GLOBAL" in line), "")
+        what = f" ({refused.strip()})" if refused else ""
+        raise Unparsed(
+            f"holds more than tensors and plain data{what}, so it was not loaded: it was not "
+            "written by this tool, or it was altered"
+        ) from error
+    except Exception as error:  # a torn zip, a truncated file, bytes that are not a checkpoint
+        first_sentence = one_line(error).split(". ")[0]
+        raise Unparsed(
+            "cannot be read: it is truncated, corrupted or not a checkpoint at all (torch.load: "
+            f"{first_sentence})"
+        ) from error
+
+
 def _why_none(run: str) -> tuple[str, str]:
     """Why the run folder `run` has no checkpoints/last.pt, and what to do."""
     folder, last = Path(run) / LAST.parent, Path(run) / LAST
@@ -203,24 +225,7 @@ def find(path_or_run: str | Path) -> Path:
 def load(path: Path) -> dict[str, Any]:
     """Read a checkpoint written by `save`, onto the host (whatever device saved it), or say in
     one line why it cannot be used."""
-    try:
-        with opened(path, CHECKPOINT) as file:
-            state = torch.load(file, map_location="cpu", weights_only=True)
-    except ExperimentError:
-        raise  # not a regular file, or larger than a checkpoint may be
-    except pickle.UnpicklingError as error:
-        refused = next((line for line in str(error).splitlines() if "GLOBAL" in line), "")
-        what = f" ({refused.strip()})" if refused else ""
-        raise ExperimentError(
-            f"checkpoint {path} holds more than tensors and plain data{what}, so it was not "
-            "loaded: it was not written by this tool, or it was altered"
-        ) from error
-    except Exception as error:  # a torn zip, a truncated file, bytes that are not a checkpoint
-        first_sentence = one_line(error).split(". ")[0]
-        raise ExperimentError(
-            f"checkpoint {path} cannot be read: it is truncated, corrupted or not a checkpoint "
-            f"at all (torch.load: {first_sentence})"
-        ) from error
+    state = read_data(path, CHECKPOINT, _as_checkpoint, name=f"checkpoint {path}")
     missing = KEYS - set(state) if isinstance(state, dict) else KEYS
     if missing:
         raise ExperimentError(
@@ -300,8 +305,8 @@ def _config_fault(config: Any) -> str | None:
             f"holds an interpolation (${{...}}) at {interpolated}, where a saved config holds "
             "values"
         )
-    unshipped = trust.unshipped_setting(trust.settings_in(config))
-    return trust.setting_refused(unshipped) if unshipped else None
+    # Its targets are checked where they are built, against what is typed then (eval.py, resume).
+    return trust.refusal(trust.Built(settings=tuple(trust.settings_in(config))))
 
 
 def _fields_fault(state: dict[str, Any]) -> str | None:

@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
-from experiments.core.files import LOG, open_to_append, read_text, write_text_atomically, writing
+from experiments.core.files import LOG, open_to_append, read_data, write_text_atomically, writing
 from experiments.records.hparams import METRICS_GROUP, Value
 from experiments.records.tracker import ROW_TAGS, Logged, TrackedRun
 
@@ -97,7 +97,7 @@ class CsvFile:
         end)."""
         if not self.path.is_file():
             return []
-        text = read_text(self.path, LOG)
+        text = read_data(self.path, LOG)
         whole = text[: text.rfind("\n") + 1]
         return [dict(row) for row in csv.DictReader(io.StringIO(whole))]
 

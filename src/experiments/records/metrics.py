@@ -25,8 +25,10 @@ from experiments.config.metric_names import LOSS, TEST, TRAIN_LOSS, VAL, metric_
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import (
+    LOG,
+    as_json_lines,
     open_to_append,
-    read_json_lines,
+    read_data,
     write_text_atomically,
     writing,
 )
@@ -105,7 +107,7 @@ class RunRecorder:
         if not self.writes:
             return
         path = self.dir / "metrics.jsonl"
-        rows = read_json_lines(path) if path.is_file() else []
+        rows = read_data(path, LOG, as_json_lines) if path.is_file() else []
         kept = [row for row in rows if row["epoch"] <= epoch]
         logged = {row["epoch"] for row in kept if row["kind"] == "epoch"}
         lost = [row for row in history if row["epoch"] not in logged]

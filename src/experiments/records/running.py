@@ -6,7 +6,6 @@ writing process also holds a lock on the folder, which catches two resumes start
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.core.errors import ExperimentError
-from experiments.core.files import RECORD, read_text, try_process_lock
+from experiments.core.files import RECORD, UnreadableFile, as_json, read_data, try_process_lock
 
 # started_at is written to the second, after the process started: it cannot start later than that.
 CLOCK_SLACK_SECONDS = 1.0
@@ -26,8 +25,8 @@ def recorded(run_dir: Path) -> dict[str, Any]:
     """The run's results.json, or {} where there is none that can be read; one that is not a
     regular file, or too large, is refused in one line."""
     try:
-        results = json.loads(read_text(run_dir / "results.json", RECORD))
-    except (OSError, ValueError):
+        results = read_data(run_dir / "results.json", RECORD, as_json)
+    except UnreadableFile:
         return {}
     return results if isinstance(results, dict) else {}
 

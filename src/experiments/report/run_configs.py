@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from experiments.core.files import RECORD, read_text
+from experiments.core.files import RECORD, read_data
 
 
 def run_config(path: Path) -> DictConfig:
@@ -20,6 +20,6 @@ def run_config(path: Path) -> DictConfig:
 
 @lru_cache(maxsize=256)  # a report's runs; the file's time and size: rewritten, it is read again
 def _parsed(path: Path, modified_ns: int, size: int) -> DictConfig:
-    config = OmegaConf.create(read_text(path, RECORD))
+    config = OmegaConf.create(read_data(path, RECORD))
     OmegaConf.set_readonly(config, True)
     return config

@@ -11,7 +11,6 @@ it in the run's row and goes on with the other runs.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,8 +32,8 @@ from experiments.config.metric_names import (
 from experiments.config.overrides import parsed
 from experiments.config.task_metrics import metrics_of, percent_names, task_class
 from experiments.core.errors import ExperimentError
-from experiments.core.files import RECORD, read_json_lines, read_text, read_yaml
-from experiments.core.typed import mismatch
+from experiments.core.files import LOG, RECORD, as_json, as_json_lines, as_yaml, read_data
+from experiments.core.typed import checked
 from experiments.records.recorded import EvaluationRecord, RecordedResults, task_numbers
 from experiments.report.run_configs import run_config
 from experiments.training.history import EpochRow, History, validated
@@ -95,7 +94,15 @@ class RunRecords:
 
 
 def read_run(run_dir: Path) -> RunRecords:
-    """The files of the run in `run_dir`; UnreadableRun naming the first that cannot be read."""
+    """The files of the run in `run_dir`; UnreadableRun naming the first that cannot be read (a
+    reader's ExperimentError, which names the file, or a record of another shape: `checked`)."""
+    try:
+        return _read_run(run_dir)
+    except ExperimentError as error:
+        raise UnreadableRun(str(error)) from None
+
+
+def _read_run(run_dir: Path) -> RunRecords:
     config = _config(run_dir)
     read = _config_read(config)
     evaluation = is_evaluation(config)
@@ -130,29 +137,23 @@ def epochs(run_dir: Path) -> History:
     if not path.is_file():
         return []
     with _reading(METRICS):
-        rows = read_json_lines(path)
-        for number, row in enumerate(rows, start=1):
-            _check(row, _Row, f"{METRICS} row {number}")
+        rows = read_data(path, LOG, as_json_lines)
+    for number, row in enumerate(rows, start=1):
+        checked(row, _Row, f"{METRICS} row {number}")
     return [row for row in rows if row["kind"] == "epoch"]
 
 
 @contextlib.contextmanager
 def _reading(record: str) -> Iterator[None]:
-    """A failure to read `record` (a file in the run folder) in the block, as UnreadableRun."""
+    """A failure of a parser besides `read_data`'s (OmegaConf's of the config; Python's JSON
+    nested too deep) to read `record`, a file in the run folder, as UnreadableRun."""
     try:
         yield
-    except ExperimentError as error:  # a reader's, which names the file
-        raise UnreadableRun(str(error)) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None)
         raise UnreadableRun(f"{record} is not YAML ({problem}{where})") from None
-    except UnicodeDecodeError:
-        raise UnreadableRun(f"{record} is not text (not UTF-8)") from None
-    except json.JSONDecodeError as error:
-        where = f"line {error.lineno} column {error.colno}"
-        raise UnreadableRun(f"{record} is not JSON ({error.msg}: {where})") from None
     except RecursionError:
         raise UnreadableRun(f"{record} is nested too deep to read") from None
     except OmegaConfBaseException as error:
@@ -160,13 +161,6 @@ def _reading(record: str) -> Iterator[None]:
     except (OSError, ValueError) as error:  # OmegaConf's "Invalid loaded object type", say
         why = getattr(error, "strerror", None) or error
         raise UnreadableRun(f"{record} cannot be read ({why})") from None
-
-
-def _check(value: Any, expected: Any, name: str, *, partial: bool = False) -> None:
-    """UnreadableRun where `value` (called `name`: the file, or a key in it) is not of the type
-    `expected` (`core.typed.mismatch`)."""
-    if (problem := mismatch(value, expected, name, partial=partial)) is not None:
-        raise UnreadableRun(problem)
 
 
 def _config(run_dir: Path) -> DictConfig:
@@ -184,7 +178,7 @@ def _config_read(config: DictConfig) -> ConfigRead:
         value = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
         with _reading(CONFIG):  # a key within that is not text ({1: 2})
             read[key] = OmegaConf.to_container(value) if isinstance(value, Container) else value
-    _check(read, ConfigRead, CONFIG)
+    checked(read, ConfigRead, CONFIG)
     return cast(ConfigRead, read)
 
 
@@ -194,11 +188,10 @@ def _results(run_dir: Path, evaluation: bool) -> RecordedResults:
     path = run_dir / RESULTS
     if not (path.exists() or path.is_symlink()):  # (a device in its place is read, and refused)
         return {}
-    with _reading(RESULTS):
-        results = json.loads(read_text(path, RECORD))
-    _check(results, RecordedResults, RESULTS, partial=True)
+    results = read_data(path, RECORD, as_json, name=RESULTS)
+    checked(results, RecordedResults, RESULTS, partial=True)
     if evaluation:
-        _check(results, EvaluationRecord, RESULTS, partial=True)
+        checked(results, EvaluationRecord, RESULTS, partial=True)
     if "started_at" in results and not _is_time(results["started_at"]):
         raise UnreadableRun(
             f"{RESULTS}: started_at is {results['started_at']}, where a time (ISO 8601) belongs"
@@ -227,7 +220,7 @@ def _measures(read: ConfigRead, results: RecordedResults) -> tuple[TaskMetrics, 
         measures = declared(results["task_metrics"], percent_names())
     own = measures is not None and task is not None and task_class(task) is None
     measures = measures or BEFORE_TASKS
-    _check(results, task_numbers(measures), RESULTS, partial=True)
+    checked(results, task_numbers(measures), RESULTS, partial=True)
     return measures, own
 
 
@@ -239,11 +232,11 @@ def _check_epochs(history: History, measures: TaskMetrics, monitor: Monitor | No
         metrics.update({*measures.on(VAL), monitor.metric})
     for number, row in enumerate(history, start=1):
         where = f"{METRICS} epoch row {number}"
-        _check(row, EpochRow, where, partial=True)
+        checked(row, EpochRow, where, partial=True)
         for key in sorted(metrics):
             if key not in row:
                 raise UnreadableRun(f"{where} lacks {key}")
-            _check(row[key], float, f"{where}: {key}")
+            checked(row[key], float, f"{where}: {key}")
 
 
 def _monitor(read: ConfigRead, measures: TaskMetrics) -> Monitor:
@@ -261,9 +254,8 @@ def _given(run_dir: Path) -> dict[str, str]:
     path = run_dir / OVERRIDES
     if not path.is_file():
         return {}
-    with _reading(OVERRIDES):
-        overrides = read_yaml(path) or []
-    _check(overrides, list[str], OVERRIDES)
+    overrides = read_data(path, RECORD, as_yaml) or []
+    checked(overrides, list[str], OVERRIDES)
     given = {}
     for override in filter(None, map(parsed, overrides)):
         if override.key_or_group not in ORIGINS:
@@ -277,9 +269,8 @@ def _choices(run_dir: Path) -> dict[str, Any]:
     path = run_dir / HYDRA_YAML
     if not path.is_file():
         return {}
-    with _reading(HYDRA_YAML):
-        recorded: Any = read_yaml(path)
+    recorded: Any = read_data(path, RECORD, as_yaml)
     for key in ("hydra", "runtime", "choices"):
         recorded = recorded.get(key) if isinstance(recorded, dict) else None
-    _check(recorded, dict[str, Any] | None, f"{HYDRA_YAML}: hydra.runtime.choices")
+    checked(recorded, dict[str, Any] | None, f"{HYDRA_YAML}: hydra.runtime.choices")
     return recorded or {}

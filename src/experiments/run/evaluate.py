@@ -205,20 +205,19 @@ def _to_build(config: dict[str, Any], cfg: DictConfig, path: Path) -> DictConfig
     if "task" not in trained:  # a run before the task group: a classifier's
         classifier = f"{Classification.__module__}.{Classification.__name__}"
         trained.task = {"name": "classification", "_target_": classifier}
-    typed: set[tuple[str, str]] = set()
+    typed = trust.NOTHING_TYPED
     if cfg.model is not None and cfg.model.get("_target_"):
         # Unresolved: a model=custom's shape fields point into a dataset eval.py may not have.
-        model = OmegaConf.to_container(cfg.model)
-        typed = trust.typed_as(trust.targets_in(model, "model"))
+        typed = trust.Built.in_config(OmegaConf.to_container(cfg.model), "model")
         trained.model._target_ = cfg.model._target_
     if cfg.get("task") is not None and cfg.task.get("_target_"):
-        typed |= trust.typed_as(trust.targets_in(OmegaConf.to_container(cfg.task), "task"))
+        typed |= trust.Built.in_config(OmegaConf.to_container(cfg.task), "task")
         trained.task._target_ = cfg.task._target_
     built = {"model": plain(trained.model), "task": plain(trained.task)}
     if cfg.dataset is None:
         built["dataset"] = plain(trained.dataset)
     where = f"checkpoint {display_path(path)}"
-    trust.refuse_untrusted(trust.targets_in(built), typed, where, _typed_for_eval)
+    trust.refuse_untrusted(trust.Built.in_config(built), typed, where, _typed_for_eval)
     return trained
 
 

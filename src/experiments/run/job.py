@@ -21,15 +21,16 @@ def refuse_targets_not_typed(cfg: DictConfig) -> list[trust.Target]:
     """A resumed or replayed run's config comes from its folder's overrides, whose targets were
     checked as they were read (`overrides.with_saved_overrides`); what interpolations made of
     them is checked here, before anything is built and again once the data has filled in its
-    fields (which an interpolation may read): each target is a shipped one in its place, or one
-    this job's overrides name there. Returns the targets of such a config."""
+    fields (which an interpolation may read): each target, and each setting of how one is built
+    (`_partial_`), a shipped one in its place, or one this job's overrides name there
+    (`trust.refusal`). Returns the targets of such a config."""
     key = "resume" if cfg.resume else "replay" if cfg.replay else None
     if key is None:
         return []
-    named = trust.typed_as(trust.targets_named(overrides()))
-    built = list(trust.targets_in(trust.resolved_so_far(cfg)))
-    trust.refuse_untrusted(built, named, f"{key}={cfg[key]}: its config", trust.typed_again)
-    return built
+    built = trust.Built.in_config(trust.resolved_so_far(cfg))
+    typed = trust.Built.in_overrides(overrides())
+    trust.refuse_untrusted(built, typed, f"{key}={cfg[key]}: its config")
+    return list(built.targets)
 
 
 def say_what_a_replay_builds(replayed: str, built: list[trust.Target]) -> None:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import IO, Any
 
 import torch
 from torch import nn
 
 from experiments.core.errors import ExperimentError
-from experiments.core.files import CHECKPOINT, opened, refuse_special_file
+from experiments.core.files import CHECKPOINT, Unparsed, read_data, refuse_special_file
 
 # How many tensors a refusal names before it says how many more there are.
 NAMED = 3
@@ -31,18 +32,9 @@ def load_weights(model: nn.Module, path: str, partial: bool = False) -> list[str
     refuse_special_file(path, what_is_valid)
     if not Path(path).is_file():
         raise ExperimentError(f"model.weights={path}: no such file")
-    try:
-        with opened(path, CHECKPOINT, what_is_valid) as file:
-            state = torch.load(file, map_location="cpu", weights_only=True)
-    except ExperimentError:
-        raise  # not a regular file, or larger than a checkpoint may be
-    # Bytes that are no torch file fail in pickle's ways (UnpicklingError, IndexError, KeyError,
-    # ...), a torn one in the zip reader's: all are the same answer here.
-    except Exception as error:
-        raise ExperimentError(
-            f"model.weights={path} is no state dict torch.load can read with weights_only=True "
-            "(write one with torch.save(model.state_dict(), PATH))"
-        ) from error
+    state = read_data(
+        path, CHECKPOINT, _as_state_dict, name=f"model.weights={path}", what_is_valid=what_is_valid
+    )
     if not isinstance(state, Mapping) or not all(
         isinstance(value, torch.Tensor) for value in state.values()
     ):
@@ -75,6 +67,20 @@ def load_weights(model: nn.Module, path: str, partial: bool = False) -> list[str
 
 def _fits(name: str, tensor: torch.Tensor, ours: Mapping[str, torch.Tensor]) -> bool:
     return name in ours and ours[name].shape == tensor.shape
+
+
+def _as_state_dict(file: IO[bytes]) -> Any:
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except ExperimentError:
+        raise  # grown past a checkpoint's bound as it was read
+    # Bytes that are no torch file fail in pickle's ways (UnpicklingError, IndexError, KeyError,
+    # ...), a torn one in the zip reader's: all are the same answer here.
+    except Exception as error:
+        raise Unparsed(
+            "is no state dict torch.load can read with weights_only=True (write one with "
+            "torch.save(model.state_dict(), PATH))"
+        ) from error
 
 
 def _misfits(theirs: Mapping[str, torch.Tensor], ours: Mapping[str, torch.Tensor]) -> list[str]:

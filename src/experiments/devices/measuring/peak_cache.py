@@ -28,7 +28,7 @@ from typing import Any, TypedDict, get_type_hints
 import torch
 
 from experiments.core.errors import ExperimentError
-from experiments.core.files import MIB, Bound, locked, read_text, write_text_atomically
+from experiments.core.files import MIB, Bound, as_json, locked, read_data, write_text_atomically
 from experiments.core.text import display_path, short_count
 from experiments.core.typed import mismatch
 from experiments.devices.backends.base import DeviceIdentity
@@ -121,12 +121,11 @@ class PeakCache:
     def _held(self) -> tuple[dict[str, CachedPeak], str | None]:
         """The well-formed entries, by key, and why the file is not a cache of peaks, if not."""
         try:
-            held = json.loads(read_text(self.path, CACHE))
-        except FileNotFoundError:
-            return {}, None
+            held = read_data(self.path, CACHE, as_json)
         # Refused unread (a folder, a pipe, too large), unreadable, not JSON, nested too deep.
-        except (OSError, ValueError, RecursionError, ExperimentError) as error:
-            return {}, str(error)
+        except ExperimentError as error:
+            missing = isinstance(error.__cause__, FileNotFoundError)
+            return {}, None if missing else str(error)
         if not isinstance(held, dict):
             return {}, "not a JSON object"
         read = {key: CachedPeak.read(entry) for key, entry in held.items()}
