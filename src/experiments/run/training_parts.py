@@ -172,7 +172,7 @@ def batch_size(
         )
         fewest = loop.fewest_images(placed, processes=1)
         found = batch_search.search(trial, fewest, trainer.auto_batch_halvings)
-        log.info(batch_search.said(found, cfg.optimizer.lr, str(runtime.plan)))
+        log.info(batch_search.search_line(found, cfg.optimizer.lr, str(runtime.plan)))
         search, batch = found.record(), found.batch
     results.add(SetupRecord, batch_search=search)
     results.add(SetupRecord, batch_size=batch, per_process_batch_size=batch)

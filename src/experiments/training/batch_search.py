@@ -133,7 +133,7 @@ class Trial:
 
 
 @dataclass(frozen=True)
-class Found:
+class SearchResult:
     """The batch a run trains with, and how the search found it: results.json's
     `batch_search`."""
 
@@ -155,7 +155,7 @@ class Found:
         }
 
 
-def search(trial: Trial, fewest: int, halvings: int) -> Found:
+def search(trial: Trial, fewest: int, halvings: int) -> SearchResult:
     """The largest batch `trial` fits, from `fewest` up to the training split's size, halved
     `halvings` times (never below `fewest`), leaving the run's random numbers as they were."""
     assert trial.data.train is not None
@@ -179,10 +179,10 @@ def search(trial: Trial, fewest: int, halvings: int) -> Found:
     memory.reset_peak_memory(device)  # the tries' peaks are not the run's
     batch = max(found.largest >> halvings, smallest_power_of_two(fewest))
     budget = trial.budget_gb if on_host else None
-    return Found(batch, found, halvings, budget, time.perf_counter() - started)
+    return SearchResult(batch, found, halvings, budget, time.perf_counter() - started)
 
 
-def said(found: Found, lr: float, device: str) -> str:
+def search_line(found: SearchResult, lr: float, device: str) -> str:
     """The log line: what was found and how, what the run trains with, and its learning rate."""
     search_ = found.search
     stopped = {
