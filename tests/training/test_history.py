@@ -112,12 +112,12 @@ def trained_with(trainer: dict[str, str | None], task: str | None = None) -> Dic
 def test_the_monitor_is_better_the_way_its_metric_is() -> None:
     modes = {
         key: Monitor.of(trained_with({"monitor": key, "monitor_mode": "auto"})).mode
-        for key in MEASURED.on(VAL)
+        for key in MEASURED.metrics_on(VAL)
     }
     assert modes == {"val_accuracy": "max", "val_loss": "min"}
     modes = {
         key: Monitor.of(trained_with({"monitor": key, "monitor_mode": "auto"}, "regression")).mode
-        for key in Regression.measured.on(VAL)
+        for key in Regression.measured.metrics_on(VAL)
     }
     assert modes == {"val_rmse": "min", "val_mae": "min", "val_r2": "max", "val_loss": "min"}
 

@@ -173,8 +173,8 @@ def task_numbers(measures: TaskMetrics) -> Any:
     selected epoch, and its headline at the final epoch: a regression's has val_rmse, never
     val_accuracy."""
     fields = {
-        **{key: float | None for key in (*measures.on(VAL), measures.final_key(VAL))},
-        **{key: float | None for key in (*measures.on(TEST), measures.final_key(TEST))},
+        **{key: float | None for key in (*measures.metrics_on(VAL), measures.final_key(VAL))},
+        **{key: float | None for key in (*measures.metrics_on(TEST), measures.final_key(TEST))},
     }
     name = "".join(part.title() for part in measures.headline.name.split("_"))
     return TypedDict(f"{name}Numbers", fields)  # type: ignore[operator]
@@ -242,7 +242,8 @@ class EvaluationRecord(TypedDict, total=False):
 def evaluation_record(measures: TaskMetrics) -> Any:
     """The TypedDict of an evaluation's numbers: `EvaluationRecord`'s and its task's metrics on
     the test split."""
-    fields = get_type_hints(EvaluationRecord) | {key: float | None for key in measures.on(TEST)}
+    metrics = {key: float | None for key in measures.metrics_on(TEST)}
+    fields = get_type_hints(EvaluationRecord) | metrics
     return TypedDict("Evaluated", fields, total=False)  # type: ignore[operator]
 
 

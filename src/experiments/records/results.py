@@ -214,8 +214,8 @@ def training_summary(
     return {
         "selected_epoch": selected["epoch"],
         "selected_by": str(monitor) if monitor else "final epoch (no validation split)",
-        **{key: selected.get(key) for key in measures.on(VAL)},
-        **{key: selected[key] for key in measures.on(TEST)},
+        **{key: selected.get(key) for key in measures.metrics_on(VAL)},
+        **{key: selected[key] for key in measures.metrics_on(TEST)},
         **({"class_accuracy": selected["class_accuracy"]} if "class_accuracy" in selected else {}),
         **{
             measures.final_key(split): last.get(measures.headline.key(split))

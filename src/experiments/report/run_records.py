@@ -234,9 +234,9 @@ def _measures(read: ConfigRead, results: RecordedResults) -> tuple[TaskMetrics, 
 def _check_epochs(history: History, measures: TaskMetrics, monitor: Monitor | None) -> None:
     """Each epoch row an EpochRow, with its task's metrics on the test split (and on the
     validation split where the run had one, the monitored one among them), numbers all."""
-    metrics = {"epoch", "epoch_seconds", TRAIN_LOSS, *measures.on(TEST)}
+    metrics = {"epoch", "epoch_seconds", TRAIN_LOSS, *measures.metrics_on(TEST)}
     if monitor is not None:
-        metrics.update({*measures.on(VAL), monitor.metric})
+        metrics.update({*measures.metrics_on(VAL), monitor.metric})
     for number, row in enumerate(history, start=1):
         where = f"{METRICS} epoch row {number}"
         _check(row, EpochRow, where, partial=True)
@@ -249,8 +249,8 @@ def _check_epochs(history: History, measures: TaskMetrics, monitor: Monitor | No
 def _monitor(read: ConfigRead, measures: TaskMetrics) -> Monitor:
     """What selects the run's epoch on the validation split (`training.selection.Monitor`)."""
     monitor, mode = read["trainer.monitor"], read["trainer.monitor_mode"] or "auto"
-    if mode == "auto" and monitor is not None and monitor not in measures.on(VAL):
-        measured = " or ".join(measures.on(VAL))
+    if mode == "auto" and monitor is not None and monitor not in measures.metrics_on(VAL):
+        measured = " or ".join(measures.metrics_on(VAL))
         raise UnreadableRun(f"{CONFIG}: trainer.monitor is {monitor}, where {measured} belongs")
     return Monitor.chosen(monitor, mode, measures)
 

@@ -43,7 +43,7 @@ class Monitor:
         that measures `measures`."""
         metric = monitor or measures.headline.key(VAL)
         if mode == Mode.auto:
-            mode = measures.on(VAL)[metric].better
+            mode = measures.metrics_on(VAL)[metric].better
         return cls(metric, Mode(mode))
 
     def __str__(self) -> str:
