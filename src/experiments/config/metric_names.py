@@ -75,7 +75,7 @@ class TaskMetrics:
         """Its metrics on `split`, by their keys: {"val_accuracy": ACCURACY, "val_loss": LOSS}."""
         return {metric.key(split): metric for metric in self.evaluated}
 
-    def ways(self) -> dict[str, str]:
+    def better_ways(self) -> dict[str, str]:
         """Each metric's better way, its loss aside, as a config declares them: {"mae": "min"}."""
         return {metric.name: str(metric.better) for metric in self.evaluated if metric != LOSS}
 

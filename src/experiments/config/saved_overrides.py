@@ -143,7 +143,7 @@ def _metrics_measured(folder: Path, saved: list[Override]) -> list[str]:
     except ValueError:
         loaded = {"task": {}}
     task = loaded.get("task") if isinstance(loaded, dict) else None
-    declared = task.get("metrics") if isinstance(task, dict) else BEFORE_TASKS.ways()
+    declared = task.get("metrics") if isinstance(task, dict) else BEFORE_TASKS.better_ways()
     if not declared and any(override.key_or_group == "task._target_" for override in saved):
         with contextlib.suppress(OSError, ValueError, AttributeError):
             declared = json.loads(read_text(folder / "results.json", RECORD)).get("task_metrics")

@@ -379,9 +379,9 @@ def _task_metrics_not_declared(cfg: DictConfig) -> str | None:
     given.pop(LOSS.name, None)  # (measured last, whether named or not)
     shipped = task_class(task)
     if shipped is not None:
-        if not given or given in [m.ways() for m in (shipped.measured, *shipped.narrower)]:
+        if not given or given in [m.better_ways() for m in (shipped.measured, *shipped.narrower)]:
             return None
-        measured = _ways(shipped.measured.ways())
+        measured = _ways(shipped.measured.better_ways())
         return f"task.metrics={{{_ways(given)}}} is not what task={task.name} measures: {measured}"
     if not given:
         return (
