@@ -63,10 +63,10 @@ def test_a_run_of_ten_classes_records_top5_accuracy_and_may_select_by_it(tmp_pat
 
 
 def test_epochs_are_selected_by_accuracy_unless_the_monitor_says_otherwise() -> None:
-    assert Monitor.of(compose_config()).metric == "val_accuracy"
+    assert Monitor.from_config(compose_config()).metric == "val_accuracy"
     chosen = compose_config("trainer.monitor=val_top5_accuracy")
     validate(chosen)
-    assert Monitor.of(chosen).metric == "val_top5_accuracy"
+    assert Monitor.from_config(chosen).metric == "val_top5_accuracy"
 
 
 def test_a_task_of_two_classes_has_no_top5_accuracy() -> None:

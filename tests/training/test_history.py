@@ -89,7 +89,7 @@ def test_a_summary_has_the_keys_its_type_declares(tmp_path: Path) -> None:
             recorder.epoch(epoch, 4 * epoch, _training(), _evaluation(2.0, 0.25), val, CLASSES)
             for epoch, val in [(1, _evaluation(1.5, 0.5)), (2, _evaluation(1.75, 0.25))]
         ]
-    monitor = Monitor.of(trained_with({"monitor": "val_loss", "monitor_mode": "auto"}))
+    monitor = Monitor.from_config(trained_with({"monitor": "val_loss", "monitor_mode": "auto"}))
     summary = training_summary(history, monitor, MEASURED)
     finished = finish_record(MEASURED)
     assert mismatch(summary, finished, "summary") is None
@@ -111,12 +111,14 @@ def trained_with(trainer: dict[str, str | None], task: str | None = None) -> Dic
 
 def test_the_monitor_is_better_the_way_its_metric_is() -> None:
     modes = {
-        key: Monitor.of(trained_with({"monitor": key, "monitor_mode": "auto"})).mode
+        key: Monitor.from_config(trained_with({"monitor": key, "monitor_mode": "auto"})).mode
         for key in MEASURED.metrics_on(VAL)
     }
     assert modes == {"val_accuracy": "max", "val_loss": "min"}
     modes = {
-        key: Monitor.of(trained_with({"monitor": key, "monitor_mode": "auto"}, "regression")).mode
+        key: Monitor.from_config(
+            trained_with({"monitor": key, "monitor_mode": "auto"}, "regression")
+        ).mode
         for key in Regression.measured.metrics_on(VAL)
     }
     assert modes == {"val_rmse": "min", "val_mae": "min", "val_r2": "max", "val_loss": "min"}
@@ -124,9 +126,9 @@ def test_the_monitor_is_better_the_way_its_metric_is() -> None:
 
 def test_by_default_the_monitor_is_the_tasks_first_metric_on_validation() -> None:
     default = {"monitor": None, "monitor_mode": "auto"}
-    assert str(Monitor.of(trained_with(default, "classification"))) == "val_accuracy (max)"
-    assert str(Monitor.of(trained_with(default, "regression"))) == "val_rmse (min)"
-    assert str(Monitor.of(trained_with(default))) == "val_accuracy (max)"
+    assert str(Monitor.from_config(trained_with(default, "classification"))) == "val_accuracy (max)"
+    assert str(Monitor.from_config(trained_with(default, "regression"))) == "val_rmse (min)"
+    assert str(Monitor.from_config(trained_with(default))) == "val_accuracy (max)"
 
 
 def test_an_old_runs_rows_load_and_sum_up_to_its_recorded_numbers(old_run: Path) -> None:
@@ -140,7 +142,7 @@ def test_an_old_runs_rows_load_and_sum_up_to_its_recorded_numbers(old_run: Path)
     config = OmegaConf.load(old_run / ".hydra" / "config.yaml")
     measures = metrics_of(config)
     assert measures is not None
-    summary = training_summary(history, Monitor.of(config), measures)
+    summary = training_summary(history, Monitor.from_config(config), measures)
     kept = {key: value for key, value in summary.items() if key in recorded}
     assert {"val_accuracy", "test_accuracy", "final_test_accuracy", "train_loss"} <= kept.keys()
     assert kept == {key: recorded[key] for key in kept}

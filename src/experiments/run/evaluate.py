@@ -242,7 +242,7 @@ def _which_epoch(path: Path, state: dict[str, Any], trained: DictConfig) -> str:
     average of its weights, of a run that kept one (trainer.ema)."""
     averaged = " (the moving average of its weights)" if state.get("ema") is not None else ""
     if path.name == checkpoints.BEST.name:
-        return f"epoch {state['epoch']}{averaged}, selected by {Monitor.of(trained)}"
+        return f"epoch {state['epoch']}{averaged}, selected by {Monitor.from_config(trained)}"
     if path.name == checkpoints.LAST.name:
         return f"epoch {state['epoch']}{averaged}, the last its run saved"
     return f"epoch {state['epoch']}{averaged}"

@@ -112,7 +112,7 @@ def data_and_task(cfg: DictConfig, runtime: Runtime, results: Results) -> Prepar
     results.add(SetupRecord, data=data.recorded())
     task = setup.build_task(cfg.task, data)
     selection.require_validation(cfg, has_validation=data.val is not None)
-    monitor = Monitor.of(cfg) if data.val is not None else None
+    monitor = Monitor.from_config(cfg) if data.val is not None else None
     return Prepared(cfg, runtime, results, data, task, monitor)
 
 
