@@ -234,7 +234,7 @@ def optimization(
         shuffle=shuffle,
         gpus=runtime.plan.gpus,
         config=plain(recorded(cfg)),
-        data=fingerprint.of(data, cfg.dataset),  # what a resume must find again
+        data=fingerprint.data_fingerprint(data, cfg.dataset),  # what a resume must find again
         steps_per_epoch=steps,
         ema=learner.ema,
         batch_search=search,
