@@ -42,7 +42,7 @@ def checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any] | None:
         return None
     running.refuse_if_running(cfg.resume)  # two processes never write one folder
     # Killed after its last checkpoint, a run has trained every epoch but not written its end.
-    completed = running.recorded(Path(cfg.resume)).get("status") == "completed"
+    completed = running.read_results(Path(cfg.resume)).get("status") == "completed"
     resumed = checkpoints.to_resume(
         cfg.resume, cfg.trainer.epochs, cfg.scheduler.name, completed=completed
     )

@@ -249,7 +249,7 @@ class Trainer:
                 **({"sweep": sweep} if sweep else {}),
             },
         )
-        found = running.recorded(self.run_dir) if cfg.resume else {}
+        found = running.read_results(self.run_dir) if cfg.resume else {}
         chosen = self.recorder.named_trackers
         ids = self.recorder.begin(tracked, tracker.resumed_ids(found, self.run_dir, chosen))
         if ids:
