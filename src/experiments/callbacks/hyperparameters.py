@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from experiments.callbacks.base import Callback, Fields, TrainingRun
-from experiments.config.build import recorded
+from experiments.config.build import as_written
 from experiments.config.metric_names import TEST, TRAIN_IMAGES_PER_SECOND, VAL
 from experiments.records import hparams
 from experiments.records.metrics import RunRecorder
@@ -23,7 +23,7 @@ class Hyperparameters(Callback):
         self.swept = list(swept)  # the columns its sweep varies
 
     def on_fit_end(self, run: TrainingRun, summary: Mapping[str, Any]) -> Fields:
-        columns = hparams.hyperparameters(recorded(run.cfg), run.runtime.plan, self.overrides)
+        columns = hparams.hyperparameters(as_written(run.cfg), run.runtime.plan, self.overrides)
         # As numbers, to sort and filter by (whole numbers would be text there).
         sizes = {name: float(count) for name, count in run.model_size.record().items()}
         self.recorder.hyperparameters(

@@ -20,7 +20,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from experiments.callbacks import Callback, EpochEnd, Fields, TrainingRun, callbacks_for, console
-from experiments.config.build import plain, recorded
+from experiments.config.build import as_written, plain
 from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
 from experiments.devices import memory
@@ -59,7 +59,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     own_folder.refuse_linked_folders(run_dir, WRITTEN_FOLDERS, cfg.resume)
     with running.sole_writer(run_dir, cfg.resume) if group.is_main else nullcontext():
         resumed = resume.checkpoint_to_resume(cfg)
-        fields = training_fields(recorded(cfg), group, resumed)
+        fields = training_fields(as_written(cfg), group, resumed)
         # The process group, if any, is left last, after the records are written.
         with (
             teardown(),
@@ -239,11 +239,11 @@ class Trainer:
         """Tell the trackers what the run is; a resume carries on the runs they began before in
         this folder (results.json, not yet written again, names them)."""
         cfg, sweep = self.cfg, job.sweep_folder()
-        columns = hparams.hyperparameters(recorded(cfg), self.run.runtime.plan, [])
+        columns = hparams.hyperparameters(as_written(cfg), self.run.runtime.plan, [])
         tracked = TrackedRun(
             name=self.run_dir.name,
             group=sweep,
-            parameters=tracker.flattened(plain(recorded(cfg))),
+            parameters=tracker.flattened(plain(as_written(cfg))),
             tags={
                 **{column: str(columns[column]) for column in tracker.TAGS},
                 **({"sweep": sweep} if sweep else {}),

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
 
-from experiments.config.build import plain, recorded
+from experiments.config.build import as_written, plain
 from experiments.config.choices import AUTO_BATCH, Interval
 from experiments.core.errors import ExperimentError
 from experiments.data import fingerprint, subset
@@ -233,7 +233,7 @@ def optimization(
         scaler=runtime.scaler,
         shuffle=shuffle,
         gpus=runtime.plan.gpus,
-        config=plain(recorded(cfg)),
+        config=plain(as_written(cfg)),
         data=fingerprint.data_fingerprint(data, cfg.dataset),  # what a resume must find again
         steps_per_epoch=steps,
         ema=learner.ema,
