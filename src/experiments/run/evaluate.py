@@ -64,7 +64,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         trained = _to_build(state["config"], cfg, path)
         log.info("evaluating %s: %s", display_path(path), _which_epoch(path, state, trained))
         data = _data_to_evaluate(cfg.dataset, trained.dataset, runtime)
-        results.add(EvaluationRecord, data=data.recorded())
+        results.add(EvaluationRecord, data=data.data_record())
         task = setup.build_task(trained.task, data)
         model = setup.build_model(
             trained.model, trained.task.name, task, data, from_checkpoint=True

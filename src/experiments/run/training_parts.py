@@ -109,7 +109,7 @@ def data_and_task(cfg: DictConfig, runtime: Runtime, results: Results) -> Prepar
     data = setup.load_data(cfg.dataset, runtime)
     cfg = setup.with_data_facts(cfg, data)
     job.refuse_targets_not_typed(cfg)  # (an interpolation may read the data's fields)
-    results.add(SetupRecord, data=data.recorded())
+    results.add(SetupRecord, data=data.data_record())
     task = setup.build_task(cfg.task, data)
     selection.require_validation(cfg, has_validation=data.val is not None)
     monitor = Monitor.from_config(cfg) if data.val is not None else None
