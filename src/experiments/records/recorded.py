@@ -1,6 +1,6 @@
 """What results.json holds, as types: the fields of each phase of a training run, each written once
 at its end (`records.results.Results`: start, setup, each epoch, finish), the task's numbers keyed
-by its metrics (`task_numbers`), and the whole file as a reader finds it (`RecordedResults`).
+by its metrics (`task_numbers`), and the whole file as a reader finds it (`ResultsFile`).
 Without torch: the report command reads them.
 """
 
@@ -247,7 +247,7 @@ def evaluation_record(measures: TaskMetrics) -> Any:
     return TypedDict("Evaluated", fields, total=False)  # type: ignore[operator]
 
 
-class RecordedResults(StartRecord, SetupRecord, EpochRecord, FinishRecord, total=False):
+class ResultsFile(StartRecord, SetupRecord, EpochRecord, FinishRecord, total=False):
     """results.json as a reader finds it: its phases' fields (the task's numbers are checked
     apart, by `task_numbers`). Each key may be missing (a run still going, an older run folder),
     and a key present holds its type."""

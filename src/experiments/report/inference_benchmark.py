@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.records.recorded import RecordedResults
+from experiments.records.recorded import ResultsFile
 from experiments.report import repeats, verdicts
 from experiments.report.repeats import Configuration, Measure, Row
 from experiments.report.run_records import GROUPS
@@ -46,7 +46,7 @@ FROM_SERVING = {
 }
 
 
-def evaluation_fields(results: RecordedResults) -> Row:
+def evaluation_fields(results: ResultsFile) -> Row:
     """What an evaluation's summary row takes from its results.json: its kind, the model and
     dataset it evaluated (its config names them only when typed), and its `serving` numbers."""
     recorded: dict[str, Any] = dict(results)  # (an `EvaluationRecord`)

@@ -1,6 +1,6 @@
 """What the report reads of a run folder, read once and checked against the types its readers
 declare: `.hydra/config.yaml`, `overrides.yaml` and `hydra.yaml`, results.json
-(`records.recorded.RecordedResults`, or an evaluation's `EvaluationRecord`) and metrics.jsonl's
+(`records.recorded.ResultsFile`, or an evaluation's `EvaluationRecord`) and metrics.jsonl's
 epoch rows (`training.history.EpochRow`).
 
 A run folder is data, copied or made anywhere. A file that cannot be read, or holds another shape
@@ -35,7 +35,7 @@ from experiments.config.task_metrics import metrics_of, percent_names, task_clas
 from experiments.core.errors import ExperimentError
 from experiments.core.files import RECORD, read_json_lines, read_text, read_yaml
 from experiments.core.typed import mismatch
-from experiments.records.recorded import EvaluationRecord, RecordedResults, task_numbers
+from experiments.records.recorded import EvaluationRecord, ResultsFile, task_numbers
 from experiments.report.run_configs import run_config
 from experiments.training.history import EpochRow, History, validated
 from experiments.training.selection import Monitor
@@ -89,7 +89,7 @@ class RunRecords:
     own_task: bool  # whether they are a task of one's own's, from results.json
     given: dict[str, str]  # the overrides its command line gave, by key
     choices: dict[str, Any]  # Hydra's choice in each config group (none without hydra.yaml)
-    results: RecordedResults  # nothing where there is no results.json
+    results: ResultsFile  # nothing where there is no results.json
     history: History  # metrics.jsonl's epoch rows (none before an epoch is done)
     monitor: Monitor | None  # what selects its epoch, where it has a validation split
 
@@ -188,7 +188,7 @@ def _config_read(config: DictConfig) -> ConfigRead:
     return cast(ConfigRead, read)
 
 
-def _results(run_dir: Path, evaluation: bool) -> RecordedResults:
+def _results(run_dir: Path, evaluation: bool) -> ResultsFile:
     """results.json, checked against a training run's type, and an evaluation's against its own
     too."""
     path = run_dir / RESULTS
@@ -196,7 +196,7 @@ def _results(run_dir: Path, evaluation: bool) -> RecordedResults:
         return {}
     with _reading(RESULTS):
         results = json.loads(read_text(path, RECORD))
-    _check(results, RecordedResults, RESULTS, partial=True)
+    _check(results, ResultsFile, RESULTS, partial=True)
     if evaluation:
         _check(results, EvaluationRecord, RESULTS, partial=True)
     if "started_at" in results and not _is_time(results["started_at"]):
@@ -214,7 +214,7 @@ def _is_time(text: str) -> bool:
     return True
 
 
-def _measures(read: ConfigRead, results: RecordedResults) -> tuple[TaskMetrics, bool]:
+def _measures(read: ConfigRead, results: ResultsFile) -> tuple[TaskMetrics, bool]:
     """The run's task's metrics as its config says them (`task_metrics.metrics_of`), or for an
     older run of a task of one's own as its results.json lists them, with its numbers checked
     against them; and whether they are a task of one's own's."""

@@ -41,7 +41,7 @@ from experiments.config.naming import planned_job_names
 from experiments.core.files import write_atomically
 from experiments.core.text import Unit, part_of_split, printable, shared_unit, short_count
 from experiments.devices.backends import names
-from experiments.records.recorded import RecordedResults
+from experiments.records.recorded import ResultsFile
 from experiments.records.running import alive_here
 from experiments.report import (
     batch_sweep,
@@ -228,8 +228,8 @@ def _run_name(run_dir: Path, folder: Path) -> str:
 # The columns taken from results.json as they are (the groups come from the config, the device
 # from what it used, the status from the process).
 FROM_RESULTS = (
-    RecordedResults.__required_keys__
-    | RecordedResults.__optional_keys__
+    ResultsFile.__required_keys__
+    | ResultsFile.__optional_keys__
     | {headline.key for headline in HEADLINES}
 ) - {"model", "dataset", "device", "placement", "status"}
 
