@@ -17,7 +17,7 @@ from experiments.config.task_metrics import metrics_of
 from experiments.core.typed import mismatch
 from experiments.records import checkpoints
 from experiments.records.csv_file import CsvFile
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 from experiments.records.recorded import finish_record, task_numbers
 from experiments.records.results import training_summary
 from experiments.records.tensorboard import TensorBoard
@@ -56,8 +56,8 @@ def test_an_epoch_row_is_an_epoch_row_and_each_tracker_holds_its_metrics(
 ) -> None:
     val = _evaluation(2.0, 0.5) if validation else None
     trackers = {"tensorboard": TensorBoard(tmp_path), "csv": CsvFile(tmp_path)}
-    with RunRecorder(tmp_path, writes=True, trackers=trackers) as recorder:
-        row = recorder.epoch(1, 4, _training(), _evaluation(2.125, 0.375), val, CLASSES)
+    with MetricsWriter(tmp_path, writes=True, trackers=trackers) as metrics_writer:
+        row = metrics_writer.epoch(1, 4, _training(), _evaluation(2.125, 0.375), val, CLASSES)
     assert EpochRow.__required_keys__ <= row.keys() <= EVERY_KEY
     assert validated([row]) is validation
     (written,) = epochs(tmp_path)  # metrics.jsonl's row: the same, with its kind and time
@@ -84,9 +84,11 @@ def test_an_epoch_row_is_an_epoch_row_and_each_tracker_holds_its_metrics(
 
 
 def test_a_summary_has_the_keys_its_type_declares(tmp_path: Path) -> None:
-    with RunRecorder(tmp_path, writes=False) as recorder:
+    with MetricsWriter(tmp_path, writes=False) as metrics_writer:
         history = [
-            recorder.epoch(epoch, 4 * epoch, _training(), _evaluation(2.0, 0.25), val, CLASSES)
+            metrics_writer.epoch(
+                epoch, 4 * epoch, _training(), _evaluation(2.0, 0.25), val, CLASSES
+            )
             for epoch, val in [(1, _evaluation(1.5, 0.5)), (2, _evaluation(1.75, 0.25))]
         ]
     monitor = Monitor.from_config(trained_with({"monitor": "val_loss", "monitor_mode": "auto"}))

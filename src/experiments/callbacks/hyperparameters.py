@@ -11,14 +11,14 @@ from experiments.callbacks.base import Callback, Fields, TrainingRun
 from experiments.config.build import as_written
 from experiments.config.metric_names import TEST, TRAIN_IMAGES_PER_SECOND, VAL
 from experiments.records import hparams
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 
 
 class Hyperparameters(Callback):
     def __init__(
-        self, recorder: RunRecorder, overrides: Sequence[str], swept: Sequence[str]
+        self, metrics_writer: MetricsWriter, overrides: Sequence[str], swept: Sequence[str]
     ) -> None:
-        self.recorder = recorder
+        self.metrics_writer = metrics_writer
         self.overrides = list(overrides)  # the command line's
         self.swept = list(swept)  # the columns its sweep varies
 
@@ -26,7 +26,7 @@ class Hyperparameters(Callback):
         columns = hparams.hyperparameters(as_written(run.cfg), run.runtime.plan, self.overrides)
         # As numbers, to sort and filter by (whole numbers would be text there).
         sizes = {name: float(count) for name, count in run.model_size.record().items()}
-        self.recorder.hyperparameters(
+        self.metrics_writer.hyperparameters(
             columns | sizes, _compared_by(run, summary), run.history[-1]["global_step"], self.swept
         )
         return None

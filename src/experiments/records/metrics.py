@@ -50,7 +50,7 @@ from experiments.training.loop import EvaluationResult, TrainingResult
 log = logging.getLogger("experiments")
 
 
-class RunRecorder:
+class MetricsWriter:
     """metrics.jsonl and the trackers of one run folder, as a context manager that closes them."""
 
     def __init__(
@@ -64,7 +64,7 @@ class RunRecorder:
         # The global step a resumed run carries on after (its checkpoint's).
         self._resumed_after: int | None = None
 
-    def __enter__(self) -> RunRecorder:
+    def __enter__(self) -> MetricsWriter:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:
@@ -232,7 +232,7 @@ class RunRecorder:
 
 
 class Feed:
-    """A tracker as the recorder sends to it: after a resume, the rows its store lacks, as a
+    """A tracker as the `MetricsWriter` sends to it: after a resume, the rows its store lacks, as a
     `ReadBack` says (one that cannot say is sent all of them again)."""
 
     def __init__(self, tracker: Tracker) -> None:

@@ -6,7 +6,7 @@
     tracker=wandb                a W&B run (`records.wandb_run`; pip install wandb)
     tracker=[tensorboard,csv]    several
 
-Each gets the same things from `records.metrics.RunRecorder`: the scalars of every logged step and
+Each gets the same things from `records.metrics.MetricsWriter`: the scalars of every logged step and
 epoch (by TensorBoard's tags: train/loss, val/accuracy, perf/images_per_second), the run's
 hyperparameters and final numbers at its end, and pictures (the confusion matrix). Only the main
 process builds them.
@@ -118,7 +118,7 @@ class TrackedRun:
 
 class Tracker(Protocol):
     """A store of a run's numbers that something other than this project reads (docs/trackers.md).
-    After a resume the recorder sends it what its store lacks (`ReadBack`)."""
+    After a resume the `MetricsWriter` sends it what its store lacks (`ReadBack`)."""
 
     def begin(self, run: TrackedRun) -> str | None:
         """Begin `run` (or carry on `run.resumed_id`); returns the tracker's id of it, if it has

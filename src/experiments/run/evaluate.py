@@ -33,7 +33,7 @@ from experiments.devices.process_group import ONE_PROCESS
 from experiments.devices.runtime import Runtime
 from experiments.records import checkpoints, hparams, tracker
 from experiments.records.hparams import Value
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 from experiments.records.recorded import EvaluationRecord, evaluation_record
 from experiments.records.results import Results, per_class_text
 from experiments.records.tracker import TrackedRun
@@ -169,12 +169,12 @@ def _track(
         parameters=tracker.flattened(OmegaConf.to_container(cfg, resolve=False)),  # type: ignore[arg-type]
         tags=tags | ({"sweep": sweep} if sweep else {}),
     )
-    with RunRecorder(run_dir, True, chosen) as recorder:
-        recorder.begin(run, {})
-        for each in recorder.trackers:
+    with MetricsWriter(run_dir, True, chosen) as metrics_writer:
+        metrics_writer.begin(run, {})
+        for each in metrics_writer.trackers:
             each.scalars(found, 0)
         final = {tag.replace("/", "_"): value for tag, value in found.items()}
-        recorder.hyperparameters(described, final, 0, hparams.swept_columns(job.swept_keys()))
+        metrics_writer.hyperparameters(described, final, 0, hparams.swept_columns(job.swept_keys()))
 
 
 def _data_to_evaluate(asked: DictConfig | None, trained: DictConfig, runtime: Runtime) -> ImageData:
