@@ -215,7 +215,7 @@ class MetricsWriter:
         lacking = self._lacking(confusion.TAG, global_step)
         if not lacking and global_step == self._resumed_after and path.is_file():
             return  # drawn, and held by each tracker, before a kill
-        with writing(path), interrupts.held():
+        with writing(path), interrupts.held_back():
             png, size = confusion.save(counts, classes, title, path)
         for tracker in lacking:
             tracker.picture(confusion.TAG, png, size, global_step)

@@ -100,7 +100,7 @@ class Results:
         if error is None or self._held:
             return
         # A folder deleted, or a disk still full: the failure is said on the console all the same.
-        with interrupts.held(), contextlib.suppress(ExperimentError):
+        with interrupts.held_back(), contextlib.suppress(ExperimentError):
             if isinstance(error, KeyboardInterrupt):  # Ctrl-C, or SIGTERM
                 self.finish("interrupted", interrupts.reason(error))
                 return
