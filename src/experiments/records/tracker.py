@@ -204,7 +204,8 @@ def trackers(chosen: DictConfig, run_dir: Path) -> dict[str, Tracker]:
     """The trackers `chosen` names (the `tracker` group's options, each under its own key),
     writing into `run_dir`, by that key, in the order given."""
     built = {}
-    with collection.held():  # a library's modules (MLflow's are many objects), never collected
+    # A library's modules (MLflow's are many objects), never collected.
+    with collection.paused_then_frozen():
         for key, node in chosen.items():
             _refuse_missing_package(key, str(node._target_))
             built[key] = build(node, run_dir=run_dir)
