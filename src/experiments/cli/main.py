@@ -146,7 +146,7 @@ def _run_job(
     run_dir = Path(hydra_cfg.runtime.output_dir)
     value = None
     try:
-        with process_settings.job(free_gpus):
+        with process_settings.isolated_job(free_gpus):
             value = job(run_dir, free_gpus)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or another signal taken as it
         if resumable and ProcessGroup.from_env().is_main:
