@@ -1,11 +1,11 @@
-"""Configs as the records a run writes hold them (experiments.config.build.recorded): a text read
+"""Configs as the records a run writes hold them (experiments.config.build.as_written): a text read
 from the environment is kept as its interpolation's text, whatever the record."""
 
 from __future__ import annotations
 
 import pytest
 
-from experiments.config.build import plain, recorded
+from experiments.config.build import as_written, plain
 from helpers import compose_config
 
 SECRET = "s3cret-token"
@@ -25,7 +25,7 @@ def test_a_text_read_from_the_environment_is_recorded_as_its_interpolation() -> 
         "+model.copied=${tracker.mlflow.tracking_uri}",  # (reads it through another key)
         "trainer.seed=${oc.env:ARRAY_TASK}",
     )
-    record = plain(recorded(cfg))
+    record = plain(as_written(cfg))
     uri = "https://runs:${oc.env:TRACKING_TOKEN}@tracking.example"
     assert record["tracker"]["mlflow"]["tracking_uri"] == uri
     assert record["model"]["tags"] == ["lenet", "${oc.env:TRACKING_TOKEN}"]
@@ -40,4 +40,4 @@ def test_a_text_read_from_the_environment_is_recorded_as_its_interpolation() -> 
 
 def test_a_config_that_reads_no_text_from_the_environment_is_recorded_as_it_is() -> None:
     cfg = compose_config("trainer.seed=${oc.env:ARRAY_TASK}")
-    assert recorded(cfg) is cfg
+    assert as_written(cfg) is cfg

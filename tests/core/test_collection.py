@@ -42,7 +42,7 @@ def test_nothing_is_collected_in_the_block_and_what_it_made_is_frozen_after(
 
     gc.callbacks.append(count)
     try:
-        with collection.held():
+        with collection.paused_then_frozen():
             assert not gc.isenabled()
             kept = [Cycle() for _ in range(100_000)]  # 100,000 allocations: would collect
             assert collections == []
@@ -54,13 +54,13 @@ def test_nothing_is_collected_in_the_block_and_what_it_made_is_frozen_after(
 
 def test_a_collector_turned_off_before_stays_off(unfrozen: None) -> None:
     gc.disable()
-    with collection.held():
+    with collection.paused_then_frozen():
         pass
     assert not gc.isenabled()
 
 
 def test_the_collector_is_back_after_a_failure_in_the_block(unfrozen: None) -> None:
     gc.enable()
-    with pytest.raises(RuntimeError), collection.held():
+    with pytest.raises(RuntimeError), collection.paused_then_frozen():
         raise RuntimeError("setup failed")
     assert gc.isenabled()

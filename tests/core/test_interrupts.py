@@ -36,13 +36,13 @@ def test_a_signal_interrupts_once_and_a_second_ctrl_c_is_not_a_traceback(
     assert (done.returncode, done.stdout, done.stderr) == (0, f"{said}\n", "")
 
 
-# Sent SIGTERM inside a `held` block (as TensorBoard's writes are), then Ctrl-C as well.
+# Sent SIGTERM inside a `held_back` block (as TensorBoard's writes are), then Ctrl-C as well.
 HELD = """
 import os, signal, time
-from experiments.core.interrupts import held, take_interrupts
+from experiments.core.interrupts import held_back, take_interrupts
 take_interrupts()
 try:
-    with held():
+    with held_back():
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.2)
         print("the block ran to its end", flush=True)
@@ -63,15 +63,15 @@ def test_an_interrupt_inside_a_held_block_is_raised_when_the_block_ends() -> Non
 
 
 # torchrun's SIGTERM, as a process that joined the group takes it (`Stopped`), arriving while a
-# thread runs beside the main one (as TensorBoard's writer does) and a `held` block writes.
+# thread runs beside the main one (as TensorBoard's writer does) and a `held_back` block writes.
 STOPPED_WHILE_HELD = """
 import os, signal, threading, time
-from experiments.core.interrupts import held
+from experiments.core.interrupts import held_back
 from experiments.devices import distributed
 signal.signal(signal.SIGTERM, distributed._raise_stopped)
 threading.Thread(target=time.sleep, args=(2,), daemon=True).start()
 try:
-    with held():
+    with held_back():
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(0.2)
         print("the block ran to its end", flush=True)

@@ -20,7 +20,7 @@ def fingerprint_of(*overrides: str, data: ImageData | None = None) -> dict[str, 
     the dataset as loaded already, before its validation split is held out)."""
     config = compose_config(*overrides).dataset
     data = data if data is not None else loading.load(config)
-    return fingerprint.of(validation.with_validation(data, config), config)
+    return fingerprint.data_fingerprint(validation.with_validation(data, config), config)
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ def test_a_job_sets_cudnn_benchmark_and_the_next_finds_it_as_it_was(benchmark: b
     before = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = not benchmark  # what an earlier job, or the user, left
     try:
-        with process_settings.job(None):
+        with process_settings.isolated_job(None):
             process_settings.apply(None, None, deterministic=False, cudnn_benchmark=benchmark)
             assert torch.backends.cudnn.benchmark is benchmark
         assert torch.backends.cudnn.benchmark is not benchmark

@@ -86,7 +86,7 @@ def test_rapl_s_package_counters_are_added_up_across_a_wrap(tmp_path: Path) -> N
 def test_the_recorded_energy_is_the_contract_s_plain_data() -> None:
     counted = (CounterEnergy("package-0", 30.0, 15.0), CounterEnergy("package-1", 10.0, 5.0))
     used = Energy("rapl", 40.0, 2.0, counted, energy.COVERS["rapl"])
-    assert used.recorded() == {
+    assert used.energy_record() == {
         "source": "rapl",
         "joules": 40.0,
         "seconds": 2.0,

@@ -487,8 +487,8 @@ def test_peak_memory_counts_every_gpu_of_data_parallel() -> None:
     plan = DevicePlan("cuda", 0, ids=(0, 1))
     memory.reset_peak_memory(plan)
     on_the_second = torch.zeros(2**28, device="cuda:1")  # 1 GiB, more than the first GPU holds
-    peak = memory.peak_memory_mb(plan)["peak_cuda_memory_mb"]
-    assert peak is not None and peak >= on_the_second.nbytes / memory.MIB
+    peak_memory = memory.peak_memory_mb(plan)["peak_cuda_memory_mb"]
+    assert peak_memory is not None and peak_memory >= on_the_second.nbytes / memory.MIB
 
 
 def test_cuda_graphs_train_and_evaluate_each_step_afresh(tmp_path: Path) -> None:

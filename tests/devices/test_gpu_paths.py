@@ -158,7 +158,7 @@ def test_a_sweep_stopped_by_an_unusable_gpu_says_why_and_what_to_do() -> None:
 
 
 def test_a_job_on_the_cpu_leaves_cuda_usable() -> None:
-    with pytest.raises(RuntimeError), process_settings.job(None):
+    with pytest.raises(RuntimeError), process_settings.isolated_job(None):
         raise RuntimeError("a job's own failure")
     assert process_settings.cuda_unusable() is None
 

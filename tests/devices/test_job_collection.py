@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from experiments.devices.process_settings import job
+from experiments.devices.process_settings import isolated_job
 
 
 class Model:
@@ -19,7 +19,7 @@ class Model:
 def test_a_job_collects_its_own_cycles_without_going_through_the_process() -> None:
     from_before = Model()  # the process's: lives on, a cycle the job's collection leaves alone
     gc.unfreeze()  # (a command run before in this process froze what its start-up made)
-    with job(None):
+    with isolated_job(None):
         # Frozen: out of the generations a collection goes through.
         assert not any(tracked is from_before for tracked in gc.get_objects())
         model = Model()

@@ -11,7 +11,7 @@ import torch
 from experiments.core.errors import ExperimentError
 from experiments.core.files import try_lock
 from experiments.devices.free_gpus import FreeGpus
-from experiments.devices.process_settings import job, visible_mask
+from experiments.devices.process_settings import isolated_job, visible_mask
 
 
 @pytest.mark.parametrize(
@@ -54,7 +54,7 @@ def test_a_failed_job_frees_its_memory_before_its_gpu_goes_to_the_next(tmp_path:
         raise RuntimeError("CUDA out of memory")
 
     free_gpus = FreeGpus(tmp_path)
-    with pytest.raises(RuntimeError), job(free_gpus):
+    with pytest.raises(RuntimeError), isolated_job(free_gpus):
         assert free_gpus.take(1) == 0
         train_out_of_memory()
     assert freed_while_gpu_held == [True]
@@ -71,7 +71,7 @@ def test_a_failed_job_leaves_no_gpu_memory_behind() -> None:
         model["itself"] = model
         raise RuntimeError("CUDA out of memory")
 
-    with pytest.raises(RuntimeError), job(None):
+    with pytest.raises(RuntimeError), isolated_job(None):
         train_out_of_memory()
     assert torch.cuda.memory_reserved() == reserved
 

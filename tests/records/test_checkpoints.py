@@ -160,7 +160,7 @@ def test_a_checkpoint_whose_config_no_run_saves_is_refused_in_one_line(
 def test_a_text_its_run_read_from_the_environment_loads_as_that_text(
     saved: tuple[Path, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A run records it as its interpolation's text (`config.build.recorded`); loaded, it stays
+    """A run records it as its interpolation's text (`config.build.as_written`); loaded, it stays
     that text, whatever the environment holds now."""
     monkeypatch.setenv("TRACKING_TOKEN", "s3cret")
     _, state = saved

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from experiments.core.errors import ExperimentError
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 from experiments.report.run_records import epochs
 
 
@@ -26,16 +26,19 @@ def test_a_torn_last_line_is_dropped_on_resume_and_in_the_report(tmp_path: Path)
     # SIGKILLed mid-write: the row of epoch 2's second step stopped part-way.
     path.write_text(_rows(EPOCH_1, STEP_2) + '{"kind": "step", "epo')
     assert epochs(tmp_path) == [EPOCH_1]
-    with RunRecorder(tmp_path, writes=True) as recorder:
-        recorder.resume_after(1, steps_per_epoch=4, history=HISTORY)
+    with MetricsWriter(tmp_path, writes=True) as metrics_writer:
+        metrics_writer.resume_after(1, steps_per_epoch=4, history=HISTORY)
     assert path.read_text() == _rows(EPOCH_1)
 
 
 def test_a_damaged_line_before_the_last_is_named(tmp_path: Path) -> None:
     path = tmp_path / "metrics.jsonl"
     path.write_text(_rows(EPOCH_1) + "not json\n" + _rows(STEP_2))
-    with pytest.raises(ExperimentError) as error, RunRecorder(tmp_path, writes=True) as recorder:
-        recorder.resume_after(1, steps_per_epoch=4, history=HISTORY)
+    with (
+        pytest.raises(ExperimentError) as error,
+        MetricsWriter(tmp_path, writes=True) as metrics_writer,
+    ):
+        metrics_writer.resume_after(1, steps_per_epoch=4, history=HISTORY)
     assert str(error.value) == (
         f"{path} line 2 is not a JSON row (Expecting value); each line holds one, and only "
         "the last may be cut short (by a killed run)"

@@ -13,7 +13,7 @@ import pytest
 from experiments.core.errors import ExperimentError
 from experiments.core.files import write_text_atomically
 from experiments.records import checkpoints
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 from experiments.records.own_folder import earlier_records
 from experiments.report.summary import write_report
 from experiments.run.train import train
@@ -156,8 +156,8 @@ def test_a_log_appended_to_replaces_a_link_that_points_nowhere(tmp_path: Path) -
     """Opened to append, a file through a dangling link would be made where the link points."""
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "metrics.jsonl").symlink_to(tmp_path / "made_outside.jsonl")
-    with RunRecorder(tmp_path / "run", writes=True) as recorder:
-        recorder.step(epoch=1, steps_before=0, step=1, loss=2.3, speed=100.0, lr=0.1)
+    with MetricsWriter(tmp_path / "run", writes=True) as metrics_writer:
+        metrics_writer.step(epoch=1, steps_before=0, step=1, loss=2.3, speed=100.0, lr=0.1)
     assert not (tmp_path / "made_outside.jsonl").exists()
     assert not (tmp_path / "run" / "metrics.jsonl").is_symlink()
     assert '"train_loss": 2.3' in (tmp_path / "run" / "metrics.jsonl").read_text()

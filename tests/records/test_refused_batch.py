@@ -14,7 +14,7 @@ from experiments.core.typed import mismatch
 from experiments.records.recorded import (
     EpochRecord,
     FinishRecord,
-    RecordedResults,
+    ResultsFile,
     SetupRecord,
     StartRecord,
 )
@@ -26,7 +26,7 @@ PHASES = (StartRecord, SetupRecord, EpochRecord, FinishRecord)
 
 @pytest.mark.parametrize("phase", PHASES, ids=lambda phase: phase.__name__)
 def test_the_reader_takes_each_phases_fields_as_that_phase_writes_them(phase: type) -> None:
-    read = get_type_hints(RecordedResults)
+    read = get_type_hints(ResultsFile)
     for key, written in get_type_hints(phase).items():
         # A value of the written type is one of the read type: null where the phase writes null.
         for example in (None, 64, 2.5, "text", True):

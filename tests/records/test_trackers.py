@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from experiments.records.csv_file import CsvFile
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 from experiments.records.tensorboard import EVENTS
 from experiments.records.tracker import TRACKED_IN, resumed_ids
 from helpers import (
@@ -76,12 +76,12 @@ def test_both_trackers_hold_the_same_numbers_and_none_writes_neither(tmp_path: P
 
 
 def test_a_row_cut_short_by_a_kill_is_dropped_on_resume(tmp_path: Path) -> None:
-    with RunRecorder(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as written:
+    with MetricsWriter(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as written:
         written.step(epoch=1, steps_before=0, step=2, loss=2.25, speed=100.0, lr=0.1)
         written.step(epoch=1, steps_before=0, step=4, loss=2.0, speed=100.0, lr=0.1)
     path = tmp_path / "metrics.csv"
     path.write_text(path.read_text() + "6,1.7")  # SIGKILLed while writing step 6's row
-    with RunRecorder(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as resumed:
+    with MetricsWriter(tmp_path, writes=True, trackers={"csv": CsvFile(tmp_path)}) as resumed:
         resumed.resume_after(1, steps_per_epoch=4, history=[EPOCH_1])  # type: ignore[list-item]
     assert table(path) == [
         ["step", "train/loss", "lr", "test/accuracy", "test/loss"],
@@ -184,7 +184,7 @@ def test_a_tracker_that_says_nothing_of_its_record_is_sent_it_again_on_resume(
     mine = {"mine": SaidAccuracy(tmp_path)}
     with (
         caplog.at_level(logging.INFO, logger="experiments"),
-        RunRecorder(tmp_path, True, mine) as resumed,
+        MetricsWriter(tmp_path, True, mine) as resumed,
     ):
         resumed.resume_after(1, steps_per_epoch=4, history=[EPOCH_1])  # type: ignore[list-item]
     assert caplog.messages == ["step 4: test accuracy 0.5000", f"{tmp_path.name}: completed"]

@@ -14,7 +14,7 @@ import pytest
 
 from experiments.core.errors import ExperimentError
 from experiments.records import environment
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 from helpers import ROOT, SMALL, results
 
 
@@ -97,8 +97,11 @@ def test_the_environment_that_cannot_be_written_is_named(unwritable: Path) -> No
 
 
 def test_metrics_that_cannot_be_written_are_named(unwritable: Path) -> None:
-    with pytest.raises(ExperimentError) as error, RunRecorder(unwritable, writes=True) as recorder:
-        recorder.step(1, 0, 1, loss=2.3, speed=100.0, lr=0.1)
+    with (
+        pytest.raises(ExperimentError) as error,
+        MetricsWriter(unwritable, writes=True) as metrics_writer,
+    ):
+        metrics_writer.step(1, 0, 1, loss=2.3, speed=100.0, lr=0.1)
     assert str(error.value) == f"could not write {unwritable}/metrics.jsonl: Is a directory"
 
 

@@ -290,13 +290,13 @@ def test_keys_not_groups_name_their_side_and_a_batch_swept_is_no_shared_batch(
         tmp_path / "sweep", {"seed": ["0", "1"], "serving.batch_size": ["64", "256"]}, jobs
     )
     rows = summary.write_report(sweep)
-    said = inference_benchmark.said(rows)
-    _, speed = said.verdicts
+    found = inference_benchmark.benchmark_verdict_lines(rows)
+    _, speed = found.verdicts
     assert speed.text.startswith("serving.batch_size=256 serves 1.6")
     assert speed.text.endswith(" images/s as serving.batch_size=64 (paired by seed, 2 pairs)")
     once = [row for row in rows if row["swept"]["seed"] == "0"]
     repeat = "one run each: no verdict; repeat with `-m seed=0,1,2`"
-    assert inference_benchmark.said(once).lines == [(0, repeat)]
+    assert inference_benchmark.benchmark_verdict_lines(once).lines == [(0, repeat)]
 
 
 def test_a_serving_record_of_the_wrong_shape_makes_its_row_unreadable(tmp_path: Path) -> None:
@@ -357,10 +357,10 @@ def test_energy_per_image_served_is_summed_up_where_measured(tmp_path: Path) -> 
 
 def test_the_training_judgement_is_unchanged_by_the_evaluations_seed() -> None:
     """Training sweeps repeat on trainer.seed; an evaluation sweep on seed."""
-    assert verdicts.TRAINING.repeat == "repeat with `-m trainer.seed=0,1,2`"
-    assert inference_benchmark.JUDGED.counts(
+    assert verdicts.TRAINING_RULES.repeat == "repeat with `-m trainer.seed=0,1,2`"
+    assert inference_benchmark.BENCHMARK_RULES.counts(
         "trainer.seed"
-    ) and not inference_benchmark.JUDGED.counts("seed")
+    ) and not inference_benchmark.BENCHMARK_RULES.counts("seed")
 
 
 def test_a_sweep_of_evaluations_ends_with_its_report(tmp_path: Path) -> None:

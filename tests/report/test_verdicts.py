@@ -49,7 +49,7 @@ def test_a_paired_interval_is_the_textbooks_and_scipys() -> None:
 def test_pairing_by_seed_finds_the_speedup_that_welchs_cannot() -> None:
     """The issue's numbers: unpaired, the seeds' spread hides a speed-up that every seed shows."""
     rows = sweep_rows({("1",): THREADS_1, ("2",): THREADS_2}, ["trainer.threads"])
-    (speed,) = verdicts.said(repeats.configurations(rows)).lines
+    (speed,) = verdicts.verdict_lines(repeats.configurations(rows)).lines
     logs = [[math.log(x) for x in side] for side in (THREADS_2, THREADS_1)]
     low, high = (math.exp(end) for end in paired_by_scipy(*logs))
     ratio = math.exp(sum(logs[0]) / 3 - sum(logs[1]) / 3)
@@ -60,7 +60,7 @@ def test_pairing_by_seed_finds_the_speedup_that_welchs_cannot() -> None:
     )
     assert low > 1
     # The same numbers, their seeds not known: Welch's t on 3 runs each holds no change.
-    (speed,) = verdicts.said(repeats.configurations(unseeded(rows))).lines
+    (speed,) = verdicts.verdict_lines(repeats.configurations(unseeded(rows))).lines
     low, high = (math.exp(end) for end in welch_by_scipy(*logs))
     assert low < 1 < high
     assert speed == (
@@ -72,11 +72,11 @@ def test_pairing_by_seed_finds_the_speedup_that_welchs_cannot() -> None:
 
 def test_runs_without_a_pair_for_every_seed_are_paired_on_the_seeds_both_ran() -> None:
     rows = sweep_rows({("1",): THREADS_1, ("2",): [*THREADS_2, 9000.0]}, ["trainer.threads"])
-    (verdict,) = verdicts.said(repeats.configurations(rows)).verdicts
+    (verdict,) = verdicts.verdict_lines(repeats.configurations(rows)).verdicts
     assert (verdict.method, verdict.runs) == ("paired by seed", [3, 3])
     # A seed twice on one side: no one pair per seed, so unpaired.
     rows[-1]["swept"]["trainer.seed"] = "0"
-    (verdict,) = verdicts.said(repeats.configurations(rows)).verdicts
+    (verdict,) = verdicts.verdict_lines(repeats.configurations(rows)).verdicts
     assert (verdict.method, verdict.runs) == ("Welch's t", [3, 4])
 
 
@@ -123,7 +123,9 @@ GPU = [(4000.0, 0.33), (4400.0, 0.34), (3600.0, 0.35)]  # four times as fast, ru
 
 def test_a_difference_beyond_the_noise_is_called_and_the_better_named_first() -> None:
     rows = unseeded(sweep_rows({("cpu",): CPU, ("cuda:0",): GPU}, ["device"]))
-    speed, accuracy = (line for _, line in verdicts.said(repeats.configurations(rows)).lines)
+    speed, accuracy = (
+        line for _, line in verdicts.verdict_lines(repeats.configurations(rows)).lines
+    )
     logs = [[math.log(x) for x in speeds] for speeds in ([4000, 4400, 3600], [1000, 1100, 900])]
     low, high = (math.exp(end) for end in welch_by_scipy(*logs))
     assert speed == (
@@ -135,7 +137,7 @@ def test_a_difference_beyond_the_noise_is_called_and_the_better_named_first() ->
     )
     # Seed by seed the same runs differ alike in every pair: the difference is exact.
     paired = sweep_rows({("cpu",): CPU, ("cuda:0",): GPU}, ["device"])
-    assert [line for _, line in verdicts.said(repeats.configurations(paired)).lines] == [
+    assert [line for _, line in verdicts.verdict_lines(repeats.configurations(paired)).lines] == [
         "cuda:0 trains 4.00x [4.00, 4.00] as fast as cpu (paired by seed, 3 pairs)",
         "cuda:0 - cpu: +3.0 points of test accuracy [+3.0, +3.0] (paired by seed, 3 pairs)",
     ]
@@ -147,7 +149,7 @@ def test_a_regressions_verdict_names_the_lower_rmse_better_first() -> None:
     )
     for row, rmse in zip(rows, [57.0, 72.0, 58.0, 73.0, 56.0, 71.0], strict=True):
         row["test_accuracy"], row["test_rmse"] = None, rmse
-    speed, rmse = (line for _, line in verdicts.said(repeats.configurations(rows)).lines)
+    speed, rmse = (line for _, line in verdicts.verdict_lines(repeats.configurations(rows)).lines)
     assert speed.startswith("optimizer.lr=0.01 vs optimizer.lr=0.001: no difference")
     # 57, 58, 56 against 72, 73, 71: -15 ± 2.776 · √(2/3) = ±2.27, the lower RMSE first.
     assert rmse == (
@@ -156,7 +158,7 @@ def test_a_regressions_verdict_names_the_lower_rmse_better_first() -> None:
     )
     rows.reverse()  # the worse configuration first in the report: still named second
     assert (
-        verdicts.said(repeats.configurations(rows))
+        verdicts.verdict_lines(repeats.configurations(rows))
         .lines[1][1]
         .startswith("optimizer.lr=0.01 - optimizer.lr=0.001: -15 of test rmse")
     )
@@ -165,7 +167,7 @@ def test_a_regressions_verdict_names_the_lower_rmse_better_first() -> None:
 def test_a_speeds_verdict_names_the_side_its_busy_runs_are_on() -> None:
     rows = sweep_rows({("cpu",): CPU, ("cuda:0",): GPU}, ["device"])
     rows[0]["host_busy"] = True  # cpu, seed 0
-    speed, accuracy = verdicts.said(repeats.configurations(rows)).verdicts
+    speed, accuracy = verdicts.verdict_lines(repeats.configurations(rows)).verdicts
     assert speed.text.endswith(
         " as fast as cpu (paired by seed, 3 pairs; busy host: 0 of 3 cuda:0 runs, 1 of 3 cpu "
         "runs, all on one side: not to be trusted for speed)"
@@ -174,7 +176,7 @@ def test_a_speeds_verdict_names_the_side_its_busy_runs_are_on() -> None:
     assert accuracy.text.endswith("(paired by seed, 3 pairs)")  # other work slows a run only
     assert accuracy.busy_runs is None
     rows[1]["host_busy"] = True  # cuda:0, seed 0: busy runs on both sides
-    (speed, _) = verdicts.said(repeats.configurations(rows)).verdicts
+    (speed, _) = verdicts.verdict_lines(repeats.configurations(rows)).verdicts
     assert speed.text.endswith("; busy host: 1 of 3 cuda:0 runs, 1 of 3 cpu runs)")
 
 
@@ -190,7 +192,9 @@ def test_an_interval_that_holds_no_change_is_never_called_a_difference() -> None
             ["placement"],
         )
     )
-    speed, accuracy = (line for _, line in verdicts.said(repeats.configurations(rows)).lines)
+    speed, accuracy = (
+        line for _, line in verdicts.verdict_lines(repeats.configurations(rows)).lines
+    )
     assert speed == (
         "to_device vs cuda_call: no difference beyond the noise in train images/s "
         "(0.89x [0.43, 1.84], Welch's t, 3 runs each)"
@@ -203,15 +207,17 @@ def test_an_interval_that_holds_no_change_is_never_called_a_difference() -> None
 
 def test_one_run_each_gets_no_verdict() -> None:
     once = sweep_rows({("lenet",): [(900.0, 0.3)], ("mlp",): [(800.0, 0.2)]}, ["model"])
-    assert verdicts.said(repeats.configurations(once)).lines == [(0, f"one run each: {REPEAT}")]
+    assert verdicts.verdict_lines(repeats.configurations(once)).lines == [
+        (0, f"one run each: {REPEAT}")
+    ]
     mixed = sweep_rows(
         {("lenet",): [(900.0, 0.3), (950.0, 0.31)], ("mlp",): [(800.0, 0.2)]}, ["model"]
     )
-    assert verdicts.said(repeats.configurations(mixed)).lines == [
+    assert verdicts.verdict_lines(repeats.configurations(mixed)).lines == [
         (0, f"lenet vs mlp: one run of mlp: {REPEAT}")
     ]
     # A report of one configuration has nothing to compare.
-    assert verdicts.said(repeats.configurations(once[:1])).lines == []
+    assert verdicts.verdict_lines(repeats.configurations(once[:1])).lines == []
 
 
 def test_the_keys_held_equal_are_said_once_above_their_verdicts() -> None:
@@ -236,14 +242,14 @@ def test_the_keys_held_equal_are_said_once_above_their_verdicts() -> None:
         ("optimizer.lr", {"model": "lenet"}),
         ("optimizer.lr", {"model": "mlp"}),
     ]
-    said = verdicts.said(configurations)
-    assert [line for depth, line in said.lines if depth == 0] == [
+    found = verdicts.verdict_lines(configurations)
+    assert [line for depth, line in found.lines if depth == 0] == [
         "with optimizer.lr=0.01:",
         "with optimizer.lr=0.1:",
         "with model=lenet:",
         "with model=mlp:",
     ]
-    below = [line for depth, line in said.lines if depth == 1]
+    below = [line for depth, line in found.lines if depth == 1]
     assert len(below) == 2 * len(pairs)  # a line per pair and measure
     assert all("with " not in line and "dataset" not in line for line in below)
     # √(3000 · 3100) / √(1000 · 1010) = 3.03, seed by seed 3.0 and 3.07
@@ -257,7 +263,7 @@ def test_the_keys_held_equal_are_said_once_above_their_verdicts() -> None:
         "optimizer.lr=0.01 - optimizer.lr=0.1: +10.0 points of test accuracy [+10.0, +10.0] "
         "(paired by seed, 2 pairs)"
     )
-    assert said.verdicts[5].held == {"model": "lenet"}
+    assert found.verdicts[5].held == {"model": "lenet"}
 
 
 def test_runs_of_different_sweeps_are_not_compared() -> None:
@@ -271,7 +277,7 @@ def test_runs_of_different_sweeps_are_not_compared() -> None:
     for row in second:
         row["sweep"] = "2026-11-28/11-00-00_b"
         row["swept"]["trainer.threads"] = "null"
-    said = verdicts.said(repeats.configurations(first + second))
+    found = verdicts.verdict_lines(repeats.configurations(first + second))
     assert [
         (pair.key, pair.first.sweep)
         for pair in verdicts.pairs(repeats.configurations(first + second))
@@ -279,11 +285,11 @@ def test_runs_of_different_sweeps_are_not_compared() -> None:
         ("trainer.threads", "2026-11-28/10-00-00_a"),
         ("model", "2026-11-28/11-00-00_b"),
     ]
-    assert [line for depth, line in said.lines if depth == 0] == [
+    assert [line for depth, line in found.lines if depth == 0] == [
         "sweep 2026-11-28/10-00-00_a:",
         "sweep 2026-11-28/11-00-00_b:",
     ]
-    assert [verdict.sweep for verdict in said.verdicts] == [
+    assert [verdict.sweep for verdict in found.verdicts] == [
         row["sweep"] for row in (first[0], second[0])
     ]
 
@@ -292,7 +298,7 @@ def test_verdicts_json_holds_each_verdict_for_programs() -> None:
     rows = sweep_rows({("cpu",): CPU, ("cuda:0",): GPU}, ["device"])
     rows[0]["host_busy"] = True
     speed, accuracy = json.loads(
-        verdicts.json_text(verdicts.said(repeats.configurations(rows)).verdicts)
+        verdicts.json_text(verdicts.verdict_lines(repeats.configurations(rows)).verdicts)
     )
     assert speed == {
         "sweep": "",

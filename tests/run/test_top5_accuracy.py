@@ -54,7 +54,7 @@ def test_a_run_of_ten_classes_records_top5_accuracy_and_may_select_by_it(tmp_pat
     # The report reads it as the run measured it, selected by it.
     read = read_run(run)
     assert read.monitor is not None and read.monitor.metric == "val_top5_accuracy"
-    assert "test_top5_accuracy" in read.measures.on(TEST)
+    assert "test_top5_accuracy" in read.measures.metrics_on(TEST)
     # Its checkpoint (the selected epoch's), evaluated, measures it too.
     (tmp_path / "eval").mkdir()
     evaluated = eval_cli(tmp_path / "eval", f"ckpt={run}", "device=cpu")
@@ -63,10 +63,10 @@ def test_a_run_of_ten_classes_records_top5_accuracy_and_may_select_by_it(tmp_pat
 
 
 def test_epochs_are_selected_by_accuracy_unless_the_monitor_says_otherwise() -> None:
-    assert Monitor.of(compose_config()).metric == "val_accuracy"
+    assert Monitor.from_config(compose_config()).metric == "val_accuracy"
     chosen = compose_config("trainer.monitor=val_top5_accuracy")
     validate(chosen)
-    assert Monitor.of(chosen).metric == "val_top5_accuracy"
+    assert Monitor.from_config(chosen).metric == "val_top5_accuracy"
 
 
 def test_a_task_of_two_classes_has_no_top5_accuracy() -> None:

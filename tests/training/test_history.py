@@ -17,7 +17,7 @@ from experiments.config.task_metrics import metrics_of
 from experiments.core.typed import mismatch
 from experiments.records import checkpoints
 from experiments.records.csv_file import CsvFile
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 from experiments.records.recorded import finish_record, task_numbers
 from experiments.records.results import training_summary
 from experiments.records.tensorboard import TensorBoard
@@ -56,8 +56,8 @@ def test_an_epoch_row_is_an_epoch_row_and_each_tracker_holds_its_metrics(
 ) -> None:
     val = _evaluation(2.0, 0.5) if validation else None
     trackers = {"tensorboard": TensorBoard(tmp_path), "csv": CsvFile(tmp_path)}
-    with RunRecorder(tmp_path, writes=True, trackers=trackers) as recorder:
-        row = recorder.epoch(1, 4, _training(), _evaluation(2.125, 0.375), val, CLASSES)
+    with MetricsWriter(tmp_path, writes=True, trackers=trackers) as metrics_writer:
+        row = metrics_writer.epoch(1, 4, _training(), _evaluation(2.125, 0.375), val, CLASSES)
     assert EpochRow.__required_keys__ <= row.keys() <= EVERY_KEY
     assert validated([row]) is validation
     (written,) = epochs(tmp_path)  # metrics.jsonl's row: the same, with its kind and time
@@ -84,12 +84,14 @@ def test_an_epoch_row_is_an_epoch_row_and_each_tracker_holds_its_metrics(
 
 
 def test_a_summary_has_the_keys_its_type_declares(tmp_path: Path) -> None:
-    with RunRecorder(tmp_path, writes=False) as recorder:
+    with MetricsWriter(tmp_path, writes=False) as metrics_writer:
         history = [
-            recorder.epoch(epoch, 4 * epoch, _training(), _evaluation(2.0, 0.25), val, CLASSES)
+            metrics_writer.epoch(
+                epoch, 4 * epoch, _training(), _evaluation(2.0, 0.25), val, CLASSES
+            )
             for epoch, val in [(1, _evaluation(1.5, 0.5)), (2, _evaluation(1.75, 0.25))]
         ]
-    monitor = Monitor.of(trained_with({"monitor": "val_loss", "monitor_mode": "auto"}))
+    monitor = Monitor.from_config(trained_with({"monitor": "val_loss", "monitor_mode": "auto"}))
     summary = training_summary(history, monitor, MEASURED)
     finished = finish_record(MEASURED)
     assert mismatch(summary, finished, "summary") is None
@@ -111,22 +113,24 @@ def trained_with(trainer: dict[str, str | None], task: str | None = None) -> Dic
 
 def test_the_monitor_is_better_the_way_its_metric_is() -> None:
     modes = {
-        key: Monitor.of(trained_with({"monitor": key, "monitor_mode": "auto"})).mode
-        for key in MEASURED.on(VAL)
+        key: Monitor.from_config(trained_with({"monitor": key, "monitor_mode": "auto"})).mode
+        for key in MEASURED.metrics_on(VAL)
     }
     assert modes == {"val_accuracy": "max", "val_loss": "min"}
     modes = {
-        key: Monitor.of(trained_with({"monitor": key, "monitor_mode": "auto"}, "regression")).mode
-        for key in Regression.measured.on(VAL)
+        key: Monitor.from_config(
+            trained_with({"monitor": key, "monitor_mode": "auto"}, "regression")
+        ).mode
+        for key in Regression.measured.metrics_on(VAL)
     }
     assert modes == {"val_rmse": "min", "val_mae": "min", "val_r2": "max", "val_loss": "min"}
 
 
 def test_by_default_the_monitor_is_the_tasks_first_metric_on_validation() -> None:
     default = {"monitor": None, "monitor_mode": "auto"}
-    assert str(Monitor.of(trained_with(default, "classification"))) == "val_accuracy (max)"
-    assert str(Monitor.of(trained_with(default, "regression"))) == "val_rmse (min)"
-    assert str(Monitor.of(trained_with(default))) == "val_accuracy (max)"
+    assert str(Monitor.from_config(trained_with(default, "classification"))) == "val_accuracy (max)"
+    assert str(Monitor.from_config(trained_with(default, "regression"))) == "val_rmse (min)"
+    assert str(Monitor.from_config(trained_with(default))) == "val_accuracy (max)"
 
 
 def test_an_old_runs_rows_load_and_sum_up_to_its_recorded_numbers(old_run: Path) -> None:
@@ -140,7 +144,7 @@ def test_an_old_runs_rows_load_and_sum_up_to_its_recorded_numbers(old_run: Path)
     config = OmegaConf.load(old_run / ".hydra" / "config.yaml")
     measures = metrics_of(config)
     assert measures is not None
-    summary = training_summary(history, Monitor.of(config), measures)
+    summary = training_summary(history, Monitor.from_config(config), measures)
     kept = {key: value for key, value in summary.items() if key in recorded}
     assert {"val_accuracy", "test_accuracy", "final_test_accuracy", "train_loss"} <= kept.keys()
     assert kept == {key: recorded[key] for key in kept}

@@ -35,17 +35,17 @@ from experiments.callbacks.time_to_target import TimeToTarget
 from experiments.callbacks.utilization import Utilization
 from experiments.config.build import build, check_importable
 from experiments.core.errors import ExperimentError
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 
 __all__ = ["Callback", "EpochEnd", "Fields", "Progress", "TrainingRun", "callbacks_for"]
 
 
 def callbacks_for(
-    cfg: DictConfig, recorder: RunRecorder, overrides: Sequence[str], swept: Sequence[str]
+    cfg: DictConfig, metrics_writer: MetricsWriter, overrides: Sequence[str], swept: Sequence[str]
 ) -> list[Callback]:
-    """The run's callbacks: the shipped ones its settings turn on, then the user's own; `recorder`
-    records what they draw, `overrides` and `swept` (the command line's, and the columns its
-    sweep varies) are what the HParams row shows."""
+    """The run's callbacks: the shipped ones its settings turn on, then the user's own;
+    `metrics_writer` sends on what they draw, `overrides` and `swept` (the command line's, and the
+    columns its sweep varies) are what the HParams row shows."""
     trainer = cfg.trainer
     on = {
         Profiler: trainer.profile,
@@ -61,8 +61,8 @@ def callbacks_for(
         Checkpoints(),
         Console(),
         *([TimeToTarget()] if on[TimeToTarget] else []),
-        *([ConfusionMatrix(recorder)] if trainer.confusion_matrix else []),
-        Hyperparameters(recorder, overrides, swept),
+        *([ConfusionMatrix(metrics_writer)] if trainer.confusion_matrix else []),
+        Hyperparameters(metrics_writer, overrides, swept),
     ]
     return shipped + [_own(name, spec) for name, spec in cfg.get("callbacks", {}).items()]
 

@@ -8,18 +8,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from experiments.callbacks.base import Callback, Fields, TrainingRun
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 
 
 class ConfusionMatrix(Callback):
-    def __init__(self, recorder: RunRecorder) -> None:
-        self.recorder = recorder
+    def __init__(self, metrics_writer: MetricsWriter) -> None:
+        self.metrics_writer = metrics_writer
 
     def on_fit_end(self, run: TrainingRun, summary: Mapping[str, Any]) -> Fields:
         if not run.selected_confusion:  # (a task without classes has none)
             return None
         title = f"{run.cfg.model.name} on {run.cfg.dataset.name}: test, epoch "
-        self.recorder.confusion_matrix(
+        self.metrics_writer.confusion_matrix(
             [list(row) for row in run.selected_confusion],
             run.data.classes,
             title + str(summary["selected_epoch"]),

@@ -8,25 +8,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from experiments.callbacks.base import Callback, Fields, TrainingRun
-from experiments.config.build import recorded
+from experiments.config.build import as_written
 from experiments.config.metric_names import TEST, TRAIN_IMAGES_PER_SECOND, VAL
 from experiments.records import hparams
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 
 
 class Hyperparameters(Callback):
     def __init__(
-        self, recorder: RunRecorder, overrides: Sequence[str], swept: Sequence[str]
+        self, metrics_writer: MetricsWriter, overrides: Sequence[str], swept: Sequence[str]
     ) -> None:
-        self.recorder = recorder
+        self.metrics_writer = metrics_writer
         self.overrides = list(overrides)  # the command line's
         self.swept = list(swept)  # the columns its sweep varies
 
     def on_fit_end(self, run: TrainingRun, summary: Mapping[str, Any]) -> Fields:
-        columns = hparams.hyperparameters(recorded(run.cfg), run.runtime.plan, self.overrides)
+        columns = hparams.hyperparameters(as_written(run.cfg), run.runtime.plan, self.overrides)
         # As numbers, to sort and filter by (whole numbers would be text there).
         sizes = {name: float(count) for name, count in run.model_size.record().items()}
-        self.recorder.hyperparameters(
+        self.metrics_writer.hyperparameters(
             columns | sizes, _compared_by(run, summary), run.history[-1]["global_step"], self.swept
         )
         return None

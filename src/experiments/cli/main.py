@@ -112,7 +112,7 @@ def sweep_stopped_by(cuda_error: str, job_number: int, run_dir: Path) -> str:
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="train")
 def _train(cfg: DictConfig) -> float | None:
     # Imported here, not at the top, so `--help` and `--cfg job` never load torch.
-    with collection.held():  # torch's objects, made once, never collected
+    with collection.paused_then_frozen():  # torch's objects, made once, never collected
         from experiments.run.train import train
 
     return _run_job(lambda run_dir, free_gpus: train(cfg, run_dir, free_gpus), resumable=True)
@@ -120,7 +120,7 @@ def _train(cfg: DictConfig) -> float | None:
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="eval")
 def _evaluate(cfg: DictConfig) -> float | None:
-    with collection.held():  # (as above)
+    with collection.paused_then_frozen():  # (as above)
         from experiments.run.evaluate import evaluate_checkpoint  # (no torch for --help, as above)
 
     return _run_job(lambda run_dir, free_gpus: evaluate_checkpoint(cfg, run_dir, free_gpus))
@@ -146,7 +146,7 @@ def _run_job(
     run_dir = Path(hydra_cfg.runtime.output_dir)
     value = None
     try:
-        with process_settings.job(free_gpus):
+        with process_settings.isolated_job(free_gpus):
             value = job(run_dir, free_gpus)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or another signal taken as it
         if resumable and ProcessGroup.from_env().is_main:

@@ -57,7 +57,7 @@ def plain(node: DictConfig) -> dict[str, Any]:
     return container
 
 
-def recorded(node: DictConfig) -> DictConfig:
+def as_written(node: DictConfig) -> DictConfig:
     """`node` as the records a run writes hold it (checkpoints, results.json, the trackers'
     parameters): a text value read from the environment (`${oc.env:API_KEY}`, or a key that
     interpolates one) is its interpolation's text, not what it read, which may be a secret and is

@@ -71,11 +71,11 @@ class TaskMetrics:
     def headline(self) -> Metric:
         return self.evaluated[0]
 
-    def on(self, split: str) -> dict[str, Metric]:
+    def metrics_on(self, split: str) -> dict[str, Metric]:
         """Its metrics on `split`, by their keys: {"val_accuracy": ACCURACY, "val_loss": LOSS}."""
         return {metric.key(split): metric for metric in self.evaluated}
 
-    def ways(self) -> dict[str, str]:
+    def better_ways(self) -> dict[str, str]:
         """Each metric's better way, its loss aside, as a config declares them: {"mae": "min"}."""
         return {metric.name: str(metric.better) for metric in self.evaluated if metric != LOSS}
 
@@ -86,7 +86,7 @@ class TaskMetrics:
 
     def monitored(self) -> tuple[str, ...]:
         """What trainer.monitor may select on: its metrics on the validation split."""
-        return tuple(self.on(VAL))
+        return tuple(self.metrics_on(VAL))
 
     def optimizable(self) -> tuple[str, ...]:
         """What a run may return to a sweeper."""
@@ -94,7 +94,7 @@ class TaskMetrics:
 
     def on_test(self) -> tuple[str, ...]:
         """Its numbers on the test split, which select nothing."""
-        return (*self.on(TEST), self.final_key(TEST))
+        return (*self.metrics_on(TEST), self.final_key(TEST))
 
 
 # Every task's, measured after its own metrics.

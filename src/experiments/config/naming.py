@@ -60,7 +60,7 @@ def safe_name(choice: str) -> str:
 def planned_job_names(multirun_yaml: Path) -> list[str] | None:
     """The folder names of every job, in order, of a sweep by Hydra's basic sweeper (from its
     `multirun.yaml`); None for other sweepers, which decide their jobs as they go (Optuna)."""
-    hydra = _recorded_sweep(multirun_yaml)
+    hydra = _sweep_hydra_section(multirun_yaml)
     if not str(hydra["sweeper"]["_target_"]).endswith(".BasicSweeper"):
         return None
     params = [f"{key}={value}" for key, value in (hydra["sweeper"].get("params") or {}).items()]
@@ -88,7 +88,7 @@ def sweep_keys(multirun_yaml: Path, hydra: Mapping[str, Any] | None = None) -> s
     """The keys a sweep's command line sweeps over, or its sweeper searches: from its
     `multirun.yaml`, or, in one of its jobs, from the sweep's Hydra config (`hydra`)."""
     if hydra is None:
-        hydra = _recorded_sweep(multirun_yaml)
+        hydra = _sweep_hydra_section(multirun_yaml)
     return _varying_keys(hydra, multirun_yaml) or set()
 
 
@@ -107,16 +107,16 @@ def _varying_keys(hydra: Mapping[str, Any], multirun_yaml: Path) -> set[str] | N
 @functools.cache
 def _swept_on_command_line(multirun_yaml: str) -> frozenset[str]:
     """The keys the sweep's saved command line sweeps over (`model=tudui,lenet`)."""
-    overrides = _recorded_sweep(Path(multirun_yaml))["overrides"]["task"]
+    overrides = _sweep_hydra_section(Path(multirun_yaml))["overrides"]["task"]
     parsed = _parser().parse_overrides(list(overrides))
     return frozenset(override.key_or_group for override in parsed if override.is_sweep_override())
 
 
-def _recorded_sweep(multirun_yaml: Path) -> dict[str, Any]:
+def _sweep_hydra_section(multirun_yaml: Path) -> dict[str, Any]:
     """The `hydra` section of a sweep's multirun.yaml (its sweeper and its command line), or one
     line naming the file where it holds none."""
-    recorded = read_data(multirun_yaml, RECORD, as_yaml)
-    hydra = recorded.get("hydra") if isinstance(recorded, dict) else None
+    multirun = read_data(multirun_yaml, RECORD, as_yaml)
+    hydra = multirun.get("hydra") if isinstance(multirun, dict) else None
     sweeper = hydra.get("sweeper") if isinstance(hydra, dict) else None
     overrides = hydra.get("overrides") if isinstance(hydra, dict) else None
     if (

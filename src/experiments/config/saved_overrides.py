@@ -134,7 +134,7 @@ def _metrics_measured(folder: Path, saved: list[Override]) -> list[str]:
     except UnreadableFile:
         loaded = {"task": {}}
     task = loaded.get("task") if isinstance(loaded, dict) else None
-    declared = task.get("metrics") if isinstance(task, dict) else BEFORE_TASKS.ways()
+    declared = task.get("metrics") if isinstance(task, dict) else BEFORE_TASKS.better_ways()
     if not declared and any(override.key_or_group == "task._target_" for override in saved):
         with contextlib.suppress(UnreadableFile, AttributeError):
             declared = read_data(folder / "results.json", RECORD, as_json).get("task_metrics")

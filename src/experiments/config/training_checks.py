@@ -185,9 +185,9 @@ def task_metrics_not_declared(cfg: DictConfig) -> str | None:
     given.pop(LOSS.name, None)  # (measured last, whether named or not)
     shipped = task_class(task)
     if shipped is not None:
-        if not given or given in [m.ways() for m in (shipped.measured, *shipped.narrower)]:
+        if not given or given in [m.better_ways() for m in (shipped.measured, *shipped.narrower)]:
             return None
-        measured = ways(shipped.measured.ways())
+        measured = ways(shipped.measured.better_ways())
         return f"task.metrics={{{ways(given)}}} is not what task={task.name} measures: {measured}"
     if not given:
         return (

@@ -3,7 +3,7 @@ interrupted and by which signal, removes its temporary files, and can be resumed
 SIGUSR1 are taken the same way, then end the process as they would have without a handler
 (`end_as_the_signal_would`). A signal other than Ctrl-C is raised as `Terminated`, a
 KeyboardInterrupt, so every `except KeyboardInterrupt` and `finally` serves it too. Code that
-another thread waits on (TensorBoard's writer queue) holds them back while it runs (`held`): cut
+another thread waits on (TensorBoard's writer queue) holds them back as it runs (`held_back`): cut
 short there, it leaves the queue waiting for ever. Under torchrun, SIGTERM takes torchrun's meaning
 instead (`devices.distributed`), held back the same way."""
 
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-_holding = 0  # how many `held` blocks the main thread is in
+_holding = 0  # how many `held_back` blocks the main thread is in
 _pending: list[BaseException] = []  # the interrupt held back, raised when they end
 _delivered: list[BaseException] = []  # the interrupt a signal raised, in case it was lost
 
@@ -56,7 +56,7 @@ def raise_if_lost() -> None:
 
 
 @contextmanager
-def held() -> Iterator[None]:
+def held_back() -> Iterator[None]:
     """Hold back Ctrl-C and SIGTERM while the block runs; one that came meanwhile is raised when
     it ends."""
     global _holding
@@ -70,7 +70,7 @@ def held() -> Iterator[None]:
 
 
 def raise_unless_held(interrupt: BaseException) -> None:
-    """Raise `interrupt` (from a signal handler) now, or if a `held` block runs, when it ends."""
+    """Raise `interrupt` (from a signal handler) now, or if in a `held_back` block, when it ends."""
     if _holding:
         _pending.append(interrupt)
         return

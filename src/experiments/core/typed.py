@@ -30,7 +30,7 @@ EXPECTED = {
 QUOTED = 40
 
 # Where in a value a part is (`device.ids[0]`; "" for the whole), and what is wrong with it.
-Found = tuple[str, str]
+Mismatch = tuple[str, str]
 
 
 def mismatch(value: Any, expected: Any, name: str, *, partial: bool = False) -> str | None:
@@ -54,7 +54,7 @@ def checked(value: Any, expected: Any, name: str, *, partial: bool = False) -> A
 
 
 # A check of a value (at `where` in its record) against a type: what is wrong, or None.
-Check = Callable[[Any, str], "Found | None"]
+Check = Callable[[Any, str], "Mismatch | None"]
 
 
 @functools.cache  # made once per type: a report checks every epoch row of every run
@@ -68,7 +68,7 @@ def _checker(expected: Any, partial: bool = False) -> Check:
         options = get_args(expected)
         said = " or ".join(map(_quoted, options))
 
-        def literal(value: Any, where: str) -> Found | None:
+        def literal(value: Any, where: str) -> Mismatch | None:
             if any(value == option and type(value) is type(option) for option in options):
                 return None
             return where, _is(value, said)
@@ -84,7 +84,7 @@ def _checker(expected: Any, partial: bool = False) -> Check:
     else:
         inner = None
 
-    def check(value: Any, where: str) -> Found | None:
+    def check(value: Any, where: str) -> Mismatch | None:
         if not _is_a(value, outer):
             return where, _is(value, said)
         return inner(value, where) if inner else None
@@ -96,7 +96,7 @@ def _typed_dict_checker(expected: Any, partial: bool) -> Check:
     checks = {key: _checker(hint) for key, hint in get_type_hints(expected).items()}
     required = [] if partial else [key for key in checks if key in expected.__required_keys__]
 
-    def check(value: dict[Any, Any], where: str) -> Found | None:
+    def check(value: dict[Any, Any], where: str) -> Mismatch | None:
         for key in required:
             if key not in value:
                 return where, f"lacks {key}"
@@ -109,7 +109,7 @@ def _typed_dict_checker(expected: Any, partial: bool) -> Check:
 
 
 def _list_checker(item: Check) -> Check:
-    def check(value: list[Any], where: str) -> Found | None:
+    def check(value: list[Any], where: str) -> Mismatch | None:
         for i, entry in enumerate(value):
             if found := item(entry, f"{where}[{i}]" if where else f"item {i + 1}"):
                 return found
@@ -121,7 +121,7 @@ def _list_checker(item: Check) -> Check:
 def _dict_checker(key_type: Any, item_type: Any) -> Check:
     item = _checker(item_type)
 
-    def check(value: dict[Any, Any], where: str) -> Found | None:
+    def check(value: dict[Any, Any], where: str) -> Mismatch | None:
         for key, entry in value.items():
             if not _is_a(key, key_type):
                 return where, f"has a key {_what(key)}, where {_expected(key_type)} belongs"
@@ -136,7 +136,7 @@ def _union_checker(options: tuple[Any, ...]) -> Check:
     checks = [(_checker(option), option) for option in options]
     said = " or ".join(_expected(option) for option in options)
 
-    def check(value: Any, where: str) -> Found | None:
+    def check(value: Any, where: str) -> Mismatch | None:
         found = [each(value, where) for each, _ in checks]
         if None in found:
             return None

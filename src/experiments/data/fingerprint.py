@@ -55,7 +55,7 @@ def values_digest(split: Split) -> str:
     return digest.hexdigest()[:16]
 
 
-def of(data: ImageData, config: DatasetConfig) -> dict[str, Any]:
+def data_fingerprint(data: ImageData, config: DatasetConfig) -> dict[str, Any]:
     """The fingerprint of `data`, loaded (its validation split held out) as `config` says."""
     source = {key: value for key, value in plain(config.source).items() if key not in LOCATION}
     validation = data.record.get("validation") or {}

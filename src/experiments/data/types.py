@@ -45,7 +45,7 @@ class ImageData:
     # What its samples are called in messages: a CSV file's are rows.
     unit: Unit = IMAGES
 
-    def recorded(self) -> dict[str, Any]:
+    def data_record(self) -> dict[str, Any]:
         """results.json's `data`: how it was loaded, the config fields it filled in, its unit."""
         return {**self.record, **self.derived(), "unit": self.unit.many}
 

@@ -1,6 +1,6 @@
 """The device a job used, described for people and records: the torch build, and for
 results.json the device asked for and the one used (with what its kind records of it:
-`Backend.recorded`)."""
+`Backend.device_record_fields`)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def device_record(request: DeviceConfig, plan: DevicePlan) -> dict[str, Any]:
         "type": plan.type,
         "index": plan.index,
     }
-    record.update(backend_for(plan.type).recorded(plan.device))
+    record.update(backend_for(plan.type).device_record_fields(plan.device))
     if plan.ids:
         record["ids"] = list(plan.ids)
     if plan.backend:

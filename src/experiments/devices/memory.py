@@ -71,8 +71,8 @@ def reset_peak_memory(plan: DevicePlan) -> None:
 def peak_memory_mb(plan: DevicePlan) -> dict[str, float | None]:
     """Peak host resident memory and, on GPUs, the peak CUDA memory allocated on the fullest of
     the plan's GPUs (DataParallel's replicas need memory on each; any may run out), in MiB."""
-    peaks = [backend_for(device.type).peak_memory_bytes(device) for device in plan.computes_on]
-    own = [peak / MIB for peak in peaks if peak is not None]
+    devices = [backend_for(device.type).peak_memory_bytes(device) for device in plan.computes_on]
+    own = [peak_memory / MIB for peak_memory in devices if peak_memory is not None]
     cuda = max(own) if own else None
     return {"peak_host_memory_mb": _peak_rss_bytes() / MIB, "peak_cuda_memory_mb": cuda}
 
@@ -167,5 +167,6 @@ def _peak_rss_bytes() -> float:
         import resource  # not on Windows
     except ImportError:
         return float("nan")
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return float(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, kB elsewhere
+    # ru_maxrss: bytes on macOS, kB elsewhere
+    max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return float(max_rss if sys.platform == "darwin" else max_rss * 1024)

@@ -106,7 +106,7 @@ def apply(
 
 
 @contextmanager
-def job(free_gpus: FreeGpus | None) -> Iterator[None]:
+def isolated_job(free_gpus: FreeGpus | None) -> Iterator[None]:
     """One job of this process: its settings put back and memory handed back when it ends, and
     only then its GPU released to `free_gpus` (else the next job could start on a GPU still full
     of this one's tensors)."""

@@ -260,7 +260,7 @@ def load(path: Path) -> dict[str, Any]:
             "not used"
         )
     # An older checkpoint may name modules since moved; a text its run read from the environment
-    # stays the interpolation's text (`config.build.recorded`), never resolved again.
+    # stays the interpolation's text (`config.build.as_written`), never resolved again.
     return {**state, "config": with_current_targets(_environment_as_text(state["config"]))}
 
 

@@ -54,7 +54,7 @@ from experiments.training.loop import EvaluationResult, TrainingResult
 log = logging.getLogger("experiments")
 
 
-class RunRecorder:
+class MetricsWriter:
     """metrics.jsonl and the trackers of one run folder, as a context manager that closes them."""
 
     def __init__(
@@ -68,7 +68,7 @@ class RunRecorder:
         # The global step a resumed run carries on after (its checkpoint's).
         self._resumed_after: int | None = None
 
-    def __enter__(self) -> RunRecorder:
+    def __enter__(self) -> MetricsWriter:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: object, tb: object) -> None:
@@ -96,7 +96,7 @@ class RunRecorder:
         """Tell each tracker of the run; a resume carries on the tracker runs begun before in
         this folder (its results.json, not yet written again, names them). Returns the fields
         of results.json's setup that name them (none where no tracker gave an id)."""
-        found = running.recorded(self.dir) if resuming else {}
+        found = running.read_results(self.dir) if resuming else {}
         ids = self.begin(run, resumed_ids(found, self.dir, self.named_trackers))
         return {"trackers": ids, TRACKED_IN: str(self.dir.resolve())} if ids else {}
 
@@ -227,7 +227,7 @@ class RunRecorder:
         lacking = self._lacking(confusion.TAG, global_step)
         if not lacking and global_step == self._resumed_after and path.is_file():
             return  # drawn, and held by each tracker, before a kill
-        with writing(path), interrupts.held():
+        with writing(path), interrupts.held_back():
             png, size = confusion.save(counts, classes, title, path)
         for tracker in lacking:
             tracker.picture(confusion.TAG, png, size, global_step)
@@ -244,7 +244,7 @@ class RunRecorder:
 
 
 class Feed:
-    """A tracker as the recorder sends to it: after a resume, the rows its store lacks, as a
+    """A tracker as the `MetricsWriter` sends to it: after a resume, the rows its store lacks, as a
     `ReadBack` says (one that cannot say is sent all of them again)."""
 
     def __init__(self, tracker: Tracker) -> None:

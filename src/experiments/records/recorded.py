@@ -1,6 +1,6 @@
 """What results.json holds, as types: the fields of each phase of a training run, each written once
 at its end (`records.results.Results`: start, setup, each epoch, finish), the task's numbers keyed
-by its metrics (`task_numbers`), and the whole file as a reader finds it (`RecordedResults`).
+by its metrics (`task_numbers`), and the whole file as a reader finds it (`ResultsFile`).
 Without torch: the report command reads them.
 """
 
@@ -173,8 +173,8 @@ def task_numbers(measures: TaskMetrics) -> Any:
     selected epoch, and its headline at the final epoch: a regression's has val_rmse, never
     val_accuracy."""
     fields = {
-        **{key: float | None for key in (*measures.on(VAL), measures.final_key(VAL))},
-        **{key: float | None for key in (*measures.on(TEST), measures.final_key(TEST))},
+        **{key: float | None for key in (*measures.metrics_on(VAL), measures.final_key(VAL))},
+        **{key: float | None for key in (*measures.metrics_on(TEST), measures.final_key(TEST))},
     }
     name = "".join(part.title() for part in measures.headline.name.split("_"))
     return TypedDict(f"{name}Numbers", fields)  # type: ignore[operator]
@@ -242,11 +242,12 @@ class EvaluationRecord(TypedDict, total=False):
 def evaluation_record(measures: TaskMetrics) -> Any:
     """The TypedDict of an evaluation's numbers: `EvaluationRecord`'s and its task's metrics on
     the test split."""
-    fields = get_type_hints(EvaluationRecord) | {key: float | None for key in measures.on(TEST)}
+    metrics = {key: float | None for key in measures.metrics_on(TEST)}
+    fields = get_type_hints(EvaluationRecord) | metrics
     return TypedDict("Evaluated", fields, total=False)  # type: ignore[operator]
 
 
-class RecordedResults(StartRecord, SetupRecord, EpochRecord, FinishRecord, total=False):
+class ResultsFile(StartRecord, SetupRecord, EpochRecord, FinishRecord, total=False):
     """results.json as a reader finds it: its phases' fields (the task's numbers are checked
     apart, by `task_numbers`). Each key may be missing (a run still going, an older run folder),
     and a key present holds its type."""

@@ -100,7 +100,7 @@ class Results:
         if error is None or self._held:
             return
         # A folder deleted, or a disk still full: the failure is said on the console all the same.
-        with interrupts.held(), contextlib.suppress(ExperimentError):
+        with interrupts.held_back(), contextlib.suppress(ExperimentError):
             if isinstance(error, KeyboardInterrupt):  # Ctrl-C, or SIGTERM
                 self.finish("interrupted", interrupts.reason(error))
                 return
@@ -214,8 +214,8 @@ def training_summary(
     return {
         "selected_epoch": selected["epoch"],
         "selected_by": str(monitor) if monitor else "final epoch (no validation split)",
-        **{key: selected.get(key) for key in measures.on(VAL)},
-        **{key: selected[key] for key in measures.on(TEST)},
+        **{key: selected.get(key) for key in measures.metrics_on(VAL)},
+        **{key: selected[key] for key in measures.metrics_on(TEST)},
         **({"class_accuracy": selected["class_accuracy"]} if "class_accuracy" in selected else {}),
         **{
             measures.final_key(split): last.get(measures.headline.key(split))

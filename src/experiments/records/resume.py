@@ -23,7 +23,7 @@ from torch.optim.lr_scheduler import LRScheduler
 from experiments.core.files import remove_leftovers
 from experiments.core.text import display_path
 from experiments.records import checkpoints, environment, resume_checks, running, snapshot
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 from experiments.records.recorded import SetupRecord
 from experiments.records.results import Results
 from experiments.training import seeding, selection
@@ -42,7 +42,7 @@ def checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any] | None:
         return None
     running.refuse_if_running(cfg.resume)  # two processes never write one folder
     # Killed after its last checkpoint, a run has trained every epoch but not written its end.
-    completed = running.recorded(Path(cfg.resume)).get("status") == "completed"
+    completed = running.read_results(Path(cfg.resume)).get("status") == "completed"
     resumed = checkpoints.to_resume(
         cfg.resume, cfg.trainer.epochs, cfg.scheduler.name, completed=completed
     )
@@ -130,13 +130,13 @@ def restore(
     composed: DictConfig,
     run_dir: Path,
     state: TrainingState,
-    records: tuple[Results, RunRecorder],
+    records: tuple[Results, MetricsWriter],
     monitor: Monitor | None,
 ) -> Resumed:
     """Put the run of `cfg.resume` back where `checkpoint` left it: its config snapshot and
     environment written again, what a kill left repaired, the epochs' rows metrics.jsonl and the
     trackers lost written again. Only the main process writes."""
-    results, recorder = records
+    results, metrics_writer = records
     state.restore(checkpoint, cfg.resume, cfg.trainer)
     results.accept()
     resumed = Resumed(
@@ -153,7 +153,7 @@ def restore(
         snapshot.save(composed, run_dir)
         environment.write(run_dir)
         _repair(run_dir, checkpoint, resumed.history, monitor)
-    recorder.resume_after(epoch, state.steps_per_epoch, resumed.history)
+    metrics_writer.resume_after(epoch, state.steps_per_epoch, resumed.history)
     if resumed.stopped_early:
         results.add(SetupRecord, stopped_early={"epoch": epoch, "reason": resumed.stopped_early})
     # Killed after its last checkpoint, before its end was written.

@@ -88,7 +88,7 @@ def batch_search_of(checkpoint: dict[str, Any], run: str) -> BatchSearch | None:
     ignored); None: its batch was given."""
     batch = checkpoint["config"]["trainer"]["batch_size"]
     if checkpoints.BATCH_SEARCH not in checkpoint:
-        found = running.recorded(Path(run)).get(checkpoints.BATCH_SEARCH)
+        found = running.read_results(Path(run)).get(checkpoints.BATCH_SEARCH)
         return found if found is not None and _search_fault(found, batch) is None else None
     search = checkpoint[checkpoints.BATCH_SEARCH]
     fault = None if search is None else _search_fault(search, batch)

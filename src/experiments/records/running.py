@@ -21,7 +21,7 @@ from experiments.core.files import RECORD, UnreadableFile, as_json, read_data, t
 CLOCK_SLACK_SECONDS = 1.0
 
 
-def recorded(run_dir: Path) -> dict[str, Any]:
+def read_results(run_dir: Path) -> dict[str, Any]:
     """The run's results.json, or {} where there is none that can be read; one that is not a
     regular file, or too large, is refused in one line."""
     try:
@@ -33,7 +33,7 @@ def recorded(run_dir: Path) -> dict[str, Any]:
 
 def refuse_if_running(run: str) -> None:
     """Refuse `resume=<run>` while the process training the run is alive on this host."""
-    results = recorded(Path(run))
+    results = read_results(Path(run))
     if results.get("status") != "running" or not alive_here(results):
         return
     pid = results["process"]["pid"]

@@ -68,7 +68,7 @@ class TensorBoard:
         return Logged({s for s in steps if s <= through}, {s for s in epochs if s <= through}, ends)
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
-        with writing(self.dir / EVENTS), interrupts.held():
+        with writing(self.dir / EVENTS), interrupts.held_back():
             writer = self._opened()
             for tag, value in values.items():
                 writer.add_scalar(tag, value, step)
@@ -81,14 +81,14 @@ class TensorBoard:
         step: int,
         swept: Collection[str],
     ) -> None:
-        with writing(self.dir / EVENTS), interrupts.held():
+        with writing(self.dir / EVENTS), interrupts.held_back():
             hparams.write(self._opened(), dict(hyperparameters), dict(numbers), step, swept)
 
     def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:
         height, width, channels = size
         image = Summary.Image(height=height, width=width, colorspace=channels)
         image.encoded_image_string = png
-        with writing(self.dir / EVENTS), interrupts.held():
+        with writing(self.dir / EVENTS), interrupts.held_back():
             writer = self._opened()
             # (`add_image` would convert the pixels and encode them again.)
             summary = Summary(value=[Summary.Value(tag=tag, image=image)])
@@ -98,7 +98,7 @@ class TensorBoard:
     def close(self, status: str) -> None:
         try:
             if self._writer is not None:
-                with interrupts.held(), writing(self.dir / EVENTS):
+                with interrupts.held_back(), writing(self.dir / EVENTS):
                     self._writer.close()
         finally:
             threading.excepthook = self._excepthook

@@ -6,7 +6,7 @@
     tracker=wandb                a W&B run (`records.wandb_run`; pip install wandb)
     tracker=[tensorboard,csv]    several
 
-Each gets the same things from `records.metrics.RunRecorder`: the scalars of every logged step and
+Each gets the same things from `records.metrics.MetricsWriter`: the scalars of every logged step and
 epoch (by TensorBoard's tags: train/loss, val/accuracy, perf/images_per_second), the run's
 hyperparameters and final numbers at its end, and pictures (the confusion matrix). Only the main
 process builds them.
@@ -136,7 +136,7 @@ def tracked_run(
 
 class Tracker(Protocol):
     """A store of a run's numbers that something other than this project reads (docs/trackers.md).
-    After a resume the recorder sends it what its store lacks (`ReadBack`)."""
+    After a resume the `MetricsWriter` sends it what its store lacks (`ReadBack`)."""
 
     def begin(self, run: TrackedRun) -> str | None:
         """Begin `run` (or carry on `run.resumed_id`); returns the tracker's id of it, if it has
@@ -222,7 +222,8 @@ def trackers(chosen: DictConfig, run_dir: Path) -> dict[str, Tracker]:
     """The trackers `chosen` names (the `tracker` group's options, each under its own key),
     writing into `run_dir`, by that key, in the order given."""
     built = {}
-    with collection.held():  # a library's modules (MLflow's are many objects), never collected
+    # A library's modules (MLflow's are many objects), never collected.
+    with collection.paused_then_frozen():
         for key, node in chosen.items():
             _refuse_missing_package(key, str(node._target_))
             built[key] = build(node, run_dir=run_dir)

@@ -60,7 +60,9 @@ def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
         lines += [(1, _said(configuration, unit, several)) for configuration in mine]
         lines += [(1, knee) for knee in _knees(rows, device)]
     between = [
-        verdict for verdict in verdicts.said(configurations).verdicts if verdict.key == DEVICE
+        verdict
+        for verdict in verdicts.verdict_lines(configurations).verdicts
+        if verdict.key == DEVICE
     ]
     if between:
         lines.append((0, "between devices:"))

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.records.recorded import RecordedResults
+from experiments.records.recorded import ResultsFile
 from experiments.report import repeats, verdicts
 from experiments.report.repeats import Configuration, Measure, Row
 from experiments.report.run_records import GROUPS
@@ -46,7 +46,7 @@ FROM_SERVING = {
 }
 
 
-def evaluation_fields(results: RecordedResults) -> Row:
+def evaluation_fields(results: ResultsFile) -> Row:
     """What an evaluation's summary row takes from its results.json: its kind, the model and
     dataset it evaluated (its config names them only when typed), and its `serving` numbers."""
     recorded: dict[str, Any] = dict(results)  # (an `EvaluationRecord`)
@@ -103,7 +103,9 @@ THROUGHPUT = verdicts.timed_ratio(
 )
 # A config group's choice names a side alone (`cuda:0`); any other key with it (`precision=bf16`,
 # `serving.batch_size=64`): an evaluation's keys are top-level.
-JUDGED = verdicts.Judged(SEED, lambda pair: [LATENCY, THROUGHPUT], lambda key: key in GROUPS)
+BENCHMARK_RULES = verdicts.VerdictRules(
+    SEED, lambda pair: [LATENCY, THROUGHPUT], lambda key: key in GROUPS
+)
 
 HEADING = (
     "Serving (evaluations with benchmark=true that differ only in seed): n runs, latency at "
@@ -125,7 +127,7 @@ class Section:
     where repeats ran back to back."""
 
     cells: list[list[str]]
-    said: verdicts.Said
+    verdict_lines: verdicts.VerdictLines
     warning: str | None
 
 
@@ -137,7 +139,7 @@ def _served(rows: Sequence[Row]) -> list[Row]:
 def configurations(rows: Sequence[Row]) -> list[Configuration]:
     """The completed evaluations of `rows` that benchmarked, by configuration: those that differ
     only in `seed` are one."""
-    return repeats.configurations(_served(rows), JUDGED.counts)
+    return repeats.configurations(_served(rows), BENCHMARK_RULES.counts)
 
 
 def section(rows: Sequence[Row]) -> Section | None:
@@ -145,8 +147,12 @@ def section(rows: Sequence[Row]) -> Section | None:
     measured = configurations(rows)
     if not measured:
         return None
-    warning = verdicts.back_to_back(_served(rows), measured, JUDGED)
-    return Section(repeats.cells(measured, MEASURES), verdicts.said(measured, JUDGED), warning)
+    warning = verdicts.back_to_back(_served(rows), measured, BENCHMARK_RULES)
+    return Section(
+        repeats.cells(measured, MEASURES),
+        verdicts.verdict_lines(measured, BENCHMARK_RULES),
+        warning,
+    )
 
 
 def csv_text(rows: Sequence[Row]) -> str | None:
@@ -156,6 +162,6 @@ def csv_text(rows: Sequence[Row]) -> str | None:
     return repeats.csv_text(measured, MEASURES) if measured else None
 
 
-def said(rows: Sequence[Row]) -> verdicts.Said:
+def benchmark_verdict_lines(rows: Sequence[Row]) -> verdicts.VerdictLines:
     """The verdicts between the serving configurations of `rows` (for verdicts.json)."""
-    return verdicts.said(configurations(rows), JUDGED)
+    return verdicts.verdict_lines(configurations(rows), BENCHMARK_RULES)

@@ -1,6 +1,6 @@
 """What the report reads of a run folder, read once and checked against the types its readers
 declare: `.hydra/config.yaml`, `overrides.yaml` and `hydra.yaml`, results.json
-(`records.recorded.RecordedResults`, or an evaluation's `EvaluationRecord`) and metrics.jsonl's
+(`records.recorded.ResultsFile`, or an evaluation's `EvaluationRecord`) and metrics.jsonl's
 epoch rows (`training.history.EpochRow`).
 
 A run folder is data, copied or made anywhere. A file that cannot be read, or holds another shape
@@ -34,7 +34,7 @@ from experiments.config.task_metrics import metrics_of, percent_names, task_clas
 from experiments.core.errors import ExperimentError
 from experiments.core.files import LOG, RECORD, as_json, as_json_lines, as_yaml, read_data
 from experiments.core.typed import checked
-from experiments.records.recorded import EvaluationRecord, RecordedResults, task_numbers
+from experiments.records.recorded import EvaluationRecord, ResultsFile, task_numbers
 from experiments.report.run_configs import run_config
 from experiments.training.history import EpochRow, History, validated
 from experiments.training.selection import Monitor
@@ -88,7 +88,7 @@ class RunRecords:
     own_task: bool  # whether they are a task of one's own's, from results.json
     given: dict[str, str]  # the overrides its command line gave, by key
     choices: dict[str, Any]  # Hydra's choice in each config group (none without hydra.yaml)
-    results: RecordedResults  # nothing where there is no results.json
+    results: ResultsFile  # nothing where there is no results.json
     history: History  # metrics.jsonl's epoch rows (none before an epoch is done)
     monitor: Monitor | None  # what selects its epoch, where it has a validation split
 
@@ -182,14 +182,14 @@ def _config_read(config: DictConfig) -> ConfigRead:
     return cast(ConfigRead, read)
 
 
-def _results(run_dir: Path, evaluation: bool) -> RecordedResults:
+def _results(run_dir: Path, evaluation: bool) -> ResultsFile:
     """results.json, checked against a training run's type, and an evaluation's against its own
     too."""
     path = run_dir / RESULTS
     if not (path.exists() or path.is_symlink()):  # (a device in its place is read, and refused)
         return {}
     results = read_data(path, RECORD, as_json, name=RESULTS)
-    checked(results, RecordedResults, RESULTS, partial=True)
+    checked(results, ResultsFile, RESULTS, partial=True)
     if evaluation:
         checked(results, EvaluationRecord, RESULTS, partial=True)
     if "started_at" in results and not _is_time(results["started_at"]):
@@ -207,7 +207,7 @@ def _is_time(text: str) -> bool:
     return True
 
 
-def _measures(read: ConfigRead, results: RecordedResults) -> tuple[TaskMetrics, bool]:
+def _measures(read: ConfigRead, results: ResultsFile) -> tuple[TaskMetrics, bool]:
     """The run's task's metrics as its config says them (`task_metrics.metrics_of`), or for an
     older run of a task of one's own as its results.json lists them, with its numbers checked
     against them; and whether they are a task of one's own's."""
@@ -227,9 +227,9 @@ def _measures(read: ConfigRead, results: RecordedResults) -> tuple[TaskMetrics, 
 def _check_epochs(history: History, measures: TaskMetrics, monitor: Monitor | None) -> None:
     """Each epoch row an EpochRow, with its task's metrics on the test split (and on the
     validation split where the run had one, the monitored one among them), numbers all."""
-    metrics = {"epoch", "epoch_seconds", TRAIN_LOSS, *measures.on(TEST)}
+    metrics = {"epoch", "epoch_seconds", TRAIN_LOSS, *measures.metrics_on(TEST)}
     if monitor is not None:
-        metrics.update({*measures.on(VAL), monitor.metric})
+        metrics.update({*measures.metrics_on(VAL), monitor.metric})
     for number, row in enumerate(history, start=1):
         where = f"{METRICS} epoch row {number}"
         checked(row, EpochRow, where, partial=True)
@@ -242,8 +242,8 @@ def _check_epochs(history: History, measures: TaskMetrics, monitor: Monitor | No
 def _monitor(read: ConfigRead, measures: TaskMetrics) -> Monitor:
     """What selects the run's epoch on the validation split (`training.selection.Monitor`)."""
     monitor, mode = read["trainer.monitor"], read["trainer.monitor_mode"] or "auto"
-    if mode == "auto" and monitor is not None and monitor not in measures.on(VAL):
-        measured = " or ".join(measures.on(VAL))
+    if mode == "auto" and monitor is not None and monitor not in measures.metrics_on(VAL):
+        measured = " or ".join(measures.metrics_on(VAL))
         raise UnreadableRun(f"{CONFIG}: trainer.monitor is {monitor}, where {measured} belongs")
     return Monitor.chosen(monitor, mode, measures)
 

@@ -41,7 +41,7 @@ from experiments.config.naming import planned_job_names
 from experiments.core.files import write_atomically
 from experiments.core.text import Unit, part_of_split, printable, shared_unit, short_count
 from experiments.devices.backends import names
-from experiments.records.recorded import RecordedResults
+from experiments.records.recorded import ResultsFile
 from experiments.records.running import alive_here
 from experiments.report import (
     batch_sweep,
@@ -228,8 +228,8 @@ def _run_name(run_dir: Path, folder: Path) -> str:
 # The columns taken from results.json as they are (the groups come from the config, the device
 # from what it used, the status from the process).
 FROM_RESULTS = (
-    RecordedResults.__required_keys__
-    | RecordedResults.__optional_keys__
+    ResultsFile.__required_keys__
+    | ResultsFile.__optional_keys__
     | {headline.key for headline in HEADLINES}
 ) - {"model", "dataset", "device", "placement", "status"}
 
@@ -291,10 +291,11 @@ def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, An
     configurations = repeats.configurations(trained(rows))
     if trained(rows):  # (a sweep of evaluations has serving.csv)
         _write(folder / "configurations.csv", repeats.csv_text(configurations))
-    if (served := inference_benchmark.csv_text(rows)) is not None:
-        _write(folder / "serving.csv", served)
-    said = [*verdicts.said(configurations).verdicts, *inference_benchmark.said(rows).verdicts]
-    _write(folder / "verdicts.json", verdicts.json_text(said))
+    if (benchmark_csv := inference_benchmark.csv_text(rows)) is not None:
+        _write(folder / "serving.csv", benchmark_csv)
+    training_verdicts = verdicts.verdict_lines(configurations).verdicts
+    benchmark_verdicts = inference_benchmark.benchmark_verdict_lines(rows).verdicts
+    _write(folder / "verdicts.json", verdicts.json_text([*training_verdicts, *benchmark_verdicts]))
     plots.draw(folder, rows, histories)
     return rows
 
@@ -410,9 +411,9 @@ def markdown(rows: Sequence[Row]) -> str:
     runs = trained(rows)
     if repeated := _repeated_configurations(runs):
         lines += ["", repeats.HEADING + ":", "", *_markdown_lines(repeated)]
-    said, warning = verdicts.on(runs)
-    if said.lines:
-        listed = [f"{'  ' * depth}- {line}" for depth, line in said.lines]
+    judged, warning = verdicts.verdicts_and_warning(runs)
+    if judged.lines:
+        listed = [f"{'  ' * depth}- {line}" for depth, line in judged.lines]
         lines += ["", verdicts.HEADING + ":", "", *listed]
     if noted := batch_sweep.notes(runs):
         lines += ["", batch_sweep.HEADING + ":", "", *(f"- {note}" for note in noted)]
@@ -421,13 +422,13 @@ def markdown(rows: Sequence[Row]) -> str:
         lines += ["", device_cards.HEADING + ":", "", *listed]
     if warning:
         lines += ["", warning]
-    if served := inference_benchmark.section(rows):
-        lines += ["", inference_benchmark.HEADING + ":", "", *_markdown_lines(served.cells)]
-        if served.said.lines:
-            listed = [f"{'  ' * depth}- {line}" for depth, line in served.said.lines]
+    if benchmark := inference_benchmark.section(rows):
+        lines += ["", inference_benchmark.HEADING + ":", "", *_markdown_lines(benchmark.cells)]
+        if benchmark.verdict_lines.lines:
+            listed = [f"{'  ' * depth}- {line}" for depth, line in benchmark.verdict_lines.lines]
             lines += ["", inference_benchmark.VERDICTS + ":", "", *listed]
-        if served.warning:
-            lines += ["", served.warning]
+        if benchmark.warning:
+            lines += ["", benchmark.warning]
     return _text(lines) + "\n"
 
 
@@ -470,20 +471,23 @@ def table(rows: Sequence[Row], folder: Path) -> str:
     runs = trained(rows)
     if repeated := _repeated_configurations(runs):
         reasons += [repeats.HEADING + ":", *_aligned_lines(repeated)]
-    said, warning = verdicts.on(runs)
-    if said.lines:
-        reasons += [verdicts.HEADING + ":", *_indented(said.lines)]
+    judged, warning = verdicts.verdicts_and_warning(runs)
+    if judged.lines:
+        reasons += [verdicts.HEADING + ":", *_indented(judged.lines)]
     if noted := batch_sweep.notes(runs):
         reasons += [batch_sweep.HEADING + ":", *(f"  {note}" for note in noted)]
     if carded := device_cards.cards(runs):
         reasons += [device_cards.HEADING + ":", *_indented(carded)]
     if warning:
         reasons.append(warning)
-    if served := inference_benchmark.section(rows):
-        reasons += [inference_benchmark.HEADING + ":", *_aligned_lines(served.cells)]
-        if served.said.lines:
-            reasons += [inference_benchmark.VERDICTS + ":", *_indented(served.said.lines)]
-        reasons += [served.warning] if served.warning else []
+    if benchmark := inference_benchmark.section(rows):
+        reasons += [inference_benchmark.HEADING + ":", *_aligned_lines(benchmark.cells)]
+        if benchmark.verdict_lines.lines:
+            reasons += [
+                inference_benchmark.VERDICTS + ":",
+                *_indented(benchmark.verdict_lines.lines),
+            ]
+        reasons += [benchmark.warning] if benchmark.warning else []
     return _text([f"{len(rows)} run(s) in {folder}: {tally}", *lines, *reasons])
 
 

@@ -17,9 +17,9 @@ by seed (Student's t on the paired differences, which cancels what a seed's runs
 machine's state among it); otherwise unpaired (Welch's t). Speeds are compared on their logarithms,
 so a ratio's interval never reaches below 0 (`report.statistics` has the arithmetic).
 
-A training sweep repeats on `trainer.seed`, an evaluation sweep on `seed` (`Judged`). A speed's
-line counts each side's busy-host runs, and says it cannot be trusted where they are all on one
-side. Repeats run back to back get a warning: a drift of the machine would pose as a difference.
+A training sweep repeats on `trainer.seed`, an evaluation sweep on `seed` (`VerdictRules`). A
+speed's line counts each side's busy-host runs, and says it cannot be trusted where they are all on
+one side. Repeats run back to back get a warning: a drift of the machine would pose as a difference.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def _mfu_differs_from_speed(runs: Sequence[Row]) -> bool:
 
 
 @dataclass(frozen=True)
-class Judged:
+class VerdictRules:
     """How a kind of sweep's configurations are judged: the key that repeats a configuration (a
     training sweep's trainer.seed; an evaluation sweep's seed, the test images it feeds), the
     measures a pair is compared on, and which keys' values name a side without their key."""
@@ -186,7 +186,7 @@ class Judged:
 
 
 # A training sweep's: a group's choice names itself (`cuda:0`, `adam`), a key with a dot does not.
-TRAINING = Judged(SEED, compared_on, lambda key: "." not in key)
+TRAINING_RULES = VerdictRules(SEED, compared_on, lambda key: "." not in key)
 
 
 @dataclass(frozen=True)
@@ -233,13 +233,13 @@ class Pair:
     first: Configuration
     second: Configuration
     held: dict[str, str]
-    judged: Judged = TRAINING
+    rules: VerdictRules = TRAINING_RULES
 
     def name(self, configuration: Configuration) -> str:
         """A group's choice names itself (`cuda:0`); any other value is named with its key
         (`optimizer.lr=0.01`)."""
         value = configuration.values[self.key]
-        return value if self.judged.named_alone(self.key) else f"{self.key}={value}"
+        return value if self.rules.named_alone(self.key) else f"{self.key}={value}"
 
     def versus(self) -> str:
         return f"{self.name(self.first)} vs {self.name(self.second)}"
@@ -247,7 +247,7 @@ class Pair:
     def values(self, measure: Compared) -> tuple[list[float], list[float], bool]:
         """The two sides' values of `measure`, and whether they are paired: seed by seed where
         two seeds or more ran on both sides (each once), else every usable value of each side."""
-        seed = self.judged.seed
+        seed = self.rules.seed
         first, second = _by_seed(self.first, measure, seed), _by_seed(self.second, measure, seed)
         if first is not None and second is not None:
             seeds = [seed for seed in first if seed in second]
@@ -328,7 +328,9 @@ def _runs(runs: list[int]) -> str:
     return f"{runs[0]} runs each" if runs[0] == runs[1] else f"{runs[0]} and {runs[1]} runs"
 
 
-def pairs(configurations: Sequence[Configuration], judged: Judged = TRAINING) -> list[Pair]:
+def pairs(
+    configurations: Sequence[Configuration], rules: VerdictRules = TRAINING_RULES
+) -> list[Pair]:
     """Every two configurations of one sweep that differ in one varying key alone, key by key in
     the order the keys were given, then in the order of the configurations' first runs."""
     keys = list(dict.fromkeys(key for each in configurations for key in each.values))
@@ -343,12 +345,12 @@ def pairs(configurations: Sequence[Configuration], judged: Judged = TRAINING) ->
                     first.values[other] == second.values[other] for other in others
                 ):
                     held = {other: first.values[other] for other in others}
-                    found.append(Pair(key, first, second, held, judged))
+                    found.append(Pair(key, first, second, held, rules))
     return found
 
 
 @dataclass(frozen=True)
-class Said:
+class VerdictLines:
     """The verdicts as the report says them: lines with their depth below the heading (the sweep,
     then the keys held equal), and the verdicts themselves for verdicts.json."""
 
@@ -356,13 +358,15 @@ class Said:
     verdicts: list[Verdict]
 
 
-def said(configurations: Sequence[Configuration], judged: Judged = TRAINING) -> Said:
+def verdict_lines(
+    configurations: Sequence[Configuration], rules: VerdictRules = TRAINING_RULES
+) -> VerdictLines:
     """The verdicts on a report's configurations, a line per pair and measure, each under its
     sweep (where the report holds several) and the keys held equal; one line where every
     configuration ran once."""
-    compared = pairs(configurations, judged)
+    compared = pairs(configurations, rules)
     if compared and all(len(each.runs) == 1 for each in configurations):
-        return Said([(0, f"one run each: no verdict; {judged.repeat}")], [])
+        return VerdictLines([(0, f"one run each: no verdict; {rules.repeat}")], [])
     lines: list[tuple[int, str]] = []
     found: list[Verdict] = []
     several = repeats.several_sweeps(configurations)
@@ -378,12 +382,12 @@ def said(configurations: Sequence[Configuration], judged: Judged = TRAINING) -> 
         once = [pair.name(each) for each in (pair.first, pair.second) if len(each.runs) == 1]
         if once:
             alone = "one run each" if len(once) == 2 else f"one run of {once[0]}"
-            lines.append((len(headings), f"{pair.versus()}: {alone}: no verdict; {judged.repeat}"))
+            lines.append((len(headings), f"{pair.versus()}: {alone}: no verdict; {rules.repeat}"))
             continue
-        verdicts = [pair.verdict(measure) for measure in judged.compared_on(pair)]
+        verdicts = [pair.verdict(measure) for measure in rules.compared_on(pair)]
         found += [verdict for verdict in verdicts if verdict is not None]
         lines += [(len(headings), v.text) for v in verdicts if v is not None]
-    return Said(lines, found)
+    return VerdictLines(lines, found)
 
 
 def json_text(verdicts: Sequence[Verdict]) -> str:
@@ -392,7 +396,9 @@ def json_text(verdicts: Sequence[Verdict]) -> str:
 
 
 def back_to_back(
-    rows: Sequence[Row], configurations: Sequence[Configuration], judged: Judged = TRAINING
+    rows: Sequence[Row],
+    configurations: Sequence[Configuration],
+    rules: VerdictRules = TRAINING_RULES,
 ) -> str | None:
     """A warning where repeats of a configuration ran one after another while the report holds
     other configurations: a drift of the machine between them would pose as a difference.
@@ -417,7 +423,7 @@ def back_to_back(
     listed = ", ".join(stretches[:-1]) + " and " if len(stretches) > 1 else ""
     return (
         f"Warning: repeats of {listed}{stretches[-1]} ran back to back: drift between them can "
-        f"pose as a difference; run them interleaved, e.g. sweep with -m {judged.seed}=0,1,2 "
+        f"pose as a difference; run them interleaved, e.g. sweep with -m {rules.seed}=0,1,2 "
         "<the other keys> so each configuration runs once before any runs twice"
     )
 
@@ -442,8 +448,10 @@ def _jobs(runs: list[str]) -> str:
     return f"runs {runs[0]} to {runs[-1]}"
 
 
-def on(rows: Sequence[Row], judged: Judged = TRAINING) -> tuple[Said, str | None]:
-    """The verdicts on a report's rows (on their configurations, told apart as `judged` says),
+def verdicts_and_warning(
+    rows: Sequence[Row], rules: VerdictRules = TRAINING_RULES
+) -> tuple[VerdictLines, str | None]:
+    """The verdicts on a report's rows (on their configurations, told apart as `rules` says),
     and the warning where repeats ran back to back (None where they did not)."""
-    compared = repeats.configurations(rows, judged.counts)
-    return said(compared, judged), back_to_back(rows, compared, judged)
+    compared = repeats.configurations(rows, rules.counts)
+    return verdict_lines(compared, rules), back_to_back(rows, compared, rules)

@@ -33,7 +33,7 @@ from experiments.devices.process_group import ONE_PROCESS
 from experiments.devices.runtime import Runtime
 from experiments.records import checkpoints, hparams, tracker
 from experiments.records.hparams import Value
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 from experiments.records.recorded import EvaluationRecord, evaluation_record
 from experiments.records.results import Results, per_class_text
 from experiments.records.tracker import TrackedRun
@@ -64,7 +64,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         trained = _to_build(state["config"], cfg, path)
         log.info("evaluating %s: %s", display_path(path), _which_epoch(path, state, trained))
         data = _data_to_evaluate(cfg.dataset, trained.dataset, runtime)
-        results.add(EvaluationRecord, data=data.recorded())
+        results.add(EvaluationRecord, data=data.data_record())
         task = setup.build_task(trained.task, data)
         model = setup.build_model(
             trained.model, trained.task.name, task, data, from_checkpoint=True
@@ -169,12 +169,12 @@ def _track(
         parameters=tracker.flattened(OmegaConf.to_container(cfg, resolve=False)),  # type: ignore[arg-type]
         tags=tags | ({"sweep": sweep} if sweep else {}),
     )
-    with RunRecorder(run_dir, True, chosen) as recorder:
-        recorder.begin(run, {})
-        for each in recorder.trackers:
+    with MetricsWriter(run_dir, True, chosen) as metrics_writer:
+        metrics_writer.begin(run, {})
+        for each in metrics_writer.trackers:
             each.scalars(found, 0)
         final = {tag.replace("/", "_"): value for tag, value in found.items()}
-        recorder.hyperparameters(described, final, 0, hparams.swept_columns(job.swept_keys()))
+        metrics_writer.hyperparameters(described, final, 0, hparams.swept_columns(job.swept_keys()))
 
 
 def _data_to_evaluate(asked: DictConfig | None, trained: DictConfig, runtime: Runtime) -> ImageData:
@@ -241,7 +241,7 @@ def _which_epoch(path: Path, state: dict[str, Any], trained: DictConfig) -> str:
     average of its weights, of a run that kept one (trainer.ema)."""
     averaged = " (the moving average of its weights)" if state.get("ema") is not None else ""
     if path.name == checkpoints.BEST.name:
-        return f"epoch {state['epoch']}{averaged}, selected by {Monitor.of(trained)}"
+        return f"epoch {state['epoch']}{averaged}, selected by {Monitor.from_config(trained)}"
     if path.name == checkpoints.LAST.name:
         return f"epoch {state['epoch']}{averaged}, the last its run saved"
     return f"epoch {state['epoch']}{averaged}"

@@ -210,7 +210,7 @@ def benchmark(
         compile=cfg.compile,
         compile_mode=cfg.compile_mode,
         seed=cfg.seed,
-        energy=None if span.energy is None else span.energy.recorded(),
+        energy=None if span.energy is None else span.energy.energy_record(),
         energy_note=span.unavailable,
         joules_per_image=None if span.energy is None else span.energy.per_image(throughput.inputs),
         average_watts=None if span.energy is None else span.energy.watts,

@@ -28,7 +28,7 @@ from experiments.callbacks import (
     callbacks_for,
     console,
 )
-from experiments.config.build import recorded
+from experiments.config.build import as_written
 from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
 from experiments.devices import memory
@@ -39,7 +39,7 @@ from experiments.devices.process_group import ProcessGroup
 from experiments.devices.timing import wait_for
 from experiments.records import checkpoints, hparams, own_folder, resume, running, tracker
 from experiments.records.log_file import HeldLog
-from experiments.records.metrics import RunRecorder
+from experiments.records.metrics import MetricsWriter
 from experiments.records.recorded import EpochRecord, SetupRecord, finish_record
 from experiments.records.results import Results, training_fields, training_summary
 from experiments.records.tracker import Tracker
@@ -67,12 +67,12 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
     own_folder.refuse_linked_folders(run_dir, WRITTEN_FOLDERS, cfg.resume)
     with running.sole_writer(run_dir, cfg.resume) if group.is_main else nullcontext():
         resumed = resume.checkpoint_to_resume(cfg)
-        fields = training_fields(recorded(cfg), group, resumed)
+        fields = training_fields(as_written(cfg), group, resumed)
         # The process group, if any, is left last, after the records are written.
         with (
             teardown(),
             Results(run_dir, fields, group, held=held) as results,
-            RunRecorder(run_dir, group.is_main, _trackers(cfg, run_dir, group)) as recorder,
+            MetricsWriter(run_dir, group.is_main, _trackers(cfg, run_dir, group)) as metrics_writer,
         ):
             refuse_unchosen_groups(cfg)  # (~trainer) before the trainer's settings are read
             with memory.out_of_memory_said(
@@ -81,7 +81,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                 cfg.trainer.accumulate_batches,
                 group.world_size,
             ):
-                trainer = Trainer(cfg, run_dir, results, recorder)
+                trainer = Trainer(cfg, run_dir, results, metrics_writer)
                 with results.phase():  # what setup learns, in one write of results.json
                     trainer.setup(group, free_gpus, resumed)
                 trainer.fit()
@@ -102,12 +102,12 @@ class Trainer:
     """Sets a run up, trains it and records its outcome, calling its callbacks at each point."""
 
     def __init__(
-        self, cfg: DictConfig, run_dir: Path, results: Results, recorder: RunRecorder
+        self, cfg: DictConfig, run_dir: Path, results: Results, metrics_writer: MetricsWriter
     ) -> None:
         self.cfg = cfg  # as composed, until setup has merged in what the data told of itself
         self.run_dir = run_dir
         self.results = results
-        self.recorder = recorder
+        self.metrics_writer = metrics_writer
         self.callbacks: list[Callback] = []
         self.progress = Progress()  # what training has done
         self.run: TrainingRun  # what setup built, for the callbacks to read
@@ -123,7 +123,7 @@ class Trainer:
             job.say_what_a_replay_builds(cfg.replay, built)
         validate(cfg, group.world_size, setup.compile_backends)
         swept = hparams.swept_columns(job.swept_keys())
-        self.callbacks = callbacks_for(cfg, self.recorder, job.overrides(), swept)
+        self.callbacks = callbacks_for(cfg, self.metrics_writer, job.overrides(), swept)
         results, new = self.results, resumed is None
         runtime = training_parts.device(cfg, group, free_gpus, results, new)
         parts = training_parts.data_and_task(cfg, runtime, results)
@@ -187,7 +187,9 @@ class Trainer:
                 run.train_batches,
                 run.runtime,
                 log_interval=trainer.log_interval,
-                log_step=partial(self.recorder.step, epoch, (epoch - 1) * run.steps_per_epoch),
+                log_step=partial(
+                    self.metrics_writer.step, epoch, (epoch - 1) * run.steps_per_epoch
+                ),
                 description=f"epoch {epoch}/{trainer.epochs}",
                 after_step=partial(self._after_step, epoch),
                 warm_up_steps=max(1, slowed) if first else 0,
@@ -203,7 +205,7 @@ class Trainer:
         val = self._evaluate(run.val_batches) if run.val_batches else None
         test = self._evaluate(run.test_batches)
         steps, classes = epoch * run.steps_per_epoch, run.data.classes
-        row = self.recorder.epoch(epoch, steps, training, test, val, classes, **measured)
+        row = self.metrics_writer.epoch(epoch, steps, training, test, val, classes, **measured)
         progress = self.progress
         progress.history.append(row)
         selected = run.monitor is None or run.monitor.selected(progress.history) is row
@@ -249,12 +251,14 @@ class Trainer:
     def _begin_tracking(self) -> None:
         """Tell the trackers what the run is (a resume carries on the runs they began)."""
         plan, sweep = self.run.runtime.plan, job.sweep_folder()
-        tracked = tracker.tracked_run(recorded(self.cfg), plan, self.run_dir, sweep)
-        self._each(SetupRecord, [self.recorder.begin_in_folder(tracked, bool(self.cfg.resume))])
+        tracked = tracker.tracked_run(as_written(self.cfg), plan, self.run_dir, sweep)
+        self._each(
+            SetupRecord, [self.metrics_writer.begin_in_folder(tracked, bool(self.cfg.resume))]
+        )
 
     def _restore(self, checkpoint: dict[str, Any], composed: DictConfig) -> None:
         """Continue from the checkpoint `resume=` named: every state as it was saved."""
-        run, records = self.run, (self.results, self.recorder)
+        run, records = self.run, (self.results, self.metrics_writer)
         resumed = resume.restore(
             checkpoint, self.cfg, composed, self.run_dir, run.state, records, run.monitor
         )

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
 
-from experiments.config.build import plain, recorded
+from experiments.config.build import as_written, plain
 from experiments.config.choices import AUTO_BATCH, Interval
 from experiments.core.errors import ExperimentError
 from experiments.data import fingerprint, subset
@@ -109,10 +109,10 @@ def data_and_task(cfg: DictConfig, runtime: Runtime, results: Results) -> Prepar
     data = setup.load_data(cfg.dataset, runtime)
     cfg = setup.with_data_facts(cfg, data)
     job.refuse_targets_not_typed(cfg)  # (an interpolation may read the data's fields)
-    results.add(SetupRecord, data=data.recorded())
+    results.add(SetupRecord, data=data.data_record())
     task = setup.build_task(cfg.task, data)
     selection.require_validation(cfg, has_validation=data.val is not None)
-    monitor = Monitor.of(cfg) if data.val is not None else None
+    monitor = Monitor.from_config(cfg) if data.val is not None else None
     return Prepared(cfg, runtime, results, data, task, monitor)
 
 
@@ -172,7 +172,7 @@ def batch_size(
         )
         fewest = loop.fewest_images(placed, processes=1)
         found = batch_search.search(trial, fewest, trainer.auto_batch_halvings)
-        log.info(batch_search.said(found, cfg.optimizer.lr, str(runtime.plan)))
+        log.info(batch_search.search_line(found, cfg.optimizer.lr, str(runtime.plan)))
         search, batch = found.record(), found.batch
     results.add(SetupRecord, batch_search=search)
     results.add(SetupRecord, batch_size=batch, per_process_batch_size=batch)
@@ -233,8 +233,8 @@ def optimization(
         scaler=runtime.scaler,
         shuffle=shuffle,
         gpus=runtime.plan.gpus,
-        config=plain(recorded(cfg)),
-        data=fingerprint.of(data, cfg.dataset),  # what a resume must find again
+        config=plain(as_written(cfg)),
+        data=fingerprint.data_fingerprint(data, cfg.dataset),  # what a resume must find again
         steps_per_epoch=steps,
         ema=learner.ema,
         batch_search=search,

@@ -78,8 +78,8 @@ class Trial:
     data: ImageData
     runtime: Runtime
     budget_gb: float  # the CPU's: the process's peak resident memory allowed
-    # The CPU's measured peaks so far, (batch, bytes): what the next try is predicted from.
-    _peaks: list[tuple[int, float]] = field(default_factory=list)
+    # The CPU's measured peak memory so far, (batch, bytes): what the next try is predicted from.
+    _peak_memory: list[tuple[int, float]] = field(default_factory=list)
 
     def fits(self, batch: int) -> str | None:
         """None where a step at `batch` trains within the device's memory, else why not."""
@@ -90,9 +90,9 @@ class Trial:
             return MEMORY_BUDGET
         memory.reset_peak_memory(self.runtime.plan)
         self._step(batch)
-        peak = memory.peak_memory_mb(self.runtime.plan)["peak_host_memory_mb"] * 2**20
-        self._peaks.append((batch, peak))
-        return None if peak <= budget else MEMORY_BUDGET
+        peak_memory = memory.peak_memory_mb(self.runtime.plan)["peak_host_memory_mb"] * 2**20
+        self._peak_memory.append((batch, peak_memory))
+        return None if peak_memory <= budget else MEMORY_BUDGET
 
     def _fits_gpu(self, batch: int) -> str | None:
         try:
@@ -106,11 +106,11 @@ class Trial:
         return None
 
     def _predicted(self, batch: int) -> float:
-        """The peak a try at `batch` would reach, on the line through the last two tries (0
+        """The peak memory a try at `batch` would reach, on the line through the last two tries (0
         before there are two): growing with the batch's activations."""
-        if len(self._peaks) < 2:
+        if len(self._peak_memory) < 2:
             return 0.0
-        (small, low), (large, high) = self._peaks[-2:]
+        (small, low), (large, high) = self._peak_memory[-2:]
         return high + (high - low) / (large - small) * (batch - large)
 
     def _step(self, batch: int) -> None:
@@ -133,7 +133,7 @@ class Trial:
 
 
 @dataclass(frozen=True)
-class Found:
+class SearchResult:
     """The batch a run trains with, and how the search found it: results.json's
     `batch_search`."""
 
@@ -155,7 +155,7 @@ class Found:
         }
 
 
-def search(trial: Trial, fewest: int, halvings: int) -> Found:
+def search(trial: Trial, fewest: int, halvings: int) -> SearchResult:
     """The largest batch `trial` fits, from `fewest` up to the training split's size, halved
     `halvings` times (never below `fewest`), leaving the run's random numbers as they were."""
     assert trial.data.train is not None
@@ -176,13 +176,13 @@ def search(trial: Trial, fewest: int, halvings: int) -> Found:
                 "raise it, or"
             )
         raise ExperimentError(f"trainer.batch_size=auto: {why} give trainer.batch_size a number")
-    memory.reset_peak_memory(device)  # the tries' peaks are not the run's
+    memory.reset_peak_memory(device)  # the tries' peak memory is not the run's
     batch = max(found.largest >> halvings, smallest_power_of_two(fewest))
     budget = trial.budget_gb if on_host else None
-    return Found(batch, found, halvings, budget, time.perf_counter() - started)
+    return SearchResult(batch, found, halvings, budget, time.perf_counter() - started)
 
 
-def said(found: Found, lr: float, device: str) -> str:
+def search_line(found: SearchResult, lr: float, device: str) -> str:
     """The log line: what was found and how, what the run trains with, and its learning rate."""
     search_ = found.search
     stopped = {

@@ -30,7 +30,7 @@ class Monitor:
     mode: Mode  # max or min
 
     @classmethod
-    def of(cls, config: DictConfig) -> Monitor:
+    def from_config(cls, config: DictConfig) -> Monitor:
         """trainer.monitor, or by default the task's headline metric on the validation split, in
         the direction its task gives unless trainer.monitor_mode says."""
         trainer, measures = config.trainer, metrics_of(config)
@@ -43,7 +43,7 @@ class Monitor:
         that measures `measures`."""
         metric = monitor or measures.headline.key(VAL)
         if mode == Mode.auto:
-            mode = measures.on(VAL)[metric].better
+            mode = measures.metrics_on(VAL)[metric].better
         return cls(metric, Mode(mode))
 
     def __str__(self) -> str:
@@ -98,7 +98,7 @@ def require_validation(cfg: DictConfig, has_validation: bool) -> None:
     if patience is not None:
         raise ExperimentError(
             f"trainer.early_stopping.patience={patience} stops on trainer.monitor="
-            f"{Monitor.of(cfg).metric}, which needs a validation split: {ADD_VALIDATION}"
+            f"{Monitor.from_config(cfg).metric}, which needs a validation split: {ADD_VALIDATION}"
         )
     metric, measures = cfg.optimized_metric, metrics_of(cfg)
     assert measures is not None
@@ -116,7 +116,7 @@ def refuse_stopped(history: Sequence[EpochRow], config: DictConfig, run: str) ->
     now would have gone on (and a resume that early stopping would end at once is refused)."""
     if not validated(history):
         return
-    reason = early_stop(history, Monitor.of(config), config.trainer.early_stopping)
+    reason = early_stop(history, Monitor.from_config(config), config.trainer.early_stopping)
     if reason is not None:
         raise ExperimentError(
             f"resume={run}: {reason}, so early stopping ends it after epoch "

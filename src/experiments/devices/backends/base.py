@@ -203,7 +203,7 @@ class Backend(ABC):
         """What tells `device` apart from every other: what its measured peaks are kept by."""
 
     @abstractmethod
-    def recorded(self, device: torch.device) -> dict[str, Any]:
+    def device_record_fields(self, device: torch.device) -> dict[str, Any]:
         """What results.json's device record says of `device`: its name, and what tells it
         apart or what its speed grows with."""
 

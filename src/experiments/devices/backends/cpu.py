@@ -93,7 +93,7 @@ class CpuBackend(Backend):
     def identity(self, device: torch.device) -> DeviceIdentity:
         return DeviceIdentity(cpu_name(), machine_id(), torch.get_num_threads())
 
-    def recorded(self, device: torch.device) -> dict[str, Any]:
+    def device_record_fields(self, device: torch.device) -> dict[str, Any]:
         # (Not the machine's id: that is not for records that travel.)
         return {"name": cpu_name(), "threads": torch.get_num_threads()}
 

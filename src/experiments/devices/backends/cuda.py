@@ -90,7 +90,7 @@ class CudaBackend(Backend):
         properties = torch.cuda.get_device_properties(device)
         return DeviceIdentity(properties.name, str(properties.uuid), None)
 
-    def recorded(self, device: torch.device) -> dict[str, Any]:
+    def device_record_fields(self, device: torch.device) -> dict[str, Any]:
         # The UUID tells identical GPUs apart.
         identity = self.identity(device)
         return {"name": identity.name, "uuid": identity.uuid}

@@ -72,7 +72,7 @@ class Energy:
         """The joules per image of `images` (more than none) the span computed."""
         return self.joules / images
 
-    def recorded(self) -> dict[str, Any]:
+    def energy_record(self) -> dict[str, Any]:
         """The span as results.json keeps it (its EnergyRecord)."""
         counters = [asdict(counter) for counter in self.counters]
         return {**asdict(self), "watts": self.watts, "counters": counters}
