@@ -161,3 +161,16 @@ def test_a_config_folder_of_the_users_own_adds_options(tmp_path: Path) -> None:
         shapes[results(run_dir)["model"]] = [tuple(t.shape) for t in state["model"].values()]
     assert shapes["wide_mlp"][::2] == [(64, 3 * 32 * 32), (32, 64), (10, 32)]
     assert shapes["tiny_cnn"][0] == (8, 3, 3, 3)
+
+
+def test_the_wheel_lists_every_package_of_the_source() -> None:
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    source = ROOT / "src"
+    packages = {
+        ".".join(init.parent.relative_to(source).parts) for init in source.rglob("__init__.py")
+    }
+    assert packages <= listed, sorted(packages - listed)

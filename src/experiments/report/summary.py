@@ -120,7 +120,7 @@ COLUMNS = [
     Column("test_images", "test {many}"),
     Column("train_images_per_second", "train {rate}", "{:,.0f}".format),
     Column("speedup_vs_cpu", "vs cpu", "{:.1f}x".format),
-    # "busy" where other work on the host competed with the run (`devices.host_load`).
+    # "busy" where other work on the host competed with the run (`devices.measuring.host_load`).
     Column("host_busy", "host", lambda busy: "busy" if busy else ""),
     # The device's measured matrix-product FLOP/s (devices.peak_cache), in the run's precision.
     Column("device_peak_flops", "peak FLOP/s", short_count),
