@@ -109,6 +109,30 @@ def test_every_hook_is_called_in_its_place_with_the_run_to_read(tmp_path: Path) 
     assert calls[-1]["refused"] == ["AttributeError", "FrozenInstanceError"]
 
 
+OWN_FIELDS = """
+from experiments.callbacks import Callback
+
+
+class Fielding(Callback):
+    def on_setup_end(self, run):
+        return {"mine": 1}
+"""
+
+
+def test_a_callback_of_ones_own_that_returns_fields_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "my_fields.py").write_text(OWN_FIELDS)
+    done = train_cli(tmp_path, *QUICK, "+callbacks.x._target_=my_fields.Fielding")
+    assert done.returncode == 1
+    line = (
+        "Fielding.on_setup_end returned {'mine': 1}: a callback of one's own returns None (it "
+        "writes what it keeps in run.run_dir; docs/callbacks.md)"
+    )
+    assert done.last_line.endswith(f"Error: {line}"), done.stderr
+    assert results(done.run_dir)["reason"] == line
+
+
 @pytest.mark.parametrize(
     ("override", "line"),
     [

@@ -11,7 +11,7 @@ each point and whose fields it writes into results.json, once per phase.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Mapping
 from contextlib import ExitStack, nullcontext
 from functools import partial
 from pathlib import Path
@@ -31,6 +31,7 @@ from experiments.callbacks import (
 from experiments.config.build import as_written
 from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
+from experiments.core.errors import ExperimentError
 from experiments.devices import memory
 from experiments.devices.distributed import teardown, wait_for_all
 from experiments.devices.free_gpus import FreeGpus
@@ -151,7 +152,7 @@ class Trainer:
         audit(model, learning.learner.task, next(iter(learning.test_batches)), runtime.plan)
         if resumed is not None:
             self._restore(resumed, composed)
-        self._each(SetupRecord, (each.on_setup_end(self.run) for each in self.callbacks))
+        self._each(SetupRecord, "on_setup_end")
 
     def fit(self) -> None:
         """Train the epochs left, each followed by evaluation, then its end: what each callback
@@ -165,7 +166,7 @@ class Trainer:
             with self.results.phase():  # the epoch's record, written once at its end
                 end = self._epoch(epoch)
                 self.results.add(EpochRecord, epochs_completed=epoch)
-                self._each(EpochRecord, (each.on_epoch_end(run, end) for each in self.callbacks))
+                self._each(EpochRecord, "on_epoch_end", end)
                 if end.stop:
                     log.info("stopping early after epoch %d: %s", epoch, end.stop)
                     stopped = {"epoch": epoch, "reason": end.stop}
@@ -199,7 +200,7 @@ class Trainer:
             wait_for(run.runtime.device)  # the contexts end with the epoch's work done
         measured: dict[str, Any] = {}
         for each in self.callbacks:
-            measured.update(each.on_train_epoch_end(run, epoch, training) or {})
+            measured.update(_handed(each, "on_train_epoch_end", run, epoch, training))
         if run.learner.step_scheduler is None:
             self.scheduler.step()  # a schedule by epoch
         val = self._evaluate(run.val_batches) if run.val_batches else None
@@ -226,18 +227,17 @@ class Trainer:
         measures = run.learner.task.metrics
         summary = training_summary(self.progress.history, run.monitor, measures)
         for each in self.callbacks:
-            summary.update(each.on_fit_end(run, summary) or {})
+            summary.update(_handed(each, "on_fit_end", run, summary))
         peak_memory = memory.peak_memory_mb(run.runtime.plan)
         record = finish_record(measures)
         summary = self.results.finish("completed", None, record, **summary, **peak_memory)
         wait_for_all(run.runtime.group)
         return summary
 
-    def _each(self, record: Any, fields: Iterable[Fields]) -> None:
-        """The fields callbacks hand back at one point, into results.json's `record`."""
-        for each in fields:
-            if each:
-                self.results.add(record, **each)
+    def _each(self, record: Any, hook: str, *args: Any) -> None:
+        """Each callback's `hook`, the fields it hands back into results.json's `record`."""
+        for each in self.callbacks:
+            self.results.add(record, **_handed(each, hook, self.run, *args))
 
     def _evaluate(self, batches: Any) -> loop.EvaluationResult:
         """The weights the run is judged by on `batches`: the model's, or their moving average
@@ -252,9 +252,8 @@ class Trainer:
         """Tell the trackers what the run is (a resume carries on the runs they began)."""
         plan, sweep = self.run.runtime.plan, job.sweep_folder()
         tracked = tracker.tracked_run(as_written(self.cfg), plan, self.run_dir, sweep)
-        self._each(
-            SetupRecord, [self.metrics_writer.begin_in_folder(tracked, bool(self.cfg.resume))]
-        )
+        begun = self.metrics_writer.begin_in_folder(tracked, resuming=bool(self.cfg.resume))
+        self.results.add(SetupRecord, **begun)
 
     def _restore(self, checkpoint: dict[str, Any], composed: DictConfig) -> None:
         """Continue from the checkpoint `resume=` named: every state as it was saved."""
@@ -265,3 +264,15 @@ class Trainer:
         self.progress.history = resumed.history
         self.progress.selected_confusion = resumed.selected_confusion
         self.stopped_early = resumed.stopped_early is not None
+
+
+def _handed(callback: Callback, hook: str, *args: Any) -> Mapping[str, Any]:
+    """What `callback`'s `hook` hands back: fields of results.json (or of the epoch's row) from a
+    shipped callback, none from one of one's own, whose fields results.json has no place for."""
+    fields: Fields = getattr(callback, hook)(*args)
+    if fields and not type(callback).__module__.startswith("experiments."):
+        raise ExperimentError(
+            f"{type(callback).__name__}.{hook} returned {dict(fields)}: a callback of one's own "
+            "returns None (it writes what it keeps in run.run_dir; docs/callbacks.md)"
+        )
+    return fields or {}
