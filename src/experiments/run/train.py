@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
+from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.callbacks import (
     Callback,
@@ -112,6 +113,7 @@ class Trainer:
         self.callbacks: list[Callback] = []
         self.progress = Progress()  # what training has done
         self.run: TrainingRun  # what setup built, for the callbacks to read
+        self.scheduler: LRScheduler  # stepped here once an epoch, with a schedule by epoch
         self.stopped_early = False  # a resumed run, killed after it stopped early
 
     def setup(
