@@ -1,7 +1,5 @@
-"""What a config asks of how its model computes that torch.compile or DataParallel cannot do:
-a backend of torch.compile that is not there or needs a GPU, a mode of another backend, and
-compiling or channels-last under device=dp; refused, as `config.validate`'s checks, before the
-data is loaded and the model built."""
+"""What a config asks of how its model computes that torch.compile or DataParallel cannot do,
+refused before the data is loaded and the model built."""
 
 from __future__ import annotations
 
@@ -28,17 +26,14 @@ class CompileBackends(NamedTuple):
 
 
 def compute_settings(cfg: DictConfig) -> tuple[str, DictConfig]:
-    """Where a config keeps how its model computes (precision, channels_last, compile,
-    compile_mode, threads), and the prefix its keys are typed with: a training run's trainer
-    (`trainer.`), an evaluation's top level."""
+    """The prefix and section of how a model computes: a training run's trainer, or eval.py's top
+    level."""
     return ("trainer.", cfg.trainer) if "trainer" in cfg else ("", cfg)
 
 
 def unusable_backend(cfg: DictConfig, backends: Callable[[], CompileBackends] | None) -> str | None:
-    """`trainer.compile` (eval.py's `compile`) names a backend of torch.compile whose package is
-    installed, one that captures CUDA graphs only on a GPU, or none: refused before the data is
-    loaded and the model built (torch.compile would say so only then, in its own words, or at the
-    first step)."""
+    """A backend of torch.compile that is not installed, or captures CUDA graphs on the CPU (torch
+    would say so only later, in its own words)."""
     prefix, settings = compute_settings(cfg)
     backend, key = settings.compile, f"{prefix}compile"
     if backends is None or not backend:
@@ -55,21 +50,18 @@ def unusable_backend(cfg: DictConfig, backends: Callable[[], CompileBackends] | 
 
 
 def debugging_backend(key: str, backend: str) -> str:
-    """What a run compiled by one of torch's debugging backends (`key`: trainer.compile, eval.py's
-    compile) is told."""
+    """What a run compiled by one of torch's debugging backends is told."""
     return (
         f"{key}={backend} is one of torch.compile's debugging backends: it checks what torch "
         f"captures and speeds nothing up; {key}=inductor compiles for speed"
     )
 
 
-# The backend whose modes trainer.compile_mode names (torch.compile's default backend).
 INDUCTOR = "inductor"
 
 
 def compile_mode(cfg: DictConfig, backends: Callable[[], CompileBackends] | None) -> str | None:
-    """`trainer.compile_mode` (eval.py's `compile_mode`) names one of inductor's modes, for
-    compile=inductor; one that captures CUDA graphs, only on a GPU (`cuda_graphs_need_a_gpu`)."""
+    """`compile_mode` is one of inductor's modes, with compile=inductor (CUDA graphs: a GPU)."""
     prefix, settings = compute_settings(cfg)
     mode, backend = settings.get("compile_mode"), settings.compile
     if mode is None:
@@ -105,9 +97,8 @@ WITHOUT_CUDA_GRAPHS = {
 
 
 def cuda_graphs_need_a_gpu(key: str, value: str, device: str) -> str:
-    """A backend or mode that captures CUDA graphs, asked (`key`: trainer.compile or
-    trainer.compile_mode, eval.py's compile or compile_mode) of a run on the CPU (`device`: how
-    it got there)."""
+    """A backend or mode that captures CUDA graphs, asked of a run on the CPU (`device`: how it
+    got there)."""
     instead = WITHOUT_CUDA_GRAPHS[key.rpartition(".")[2]]
     return (
         f"{key}={value} captures CUDA graphs, which need a GPU, and {device} has none; on the "
