@@ -17,8 +17,7 @@ from experiments.core.errors import ExperimentError
 
 
 def build(node: DictConfig, *, leave_out: tuple[str, ...] = (), **kwargs: Any) -> Any:
-    """Instantiate a node's `_target_` with its fields but `name` and `leave_out`; an error the
-    target raises comes out as raised, not wrapped by Hydra."""
+    """Instantiate a node's `_target_` but `name` and `leave_out`, its errors unwrapped by Hydra."""
     fields = plain(node)
     for key in ("name", *leave_out):
         fields.pop(key, None)
@@ -54,13 +53,11 @@ def plain(node: DictConfig) -> dict[str, Any]:
 
 
 def as_written(node: DictConfig) -> DictConfig:
-    """`node` as a run's records hold it: a text value read from the environment is its
-    interpolation's text, not what it read (maybe a secret, and this shell's); any other value
-    read there (a seed) is the value the run used. A copy only where something changes."""
-    read = list(_reading_environment(OmegaConf.to_container(node, resolve=False)))
+    """`node` as a run's records hold it: a text read from the environment (maybe a secret) as its
+    interpolation's text, any other value read there as the run used it. A copy where it differs."""
     texts = [
         (path, raw)
-        for path, raw in read
+        for path, raw in _reading_environment(OmegaConf.to_container(node, resolve=False))
         if isinstance(value := OmegaConf.select(node, path), str) and not isinstance(value, Enum)
     ]
     if not texts:

@@ -1,6 +1,5 @@
-"""The rule a field's value keeps, declared with the field in `config.schemas`
-(`epochs: int = checked(10, FROM_ONE)`), and its one-line refusal: the key, the value as typed,
-what would be valid."""
+"""The rule a field's value keeps, declared with it (`epochs: int = checked(10, FROM_ONE)`), and
+its one-line refusal: the key, the value as typed, what would be valid."""
 
 from __future__ import annotations
 
@@ -21,8 +20,8 @@ Check = Callable[[DictConfig], str | None]  # the one line that refuses a config
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Rule:
-    """A value `test` keeps, said as `what`; `means` says what the value is, `others` are values
-    taken besides (each with its meaning), `example` is one it refuses (the golden file's)."""
+    """A value `test` keeps, said as `what`, meaning `means`; `others`: values taken besides, each
+    with its meaning; `example`: one it refuses (the golden file's)."""
 
     what: str = ""
     test: Callable[[Any], bool] = bool
@@ -79,8 +78,7 @@ def whole_number(value: Any) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Number(Rule):
-    """A finite number within `bounds`, as its message writes them ("[0, 1)", ">= 1"; "": any);
-    `unit` is what it counts (seconds)."""
+    """A finite number within `bounds`, as a message writes them ("[0, 1)", ">= 1"; "": any)."""
 
     bounds: str = ""
     whole: bool = False
@@ -186,8 +184,7 @@ def checked(
     saved: Rule | None = None,
     factory: Any = None,
 ) -> Any:
-    """A schema field with its rule, and the rule a saved config's value keeps where it differs
-    (a saved batch is never auto)."""
+    """A schema field with its rule, and a saved config's where it differs (a batch is not auto)."""
     metadata = {CHECK: rule, SAVED: saved or rule}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
@@ -204,8 +201,7 @@ def rule_of(schema: type, key: str, *, saved: bool = False) -> Rule | None:
 
 
 def nested(schema: type, key: str) -> bool:
-    """Whether `schema`'s field `key` holds settings checked with their section's (trainer.ema),
-    rather than being a section of its own."""
+    """Whether `key` holds settings checked with their section's (trainer.ema), not a section."""
     found = getattr(schema, "__dataclass_fields__", {}).get(key)
     return found is None or found.default_factory is not dataclasses.MISSING
 

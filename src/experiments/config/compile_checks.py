@@ -1,5 +1,4 @@
-"""What a config asks of how its model computes that torch.compile or DataParallel cannot do,
-refused before the data is loaded and the model built."""
+"""What a config asks of how its model computes that torch.compile or DataParallel cannot do."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ from experiments.config.choices import DeviceName
 
 
 class CompileBackends(NamedTuple):
-    """torch.compile's backends and inductor's modes, as torch lists them (this package imports
-    no torch)."""
+    """torch.compile's backends and inductor's modes, as torch lists them (no torch here)."""
 
     accepted: frozenset[str]  # every one it takes, its debugging ones (eager) too
     offered: tuple[str, ...]  # those a refusal offers: installed, and not for debugging
@@ -26,14 +24,12 @@ class CompileBackends(NamedTuple):
 
 
 def compute_settings(cfg: DictConfig) -> tuple[str, DictConfig]:
-    """The prefix and section of how a model computes: a training run's trainer, or eval.py's top
-    level."""
+    """The prefix and section of how a model computes: the trainer, or eval.py's top level."""
     return ("trainer.", cfg.trainer) if "trainer" in cfg else ("", cfg)
 
 
 def unusable_backend(cfg: DictConfig, backends: Callable[[], CompileBackends] | None) -> str | None:
-    """A backend of torch.compile that is not installed, or captures CUDA graphs on the CPU (torch
-    would say so only later, in its own words)."""
+    """A backend not installed, or capturing CUDA graphs on the CPU (torch would say so later)."""
     prefix, settings = compute_settings(cfg)
     backend, key = settings.compile, f"{prefix}compile"
     if backends is None or not backend:
@@ -63,16 +59,14 @@ INDUCTOR = "inductor"
 def compile_mode(cfg: DictConfig, backends: Callable[[], CompileBackends] | None) -> str | None:
     """`compile_mode` is one of inductor's modes, with compile=inductor (CUDA graphs: a GPU)."""
     prefix, settings = compute_settings(cfg)
-    mode, backend = settings.get("compile_mode"), settings.compile
+    mode, backend, key = settings.get("compile_mode"), settings.compile, f"{prefix}compile_mode"
     if mode is None:
         return None
     if not backend:
-        return (
-            f"{prefix}compile_mode={mode} is a mode of torch.compile: add {prefix}compile=inductor"
-        )
+        return f"{key}={mode} is a mode of torch.compile: add {prefix}compile=inductor"
     if backend != INDUCTOR:
         return (
-            f"{prefix}compile_mode={mode} is a mode of the inductor backend, and "
+            f"{key}={mode} is a mode of the inductor backend, and "
             f"{prefix}compile={backend} takes none: use {prefix}compile=inductor, or leave the "
             "mode out"
         )
@@ -81,11 +75,11 @@ def compile_mode(cfg: DictConfig, backends: Callable[[], CompileBackends] | None
     known = backends()
     if mode not in known.modes:
         return (
-            f"{prefix}compile_mode={mode} is not a mode of torch.compile; choose one of "
+            f"{key}={mode} is not a mode of torch.compile; choose one of "
             f"{', '.join(known.modes)}, or null (its default)"
         )
     if mode in known.cuda_graph_modes and cfg.device.name == DeviceName.cpu:
-        return cuda_graphs_need_a_gpu(f"{prefix}compile_mode", mode, "device=cpu")
+        return cuda_graphs_need_a_gpu(key, mode, "device=cpu")
     return None
 
 
@@ -97,8 +91,7 @@ WITHOUT_CUDA_GRAPHS = {
 
 
 def cuda_graphs_need_a_gpu(key: str, value: str, device: str) -> str:
-    """A backend or mode that captures CUDA graphs, asked of a run on the CPU (`device`: how it
-    got there)."""
+    """A backend or mode capturing CUDA graphs, asked of a run on the CPU (`device`: how)."""
     instead = WITHOUT_CUDA_GRAPHS[key.rpartition(".")[2]]
     return (
         f"{key}={value} captures CUDA graphs, which need a GPU, and {device} has none; on the "

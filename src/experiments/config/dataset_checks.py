@@ -1,5 +1,4 @@
-"""What a dataset's config holds that its fields' own rules cannot tell, in a composed config
-and a saved one alike."""
+"""What a dataset's config holds that its fields' own rules cannot tell (composed or saved)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The names of the numbers a run measures, spelled here once (rows, results.json, TensorBoard
-tags, trainer.monitor, optimized_metric), below every layer that reads them: `accuracy` on the
-validation split is `val_accuracy` in rows, `val/accuracy` in TensorBoard."""
+"""The names of the numbers a run measures, spelled here once, below every layer that reads them:
+`accuracy` on the validation split is `val_accuracy` in rows, `val/accuracy` in TensorBoard."""
 
 from __future__ import annotations
 
@@ -43,8 +42,7 @@ class Metric:
 
 @dataclass(frozen=True)
 class TaskMetrics:
-    """What a task measures on val and test after each epoch, its `headline` first and its loss
-    among them; and what its per-class numbers are the accuracy of."""
+    """What a task measures on val and test, its `headline` first and its loss among them."""
 
     evaluated: tuple[Metric, ...]
     per_class: str = "accuracy"

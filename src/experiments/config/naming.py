@@ -1,6 +1,5 @@
-"""Sweep job folders' names, `<job number>_<the choices that vary>` (`3_device-cuda-1+model-lenet`):
-one plain value of Hydra's grammar and of a shell, so the folder works as printed in `resume=`,
-`replay=` and `ckpt=`."""
+"""Sweep job folders' names (`3_device-cuda-1+model-lenet`): one plain value of Hydra's grammar
+and of a shell, so the folder works as printed in `resume=`, `replay=` and `ckpt=`."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ def safe_name(choice: str) -> str:
 
 
 def planned_job_names(multirun_yaml: Path) -> list[str] | None:
-    """Every job's folder name, in order, of a basic sweeper's sweep; None for other sweepers,
-    which decide their jobs as they go (Optuna)."""
+    """Every job's folder name of a basic sweeper's sweep; None for others (Optuna's)."""
     hydra = _sweep_hydra_section(multirun_yaml)
     if not str(hydra["sweeper"]["_target_"]).endswith(".BasicSweeper"):
         return None
@@ -76,8 +74,7 @@ def planned_job_names(multirun_yaml: Path) -> list[str] | None:
 
 
 def sweep_keys(multirun_yaml: Path, hydra: Mapping[str, Any] | None = None) -> set[str]:
-    """The keys a sweep's command line sweeps over, or its sweeper searches (`hydra`: the sweep's
-    Hydra config, in one of its jobs)."""
+    """The keys a sweep varies (`hydra`: the sweep's Hydra config, in one of its jobs)."""
     if hydra is None:
         hydra = _sweep_hydra_section(multirun_yaml)
     return _varying_keys(hydra, multirun_yaml) or set()
@@ -85,10 +82,7 @@ def sweep_keys(multirun_yaml: Path, hydra: Mapping[str, Any] | None = None) -> s
 
 def _varying_keys(hydra: Mapping[str, Any], multirun_yaml: Path) -> set[str] | None:
     """None when it cannot tell (then every override names the job)."""
-    keys: set[str] = set()
-    params = (hydra.get("sweeper") or {}).get("params")
-    if params:
-        keys.update(params.keys())
+    keys = set((hydra.get("sweeper") or {}).get("params") or ())
     if not multirun_yaml.is_file():
         return keys or None
     return keys | _swept_on_command_line(str(multirun_yaml))
@@ -108,12 +102,8 @@ def _sweep_hydra_section(multirun_yaml: Path) -> dict[str, Any]:
     hydra = multirun.get("hydra") if isinstance(multirun, dict) else None
     sweeper = hydra.get("sweeper") if isinstance(hydra, dict) else None
     overrides = hydra.get("overrides") if isinstance(hydra, dict) else None
-    if (
-        not isinstance(sweeper, dict)
-        or "_target_" not in sweeper
-        or not isinstance(overrides, dict)
-        or not isinstance(overrides.get("task"), list)
-    ):
+    task = overrides.get("task") if isinstance(overrides, dict) else None
+    if not isinstance(sweeper, dict) or "_target_" not in sweeper or not isinstance(task, list):
         raise ExperimentError(
             f"{display_path(multirun_yaml)} holds no record of a sweep (Hydra writes its sweeper "
             "and command line under hydra:); put it back from a copy, or move it out of the folder"

@@ -1,5 +1,5 @@
 """What a hyperparameter search optimizes (`optimized_metric`): a number a run reports, never a
-test one; checked before a search's first trial and in every run."""
+test one."""
 
 from __future__ import annotations
 
@@ -24,8 +24,7 @@ def check_optimized_metric(metric: str | None, measures: TaskMetrics | None) -> 
 
 
 def unoptimizable(metric: str | None, measures: TaskMetrics | None) -> str | None:
-    """The line refusing to optimize `metric` (`measures` None: not known yet, so only a test
-    number is refused), or None."""
+    """The line refusing to optimize `metric` (`measures` None: not known yet), or None."""
     optimizable = ", ".join(
         measures.optimizable()
         if measures

@@ -1,6 +1,5 @@
-"""What the command line's overrides mean before Hydra reads them: `resume=`/`replay=` expanded,
-`-m device=every` made a sweep, and the mistakes Hydra would say badly refused. Each is read by
-Hydra's own grammar; one it cannot read is left for Hydra to refuse in its place."""
+"""What the command line's overrides mean before Hydra reads them, by its own grammar: one it
+cannot read is left for Hydra to refuse in its place."""
 
 from __future__ import annotations
 
@@ -49,7 +48,6 @@ def _is_number(value: object) -> bool:
 
 
 def _values_of(overrides: list[Override], key: str) -> list[object]:
-    """What the overrides of `key` set."""
     return [
         value
         for override in overrides
@@ -78,8 +76,7 @@ def refuse_numbers_for_groups(arguments: Sequence[str]) -> None:
 
 
 def refuse_optimizing_on_test(arguments: Sequence[str]) -> None:
-    """Tell a search before it starts, not by each trial (Hydra only warns of a callback's error);
-    a sweep over tasks, or a task of one's own, is checked by each run."""
+    """Told before a search starts, not by each trial (Hydra only warns of a callback's error)."""
     overrides = _read(arguments)
     metrics = [
         str(metric)
@@ -96,8 +93,7 @@ def refuse_optimizing_on_test(arguments: Sequence[str]) -> None:
 
 
 def refuse_own_class_on_a_shipped_model(arguments: Sequence[str]) -> None:
-    """`model._target_=my.Net` on a shipped model would build the user's class under that model's
-    name and fields, in every record; a model of one's own is `model=custom`."""
+    """It would build the user's class under the shipped model's name and fields."""
     overrides = _read(arguments)
     choices = [override for override in overrides if override.key_or_group == "model"]
     shipped = [model for model in group_options("model") if model != "custom"]
@@ -164,8 +160,7 @@ def with_every_device(arguments: list[str], devices: Callable[[], list[str]]) ->
             f"{EVERY_DEVICE} runs one job per device: add -m (python train.py -m {EVERY_DEVICE})"
         )
     found = devices()
-    # One device is a sweep all the same (Hydra's choice() of one): its report says what
-    # device=every found, a card for it (`report.device_cards`).
+    # One device is a sweep all the same (choice() of one): its report has a card for it.
     every = f"device={','.join(found)}" if len(found) > 1 else f"device=choice({found[0]})"
     return [every if argument in typed else argument for argument in arguments]
 
@@ -175,8 +170,7 @@ def asks_for_multirun(arguments: Sequence[str]) -> bool:
 
 
 def refuse_sweeps_without_multirun(arguments: Sequence[str]) -> None:
-    """An option that sets its sweeper's parameters (`hparams_search=optuna`) without -m would
-    silently train one plain run. `arguments` as typed: a job of such a sweep replayed is one."""
+    """A sweep's option (`hparams_search=optuna`) without -m would silently train one plain run."""
     if asks_for_multirun(arguments):
         return
     groups = config_groups()
@@ -203,8 +197,7 @@ EVAL_COMPUTE_KEYS = ("precision", "channels_last", "compile", "compile_mode", "t
 
 
 def evaluation_arguments(arguments: list[str]) -> list[str]:
-    """eval.py's arguments, a training group (`model=tudui`) refused: Hydra would suggest
-    `+model=tudui`, which would not evaluate that model either."""
+    """eval.py's arguments, a training group refused (Hydra would suggest `+model=tudui`)."""
     training = set(config_groups()) - set(EVAL_GROUPS)
     for override in _read(arguments):
         section, _, key = override.key_or_group.partition(".")
@@ -233,10 +226,8 @@ def _allows_own_class(override: Override) -> bool:
 
 
 def with_saved_overrides(arguments: list[str]) -> list[str]:
-    """Expand `resume=<run folder>` and `replay=<run folder>` into that run's saved overrides,
-    followed by those given now; `resume` continues in the run's own folder, `replay` a new one."""
-    # Read as typed, not by Hydra's grammar: a path is one of its values only once `as_value` has
-    # made it one (`resume=outputs/café`).
+    """Expand `resume=<run>` (its own folder) or `replay=<run>` (a new one) into its overrides."""
+    # As typed, not by the grammar: a path is one of its values once `as_value` makes it one.
     asked = [key for key in ("resume", "replay") if any(a.startswith(f"{key}=") for a in arguments)]
     if len(asked) == 2:
         raise ExperimentError(
@@ -260,8 +251,7 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
 
 
 def flags_apart(arguments: list[str]) -> tuple[list[str], list[str]]:
-    """Hydra's flags (`-m`, `--cfg job`), with their values, apart from the overrides: argparse
-    finds them only before the overrides."""
+    """Hydra's flags with their values, apart: argparse finds them only before the overrides."""
     flags: list[str] = []
     overrides: list[str] = []
     for argument in arguments:

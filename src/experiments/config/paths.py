@@ -1,5 +1,4 @@
-"""Paths as the values of overrides: one that exists is taken as it is, whatever its characters;
-one no override can carry is refused."""
+"""Paths as the values of overrides, taken as they are whatever their characters."""
 
 from __future__ import annotations
 
@@ -17,9 +16,8 @@ from experiments.core.errors import ExperimentError
 
 
 def as_value(path: str) -> str:
-    """`path` as one override value that Hydra reads back as `path`: as it is where the grammar
-    reads it so, else single-quoted (Hydra reads only ASCII letters, digits and a few signs
-    unquoted; within quotes a backslash is special only before a quote, or at the end)."""
+    """`path` as one override value Hydra reads back as `path`: as it is, else single-quoted (within
+    quotes a backslash is special only before a quote, or at the end)."""
     _refuse_uncarried(path)
     if _read_by_hydra(path) == path:
         return path
@@ -28,8 +26,7 @@ def as_value(path: str) -> str:
 
 
 def path_given(value: str) -> str:
-    """The path an override's value names: as typed where it exists, else as Hydra's grammar
-    reads it (`resume='outputs/my run'`)."""
+    """The path a value names: as typed where it exists, else as Hydra reads it (`'my run'`)."""
     if Path(value).expanduser().exists():
         return value
     read = _read_by_hydra(value)
@@ -46,7 +43,6 @@ def parsed(argument: str) -> Override | None:
 
 
 def _read_by_hydra(value: str) -> object:
-    """What Hydra's grammar reads `value` as; None where it cannot."""
     read = parsed(f"key={value}")
     return None if read is None else read.value()
 
@@ -70,8 +66,7 @@ def _refuse_uncarried(path: str) -> None:
 
 
 def _escaped(character: str) -> str:
-    """A character as it is, or as Python writes it where not printable; a lone surrogate as its
-    byte (`\\xe9`)."""
+    """As it is, or as Python writes it where not printable; a lone surrogate as its byte."""
     if unicodedata.category(character) == "Cs":
         return repr(os.fsencode(character))[2:-1]
     return character if character.isprintable() else repr(character)[1:-1]

@@ -1,6 +1,5 @@
-"""Config keys this project has renamed (`logger` is `tracker`), still taken in their old
-spelling, typed now or saved in a run's overrides. A run folder's other records are left as
-written: the report reads an earlier version's run under its own keys."""
+"""Config keys renamed (`logger` is `tracker`), taken in their old spelling, typed or saved; the
+report reads a run folder's other records under the keys they were written with."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ PACKAGE_FLAGS = ("-p", "--package")
 
 
 def in_todays_keys(arguments: Sequence[str]) -> list[str]:
-    """`arguments` with each renamed key (an override's, the package `-p` names) in today's
-    spelling."""
+    """`arguments` with each renamed key (an override's, `-p`'s package) in today's spelling."""
     renamed = []
     for index, argument in enumerate(arguments):
         flag, equals, package = argument.partition("=")

@@ -1,6 +1,5 @@
-"""A run folder's `.hydra/overrides.yaml`, as `resume=` and `replay=` bring it back: read as
-data, in today's keys, refused in one line where it is garbled, an evaluation's, or builds what
-is neither shipped nor typed now."""
+"""A run folder's `.hydra/overrides.yaml` as `resume=` and `replay=` bring it back, in today's
+keys, refused in one line where garbled, an evaluation's, or building what is not allowed."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ from experiments.core.files import RECORD, Unparsed, UnreadableFile, as_json, re
 
 # Read from the text: earlier versions wrote paths as typed, which the grammar may not read.
 WHERE_IT_RAN = ("resume=", "replay=", "hydra.run.dir=")
-# What writes outside the run's folder (trackers, downloads, the images' cache): a file from
-# elsewhere never chooses them, only what is typed now or the defaults.
+# What writes outside the run's folder: a file from elsewhere never chooses it, only typing.
 WRITES_ELSEWHERE = ("tracker", "dataset.download", "dataset.source.download", "dataset.cache_dir")
 
 log = logging.getLogger("experiments")
@@ -96,9 +94,8 @@ METRICS = "task.metrics"
 
 
 def _metrics_measured(folder: Path, saved: list[Override]) -> list[str]:
-    """`task.metrics=` as the run measured them, so it goes on measuring what its rows hold: as
-    its config.yaml's task declares them, `BEFORE_TASKS` where it has no task, or as results.json
-    recorded them for a task of one's own from before configs declared them; [] where unknown."""
+    """`task.metrics=` as the run measured them (its config.yaml's, `BEFORE_TASKS` with no task,
+    else results.json's), so it goes on measuring what its rows hold; [] where unknown."""
     if any(override.key_or_group == METRICS for override in saved):
         return []
     config = folder / ".hydra" / "config.yaml"
@@ -130,8 +127,7 @@ def _batch_size(config: Path) -> int | None:
 
 
 def _refuse_untrusted(given: str, saved: list[Override], typed: list[str]) -> None:
-    """A run folder's overrides never set Hydra's own config (its callbacks and launchers are
-    built from it), nor build what `config.trust` refuses."""
+    """Never Hydra's own config (its callbacks and launchers are built), nor what trust refuses."""
     for override in saved:
         if override.is_hydra_override():
             raise ExperimentError(
@@ -145,8 +141,7 @@ def _refuse_untrusted(given: str, saved: list[Override], typed: list[str]) -> No
 
 
 def _saved_overrides(saved: Path, given: str) -> list[str]:
-    """The overrides in `saved`, refused in one line where it holds something else or is an
-    evaluation's (ckpt=)."""
+    """The overrides in `saved`, refused where it holds something else or is an evaluation's."""
     try:
         overrides = _overrides_in(saved)
     except (UnreadableFile, Unparsed) as wrong:
@@ -178,8 +173,7 @@ def _overrides_in(saved: Path) -> list[str]:
 
 
 def refuse_read_only(folder: Path, given: str) -> None:
-    """Hydra's log file would fail first, in words that name no file. (A link is replaced, never
-    written through.)"""
+    """Hydra's log file would fail first, naming no file. (A link is replaced, not written.)"""
     for path in (folder, *folder.iterdir(), *folder.glob("checkpoints/*")):
         linked = path != folder and path.is_symlink()
         if not linked and not os.access(path, os.W_OK):

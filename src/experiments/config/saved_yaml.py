@@ -1,6 +1,5 @@
-"""YAML a run folder holds, read as data from a file that may come from elsewhere: a regular
-file of a mebibyte at most, with no anchors or aliases, which Hydra never writes (aliases of
-aliases let a few lines grow as a power of their depth: a "billion laughs")."""
+"""YAML a run folder holds, read as data: a regular file of a mebibyte at most, without the
+anchors and aliases Hydra never writes (aliases of aliases grow as a power: a "billion laughs")."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ class _WithoutAliases(yaml.SafeLoader):
 
 
 def read_saved_yaml(path: Path) -> Any:
-    """UnreadableFile where it is not text, not YAML, or holds an anchor or alias; ExperimentError
-    for a file that is not a regular one of a mebibyte at most."""
+    """UnreadableFile where not text, not YAML, or aliased; ExperimentError where too big."""
     return read_data(path, SAVED_YAML, _without_aliases)
 
 

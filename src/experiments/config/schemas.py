@@ -1,6 +1,5 @@
-"""Typed schemas for every config group: each YAML option starts from its schema and holds only
-what differs, so a wrong type, an unknown key or a value outside a closed choice fails while Hydra
-composes the config, before any run folder exists."""
+"""Typed schemas of every config group: each YAML option holds what differs from its schema, and
+a wrong type, key or choice fails while Hydra composes, before any run folder exists."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ FROM_ONE, FROM_ZERO = Number(">= 1", whole=True), Number(">= 0", whole=True)
 SHARE = Number("[0, 1)")
 SECONDS = Number("> 0", unit="seconds")
 SEED = Number(f"[0, {2**64 - 1}]", whole=True)  # what torch's generators take
-# More images than any training split the project reads: a larger batch is a slip, which would
-# otherwise be drawn and held whole (10**9 of a benchmark's inputs are 8 GB of indices alone).
+# More images than any split the project reads: a larger batch is a slip, else drawn and held whole.
 LARGEST_BATCH = 2**24
 BATCH = Number(f"[1, {LARGEST_BATCH}]", whole=True)
 # RandAugment's ops (`data.policies.RANDAUGMENT`): more rounds than ops only repeat ops.
@@ -50,10 +48,8 @@ class ModelConfig:
     in_channels: int = II("dataset.channels")
     image_size: int = II("dataset.image_size")
     num_classes: int = II("dataset.num_classes")
-    # A state dict file to start from (torch.save(model.state_dict(), PATH)); null: untrained.
-    weights: str | None = None
-    # true: load the tensors that fit, leave the rest as built (fine-tuning with a new classifier).
-    weights_partial: bool = False
+    weights: str | None = None  # a state dict file to start from (null: untrained)
+    weights_partial: bool = False  # true: load the tensors that fit, the rest as built
 
 
 @dataclass
@@ -75,8 +71,7 @@ class TorchvisionModelConfig(ModelConfig):
 @dataclass
 class TimmModelConfig(ModelConfig):
     arch: str = "resnet18"  # any name of timm.list_models() (pip install 'experiments[timm]')
-    # Start from timm's default weights, fetched from the Hugging Face Hub (or its cache).
-    pretrained: bool = False
+    pretrained: bool = False  # timm's default weights, from the Hugging Face Hub (or its cache)
 
 
 @dataclass
@@ -84,16 +79,13 @@ class AugmentConfig:
     crop_padding: int = checked(0, FROM_ZERO)  # random crop after padding each side (0: none)
     flip: bool = False  # random horizontal flip of half the images
     policy: AugmentPolicy | None = None  # per image (null: none)
-    # policy=randaugment's ops per image, and their magnitude (of 31 steps, 0 to 30).
     num_ops: int = checked(
         2, Number(f"[1, {RANDAUGMENT_OPS}]", whole=True, means="at most RandAugment's ops")
     )
     magnitude: int = checked(9, Number("[0, 30]", whole=True, means="a step of RandAugment's 31"))
-    # The probability of erasing a random rectangle of each normalized image.
-    erasing: float = checked(0.0, Number("[0, 1]"))
-    # Mixup's and CutMix's Beta(alpha, alpha) (0: off); with both, one of the two per batch.
+    erasing: float = checked(0.0, Number("[0, 1]"))  # the chance of erasing a random rectangle
     mixup_alpha: float = checked(0.0, MIXING)
-    cutmix_alpha: float = checked(0.0, MIXING)
+    cutmix_alpha: float = checked(0.0, MIXING)  # with mixup too: one of the two per batch
 
 
 @dataclass
@@ -102,7 +94,6 @@ class DatasetConfig:
     channels: int | None = MISSING  # null only where the data tells (UserDatasetConfig)
     image_size: int | None = checked(MISSING, FROM_ONE.or_null())
     num_classes: int | None = checked(MISSING, FROM_ONE.or_null())
-    # Class names in label order; null names them by number.
     classes: list[str] | None = checked(None, texts("the classes' names, in label order").or_null())
     # x = (pixel / 255 - mean) / std per channel; one value serves every channel.
     mean: list[float] | None = checked(rule=Numbers().or_null(), factory=lambda: [0.5])
@@ -129,8 +120,7 @@ class TorchvisionDatasetConfig(DatasetConfig):
 
 @dataclass
 class UserDatasetConfig(DatasetConfig):
-    """Data of the user's own (image_folder, custom): what is left null is derived from the
-    data (shape, classes, mean and std of the training images, cached and recorded)."""
+    """Data of the user's own (image_folder, custom): what is left null is derived from the data."""
 
     channels: int | None = None
     image_size: int | None = None
@@ -218,8 +208,7 @@ class OptimizerConfig:
     _partial_: bool = True  # built with the model's parameters at run time
     lr: float = checked(MISSING, Number(">= 0"))
     weight_decay: float = checked(0.0, Number(">= 0"))
-    # The decay of normalization layers' parameters and of every bias (null: weight_decay); 0
-    # leaves them out, as torchvision's reference recipes do.
+    # Normalization layers' and biases' decay (null: weight_decay; 0 as torchvision's recipes).
     norm_weight_decay: float | None = checked(
         None, Number(">= 0").or_null("optimizer.weight_decay")
     )
@@ -279,8 +268,7 @@ class SchedulerConfig:
     _target_: str = MISSING
     _partial_: bool = True
     interval: Interval = Interval.epoch
-    # Epochs of a linear rise from lr * start_factor to lr before the schedule (interval=step
-    # takes a share of an epoch too).
+    # A linear rise from lr * start_factor to lr before the schedule (a share of an epoch: step).
     warmup_epochs: float = checked(0.0, Number(">= 0", unit="epochs", means="its length (0: none)"))
     start_factor: float = checked(
         0.01, Number("(0, 1]", means="the share of the lr the warm-up starts from")
@@ -289,11 +277,10 @@ class SchedulerConfig:
 
 @dataclass
 class StepSchedulerConfig(SchedulerConfig):
-    # Where the learning rate is multiplied by gamma.
     milestones: list[float] = checked(
         rule=Numbers(Number("(0, 1]"), means="shares of the run"), factory=lambda: [0.5, 0.75]
     )
-    gamma: float = 0.1
+    gamma: float = 0.1  # the lr's factor at each milestone
 
 
 @dataclass
@@ -333,8 +320,7 @@ class CsvTrackerConfig(TrackerConfig):
     _target_: str = "experiments.records.csv_file.CsvFile"
 
 
-# How long a run waits on one call to a tracker's library before going on without it
-# (`records.guard`): enough for MLflow to make a SQLite store on a busy machine, W&B to start.
+# A tracker call's wait before a run goes on without it: MLflow's new store on a busy host fits.
 TRACKER_TIMEOUT = 30.0
 
 
@@ -361,8 +347,7 @@ class WandbTrackerConfig(TrackerConfig):
 
 @dataclass
 class CustomTaskConfig:
-    """A task of one's own: task=custom task._target_=my_tasks.Task (docs/tasks.md). A shipped
-    task's option is free-form: its class declares its metrics."""
+    """task=custom task._target_=my_tasks.Task (docs/tasks.md); a shipped task's is free-form."""
 
     name: str = "custom"
     _target_: str = MISSING
@@ -380,8 +365,7 @@ class EarlyStoppingConfig:
 
 @dataclass
 class EmaConfig:
-    # An average of the weights and buffers evaluated, selected and saved in the model's stead
-    # (experiments.training.ema): the share kept at each optimizer step.
+    # An average of the weights used in the model's stead (training.ema): the share kept a step.
     decay: float | None = checked(
         None,
         Number("(0, 1)", means="the share kept at each optimizer step (e.g. 0.9999)").or_null(
@@ -401,9 +385,8 @@ SPLIT = Number("(0, 1]").or_null()
 @dataclass
 class TrainerConfig:
     epochs: int = checked(10, FROM_ONE)
-    # One optimizer step's batch (of all processes together), or auto: the largest power of two
-    # that trains on the device (a GPU's memory, memory_budget_gb on the CPU), halved
-    # auto_batch_halvings times. A saved config's is the batch its run trained with.
+    # One optimizer step's batch (all processes together), or auto: the largest power of two that
+    # trains on the device, halved auto_batch_halvings times. A saved config's: the batch trained.
     batch_size: Any = checked(
         64,
         BATCH.or_(AUTO_BATCH, "the largest batch that trains on the device"),
@@ -418,8 +401,7 @@ class TrainerConfig:
     deterministic: bool = False  # only deterministic algorithms: slower on some GPU ops
     cudnn_benchmark: bool = False  # not with deterministic; off until measured on a GPU
     checkpoint_every: int = checked(1, FROM_ONE)  # epochs between checkpoints/last.pt saves
-    # CPU threads torch may use (null: one per core); 1 suits parallel sweeps.
-    threads: int | None = checked(None, FROM_ONE.or_null())
+    threads: int | None = checked(None, FROM_ONE.or_null())  # torch's CPU threads (null: cores)
     precision: Precision = Precision.fp32
     channels_last: bool | None = None  # null: on the CPU only (docs/speed.md)
     compile: str | None = None  # torch.compile's backend (e.g. inductor; null: eager)
@@ -431,8 +413,7 @@ class TrainerConfig:
     limit_train_batches: int | None = checked(None, FROM_ONE.or_null())
     # Train on the same N batches every epoch (debug=overfit): a right model drives the loss to 0.
     overfit_batches: int | None = checked(None, FROM_ONE.or_null())
-    # Evaluate on this many images of each split, or on this share (null: all): the same images
-    # whatever the batch size (experiments.data.subset).
+    # Evaluate on this many images of each split, or this share (null: all), whatever the batch.
     limit_eval_images: int | None = checked(
         None, IMAGES.but(means="a share is trainer.limit_eval_fraction=0.2")
     )
@@ -447,10 +428,8 @@ class TrainerConfig:
         None, Number("> 0", means="the gradients' largest norm").or_null("no clipping")
     )
     label_smoothing: float = checked(0.0, SHARE)  # of the training loss only
-    # The test split's confusion matrix at the selected epoch (up to 100 classes).
-    confusion_matrix: bool = True
-    # End the run as failed once the training loss is not finite (checked at each log interval).
-    stop_on_divergence: bool = True
+    confusion_matrix: bool = True  # the test split's at the selected epoch (up to 100 classes)
+    stop_on_divergence: bool = True  # fail the run once the training loss is not finite
     # Record the training seconds until the task's metric (null: its first) first reaches
     # target_value on the validation split (else test); target_accuracy=0.5 says it for accuracy.
     target_metric: str | None = None
@@ -460,11 +439,9 @@ class TrainerConfig:
     target_accuracy: float | None = checked(
         None, Number("(0, 1]", means="a share of the images (e.g. 0.5 for 50%)").or_null()
     )
-    # Measure the devices' matmul peak (for MFU) afresh rather than from the user's cache.
-    measure_peak_flops: bool = False
+    measure_peak_flops: bool = False  # measure the matmul peak (for MFU) afresh, not cached
     profile: bool = False  # torch.profiler over steps 3 to 5 of the first epoch, into profile/
-    # Add up the gradients of this many batches before each optimizer step.
-    accumulate_batches: int = checked(1, FROM_ONE)
+    accumulate_batches: int = checked(1, FROM_ONE)  # batches added up per optimizer step
     sync_batchnorm: bool = False  # device=ddp on GPUs: SyncBatchNorm
     ema: EmaConfig = checked(
         rule=settings("the moving average's settings", EmaConfig), factory=EmaConfig
@@ -485,8 +462,7 @@ class TrainSchema:
     tracker: dict[str, TrackerConfig] = field(default_factory=dict)
     # Callbacks of one's own by name: +callbacks.stop._target_=my.LossBelow (docs/callbacks.md).
     callbacks: dict[str, Any] = field(default_factory=dict)
-    # What a run returns to a sweeper (val_accuracy, val_loss, train_loss, ...; null: nothing).
-    optimized_metric: str | None = None
+    optimized_metric: str | None = None  # returned to a sweeper (val_loss, ...; null: nothing)
     resume: str | None = None  # a run folder to continue in, from its last checkpoint
     replay: str | None = None  # a run folder whose overrides run again, in a new folder
 
@@ -568,8 +544,7 @@ SCHEMAS: dict[str, type] = {
 
 
 def is_users_data(dataset: DictConfig) -> bool:
-    """Data of the user's own, whose config may leave its shape, classes and statistics to the
-    data; told by its fields, which a checkpoint's plain config keeps too."""
+    """Told by its fields, which a checkpoint's plain config keeps too."""
     return "loader" in dataset
 
 

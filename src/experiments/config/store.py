@@ -26,14 +26,12 @@ from experiments.core.text import abridged, gpu_name
 # conf/ in a checkout (an editable install maps the package there), or a wheel's copy.
 CONFIG_PACKAGE = "experiments.conf"
 
-# `device=cuda:N` is an option of the device group for every index up to this; beyond it,
-# `device=cuda device.index=N` asks for the same thing.
+# `device=cuda:N` options up to this; beyond, `device=cuda device.index=N` says the same.
 CUDA_OPTIONS = 16
 
 
 def register_configs(started: datetime, tag: str) -> None:
-    """Register the schemas, the `cuda:N` device options and the resolvers; `started` and `tag`
-    name the run folder, the same in every process of a distributed run."""
+    """`started` and `tag` name the run folder, the same in every process of a distributed run."""
     store = ConfigStore.instance()
     # Outside any group, so they are not offered as options (`--help` lists groups).
     for name, node in SCHEMAS.items():
@@ -54,8 +52,7 @@ def direction_of(metric: str) -> str:
 
 
 def option_or_class(option: str, *, _parent_: DictConfig) -> str:
-    """Resolver for the `name` of an option whose schema gives its `_target_`: the option's name,
-    or the class's name where another `_target_` is set (optimizer._target_=torch.optim.AdamW)."""
+    """Resolver of an option's `name`: its own, or its class's where another `_target_` is set."""
     shipped = next(
         entry.default
         for entry in dataclasses.fields(OmegaConf.get_type(_parent_))
@@ -70,10 +67,9 @@ def new_tag() -> str:
 
 
 def config_groups() -> list[str]:
-    root = resources.files(CONFIG_PACKAGE)
     return sorted(
         entry.name
-        for entry in root.iterdir()
+        for entry in resources.files(CONFIG_PACKAGE).iterdir()
         if entry.is_dir() and entry.name not in ("hydra", "__pycache__")
     )
 
@@ -105,8 +101,7 @@ def default_option(group: str) -> str | None:
 
 
 def group_options(group: str, searchpath: Sequence[str] = ()) -> list[str]:
-    """A group's options as Hydra finds them: in conf/<group>/, in the folders `hydra.searchpath`
-    adds, and registered here (device=cuda:N)."""
+    """As Hydra finds them: in conf/<group>/, on `hydra.searchpath`, and registered (cuda:N)."""
     folders = [resources.files(CONFIG_PACKAGE) / group]
     for entry in searchpath:
         scheme, _, where = str(entry).partition("://")
@@ -120,13 +115,12 @@ def group_options(group: str, searchpath: Sequence[str] = ()) -> list[str]:
     }
     with contextlib.suppress(OSError):  # a group with nothing registered
         names |= {name.removesuffix(".yaml") for name in ConfigStore.instance().list(group)}
-    # Numbers by their value: cuda:2 before cuda:10.
-    return sorted(
-        names,
-        key=lambda name: [
-            int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)
-        ],
-    )
+    return sorted(names, key=_by_number)
+
+
+def _by_number(name: str) -> list[Any]:
+    """Numbers by their value: cuda:2 before cuda:10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def command_name(argv0: str) -> str:

@@ -1,6 +1,5 @@
-"""The order of a sweep's jobs: every configuration runs once before any runs twice, so a drift
-of the machine falls on all alike rather than posing as a difference between them (Hydra's
-basic sweeper varies the first key slowest). Seeds a sweeper's own parameters vary stay put."""
+"""Every configuration of a sweep runs once before any runs twice, so a drift of the machine
+falls on all alike (Hydra's basic sweeper varies the first key slowest)."""
 
 from __future__ import annotations
 

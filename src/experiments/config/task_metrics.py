@@ -1,6 +1,5 @@
-"""The metrics of a config's task. This layer sits below the tasks, so it imports a shipped
-task's class by its `_target_` (never one read from a file that is not shipped); a task of
-one's own's config declares its metrics (`task.metrics`)."""
+"""The metrics of a config's task: a shipped task's class, imported by its `_target_` (never an
+unshipped one read from a file), or a task of one's own's `task.metrics`."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ def declared_by(task: Any) -> dict[str, str] | None:
 
 
 def metrics_of(config: Any) -> TaskMetrics | None:
-    """What a run's task measures: its class's for its dataset's classes, or what one's own task
-    declares (None where nothing: results.json holds those of older runs)."""
+    """Its class's for its dataset's classes, or one's own task's (None: in results.json)."""
     task = config.get(TASK)
     if not task:
         return BEFORE_TASKS

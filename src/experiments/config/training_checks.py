@@ -1,6 +1,5 @@
 """A training run's settings that do not fit together, checked after each field's own rule and
-before the data is loaded: the trainer's, the optimizer's and the schedule's, and what selects
-epochs and hyperparameters against the task's metrics."""
+before the data is loaded, against the task's metrics too."""
 
 from __future__ import annotations
 
@@ -149,11 +148,10 @@ def average_settings_without_decay(cfg: DictConfig) -> str | None:
     ema = OmegaConf.select(cfg, "trainer.ema")
     if ema is None or ema.decay is not None:
         return None
-    defaults = EmaConfig()
     given = [
         f"trainer.ema.{key}={ema[key]}"
         for key in ("every", "warmup_steps")
-        if ema[key] != getattr(defaults, key)
+        if ema[key] != getattr(EmaConfig(), key)
     ]
     if not given:
         return None
@@ -165,8 +163,7 @@ def average_settings_without_decay(cfg: DictConfig) -> str | None:
 
 
 def task_metrics_not_declared(cfg: DictConfig) -> str | None:
-    """A task of one's own declares its metrics, each max or min; a shipped task's class says
-    what its config may declare."""
+    """A task of one's own declares its metrics, each max or min; a shipped task's class says."""
     task = cfg.task
     example = "task.metrics='{mae: min, r2: max}'"
     if task.get("metrics") is not None and not isinstance(task.metrics, DictConfig):
@@ -209,14 +206,11 @@ def monitor_on_test(cfg: DictConfig) -> str | None:
 
 def monitor_unknown(cfg: DictConfig) -> str | None:
     monitor, measures = cfg.trainer.monitor, metrics_of(cfg)
-    if monitor is None or measures is None or on_test(monitor):
-        return None
-    monitored = measures.monitored()
-    if monitor in monitored:
+    if monitor is None or measures is None or on_test(monitor) or monitor in measures.monitored():
         return None
     return (
         f"trainer.monitor={monitor} is not a metric {task_text(cfg)} can monitor"
-        f"{unmeasured(cfg, monitor)}; choose {' or '.join(monitored)}"
+        f"{unmeasured(cfg, monitor)}; choose {' or '.join(measures.monitored())}"
     )
 
 

@@ -1,7 +1,5 @@
-"""Which `_target_`s a config read from a file (a checkpoint's, a run folder's overrides) may
-have built: only those the project ships for their slot or the user typed now, else whoever
-wrote the file would choose the functions called (Hydra's blocklist stops `os.system`, not
-`torch.load` of a pickle)."""
+"""Which `_target_`s a config read from a file may have built: those shipped for their slot, or
+typed now; else whoever wrote the file would choose what gets called (`torch.load` of a pickle)."""
 
 from __future__ import annotations
 
@@ -42,8 +40,7 @@ TORCH_OPTIMIZERS = {
 
 @dataclass(frozen=True)
 class Target:
-    """A `_target_` found in a config, whether it sits inside another target's arguments, and the
-    override that would set it."""
+    """A `_target_` in a config, whether `nested` in another's arguments, and its override."""
 
     key: str
     target: str
@@ -140,8 +137,7 @@ def slots_of(target: str) -> list[str]:
 
 @cache
 def shipped_targets() -> dict[str, frozenset[str]]:
-    """By slot: those of the options in conf/ and their schemas, and torch's optimizers and
-    schedulers."""
+    """By slot: those of conf/'s options and schemas, and torch's optimizers and schedulers."""
     found: dict[str, set[str]] = {slot: set(targets) for slot, targets in TORCH_OPTIMIZERS.items()}
     for package, option in _options():
         for target in targets_in(option, package):
@@ -155,8 +151,7 @@ def shipped_targets() -> dict[str, frozenset[str]]:
 
 @cache
 def shipped_settings() -> frozenset[str]:
-    """Where the schemas set instantiate settings (`optimizer._partial_`): the only places a saved
-    config holds one."""
+    """Where the schemas set instantiate settings: the only places a saved config holds one."""
     return frozenset(
         f"{slot}.{key}"
         for slot, schema in _schemas_by_slot()

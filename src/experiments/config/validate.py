@@ -1,7 +1,5 @@
-"""A config's one-line refusals before anything is built, in the order they are told: the
-command line's (`COMMAND_LINE_CHECKS`, before Hydra reads it), the composed config's
-(`config_checks`, section by section), and a saved config's (`SAVED_CHECKS`, as a checkpoint
-loads). What only a run's files or data can tell is refused where it is found."""
+"""A config's one-line refusals before anything is built: the command line's, the composed
+config's and a saved config's, each in the order told; what only data can tell is refused later."""
 
 from __future__ import annotations
 
@@ -53,8 +51,7 @@ COMMAND_LINE_CHECKS: tuple[ArgumentsCheck, ...] = (
 
 
 def validate_command_line(typed: Sequence[str], arguments: Sequence[str]) -> None:
-    """Refuse what the command line asks (`typed`, or `arguments` as Hydra is given them) where
-    Hydra would say it badly or not at all."""
+    """Refuse what the command line asks that Hydra would say badly or not at all."""
     for check in COMMAND_LINE_CHECKS:
         check.refuse(typed if check.typed else arguments)
 
@@ -67,9 +64,9 @@ class Section(NamedTuple):
 def config_checks(
     processes: int = 1, backends: Callable[[], CompileBackends] | None = None
 ) -> tuple[Section, ...]:
-    """The composed config's checks, for a run whose `processes` share `trainer.batch_size`;
-    `backends()` is asked only of a config that compiles (torch takes seconds to list them)."""
+    """`backends()` is asked only of a config that compiles (torch takes seconds to list them)."""
     shared_batch = functools.partial(training_checks.batch_not_shared_evenly, processes=processes)
+    compiling = (compile_checks.unusable_backend, compile_checks.compile_mode)
     return (
         Section(_always, (_unchosen_group, _unknown_key)),
         Section(_chosen("model"), MODEL_CHECKS),
@@ -80,13 +77,7 @@ def config_checks(
         Section(_chosen("dataset"), (fields("dataset"), *dataset_checks.ACROSS_FIELDS)),
         Section(_always, (fields("device"),)),
         Section(_held("tracker"), (fields("tracker"),)),
-        Section(
-            _always,
-            (
-                functools.partial(compile_checks.unusable_backend, backends=backends),
-                functools.partial(compile_checks.compile_mode, backends=backends),
-            ),
-        ),
+        Section(_always, tuple(functools.partial(check, backends=backends) for check in compiling)),
     )
 
 
@@ -308,6 +299,5 @@ SAVED_CHECKS: tuple[Check, ...] = (
 
 
 def saved_config_refusal(saved: DictConfig) -> str | None:
-    """The line refusing what a checkpoint's config (plain data) holds in the fields evaluation
-    and resume read that no run saves, or None."""
+    """The line refusing what a checkpoint's config holds that no run saves, or None."""
     return next(filter(None, (check(saved) for check in SAVED_CHECKS)), None)
