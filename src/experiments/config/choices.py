@@ -57,5 +57,4 @@ class Loader(Choice):
     stream = "stream"  # DataLoader workers decode the images of every batch, every epoch
 
 
-# trainer.batch_size=auto: the largest batch the device takes (`training.batch_search`).
-AUTO_BATCH = "auto"
+AUTO_BATCH = "auto"  # trainer.batch_size: the largest the device takes (`training.batch_search`)

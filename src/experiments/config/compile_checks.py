@@ -19,8 +19,7 @@ class CompileBackends(NamedTuple):
     cuda_graph_modes: frozenset[str] = frozenset()  # those that capture CUDA graphs
     cuda_graph_backends: frozenset[str] = frozenset()  # backends that capture them (cudagraphs)
     debugging: frozenset[str] = frozenset()  # those torch tags for debugging: they speed nothing up
-    # Each backend torch lists whose package is not installed here, and that package's name.
-    uninstalled: tuple[tuple[str, str], ...] = ()
+    uninstalled: tuple[tuple[str, str], ...] = ()  # (backend, its package), not installed here
 
 
 def compute_settings(cfg: DictConfig) -> tuple[str, DictConfig]:

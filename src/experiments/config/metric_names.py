@@ -75,9 +75,8 @@ class TaskMetrics:
 
 
 LOSS = Metric("loss", Mode.min)
-# BEFORE_TASKS: what runs of versions before the task group measured (their config has no task).
 ACCURACY = Metric("accuracy", Mode.max, percent=True)
-BEFORE_TASKS = TaskMetrics((ACCURACY, LOSS))
+BEFORE_TASKS = TaskMetrics((ACCURACY, LOSS))  # what versions before the task group measured
 
 
 def declared(metrics: Mapping[str, Any], percent: frozenset[str] = frozenset()) -> TaskMetrics:
@@ -93,5 +92,4 @@ def declared(metrics: Mapping[str, Any], percent: frozenset[str] = frozenset()) 
 TRAIN_LOSS = LOSS.key(TRAIN)
 VAL_LOSS = LOSS.key(VAL)
 TEST_LOSS = LOSS.key(TEST)
-# results.json's training speed (`records.speed`), which a sweep may optimize too.
-TRAIN_IMAGES_PER_SECOND = "train_images_per_second"
+TRAIN_IMAGES_PER_SECOND = "train_images_per_second"  # results.json's speed (`records.speed`)

@@ -57,15 +57,11 @@ def planned_job_names(multirun_yaml: Path) -> list[str] | None:
     values: dict[str, list[str]] = {}
     try:
         for override in _parser().parse_overrides([*params, *hydra["overrides"]["task"]]):
-            key = override.get_key_element()
-            values[key] = [
-                f"{key}={value}"
-                for value in (
-                    override.sweep_string_iterator()
-                    if override.is_sweep_override()
-                    else [override.get_value_element_as_str()]
-                )
-            ]
+            key, swept = override.get_key_element(), override.is_sweep_override()
+            each = (
+                override.sweep_string_iterator() if swept else [override.get_value_element_as_str()]
+            )
+            values[key] = [f"{key}={value}" for value in each]
     except HydraException:  # glob(...) over a group's options: only Hydra's config loader knows
         return None
     varying = _varying_keys(hydra, multirun_yaml)

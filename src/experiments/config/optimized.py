@@ -1,5 +1,4 @@
-"""What a hyperparameter search optimizes (`optimized_metric`): a number a run reports, never a
-test one."""
+"""What a search optimizes (`optimized_metric`): a number a run reports, never a test one."""
 
 from __future__ import annotations
 

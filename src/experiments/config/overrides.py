@@ -1,5 +1,4 @@
-"""What the command line's overrides mean before Hydra reads them, by its own grammar: one it
-cannot read is left for Hydra to refuse in its place."""
+"""The command line's overrides, read before Hydra by its grammar (the rest is Hydra's)."""
 
 from __future__ import annotations
 
@@ -141,9 +140,6 @@ def refuse_missing_plugins(
                 )
 
 
-EVERY_DEVICE = "device=every"
-
-
 def with_every_device(arguments: list[str], devices: Callable[[], list[str]]) -> list[str]:
     """`-m device=every` as a sweep over `devices()` (asked only then: it loads torch)."""
     typed = {
@@ -157,7 +153,7 @@ def with_every_device(arguments: list[str], devices: Callable[[], list[str]]) ->
         return arguments
     if not asks_for_multirun(arguments):
         raise ExperimentError(
-            f"{EVERY_DEVICE} runs one job per device: add -m (python train.py -m {EVERY_DEVICE})"
+            "device=every runs one job per device: add -m (python train.py -m device=every)"
         )
     found = devices()
     # One device is a sweep all the same (choice() of one): its report has a card for it.
@@ -190,8 +186,7 @@ def refuse_sweeps_without_multirun(arguments: Sequence[str]) -> None:
             )
 
 
-# The groups eval.py takes (conf/eval.yaml's defaults); a checkpoint brings the rest.
-EVAL_GROUPS = ("dataset", "device", "placement", "tracker")
+EVAL_GROUPS = ("dataset", "device", "placement", "tracker")  # a checkpoint brings the rest
 # The trainer's keys of how a model computes that eval.py takes at its top level.
 EVAL_COMPUTE_KEYS = ("precision", "channels_last", "compile", "compile_mode", "threads", "seed")
 

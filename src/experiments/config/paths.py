@@ -72,8 +72,7 @@ def _escaped(character: str) -> str:
     return character if character.isprintable() else repr(character)[1:-1]
 
 
-# The keys whose value names a file or folder (`resume=` and `replay=` are `with_saved_overrides`').
-PATH_KEYS = ("ckpt", "dataset.root", "model.weights")
+PATH_KEYS = ("ckpt", "dataset.root", "model.weights")  # (resume= and replay=: with_saved_overrides)
 
 
 def with_paths_as_given(arguments: list[str]) -> list[str]:

@@ -11,8 +11,7 @@ RENAMED = {"logger": "tracker"}
 # A renamed key after an override's +, ++ or ~, before its subkeys, package, value or nothing.
 _OLD_KEY = re.compile(rf"^(~|\+\+|\+)?({'|'.join(RENAMED)})(?=[.@=]|$)")
 
-# Hydra's flags whose value is a key (the package `--cfg` prints).
-PACKAGE_FLAGS = ("-p", "--package")
+PACKAGE_FLAGS = ("-p", "--package")  # Hydra's flags whose value is a key (`--cfg`'s package)
 
 
 def in_todays_keys(arguments: Sequence[str]) -> list[str]:

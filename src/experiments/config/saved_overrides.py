@@ -7,10 +7,12 @@ import contextlib
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 
+from experiments.config.checks import whole_number
 from experiments.config.metric_names import BEFORE_TASKS
 from experiments.config.paths import parsed
 from experiments.config.renamed_keys import in_todays_keys
@@ -82,10 +84,11 @@ def _renamed(override: Override, folder: Path) -> str:
     batches = override.value()
     if batches in ("", None):
         return "trainer.limit_eval_images=null"
-    config = folder / ".hydra" / "config.yaml"
-    counted = isinstance(batches, int) and not isinstance(batches, bool) and batches >= 0
-    batch_size = _batch_size(config) if counted and config.is_file() else None
-    if batch_size is None:
+    trainer = (
+        _in_saved_config(folder, "trainer") if whole_number(batches) and batches >= 0 else None
+    )
+    batch_size = trainer.get("batch_size") if isinstance(trainer, dict) else None
+    if not whole_number(batch_size):
         return as_saved  # refused as a key renamed, with what to type now
     return f"trainer.limit_eval_images={batches * batch_size}"
 
@@ -98,12 +101,7 @@ def _metrics_measured(folder: Path, saved: list[Override]) -> list[str]:
     else results.json's), so it goes on measuring what its rows hold; [] where unknown."""
     if any(override.key_or_group == METRICS for override in saved):
         return []
-    config = folder / ".hydra" / "config.yaml"
-    try:
-        loaded = read_saved_yaml(config) if config.is_file() else {"task": {}}
-    except UnreadableFile:
-        loaded = {"task": {}}
-    task = loaded.get("task") if isinstance(loaded, dict) else None
+    task = _in_saved_config(folder, "task", unread={})
     declared = task.get("metrics") if isinstance(task, dict) else BEFORE_TASKS.better_ways()
     if not declared and any(override.key_or_group == "task._target_" for override in saved):
         with contextlib.suppress(UnreadableFile, AttributeError):
@@ -116,14 +114,14 @@ def _metrics_measured(folder: Path, saved: list[Override]) -> list[str]:
     return [f"{METRICS}={{{','.join(f'{name}:{way}' for name, way in declared.items())}}}"]
 
 
-def _batch_size(config: Path) -> int | None:
+def _in_saved_config(folder: Path, section: str, unread: Any = None) -> Any:
+    """A section of the run's .hydra/config.yaml; `unread` where it is missing or unreadable."""
+    config = folder / ".hydra" / "config.yaml"
     try:
-        loaded = read_saved_yaml(config)
+        loaded = read_saved_yaml(config) if config.is_file() else {section: unread}
     except UnreadableFile:
-        return None
-    trainer = loaded.get("trainer") if isinstance(loaded, dict) else None
-    size = trainer.get("batch_size") if isinstance(trainer, dict) else None
-    return size if isinstance(size, int) and not isinstance(size, bool) else None
+        return unread
+    return loaded.get(section) if isinstance(loaded, dict) else None
 
 
 def _refuse_untrusted(given: str, saved: list[Override], typed: list[str]) -> None:

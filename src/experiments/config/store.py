@@ -1,5 +1,4 @@
-"""The schemas and options Hydra composes from, and the resolvers of the run folder's name and
-of `--help`. No torch here: `--cfg job` and `--help` stay fast."""
+"""The schemas and options Hydra composes from, and its resolvers; no torch, so `--help` is fast."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ from experiments.config.naming import job_folder_name
 from experiments.config.schemas import SCHEMAS, DeviceConfig
 from experiments.core.text import abridged, gpu_name
 
-# conf/ in a checkout (an editable install maps the package there), or a wheel's copy.
-CONFIG_PACKAGE = "experiments.conf"
+CONFIG_PACKAGE = "experiments.conf"  # conf/ (an editable install maps it there), or a wheel's
 
 # `device=cuda:N` options up to this; beyond, `device=cuda device.index=N` says the same.
 CUDA_OPTIONS = 16

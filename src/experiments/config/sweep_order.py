@@ -6,12 +6,10 @@ from __future__ import annotations
 from experiments.config.overrides import asks_for_multirun, flags_apart
 from experiments.config.paths import parsed
 
-# The key a training sweep's repeats vary (eval.py's: `seed`, the images its benchmark feeds).
-SEED = "trainer.seed"
+SEED = "trainer.seed"  # what a training sweep's repeats vary (eval.py's: `seed`)
 
 
 def with_repeats_interleaved(arguments: list[str], seed: str = SEED) -> list[str]:
-    """A sweep's arguments with those sweeping `seed` first among the overrides."""
     if not asks_for_multirun(arguments):
         return arguments
     flags, overrides = flags_apart(arguments)

@@ -1,5 +1,4 @@
-"""A training run's settings that do not fit together, checked after each field's own rule and
-before the data is loaded, against the task's metrics too."""
+"""A training run's settings that do not fit together, or with its task's metrics."""
 
 from __future__ import annotations
 

@@ -189,9 +189,8 @@ def _options() -> tuple[tuple[str, Any], ...]:
 
 
 def _default(schema: type, name: str) -> Any:
-    if not is_dataclass(schema):
-        return None
-    return next((field.default for field in fields(schema) if field.name == name), None)
+    entries = fields(schema) if is_dataclass(schema) else ()
+    return next((field.default for field in entries if field.name == name), None)
 
 
 def _schemas_in(option: Any) -> Iterator[tuple[str, str]]:
@@ -247,16 +246,14 @@ class Built:
         return Built(self.targets + other.targets, self.settings + other.settings)
 
 
-# What nothing typed allows: a checkpoint's config, read before any command line is.
-NOTHING_TYPED = Built()
+NOTHING_TYPED = Built()  # a checkpoint's config is read before any command line
 
 
 def refusal(
     built: Built, typed: Built = NOTHING_TYPED, allow: Callable[[Target], str] | None = None
 ) -> str | None:
-    """Why a config read from a file may not build `built`, or None. A target must be typed now at
-    its key or shipped for its slot, outermost; a setting typed at its key or set by the schemas.
-    `allow(target)` says how to let it be built (None: nothing typed allows it)."""
+    """Why a config read from a file may not build `built`, or None: each target and setting must
+    be typed now at its key, or shipped there; `allow(target)` says how to allow one."""
     typed_targets = {(found.key, found.target) for found in typed.targets}
     for found in built.targets:
         typed_there = (found.key, found.target) in typed_targets

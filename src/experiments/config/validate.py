@@ -99,18 +99,14 @@ def _held(key: str) -> Callable[[DictConfig], bool]:
 
 
 def validate(
-    cfg: DictConfig,
-    processes: int = 1,
-    backends: Callable[[], CompileBackends] | None = None,
+    cfg: DictConfig, processes: int = 1, backends: Callable[[], CompileBackends] | None = None
 ) -> None:
     """Refuse, in one line, the first thing composing let through (`config_checks`)."""
     for section in config_checks(processes, backends):
-        if not section.applies(cfg):
-            continue
-        for check in section.checks:
-            refusal = check(cfg)
-            if refusal is not None:
-                raise ExperimentError(refusal)
+        checks = section.checks if section.applies(cfg) else ()
+        refusal = next(filter(None, (check(cfg) for check in checks)), None)
+        if refusal is not None:
+            raise ExperimentError(refusal)
 
 
 def refuse_unchosen_groups(cfg: DictConfig) -> None:
