@@ -1,3 +1,2 @@
-"""Layer 2, config: the choices (Enums), typed schemas, the Hydra store and its resolvers, the
-checks of values, the command line's overrides, and building objects from config nodes. Imports
-only `core`; no torch, so `--help` and `--cfg job` stay fast."""
+"""Layer 2, config: schemas, the Hydra store, checks, overrides and building from config nodes.
+Imports only `core`; no torch, so `--help` and `--cfg job` stay fast."""

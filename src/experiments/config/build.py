@@ -17,11 +17,7 @@ from experiments.core.errors import ExperimentError
 
 
 def build(node: DictConfig, *, leave_out: tuple[str, ...] = (), **kwargs: Any) -> Any:
-    """Instantiate a node's `_target_` with its fields, except `name` (which only labels it) and
-    those in `leave_out` (which tell the caller how to use what is built).
-
-    An error raised by the target itself comes out as it was raised, not wrapped by Hydra.
-    """
+    """Instantiate a node's `_target_` but `name` and `leave_out`, its errors unwrapped by Hydra."""
     fields = plain(node)
     for key in ("name", *leave_out):
         fields.pop(key, None)
@@ -34,8 +30,7 @@ def build(node: DictConfig, *, leave_out: tuple[str, ...] = (), **kwargs: Any) -
 
 
 def check_importable(key: str, target: str) -> Any:
-    """Import a `_target_` of the user's own before Hydra does, to say plainly what is missing;
-    returns what it names. (The command line puts the folder it runs in on the import path.)"""
+    """Import a `_target_` of the user's own before Hydra does, to say plainly what is missing."""
     module_name, _, attribute = target.rpartition(".")
     try:
         if not module_name:
@@ -58,16 +53,11 @@ def plain(node: DictConfig) -> dict[str, Any]:
 
 
 def as_written(node: DictConfig) -> DictConfig:
-    """`node` as the records a run writes hold it (checkpoints, results.json, the trackers'
-    parameters): a text value read from the environment (`${oc.env:API_KEY}`, or a key that
-    interpolates one) is its interpolation's text, not what it read, which may be a secret and is
-    this shell's, not the run's; any other value read there (a seed from
-    `${oc.env:SLURM_ARRAY_TASK_ID}`) is recorded as the value the run used. A copy, made only
-    where a text value reads the environment; else `node` itself."""
-    read = list(_reading_environment(OmegaConf.to_container(node, resolve=False)))
+    """`node` as a run's records hold it: a text read from the environment (maybe a secret) as its
+    interpolation's text, any other value read there as the run used it. A copy where it differs."""
     texts = [
         (path, raw)
-        for path, raw in read
+        for path, raw in _reading_environment(OmegaConf.to_container(node, resolve=False))
         if isinstance(value := OmegaConf.select(node, path), str) and not isinstance(value, Enum)
     ]
     if not texts:
@@ -83,12 +73,11 @@ def reads_environment(value: Any) -> bool:
 
 
 def as_text(value: str) -> str:
-    """`value` with each interpolation escaped: OmegaConf reads it as this text, never resolved."""
+    """`value` with each interpolation escaped, so OmegaConf never resolves it."""
     return re.sub(r"(?<!\\)((?:\\\\)*)\$\{", r"\1\\${", value)
 
 
 def _reading_environment(config: Any, path: str = "") -> Iterator[tuple[str, str]]:
-    """The key and text of each value in `config` (plain data) that reads the environment."""
     if reads_environment(config):
         yield path, config
     items = enumerate(config) if isinstance(config, list) else getattr(config, "items", list)()
@@ -96,8 +85,7 @@ def _reading_environment(config: Any, path: str = "") -> Iterator[tuple[str, str
         yield from _reading_environment(value, f"{path}.{key}".lstrip("."))
 
 
-# Where the `_target_`s of the shipped options lived before the packages were layered (0.1's
-# flat modules): a checkpoint's config written then names them, and still builds.
+# Where the shipped targets lived in 0.1's flat modules: a checkpoint then names them, and builds.
 MOVED_TARGETS = {
     "experiments.models.": "experiments.training.models.",
     "experiments.schedules.": "experiments.training.schedules.",
@@ -111,8 +99,7 @@ MOVED_TARGETS = {
 
 
 def with_current_targets(config: Any) -> Any:
-    """`config` (plain data) with every `_target_` a moved module named rewritten to where it
-    lives now; anything else as it was."""
+    """`config` (plain data) with every `_target_` of a moved module where it lives now."""
     if isinstance(config, list):
         return [with_current_targets(item) for item in config]
     if not isinstance(config, dict):

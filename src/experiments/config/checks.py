@@ -1,9 +1,5 @@
-"""The rule a single field's value keeps, declared with its field in `config.schemas`
-(`epochs: int = checked(10, FROM_ONE)`): a field's default, type and range read in one place. A
-rule writes its refusal, one template per kind of rule: the key, the value as typed, what would
-be valid. `config.validate` runs the rules over a composed config (`field_refusal`) and over the
-fields a checkpoint's saved config supplies (`FieldCheck`; a field's `saved` rule, where it has
-one: a saved batch is never auto)."""
+"""The rule a field's value keeps, declared with it (`epochs: int = checked(10, FROM_ONE)`), and
+its one-line refusal: the key, the value as typed, what would be valid."""
 
 from __future__ import annotations
 
@@ -19,16 +15,13 @@ from experiments.core.text import as_typed
 
 CHECK, SAVED = "check", "saved"  # a checked field's metadata
 
-Check = Callable[[DictConfig], str | None]
-"""A check of a config: the one line that refuses it, or None."""
+Check = Callable[[DictConfig], str | None]  # the one line that refuses a config, or None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Rule:
-    """What one field's value must be: a value `test` keeps, said as `what` (a kind of rule of
-    its own, `Number`, tells both itself); `means` says what the value is; `others` are values
-    taken besides, each with what it means (null: none); `example`, a value it refuses (the
-    golden file's, the docs')."""
+    """A value `test` keeps, said as `what`, meaning `means`; `others`: values taken besides, each
+    with its meaning; `example`: one it refuses (the golden file's)."""
 
     what: str = ""
     test: Callable[[Any], bool] = bool
@@ -52,7 +45,6 @@ class Rule:
         return self.test(value)
 
     def kind(self) -> str:
-        """What the value must be, without what it means: "a whole number >= 1"."""
         return self.what
 
     def bad(self) -> Any:
@@ -65,7 +57,6 @@ class Rule:
         return text
 
     def refusal(self, key: str, value: Any) -> str | None:
-        """The line refusing `key`'s `value`, or None where the rule holds."""
         if self.holds(value):
             return None
         unbounded = not_finite(value)
@@ -74,31 +65,26 @@ class Rule:
 
 
 def not_finite(value: Any) -> str | None:
-    """What a float that no range holds is: NaN (which compares as neither below nor above a
-    bound), or infinite; None for any other value."""
+    """What a float no range holds is (NaN compares as neither below nor above a bound)."""
     if not isinstance(value, float) or math.isfinite(value):
         return None
     return "is not a number" if math.isnan(value) else "is infinite"
 
 
 def whole_number(value: Any) -> bool:
-    """An int, not a bool (which Python counts as one) nor a float (which a field typed Any
-    takes as given)."""
+    """An int, not a bool (which Python counts as one) nor a float."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclasses.dataclass(frozen=True)
 class Number(Rule):
-    """A finite number within `bounds`, written as its message writes them: "[0, 1)", ">= 1",
-    "> 0" ("": any); a whole number where `whole` (its bounds "[1, 14]" say "from 1 to 14");
-    `unit`, what it counts (seconds)."""
+    """A finite number within `bounds`, as a message writes them ("[0, 1)", ">= 1"; "": any)."""
 
     bounds: str = ""
     whole: bool = False
     unit: str = ""
 
     def limits(self) -> tuple[float | None, float | None, bool, bool]:
-        """The low and high bounds (None: none), and whether each is excluded."""
         if self.bounds.startswith(("[", "(")):
             low, high = (_parsed(end) for end in self.bounds[1:-1].split(","))
             return low, high, self.bounds[0] == "(", self.bounds[-1] == ")"
@@ -141,8 +127,6 @@ class Number(Rule):
 
 @dataclasses.dataclass(frozen=True)
 class Numbers(Rule):
-    """A list of numbers, `count` of them (None: any), each kept by `each`."""
-
     each: Number = Number()
     count: int | None = None
 
@@ -162,7 +146,7 @@ class Numbers(Rule):
 
 
 def _parsed(text: str) -> float:
-    """A bound as written: an int where it is one (2**64 - 1 is no float's)."""
+    """An int where it is one (2**64 - 1 is no float's)."""
     text = text.strip()
     return int(text) if text.lstrip("-").isdigit() else float(text)
 
@@ -176,7 +160,6 @@ def text(what: str = "a name") -> Rule:
 
 
 def texts(what: str) -> Rule:
-    """A list of names (a saved config's, which no schema types there)."""
     return Rule(
         what=what,
         test=lambda given: _a_list(given) and all(isinstance(text, str) for text in given),
@@ -185,12 +168,11 @@ def texts(what: str) -> Rule:
 
 
 def one_of(choices: Sequence[str]) -> Rule:
-    """One of a closed set (a saved config's Enum, which no schema types there)."""
+    """A saved config's Enum, which no schema types there."""
     return Rule(what=f"one of {', '.join(choices)}", test=lambda text: text in choices, example=0)
 
 
 def settings(what: str, schema: type) -> Rule:
-    """A section of `schema`'s settings (a saved config's, which no schema types there)."""
     keys = ", ".join(entry.name for entry in dataclasses.fields(schema))
     return Rule(what=f"{what} ({keys})", test=lambda held: isinstance(held, Mapping), example=0.5)
 
@@ -202,8 +184,7 @@ def checked(
     saved: Rule | None = None,
     factory: Any = None,
 ) -> Any:
-    """A schema field with its rule (and the rule a saved config's value keeps, where it is
-    another); `factory` for a default made anew (a list, a section of settings)."""
+    """A schema field with its rule, and a saved config's where it differs (a batch is not auto)."""
     metadata = {CHECK: rule, SAVED: saved or rule}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
@@ -211,8 +192,7 @@ def checked(
 
 
 def rule_of(schema: type, key: str, *, saved: bool = False) -> Rule | None:
-    """The rule of `schema`'s field `key`, declared where the field first is: a subclass that
-    gives the field another default keeps its rule."""
+    """Declared where the field first is: a subclass giving it another default keeps its rule."""
     for owner in getattr(schema, "__mro__", ()):
         found = getattr(owner, "__dataclass_fields__", {}).get(key)
         if found is not None and CHECK in found.metadata:
@@ -221,14 +201,12 @@ def rule_of(schema: type, key: str, *, saved: bool = False) -> Rule | None:
 
 
 def nested(schema: type, key: str) -> bool:
-    """Whether `schema`'s field `key` holds settings checked with their section's (a default
-    made anew: trainer.ema, dataset.augment), rather than being a section of its own."""
+    """Whether `key` holds settings checked with their section's (trainer.ema), not a section."""
     found = getattr(schema, "__dataclass_fields__", {}).get(key)
     return found is None or found.default_factory is not dataclasses.MISSING
 
 
 def schema_rules(schema: type, path: str, *, saved: bool = False) -> list[tuple[str, Rule]]:
-    """Each checked field of `schema` and of its nested settings, by key under `path`."""
     found = []
     for entry in dataclasses.fields(schema):
         key = f"{path}.{entry.name}" if path else entry.name
@@ -240,9 +218,8 @@ def schema_rules(schema: type, path: str, *, saved: bool = False) -> list[tuple[
 
 
 def field_refusal(node: Any, path: str) -> str | None:
-    """The first field of a composed config's `node` (at `path`) that its schema's rule refuses,
-    its nested settings' too. An interpolation is read only where a rule needs its value: it may
-    name a field derived later."""
+    """The first refusal of a composed config's fields at `path`, nested settings' too. An
+    interpolation is read only where a rule needs it: it may name a field derived later."""
     if not isinstance(node, DictConfig):
         return None
     schema = OmegaConf.get_type(node)
@@ -266,7 +243,6 @@ def field_refusal(node: Any, path: str) -> str | None:
 
 
 def unreadable(key: str, error: OmegaConfBaseException) -> str:
-    """A key whose value cannot be read: a list on its way (in a saved config)."""
     first = str(error).splitlines()[0]
     return f"{key} cannot be read ({first}): each section on its way holds settings"
 
@@ -275,8 +251,7 @@ _ABSENT = object()
 
 
 class FieldCheck(NamedTuple):
-    """A field of a saved config, plain data, held to its schema's rule; a field the config
-    lacks (a schedule without it, data not of one's own) is not checked."""
+    """A field of a saved config (plain data) held to its rule; a field it lacks is not checked."""
 
     key: str
     rule: Rule

@@ -1,5 +1,4 @@
-"""The closed choices of the configs (Enums: a typo fails while Hydra composes). The names of the
-metrics a run may select epochs and hyperparameters by are `metric_names`'."""
+"""The closed choices of the configs (Enums: a typo fails while Hydra composes)."""
 
 from __future__ import annotations
 
@@ -7,7 +6,7 @@ from enum import Enum
 
 
 class Choice(str, Enum):
-    """A closed choice: equal to its name, and printed as it (in messages, JSON and YAML)."""
+    """Equal to its name, and printed as it (in messages, JSON and YAML)."""
 
     def __str__(self) -> str:
         return self.value
@@ -58,5 +57,4 @@ class Loader(Choice):
     stream = "stream"  # DataLoader workers decode the images of every batch, every epoch
 
 
-# trainer.batch_size=auto: the largest batch the device takes (`training.batch_search`).
-AUTO_BATCH = "auto"
+AUTO_BATCH = "auto"  # trainer.batch_size: the largest the device takes (`training.batch_search`)

@@ -1,7 +1,4 @@
-"""What a config asks of how its model computes that torch.compile or DataParallel cannot do:
-a backend of torch.compile that is not there or needs a GPU, a mode of another backend, and
-compiling or channels-last under device=dp; refused, as `config.validate`'s checks, before the
-data is loaded and the model built."""
+"""What a config asks of how its model computes that torch.compile or DataParallel cannot do."""
 
 from __future__ import annotations
 
@@ -14,8 +11,7 @@ from experiments.config.choices import DeviceName
 
 
 class CompileBackends(NamedTuple):
-    """torch.compile's backends and inductor's modes, as torch lists them (this package imports
-    no torch)."""
+    """torch.compile's backends and inductor's modes, as torch lists them (no torch here)."""
 
     accepted: frozenset[str]  # every one it takes, its debugging ones (eager) too
     offered: tuple[str, ...]  # those a refusal offers: installed, and not for debugging
@@ -23,22 +19,16 @@ class CompileBackends(NamedTuple):
     cuda_graph_modes: frozenset[str] = frozenset()  # those that capture CUDA graphs
     cuda_graph_backends: frozenset[str] = frozenset()  # backends that capture them (cudagraphs)
     debugging: frozenset[str] = frozenset()  # those torch tags for debugging: they speed nothing up
-    # Each backend torch lists whose package is not installed here, and that package's name.
-    uninstalled: tuple[tuple[str, str], ...] = ()
+    uninstalled: tuple[tuple[str, str], ...] = ()  # (backend, its package), not installed here
 
 
 def compute_settings(cfg: DictConfig) -> tuple[str, DictConfig]:
-    """Where a config keeps how its model computes (precision, channels_last, compile,
-    compile_mode, threads), and the prefix its keys are typed with: a training run's trainer
-    (`trainer.`), an evaluation's top level."""
+    """The prefix and section of how a model computes: the trainer, or eval.py's top level."""
     return ("trainer.", cfg.trainer) if "trainer" in cfg else ("", cfg)
 
 
 def unusable_backend(cfg: DictConfig, backends: Callable[[], CompileBackends] | None) -> str | None:
-    """`trainer.compile` (eval.py's `compile`) names a backend of torch.compile whose package is
-    installed, one that captures CUDA graphs only on a GPU, or none: refused before the data is
-    loaded and the model built (torch.compile would say so only then, in its own words, or at the
-    first step)."""
+    """A backend not installed, or capturing CUDA graphs on the CPU (torch would say so later)."""
     prefix, settings = compute_settings(cfg)
     backend, key = settings.compile, f"{prefix}compile"
     if backends is None or not backend:
@@ -55,32 +45,27 @@ def unusable_backend(cfg: DictConfig, backends: Callable[[], CompileBackends] | 
 
 
 def debugging_backend(key: str, backend: str) -> str:
-    """What a run compiled by one of torch's debugging backends (`key`: trainer.compile, eval.py's
-    compile) is told."""
+    """What a run compiled by one of torch's debugging backends is told."""
     return (
         f"{key}={backend} is one of torch.compile's debugging backends: it checks what torch "
         f"captures and speeds nothing up; {key}=inductor compiles for speed"
     )
 
 
-# The backend whose modes trainer.compile_mode names (torch.compile's default backend).
 INDUCTOR = "inductor"
 
 
 def compile_mode(cfg: DictConfig, backends: Callable[[], CompileBackends] | None) -> str | None:
-    """`trainer.compile_mode` (eval.py's `compile_mode`) names one of inductor's modes, for
-    compile=inductor; one that captures CUDA graphs, only on a GPU (`cuda_graphs_need_a_gpu`)."""
+    """`compile_mode` is one of inductor's modes, with compile=inductor (CUDA graphs: a GPU)."""
     prefix, settings = compute_settings(cfg)
-    mode, backend = settings.get("compile_mode"), settings.compile
+    mode, backend, key = settings.get("compile_mode"), settings.compile, f"{prefix}compile_mode"
     if mode is None:
         return None
     if not backend:
-        return (
-            f"{prefix}compile_mode={mode} is a mode of torch.compile: add {prefix}compile=inductor"
-        )
+        return f"{key}={mode} is a mode of torch.compile: add {prefix}compile=inductor"
     if backend != INDUCTOR:
         return (
-            f"{prefix}compile_mode={mode} is a mode of the inductor backend, and "
+            f"{key}={mode} is a mode of the inductor backend, and "
             f"{prefix}compile={backend} takes none: use {prefix}compile=inductor, or leave the "
             "mode out"
         )
@@ -89,11 +74,11 @@ def compile_mode(cfg: DictConfig, backends: Callable[[], CompileBackends] | None
     known = backends()
     if mode not in known.modes:
         return (
-            f"{prefix}compile_mode={mode} is not a mode of torch.compile; choose one of "
+            f"{key}={mode} is not a mode of torch.compile; choose one of "
             f"{', '.join(known.modes)}, or null (its default)"
         )
     if mode in known.cuda_graph_modes and cfg.device.name == DeviceName.cpu:
-        return cuda_graphs_need_a_gpu(f"{prefix}compile_mode", mode, "device=cpu")
+        return cuda_graphs_need_a_gpu(key, mode, "device=cpu")
     return None
 
 
@@ -105,9 +90,7 @@ WITHOUT_CUDA_GRAPHS = {
 
 
 def cuda_graphs_need_a_gpu(key: str, value: str, device: str) -> str:
-    """A backend or mode that captures CUDA graphs, asked (`key`: trainer.compile or
-    trainer.compile_mode, eval.py's compile or compile_mode) of a run on the CPU (`device`: how
-    it got there)."""
+    """A backend or mode capturing CUDA graphs, asked of a run on the CPU (`device`: how)."""
     instead = WITHOUT_CUDA_GRAPHS[key.rpartition(".")[2]]
     return (
         f"{key}={value} captures CUDA graphs, which need a GPU, and {device} has none; on the "

@@ -1,7 +1,4 @@
-"""What a dataset's config holds that its fields' own rules cannot tell: a source or folder not
-named, channels other than an image's, statistics not per channel, classes miscounted, a crop's
-padding of the image's size; `config.validate`'s checks, of a composed config and a saved one
-alike, after each field's own rule."""
+"""What a dataset's config holds that its fields' own rules cannot tell (composed or saved)."""
 
 from __future__ import annotations
 
@@ -40,7 +37,6 @@ def source_without_target(cfg: DictConfig) -> str | None:
 
 
 def statistic_not_per_channel(cfg: DictConfig, key: str) -> str | None:
-    """dataset.mean or dataset.std (null: computed from the training images)."""
     given, channels = cfg.dataset.get(key), cfg.dataset.get("channels")
     if given is None or len(given) in (1, channels or len(given)):
         return None
@@ -55,9 +51,7 @@ def classes_miscounted(cfg: DictConfig) -> str | None:
 
 
 def padding_of_an_images_size(cfg: DictConfig) -> str | None:
-    """A crop of images padded by their own size or more may hold none of the image (and the
-    padded batch takes memory by the square of the padding); a size the data tells (null) is not
-    known before it is loaded."""
+    """(The padded batch also takes memory by the square of the padding.)"""
     padding = OmegaConf.select(cfg, "dataset.augment.crop_padding", default=0)
     size = cfg.dataset.get("image_size")
     if size is None or padding < size:

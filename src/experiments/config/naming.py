@@ -1,14 +1,5 @@
-"""The names of sweep job folders: `<job number>_<the choices that vary>`, e.g.
-`3_device-cuda-1+model-lenet`.
-
-A name is one plain value of Hydra's override grammar and of a shell, so the folder works as
-printed in `resume=`, `replay=` and `ckpt=`: a key and its value are joined by `-`, choices by
-`+`, and every character the grammar or common filesystems treat specially (`=` `,` `:` `/`
-brackets, quotes, spaces, `$`, ...) becomes `-` or is left out.
-
-The sweep's varying keys come from its command line (saved by Hydra in `multirun.yaml`) or from
-the sweeper's search space (`hydra.sweeper.params`, e.g. Optuna's).
-"""
+"""Sweep job folders' names (`3_device-cuda-1+model-lenet`): one plain value of Hydra's grammar
+and of a shell, so the folder works as printed in `resume=`, `replay=` and `ckpt=`."""
 
 from __future__ import annotations
 
@@ -41,8 +32,7 @@ def job_folder_name() -> str:
 
 
 def job_name(number: int, overrides: Sequence[str], varying: Set[str] | None) -> str:
-    """The folder name of job `number` of a sweep, given the job's overrides and the keys the
-    sweep varies (None: every override names the job)."""
+    """The folder name of job `number` (`varying`: the keys the sweep varies; None: all)."""
     choices = [
         safe_name(f"{override.key_or_group}={override.get_value_element_as_str()}")
         for override in _parser().parse_overrides(list(overrides))
@@ -58,8 +48,7 @@ def safe_name(choice: str) -> str:
 
 
 def planned_job_names(multirun_yaml: Path) -> list[str] | None:
-    """The folder names of every job, in order, of a sweep by Hydra's basic sweeper (from its
-    `multirun.yaml`); None for other sweepers, which decide their jobs as they go (Optuna)."""
+    """Every job's folder name of a basic sweeper's sweep; None for others (Optuna's)."""
     hydra = _sweep_hydra_section(multirun_yaml)
     if not str(hydra["sweeper"]["_target_"]).endswith(".BasicSweeper"):
         return None
@@ -68,15 +57,11 @@ def planned_job_names(multirun_yaml: Path) -> list[str] | None:
     values: dict[str, list[str]] = {}
     try:
         for override in _parser().parse_overrides([*params, *hydra["overrides"]["task"]]):
-            key = override.get_key_element()
-            values[key] = [
-                f"{key}={value}"
-                for value in (
-                    override.sweep_string_iterator()
-                    if override.is_sweep_override()
-                    else [override.get_value_element_as_str()]
-                )
-            ]
+            key, swept = override.get_key_element(), override.is_sweep_override()
+            each = (
+                override.sweep_string_iterator() if swept else [override.get_value_element_as_str()]
+            )
+            values[key] = [f"{key}={value}" for value in each]
     except HydraException:  # glob(...) over a group's options: only Hydra's config loader knows
         return None
     varying = _varying_keys(hydra, multirun_yaml)
@@ -85,19 +70,15 @@ def planned_job_names(multirun_yaml: Path) -> list[str] | None:
 
 
 def sweep_keys(multirun_yaml: Path, hydra: Mapping[str, Any] | None = None) -> set[str]:
-    """The keys a sweep's command line sweeps over, or its sweeper searches: from its
-    `multirun.yaml`, or, in one of its jobs, from the sweep's Hydra config (`hydra`)."""
+    """The keys a sweep varies (`hydra`: the sweep's Hydra config, in one of its jobs)."""
     if hydra is None:
         hydra = _sweep_hydra_section(multirun_yaml)
     return _varying_keys(hydra, multirun_yaml) or set()
 
 
 def _varying_keys(hydra: Mapping[str, Any], multirun_yaml: Path) -> set[str] | None:
-    """Keys the sweep varies; None when it cannot tell (then every override names the job)."""
-    keys: set[str] = set()
-    params = (hydra.get("sweeper") or {}).get("params")
-    if params:
-        keys.update(params.keys())
+    """None when it cannot tell (then every override names the job)."""
+    keys = set((hydra.get("sweeper") or {}).get("params") or ())
     if not multirun_yaml.is_file():
         return keys or None
     return keys | _swept_on_command_line(str(multirun_yaml))
@@ -106,25 +87,19 @@ def _varying_keys(hydra: Mapping[str, Any], multirun_yaml: Path) -> set[str] | N
 # Every job of a sweep asks (twice): the sweep's file is read, and the parser built, once.
 @functools.cache
 def _swept_on_command_line(multirun_yaml: str) -> frozenset[str]:
-    """The keys the sweep's saved command line sweeps over (`model=tudui,lenet`)."""
     overrides = _sweep_hydra_section(Path(multirun_yaml))["overrides"]["task"]
     parsed = _parser().parse_overrides(list(overrides))
     return frozenset(override.key_or_group for override in parsed if override.is_sweep_override())
 
 
 def _sweep_hydra_section(multirun_yaml: Path) -> dict[str, Any]:
-    """The `hydra` section of a sweep's multirun.yaml (its sweeper and its command line), or one
-    line naming the file where it holds none."""
+    """The `hydra` section of a sweep's multirun.yaml, refused in one line where it holds none."""
     multirun = read_data(multirun_yaml, RECORD, as_yaml)
     hydra = multirun.get("hydra") if isinstance(multirun, dict) else None
     sweeper = hydra.get("sweeper") if isinstance(hydra, dict) else None
     overrides = hydra.get("overrides") if isinstance(hydra, dict) else None
-    if (
-        not isinstance(sweeper, dict)
-        or "_target_" not in sweeper
-        or not isinstance(overrides, dict)
-        or not isinstance(overrides.get("task"), list)
-    ):
+    task = overrides.get("task") if isinstance(overrides, dict) else None
+    if not isinstance(sweeper, dict) or "_target_" not in sweeper or not isinstance(task, list):
         raise ExperimentError(
             f"{display_path(multirun_yaml)} holds no record of a sweep (Hydra writes its sweeper "
             "and command line under hydra:); put it back from a copy, or move it out of the folder"

@@ -1,6 +1,4 @@
-"""What a hyperparameter search optimizes (`optimized_metric`): a number a run reports, never a
-test one. Checked on the command line, before a search's first trial, and in every run's
-config."""
+"""What a search optimizes (`optimized_metric`): a number a run reports, never a test one."""
 
 from __future__ import annotations
 
@@ -19,17 +17,13 @@ WHY_NOT_TEST = (
 
 
 def check_optimized_metric(metric: str | None, measures: TaskMetrics | None) -> None:
-    """What a run returns to a sweeper is a validation (or training) number, never a test one.
-    (Also checked when a sweep starts, before its first trial.)"""
     refusal = unoptimizable(metric, measures)
     if refusal is not None:
         raise ExperimentError(refusal)
 
 
 def unoptimizable(metric: str | None, measures: TaskMetrics | None) -> str | None:
-    """The line that refuses to optimize `metric` of a task that measures `measures` (None: not
-    known yet, a task of one's own's or one of a sweep over tasks: a test number only), or
-    None."""
+    """The line refusing to optimize `metric` (`measures` None: not known yet), or None."""
     optimizable = ", ".join(
         measures.optimizable()
         if measures

@@ -1,33 +1,16 @@
-"""What the command line's overrides mean before Hydra reads them.
-
-`resume=<run>` and `replay=<run>` stand for that run's own overrides (its folder's path taken as
-it is: `experiments.config.paths`; what the folder holds: `saved_overrides`), `-m device=every`
-for every device of this machine, a number where a group's option belongs (`device=1`) is refused
-in words Hydra has not got, and so are a search on a test metric
-(`optimized_metric=test_accuracy`), once, before its first trial, a class of one's own on a
-shipped model (`model._target_=` without `model=custom`), and a sweep's option without -m
-(`hparams_search=optuna`); `config.validate` runs those refusals, in its table's order. eval.py's
-arguments are those of evaluation (and of a class of one's own a checkpoint names).
-
-Each override is read as Hydra's own grammar reads it (`+device=1`, `device=0,1`,
-`optimized_metric='val_loss'`); one it cannot read is left alone, for Hydra to say what is wrong
-with it in its place. A path after `resume=` and `replay=` is read as typed, not by the grammar.
-"""
+"""The command line's overrides, read before Hydra by its grammar (the rest is Hydra's)."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources, util
 from pathlib import Path
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, Override, OverrideType, QuotedString
-from hydra.errors import HydraException
 from omegaconf import OmegaConf
 
 from experiments.config.optimized import check_optimized_metric
-from experiments.config.paths import as_value, path_given
+from experiments.config.paths import as_value, parsed, path_given
 from experiments.config.saved_overrides import overrides_saved_in, refuse_read_only
 from experiments.config.store import (
     CONFIG_PACKAGE,
@@ -41,8 +24,7 @@ from experiments.core.errors import ExperimentError
 
 
 def _read(arguments: Iterable[str]) -> list[Override]:
-    """The overrides among `arguments` as Hydra reads them; its flags (`-m`, `--cfg job`) and what
-    its grammar cannot read are left out."""
+    """The overrides among `arguments` as Hydra reads them, less its flags and what it cannot."""
     return [
         override
         for override in map(parsed, flags_apart(list(arguments))[1])
@@ -50,19 +32,8 @@ def _read(arguments: Iterable[str]) -> list[Override]:
     ]
 
 
-# Every check reads the same few arguments again, a report each run's: each is parsed once.
-@functools.cache
-def parsed(argument: str) -> Override | None:
-    """An override as Hydra's grammar reads it; None where the grammar cannot read it."""
-    try:
-        return OverridesParser.create().parse_override(argument)
-    except HydraException:  # Hydra says what is wrong with it, in its place
-        return None
-
-
 def _values(override: Override) -> list[object]:
-    """What an override sets: its value, or each choice of a sweep over choices (`0,1`,
-    `choice(a,b)`); nothing for a range, an interval or a glob over a group's options."""
+    """Its value, or each choice of a sweep over choices; nothing for another sweep."""
     value = override.value()
     if isinstance(value, ChoiceSweep):
         return [
@@ -75,9 +46,17 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _values_of(overrides: list[Override], key: str) -> list[object]:
+    return [
+        value
+        for override in overrides
+        if override.key_or_group == key and not override.is_delete()
+        for value in _values(override)
+    ]
+
+
 def refuse_numbers_for_groups(arguments: Sequence[str]) -> None:
-    """Hydra answers `device=1` with "Config group override must be a string or a list. Got int";
-    name the override instead, and what was probably meant (a GPU's number: a whole one)."""
+    """Hydra answers `device=1` with "Config group override must be a string or a list. Got int"."""
     groups = config_groups()
     for override in _read(arguments):
         group, numbers = override.key_or_group, _values(override)
@@ -96,26 +75,16 @@ def refuse_numbers_for_groups(arguments: Sequence[str]) -> None:
 
 
 def refuse_optimizing_on_test(arguments: Sequence[str]) -> None:
-    """Every run refuses `optimized_metric=test_accuracy`; a search is told before it starts,
-    rather than by each of its trials (Hydra only warns of a callback's error). Of the task the
-    command line chooses, or the default (all its metrics: its data's classes are not known yet);
-    a sweep over tasks, or a task of one's own, is checked by each run."""
+    """Told before a search starts, not by each trial (Hydra only warns of a callback's error)."""
     overrides = _read(arguments)
     metrics = [
         str(metric)
-        for override in overrides
-        if override.key_or_group == "optimized_metric" and not override.is_delete()
-        for metric in _values(override)
+        for metric in _values_of(overrides, "optimized_metric")
         if metric not in ("", None)
     ]
     if not metrics:
         return
-    tasks = [
-        str(value)
-        for override in overrides
-        if override.key_or_group == "task" and not override.is_delete()
-        for value in _values(override)
-    ]
+    tasks = [str(value) for value in _values_of(overrides, "task")]
     option = tasks[0] if len(tasks) == 1 else default_option("task") if not tasks else None
     shipped = task_class(shipped_option("task", option)) if option is not None else None
     for metric in metrics:
@@ -123,9 +92,7 @@ def refuse_optimizing_on_test(arguments: Sequence[str]) -> None:
 
 
 def refuse_own_class_on_a_shipped_model(arguments: Sequence[str]) -> None:
-    """`model._target_=my_models.Net` on a shipped model (the default tudui, say) would build the
-    user's class under that model's name and with its fields, and every record would name tudui;
-    a model of one's own is `model=custom`. In a sweep over models, each shipped one would."""
+    """It would build the user's class under the shipped model's name and fields."""
     overrides = _read(arguments)
     choices = [override for override in overrides if override.key_or_group == "model"]
     shipped = [model for model in group_options("model") if model != "custom"]
@@ -142,21 +109,16 @@ def refuse_own_class_on_a_shipped_model(arguments: Sequence[str]) -> None:
             )
 
 
-# The sweeps extra's Hydra plugins, by the choice that needs one: (package, module).
+# The sweeps extra's Hydra plugins (package, module), by the choice that needs one.
+_SUBMITIT = ("hydra-submitit-launcher", "hydra_plugins.hydra_submitit_launcher")
+_OPTUNA = ("hydra-optuna-sweeper", "hydra_plugins.hydra_optuna_sweeper")
 SWEEP_PLUGINS = {
     "hydra/launcher=joblib": ("hydra-joblib-launcher", "hydra_plugins.hydra_joblib_launcher"),
-    "hydra/launcher=submitit_local": (
-        "hydra-submitit-launcher",
-        "hydra_plugins.hydra_submitit_launcher",
-    ),
-    "hydra/launcher=submitit_slurm": (
-        "hydra-submitit-launcher",
-        "hydra_plugins.hydra_submitit_launcher",
-    ),
-    # conf/hydra/launcher/slurm.yaml is submitit's SLURM launcher with our settings.
-    "hydra/launcher=slurm": ("hydra-submitit-launcher", "hydra_plugins.hydra_submitit_launcher"),
-    "hydra/sweeper=optuna": ("hydra-optuna-sweeper", "hydra_plugins.hydra_optuna_sweeper"),
-    "hparams_search=optuna": ("hydra-optuna-sweeper", "hydra_plugins.hydra_optuna_sweeper"),
+    "hydra/launcher=submitit_local": _SUBMITIT,
+    "hydra/launcher=submitit_slurm": _SUBMITIT,
+    "hydra/launcher=slurm": _SUBMITIT,  # conf/hydra/launcher/slurm.yaml, with our settings
+    "hydra/sweeper=optuna": _OPTUNA,
+    "hparams_search=optuna": _OPTUNA,
 }
 
 
@@ -167,8 +129,7 @@ def importable(module: str) -> bool:
 def refuse_missing_plugins(
     arguments: Sequence[str], installed: Callable[[str], bool] = importable
 ) -> None:
-    """Hydra says only that it cannot find `hydra/launcher/joblib`; say which plugin is missing
-    and how to install it (`installed` tells whether a module can be imported)."""
+    """Hydra says only that it cannot find `hydra/launcher/joblib`: say which plugin to install."""
     for override in _read(arguments):
         for option in [] if override.is_delete() else _values(override):
             package, module = SWEEP_PLUGINS.get(f"{override.key_or_group}={option}", (None, ""))
@@ -179,12 +140,8 @@ def refuse_missing_plugins(
                 )
 
 
-EVERY_DEVICE = "device=every"
-
-
 def with_every_device(arguments: list[str], devices: Callable[[], list[str]]) -> list[str]:
-    """`-m device=every` as a sweep over the devices this machine has, which `devices()` lists
-    (asked only then: it loads torch)."""
+    """`-m device=every` as a sweep over `devices()` (asked only then: it loads torch)."""
     typed = {
         override.input_line
         for override in _read(arguments)
@@ -196,24 +153,20 @@ def with_every_device(arguments: list[str], devices: Callable[[], list[str]]) ->
         return arguments
     if not asks_for_multirun(arguments):
         raise ExperimentError(
-            f"{EVERY_DEVICE} runs one job per device: add -m (python train.py -m {EVERY_DEVICE})"
+            "device=every runs one job per device: add -m (python train.py -m device=every)"
         )
     found = devices()
-    # One device is a sweep all the same (Hydra's choice() of one): its report says what
-    # device=every found, a card for it (`report.device_cards`).
+    # One device is a sweep all the same (choice() of one): its report has a card for it.
     every = f"device={','.join(found)}" if len(found) > 1 else f"device=choice({found[0]})"
     return [every if argument in typed else argument for argument in arguments]
 
 
 def asks_for_multirun(arguments: Sequence[str]) -> bool:
-    """Whether the command line asks Hydra for a sweep (-m, or Hydra's own hydra.mode=MULTIRUN)."""
     return bool({"-m", "--multirun", "hydra.mode=MULTIRUN"} & set(arguments))
 
 
 def refuse_sweeps_without_multirun(arguments: Sequence[str]) -> None:
-    """An option that sets its sweeper's parameters (`hparams_search=optuna`,
-    `experiment=device_scaling`) is a sweep; without -m Hydra would train one plain run with it,
-    silently. `arguments` are those typed: a job of such a sweep replayed is one run."""
+    """A sweep's option (`hparams_search=optuna`) without -m would silently train one plain run."""
     if asks_for_multirun(arguments):
         return
     groups = config_groups()
@@ -233,15 +186,13 @@ def refuse_sweeps_without_multirun(arguments: Sequence[str]) -> None:
             )
 
 
-# The groups eval.py takes (conf/eval.yaml's defaults); a checkpoint brings the rest.
-EVAL_GROUPS = ("dataset", "device", "placement", "tracker")
+EVAL_GROUPS = ("dataset", "device", "placement", "tracker")  # a checkpoint brings the rest
 # The trainer's keys of how a model computes that eval.py takes at its top level.
 EVAL_COMPUTE_KEYS = ("precision", "channels_last", "compile", "compile_mode", "threads", "seed")
 
 
 def evaluation_arguments(arguments: list[str]) -> list[str]:
-    """eval.py's arguments, a group of training (`model=tudui`) refused: Hydra would suggest
-    `+model=tudui`, which would not evaluate that model either."""
+    """eval.py's arguments, a training group refused (Hydra would suggest `+model=tudui`)."""
     training = set(config_groups()) - set(EVAL_GROUPS)
     for override in _read(arguments):
         section, _, key = override.key_or_group.partition(".")
@@ -261,8 +212,7 @@ def evaluation_arguments(arguments: list[str]) -> list[str]:
 
 
 def _allows_own_class(override: Override) -> bool:
-    """`model=custom` and the targets typed under it, and `task._target_=`: they let eval.py build
-    a class of the user's own that a checkpoint names (experiments.config.trust)."""
+    """`model=custom` with its targets, and `task._target_=`, let eval.py build one's own class."""
     key = override.key_or_group
     if key == "model":
         return override.type is OverrideType.CHANGE and override.value() == "custom"
@@ -271,14 +221,8 @@ def _allows_own_class(override: Override) -> bool:
 
 
 def with_saved_overrides(arguments: list[str]) -> list[str]:
-    """Expand `resume=<run folder>` and `replay=<run folder>` into that run's saved overrides.
-
-    Both compose the run's config afresh from `.hydra/overrides.yaml` (against today's configs
-    and schemas), followed by any other overrides given now (e.g. `trainer.epochs=20`). `resume`
-    continues in the run's own folder; `replay` repeats the run in a new one.
-    """
-    # Read as typed, not by Hydra's grammar: a path is one of its values only once `as_value` has
-    # made it one (`resume=outputs/café`).
+    """Expand `resume=<run>` (its own folder) or `replay=<run>` (a new one) into its overrides."""
+    # As typed, not by the grammar: a path is one of its values once `as_value` makes it one.
     asked = [key for key in ("resume", "replay") if any(a.startswith(f"{key}=") for a in arguments)]
     if len(asked) == 2:
         raise ExperimentError(
@@ -296,15 +240,13 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
         arguments = [*flags, *_last_of_each_key([*previous, *others, f"{key}={value}"])]
         if key == "resume":
             refuse_read_only(folder, given[-1])
-            # In the run's own folder, whose snapshot is left to `records.snapshot` (a refused
-            # resume must not overwrite it).
+            # Its snapshot is left to `records.snapshot`: a refused resume must not overwrite it.
             arguments += [f"hydra.run.dir={value}", "hydra.output_subdir=null"]
     return arguments
 
 
 def flags_apart(arguments: list[str]) -> tuple[list[str], list[str]]:
-    """Hydra's flags (`-m`, `--cfg job`), each with its value, apart from the overrides: argparse
-    finds them only before the overrides, not among them."""
+    """Hydra's flags with their values, apart: argparse finds them only before the overrides."""
     flags: list[str] = []
     overrides: list[str] = []
     for argument in arguments:
@@ -317,13 +259,12 @@ def flags_apart(arguments: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _last_of_each_key(overrides: list[str]) -> list[str]:
-    """Of overrides of the same key, keep the last (the one Hydra would apply), in its place."""
+    """Of overrides of the same key, the last (which Hydra would apply), in its place."""
     keys = [_key(override) for override in overrides]
     return [override for i, override in enumerate(overrides) if keys[i] not in keys[i + 1 :]]
 
 
 def _key(override: str) -> str:
-    """The key an override sets, with its + or ~ (`+trainer.x` and `trainer.x` are two); one the
-    grammar cannot read is a key of its own, for Hydra to refuse."""
+    """With its + or ~; one the grammar cannot read is a key of its own, for Hydra to refuse."""
     read = parsed(override)
     return override if read is None else read.get_key_element()

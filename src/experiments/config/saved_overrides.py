@@ -1,12 +1,5 @@
-"""A run folder's own overrides, as `resume=<run>` and `replay=<run>` bring them back: its
-`.hydra/overrides.yaml`, read as data (`saved_yaml`: bounded, no aliases; garbled, an
-evaluation's, setting Hydra's own config or naming a target neither shipped nor typed now:
-refused in one line), in today's keys.
-
-Which keys said where a run ran (`resume=`, `replay=`, `hydra.run.dir=`), and whether a folder
-is an evaluation's (`ckpt=`), is read from the text: earlier versions wrote paths there as typed,
-some of which Hydra's grammar cannot read.
-"""
+"""A run folder's `.hydra/overrides.yaml` as `resume=` and `replay=` bring it back, in today's
+keys, refused in one line where garbled, an evaluation's, or building what is not allowed."""
 
 from __future__ import annotations
 
@@ -14,32 +7,31 @@ import contextlib
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
-from hydra.errors import HydraException
 
+from experiments.config.checks import whole_number
 from experiments.config.metric_names import BEFORE_TASKS
+from experiments.config.paths import parsed
 from experiments.config.renamed_keys import in_todays_keys
 from experiments.config.saved_yaml import read_saved_yaml
 from experiments.config.trust import Built, refuse_untrusted
 from experiments.core.errors import ExperimentError
 from experiments.core.files import RECORD, Unparsed, UnreadableFile, as_json, read_data
 
-# Where the run ran: the command that brings it back says that anew.
+# Read from the text: earlier versions wrote paths as typed, which the grammar may not read.
 WHERE_IT_RAN = ("resume=", "replay=", "hydra.run.dir=")
-# What writes outside the run's folder, and where: the trackers (an MLflow store anywhere, W&B's
-# servers), the folder a dataset is downloaded into, the images' cache. A file from elsewhere
-# never chooses them: only what is typed now, or the defaults, inside outputs/ and data/.
+# What writes outside the run's folder: a file from elsewhere never chooses it, only typing.
 WRITES_ELSEWHERE = ("tracker", "dataset.download", "dataset.source.download", "dataset.cache_dir")
 
 log = logging.getLogger("experiments")
 
 
 def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
-    """The overrides of the run in `folder` (`given`: the resume=<run> or replay=<run> typed),
-    but where it ran and what it wrote elsewhere (said in one line), in today's keys; `typed`:
-    the overrides typed now, whose targets it may build."""
+    """The overrides of the run in `folder` (`given`: the resume= or replay= typed), but where it
+    ran and what it wrote elsewhere; `typed`: those typed now, whose targets it may build."""
     saved = folder / ".hydra" / "overrides.yaml"
     if not saved.is_file():
         raise ExperimentError(
@@ -51,13 +43,13 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
         for override in in_todays_keys(_saved_overrides(saved, given))
         if not override.startswith(WHERE_IT_RAN)
     ]
-    parser = OverridesParser.create()
-    parsed = parser.parse_overrides(kept)
+    read = OverridesParser.create().parse_overrides(kept)
     # One typed again now is not left out: what is typed keeps it.
-    again = {_setting(override) for override in _readable(parser, in_todays_keys(typed))}
+    typed_now = map(parsed, in_todays_keys(typed))
+    again = {_setting(override) for override in typed_now if override is not None}
     elsewhere = [
         override
-        for override in parsed
+        for override in read
         if _writes_elsewhere(override) and _setting(override) not in again
     ]
     if elsewhere:
@@ -67,7 +59,7 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
             given,
             " ".join(override.input_line or "" for override in elsewhere),
         )
-    brought_back = [override for override in parsed if not _writes_elsewhere(override)]
+    brought_back = [override for override in read if not _writes_elsewhere(override)]
     _refuse_untrusted(given, brought_back, typed)
     measured = _metrics_measured(folder, brought_back)
     if measured:  # (what they declared, and what they left out: `task.metrics.<name>`)
@@ -75,20 +67,7 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
     return [*(_renamed(override, folder) for override in brought_back), *measured]
 
 
-def _readable(parser: OverridesParser, arguments: list[str]) -> list[Override]:
-    """The overrides among `arguments` that Hydra's grammar reads (the rest are Hydra's to
-    refuse, in their place)."""
-    read = []
-    for argument in arguments:
-        try:
-            read.append(parser.parse_override(argument))
-        except HydraException:
-            continue
-    return read
-
-
 def _setting(override: Override) -> tuple[str, str]:
-    """What an override sets, to tell one typed again: its key and its value."""
     return override.key_or_group, str(override.value())
 
 
@@ -98,19 +77,18 @@ def _writes_elsewhere(override: Override) -> bool:
 
 
 def _renamed(override: Override, folder: Path) -> str:
-    """A saved override in today's keys: `trainer.limit_eval_batches=N`, batches of the run's
-    trainer.batch_size, is `trainer.limit_eval_images=` that many images (drawn as every run's
-    are now, not the first ones)."""
+    """`trainer.limit_eval_batches=N` as `trainer.limit_eval_images=` that many images."""
     as_saved = override.input_line or ""
     if override.key_or_group != "trainer.limit_eval_batches" or override.is_delete():
         return as_saved
     batches = override.value()
     if batches in ("", None):
         return "trainer.limit_eval_images=null"
-    config = folder / ".hydra" / "config.yaml"
-    counted = isinstance(batches, int) and not isinstance(batches, bool) and batches >= 0
-    batch_size = _batch_size(config) if counted and config.is_file() else None
-    if batch_size is None:
+    trainer = (
+        _in_saved_config(folder, "trainer") if whole_number(batches) and batches >= 0 else None
+    )
+    batch_size = trainer.get("batch_size") if isinstance(trainer, dict) else None
+    if not whole_number(batch_size):
         return as_saved  # refused as a key renamed, with what to type now
     return f"trainer.limit_eval_images={batches * batch_size}"
 
@@ -119,21 +97,11 @@ METRICS = "task.metrics"
 
 
 def _metrics_measured(folder: Path, saved: list[Override]) -> list[str]:
-    """`task.metrics=` as the run measured them, where its overrides do not declare them whole,
-    so that it goes on measuring what its rows hold: as its config.yaml's task declares them (a
-    classifier's without top-5 accuracy, as versions before it measured none), `BEFORE_TASKS`
-    where it has no task (a version's before the task group), or for a task of one's own
-    (`task._target_=` typed) from before configs declared them, as results.json recorded them
-    (`task_metrics`: its class declared them). Read as data (names and ways, nothing built);
-    none where a file cannot be read, or a shipped task's config declares none (its class's)."""
+    """`task.metrics=` as the run measured them (its config.yaml's, `BEFORE_TASKS` with no task,
+    else results.json's), so it goes on measuring what its rows hold; [] where unknown."""
     if any(override.key_or_group == METRICS for override in saved):
         return []
-    config = folder / ".hydra" / "config.yaml"
-    try:
-        loaded = read_saved_yaml(config) if config.is_file() else {"task": {}}
-    except UnreadableFile:
-        loaded = {"task": {}}
-    task = loaded.get("task") if isinstance(loaded, dict) else None
+    task = _in_saved_config(folder, "task", unread={})
     declared = task.get("metrics") if isinstance(task, dict) else BEFORE_TASKS.better_ways()
     if not declared and any(override.key_or_group == "task._target_" for override in saved):
         with contextlib.suppress(UnreadableFile, AttributeError):
@@ -146,26 +114,18 @@ def _metrics_measured(folder: Path, saved: list[Override]) -> list[str]:
     return [f"{METRICS}={{{','.join(f'{name}:{way}' for name, way in declared.items())}}}"]
 
 
-def _is_way(name: object, way: object) -> bool:
-    return isinstance(name, str) and name.isidentifier() and way in ("max", "min")
-
-
-def _batch_size(config: Path) -> int | None:
-    """The trainer.batch_size a run's config.yaml holds; None where it holds none."""
+def _in_saved_config(folder: Path, section: str, unread: Any = None) -> Any:
+    """A section of the run's .hydra/config.yaml; `unread` where it is missing or unreadable."""
+    config = folder / ".hydra" / "config.yaml"
     try:
-        loaded = read_saved_yaml(config)
+        loaded = read_saved_yaml(config) if config.is_file() else {section: unread}
     except UnreadableFile:
-        return None
-    trainer = loaded.get("trainer") if isinstance(loaded, dict) else None
-    size = trainer.get("batch_size") if isinstance(trainer, dict) else None
-    return size if isinstance(size, int) and not isinstance(size, bool) else None
+        return unread
+    return loaded.get(section) if isinstance(loaded, dict) else None
 
 
 def _refuse_untrusted(given: str, saved: list[Override], typed: list[str]) -> None:
-    """A run folder's overrides are data: they never set Hydra's own config (its callbacks and
-    launchers are built from it), a `_target_` they name is built only when it is a shipped
-    one in its usual place or typed now, and so is a `_partial_` or another setting of how a
-    target is built (experiments.config.trust)."""
+    """Never Hydra's own config (its callbacks and launchers are built), nor what trust refuses."""
     for override in saved:
         if override.is_hydra_override():
             raise ExperimentError(
@@ -179,9 +139,7 @@ def _refuse_untrusted(given: str, saved: list[Override], typed: list[str]) -> No
 
 
 def _saved_overrides(saved: Path, given: str) -> list[str]:
-    """The overrides in a run folder's .hydra/overrides.yaml (`saved`; `given`: resume=<run> or
-    replay=<run>), or one line naming what else the file holds; a folder eval.py made (its
-    overrides name ckpt=) is refused too."""
+    """The overrides in `saved`, refused where it holds something else or is an evaluation's."""
     try:
         overrides = _overrides_in(saved)
     except (UnreadableFile, Unparsed) as wrong:
@@ -201,7 +159,6 @@ def _saved_overrides(saved: Path, given: str) -> list[str]:
 
 
 def _overrides_in(saved: Path) -> list[str]:
-    """The list of overrides in `saved`; UnreadableFile or Unparsed saying what else it holds."""
     # As written: an override's ${...} is Hydra's to resolve, in the run's config.
     entries = read_saved_yaml(saved)
     if not isinstance(entries, list):
@@ -214,8 +171,7 @@ def _overrides_in(saved: Path) -> list[str]:
 
 
 def refuse_read_only(folder: Path, given: str) -> None:
-    """Hydra's log file would fail first, in words that name no file. (A link in the folder is
-    replaced, never written through: what it points to is not asked.)"""
+    """Hydra's log file would fail first, naming no file. (A link is replaced, not written.)"""
     for path in (folder, *folder.iterdir(), *folder.glob("checkpoints/*")):
         linked = path != folder and path.is_symlink()
         if not linked and not os.access(path, os.W_OK):

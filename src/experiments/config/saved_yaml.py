@@ -1,8 +1,5 @@
-"""YAML a run folder holds (`.hydra/overrides.yaml`, `.hydra/config.yaml`), read as data from a
-file that may come from elsewhere: a regular file of a mebibyte at most, with no anchors or
-aliases. Hydra never writes those, and aliases of aliases let a few lines stand for a list that
-grows as a power of their depth (a "billion laughs"), every copy of which OmegaConf would walk.
-"""
+"""YAML a run folder holds, read as data: a regular file of a mebibyte at most, without the
+anchors and aliases Hydra never writes (aliases of aliases grow as a power: a "billion laughs")."""
 
 from __future__ import annotations
 
@@ -14,20 +11,17 @@ from yaml.events import AliasEvent
 
 from experiments.core.files import MIB, PUT_BACK, Bound, Unparsed, not_yaml, read_data
 
-# A run's overrides and config are a few kilobytes; a file beyond a mebibyte is not one.
 SAVED_YAML = Bound("a run's saved configuration", MIB, PUT_BACK)
 
 
 class _Aliased(Exception):
-    """An anchor (&name) or alias (*name) at `line`."""
-
     def __init__(self, line: int) -> None:
         super().__init__(line)
         self.line = line
 
 
 class _WithoutAliases(yaml.SafeLoader):
-    """PyYAML's safe loader, stopping at the first anchor or alias, before any is expanded."""
+    """PyYAML's safe loader, stopping at the first anchor or alias."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
@@ -37,9 +31,7 @@ class _WithoutAliases(yaml.SafeLoader):
 
 
 def read_saved_yaml(path: Path) -> Any:
-    """The plain data in the YAML file `path`; UnreadableFile where it is not text, not YAML, or
-    holds an anchor or alias (`why` follows its name), and, in one line naming it, ExperimentError
-    for a file that is not a regular one of a mebibyte at most."""
+    """UnreadableFile where not text, not YAML, or aliased; ExperimentError where too big."""
     return read_data(path, SAVED_YAML, _without_aliases)
 
 

@@ -1,8 +1,4 @@
-"""The schemas and options Hydra composes from, the resolvers the run folder's name uses, and
-those `--help` lists the options and names the command with.
-
-This package must not import torch: `python train.py --cfg job` and `--help` stay fast.
-"""
+"""The schemas and options Hydra composes from, and its resolvers; no torch, so `--help` is fast."""
 
 from __future__ import annotations
 
@@ -26,21 +22,14 @@ from experiments.config.naming import job_folder_name
 from experiments.config.schemas import SCHEMAS, DeviceConfig
 from experiments.core.text import abridged, gpu_name
 
-# The configs: conf/ in a checkout (an editable install maps the package there), or the copy an
-# installed wheel carries.
-CONFIG_PACKAGE = "experiments.conf"
+CONFIG_PACKAGE = "experiments.conf"  # conf/ (an editable install maps it there), or a wheel's
 
-# `device=cuda:N` is an option of the device group for every index up to this; beyond it,
-# `device=cuda device.index=N` asks for the same thing.
+# `device=cuda:N` options up to this; beyond, `device=cuda device.index=N` says the same.
 CUDA_OPTIONS = 16
 
 
 def register_configs(started: datetime, tag: str) -> None:
-    """Register the schemas, the `cuda:N` device options and the folder-name resolvers.
-
-    `started` and `tag` name the run folder (`${started:<strftime format>}`, `${unique:}`); all
-    processes of a distributed run are given the same.
-    """
+    """`started` and `tag` name the run folder, the same in every process of a distributed run."""
     store = ConfigStore.instance()
     # Outside any group, so they are not offered as options (`--help` lists groups).
     for name, node in SCHEMAS.items():
@@ -57,14 +46,11 @@ def register_configs(started: datetime, tag: str) -> None:
 
 
 def direction_of(metric: str) -> str:
-    """Resolver for a sweeper's direction: down for a loss, up for the rest."""
     return "minimize" if metric.endswith("loss") else "maximize"
 
 
 def option_or_class(option: str, *, _parent_: DictConfig) -> str:
-    """Resolver for the `name` of an option whose `_target_` its schema gives (an optimizer's):
-    the option's name, or, with another `_target_` set (optimizer=adam
-    optimizer._target_=torch.optim.AdamW), that class's name, which every record then shows."""
+    """Resolver of an option's `name`: its own, or its class's where another `_target_` is set."""
     shipped = next(
         entry.default
         for entry in dataclasses.fields(OmegaConf.get_type(_parent_))
@@ -75,23 +61,19 @@ def option_or_class(option: str, *, _parent_: DictConfig) -> str:
 
 
 def new_tag() -> str:
-    """The random part of a run folder's name: runs started in the same second never share one."""
     return secrets.token_hex(4)
 
 
 def config_groups() -> list[str]:
-    """The config groups a user picks options of (model, dataset, device, ...)."""
-    root = resources.files(CONFIG_PACKAGE)
     return sorted(
         entry.name
-        for entry in root.iterdir()
+        for entry in resources.files(CONFIG_PACKAGE).iterdir()
         if entry.is_dir() and entry.name not in ("hydra", "__pycache__")
     )
 
 
 def options_text(searchpath: Sequence[str], choices: Mapping[str, object]) -> str:
-    """Resolver for `--help`: a line per group the command takes (those its defaults list chooses
-    from, `hydra.runtime.choices`) with its options, in order (cuda:2 before cuda:10)."""
+    """Resolver for `--help`: a line per group the command takes, with its options."""
     groups = sorted(group for group in choices if not group.startswith("hydra/"))
     return "".join(
         f"{group}: {', '.join(abridged(group_options(group, searchpath)))}\n" for group in groups
@@ -99,8 +81,7 @@ def options_text(searchpath: Sequence[str], choices: Mapping[str, object]) -> st
 
 
 def shipped_option(group: str, option: str) -> dict[str, Any]:
-    """What the file of a shipped option sets (conf/<group>/<option>.yaml) as plain data, its
-    schema's defaults aside; {} for an option the project does not ship."""
+    """What conf/<group>/<option>.yaml sets, as plain data; {} for one the project does not ship."""
     if option not in group_options(group):
         return {}
     path = resources.files(CONFIG_PACKAGE) / group / f"{option}.yaml"
@@ -109,7 +90,7 @@ def shipped_option(group: str, option: str) -> dict[str, Any]:
 
 
 def default_option(group: str) -> str | None:
-    """The option train.yaml's defaults list chooses for `group` (task: the default task)."""
+    """The option train.yaml's defaults list chooses for `group`."""
     train = yaml.safe_load((resources.files(CONFIG_PACKAGE) / "train.yaml").read_text())
     chosen = (
         entry[group] for entry in train["defaults"] if isinstance(entry, dict) and group in entry
@@ -118,8 +99,7 @@ def default_option(group: str) -> str | None:
 
 
 def group_options(group: str, searchpath: Sequence[str] = ()) -> list[str]:
-    """A group's options as Hydra finds them: the YAML files in conf/<group>/ and in the folders
-    `hydra.searchpath` adds (file:// or pkg://), and those registered here (device=cuda:N)."""
+    """As Hydra finds them: in conf/<group>/, on `hydra.searchpath`, and registered (cuda:N)."""
     folders = [resources.files(CONFIG_PACKAGE) / group]
     for entry in searchpath:
         scheme, _, where = str(entry).partition("://")
@@ -133,18 +113,16 @@ def group_options(group: str, searchpath: Sequence[str] = ()) -> list[str]:
     }
     with contextlib.suppress(OSError):  # a group with nothing registered
         names |= {name.removesuffix(".yaml") for name in ConfigStore.instance().list(group)}
-    # Numbers by their value: cuda:2 before cuda:10.
-    return sorted(
-        names,
-        key=lambda name: [
-            int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)
-        ],
-    )
+    return sorted(names, key=_by_number)
+
+
+def _by_number(name: str) -> list[Any]:
+    """Numbers by their value: cuda:2 before cuda:10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def command_name(argv0: str) -> str:
-    """The command as the user typed it, `sys.argv[0]` being `argv0`: python train.py,
-    python -m experiments, or an installed script (experiments-train)."""
+    """The command as the user typed it: python train.py, python -m experiments, or a script."""
     path = Path(argv0)
     if path.name == "__main__.py":
         return f"python -m {path.parent.name}"

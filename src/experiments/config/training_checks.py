@@ -1,8 +1,4 @@
-"""A training run's settings that do not fit together, checked after each field's own rule
-(`config.validate`'s checks), before the data is loaded and the model built: the trainer's, the
-optimizer's and the schedule's (and what float32 cannot hold), and what selects epochs and
-hyperparameters or is measured, against the task's metrics (a monitor or target the task has,
-never a test metric; a task of one's own that declares each metric's better way)."""
+"""A training run's settings that do not fit together, or with its task's metrics."""
 
 from __future__ import annotations
 
@@ -18,7 +14,6 @@ from experiments.config.task_metrics import declared_by, metrics_of, task_class
 
 
 def nesterov_without_momentum(cfg: DictConfig) -> str | None:
-    """torch's SGD takes Nesterov's momentum only with some momentum (and no dampening)."""
     optimizer = cfg.optimizer
     if not optimizer.get("nesterov") or optimizer.get("momentum", 0) > 0:
         return None
@@ -29,8 +24,7 @@ def nesterov_without_momentum(cfg: DictConfig) -> str | None:
 
 
 def warmup_of_a_rising_schedule(cfg: DictConfig) -> str | None:
-    """warmup_cosine and onecycle rise over a share of the run already: a second rise before it
-    would be a warm-up of a warm-up."""
+    """warmup_cosine and onecycle rise over a share of the run already."""
     scheduler = cfg.scheduler
     if not scheduler.get("warmup_epochs"):
         return None
@@ -55,7 +49,6 @@ def warmup_longer_than_the_run(cfg: DictConfig) -> str | None:
 
 
 def warmup_between_epoch_steps(cfg: DictConfig) -> str | None:
-    """A schedule stepped once an epoch cannot end its warm-up half-way through one."""
     scheduler = cfg.scheduler
     warmup = scheduler.get("warmup_epochs", 0)
     if scheduler.interval != Interval.epoch or float(warmup).is_integer():
@@ -75,14 +68,12 @@ def benchmark_with_determinism(cfg: DictConfig) -> str | None:
     )
 
 
-# The largest float32: the optimizer's step computes in the parameters' float32, where a larger
-# number overflows, at the first step, once the data is loaded and the model built.
+# The optimizer's step computes in the parameters' float32: a larger number overflows at once.
 FLOAT32_MAX = 3.4028234663852886e38
 
 
 def beyond_float32(cfg: DictConfig, section: str) -> str | None:
-    """A number of the optimizer's or the schedule's (in a list too) that float32 cannot hold:
-    NaN, infinite, or beyond its range."""
+    """A number of the optimizer's or the schedule's (in a list too) that float32 cannot hold."""
     for key, value in cfg[section].items():
         for number in value if isinstance(value, ListConfig) else [value]:
             if isinstance(number, (int, float)) and not abs(number) <= FLOAT32_MAX:
@@ -131,8 +122,7 @@ def overfit_and_limit(cfg: DictConfig) -> str | None:
 
 
 def a_batchs_worth_of_an_unsearched_batch(cfg: DictConfig) -> str | None:
-    """The debug presets evaluate a batch's worth of images (`${trainer.batch_size}`), which
-    trainer.batch_size=auto is not before its search."""
+    """The debug presets evaluate `${trainer.batch_size}` images, unknown before auto's search."""
     limit = OmegaConf.to_container(cfg.trainer, resolve=False).get("limit_eval_images")
     if cfg.trainer.batch_size != AUTO_BATCH or limit != "${trainer.batch_size}":
         return None
@@ -154,16 +144,13 @@ def halvings_without_auto(cfg: DictConfig) -> str | None:
 
 
 def average_settings_without_decay(cfg: DictConfig) -> str | None:
-    """trainer.ema's settings of how the average is kept, given without the decay that keeps
-    one."""
     ema = OmegaConf.select(cfg, "trainer.ema")
     if ema is None or ema.decay is not None:
         return None
-    defaults = EmaConfig()
     given = [
         f"trainer.ema.{key}={ema[key]}"
         for key in ("every", "warmup_steps")
-        if ema[key] != getattr(defaults, key)
+        if ema[key] != getattr(EmaConfig(), key)
     ]
     if not given:
         return None
@@ -175,8 +162,7 @@ def average_settings_without_decay(cfg: DictConfig) -> str | None:
 
 
 def task_metrics_not_declared(cfg: DictConfig) -> str | None:
-    """A task of one's own declares its metrics, each max or min; a shipped task's are its
-    class's, which says what else its config may declare."""
+    """A task of one's own declares its metrics, each max or min; a shipped task's class says."""
     task = cfg.task
     example = "task.metrics='{mae: min, r2: max}'"
     if task.get("metrics") is not None and not isinstance(task.metrics, DictConfig):
@@ -206,7 +192,6 @@ WAYS = (str(Mode.max), str(Mode.min))
 
 
 def monitor_on_test(cfg: DictConfig) -> str | None:
-    """Validation metrics select epochs and hyperparameters; test metrics never do."""
     monitor = cfg.trainer.monitor
     if not on_test(monitor):
         return None
@@ -220,20 +205,16 @@ def monitor_on_test(cfg: DictConfig) -> str | None:
 
 def monitor_unknown(cfg: DictConfig) -> str | None:
     monitor, measures = cfg.trainer.monitor, metrics_of(cfg)
-    if monitor is None or measures is None or on_test(monitor):
-        return None
-    monitored = measures.monitored()
-    if monitor in monitored:
+    if monitor is None or measures is None or on_test(monitor) or monitor in measures.monitored():
         return None
     return (
         f"trainer.monitor={monitor} is not a metric {task_text(cfg)} can monitor"
-        f"{unmeasured(cfg, monitor)}; choose {' or '.join(monitored)}"
+        f"{unmeasured(cfg, monitor)}; choose {' or '.join(measures.monitored())}"
     )
 
 
 def unmeasured(cfg: DictConfig, monitor: str) -> str:
-    """Why the task's class leaves the metric `monitor` names unmeasured with this dataset
-    (top-5 accuracy among few classes), in brackets; "" where it never measures it."""
+    """Why the task leaves `monitor` unmeasured on this dataset (top-5 of few classes), or ""."""
     shipped, prefix = task_class(cfg.task), f"{VAL}_"
     why = shipped.unmeasured.get(monitor.removeprefix(prefix)) if shipped else None
     if why is None or not monitor.startswith(prefix):
@@ -254,7 +235,6 @@ def target_twice(cfg: DictConfig) -> str | None:
 
 
 def target_unknown(cfg: DictConfig) -> str | None:
-    """A target's metric is one of the task's; target_accuracy is a classifier's."""
     trainer, measures = cfg.trainer, metrics_of(cfg)
     if measures is None:
         return None

@@ -1,13 +1,5 @@
-"""Which `_target_`s a config read from a file may have built.
-
-A checkpoint's config (`eval.py ckpt=`) and a run folder's overrides (`resume=`, `replay=`) are
-data: whoever wrote the file would otherwise choose the functions that get called (Hydra's
-blocklist stops `os.system`, not `torch.load` of a pickle or `builtins.open` in write mode). A
-target read from a file is built only when the project ships it (the targets of its config
-options, and torch's optimizers and learning-rate schedulers) or the user typed it on this
-command line; a target inside another's arguments counts only when typed. Anything else is refused
-in one line naming the target and how to allow it.
-"""
+"""Which `_target_`s a config read from a file may have built: those shipped for their slot, or
+typed now; else whoever wrote the file would choose what gets called (`torch.load` of a pickle)."""
 
 from __future__ import annotations
 
@@ -28,55 +20,27 @@ from experiments.config.store import CONFIG_PACKAGE
 from experiments.core.errors import ExperimentError
 
 TARGET = "_target_"
-# The keys besides `_target_` that Hydra's instantiate reads, each changing what a target builds:
-# a partial of it, positional arguments, its arguments left unbuilt or converted.
+# The keys besides `_target_` that Hydra's instantiate reads, each changing what a target builds.
 INSTANTIATE_KEYS = ("_partial_", "_args_", "_recursive_", "_convert_")
-# torch's optimizers and learning-rate schedulers (`optimizer._target_=torch.optim.AdamW`), by
-# name: a name read from a file is looked up here, never imported to be checked.
-OPTIMIZERS = (
-    "ASGD",
-    "Adadelta",
-    "Adafactor",
-    "Adagrad",
-    "Adam",
-    "AdamW",
-    "Adamax",
-    "LBFGS",
-    "Muon",
-    "NAdam",
-    "RAdam",
-    "RMSprop",
-    "Rprop",
-    "SGD",
-    "SparseAdam",
+# torch's optimizers and schedulers: a name read from a file is looked up, never imported.
+_OPTIMIZERS = (
+    "ASGD Adadelta Adafactor Adagrad Adam AdamW Adamax LBFGS Muon NAdam RAdam RMSprop Rprop SGD "
+    "SparseAdam"
 )
-SCHEDULERS = (
-    "ChainedScheduler",
-    "ConstantLR",
-    "CosineAnnealingLR",
-    "CosineAnnealingWarmRestarts",
-    "CyclicLR",
-    "ExponentialLR",
-    "LambdaLR",
-    "LinearLR",
-    "MultiStepLR",
-    "MultiplicativeLR",
-    "OneCycleLR",
-    "PolynomialLR",
-    "ReduceLROnPlateau",
-    "SequentialLR",
-    "StepLR",
+_SCHEDULERS = (
+    "ChainedScheduler ConstantLR CosineAnnealingLR CosineAnnealingWarmRestarts CyclicLR "
+    "ExponentialLR LambdaLR LinearLR MultiStepLR MultiplicativeLR OneCycleLR PolynomialLR "
+    "ReduceLROnPlateau SequentialLR StepLR"
 )
 TORCH_OPTIMIZERS = {
-    "optimizer": frozenset(f"torch.optim.{name}" for name in OPTIMIZERS),
-    "scheduler": frozenset(f"torch.optim.lr_scheduler.{name}" for name in SCHEDULERS),
+    "optimizer": frozenset(f"torch.optim.{name}" for name in _OPTIMIZERS.split()),
+    "scheduler": frozenset(f"torch.optim.lr_scheduler.{name}" for name in _SCHEDULERS.split()),
 }
 
 
 @dataclass(frozen=True)
 class Target:
-    """A `_target_` found in a config: its key (`model._target_`), the target, whether it sits
-    inside the arguments of another target, and the override that would set it."""
+    """A `_target_` in a config, whether `nested` in another's arguments, and its override."""
 
     key: str
     target: str
@@ -89,7 +53,7 @@ class Target:
 
     @property
     def slot(self) -> str:
-        """What it is built as: its key less `_target_` (`model`, `dataset.source`)."""
+        """What it is built as (`model`, `dataset.source`)."""
         return slot_of(self.key)
 
 
@@ -115,10 +79,8 @@ def targets_in(config: Any, path: str = "", inside: bool = False) -> Iterator[Ta
 
 
 def resolved_so_far(node: Any) -> Any:
-    """A composed config as plain data, each interpolation resolved that can be now, one that
-    makes a node (`${oc.decode:...}`) targets and all; one that reads what the data fills in later
-    (`model.num_classes: ${dataset.num_classes}`, or a class's name) is None here, so a run checks
-    its config again once the data has loaded."""
+    """A composed config as plain data, each interpolation resolved that can be now (targets of
+    `${oc.decode:...}` too); one the data fills in later is None, checked again once it loads."""
     if not isinstance(node, (DictConfig, ListConfig)):
         return node
     keys = range(len(node)) if isinstance(node, ListConfig) else list(node.keys())
@@ -132,8 +94,7 @@ def resolved_so_far(node: Any) -> Any:
 
 
 def targets_named(overrides: Iterable[str]) -> list[Target]:
-    """The targets command-line overrides name: as a key's value (`model._target_=my.Net`) or in a
-    dict or list value (`+model.head={_target_:my.Head}`)."""
+    """The targets overrides name: as a key's value or in a dict or list value."""
     found: list[Target] = []
     for override in OverridesParser.create().parse_overrides(list(overrides)):
         key, text = override.key_or_group, override.input_line or ""
@@ -155,8 +116,7 @@ def targets_named(overrides: Iterable[str]) -> list[Target]:
 
 
 def settings_named(overrides: Iterable[str]) -> set[str]:
-    """The instantiate settings (`_partial_`, ...) command-line overrides set, by key: as the key
-    (`+model._partial_=true`) or in a dict or list value (`+model.head={_partial_:true}`)."""
+    """The keys of the instantiate settings overrides set, as a key or in a dict or list value."""
     found: set[str] = set()
     for override in OverridesParser.create().parse_overrides(list(overrides)):
         key = override.key_or_group
@@ -168,20 +128,16 @@ def settings_named(overrides: Iterable[str]) -> set[str]:
 
 
 def is_shipped(target: str, slot: str) -> bool:
-    """Whether the project ships `target` to fill `slot` (`model`, `dataset.source`)."""
     return target in shipped_targets().get(slot, ())
 
 
 def slots_of(target: str) -> list[str]:
-    """The slots the project ships `target` for."""
     return sorted(slot for slot, targets in shipped_targets().items() if target in targets)
 
 
 @cache
 def shipped_targets() -> dict[str, frozenset[str]]:
-    """The targets the project ships, by the slot each fills (`model`, `dataset.source`,
-    `tracker.mlflow`): those of the options in conf/ (Hydra's own settings aside), their own and
-    their schemas', and torch's optimizers and schedulers."""
+    """By slot: those of conf/'s options and schemas, and torch's optimizers and schedulers."""
     found: dict[str, set[str]] = {slot: set(targets) for slot, targets in TORCH_OPTIMIZERS.items()}
     for package, option in _options():
         for target in targets_in(option, package):
@@ -195,8 +151,7 @@ def shipped_targets() -> dict[str, frozenset[str]]:
 
 @cache
 def shipped_settings() -> frozenset[str]:
-    """Where the project's schemas set those keys (`optimizer._partial_`): the only places a
-    saved config holds one."""
+    """Where the schemas set instantiate settings: the only places a saved config holds one."""
     return frozenset(
         f"{slot}.{key}"
         for slot, schema in _schemas_by_slot()
@@ -206,7 +161,6 @@ def shipped_settings() -> frozenset[str]:
 
 
 def settings_in(config: Any, path: str = "") -> Iterator[str]:
-    """The key of every instantiate setting (`_partial_`, ...) in `config` (plain data)."""
     if isinstance(config, list):
         for index, item in enumerate(config):
             yield from settings_in(item, f"{path}[{index}]")
@@ -219,7 +173,6 @@ def settings_in(config: Any, path: str = "") -> Iterator[str]:
 
 
 def _schemas_by_slot() -> Iterator[tuple[str, type]]:
-    """Each schema an option is made of, with the slot it fills (`tracker.mlflow`)."""
     for package, option in _options():
         for name, at in _schemas_in(option):
             if name in SCHEMAS:
@@ -229,7 +182,6 @@ def _schemas_by_slot() -> Iterator[tuple[str, type]]:
 
 @cache
 def _options() -> tuple[tuple[str, Any], ...]:
-    """Every option in conf/ as plain data (Hydra's own settings aside), with its package."""
     return tuple(
         (package, _without_hydra(yaml.safe_load(text)))
         for package, text in _option_files(resources.files(CONFIG_PACKAGE))
@@ -237,15 +189,12 @@ def _options() -> tuple[tuple[str, Any], ...]:
 
 
 def _default(schema: type, name: str) -> Any:
-    """The default of a schema's field `name`; None where it has none."""
-    if not is_dataclass(schema):
-        return None
-    return next((field.default for field in fields(schema) if field.name == name), None)
+    entries = fields(schema) if is_dataclass(schema) else ()
+    return next((field.default for field in entries if field.name == name), None)
 
 
 def _schemas_in(option: Any) -> Iterator[tuple[str, str]]:
-    """The schemas an option's defaults list names, each with the package it is put at
-    (`/mlflow_tracker_schema@mlflow`: mlflow; `_here_`: the option's own)."""
+    """The schemas an option's defaults list names, each with its package (`@mlflow`, `_here_`)."""
     defaults = option.get("defaults", []) if isinstance(option, dict) else []
     for entry in defaults:
         if isinstance(entry, str):
@@ -254,15 +203,13 @@ def _schemas_in(option: Any) -> Iterator[tuple[str, str]]:
 
 
 def _without_hydra(config: Any) -> Any:
-    """An option's config, less Hydra's own settings (train.yaml's callbacks)."""
     if isinstance(config, dict):
         config.pop("hydra", None)
     return config
 
 
 def _option_files(folder: Traversable, group: str = "") -> Iterator[tuple[str, str]]:
-    """The text of each option file under `folder` (Hydra's own aside), with the package its
-    config goes to: its group's (`dataset`), unless its `# @package` line says otherwise."""
+    """The text of each option file under `folder` (Hydra's own aside), with its package."""
     for entry in folder.iterdir():
         if entry.is_dir() and entry.name not in ("hydra", "__pycache__"):
             yield from _option_files(entry, ".".join(filter(None, (group, entry.name))))
@@ -272,7 +219,6 @@ def _option_files(folder: Traversable, group: str = "") -> Iterator[tuple[str, s
 
 
 def _package(text: str, group: str) -> str:
-    """Where a config file's config goes: its `# @package` line's package, else its group's."""
     for line in text.splitlines():
         if line.startswith("# @package "):
             package = line.removeprefix("# @package ").strip()
@@ -282,20 +228,17 @@ def _package(text: str, group: str) -> str:
 
 @dataclass(frozen=True)
 class Built:
-    """What a config would build: its targets, and the keys of its instantiate settings
-    (`model._partial_`). Also what the user typed, which a config read from a file may build."""
+    """The targets and instantiate settings a config would build, or that the user typed."""
 
     targets: tuple[Target, ...] = ()
     settings: tuple[str, ...] = ()
 
     @classmethod
     def in_config(cls, config: Any, path: str = "") -> Built:
-        """What `config` (plain data; at `path` in a whole config) builds."""
         return cls(tuple(targets_in(config, path)), tuple(settings_in(config, path)))
 
     @classmethod
     def in_overrides(cls, overrides: Iterable[str]) -> Built:
-        """What command-line overrides (typed now, or a run folder's) build."""
         lines = list(overrides)
         return cls(tuple(targets_named(lines)), tuple(sorted(settings_named(lines))))
 
@@ -303,19 +246,14 @@ class Built:
         return Built(self.targets + other.targets, self.settings + other.settings)
 
 
-# What nothing typed allows: a checkpoint's config, read before any command line is.
-NOTHING_TYPED = Built()
+NOTHING_TYPED = Built()  # a checkpoint's config is read before any command line
 
 
 def refusal(
     built: Built, typed: Built = NOTHING_TYPED, allow: Callable[[Target], str] | None = None
 ) -> str | None:
-    """The one check of what a config read from a file builds: why it may not, in words that
-    follow where it was read, or None. A target must be typed now at its key (typing
-    `model._target_=my.Net` allows my.Net as the model, not anywhere else) or shipped for its
-    slot, outermost; an instantiate setting typed at its key or where the project's schemas set
-    one. `allow(target)` says how the user lets a target be built; with none, a setting's
-    refusal says no more than why (a checkpoint's, which nothing typed allows)."""
+    """Why a config read from a file may not build `built`, or None: each target and setting must
+    be typed now at its key, or shipped there; `allow(target)` says how to allow one."""
     typed_targets = {(found.key, found.target) for found in typed.targets}
     for found in built.targets:
         typed_there = (found.key, found.target) in typed_targets
@@ -344,13 +282,11 @@ def refusal(
 def refuse_untrusted(
     built: Built, typed: Built, source: str, allow: Callable[[Target], str] | None = None
 ) -> None:
-    """Refuse in one line what `refusal` refuses; `source` says where the config was read,
-    `allow` how to let a target be built (`typed_again` by default)."""
+    """Refuse in one line what `refusal` refuses; `source` says where the config was read."""
     why = refusal(built, typed, allow or typed_again)
     if why is not None:
         raise ExperimentError(f"{source} {why}")
 
 
 def typed_again(found: Target) -> str:
-    """How to allow a target on a training command line: type it."""
     return f"type {found.override} if you trust it"

@@ -1,22 +1,5 @@
-"""The refusals of a config before anything is built, stage by stage, each check in the order
-its refusal is told:
-
-1. `COMMAND_LINE_CHECKS`, on the command line's arguments before Hydra reads them, where Hydra
-   would say what is wrong over many lines or not at all (the checks are `config.overrides`'s);
-   `validate_command_line` runs them, for train.py and eval.py alike.
-2. `config_checks`, on the composed config, section by section: what its types cannot check (a
-   group's choice taken away, keys appended with `+` that no schema has, each field's rule, which
-   its schema declares beside it (`config.checks`), then the checks across fields, and what
-   selects epochs and hyperparameters: never a test metric); `validate` runs them, for a
-   training run and an evaluation alike (a section a config lacks is skipped).
-3. `SAVED_CHECKS`, on a config a run saved (a checkpoint's), in the fields evaluation and resume
-   read from it: the same fields' rules, of a value of any type (nothing typed a saved config);
-   `saved_config_refusal` runs them as the checkpoint loads.
-
-Each refusal is one line naming the key and what is valid. A check of the composed config is a
-function of it that returns its line, or None. What only a run's files or data can tell is
-refused where it is found (a target no one typed: `run.job`; a resume's checkpoint:
-`records.resume_checks`; the data: `data.validation`, `training.tasks`)."""
+"""A config's one-line refusals before anything is built: the command line's, the composed
+config's and a saved config's, each in the order told; what only data can tell is refused later."""
 
 from __future__ import annotations
 
@@ -53,16 +36,12 @@ from experiments.core.text import abridged
 
 
 class ArgumentsCheck(NamedTuple):
-    """A check of the command line: `refuse` raises its line."""
-
     refuse: Callable[[Sequence[str]], None]
     typed: bool = False  # given the arguments as typed, not as rewritten for Hydra
 
 
-# The command line's checks, in the order their refusals are told.
 COMMAND_LINE_CHECKS: tuple[ArgumentsCheck, ...] = (
-    # An option that is a sweep (hparams_search=optuna) without -m. As typed: replay= of one job
-    # of a sweep brings back the sweep's option, and is one run.
+    # As typed: replay= of one job of a sweep brings back the sweep's option, and is one run.
     ArgumentsCheck(refuse_sweeps_without_multirun, typed=True),
     ArgumentsCheck(refuse_numbers_for_groups),  # device=1
     ArgumentsCheck(refuse_missing_plugins),  # hydra/launcher=joblib, not installed
@@ -72,15 +51,12 @@ COMMAND_LINE_CHECKS: tuple[ArgumentsCheck, ...] = (
 
 
 def validate_command_line(typed: Sequence[str], arguments: Sequence[str]) -> None:
-    """Refuse, in one line, what the command line asks (`typed`: as the user typed it;
-    `arguments`: as Hydra is given it) where Hydra would say it badly or not at all."""
+    """Refuse what the command line asks that Hydra would say badly or not at all."""
     for check in COMMAND_LINE_CHECKS:
         check.refuse(typed if check.typed else arguments)
 
 
 class Section(NamedTuple):
-    """Checks of one part of a composed config, made where it `applies`."""
-
     applies: Callable[[DictConfig], bool]
     checks: tuple[Check, ...]
 
@@ -88,13 +64,11 @@ class Section(NamedTuple):
 def config_checks(
     processes: int = 1, backends: Callable[[], CompileBackends] | None = None
 ) -> tuple[Section, ...]:
-    """The composed config's checks, in the order their refusals are told, for a run whose
-    `processes` share `trainer.batch_size` (the global batch), compiled by a torch.compile that
-    takes `backends()` (asked only of a config that compiles: torch takes seconds to list them;
-    None: not asked, as where nothing is compiled)."""
+    """`backends()` is asked only of a config that compiles (torch takes seconds to list them)."""
     shared_batch = functools.partial(training_checks.batch_not_shared_evenly, processes=processes)
+    compiling = (compile_checks.unusable_backend, compile_checks.compile_mode)
     return (
-        Section(_always, (_unchosen_group, _key_no_schema_has)),
+        Section(_always, (_unchosen_group, _unknown_key)),
         Section(_chosen("model"), MODEL_CHECKS),
         Section(_chosen("task"), (_own_task_without_target,)),
         Section(_task_trained, (training_checks.task_metrics_not_declared,)),
@@ -103,13 +77,7 @@ def config_checks(
         Section(_chosen("dataset"), (fields("dataset"), *dataset_checks.ACROSS_FIELDS)),
         Section(_always, (fields("device"),)),
         Section(_held("tracker"), (fields("tracker"),)),
-        Section(
-            _always,
-            (
-                functools.partial(compile_checks.unusable_backend, backends=backends),
-                functools.partial(compile_checks.compile_mode, backends=backends),
-            ),
-        ),
+        Section(_always, tuple(functools.partial(check, backends=backends) for check in compiling)),
     )
 
 
@@ -118,47 +86,38 @@ def _always(cfg: DictConfig) -> bool:
 
 
 def _task_trained(cfg: DictConfig) -> bool:
-    """(eval.py's task is the checkpoint's, but for a class of one's own it is told to build.)"""
     return "trainer" in cfg and cfg.get("task") is not None
 
 
 def _chosen(section: str) -> Callable[[DictConfig], bool]:
-    """Whether a section is chosen: eval.py's model is none but for a class of one's own."""
+    """(eval.py's model is none but for a class of one's own.)"""
     return lambda cfg: cfg.get(section) is not None
 
 
 def _held(key: str) -> Callable[[DictConfig], bool]:
-    """Whether the config has a key: a training run's `trainer`, an evaluation's `limit_images`."""
     return lambda cfg: key in cfg
 
 
 def validate(
-    cfg: DictConfig,
-    processes: int = 1,
-    backends: Callable[[], CompileBackends] | None = None,
+    cfg: DictConfig, processes: int = 1, backends: Callable[[], CompileBackends] | None = None
 ) -> None:
-    """Refuse, in one line naming the key and what is valid, what composing let through: the
-    first refusal of `config_checks(processes, backends)`."""
+    """Refuse, in one line, the first thing composing let through (`config_checks`)."""
     for section in config_checks(processes, backends):
-        if not section.applies(cfg):
-            continue
-        for check in section.checks:
-            refusal = check(cfg)
-            if refusal is not None:
-                raise ExperimentError(refusal)
+        checks = section.checks if section.applies(cfg) else ()
+        refusal = next(filter(None, (check(cfg) for check in checks)), None)
+        if refusal is not None:
+            raise ExperimentError(refusal)
 
 
 def refuse_unchosen_groups(cfg: DictConfig) -> None:
-    """The table's first check, alone: a training run reads the trainer's settings (its batch
-    size, for what running out of memory says) before `validate`."""
+    """The first check alone: a training run reads its batch size before `validate`."""
     refusal = _unchosen_group(cfg)
     if refusal is not None:
         raise ExperimentError(refusal)
 
 
 def _unchosen_group(cfg: DictConfig) -> str | None:
-    """`~model` takes the group's choice out of the defaults list, leaving its section unset,
-    which nothing after composing could tell but by failing where it is first read."""
+    """`~model` leaves its section unset, which would otherwise fail where it is first read."""
     for group in config_groups():
         if OmegaConf.is_missing(cfg, group):  # (False for a section the config lacks)
             return (
@@ -168,12 +127,7 @@ def _unchosen_group(cfg: DictConfig) -> str | None:
     return None
 
 
-def _key_no_schema_has(cfg: DictConfig) -> str | None:
-    return _unknown_key(cfg, "")
-
-
-def _unknown_key(node: DictConfig, path: str) -> str | None:
-    """Hydra lets `+section.key=value` append a key to any section; refuse one its schema lacks."""
+def _unknown_key(node: DictConfig, path: str = "") -> str | None:
     schema = OmegaConf.get_type(node)
     if not dataclasses.is_dataclass(schema):
         return None  # a free-form section (a data source's arguments, a model of the user's own)
@@ -182,8 +136,7 @@ def _unknown_key(node: DictConfig, path: str) -> str | None:
         name = f"{path}.{key}" if path else str(key)
         if key not in known:
             return no_such_key(f"+{name}", name, known)
-        # An interpolation is left unresolved: it may name a field derived later (a model's
-        # num_classes from an image folder's classes).
+        # An interpolation may name a field derived later (a model's num_classes).
         if OmegaConf.is_missing(node, key) or OmegaConf.is_interpolation(node, key):
             continue
         if isinstance(node[key], DictConfig):
@@ -194,8 +147,7 @@ def _unknown_key(node: DictConfig, path: str) -> str | None:
 
 
 def fields(*paths: str) -> Check:
-    """The rules its schemas declare of each field of the sections at `paths` ("": the top
-    level) and of their nested settings (trainer.ema), in the schemas' order."""
+    """The rules of each field of the sections at `paths` ("": the top level), nested too."""
 
     def check(cfg: DictConfig) -> str | None:
         nodes = ((OmegaConf.select(cfg, path) if path else cfg, path) for path in paths)
@@ -204,22 +156,23 @@ def fields(*paths: str) -> Check:
     return check
 
 
-def _evaluation_limited_twice(cfg: DictConfig, images_key: str, fraction_key: str) -> str | None:
-    images, fraction = OmegaConf.select(cfg, images_key), OmegaConf.select(cfg, fraction_key)
-    if images is None or fraction is None:
-        return None
-    return (
-        f"{images_key}={images} and {fraction_key}={fraction} both limit the evaluation; "
-        "set one of them (a number of images, or a fraction of the images)"
-    )
+def _limited_twice(images_key: str, fraction_key: str) -> Check:
+    def check(cfg: DictConfig) -> str | None:
+        images, fraction = OmegaConf.select(cfg, images_key), OmegaConf.select(cfg, fraction_key)
+        if images is None or fraction is None:
+            return None
+        return (
+            f"{images_key}={images} and {fraction_key}={fraction} both limit the evaluation; "
+            "set one of them (a number of images, or a fraction of the images)"
+        )
+
+    return check
 
 
-# The model.
+_trainer_limited_twice = _limited_twice("trainer.limit_eval_images", "trainer.limit_eval_fraction")
 
 
 def _own_class_named(section: str, what: str, example: str, docs: str) -> Check:
-    """The check that `<section>=custom` names the class of the user's own."""
-
     def check(cfg: DictConfig) -> str | None:
         if OmegaConf.select(cfg, f"{section}._target_") is not None:
             return None
@@ -234,15 +187,12 @@ def _own_class_named(section: str, what: str, example: str, docs: str) -> Check:
 _own_model_without_target = _own_class_named(
     "model", "the class or function that builds your model", "my_models.Net", "docs/configs.md"
 )
-
-
 _own_task_without_target = _own_class_named(
     "task", "the class of your task", "my_tasks.Task", "docs/tasks.md"
 )
 
 
 def _model_without_name(cfg: DictConfig) -> str | None:
-    """(A model of one's own, whose YAML may lack a name.)"""
     if OmegaConf.select(cfg, "model.name") is not None:
         return None
     return (
@@ -254,20 +204,13 @@ def _model_without_name(cfg: DictConfig) -> str | None:
 MODEL_CHECKS: tuple[Check, ...] = (_own_model_without_target, _model_without_name, fields("model"))
 
 
-# Training: the trainer, what selects epochs and hyperparameters, and the optimization.
-
-
 TRAINING_CHECKS: tuple[Check, ...] = (
     # (Before the fields: the limit it checks has no size.)
     training_checks.a_batchs_worth_of_an_unsearched_batch,
     fields("trainer", "optimizer", "scheduler"),
     training_checks.halvings_without_auto,
     training_checks.overfit_and_limit,
-    functools.partial(
-        _evaluation_limited_twice,
-        images_key="trainer.limit_eval_images",
-        fraction_key="trainer.limit_eval_fraction",
-    ),
+    _trainer_limited_twice,
     compile_checks.compile_under_dp,
     compile_checks.channels_last_under_dp,
     training_checks.benchmark_with_determinism,
@@ -284,9 +227,6 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     training_checks.warmup_longer_than_the_run,
     training_checks.warmup_between_epoch_steps,
 )
-
-
-# Evaluation (eval.py).
 
 
 def _evaluation_under_ddp(cfg: DictConfig) -> str | None:
@@ -307,28 +247,22 @@ def _no_checkpoint(cfg: DictConfig) -> str | None:
 EVALUATION_CHECKS: tuple[Check, ...] = (
     _no_checkpoint,
     fields(""),
-    functools.partial(
-        _evaluation_limited_twice, images_key="limit_images", fraction_key="limit_fraction"
-    ),
+    _limited_twice("limit_images", "limit_fraction"),
     _evaluation_under_ddp,
     compile_checks.compile_under_dp,
     compile_checks.channels_last_under_dp,
 )
 
 
-# A run's saved config (its checkpoint's), which evaluation and resume read: plain data that no
-# schema typed, so a field of another type than a run saves is refused too.
-
-
+# A saved config is plain data that no schema typed: a field of another type is refused too.
 def _saved(schema: type, path: str, names: str) -> tuple[FieldCheck, ...]:
-    """The checks of a saved config's fields `names` (space-separated) of the section at `path`,
-    by `schema`'s rules (a field's saved rule, where it declares one)."""
+    """The saved rules of the fields `names` (space-separated) of the section at `path`."""
     rules = ((name, rule_of(schema, name, saved=True)) for name in names.split())
     return tuple(FieldCheck(f"{path}.{name}", rule) for name, rule in rules if rule is not None)
 
 
 def _every_datasets_fields() -> tuple[FieldCheck, ...]:
-    """A saved config's dataset is of any of the schemas: each key's rule, once."""
+    """(A saved config's dataset is of any of the schemas.)"""
     rules: dict[str, Rule] = {}
     for schema in SCHEMAS.values():
         if issubclass(schema, DatasetConfig):
@@ -349,14 +283,9 @@ SAVED_CHECKS: tuple[Check, ...] = (
     *_saved(EmaConfig, "trainer.ema", "decay"),
     # Older versions' limit of the evaluation, a number of batches as limit_train_batches is.
     FieldCheck("trainer.limit_eval_batches", rule_of(TrainerConfig, "limit_train_batches")),
-    functools.partial(
-        _evaluation_limited_twice,
-        images_key="trainer.limit_eval_images",
-        fraction_key="trainer.limit_eval_fraction",
-    ),
+    _trainer_limited_twice,
     *_every_datasets_fields(),
-    # (All but whether a source names its target: which targets a saved config may build is
-    # `config.trust`'s to say.)
+    # (Which targets a saved config may build is `config.trust`'s to say.)
     *(
         check
         for check in dataset_checks.ACROSS_FIELDS
@@ -366,8 +295,5 @@ SAVED_CHECKS: tuple[Check, ...] = (
 
 
 def saved_config_refusal(saved: DictConfig) -> str | None:
-    """What a run's saved config (`saved`: a checkpoint's, as plain data) holds in the fields
-    evaluation and resume read that no run saves, in one line naming the key and what is valid
-    (the command line's own checks, where a saved value has the command line's rule); None where
-    it holds nothing such."""
+    """The line refusing what a checkpoint's config holds that no run saves, or None."""
     return next(filter(None, (check(saved) for check in SAVED_CHECKS)), None)
