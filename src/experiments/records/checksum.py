@@ -1,11 +1,5 @@
-"""The checksum a checkpoint carries: a SHA-256 digest of everything it holds, saved inside it and
-checked by `experiments.records.checkpoints.load`.
-
-torch.load checks no checksum: bytes overwritten inside a checkpoint load without complaint, as
-NaN weights, say. The digest is taken over what the file holds once loaded (each tensor's dtype,
-shape and bytes; each plain value and its type; key order), not over the file's bytes, so no file
-is read twice.
-"""
+"""A checkpoint's SHA-256, taken over what it holds once loaded (tensors' dtype, shape and bytes;
+plain values and their types; key order): torch.load checks none, and no file is read twice."""
 
 from __future__ import annotations
 

@@ -1,13 +1,5 @@
-"""The confusion matrix of a test split, drawn: which classes a model takes for which.
-
-    confusion_matrix.png   rows the true class, columns the predicted one, each cell shaded by
-                           its share of the true class's images (so classes of unequal size
-                           compare), counts printed in the cells up to 20 classes; also the image
-                           `test/confusion_matrix` of the run's TensorBoard events
-
-The counts are made on the device by `training.loop`. The picture is drawn with Pillow, which the
-data already loads, much quicker than matplotlib (docs/speed.md, Start-up).
-"""
+"""confusion_matrix.png: a test split's confusion matrix, rows the true class, each shaded by its
+share of that class. Drawn with Pillow, much quicker than matplotlib."""
 
 from __future__ import annotations
 
@@ -67,8 +59,7 @@ def cell_size(classes: int) -> int:
 
 
 def picture(counts: list[list[int]], classes: list[str], title: str) -> np.ndarray:
-    """The matrix as (height, width, 3) uint8 pixels: cells, class names along both sides,
-    the title, and a colour bar of the shares."""
+    """The matrix as (height, width, 3) uint8 pixels, with class names, title and colour bar."""
     size = len(classes)
     table = np.asarray(counts, dtype=np.int64).reshape(size, size)
     cell = cell_size(size)
@@ -109,8 +100,8 @@ def picture(counts: list[list[int]], classes: list[str], title: str) -> np.ndarr
 def save(
     counts: list[list[int]], classes: list[str], title: str, path: Path
 ) -> tuple[bytes, tuple[int, int, int]]:
-    """Write the picture to `path` as a PNG; returns the PNG and its size (height, width,
-    channels), for the trackers: drawn and encoded once, for all."""
+    """Write the picture to `path`; returns the PNG and its (height, width, channels) for the
+    trackers: drawn and encoded once, for all."""
     pixels = picture(counts, classes, title)
     encoded = io.BytesIO()
     # Zlib's fastest level: far quicker than its default, for a slightly larger file.
@@ -124,7 +115,6 @@ def save(
 def _colour_bar(
     image: Image.Image, draw: ImageDraw.ImageDraw, font: Font, corner: tuple[int, int], height: int
 ) -> None:
-    """Shares from 0 (bottom) to 1 (top), ticked at 0, 0.5 and 1, with what they are."""
     x, y = corner
     bar = 16
     ramp = shade(np.linspace(1, 0, height))[:, None, :].repeat(bar, axis=1)

@@ -1,15 +1,5 @@
-"""CSV files in the run folder, for a spreadsheet or pandas: `tracker=csv`.
-
-    metrics.csv   a row per logged step and per epoch: `step` (the global step), then a column
-                  per tag (train/loss, lr, test/accuracy, ..., as TensorBoard's), empty where a
-                  row has no such number
-    hparams.csv   `name,value`: the run's hyperparameters, then its final numbers
-                  (whole_run/<name>), written at its end
-
-A row is appended as it is logged; a new tag widens the header, and the file is rewritten whole
-(once or twice a run). A resumed run drops the rows of the steps it does again, and a row a killed
-run left cut short.
-"""
+"""`tracker=csv`: metrics.csv (`step`, then a column per tag; a row per logged step and epoch) and
+hparams.csv (`name,value`, at the run's end). A new tag rewrites the file with a wider header."""
 
 from __future__ import annotations
 
@@ -93,8 +83,7 @@ class CsvFile:
                 self._file.close()
 
     def _rows(self) -> list[dict[str, str]]:
-        """metrics.csv's rows, but a last one cut short (by a killed run: no newline at its
-        end)."""
+        """metrics.csv's rows, but a last one a killed run cut short (no newline at its end)."""
         if not self.path.is_file():
             return []
         text = read_data(self.path, LOG)
@@ -111,7 +100,6 @@ class CsvFile:
 
 
 def _widened(columns: list[str], names: list[str]) -> list[str]:
-    """`columns` with the `names` it lacks: `step` first, then in the order first seen."""
     wider = columns or [STEP]
     return wider + [name for name in dict.fromkeys(names) if name not in wider]
 

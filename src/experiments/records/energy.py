@@ -1,8 +1,5 @@
-"""results.json's energy of a training run: its epochs' training passes added up per counter (each
-GPU, each CPU package) from the epochs' rows, so a resumed run counts its earlier epochs too.
-Evaluations, checkpoints and setup are left out, as the speed leaves them out; what a counter
-counts beyond the run is said in `covers` (`devices.measuring.energy`).
-"""
+"""results.json's energy: the epochs' training passes added up per counter, from the epochs' rows
+(so a resumed run counts its earlier epochs); evaluations, checkpoints and setup left out."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""What a job ran on and with, so a result can be traced to what produced it.
-
-Each run folder gets `environment.json` (command line, host, CPU and GPUs, installed packages'
-versions, git commit) and, with uncommitted changes, `git.diff`. These ask torch.cuda, so they come
-after the job has set which GPUs it sees (`devices.process_settings`).
-"""
+"""environment.json (command, host, CPU and GPUs, packages, git commit) and git.diff, to trace a
+result to what produced it; written once the job has set which GPUs it sees (it asks torch.cuda)."""
 
 from __future__ import annotations
 
@@ -59,9 +55,8 @@ def environment() -> dict[str, Any]:
 
 
 def installed_packages() -> dict[str, str]:
-    """Every installed distribution's name and version, read from its METADATA's header lines:
-    `Distribution.metadata` parses the whole file, long description and all, several times
-    slower (docs/speed.md)."""
+    """Every installed distribution's name and version, from its METADATA's header lines only:
+    `Distribution.metadata` parses the whole file, several times slower."""
     found = []
     for distribution in distributions():
         text = distribution.read_text("METADATA") or distribution.read_text("PKG-INFO") or ""
@@ -90,19 +85,17 @@ def versions() -> dict[str, Any]:
 def _gpus() -> list[dict[str, Any]]:
     if not torch.cuda.is_available():
         return []
-    gpus = []
-    for index in range(torch.cuda.device_count()):
-        properties = torch.cuda.get_device_properties(index)
-        gpus.append(
-            {
-                "index": index,
-                "name": properties.name,
-                "memory_gib": round(properties.total_memory / 2**30, 1),
-                "compute_capability": f"{properties.major}.{properties.minor}",
-                "uuid": str(properties.uuid),
-            }
-        )
-    return gpus
+    gpus = map(torch.cuda.get_device_properties, range(torch.cuda.device_count()))
+    return [
+        {
+            "index": index,
+            "name": gpu.name,
+            "memory_gib": round(gpu.total_memory / 2**30, 1),
+            "compute_capability": f"{gpu.major}.{gpu.minor}",
+            "uuid": str(gpu.uuid),
+        }
+        for index, gpu in enumerate(gpus)
+    ]
 
 
 def _gpu_driver() -> str | None:
@@ -113,8 +106,7 @@ def _gpu_driver() -> str | None:
 
 
 def _git(*args: str) -> str | None:
-    """git's answer about the source's checkout, read without writing to it (status would
-    refresh and write the index)."""
+    """git's answer about the source's checkout, without writing its index (as status would)."""
     return _run(["git", "--no-optional-locks", "-C", str(SOURCE), *args])
 
 
@@ -143,7 +135,6 @@ def git_state() -> dict[str, Any]:
 
 def git_diff() -> str | None:
     """The source tree's uncommitted changes to tracked files, as a patch (None if clean)."""
-    # (git diff, the porcelain, writes a refreshed index whatever it is told; the plumbing
-    # compares the files' contents without.)
+    # (git diff, the porcelain, writes a refreshed index whatever it is told.)
     diff = _git("diff-index", "--patch", "HEAD", "--")
     return diff or None

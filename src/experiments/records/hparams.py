@@ -1,20 +1,6 @@
-"""A run's hyperparameters and final numbers for TensorBoard's HParams dashboard.
-
-    tensorboard --logdir outputs/2026-11-22/10-00-00_ab12cd34    # a sweep: a row per job
-
-Written on the run's own SummaryWriter, into the run folder's own event file: torch's
-`SummaryWriter.add_hparams` would open a sub-run folder, a second row in every view. The dashboard
-names each trial by that folder, whose name in a sweep carries the swept values
-(`config.naming`).
-
-The metric columns are scalars tagged `whole_run/<name>`, which sorts after the curves' groups
-(`lr`, `perf`, `test`, `train`, `val`), so the Time Series tab opens on the curves. (Older run
-folders tagged them `hparams/<name>`.) The keys the sweep varies are marked as differing, which
-TensorBoard lists first.
-
-The HParams summaries are built from TensorBoard's own protos rather than with
-`torch.utils.tensorboard.summary.hparams`, which writes a bool as 1.0 (it checks int before bool).
-"""
+"""A run's hyperparameters and final numbers for TensorBoard's HParams dashboard, on the run's own
+SummaryWriter (`add_hparams` would open a sub-run folder, a second row in every view) and built from
+TensorBoard's own protos (torch's `summary.hparams` writes a bool as 1.0)."""
 
 from __future__ import annotations
 
@@ -33,12 +19,10 @@ from experiments.devices.plan import DevicePlan
 
 Value = bool | int | float | str
 
-# Overrides that say where a run came from, how it was searched or where its numbers go, not how
-# it trains.
+# Overrides that say where a run came from or where its numbers go, not how it trains.
 NOT_HYPERPARAMETERS = ("resume", "replay", "hparams_search", "tracker")
 
-# The columns every run has, by the config key they come from (an override of one of these keys
-# is that column, not another).
+# The columns every run has, by the config key they come from (an override of it is that column).
 COLUMNS = {
     "model": "model.name",
     "dataset": "dataset.name",
@@ -56,13 +40,8 @@ COLUMNS = {
 def hyperparameters(
     cfg: DictConfig, plan: DevicePlan, overrides: Sequence[str]
 ) -> dict[str, Value]:
-    """What a run is, as the dashboard's columns: the `COLUMNS`, then each other key the command
-    line set (`hydra.overrides.task`: what a sweep varies). The device is its `plan`'s text
-    (dp over cuda:0, cuda:1), not the request (auto).
-
-    An override's key takes the composed config's value; a config group its option's `name`; a
-    list, mapping or deleted key the str of the override's value. An override of a column's own
-    key (`optimizer.lr=0.1`) is that column."""
+    """The dashboard's columns: the `COLUMNS` (the device as its `plan`'s text, not the request),
+    then each other key the command line set (`hydra.overrides.task`: what a sweep varies)."""
     values: dict[str, Value] = {
         column: str(plan) if column == "device" else _plain(OmegaConf.select(cfg, key))
         for column, key in COLUMNS.items()
@@ -77,8 +56,7 @@ def hyperparameters(
 
 
 def _composed(cfg: DictConfig, key: str, given: str) -> Value:
-    """The config's value at an override's key, or the override's value as `given` where that is
-    no single value (nested groups are named with /, their package with .)."""
+    """The config's value at an override's key (a group's option's `name`), else the override's."""
     value = OmegaConf.select(cfg, key.replace("/", "."), default=None)
     if isinstance(value, DictConfig) and "name" in value:
         value = value.name
@@ -96,13 +74,12 @@ def _plain(value: Any) -> Value:
     raise TypeError(f"a hyperparameter is a bool, int, float or str, not {value!r}")
 
 
-# The group of the metric columns' scalars (see above).
+# The metric columns' scalars' group: it sorts after the curves', so Time Series opens on those.
 METRICS_GROUP = "whole_run"
 
 
 def swept_columns(keys: Iterable[str]) -> list[str]:
-    """The columns of the keys a sweep varies: a column's own key (`optimizer.lr`) is that column
-    (`lr`), any other key a column of its name."""
+    """The columns of the keys a sweep varies (`optimizer.lr` is `lr`)."""
     column_of = {key: column for column, key in COLUMNS.items()}
     return [column_of.get(key.lstrip("+~"), key.lstrip("+~")) for key in keys]
 
@@ -114,9 +91,8 @@ def write(
     step: int,
     swept: Collection[str] = (),
 ) -> None:
-    """Write the run's `hyperparameters` and `metrics` at `step` through `writer`, the columns in
-    `swept` marked as differing. A metric of None (no validation split) is left out rather than
-    an empty column."""
+    """The run's `hyperparameters` and `metrics` (but None ones), the `swept` columns first and
+    marked as differing, which TensorBoard lists first."""
     metrics = {name: value for name, value in metrics.items() if value is not None}
     first = {name: hyperparameters[name] for name in swept if name in hyperparameters}
     hyperparameters = first | hyperparameters
@@ -143,8 +119,6 @@ def _type(value: Value) -> api_pb2.DataType:
 def _experiment(
     hyperparameters: dict[str, Value], tags: list[str], swept: Collection[str]
 ) -> Summary:
-    """The dashboard's columns: every hyperparameter with its type (those `swept` marked as
-    differing), and the metric tags."""
     experiment = api_pb2.Experiment(
         hparam_infos=[
             api_pb2.HParamInfo(name=name, type=_type(value), differs=name in swept)
@@ -159,9 +133,8 @@ def _experiment(
 
 
 def _session_start(hyperparameters: dict[str, Value]) -> Summary:
-    """This run's row. No group name: each run folder is a row of its own, even for repeats,
-    rather than one row of their averages. An int is written as text: the dashboard shows numbers
-    to five significant digits (a seed of 123456789 as 1.2346e+8)."""
+    """This run's row, of its own even for repeats (no group name). An int is written as text: the
+    dashboard shows numbers to five significant digits."""
     start = plugin_data_pb2.SessionStartInfo()
     for name, value in hyperparameters.items():
         if isinstance(value, bool):

@@ -1,14 +1,5 @@
-"""A run's numbers as it trains, for people and for the trackers.
-
-    metrics.jsonl   one JSON object per logged step and per epoch
-    trackers        the `tracker` group's (`records.tracker`): TensorBoard's event files by
-                    default, a CSV file, ...: each step's train/loss and lr, each epoch's
-                    numbers by their tags (`records.tracker.epoch_scalars`), the run's
-                    hyperparameters and final numbers, the confusion matrix
-
-Of several processes, only the main one writes. A resumed run drops what the epoch cut short had
-logged from metrics.jsonl, and sends each tracker what its store lacks (`Feed`).
-"""
+"""A run's numbers as it trains: metrics.jsonl (one JSON object per logged step and per epoch) and
+the trackers (`records.tracker`), written by the main process only."""
 
 from __future__ import annotations
 
@@ -83,27 +74,24 @@ class MetricsWriter:
                 raise  # else the run's own failure is what to say, not a repeat of it
 
     def begin(self, run: TrackedRun, resumed_ids: Mapping[str, str]) -> dict[str, str]:
-        """Tell each tracker of the run (one a resume continues: the ids `begin` returned before,
-        by tracker); returns the ids each gave it, by tracker, for results.json."""
-        ids = {}
-        for key, tracker in self.named_trackers.items():
-            given = tracker.begin(dataclasses.replace(run, resumed_id=resumed_ids.get(key)))
-            if given is not None:
-                ids[key] = given
-        return ids
+        """Tell each tracker of the run (a resume's: by the ids `begin` returned before); returns
+        the ids they gave, by tracker, for results.json."""
+        given = {
+            key: tracker.begin(dataclasses.replace(run, resumed_id=resumed_ids.get(key)))
+            for key, tracker in self.named_trackers.items()
+        }
+        return {key: id_ for key, id_ in given.items() if id_ is not None}
 
     def begin_in_folder(self, run: TrackedRun, resuming: bool) -> dict[str, Any]:
-        """Tell each tracker of the run; a resume carries on the tracker runs begun before in
-        this folder (its results.json, not yet written again, names them). Returns the fields
-        of results.json's setup that name them (none where no tracker gave an id)."""
+        """`begin`, a resume carrying on the tracker runs its results.json names; returns the
+        setup's fields that name them (none where no tracker gave an id)."""
         found = running.read_results(self.dir) if resuming else {}
         ids = self.begin(run, resumed_ids(found, self.dir, self.named_trackers))
         return {"trackers": ids, TRACKED_IN: str(self.dir.resolve())} if ids else {}
 
     def resume_after(self, epoch: int, steps_per_epoch: int, history: History) -> None:
-        """Continue after `epoch`. An epoch of `history` (the checkpoint's rows) that a deleted
-        metrics.jsonl lacks is written again from its row (its steps are lost with the file);
-        each tracker is sent what it lacks of what metrics.jsonl now holds."""
+        """Continue after `epoch`: metrics.jsonl cut back to it (an epoch of the checkpoint's
+        `history` it lacks written again), and each tracker sent what it lacks of it."""
         if not self.writes:
             return
         path = self.dir / "metrics.jsonl"
@@ -131,7 +119,6 @@ class MetricsWriter:
     def step(
         self, epoch: int, steps_before: int, step: int, loss: float, speed: float, lr: float
     ) -> None:
-        """A training loss, logged at `step` of `epoch`, after `steps_before` steps in all."""
         global_step = steps_before + step
         self._write(
             kind="step",
@@ -157,8 +144,7 @@ class MetricsWriter:
         mfu: float | None = None,
         energy: dict[str, float] | None = None,
     ) -> EpochRow:
-        """Log an epoch's numbers, with the host's other work (`host`), MFU and energy (None: not
-        known); returns them as its row of the run's history."""
+        """Log an epoch's numbers (None: not known); returns them as its row of the history."""
         row: EpochRow = {
             "epoch": epoch,
             "global_step": global_step,
@@ -179,7 +165,6 @@ class MetricsWriter:
             "compute_seconds": training.compute_seconds,
             "eval_seconds": test.seconds + (val.seconds if val else 0.0),
             "epoch_seconds": training.seconds + test.seconds + (val.seconds if val else 0.0),
-            # Its first steps, timed apart when they warmed up (`records.speed`).
             "warm_up": warm_up_record(training.warm_up, training.last_step),
             **host_record(host),
             "mfu": mfu,
@@ -197,23 +182,20 @@ class MetricsWriter:
         global_step: int,
         swept: Collection[str] = (),
     ) -> None:
-        """The run's hyperparameters and final `numbers` (TensorBoard's HParams tab), the columns
-        its sweep varies (`swept`) first, for each tracker that lacks them."""
+        """The run's hyperparameters and final `numbers`, for each tracker that lacks them."""
         for tracker in self._lacking("hparams", global_step):
             tracker.hyperparameters(hyperparameters, numbers, global_step, swept)
 
     def _lacking(self, record: str, global_step: int) -> list[Tracker]:
-        """The trackers to send `record` of the run's end ("hparams", a picture's tag) at
-        `global_step`: all but those holding it already, where a resume of a run killed after
-        sending it trains nothing more."""
+        """The trackers to send `record` of the run's end ("hparams", a picture's tag): all but
+        those holding it, where a resume of a run killed after sending it trains nothing more."""
         ended = global_step == self._resumed_after
         return [feed.tracker for feed in self.trackers if not (ended and record in feed.held.ends)]
 
     def confusion_matrix(
         self, counts: list[list[int]], classes: list[str], title: str, global_step: int
     ) -> None:
-        """A confusion matrix as confusion_matrix.png and a picture for each tracker that lacks
-        it (up to `confusion.MOST_DRAWN_CLASSES` classes: beyond, cells are too small to see)."""
+        """confusion_matrix.png, and a picture for each tracker that lacks it."""
         if not self.writes:
             return
         if len(classes) > confusion.MOST_DRAWN_CLASSES:
@@ -244,8 +226,7 @@ class MetricsWriter:
 
 
 class Feed:
-    """A tracker as the `MetricsWriter` sends to it: after a resume, the rows its store lacks, as a
-    `ReadBack` says (one that cannot say is sent all of them again)."""
+    """A tracker, sent after a resume the rows its store lacks (all, where it is no `ReadBack`)."""
 
     def __init__(self, tracker: Tracker) -> None:
         self.tracker = tracker
@@ -254,7 +235,7 @@ class Feed:
 
     def resume(self, through: int, history: History, sent: Sequence[Sent]) -> History:
         """Carry on after global step `through`, sent what of `sent` the store lacks; returns the
-        epochs of `history` whose rows the store lacked."""
+        rows of `history` it lacked."""
         tracker = self.tracker
         logged = tracker.logged(through) if isinstance(tracker, ReadBack) else None
         self.held = logged or Logged()
@@ -269,7 +250,6 @@ class Feed:
 
 
 def _measured(split: str, result: EvaluationResult) -> dict[str, float]:
-    """An evaluation's numbers on `split`, by their keys in the epoch's row: its loss first."""
     return {
         LOSS.key(split): result.loss,
         **{metric_key(split, name): value for name, value in result.metrics.items()},
@@ -277,8 +257,6 @@ def _measured(split: str, result: EvaluationResult) -> dict[str, float]:
 
 
 def _say_written_again(record: str, rows: History, source: str | None = None) -> None:
-    """That `record` lacked the epochs of `rows`, written again from `source` (None: the
-    checkpoint's history, which has no steps)."""
     if not rows:
         return
     several = len(rows) > 1
@@ -293,7 +271,6 @@ def _say_written_again(record: str, rows: History, source: str | None = None) ->
 
 
 def _status(kind: type[BaseException] | None) -> str:
-    """How a run ended, as results.json says it, from what ended the block that wrote it."""
     if kind is None:
         return "completed"
     return "interrupted" if issubclass(kind, KeyboardInterrupt) else "failed"

@@ -1,26 +1,6 @@
-"""An MLflow run per training run: `tracker=mlflow` (pip install -e '.[trackers]').
-
-Written with MLflow's own client (`MlflowClient`, no global active run) to the tracking server
-`tracker.mlflow.tracking_uri` names; by default `MLFLOW_TRACKING_URI`, else a SQLite store in the
-outputs folder of the folder the command runs in (`outputs/mlflow.db`, its artifacts in
-`outputs/mlartifacts/`), which `mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db` shows.
-
-A run is named by its folder; a sweep's jobs share an experiment named by the sweep's folder,
-other runs go to `tracker.mlflow.experiment`. The flattened config is its parameters, the
-`tracker.TAGS` its tags, the numbers its metrics by TensorBoard's tags, the confusion matrix an
-artifact. A resume carries on the same MLflow run (its id is in results.json) and is sent no step
-it holds already (`logged`).
-
-The numbers go in batches, at each epoch's end (before its checkpoint, so a kill loses only steps
-its resume trains again) and otherwise every `SEND_EVERY_SECONDS`: each write to a SQLite store is
-a transaction of its own (the cost: docs/trackers.md).
-
-MLflow is a copy: the run folder holds every number either way. So a store or server that fails
-costs one warning line and at most `timeout` seconds, and the run goes on without it
-(`records.guard`): the client is made in the guard, its loggers are quiet meanwhile, and an HTTP
-request is tried once, where `MLFLOW_HTTP_REQUEST_MAX_RETRIES` and `..._TIMEOUT` do not say
-otherwise.
-"""
+"""`tracker=mlflow`: an MLflow run per training run, through MLflow's own client (no global active
+run), to `tracker.mlflow.tracking_uri`, else `MLFLOW_TRACKING_URI`, else `outputs/mlflow.db`. A
+copy of the run folder's numbers: a failing store costs one warning line (`records.guard`)."""
 
 from __future__ import annotations
 
@@ -58,10 +38,10 @@ PARAMS_PER_CALL = 100
 METRICS_PER_CALL = 1000
 LONGEST_PARAMETER = 6000
 
-# How long logged steps may wait to be sent with others (an epoch's end sends them at once).
+# How long logged steps may wait to be sent with others (an epoch's end sends them at once): each
+# write to a SQLite store is a transaction of its own.
 SEND_EVERY_SECONDS = 5.0
 
-# The pictures a run's end draws.
 PICTURE_TAGS = (confusion.TAG,)
 
 # The loggers that say, amid the run's lines, what MLflow does and what failed (a traceback of a
@@ -114,8 +94,7 @@ class MlflowRun:
                 self._carried_on = True
                 return run.resumed_id
             experiment_id = self._experiment_id(client, run.group or self.experiment)
-            # With MLflow's own tags of where a run came from, which its UI shows: the user, the
-            # script (train.py), its git commit.
+            # With MLflow's own tags of where a run came from (user, script, git commit).
             tags = resolve_tags(run.tags)
             created = client.create_run(experiment_id, run_name=run.name, tags=tags)
             parameters = [
@@ -137,8 +116,7 @@ class MlflowRun:
         return self.run_id
 
     def logged(self, through: int) -> Logged | None:
-        """All it holds, those after `through` too (MLflow drops none): none is logged twice.
-        None for a run begun now."""
+        """All it holds, those after `through` too (MLflow drops none); None for a run begun now."""
 
         def held(client: MlflowClient) -> Logged:
             folders = {tag.rpartition("/")[0] for tag in PICTURE_TAGS}
@@ -170,8 +148,7 @@ class MlflowRun:
         step: int,
         swept: Collection[str],
     ) -> None:
-        """Its parameters are the whole config, logged as it began; its final numbers and the
-        model's size here."""
+        """Its final numbers and the model's size (its parameters, the config, came first)."""
         final = final_numbers(hyperparameters, numbers)
         self._log({name: value for name, value in final.items() if value is not None}, step)
         self._send()
@@ -215,8 +192,8 @@ class MlflowRun:
     def _guarded(
         self, action: Callable[[MlflowClient], Result], needs_run: bool = True
     ) -> Result | None:
-        """`action`'s result, given the client, through the guard (`records.guard.Guard`); None
-        where the client could not be made, and before the run has begun, where `needs_run`."""
+        """`action`'s result, given the client, through the guard; None without a client, or
+        before the run has begun where `needs_run`."""
         client = self.client
         if client is None or (needs_run and self.run_id is None):
             return None
@@ -224,8 +201,8 @@ class MlflowRun:
 
 
 def _client(uri: str, store_lock: Path | None, timeout: float) -> MlflowClient:
-    """MLflow's client of the store `uri`; one process at a time opens a store in the outputs
-    folder (`store_lock`): two first runs at once would each make its tables, and one fail."""
+    """MLflow's client of `uri`, opened under `store_lock` where given: two first runs at once would
+    each make the store's tables, and one fail."""
     if store_lock is None:
         return MlflowClient(tracking_uri=uri)
     with locked(store_lock, timeout, waiting=lambda: None):

@@ -1,11 +1,5 @@
-"""A training run's state, saved after an epoch and put back by `resume=<run>`.
-
-`TrainingState` is what a checkpoint holds of the run (weights, optimizer, schedule, loss scale,
-moving average, random generators) beside what a resume may not change (the data's fingerprint,
-an epoch's optimizer steps); its `save` and `restore` are the two ends of one format.
-`checkpoint_to_resume` is asked before the run folder's files are touched, `restore` once the
-model and optimizer are built.
-"""
+"""A training run's state, saved after an epoch and put back by `resume=<run>`: `TrainingState`'s
+`save` and `restore` are the two ends of one format."""
 
 from __future__ import annotations
 
@@ -36,8 +30,7 @@ log = logging.getLogger("experiments")
 
 def checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any] | None:
     """The checkpoint `resume=` continues from, if the run can go on as configured now, with the
-    search that chose its batch (`checkpoints.BATCH_SEARCH`; from results.json for an older
-    checkpoint)."""
+    search that chose its batch; asked before the run folder's files are touched."""
     if not cfg.resume:
         return None
     running.refuse_if_running(cfg.resume)  # two processes never write one folder
@@ -56,8 +49,8 @@ def checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any] | None:
 
 @dataclass
 class TrainingState:
-    """The run's objects a checkpoint saves (`model` unwrapped, so it loads on any device and
-    placement), the GPUs whose generators it saves, and what a resume may not change."""
+    """What a checkpoint saves (`model` unwrapped, to load on any device), and what a resume may not
+    change."""
 
     model: nn.Module
     optimizer: torch.optim.Optimizer
@@ -81,7 +74,6 @@ class TrainingState:
         last: bool,
         best: bool,
     ) -> None:
-        """last.pt (with `last`) and best.pt (with `best`) after `epoch`."""
         checkpoint = checkpoints.state(
             model=self.model,
             optimizer=self.optimizer,
@@ -104,8 +96,7 @@ class TrainingState:
             checkpoints.save(run_dir / checkpoints.LAST, checkpoint)
 
     def restore(self, checkpoint: dict[str, Any], run: str, trainer: DictConfig) -> None:
-        """Every state as `checkpoint` saved it, once it is known to be this run's (`run`: the
-        folder resume= named; `trainer`: the trainer config now)."""
+        """Every state as `checkpoint` saved it, once it is known to be this run's."""
         resume_checks.refuse_other_data(checkpoint, run, self.data)
         resume_checks.refuse_other_steps(checkpoint, run, self.steps_per_epoch, trainer)
         checkpoints.restore(
@@ -116,8 +107,7 @@ class TrainingState:
 
 @dataclass(frozen=True)
 class Resumed:
-    """Where a resumed run goes on from: its epochs' rows, the confusion matrix at the epoch
-    selected so far, and why it stopped early, if it had."""
+    """Where a resumed run goes on from."""
 
     history: History
     selected_confusion: list[list[int]]
@@ -133,9 +123,7 @@ def restore(
     records: tuple[Results, MetricsWriter],
     monitor: Monitor | None,
 ) -> Resumed:
-    """Put the run of `cfg.resume` back where `checkpoint` left it: its config snapshot and
-    environment written again, what a kill left repaired, the epochs' rows metrics.jsonl and the
-    trackers lost written again. Only the main process writes."""
+    """Put the run of `cfg.resume` back where `checkpoint` left it, its records repaired."""
     results, metrics_writer = records
     state.restore(checkpoint, cfg.resume, cfg.trainer)
     results.accept()
@@ -170,8 +158,7 @@ def restore(
 def _repair(
     run_dir: Path, checkpoint: dict[str, Any], history: History, monitor: Monitor | None
 ) -> None:
-    """Undo what a kill mid-write leaves: temporary files, and a best.pt behind last.pt (older
-    versions wrote last.pt first)."""
+    """Undo what a kill mid-write leaves: temporary files, and a best.pt behind last.pt."""
     left = remove_leftovers(run_dir, run_dir / checkpoints.LAST.parent)
     if left:
         log.info("removed %s, left by a write cut short", ", ".join(p.name for p in left))

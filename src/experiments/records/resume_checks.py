@@ -1,18 +1,6 @@
-"""What a resumed run may not change. Checked with its checkpoint, before anything is built:
-
-- the settings it keeps throughout (`KEPT_SETTINGS`), which decide its later epochs' numbers
-  while the saved config would claim the new value for the whole run;
-- whether a moving average of the weights is kept (trainer.ema): an average cannot begin
-  part-way.
-
-Checked once its data is loaded and batches are cut, before any state is put back:
-
-- the data (`data.fingerprint`): another validation split would select epochs by other numbers;
-- the optimizer steps of an epoch: a per-step schedule was built for the run's total (OneCycleLR
-  would raise part-way, a cosine climb back past its end), and metrics.jsonl numbers steps by it.
-
-Older checkpoints that lack the fingerprint, the steps or a setting are not checked for it.
-"""
+"""What a resumed run may not change: the settings it keeps throughout, whether it keeps a moving
+average, its data, and an epoch's optimizer steps (a per-step schedule was built for the run's
+total). Older checkpoints that lack one are not checked for it."""
 
 from __future__ import annotations
 
@@ -31,8 +19,7 @@ from experiments.data import fingerprint
 from experiments.records import checkpoints, running
 from experiments.records.recorded import BatchSearch
 
-# What decides the steps of an epoch, besides the training images, the batch size (one of the
-# `KEPT_SETTINGS`, checked before) and the number of processes.
+# What decides an epoch's steps, besides the images, the batch size and the number of processes.
 BATCH_SETTINGS = ("limit_train_batches", "accumulate_batches")
 
 # What a run keeps throughout, and why; a section stands for each of its keys.
@@ -60,8 +47,7 @@ def refuse_other_data(checkpoint: dict[str, Any], run: str, data: dict[str, Any]
 def refuse_other_steps(
     checkpoint: dict[str, Any], run: str, steps_per_epoch: int, trainer: Mapping[str, Any]
 ) -> None:
-    """Refuse to resume `run` with `steps_per_epoch` other than its checkpoint's (`trainer`: the
-    trainer config now)."""
+    """Refuse to resume `run` with `steps_per_epoch` other than its checkpoint's."""
     saved = checkpoint.get("steps_per_epoch")
     if saved is None or saved == steps_per_epoch:
         return
@@ -83,9 +69,8 @@ def refuse_other_steps(
 
 
 def batch_search_of(checkpoint: dict[str, Any], run: str) -> BatchSearch | None:
-    """The search that chose the batch of `run` (trainer.batch_size=auto), from its checkpoint or,
-    for an older checkpoint, its results.json (one that does not hold the checkpoint's batch is
-    ignored); None: its batch was given."""
+    """The search that chose the batch of `run` (None: its batch was given), from its checkpoint or
+    an older one's results.json."""
     batch = checkpoint["config"]["trainer"]["batch_size"]
     if checkpoints.BATCH_SEARCH not in checkpoint:
         found = running.read_results(Path(run)).get(checkpoints.BATCH_SEARCH)
@@ -101,8 +86,7 @@ def batch_search_of(checkpoint: dict[str, Any], run: str) -> BatchSearch | None:
 
 
 def _search_fault(search: Any, batch: Any) -> str | None:
-    """What a saved batch search holds that no search writes, in words that follow "its"; None
-    where it is a search's, of the batch the run trained with (`batch`)."""
+    """What a saved batch search holds that no search of `batch` writes, in words after "its"."""
     fault = mismatch(search, BatchSearch, checkpoints.BATCH_SEARCH)
     if fault is None and search["trained"] != batch:
         fault = (
@@ -116,7 +100,7 @@ def refuse_changed_settings(
     checkpoint: dict[str, Any], run: str, cfg: DictConfig, *, searched: bool
 ) -> None:
     """Refuse to resume `run` with one of the `KEPT_SETTINGS` other than its checkpoint's
-    (`searched`: a search chose the batch, which the checkpoint's config holds as a number)."""
+    (`searched`: a search chose the batch, which the saved config holds as a number)."""
     saved = checkpoint["config"]
     then = _settings(lambda key: _at(saved, key))
     if searched:
@@ -137,20 +121,17 @@ _ABSENT = object()
 
 
 def _at(config: Any, key: str) -> Any:
-    """The value at the dotted `key` of a config as plain data; `_ABSENT` where it has none."""
     for part in key.split("."):
         config = config.get(part, _ABSENT) if isinstance(config, Mapping) else _ABSENT
     return config
 
 
 def _settings(value_at: Callable[[str], Any]) -> dict[str, Any]:
-    """The `KEPT_SETTINGS` of a config (`value_at`: its value at a key), a section's as each of
-    its keys, Enums by name; what it lacks is left out."""
+    """The `KEPT_SETTINGS` of a config, a section's as each of its keys, Enums by name."""
     return {leaf: value for kept in KEPT_SETTINGS for leaf, value in _leaves(kept, value_at(kept))}
 
 
 def _leaves(key: str, value: Any) -> Iterator[tuple[str, Any]]:
-    """`value` at `key`, a section as each of its keys; nothing where it is absent."""
     if value is _ABSENT:
         return
     if isinstance(value, Mapping):
@@ -161,8 +142,8 @@ def _leaves(key: str, value: Any) -> Iterator[tuple[str, Any]]:
 
 
 def refuse_other_average(checkpoint: dict[str, Any], run: str, decay: float | None) -> None:
-    """Refuse to resume `run` keeping a moving average of the weights (`decay`: trainer.ema.decay
-    now; None: none) where its checkpoint has none, or the reverse."""
+    """Refuse to resume `run` keeping a moving average of the weights (`decay` now) where its
+    checkpoint has none, or the reverse."""
     saved = checkpoint["config"]["trainer"].get("ema", {}).get("decay")
     if (checkpoint.get("ema") is None) == (decay is None):
         return

@@ -1,16 +1,6 @@
-"""TensorBoard's event files in the run folder: `tracker=tensorboard`, the default tracker.
-
-    events.out.tfevents.*  grouped by split: per logged step train/loss and lr; per epoch
-                           test/loss, test/accuracy (val/loss, val/accuracy with a validation
-                           split) and perf/images_per_second (training); at the end, the run's
-                           HParams (its final numbers tagged whole_run/...) and
-                           test/confusion_matrix
-
-Older run folders' events have ungrouped tags (train_loss, test_loss, confusion_matrix, ...), which
-a resume reads (`OLD_ROW_TAGS`). A resumed run's writer hides the events from the first step done
-again on. Ctrl-C and SIGTERM wait until a write is done: cut short, it would leave the writer's
-queue waiting for ever.
-"""
+"""`tracker=tensorboard`, the default: TensorBoard's event files in the run folder, tags grouped by
+split (train/loss, test/accuracy, perf/images_per_second, ...). Ctrl-C and SIGTERM wait until a
+write is done: cut short, it would leave the writer's queue waiting for ever."""
 
 from __future__ import annotations
 
@@ -33,7 +23,7 @@ from experiments.records.tracker import ROW_TAGS, Logged, TrackedRun
 # TensorBoard's file, as a failed write names it (its writer picks the rest of the name).
 EVENTS = "events.out.tfevents.*"
 
-# The tags a logged step's and an epoch's rows had in older versions' events.
+# The tags a logged step's and an epoch's rows had in older run folders' events.
 OLD_ROW_TAGS = (TRAIN_LOSS, TEST_LOSS)
 
 
@@ -109,15 +99,10 @@ class TensorBoard:
         return self._writer
 
 
-# TensorBoard's one logger, its event files' reader's too.
-LOGGER = "tensorboard"
-
-
 def _read(run_dir: Path, **guidance: dict[str, int]) -> EventAccumulator:
-    """The run folder's events, as TensorBoard shows them, with TensorBoard's logger let through
-    errors only: its reader logs its walk through the files, and warns of the purge a resume
-    makes on purpose."""
-    logger = logging.getLogger(LOGGER)
+    """The run folder's events, TensorBoard's logger quiet but for errors: its reader logs its walk
+    through the files, and warns of the purge a resume makes on purpose."""
+    logger = logging.getLogger("tensorboard")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
@@ -131,8 +116,7 @@ def _read(run_dir: Path, **guidance: dict[str, int]) -> EventAccumulator:
 def _quiet_tensorboard_thread(
     previous: Callable[[threading.ExceptHookArgs], object],
 ) -> Callable[[threading.ExceptHookArgs], object]:
-    """Silence the traceback of TensorBoard's writer thread: it keeps a failed write's error for
-    the next write to raise, which `writing` says in one line."""
+    """Silence TensorBoard's writer thread's traceback: the next write raises its error again."""
 
     def hook(args: threading.ExceptHookArgs) -> object:
         if type(args.thread).__module__.startswith("tensorboard."):
