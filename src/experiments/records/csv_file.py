@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import IO
 
 from experiments.core.files import LOG, open_to_append, read_data, write_text_atomically, writing
-from experiments.records.hparams import METRICS_GROUP, Value
+from experiments.records.hparams import METRICS_GROUP, Hyperparameters, Numbers
 from experiments.records.tracker import ROW_TAGS, Logged, TrackedRun
 
 METRICS = "metrics.csv"
@@ -58,11 +58,7 @@ class CsvFile:
             self._file.flush()
 
     def hyperparameters(
-        self,
-        hyperparameters: Mapping[str, Value],
-        numbers: Mapping[str, float | None],
-        step: int,
-        swept: Collection[str],
+        self, hyperparameters: Hyperparameters, numbers: Numbers, step: int, swept: Collection[str]
     ) -> None:
         first = [name for name in swept if name in hyperparameters]
         named = [

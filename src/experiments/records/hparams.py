@@ -5,7 +5,7 @@ TensorBoard's own protos (torch's `summary.hparams` writes a bool as 1.0)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any
 
@@ -18,6 +18,8 @@ from torch.utils.tensorboard import SummaryWriter
 from experiments.devices.plan import DevicePlan
 
 Value = bool | int | float | str
+Hyperparameters = Mapping[str, Value]
+Numbers = Mapping[str, float | None]  # a run's final numbers (None: not measured)
 
 # Overrides that say where a run came from or where its numbers go, not how it trains.
 NOT_HYPERPARAMETERS = ("resume", "replay", "hparams_search", "tracker")

@@ -22,7 +22,7 @@ from experiments.config.schemas import TRACKER_TIMEOUT
 from experiments.core.files import locked
 from experiments.records import confusion
 from experiments.records.guard import Guard, Result
-from experiments.records.hparams import METRICS_GROUP, Value
+from experiments.records.hparams import METRICS_GROUP, Hyperparameters, Numbers
 from experiments.records.tracker import (
     EPOCH_ROW_TAG,
     ROW_TAGS,
@@ -142,11 +142,7 @@ class MlflowRun:
             self._send()
 
     def hyperparameters(
-        self,
-        hyperparameters: Mapping[str, Value],
-        numbers: Mapping[str, float | None],
-        step: int,
-        swept: Collection[str],
+        self, hyperparameters: Hyperparameters, numbers: Numbers, step: int, swept: Collection[str]
     ) -> None:
         """Its final numbers and the model's size (its parameters, the config, came first)."""
         final = final_numbers(hyperparameters, numbers)

@@ -18,6 +18,7 @@ from experiments.config.metric_names import TEST_LOSS, TRAIN_LOSS
 from experiments.core import interrupts
 from experiments.core.files import writing
 from experiments.records import hparams
+from experiments.records.hparams import Hyperparameters, Numbers
 from experiments.records.tracker import ROW_TAGS, Logged, TrackedRun
 
 # TensorBoard's file, as a failed write names it (its writer picks the rest of the name).
@@ -65,11 +66,7 @@ class TensorBoard:
             writer.flush()
 
     def hyperparameters(
-        self,
-        hyperparameters: Mapping[str, hparams.Value],
-        numbers: Mapping[str, float | None],
-        step: int,
-        swept: Collection[str],
+        self, hyperparameters: Hyperparameters, numbers: Numbers, step: int, swept: Collection[str]
     ) -> None:
         with writing(self.dir / EVENTS), interrupts.held_back():
             hparams.write(self._opened(), dict(hyperparameters), dict(numbers), step, swept)

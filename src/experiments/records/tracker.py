@@ -18,7 +18,8 @@ from experiments.config.metric_names import LOSS, TEST, TRAIN, VAL
 from experiments.core import collection
 from experiments.core.errors import ExperimentError
 from experiments.devices.plan import DevicePlan
-from experiments.records.hparams import METRICS_GROUP, Value, hyperparameters
+from experiments.records import hparams
+from experiments.records.hparams import METRICS_GROUP, Hyperparameters, Numbers, Value
 
 log = logging.getLogger("experiments")
 
@@ -100,7 +101,7 @@ def tracked_run(
     config: DictConfig, plan: DevicePlan, run_dir: Path, sweep: str | None
 ) -> TrackedRun:
     """What the trackers are told of the run of `config`: its flattened config and its tags."""
-    columns = hyperparameters(config, plan, [])
+    columns = hparams.hyperparameters(config, plan, [])
     return TrackedRun(
         name=run_dir.name,
         group=sweep,
@@ -122,11 +123,7 @@ class Tracker(Protocol):
         """Numbers by their tags at a global `step`."""
 
     def hyperparameters(
-        self,
-        hyperparameters: Mapping[str, Value],
-        numbers: Mapping[str, float | None],
-        step: int,
-        swept: Collection[str],
+        self, hyperparameters: Hyperparameters, numbers: Numbers, step: int, swept: Collection[str]
     ) -> None:
         """The run's hyperparameters, those its sweep varies first, and its final `numbers`."""
 

@@ -20,7 +20,7 @@ from PIL import Image
 
 from experiments.config.schemas import TRACKER_TIMEOUT
 from experiments.records.guard import Guard, Result
-from experiments.records.hparams import Value
+from experiments.records.hparams import Hyperparameters, Numbers
 from experiments.records.tracker import TrackedRun, final_numbers
 
 log = logging.getLogger("experiments")
@@ -111,11 +111,7 @@ class WandbRun:
             self._guarded(lambda: self.run.log(dict(values), step=step))
 
     def hyperparameters(
-        self,
-        hyperparameters: Mapping[str, Value],
-        numbers: Mapping[str, float | None],
-        step: int,
-        swept: Collection[str],
+        self, hyperparameters: Hyperparameters, numbers: Numbers, step: int, swept: Collection[str]
     ) -> None:
         """Its final numbers and the model's size (its config, the whole config, came first)."""
         self._guarded(lambda: self.run.summary.update(final_numbers(hyperparameters, numbers)))
