@@ -206,8 +206,7 @@ def load(path: Path) -> dict[str, Any]:
             f"checkpoint {path} is not one of this tool's: it lacks {', '.join(sorted(missing))}"
         )
     saved_sum = state.pop(CHECKSUM, None)
-    # Checkpoints older than checksums also lack the steps per epoch; one that has those but no
-    # checksum lost it to the damage (the key's own name overwritten).
+    # Older than checksums, a checkpoint lacks steps_per_epoch too; else no checksum is damage.
     unchecked_old = saved_sum is None and "steps_per_epoch" not in state
     if not unchecked_old and saved_sum != checksum.digest(state):
         raise ExperimentError(
@@ -223,8 +222,7 @@ def load(path: Path) -> dict[str, Any]:
             f"checkpoint {path} is not one of this tool's: its {fault}; it was altered, and was "
             "not used"
         )
-    # An older checkpoint may name modules since moved; a text its run read from the environment
-    # stays the interpolation's text (`config.build.as_written`), never resolved again.
+    # Modules since moved named anew; a text read from the environment is never resolved again.
     return {**state, "config": with_current_targets(_environment_as_text(state["config"]))}
 
 

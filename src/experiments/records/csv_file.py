@@ -43,7 +43,7 @@ class CsvFile:
         return Logged(steps, epochs, {"hparams"} if self.hparams_path.is_file() else set())
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
-        row = {STEP: str(step), **_texts(values)}
+        row = {STEP: str(step), **{tag: repr(float(value)) for tag, value in values.items()}}
         with writing(self.path):
             columns = _widened(self._columns, list(row))
             if columns != self._columns:
@@ -98,10 +98,6 @@ class CsvFile:
 def _widened(columns: list[str], names: list[str]) -> list[str]:
     wider = columns or [STEP]
     return wider + [name for name in dict.fromkeys(names) if name not in wider]
-
-
-def _texts(values: Mapping[str, float]) -> dict[str, str]:
-    return {tag: repr(float(value)) for tag, value in values.items()}
 
 
 def _line(cells: Sequence[str]) -> str:

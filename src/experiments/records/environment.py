@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import shutil
 import socket
 import subprocess
 import sys
@@ -99,8 +98,6 @@ def _gpus() -> list[dict[str, Any]]:
 
 
 def _gpu_driver() -> str | None:
-    if shutil.which("nvidia-smi") is None:
-        return None
     answer = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
     return answer.splitlines()[0] if answer else None
 
@@ -136,5 +133,4 @@ def git_state() -> dict[str, Any]:
 def git_diff() -> str | None:
     """The source tree's uncommitted changes to tracked files, as a patch (None if clean)."""
     # (git diff, the porcelain, writes a refreshed index whatever it is told.)
-    diff = _git("diff-index", "--patch", "HEAD", "--")
-    return diff or None
+    return _git("diff-index", "--patch", "HEAD", "--") or None

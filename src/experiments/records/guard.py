@@ -70,8 +70,7 @@ class Guard:
         )
 
 
-# What the calls of every guard hold (loggers and the environment are the process's), by
-# "logger:<name>" or "environment:<variable>": how many calls hold each, and how to put it back.
+# By "logger:<name>" or "environment:<variable>": how many calls hold each, how to put it back.
 _holding = threading.Lock()
 _holders: Counter[str] = Counter()
 _put_back: dict[str, Callable[[], None]] = {}

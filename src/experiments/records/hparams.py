@@ -62,9 +62,7 @@ def _composed(cfg: DictConfig, key: str, given: str) -> Value:
     value = OmegaConf.select(cfg, key.replace("/", "."), default=None)
     if isinstance(value, DictConfig) and "name" in value:
         value = value.name
-    if isinstance(value, bool | int | float | str):
-        return _plain(value)
-    return given
+    return _plain(value) if isinstance(value, Value) else given
 
 
 def _plain(value: Any) -> Value:
@@ -129,9 +127,7 @@ def _experiment(
         metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag)) for tag in tags],
         time_created_secs=time.time(),
     )
-    return _summary(
-        metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(experiment=experiment)
-    )
+    return _summary(metadata.EXPERIMENT_TAG, experiment=experiment)
 
 
 def _session_start(hyperparameters: dict[str, Value]) -> Summary:
@@ -141,29 +137,21 @@ def _session_start(hyperparameters: dict[str, Value]) -> Summary:
     for name, value in hyperparameters.items():
         if isinstance(value, bool):
             start.hparams[name].bool_value = value
-        elif isinstance(value, int):
-            start.hparams[name].string_value = str(value)
         elif isinstance(value, float):
             start.hparams[name].number_value = value
-        else:
-            start.hparams[name].string_value = value
-    return _summary(
-        metadata.SESSION_START_INFO_TAG,
-        plugin_data_pb2.HParamsPluginData(session_start_info=start),
-    )
+        else:  # an int as text too
+            start.hparams[name].string_value = str(value)
+    return _summary(metadata.SESSION_START_INFO_TAG, session_start_info=start)
 
 
 def _session_end() -> Summary:
     end = plugin_data_pb2.SessionEndInfo(status=api_pb2.STATUS_SUCCESS, end_time_secs=time.time())
-    return _summary(
-        metadata.SESSION_END_INFO_TAG, plugin_data_pb2.HParamsPluginData(session_end_info=end)
-    )
+    return _summary(metadata.SESSION_END_INFO_TAG, session_end_info=end)
 
 
-def _summary(tag: str, data: plugin_data_pb2.HParamsPluginData) -> Summary:
+def _summary(tag: str, **data: Any) -> Summary:
     """A summary as TensorBoard's own HParams writer makes it (summary_v2._summary_pb)."""
+    plugin = metadata.create_summary_metadata(plugin_data_pb2.HParamsPluginData(**data))
     summary = Summary()
-    summary.value.add(
-        tag=tag, metadata=metadata.create_summary_metadata(data), tensor=metadata.NULL_TENSOR
-    )
+    summary.value.add(tag=tag, metadata=plugin, tensor=metadata.NULL_TENSOR)
     return summary

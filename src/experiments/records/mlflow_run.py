@@ -23,13 +23,7 @@ from experiments.core.files import locked
 from experiments.records import confusion
 from experiments.records.guard import Guard, Result
 from experiments.records.hparams import METRICS_GROUP, Hyperparameters, Numbers
-from experiments.records.tracker import (
-    EPOCH_ROW_TAG,
-    ROW_TAGS,
-    Logged,
-    TrackedRun,
-    final_numbers,
-)
+from experiments.records.tracker import EPOCH_ROW_TAG, ROW_TAGS, Logged, TrackedRun, final_numbers
 
 log = logging.getLogger("experiments")
 
@@ -38,14 +32,12 @@ PARAMS_PER_CALL = 100
 METRICS_PER_CALL = 1000
 LONGEST_PARAMETER = 6000
 
-# How long logged steps may wait to be sent with others (an epoch's end sends them at once): each
-# write to a SQLite store is a transaction of its own.
+# How long logged steps wait to be sent together: each SQLite write is a transaction of its own.
 SEND_EVERY_SECONDS = 5.0
 
 PICTURE_TAGS = (confusion.TAG,)
 
-# The loggers that say, amid the run's lines, what MLflow does and what failed (a traceback of a
-# write to a full disk, each retry of a store it cannot open) before it raises.
+# MLflow's loggers, which would say amid the run's lines what it does and what failed.
 LOGGERS = ("mlflow", "alembic")
 
 
@@ -72,8 +64,7 @@ class MlflowRun:
             store_lock = outputs / "mlflow.db.lock"
         self.uri = uri
         self.experiment = experiment
-        # One try of each request, as long as the run waits for it: MLflow's own defaults retry a
-        # server that refuses for four minutes, and wait two minutes for one that never answers.
+        # One try of each request, as long as the run waits for it (MLflow's defaults take minutes).
         http = {
             "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
             "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(timeout))),
@@ -87,13 +78,14 @@ class MlflowRun:
         self._sent_at = time.monotonic()
 
     def begin(self, run: TrackedRun) -> str | None:
+        experiment = run.group or self.experiment
+
         def started(client: MlflowClient) -> str:
             if run.resumed_id is not None:
-                running = RunStatus.to_string(RunStatus.RUNNING)
-                client.update_run(run.resumed_id, status=running)
+                client.update_run(run.resumed_id, status=RunStatus.to_string(RunStatus.RUNNING))
                 self._carried_on = True
                 return run.resumed_id
-            experiment_id = self._experiment_id(client, run.group or self.experiment)
+            experiment_id = self._experiment_id(client, experiment)
             # With MLflow's own tags of where a run came from (user, script, git commit).
             tags = resolve_tags(run.tags)
             created = client.create_run(experiment_id, run_name=run.name, tags=tags)
@@ -107,12 +99,7 @@ class MlflowRun:
 
         self.run_id = self._guarded(started, needs_run=False)
         if self.run_id is not None:
-            log.info(
-                "MLflow: run %s of experiment %s in %s",
-                run.name,
-                run.group or self.experiment,
-                self.uri,
-            )
+            log.info("MLflow: run %s of experiment %s in %s", run.name, experiment, self.uri)
         return self.run_id
 
     def logged(self, through: int) -> Logged | None:

@@ -14,7 +14,6 @@ import traceback
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -70,17 +69,13 @@ class Results:
         try:
             self._write()
         except BaseException as error:
-            # A signal taken once "running" is on disk, while the write still syncs its folder:
-            # the with-statement would call no __exit__, and leave it so.
+            # A signal while "running" syncs its folder: the with-statement would call no __exit__.
             self.__exit__(type(error), error, error.__traceback__)
             raise
         return self
 
     def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: object
     ) -> None:
         if error is None or self._held:
             return
@@ -169,7 +164,6 @@ def training_fields(
         "seed": field("trainer.seed"),
         "precision": str(field("trainer.precision")),
         "epochs": field("trainer.epochs"),
-        # trainer.batch_size is the batch of all processes together.
         "batch_size": batch_size,
         "world_size": group.world_size,
         "per_process_batch_size": None if batch_size is None else batch_size // group.world_size,

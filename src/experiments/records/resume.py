@@ -127,14 +127,11 @@ def restore(
     results, metrics_writer = records
     state.restore(checkpoint, cfg.resume, cfg.trainer)
     results.accept()
+    history, early = checkpoint["history"], cfg.trainer.early_stopping
     resumed = Resumed(
-        history=list(checkpoint["history"]),
+        history=list(history),
         selected_confusion=checkpoint.get("selected_confusion", []),
-        stopped_early=(
-            selection.early_stop(checkpoint["history"], monitor, cfg.trainer.early_stopping)
-            if monitor
-            else None
-        ),
+        stopped_early=selection.early_stop(history, monitor, early) if monitor else None,
     )
     epoch = checkpoint["epoch"]
     if results.group.is_main:
@@ -144,7 +141,6 @@ def restore(
     metrics_writer.resume_after(epoch, state.steps_per_epoch, resumed.history)
     if resumed.stopped_early:
         results.add(SetupRecord, stopped_early={"epoch": epoch, "reason": resumed.stopped_early})
-    # Killed after its last checkpoint, before its end was written.
     over = resumed.stopped_early or epoch == cfg.trainer.epochs
     log.info(
         "resuming %s after epoch %d%s",

@@ -85,13 +85,8 @@ def host_summary(history: Sequence[EpochRow]) -> HostRecord:
     if not known:
         return host_record(None)
     seconds = sum(row["train_seconds"] for row in known)
-    return HostRecord(
-        host_other_cpu_share=sum(
-            row["host_other_cpu_share"] * row["train_seconds"] for row in known
-        )
-        / seconds,
-        host_busy=any(row["host_busy"] for row in known),
-    )
+    share = sum(row["host_other_cpu_share"] * row["train_seconds"] for row in known) / seconds
+    return HostRecord(host_other_cpu_share=share, host_busy=any(row["host_busy"] for row in known))
 
 
 def compile_seconds(first_step: tuple[int, float], images_per_second: float) -> float:

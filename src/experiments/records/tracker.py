@@ -42,8 +42,7 @@ def epoch_scalars(row: Mapping[str, Any]) -> dict[str, float]:
         loss = LOSS.key(split)
         for key in [key for key in on_split if key != loss] + [loss] * (loss in on_split):
             tagged[key] = f"{split}/{key.removeprefix(f'{split}_')}"
-    tagged["images_per_second"] = SPEED_TAG
-    tagged["mfu"] = MFU_TAG
+    tagged |= {"images_per_second": SPEED_TAG, "mfu": MFU_TAG}
     return {tag: row[key] for key, tag in tagged.items() if isinstance(row.get(key), float)}
 
 
@@ -51,9 +50,7 @@ def epoch_scalars(row: Mapping[str, Any]) -> dict[str, float]:
 MODEL_SIZE = ("model_parameters", "model_flops_per_image", "model_training_flops_per_image")
 
 
-def final_numbers(
-    hyperparameters: Mapping[str, Any], numbers: Mapping[str, float | None]
-) -> dict[str, float | None]:
+def final_numbers(hyperparameters: Mapping[str, Any], numbers: Numbers) -> dict[str, float | None]:
     """The final `numbers` by their tags, and the model's size (`model/parameters`) where known."""
     final = {f"{METRICS_GROUP}/{name}": value for name, value in numbers.items()}
     size = [key for key in MODEL_SIZE if key in hyperparameters]
@@ -140,8 +137,7 @@ ROW_TAGS = (STEP_TAGS[0], EPOCH_ROW_TAG)
 
 @dataclass(frozen=True)
 class Logged:
-    """What a tracker's store holds of a run: its rows' global steps, and what the run's end sent
-    ("hparams", a picture's tag)."""
+    """What a tracker's store holds of a run: its rows' steps, and what its end sent ("hparams")."""
 
     steps: Set[int] = frozenset()
     epochs: Set[int] = frozenset()
@@ -155,8 +151,8 @@ class ReadBack(Tracker, Protocol):
     record: str  # what a warning calls it: "the TensorBoard events"
 
     def logged(self, through: int) -> Logged | None:
-        """What the store holds of the run, which carries on after global step `through` (a store
-        that can drop later steps drops them); None where it holds nothing or cannot be read."""
+        """What the store holds of the run (None: nothing, or unreadable), dropping what follows
+        global step `through` where it can."""
 
 
 def resumed_ids(
@@ -214,6 +210,5 @@ def flattened(config: Mapping[str, Any], prefix: str = "") -> dict[str, Value]:
         if isinstance(value, Mapping) and value:
             flat |= flattened(value, f"{prefix}{key}.")
         else:
-            plain = isinstance(value, bool | int | float | str)
-            flat[f"{prefix}{key}"] = value if plain else str(value)
+            flat[f"{prefix}{key}"] = value if isinstance(value, Value) else str(value)
     return flat

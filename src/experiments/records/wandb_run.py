@@ -54,8 +54,7 @@ class WandbRun:
         self.run: Any = None  # wandb's Run
         # The last step W&B holds of a run carried on: W&B takes no step at or below it.
         self._held = -1
-        # wandb-core's log kept with the runs, not in ~/.cache. Silent: W&B's login would say where
-        # its key came from.
+        # wandb-core's log kept with the runs, not in ~/.cache; silent, not saying where its key is.
         environment = {"WANDB_CACHE_DIR": str(Path.cwd() / "outputs"), "WANDB_SILENT": "true"}
         self._guard = Guard("W&B", timeout, environment=environment)
 
@@ -99,12 +98,8 @@ class WandbRun:
         if not (self.run.offline or self.run.disabled):
             return int(self.run.step) - 1
         mine = Path(self.run.dir).parent
-        earlier = [
-            path
-            for path in self.dir.glob(f"wandb/offline-run-*/run-{self.run.id}.wandb")
-            if path.parent != mine
-        ]
-        return max((_last_step(path) for path in earlier), default=-1)
+        files = self.dir.glob(f"wandb/offline-run-*/run-{self.run.id}.wandb")
+        return max((_last_step(path) for path in files if path.parent != mine), default=-1)
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
         if step > self._held:
@@ -137,13 +132,8 @@ class WandbRun:
 def _last_step(run_file: Path) -> int:
     """The last step of a .wandb file's history (-1: none), as `wandb leet inspect` reads it: a
     kill may cut its last entry short."""
-    shown = subprocess.run(
-        [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(run_file)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
+    command = [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(run_file)]
+    shown = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
     steps = [
         record["history"]["item"].get("_step", -1)
         for record in map(json.loads, shown.stdout.splitlines())
