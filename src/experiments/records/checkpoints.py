@@ -1,6 +1,5 @@
-"""Checkpoints (`checkpoints/last.pt`, `best.pt`): all a resume needs, written atomically and read
-with `weights_only=True`. A checksum proves the bytes intact, not their author friendly, so each
-field evaluation and resume read is checked as it loads too."""
+"""Checkpoints, read with `weights_only=True`: a checksum proves the bytes intact, not their author
+friendly, so each field evaluation and resume read is checked as it loads too."""
 
 from __future__ import annotations
 
@@ -60,8 +59,7 @@ def state(
     ema: ModelAverage | None = None,
     batch_search: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What resuming after `epoch` needs (`model` unwrapped, so it loads anywhere); `data`,
-    `steps_per_epoch` and `batch_search` are what a resume may not change (`resume_checks`)."""
+    """What resuming after `epoch` needs (`model` unwrapped, so it loads anywhere)."""
     return {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -117,8 +115,7 @@ def restore(
 
 
 def to_resume(run: str, epochs: int, scheduler: str, *, completed: bool = True) -> dict[str, Any]:
-    """The checkpoint `resume=<run>` names, if it has epochs left of `epochs` (or, not
-    `completed`, results left to write) and the same `scheduler`."""
+    """The checkpoint `resume=<run>` names, if it has epochs (or results) left of `epochs`."""
     path = Path(run) / LAST
     if not path.is_file():
         why, remedy = _why_none(run)
@@ -244,8 +241,7 @@ def _average_fault(average: Any) -> str | None:
 
 
 def _config_fault(config: Any) -> str | None:
-    """What a checkpoint's config holds that no run saves, in words that follow "its"; None where
-    it is the shape every run's is: evaluation and resume read it unchecked after."""
+    """What a checkpoint's config holds that no run saves, in words that follow "its"."""
     if not isinstance(config, dict):
         return (
             f"config is {_described(config)}, where a saved config maps each section to its "

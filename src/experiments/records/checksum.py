@@ -1,5 +1,4 @@
-"""A checkpoint's SHA-256, taken over what it holds once loaded (tensors' dtype, shape and bytes;
-plain values and their types; key order): torch.load checks none, and no file is read twice."""
+"""A checkpoint's SHA-256 over what it holds once loaded (torch.load checks none), not its bytes."""
 
 from __future__ import annotations
 

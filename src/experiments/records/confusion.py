@@ -1,5 +1,4 @@
-"""confusion_matrix.png: a test split's confusion matrix, rows the true class, each shaded by its
-share of that class. Drawn with Pillow, much quicker than matplotlib."""
+"""confusion_matrix.png, drawn with Pillow: much quicker than matplotlib."""
 
 from __future__ import annotations
 
@@ -70,7 +69,6 @@ def picture(counts: list[list[int]], classes: list[str], title: str) -> np.ndarr
     width = max(left + grid + 100, _width(ImageFont.load_default(size=16), title) + 40)
     image = Image.new("RGB", (width, top + grid + longest + 44), "white")
     draw = ImageDraw.Draw(image)
-
     cells = shade(shares(counts))
     image.paste(Image.fromarray(cells.repeat(cell, axis=0).repeat(cell, axis=1)), (left, top))
     draw.rectangle([left - 1, top - 1, left + grid, top + grid], outline=INK)
@@ -100,8 +98,7 @@ def picture(counts: list[list[int]], classes: list[str], title: str) -> np.ndarr
 def save(
     counts: list[list[int]], classes: list[str], title: str, path: Path
 ) -> tuple[bytes, tuple[int, int, int]]:
-    """Write the picture to `path`; returns the PNG and its (height, width, channels) for the
-    trackers: drawn and encoded once, for all."""
+    """Write the picture to `path`; returns the PNG and its (height, width, channels)."""
     pixels = picture(counts, classes, title)
     encoded = io.BytesIO()
     # Zlib's fastest level: far quicker than its default, for a slightly larger file.
@@ -134,7 +131,6 @@ def _width(font: Font, text: str) -> int:
 
 
 def _upright(text: str, font: Font) -> Image.Image:
-    """`text` turned a quarter to the left, on a transparent ground, to paste."""
     left, top, right, bottom = font.getbbox(text)
     label = Image.new("RGBA", (int(right - left) + 4, int(bottom - top) + 8), (255, 255, 255, 0))
     ImageDraw.Draw(label).text((2 - left, 2 - top), text, font=font, fill=INK)

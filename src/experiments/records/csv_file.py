@@ -1,5 +1,4 @@
-"""`tracker=csv`: metrics.csv (`step`, then a column per tag; a row per logged step and epoch) and
-hparams.csv (`name,value`, at the run's end). A new tag rewrites the file with a wider header."""
+"""`tracker=csv`: metrics.csv (a row per logged step and epoch) and hparams.csv (at the end)."""
 
 from __future__ import annotations
 
@@ -60,14 +59,11 @@ class CsvFile:
     def hyperparameters(
         self, hyperparameters: Hyperparameters, numbers: Numbers, step: int, swept: Collection[str]
     ) -> None:
-        first = [name for name in swept if name in hyperparameters]
-        named = [
-            *((name, hyperparameters[name]) for name in first),
-            *((name, value) for name, value in hyperparameters.items() if name not in first),
-            *((f"{METRICS_GROUP}/{name}", value) for name, value in numbers.items()),
-        ]
+        first = {name: hyperparameters[name] for name in swept if name in hyperparameters}
+        final = {f"{METRICS_GROUP}/{name}": value for name, value in numbers.items()}
+        named = first | dict(hyperparameters) | final
         lines = [_line(["name", "value"])]
-        lines += [_line([name, "" if value is None else str(value)]) for name, value in named]
+        lines += [_line([key, "" if value is None else str(value)]) for key, value in named.items()]
         write_text_atomically(self.hparams_path, "".join(lines))
 
     def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:

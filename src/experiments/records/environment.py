@@ -1,5 +1,4 @@
-"""environment.json (command, host, CPU and GPUs, packages, git commit) and git.diff, to trace a
-result to what produced it; written once the job has set which GPUs it sees (it asks torch.cuda)."""
+"""environment.json and git.diff: what a job ran on and with (written once it has set its GPUs)."""
 
 from __future__ import annotations
 
@@ -54,8 +53,7 @@ def environment() -> dict[str, Any]:
 
 
 def installed_packages() -> dict[str, str]:
-    """Every installed distribution's name and version, from its METADATA's header lines only:
-    `Distribution.metadata` parses the whole file, several times slower."""
+    """Every installed distribution's version, from its METADATA's headers: parsing is slower."""
     found = []
     for distribution in distributions():
         text = distribution.read_text("METADATA") or distribution.read_text("PKG-INFO") or ""
@@ -69,7 +67,6 @@ def installed_packages() -> dict[str, str]:
 
 
 def versions() -> dict[str, Any]:
-    """The few versions results.json repeats, with the git state and the command."""
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -116,8 +113,7 @@ def _run(command: list[str]) -> str | None:
 
 
 def git_state() -> dict[str, Any]:
-    """The source tree's commit, and whether its tracked files have changed since (None outside
-    git); new files git does not track yet are listed apart."""
+    """The source tree's commit, whether tracked files changed since, and the untracked files."""
     commit = _git("rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None}

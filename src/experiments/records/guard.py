@@ -1,6 +1,5 @@
-"""A tracker library's calls, kept from costing the run: each runs in a thread of its own, waited
-for `timeout` seconds at most (MLflow retries a store it cannot open for 100 s, whatever its
-settings), its loggers quiet and the environment variables it reads set (where the user has not)."""
+"""A tracker library's calls, each in a thread of its own waited for `timeout` seconds at most
+(MLflow retries a store it cannot open for 100 s, whatever its settings), its loggers quiet."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ Result = TypeVar("Result")
 
 
 class Guard:
-    """The first call that fails or does not return within `timeout` costs one warning line, and
-    nothing more is sent."""
+    """The first call that fails or does not return in time: one warning line, nothing more sent."""
 
     def __init__(
         self,
@@ -78,8 +76,7 @@ _put_back: dict[str, Callable[[], None]] = {}
 
 @contextlib.contextmanager
 def _held(loggers: Sequence[str], environment: Mapping[str, str]) -> Iterator[None]:
-    """`loggers` quiet and `environment` set (where the user has not) in the block; put back once no
-    other call holds them."""
+    """`loggers` quiet and `environment` set (where the user has not) until no call holds them."""
     with _holding:
         keys = [f"logger:{name}" for name in loggers] + [
             f"environment:{variable}"

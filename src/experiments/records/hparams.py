@@ -1,6 +1,5 @@
-"""A run's hyperparameters and final numbers for TensorBoard's HParams dashboard, on the run's own
-SummaryWriter (`add_hparams` would open a sub-run folder, a second row in every view) and built from
-TensorBoard's own protos (torch's `summary.hparams` writes a bool as 1.0)."""
+"""A run's hyperparameters for TensorBoard's HParams dashboard, on the run's own writer (torch's
+`add_hparams` opens a sub-run folder) from TensorBoard's protos (torch writes a bool as 1.0)."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ Value = bool | int | float | str
 Hyperparameters = Mapping[str, Value]
 Numbers = Mapping[str, float | None]  # a run's final numbers (None: not measured)
 
-# Overrides that say where a run came from or where its numbers go, not how it trains.
 NOT_HYPERPARAMETERS = ("resume", "replay", "hparams_search", "tracker")
 
 # The columns every run has, by the config key they come from (an override of it is that column).
@@ -42,8 +40,7 @@ COLUMNS = {
 def hyperparameters(
     cfg: DictConfig, plan: DevicePlan, overrides: Sequence[str]
 ) -> dict[str, Value]:
-    """The dashboard's columns: the `COLUMNS` (the device as its `plan`'s text, not the request),
-    then each other key the command line set (`hydra.overrides.task`: what a sweep varies)."""
+    """The dashboard's columns: the `COLUMNS`, then each other key the command line set."""
     values: dict[str, Value] = {
         column: str(plan) if column == "device" else _plain(OmegaConf.select(cfg, key))
         for column, key in COLUMNS.items()
@@ -79,7 +76,6 @@ METRICS_GROUP = "whole_run"
 
 
 def swept_columns(keys: Iterable[str]) -> list[str]:
-    """The columns of the keys a sweep varies (`optimizer.lr` is `lr`)."""
     column_of = {key: column for column, key in COLUMNS.items()}
     return [column_of.get(key.lstrip("+~"), key.lstrip("+~")) for key in keys]
 
@@ -91,8 +87,7 @@ def write(
     step: int,
     swept: Collection[str] = (),
 ) -> None:
-    """The run's `hyperparameters` and `metrics` (but None ones), the `swept` columns first and
-    marked as differing, which TensorBoard lists first."""
+    """The run's `hyperparameters` and `metrics` (but None ones), the `swept` columns first."""
     metrics = {name: value for name, value in metrics.items() if value is not None}
     first = {name: hyperparameters[name] for name in swept if name in hyperparameters}
     hyperparameters = first | hyperparameters
@@ -131,15 +126,14 @@ def _experiment(
 
 
 def _session_start(hyperparameters: dict[str, Value]) -> Summary:
-    """This run's row, of its own even for repeats (no group name). An int is written as text: the
-    dashboard shows numbers to five significant digits."""
+    """This run's row (no group name: a row of its own even for repeats)."""
     start = plugin_data_pb2.SessionStartInfo()
     for name, value in hyperparameters.items():
         if isinstance(value, bool):
             start.hparams[name].bool_value = value
         elif isinstance(value, float):
             start.hparams[name].number_value = value
-        else:  # an int as text too
+        else:  # an int too: the dashboard shows numbers to five significant digits
             start.hparams[name].string_value = str(value)
     return _summary(metadata.SESSION_START_INFO_TAG, session_start_info=start)
 

@@ -1,5 +1,4 @@
-"""The run's log file (`train.log`, `eval.log`), held back until a resume is accepted, so a refused
-resume leaves it as it was."""
+"""The run's log file, held back until a resume is accepted: a refused one leaves it as it was."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ class LogFile(logging.FileHandler):
 
 
 class HeldLog:
-    """What the job logs reaches the log files in `run_dir` only once `release` is called (Hydra
-    sets up the handlers anew for every job: nothing to put back)."""
+    """What the job logs reaches the log files in `run_dir` only once `release` is called."""
 
     def __init__(self, run_dir: Path) -> None:
         self._root = logging.getLogger()

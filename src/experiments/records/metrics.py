@@ -1,5 +1,4 @@
-"""A run's numbers as it trains: metrics.jsonl (one JSON object per logged step and per epoch) and
-the trackers (`records.tracker`), written by the main process only."""
+"""A run's numbers as it trains: metrics.jsonl (a row per logged step and epoch), the trackers."""
 
 from __future__ import annotations
 
@@ -74,8 +73,7 @@ class MetricsWriter:
                 raise  # else the run's own failure is what to say, not a repeat of it
 
     def begin(self, run: TrackedRun, resumed_ids: Mapping[str, str]) -> dict[str, str]:
-        """Tell each tracker of the run (a resume's: by the ids `begin` returned before); returns
-        the ids they gave, by tracker, for results.json."""
+        """Tell each tracker of the run; returns the ids they gave, by tracker, for results.json."""
         given = {
             key: tracker.begin(dataclasses.replace(run, resumed_id=resumed_ids.get(key)))
             for key, tracker in self.named_trackers.items()
@@ -83,15 +81,13 @@ class MetricsWriter:
         return {key: id_ for key, id_ in given.items() if id_ is not None}
 
     def begin_in_folder(self, run: TrackedRun, resuming: bool) -> dict[str, Any]:
-        """`begin`, a resume carrying on the tracker runs its results.json names; returns the
-        setup's fields that name them (none where no tracker gave an id)."""
+        """`begin`, a resume carrying on the tracker runs its results.json names."""
         found = running.read_results(self.dir) if resuming else {}
         ids = self.begin(run, resumed_ids(found, self.dir, self.named_trackers))
         return {"trackers": ids, TRACKED_IN: str(self.dir.resolve())} if ids else {}
 
     def resume_after(self, epoch: int, steps_per_epoch: int, history: History) -> None:
-        """Continue after `epoch`: metrics.jsonl cut back to it (an epoch of the checkpoint's
-        `history` it lacks written again), and each tracker sent what it lacks of it."""
+        """Continue after `epoch`: metrics.jsonl cut back to it, each tracker sent what it lacks."""
         if not self.writes:
             return
         path = self.dir / "metrics.jsonl"
@@ -182,20 +178,17 @@ class MetricsWriter:
         global_step: int,
         swept: Collection[str] = (),
     ) -> None:
-        """The run's hyperparameters and final `numbers`, for each tracker that lacks them."""
         for tracker in self._lacking("hparams", global_step):
             tracker.hyperparameters(hyperparameters, numbers, global_step, swept)
 
     def _lacking(self, record: str, global_step: int) -> list[Tracker]:
-        """The trackers to send `record` of the run's end ("hparams", a picture's tag): all but
-        those holding it, where a resume of a run killed after sending it trains nothing more."""
+        """The trackers to send `record` of the run's end: all but those holding it, at its end."""
         ended = global_step == self._resumed_after
         return [feed.tracker for feed in self.trackers if not (ended and record in feed.held.ends)]
 
     def confusion_matrix(
         self, counts: list[list[int]], classes: list[str], title: str, global_step: int
     ) -> None:
-        """confusion_matrix.png, and a picture for each tracker that lacks it."""
         if not self.writes:
             return
         if len(classes) > confusion.MOST_DRAWN_CLASSES:
@@ -234,8 +227,7 @@ class Feed:
         self.held = Logged()  # what its store held as the run resumed
 
     def resume(self, through: int, history: History, sent: Sequence[Sent]) -> History:
-        """Carry on after global step `through`, sent what of `sent` the store lacks; returns the
-        rows of `history` it lacked."""
+        """Carry on after step `through`, sent what the store lacks; returns the rows it lacked."""
         tracker = self.tracker
         logged = tracker.logged(through) if isinstance(tracker, ReadBack) else None
         self.held = logged or Logged()

@@ -1,6 +1,5 @@
-"""`tracker=mlflow`: an MLflow run per training run, through MLflow's own client (no global active
-run), to `tracker.mlflow.tracking_uri`, else `MLFLOW_TRACKING_URI`, else `outputs/mlflow.db`. A
-copy of the run folder's numbers: a failing store costs one warning line (`records.guard`)."""
+"""`tracker=mlflow`: an MLflow run per training run, through MLflow's own client, to
+`tracker.mlflow.tracking_uri`, else `MLFLOW_TRACKING_URI`, else `outputs/mlflow.db`."""
 
 from __future__ import annotations
 
@@ -175,8 +174,7 @@ class MlflowRun:
     def _guarded(
         self, action: Callable[[MlflowClient], Result], needs_run: bool = True
     ) -> Result | None:
-        """`action`'s result, given the client, through the guard; None without a client, or
-        before the run has begun where `needs_run`."""
+        """`action`'s result, given the client, through the guard (None: no client or run)."""
         client = self.client
         if client is None or (needs_run and self.run_id is None):
             return None
@@ -184,8 +182,7 @@ class MlflowRun:
 
 
 def _client(uri: str, store_lock: Path | None, timeout: float) -> MlflowClient:
-    """MLflow's client of `uri`, opened under `store_lock` where given: two first runs at once would
-    each make the store's tables, and one fail."""
+    """MLflow's client of `uri`, under `store_lock`: two first runs would both make its tables."""
     if store_lock is None:
         return MlflowClient(tracking_uri=uri)
     with locked(store_lock, timeout, waiting=lambda: None):

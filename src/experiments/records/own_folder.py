@@ -1,5 +1,4 @@
-"""A run writes only inside its own folder, and never over another run. Without torch: the command
-line asks it before any job starts."""
+"""A run writes only inside its own folder, never over another run. Without torch (asked early)."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ SWEEP_RECORD = "multirun.yaml"
 
 
 def earlier_records(folder: Path, *, sweep: bool = False) -> Path | None:
-    """The first file (or link) of an earlier run that `folder` holds (as a sweep's folder: of an
-    earlier sweep, or of a run inside it); None where there is none."""
+    """The first file (or link) of an earlier run, or `sweep`, that `folder` holds; None if none."""
     if not folder.is_dir():
         return None
     found = [folder / name for name in RUN_RECORDS]
@@ -33,7 +31,6 @@ def earlier_records(folder: Path, *, sweep: bool = False) -> Path | None:
 
 
 def refuse_writing_over(given: str, folder: Path, remedy: str, *, sweep: bool = False) -> None:
-    """Refuse the folder `given` names if an earlier run or sweep wrote it."""
     found = earlier_records(folder, sweep=sweep)
     if found is None:
         return

@@ -1,5 +1,4 @@
-"""What results.json holds, as types: each phase's fields (start, setup, epoch, finish), the task's
-numbers, and the whole file as a reader finds it. Without torch: the report command reads them."""
+"""What results.json holds, as types, phase by phase. Without torch: the report reads them."""
 
 from __future__ import annotations
 
@@ -55,8 +54,6 @@ class BatchSearch(TypedDict):
 
 
 class StartRecord(TypedDict, total=False):
-    """What results.json says as a training run starts or resumes: its settings, who runs it."""
-
     status: str  # running, completed, failed, interrupted (older runs: failed for interrupted)
     reason: str | None
     run_dir: str
@@ -83,8 +80,6 @@ class StartRecord(TypedDict, total=False):
 
 
 class SetupRecord(TypedDict, total=False):
-    """What a training run's setup learns, written once at its end."""
-
     deterministic: bool
     keep_freed_memory: bool  # (with trainer.keep_freed_memory)
     device: DeviceRecord
@@ -131,7 +126,6 @@ class FinishRecord(SpeedSummary, HostRecord, EnergySummary, total=False):
     class_accuracy: dict[str, float | None]
     train_loss: float | None  # (null: diverged)
     epoch_seconds: list[float]
-    # Where training time went: waiting for batches, copying them, computing.
     wait_share: float
     copy_share: float
     compute_share: float
@@ -150,8 +144,7 @@ class FinishRecord(SpeedSummary, HostRecord, EnergySummary, total=False):
 
 @functools.cache  # one type per task: its checks are made once (`core.typed`)
 def task_numbers(measures: TaskMetrics) -> Any:
-    """The TypedDict of a task's numbers in a finished run's results.json: its metrics on each split
-    at the selected epoch, and its headline at the final epoch."""
+    """The TypedDict of a task's numbers in a finished run's results.json, keyed by its metrics."""
     fields = {
         **{key: float | None for key in (*measures.metrics_on(VAL), measures.final_key(VAL))},
         **{key: float | None for key in (*measures.metrics_on(TEST), measures.final_key(TEST))},
@@ -162,14 +155,12 @@ def task_numbers(measures: TaskMetrics) -> Any:
 
 @functools.cache
 def finish_record(measures: TaskMetrics) -> Any:
-    """The TypedDict of a finished training run's numbers: `FinishRecord`'s and its task's."""
     fields = get_type_hints(FinishRecord) | get_type_hints(task_numbers(measures))
     return TypedDict("Finished", fields, total=False)  # type: ignore[operator]
 
 
 class ServingRecord(HostRecord, total=False):
-    """The inference benchmark's results (eval.py benchmark=true): latency at batch 1, throughput
-    at `batch_size` (median round, least and most), memory, energy, and the host's other work."""
+    """The inference benchmark's results (eval.py benchmark=true)."""
 
     batch_size: int
     latency_calls: int
@@ -217,7 +208,6 @@ class EvaluationRecord(TypedDict, total=False):
 
 @functools.cache
 def evaluation_record(measures: TaskMetrics) -> Any:
-    """The TypedDict of an evaluation's numbers: `EvaluationRecord`'s and its task's on test."""
     metrics = {key: float | None for key in measures.metrics_on(TEST)}
     fields = get_type_hints(EvaluationRecord) | metrics
     return TypedDict("Evaluated", fields, total=False)  # type: ignore[operator]

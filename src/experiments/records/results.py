@@ -1,6 +1,5 @@
-"""results.json: a job's status (running, completed, failed, interrupted) and numbers, rewritten
-atomically as the job goes, by the main process only. A number that is not finite is written as
-null: results.json is strict JSON, which every JSON reader reads."""
+"""results.json: a job's status and numbers, rewritten as it goes by the main process only. A number
+that is not finite is written as null: results.json is strict JSON, which every reader reads."""
 
 from __future__ import annotations
 
@@ -38,8 +37,7 @@ from experiments.training.tasks import Classification
 
 
 class Results:
-    """results.json through a job's life: "running" on entry, "interrupted" or "failed" if the block
-    raises. A resume's writes (and log file) are held back until `accept`."""
+    """results.json through a job's life; a resume's writes are held back until `accept`."""
 
     def __init__(
         self,
@@ -179,8 +177,7 @@ def training_fields(
 def training_summary(
     history: History, monitor: Monitor | None, measures: TaskMetrics = Classification.measured
 ) -> dict[str, Any]:
-    """A finished run's numbers, from its epochs' rows: those of the epoch `monitor` selects (of the
-    final epoch without one)."""
+    """A finished run's numbers, from its epochs' rows: those of the epoch `monitor` selects."""
     last = history[-1]
     selected = selected_epoch(history, monitor)
     train_seconds = sum(row["train_seconds"] for row in history)

@@ -1,5 +1,4 @@
-"""A training run's state, saved after an epoch and put back by `resume=<run>`: `TrainingState`'s
-`save` and `restore` are the two ends of one format."""
+"""A training run's state, saved after an epoch and put back by `resume=<run>`."""
 
 from __future__ import annotations
 
@@ -29,8 +28,7 @@ log = logging.getLogger("experiments")
 
 
 def checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any] | None:
-    """The checkpoint `resume=` continues from, if the run can go on as configured now, with the
-    search that chose its batch; asked before the run folder's files are touched."""
+    """The checkpoint `resume=` continues from, if the run can go on as configured now."""
     if not cfg.resume:
         return None
     running.refuse_if_running(cfg.resume)  # two processes never write one folder
@@ -49,8 +47,7 @@ def checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any] | None:
 
 @dataclass
 class TrainingState:
-    """What a checkpoint saves (`model` unwrapped, to load on any device), and what a resume may not
-    change."""
+    """What a checkpoint saves (`model` unwrapped, to load on any device)."""
 
     model: nn.Module
     optimizer: torch.optim.Optimizer
@@ -96,7 +93,6 @@ class TrainingState:
             checkpoints.save(run_dir / checkpoints.LAST, checkpoint)
 
     def restore(self, checkpoint: dict[str, Any], run: str, trainer: DictConfig) -> None:
-        """Every state as `checkpoint` saved it, once it is known to be this run's."""
         resume_checks.refuse_other_data(checkpoint, run, self.data)
         resume_checks.refuse_other_steps(checkpoint, run, self.steps_per_epoch, trainer)
         checkpoints.restore(
@@ -107,8 +103,6 @@ class TrainingState:
 
 @dataclass(frozen=True)
 class Resumed:
-    """Where a resumed run goes on from."""
-
     history: History
     selected_confusion: list[list[int]]
     stopped_early: str | None

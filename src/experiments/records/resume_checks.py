@@ -1,6 +1,4 @@
-"""What a resumed run may not change: the settings it keeps throughout, whether it keeps a moving
-average, its data, and an epoch's optimizer steps (a per-step schedule was built for the run's
-total). Older checkpoints that lack one are not checked for it."""
+"""What a resumed run may not change (older checkpoints that lack one are not checked for it)."""
 
 from __future__ import annotations
 
@@ -32,7 +30,6 @@ KEPT_SETTINGS = {
 
 
 def refuse_other_data(checkpoint: dict[str, Any], run: str, data: dict[str, Any]) -> None:
-    """Refuse to resume `run` on data other than its checkpoint's (`data`: the fingerprint now)."""
     if "data" not in checkpoint:
         return
     changed = fingerprint.difference(checkpoint["data"], data)
@@ -47,7 +44,6 @@ def refuse_other_data(checkpoint: dict[str, Any], run: str, data: dict[str, Any]
 def refuse_other_steps(
     checkpoint: dict[str, Any], run: str, steps_per_epoch: int, trainer: Mapping[str, Any]
 ) -> None:
-    """Refuse to resume `run` with `steps_per_epoch` other than its checkpoint's."""
     saved = checkpoint.get("steps_per_epoch")
     if saved is None or saved == steps_per_epoch:
         return
@@ -69,8 +65,7 @@ def refuse_other_steps(
 
 
 def batch_search_of(checkpoint: dict[str, Any], run: str) -> BatchSearch | None:
-    """The search that chose the batch of `run` (None: its batch was given), from its checkpoint or
-    an older one's results.json."""
+    """The search that chose the batch of `run` (None: given), from its checkpoint or results."""
     batch = checkpoint["config"]["trainer"]["batch_size"]
     if checkpoints.BATCH_SEARCH not in checkpoint:
         found = running.read_results(Path(run)).get(checkpoints.BATCH_SEARCH)
@@ -99,8 +94,6 @@ def _search_fault(search: Any, batch: Any) -> str | None:
 def refuse_changed_settings(
     checkpoint: dict[str, Any], run: str, cfg: DictConfig, *, searched: bool
 ) -> None:
-    """Refuse to resume `run` with one of the `KEPT_SETTINGS` other than its checkpoint's
-    (`searched`: a search chose the batch, which the saved config holds as a number)."""
     saved = checkpoint["config"]
     then = _settings(lambda key: _at(saved, key))
     if searched:
@@ -142,8 +135,7 @@ def _leaves(key: str, value: Any) -> Iterator[tuple[str, Any]]:
 
 
 def refuse_other_average(checkpoint: dict[str, Any], run: str, decay: float | None) -> None:
-    """Refuse to resume `run` keeping a moving average of the weights (`decay` now) where its
-    checkpoint has none, or the reverse."""
+    """Refuse to resume `run` keeping a moving average where it kept none, or the reverse."""
     saved = checkpoint["config"]["trainer"].get("ema", {}).get("decay")
     if (checkpoint.get("ema") is None) == (decay is None):
         return

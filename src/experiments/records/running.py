@@ -1,5 +1,4 @@
-"""Whether a run folder's process is still training it, from results.json's host, pid and start
-time (a pid since reused is not the run's); and the lock the writing process holds on the folder."""
+"""Whether a run folder's process is still training it, and the lock of the process writing it."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ CLOCK_SLACK_SECONDS = 1.0
 
 
 def read_results(run_dir: Path) -> dict[str, Any]:
-    """The run's results.json, or {} where there is none that can be read (one that is not a
-    regular file, or too large, is refused)."""
+    """The run's results.json, or {} where none can be read (a special or huge one is refused)."""
     try:
         results = read_data(run_dir / "results.json", RECORD, as_json)
     except UnreadableFile:
@@ -29,7 +27,6 @@ def read_results(run_dir: Path) -> dict[str, Any]:
 
 
 def refuse_if_running(run: str) -> None:
-    """Refuse `resume=<run>` while the process training the run is alive on this host."""
     results = read_results(Path(run))
     if results.get("status") != "running" or not alive_here(results):
         return
@@ -45,8 +42,7 @@ LOCK = ".lock"
 
 @contextmanager
 def sole_writer(run_dir: Path, resume: str | None) -> Iterator[None]:
-    """Hold an exclusive lock on the run folder's `.lock` while writing it: two `resume=` started at
-    once both pass `refuse_if_running`, and the second is refused here."""
+    """Lock the run folder's `.lock` while writing it: of two `resume=` at once, one is refused."""
     path = run_dir / LOCK
     if path.is_dir():  # (opening it would say only "Is a directory")
         what = f"resume={resume}: its {LOCK}" if resume else str(path)

@@ -1,6 +1,5 @@
-"""A run's training speed: the median over the measured epochs, with their range. Warm-up, each
-process's first epoch, is left out whole where any other epoch was trained; else what follows its
-warm-up steps is measured (an epoch with no step after them whole, and said to be)."""
+"""A run's training speed, warm-up (each process's first epoch) left out whole where another epoch
+was trained, else only its warm-up steps (an epoch with no step after them measured whole)."""
 
 from __future__ import annotations
 
@@ -53,8 +52,7 @@ def host_record(load: HostLoad | None) -> HostRecord:
 
 
 def speed_summary(history: Sequence[EpochRow]) -> SpeedSummary:
-    """results.json's training speed from the epochs' rows (`left_out` false where nothing was left
-    to measure without the warm-up)."""
+    """results.json's training speed: the median over the measured epochs, with their range."""
     warm = [row for row in history if row.get("warm_up")]
     measured = [row for row in history if not row.get("warm_up")]
     if measured:
@@ -79,8 +77,7 @@ def speed_summary(history: Sequence[EpochRow]) -> SpeedSummary:
 
 
 def host_summary(history: Sequence[EpochRow]) -> HostRecord:
-    """results.json's host load: the other processes' share of the run's cores, weighed by each
-    epoch's training seconds, and busy if any epoch was."""
+    """results.json's host load: the epochs' other work, weighed by their training seconds."""
     known = [row for row in history if row.get("host_other_cpu_share") is not None]
     if not known:
         return host_record(None)

@@ -1,6 +1,5 @@
-"""`tracker=tensorboard`, the default: TensorBoard's event files in the run folder, tags grouped by
-split (train/loss, test/accuracy, perf/images_per_second, ...). Ctrl-C and SIGTERM wait until a
-write is done: cut short, it would leave the writer's queue waiting for ever."""
+"""`tracker=tensorboard`, the default. Ctrl-C and SIGTERM wait until a write is done: cut short, it
+would leave the writer's queue waiting for ever."""
 
 from __future__ import annotations
 
@@ -97,8 +96,7 @@ class TensorBoard:
 
 
 def _read(run_dir: Path, **guidance: dict[str, int]) -> EventAccumulator:
-    """The run folder's events, TensorBoard's logger quiet but for errors: its reader logs its walk
-    through the files, and warns of the purge a resume makes on purpose."""
+    """The run folder's events, TensorBoard's logger quiet but for errors (it warns of purges)."""
     logger = logging.getLogger("tensorboard")
     level = logger.level
     logger.setLevel(logging.ERROR)

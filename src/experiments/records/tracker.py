@@ -1,6 +1,4 @@
-"""Where a run's numbers go besides metrics.jsonl: the trackers of the `tracker` config group
-(tensorboard, csv, mlflow, wandb, or several), each sent the same by `metrics.MetricsWriter`. Only
-the main process builds them."""
+"""The trackers of the `tracker` config group: where a run's numbers go besides metrics.jsonl."""
 
 from __future__ import annotations
 
@@ -66,7 +64,6 @@ Sent = tuple[int, dict[str, float]]
 
 
 def sent_scalars(rows: Iterable[Mapping[str, Any]]) -> list[Sent]:
-    """What the trackers were sent for metrics.jsonl's `rows`."""
     return [
         (
             row["global_step"],
@@ -84,8 +81,6 @@ TRACKED_IN = "trackers_begun_in"
 
 @dataclass(frozen=True)
 class TrackedRun:
-    """What a tracker is told of the run when it begins."""
-
     name: str  # the run folder's name
     group: str | None  # its sweep's folder (relative to outputs/), for a sweep's job
     parameters: dict[str, Value]  # the config, flattened: {"model.name": "tudui", ...}
@@ -97,7 +92,6 @@ class TrackedRun:
 def tracked_run(
     config: DictConfig, plan: DevicePlan, run_dir: Path, sweep: str | None
 ) -> TrackedRun:
-    """What the trackers are told of the run of `config`: its flattened config and its tags."""
     columns = hparams.hyperparameters(config, plan, [])
     return TrackedRun(
         name=run_dir.name,
@@ -151,15 +145,14 @@ class ReadBack(Tracker, Protocol):
     record: str  # what a warning calls it: "the TensorBoard events"
 
     def logged(self, through: int) -> Logged | None:
-        """What the store holds of the run (None: nothing, or unreadable), dropping what follows
-        global step `through` where it can."""
+        """What the store holds (None: nothing or unreadable), dropping steps after `through`
+        where it can."""
 
 
 def resumed_ids(
     recorded: Mapping[str, Any], run_dir: Path, chosen: Collection[str]
 ) -> dict[str, str]:
-    """The tracker runs a resume of `run_dir` carries on, by tracker: those its results.json names,
-    where begun in this folder (a copy's own would get epochs its folder never trained)."""
+    """The tracker runs a resume of `run_dir` carries on (none where the folder was copied)."""
     found = recorded.get("trackers")
     found = found if isinstance(found, dict) else {}
     ids = {key: id_ for key, id_ in found.items() if isinstance(id_, str)}  # (read as data)

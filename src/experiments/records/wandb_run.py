@@ -1,6 +1,5 @@
 """`tracker=wandb`: a W&B run per training run, online where `WANDB_MODE` says or a key is there,
-else offline (so a fresh machine trains without an account), its files in the run folder's `wandb/`.
-A copy of the run folder's numbers: a failure costs one warning line (`records.guard`)."""
+else offline (so a fresh machine trains without an account)."""
 
 from __future__ import annotations
 
@@ -93,8 +92,7 @@ class WandbRun:
         return given
 
     def _held_through(self) -> int:
-        """The last step W&B holds of the run this one continues, online or in its offline files
-        (read, not assumed: a run killed with -9 loses what wandb-core had not written)."""
+        """The last step W&B holds of the run this one continues (a kill -9 loses the unwritten)."""
         if not (self.run.offline or self.run.disabled):
             return int(self.run.step) - 1
         mine = Path(self.run.dir).parent
@@ -130,8 +128,7 @@ class WandbRun:
 
 
 def _last_step(run_file: Path) -> int:
-    """The last step of a .wandb file's history (-1: none), as `wandb leet inspect` reads it: a
-    kill may cut its last entry short."""
+    """The last step of a .wandb file's history (-1: none), read as a kill may have cut it."""
     command = [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(run_file)]
     shown = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
     steps = [
