@@ -18,15 +18,8 @@ from experiments.config import trust
 from experiments.config.build import as_text, reads_environment, with_current_targets
 from experiments.config.checks import whole_number
 from experiments.config.validate import saved_config_refusal
+from experiments.core import files
 from experiments.core.errors import ExperimentError, one_line
-from experiments.core.files import (
-    CHECKPOINT,
-    Unparsed,
-    read_data,
-    refuse_special_file,
-    write_atomically,
-    writing,
-)
 from experiments.core.text import as_typed
 from experiments.records import checksum
 from experiments.training.ema import ModelAverage
@@ -39,7 +32,6 @@ KEYS = {"model", "optimizer", "epoch", "config"}
 SECTIONS = ("model", "dataset", "trainer")
 OPTIONAL_SECTIONS = ("task", "scheduler")
 CHECKSUM = "checksum"
-# The search that chose the batch (trainer.batch_size=auto; null for a batch given).
 BATCH_SEARCH = "batch_search"
 
 
@@ -81,37 +73,9 @@ def state(
 def save(path: Path, checkpoint: dict[str, Any]) -> None:
     """Write `checkpoint`, with its checksum, whole or not at all."""
     summed = {**checkpoint, CHECKSUM: checksum.digest(checkpoint)}
-    with writing(path):
+    with files.writing(path):
         path.parent.mkdir(exist_ok=True)  # checkpoints/, in the run folder (never made again)
-    write_atomically(path, lambda file: torch.save(summed, file))
-
-
-def restore(
-    checkpoint: dict[str, Any],
-    run: str,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: LRScheduler,
-    scaler: torch.amp.GradScaler,
-    ema: ModelAverage | None = None,
-) -> None:
-    """Load a checkpoint's states, or say in one line that it does not fit the run built now."""
-    try:
-        model.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        if ema is not None:  # (the checkpoint has one: `resume_checks.refuse_other_average`)
-            ema.load_state_dict(checkpoint["ema"])
-    except (RuntimeError, ValueError) as error:
-        saved = checkpoint["config"]["model"]["name"]
-        raise ExperimentError(
-            f"resume={run}: its checkpoint (model {saved}) does not fit the model and optimizer "
-            f"configured now ({str(error).splitlines()[0].rstrip(':')}); resume with the run's "
-            "own model and optimizer settings, or start a new run"
-        ) from error
-    if "scheduler" in checkpoint:  # (checkpoints from before schedules had none: constant lr)
-        scheduler.load_state_dict(checkpoint["scheduler"])
-    if checkpoint.get("scaler"):
-        scaler.load_state_dict(checkpoint["scaler"])
+    files.write_atomically(path, lambda file: torch.save(summed, file))
 
 
 def to_resume(run: str, epochs: int, scheduler: str, *, completed: bool = True) -> dict[str, Any]:
@@ -157,13 +121,13 @@ def _as_checkpoint(file: IO[bytes]) -> Any:
     except pickle.UnpicklingError as error:
         refused = next((line for line in str(error).splitlines() if "GLOBAL" in line), "")
         what = f" ({refused.strip()})" if refused else ""
-        raise Unparsed(
+        raise files.Unparsed(
             f"holds more than tensors and plain data{what}, so it was not loaded: it was not "
             "written by this tool, or it was altered"
         ) from error
     except Exception as error:  # a torn zip, a truncated file, bytes that are not a checkpoint
         first_sentence = one_line(error).split(". ")[0]
-        raise Unparsed(
+        raise files.Unparsed(
             "cannot be read: it is truncated, corrupted or not a checkpoint at all (torch.load: "
             f"{first_sentence})"
         ) from error
@@ -188,7 +152,7 @@ def find(path_or_run: str | Path) -> Path:
     path = Path(path_or_run)
     if path.is_dir():
         path = path / BEST if (path / BEST).is_file() else path / LAST
-    refuse_special_file(path, CHECKPOINT.what_is_valid)
+    files.refuse_special_file(path, files.CHECKPOINT.what_is_valid)
     if not path.is_file():
         raise ExperimentError(f"no checkpoint at {path} (give a .pt file or a run folder)")
     return path
@@ -196,7 +160,7 @@ def find(path_or_run: str | Path) -> Path:
 
 def load(path: Path) -> dict[str, Any]:
     """Read a checkpoint onto the host, or say in one line why it cannot be used."""
-    state = read_data(path, CHECKPOINT, _as_checkpoint, name=f"checkpoint {path}")
+    state = files.read_data(path, files.CHECKPOINT, _as_checkpoint, name=f"checkpoint {path}")
     missing = KEYS - set(state) if isinstance(state, dict) else KEYS
     if missing:
         raise ExperimentError(
@@ -269,7 +233,6 @@ def _config_fault(config: Any) -> str | None:
 
 
 def _fields_fault(state: dict[str, Any]) -> str | None:
-    """What the plain fields evaluation and resume read hold that no run saves."""
     try:  # (a text read from the environment stays its text: nothing is resolved to be checked)
         saved = OmegaConf.create(_environment_as_text(state["config"]))
     except OmegaConfBaseException as error:  # a key no config has (a tuple)

@@ -13,9 +13,7 @@ from experiments.core.files import write_atomically
 # The image's TensorBoard tag (older run folders: confusion_matrix).
 TAG = "test/confusion_matrix"
 PICTURE = "confusion_matrix.png"
-# Above this many classes the cells are too small to print their counts in.
-MOST_ANNOTATED_CLASSES = 20
-# Above this many, too small to see at all (and the picture too large to be of use).
+MOST_ANNOTATED_CLASSES = 20  # above, cells are too small to print their counts in
 MOST_DRAWN_CLASSES = 100
 
 # ColorBrewer's 9-class Blues, from no share of the true class to all of it.

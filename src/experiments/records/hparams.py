@@ -19,9 +19,7 @@ from experiments.devices.plan import DevicePlan
 Value = bool | int | float | str
 Hyperparameters = Mapping[str, Value]
 Numbers = Mapping[str, float | None]  # a run's final numbers (None: not measured)
-
 NOT_HYPERPARAMETERS = ("resume", "replay", "hparams_search", "tracker")
-
 # The columns every run has, by the config key they come from (an override of it is that column).
 COLUMNS = {
     "model": "model.name",
@@ -48,9 +46,8 @@ def hyperparameters(
     covered = {*COLUMNS, *COLUMNS.values(), *NOT_HYPERPARAMETERS}
     for override in OverridesParser.create().parse_overrides(list(overrides)):
         key = override.key_or_group  # (without its + or ~: the grammar keeps them apart)
-        if key in covered or override.is_hydra_override():
-            continue
-        values[key] = _composed(cfg, key, str(override.value()))
+        if key not in covered and not override.is_hydra_override():
+            values[key] = _composed(cfg, key, str(override.value()))
     return values
 
 
@@ -104,11 +101,9 @@ def write(
 
 
 def _type(value: Value) -> api_pb2.DataType:
-    if isinstance(value, bool):  # before int: True is an int too
+    if isinstance(value, bool):
         return api_pb2.DATA_TYPE_BOOL
-    if isinstance(value, float):
-        return api_pb2.DATA_TYPE_FLOAT64
-    return api_pb2.DATA_TYPE_STRING  # an int too: see _session_start
+    return api_pb2.DATA_TYPE_FLOAT64 if isinstance(value, float) else api_pb2.DATA_TYPE_STRING
 
 
 def _experiment(

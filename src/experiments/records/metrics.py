@@ -12,16 +12,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from experiments.config.metric_names import LOSS, TEST, TRAIN_LOSS, VAL, metric_key
-from experiments.core import interrupts
+from experiments.core import files, interrupts
 from experiments.core.errors import ExperimentError
-from experiments.core.files import (
-    LOG,
-    as_json_lines,
-    open_to_append,
-    read_data,
-    write_text_atomically,
-    writing,
-)
 from experiments.devices.measuring.host_load import HostLoad
 from experiments.records import confusion, running
 from experiments.records.speed import host_record, warm_up_record
@@ -55,7 +47,6 @@ class MetricsWriter:
         self.named_trackers = dict(trackers or {}) if writes else {}
         self.trackers = [Feed(tracker) for tracker in self.named_trackers.values()]
         self._jsonl: IO[str] | None = None
-        # The global step a resumed run carries on after (its checkpoint's).
         self._resumed_after: int | None = None
 
     def __enter__(self) -> MetricsWriter:
@@ -91,7 +82,7 @@ class MetricsWriter:
         if not self.writes:
             return
         path = self.dir / "metrics.jsonl"
-        rows = read_data(path, LOG, as_json_lines) if path.is_file() else []
+        rows = files.read_data(path, files.LOG, files.as_json_lines) if path.is_file() else []
         kept = [row for row in rows if row["epoch"] <= epoch]
         logged = {row["epoch"] for row in kept if row["kind"] == "epoch"}
         lost = [row for row in history if row["epoch"] not in logged]
@@ -103,7 +94,7 @@ class MetricsWriter:
                 key=lambda row: (row["epoch"], row["kind"] == "epoch"),
             )
         if path.is_file() or lost:
-            write_text_atomically(path, "".join(f"{json.dumps(row)}\n" for row in kept))
+            files.write_text_atomically(path, "".join(f"{json.dumps(row)}\n" for row in kept))
         self._resumed_after = epoch * steps_per_epoch
         sent, gone = sent_scalars(kept), {row["epoch"] for row in lost}  # (their steps too)
         for feed in self.trackers:
@@ -202,7 +193,7 @@ class MetricsWriter:
         lacking = self._lacking(confusion.TAG, global_step)
         if not lacking and global_step == self._resumed_after and path.is_file():
             return  # drawn, and held by each tracker, before a kill
-        with writing(path), interrupts.held_back():
+        with files.writing(path), interrupts.held_back():
             png, size = confusion.save(counts, classes, title, path)
         for tracker in lacking:
             tracker.picture(confusion.TAG, png, size, global_step)
@@ -211,9 +202,9 @@ class MetricsWriter:
         if not self.writes:
             return
         path = self.dir / "metrics.jsonl"
-        with writing(path):
+        with files.writing(path):
             if self._jsonl is None:
-                self._jsonl = open_to_append(path)
+                self._jsonl = files.open_to_append(path)
             self._jsonl.write(json.dumps({**row, "time": time.time()}) + "\n")
             self._jsonl.flush()
 
@@ -228,8 +219,7 @@ class Feed:
 
     def resume(self, through: int, history: History, sent: Sequence[Sent]) -> History:
         """Carry on after step `through`, sent what the store lacks; returns the rows it lacked."""
-        tracker = self.tracker
-        logged = tracker.logged(through) if isinstance(tracker, ReadBack) else None
+        logged = self.tracker.logged(through) if isinstance(self.tracker, ReadBack) else None
         self.held = logged or Logged()
         for step, values in sent:
             self.scalars(values, step)

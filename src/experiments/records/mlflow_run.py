@@ -30,12 +30,9 @@ log = logging.getLogger("experiments")
 PARAMS_PER_CALL = 100
 METRICS_PER_CALL = 1000
 LONGEST_PARAMETER = 6000
-
 # How long logged steps wait to be sent together: each SQLite write is a transaction of its own.
 SEND_EVERY_SECONDS = 5.0
-
 PICTURE_TAGS = (confusion.TAG,)
-
 # MLflow's loggers, which would say amid the run's lines what it does and what failed.
 LOGGERS = ("mlflow", "alembic")
 
@@ -85,8 +82,7 @@ class MlflowRun:
                 self._carried_on = True
                 return run.resumed_id
             experiment_id = self._experiment_id(client, experiment)
-            # With MLflow's own tags of where a run came from (user, script, git commit).
-            tags = resolve_tags(run.tags)
+            tags = resolve_tags(run.tags)  # with MLflow's own: user, script, git commit
             created = client.create_run(experiment_id, run_name=run.name, tags=tags)
             parameters = [
                 Param(key, str(value)[:LONGEST_PARAMETER]) for key, value in run.parameters.items()
@@ -161,15 +157,14 @@ class MlflowRun:
 
     def _experiment_id(self, client: MlflowClient, name: str) -> str:
         found = client.get_experiment_by_name(name)
-        if found is not None:
-            return found.experiment_id
-        try:
-            return client.create_experiment(name, artifact_location=self._artifacts)
-        except MlflowException:  # made meanwhile by another job of the sweep
-            found = client.get_experiment_by_name(name)
-            if found is None:
-                raise
-            return found.experiment_id
+        if found is None:
+            try:
+                return client.create_experiment(name, artifact_location=self._artifacts)
+            except MlflowException:  # made meanwhile by another job of the sweep
+                found = client.get_experiment_by_name(name)
+                if found is None:
+                    raise
+        return found.experiment_id
 
     def _guarded(
         self, action: Callable[[MlflowClient], Result], needs_run: bool = True

@@ -22,11 +22,8 @@ def earlier_records(folder: Path, *, sweep: bool = False) -> Path | None:
     found = [folder / name for name in RUN_RECORDS]
     if sweep:
         jobs = sorted(entry for entry in folder.iterdir() if entry.is_dir())
-        found = [
-            folder / SWEEP_RECORD,
-            *found,
-            *(job / name for job in jobs for name in RUN_RECORDS),
-        ]
+        in_jobs = [job / name for job in jobs for name in RUN_RECORDS]
+        found = [folder / SWEEP_RECORD, *found, *in_jobs]
     return next((path for path in found if os.path.lexists(path)), None)
 
 

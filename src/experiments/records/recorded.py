@@ -12,8 +12,6 @@ from experiments.training.time_to_accuracy import TimeToAccuracy
 
 
 class DeviceRecord(TypedDict, total=False):
-    """results.json's `device`: asked for, then used."""
-
     requested: str | None
     used: str
     type: str
@@ -122,8 +120,7 @@ class FinishRecord(SpeedSummary, HostRecord, EnergySummary, total=False):
 
     selected_epoch: int
     selected_by: str  # "val_accuracy (max)", or "final epoch (no validation split)"
-    # Per class, for a task that tells classes apart (None: a class without test images).
-    class_accuracy: dict[str, float | None]
+    class_accuracy: dict[str, float | None]  # None: a class without test images
     train_loss: float | None  # (null: diverged)
     epoch_seconds: list[float]
     wait_share: float
@@ -132,8 +129,7 @@ class FinishRecord(SpeedSummary, HostRecord, EnergySummary, total=False):
     checkpoint: str
     best_checkpoint: str | None
     compile_seconds: float | None  # (None without trainer.compile)
-    # Model FLOPs utilization (a share of 1); None, with mfu_note, where the run beat the peak.
-    mfu: float | None
+    mfu: float | None  # a share of 1; None, with mfu_note, where the run beat the peak
     mfu_note: str
     time_to_accuracy: TimeToAccuracy  # (with trainer.target_*)
     peak_host_memory_mb: float | None
@@ -219,5 +215,4 @@ class ResultsFile(StartRecord, SetupRecord, EpochRecord, FinishRecord, total=Fal
     # Null with trainer.batch_size=auto until its search ends (the start's, then the setup's).
     batch_size: int | None
     per_process_batch_size: int | None
-    # Older run folders only: a task of one's own's metrics, {"mae": "min"}.
-    task_metrics: dict[str, Literal["min", "max"]]
+    task_metrics: dict[str, Literal["min", "max"]]  # older run folders only: {"mae": "min"}

@@ -13,6 +13,7 @@ from omegaconf import DictConfig
 from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
 
+from experiments.core.errors import ExperimentError
 from experiments.core.files import remove_leftovers
 from experiments.core.text import display_path
 from experiments.records import checkpoints, environment, resume_checks, running, snapshot
@@ -95,9 +96,22 @@ class TrainingState:
     def restore(self, checkpoint: dict[str, Any], run: str, trainer: DictConfig) -> None:
         resume_checks.refuse_other_data(checkpoint, run, self.data)
         resume_checks.refuse_other_steps(checkpoint, run, self.steps_per_epoch, trainer)
-        checkpoints.restore(
-            checkpoint, run, self.model, self.optimizer, self.scheduler, self.scaler, self.ema
-        )
+        try:
+            self.model.load_state_dict(checkpoint["model"])
+            self.optimizer.load_state_dict(checkpoint["optimizer"])
+            if self.ema is not None:  # (the checkpoint has one: `refuse_other_average`)
+                self.ema.load_state_dict(checkpoint["ema"])
+        except (RuntimeError, ValueError) as error:
+            saved = checkpoint["config"]["model"]["name"]
+            raise ExperimentError(
+                f"resume={run}: its checkpoint (model {saved}) does not fit the model and "
+                f"optimizer configured now ({str(error).splitlines()[0].rstrip(':')}); resume "
+                "with the run's own model and optimizer settings, or start a new run"
+            ) from error
+        if "scheduler" in checkpoint:  # (checkpoints from before schedules had none)
+            self.scheduler.load_state_dict(checkpoint["scheduler"])
+        if checkpoint.get("scaler"):
+            self.scaler.load_state_dict(checkpoint["scaler"])
         seeding.restore(checkpoint["rng"], self.shuffle, self.gpus)
 
 

@@ -30,9 +30,7 @@ KEPT_SETTINGS = {
 
 
 def refuse_other_data(checkpoint: dict[str, Any], run: str, data: dict[str, Any]) -> None:
-    if "data" not in checkpoint:
-        return
-    changed = fingerprint.difference(checkpoint["data"], data)
+    changed = fingerprint.difference(checkpoint["data"], data) if "data" in checkpoint else None
     if changed is not None:
         raise ExperimentError(
             f"resume={run}: its data differs from the data it was trained on: {changed}; its "

@@ -22,7 +22,6 @@ from experiments.records.tracker import ROW_TAGS, Logged, TrackedRun
 
 # TensorBoard's file, as a failed write names it (its writer picks the rest of the name).
 EVENTS = "events.out.tfevents.*"
-
 # The tags a logged step's and an epoch's rows had in older run folders' events.
 OLD_ROW_TAGS = (TRAIN_LOSS, TEST_LOSS)
 
@@ -101,11 +100,9 @@ def _read(run_dir: Path, **guidance: dict[str, int]) -> EventAccumulator:
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        events = EventAccumulator(str(run_dir), **guidance)
-        events.Reload()
+        return EventAccumulator(str(run_dir), **guidance).Reload()
     finally:
         logger.setLevel(level)
-    return events
 
 
 def _quiet_tensorboard_thread(
@@ -114,8 +111,6 @@ def _quiet_tensorboard_thread(
     """Silence TensorBoard's writer thread's traceback: the next write raises its error again."""
 
     def hook(args: threading.ExceptHookArgs) -> object:
-        if type(args.thread).__module__.startswith("tensorboard."):
-            return None
-        return previous(args)
+        return None if type(args.thread).__module__.startswith("tensorboard.") else previous(args)
 
     return hook

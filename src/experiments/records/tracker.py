@@ -65,12 +65,9 @@ Sent = tuple[int, dict[str, float]]
 
 def sent_scalars(rows: Iterable[Mapping[str, Any]]) -> list[Sent]:
     return [
-        (
-            row["global_step"],
-            epoch_scalars(row)
-            if row["kind"] == "epoch"
-            else step_scalars(row["train_loss"], row["lr"]),
-        )
+        (row["global_step"], epoch_scalars(row))
+        if row["kind"] == "epoch"
+        else (row["global_step"], step_scalars(row["train_loss"], row["lr"]))
         for row in rows
     ]
 
@@ -85,8 +82,7 @@ class TrackedRun:
     group: str | None  # its sweep's folder (relative to outputs/), for a sweep's job
     parameters: dict[str, Value]  # the config, flattened: {"model.name": "tudui", ...}
     tags: dict[str, str]  # model, dataset, device, placement, precision, seed, sweep
-    # The tracker's own id of the run this one continues (`resume=`), as `begin` returned it.
-    resumed_id: str | None = None
+    resumed_id: str | None = None  # the tracker's id of the run `resume=` continues
 
 
 def tracked_run(
@@ -125,7 +121,6 @@ class Tracker(Protocol):
         """Write what is pending and let go; the run ended `status` (completed, failed, ...)."""
 
 
-# The tags a logged step's and an epoch's rows are found by in a tracker's store.
 ROW_TAGS = (STEP_TAGS[0], EPOCH_ROW_TAG)
 
 
@@ -171,7 +166,6 @@ def resumed_ids(
 
 
 def trackers(chosen: DictConfig, run_dir: Path) -> dict[str, Tracker]:
-    """The trackers `chosen` names, writing into `run_dir`, by key, in the order given."""
     built = {}
     # A library's modules (MLflow's are many objects), never collected.
     with collection.paused_then_frozen():
