@@ -1,15 +1,5 @@
-"""Checkpoints: state_dicts and plain data, written atomically, read without running any code.
-
-`checkpoints/last.pt` holds the model's, optimizer's, scheduler's and gradient scaler's
-state_dicts, the weights' moving average (trainer.ema), the epoch, the resolved config, the
-epochs' numbers so far, the selected epoch's confusion matrix and every random generator's state,
-so a run resumes exactly where it stopped; `checkpoints/best.pt` is the same of the selected epoch.
-It is read with `torch.load(weights_only=True)`: a damaged or altered file gives one line, never a
-traceback, and never runs what it holds. A checksum (`records.checksum`) refuses bytes changed
-since saving; it proves the bytes intact, not their author friendly, so each field evaluation and
-resume read is checked as it loads, before any work. Checkpoints from before checksums load
-unchecked.
-"""
+"""Checkpoints, read with `weights_only=True`: a checksum proves the bytes intact, not their author
+friendly, so each field evaluation and resume read is checked as it loads too."""
 
 from __future__ import annotations
 
@@ -28,15 +18,8 @@ from experiments.config import trust
 from experiments.config.build import as_text, reads_environment, with_current_targets
 from experiments.config.checks import whole_number
 from experiments.config.validate import saved_config_refusal
+from experiments.core import files
 from experiments.core.errors import ExperimentError, one_line
-from experiments.core.files import (
-    CHECKPOINT,
-    Unparsed,
-    read_data,
-    refuse_special_file,
-    write_atomically,
-    writing,
-)
 from experiments.core.text import as_typed
 from experiments.records import checksum
 from experiments.training.ema import ModelAverage
@@ -45,13 +28,10 @@ from experiments.training.history import History
 LAST = Path("checkpoints") / "last.pt"
 BEST = Path("checkpoints") / "best.pt"
 KEYS = {"model", "optimizer", "epoch", "config"}
-# The sections of a checkpoint's config that evaluation and resume read (every checkpoint has
-# them; older ones lack `task` and `scheduler`).
+# The config's sections evaluation and resume read (older checkpoints lack the optional ones).
 SECTIONS = ("model", "dataset", "trainer")
 OPTIONAL_SECTIONS = ("task", "scheduler")
 CHECKSUM = "checksum"
-# The search that chose the run's batch (trainer.batch_size=auto; null for a batch given), whose
-# config holds the batch as a number: a resume carries it on.
 BATCH_SEARCH = "batch_search"
 
 
@@ -71,27 +51,19 @@ def state(
     ema: ModelAverage | None = None,
     batch_search: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """What resuming after `epoch` needs (`model` unwrapped, so it loads anywhere), for `save`;
-    `data`, `steps_per_epoch` and `batch_search` are what a resume may not change
-    (`experiments.records.resume_checks`)."""
+    """What resuming after `epoch` needs (`model` unwrapped, so it loads anywhere)."""
     return {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
-        # fp16's loss scale and its growth tracker (empty for a disabled scaler), so a resumed
-        # run skips exactly the steps the uninterrupted one would.
+        # fp16's loss scale, so a resumed run skips exactly the steps the uninterrupted one would.
         "scaler": scaler.state_dict(),
-        # The moving average of the weights (None: the run keeps none), which its epochs were
-        # evaluated and selected by, and evaluation loads.
         "ema": None if ema is None else ema.state_dict(),
         "epoch": epoch,
         "config": config,
         "history": history,
         "rng": rng,
-        # The test split's, at the epoch selected so far: the run's confusion matrix at its end.
         "selected_confusion": selected_confusion,
-        # The data's fingerprint (experiments.data.fingerprint) and the optimizer steps of an
-        # epoch: a resume on other data, or with other steps, is refused.
         "data": data,
         "steps_per_epoch": steps_per_epoch,
         BATCH_SEARCH: None if batch_search is None else dict(batch_search),
@@ -101,45 +73,13 @@ def state(
 def save(path: Path, checkpoint: dict[str, Any]) -> None:
     """Write `checkpoint`, with its checksum, whole or not at all."""
     summed = {**checkpoint, CHECKSUM: checksum.digest(checkpoint)}
-    with writing(path):
+    with files.writing(path):
         path.parent.mkdir(exist_ok=True)  # checkpoints/, in the run folder (never made again)
-    write_atomically(path, lambda file: torch.save(summed, file))
-
-
-def restore(
-    checkpoint: dict[str, Any],
-    run: str,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: LRScheduler,
-    scaler: torch.amp.GradScaler,
-    ema: ModelAverage | None = None,
-) -> None:
-    """Load a checkpoint's states into the resumed run's model (unwrapped), optimizer, scheduler,
-    scaler and moving average of the weights, or say in one line that the run is not the one the
-    checkpoint was saved from."""
-    try:
-        model.load_state_dict(checkpoint["model"])
-        optimizer.load_state_dict(checkpoint["optimizer"])
-        if ema is not None:  # (the checkpoint has one: `resume_checks.refuse_other_average`)
-            ema.load_state_dict(checkpoint["ema"])
-    except (RuntimeError, ValueError) as error:
-        saved = checkpoint["config"]["model"]["name"]
-        raise ExperimentError(
-            f"resume={run}: its checkpoint (model {saved}) does not fit the model and optimizer "
-            f"configured now ({str(error).splitlines()[0].rstrip(':')}); resume with the run's "
-            "own model and optimizer settings, or start a new run"
-        ) from error
-    if "scheduler" in checkpoint:  # (checkpoints from before schedules had none: constant lr)
-        scheduler.load_state_dict(checkpoint["scheduler"])
-    if checkpoint.get("scaler"):
-        scaler.load_state_dict(checkpoint["scaler"])
+    files.write_atomically(path, lambda file: torch.save(summed, file))
 
 
 def to_resume(run: str, epochs: int, scheduler: str, *, completed: bool = True) -> dict[str, Any]:
-    """The checkpoint `resume=<run>` names, if it has epochs left of `epochs` (or, the run not
-    `completed`, results left to write after its last one) and the same `scheduler`; checked
-    before the run folder's files are touched, so a refused resume leaves them as they were."""
+    """The checkpoint `resume=<run>` names, if it has epochs (or results) left of `epochs`."""
     path = Path(run) / LAST
     if not path.is_file():
         why, remedy = _why_none(run)
@@ -174,7 +114,6 @@ def to_resume(run: str, epochs: int, scheduler: str, *, completed: bool = True) 
 
 
 def _as_checkpoint(file: IO[bytes]) -> Any:
-    """What torch.load reads of a checkpoint, tensors and plain data only."""
     try:
         return torch.load(file, map_location="cpu", weights_only=True)
     except ExperimentError:
@@ -182,20 +121,19 @@ def _as_checkpoint(file: IO[bytes]) -> Any:
     except pickle.UnpicklingError as error:
         refused = next((line for line in str(error).splitlines() if "GLOBAL" in line), "")
         what = f" ({refused.strip()})" if refused else ""
-        raise Unparsed(
+        raise files.Unparsed(
             f"holds more than tensors and plain data{what}, so it was not loaded: it was not "
             "written by this tool, or it was altered"
         ) from error
     except Exception as error:  # a torn zip, a truncated file, bytes that are not a checkpoint
         first_sentence = one_line(error).split(". ")[0]
-        raise Unparsed(
+        raise files.Unparsed(
             "cannot be read: it is truncated, corrupted or not a checkpoint at all (torch.load: "
             f"{first_sentence})"
         ) from error
 
 
 def _why_none(run: str) -> tuple[str, str]:
-    """Why the run folder `run` has no checkpoints/last.pt, and what to do."""
     folder, last = Path(run) / LAST.parent, Path(run) / LAST
     afresh = f"start it afresh with replay={run}"
     if folder.exists() and not folder.is_dir():
@@ -205,35 +143,31 @@ def _why_none(run: str) -> tuple[str, str]:
         return f"its {LAST} is not a file", f"put the file back from a copy, or {afresh}"
     if (Path(run) / BEST).is_file():
         why = f"{LAST} is missing, though {BEST} is there: last.pt was deleted or moved"
-        # best.pt may be an epoch before the last: resuming from it would train those again.
         return why, f"put it back (a resume goes on from the last epoch), or {afresh}"
     return f"{LAST} is missing: the run stopped before its first checkpoint", afresh
 
 
 def find(path_or_run: str | Path) -> Path:
-    """The checkpoint a path names: a .pt file, or a run folder's checkpoints/best.pt (its
-    selected epoch), else its checkpoints/last.pt."""
+    """The checkpoint a path names: a .pt file, or a run folder's best.pt, else its last.pt."""
     path = Path(path_or_run)
     if path.is_dir():
         path = path / BEST if (path / BEST).is_file() else path / LAST
-    refuse_special_file(path, CHECKPOINT.what_is_valid)
+    files.refuse_special_file(path, files.CHECKPOINT.what_is_valid)
     if not path.is_file():
         raise ExperimentError(f"no checkpoint at {path} (give a .pt file or a run folder)")
     return path
 
 
 def load(path: Path) -> dict[str, Any]:
-    """Read a checkpoint written by `save`, onto the host (whatever device saved it), or say in
-    one line why it cannot be used."""
-    state = read_data(path, CHECKPOINT, _as_checkpoint, name=f"checkpoint {path}")
+    """Read a checkpoint onto the host, or say in one line why it cannot be used."""
+    state = files.read_data(path, files.CHECKPOINT, _as_checkpoint, name=f"checkpoint {path}")
     missing = KEYS - set(state) if isinstance(state, dict) else KEYS
     if missing:
         raise ExperimentError(
             f"checkpoint {path} is not one of this tool's: it lacks {', '.join(sorted(missing))}"
         )
     saved_sum = state.pop(CHECKSUM, None)
-    # Checkpoints older than checksums also lack the steps per epoch; one that has those but no
-    # checksum lost it to the damage (the key's own name overwritten).
+    # Older than checksums, a checkpoint lacks steps_per_epoch too; else no checksum is damage.
     unchecked_old = saved_sum is None and "steps_per_epoch" not in state
     if not unchecked_old and saved_sum != checksum.digest(state):
         raise ExperimentError(
@@ -241,40 +175,26 @@ def load(path: Path) -> dict[str, Any]:
             "it (damaged on disk or in a copy), so it was not loaded; use an intact copy, or "
             "train afresh with replay=<run>"
         )
-    fault = _average_fault(state.get("ema"))
+    fault = (
+        _average_fault(state.get("ema")) or _config_fault(state["config"]) or _fields_fault(state)
+    )
     if fault:
         raise ExperimentError(
             f"checkpoint {path} is not one of this tool's: its {fault}; it was altered, and was "
             "not used"
         )
-    fault = _config_fault(state["config"])
-    if fault:
-        raise ExperimentError(
-            f"checkpoint {path} is not one of this tool's: its config {fault}; it was altered, "
-            "and was not used"
-        )
-    fault = _fields_fault(state)
-    if fault:
-        raise ExperimentError(
-            f"checkpoint {path} is not one of this tool's: its {fault}; it was altered, and was "
-            "not used"
-        )
-    # An older checkpoint may name modules since moved; a text its run read from the environment
-    # stays the interpolation's text (`config.build.as_written`), never resolved again.
+    # Modules since moved named anew; a text read from the environment is never resolved again.
     return {**state, "config": with_current_targets(_environment_as_text(state["config"]))}
 
 
 def evaluated_weights(checkpoint: dict[str, Any]) -> tuple[str, dict[str, torch.Tensor]]:
-    """The weights a run evaluated and selected by, by name ("model", or "ema": their moving
-    average, trainer.ema), of its `checkpoint` as `load` returns it."""
+    """The weights a run evaluated and selected by, named "model" or "ema" (trainer.ema)."""
     if checkpoint.get("ema") is not None:
         return "ema", checkpoint["ema"]["weights"]
     return "model", checkpoint["model"]
 
 
 def _average_fault(average: Any) -> str | None:
-    """What a checkpoint's moving average ("ema") holds that no run saves, in words that follow
-    "its"; None where it is absent, null, or weights and a count of steps."""
     if average is None or (
         isinstance(average, dict)
         and isinstance(average.get("weights"), dict)
@@ -285,34 +205,34 @@ def _average_fault(average: Any) -> str | None:
 
 
 def _config_fault(config: Any) -> str | None:
-    """What a checkpoint's config holds that no run saves, in words that follow "its config";
-    None where it is the shape every run's is: evaluation and resume read it unchecked after."""
+    """What a checkpoint's config holds that no run saves, in words that follow "its"."""
     if not isinstance(config, dict):
-        return f"is {_described(config)}, where a saved config maps each section to its settings"
+        return (
+            f"config is {_described(config)}, where a saved config maps each section to its "
+            "settings"
+        )
     for section in SECTIONS:
         if not isinstance(config.get(section), dict):
             held = f"is {_described(config[section])}" if section in config else "is missing"
-            return f"section {section} {held}, where every saved config has its settings"
+            return f"config section {section} {held}, where every saved config has its settings"
     for section in OPTIONAL_SECTIONS:
         if section in config and not isinstance(config[section], dict):
             return (
-                f"section {section} is {_described(config[section])}, where a saved config "
-                "that has one has its settings"
+                f"config section {section} is {_described(config[section])}, where a saved "
+                "config that has one has its settings"
             )
     interpolated = _interpolation_in(config)
     if interpolated:
         return (
-            f"holds an interpolation (${{...}}) at {interpolated}, where a saved config holds "
-            "values"
+            f"config holds an interpolation (${{...}}) at {interpolated}, where a saved config "
+            "holds values"
         )
     # Its targets are checked where they are built, against what is typed then (eval.py, resume).
-    return trust.refusal(trust.Built(settings=tuple(trust.settings_in(config))))
+    refusal = trust.refusal(trust.Built(settings=tuple(trust.settings_in(config))))
+    return refusal and f"config {refusal}"
 
 
 def _fields_fault(state: dict[str, Any]) -> str | None:
-    """What a checkpoint's plain fields that evaluation and resume read (config, epoch, steps per
-    epoch) hold that no run saves, in words that follow "its"; None where all are as a run saves
-    them."""
     try:  # (a text read from the environment stays its text: nothing is resolved to be checked)
         saved = OmegaConf.create(_environment_as_text(state["config"]))
     except OmegaConfBaseException as error:  # a key no config has (a tuple)
@@ -337,7 +257,6 @@ def _fields_fault(state: dict[str, Any]) -> str | None:
 
 
 def _described(value: Any) -> str:
-    """A value a config should not hold there, named by its type (and start, for a str)."""
     if value is None:
         return "null"
     if isinstance(value, str):
@@ -346,8 +265,7 @@ def _described(value: Any) -> str:
 
 
 def _interpolation_in(config: Any, key: str = "config") -> str | None:
-    """The key of the first `${...}` in a checkpoint's config: a run saves its config resolved
-    (but for texts read from the environment), so one there was put in afterwards."""
+    """The key of the first `${...}` in a config, which a run saves resolved."""
     if isinstance(config, str):
         return key if "${" in config and not reads_environment(config) else None
     if isinstance(config, dict):
@@ -360,7 +278,6 @@ def _interpolation_in(config: Any, key: str = "config") -> str | None:
 
 
 def _environment_as_text(config: Any) -> Any:
-    """`config` with each text that reads the environment escaped: OmegaConf keeps it as is."""
     if isinstance(config, list):
         return [_environment_as_text(item) for item in config]
     if isinstance(config, dict):

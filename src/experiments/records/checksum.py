@@ -1,11 +1,4 @@
-"""The checksum a checkpoint carries: a SHA-256 digest of everything it holds, saved inside it and
-checked by `experiments.records.checkpoints.load`.
-
-torch.load checks no checksum: bytes overwritten inside a checkpoint load without complaint, as
-NaN weights, say. The digest is taken over what the file holds once loaded (each tensor's dtype,
-shape and bytes; each plain value and its type; key order), not over the file's bytes, so no file
-is read twice.
-"""
+"""A checkpoint's SHA-256 over what it holds once loaded (torch.load checks none), not its bytes."""
 
 from __future__ import annotations
 

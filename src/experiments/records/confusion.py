@@ -1,13 +1,4 @@
-"""The confusion matrix of a test split, drawn: which classes a model takes for which.
-
-    confusion_matrix.png   rows the true class, columns the predicted one, each cell shaded by
-                           its share of the true class's images (so classes of unequal size
-                           compare), counts printed in the cells up to 20 classes; also the image
-                           `test/confusion_matrix` of the run's TensorBoard events
-
-The counts are made on the device by `training.loop`. The picture is drawn with Pillow, which the
-data already loads, much quicker than matplotlib (docs/speed.md, Start-up).
-"""
+"""confusion_matrix.png, drawn with Pillow: much quicker than matplotlib."""
 
 from __future__ import annotations
 
@@ -22,9 +13,7 @@ from experiments.core.files import write_atomically
 # The image's TensorBoard tag (older run folders: confusion_matrix).
 TAG = "test/confusion_matrix"
 PICTURE = "confusion_matrix.png"
-# Above this many classes the cells are too small to print their counts in.
-MOST_ANNOTATED_CLASSES = 20
-# Above this many, too small to see at all (and the picture too large to be of use).
+MOST_ANNOTATED_CLASSES = 20  # above, cells are too small to print their counts in
 MOST_DRAWN_CLASSES = 100
 
 # ColorBrewer's 9-class Blues, from no share of the true class to all of it.
@@ -67,8 +56,7 @@ def cell_size(classes: int) -> int:
 
 
 def picture(counts: list[list[int]], classes: list[str], title: str) -> np.ndarray:
-    """The matrix as (height, width, 3) uint8 pixels: cells, class names along both sides,
-    the title, and a colour bar of the shares."""
+    """The matrix as (height, width, 3) uint8 pixels, with class names, title and colour bar."""
     size = len(classes)
     table = np.asarray(counts, dtype=np.int64).reshape(size, size)
     cell = cell_size(size)
@@ -79,7 +67,6 @@ def picture(counts: list[list[int]], classes: list[str], title: str) -> np.ndarr
     width = max(left + grid + 100, _width(ImageFont.load_default(size=16), title) + 40)
     image = Image.new("RGB", (width, top + grid + longest + 44), "white")
     draw = ImageDraw.Draw(image)
-
     cells = shade(shares(counts))
     image.paste(Image.fromarray(cells.repeat(cell, axis=0).repeat(cell, axis=1)), (left, top))
     draw.rectangle([left - 1, top - 1, left + grid, top + grid], outline=INK)
@@ -109,8 +96,7 @@ def picture(counts: list[list[int]], classes: list[str], title: str) -> np.ndarr
 def save(
     counts: list[list[int]], classes: list[str], title: str, path: Path
 ) -> tuple[bytes, tuple[int, int, int]]:
-    """Write the picture to `path` as a PNG; returns the PNG and its size (height, width,
-    channels), for the trackers: drawn and encoded once, for all."""
+    """Write the picture to `path`; returns the PNG and its (height, width, channels)."""
     pixels = picture(counts, classes, title)
     encoded = io.BytesIO()
     # Zlib's fastest level: far quicker than its default, for a slightly larger file.
@@ -124,7 +110,6 @@ def save(
 def _colour_bar(
     image: Image.Image, draw: ImageDraw.ImageDraw, font: Font, corner: tuple[int, int], height: int
 ) -> None:
-    """Shares from 0 (bottom) to 1 (top), ticked at 0, 0.5 and 1, with what they are."""
     x, y = corner
     bar = 16
     ramp = shade(np.linspace(1, 0, height))[:, None, :].repeat(bar, axis=1)
@@ -144,7 +129,6 @@ def _width(font: Font, text: str) -> int:
 
 
 def _upright(text: str, font: Font) -> Image.Image:
-    """`text` turned a quarter to the left, on a transparent ground, to paste."""
     left, top, right, bottom = font.getbbox(text)
     label = Image.new("RGBA", (int(right - left) + 4, int(bottom - top) + 8), (255, 255, 255, 0))
     ImageDraw.Draw(label).text((2 - left, 2 - top), text, font=font, fill=INK)

@@ -1,15 +1,4 @@
-"""CSV files in the run folder, for a spreadsheet or pandas: `tracker=csv`.
-
-    metrics.csv   a row per logged step and per epoch: `step` (the global step), then a column
-                  per tag (train/loss, lr, test/accuracy, ..., as TensorBoard's), empty where a
-                  row has no such number
-    hparams.csv   `name,value`: the run's hyperparameters, then its final numbers
-                  (whole_run/<name>), written at its end
-
-A row is appended as it is logged; a new tag widens the header, and the file is rewritten whole
-(once or twice a run). A resumed run drops the rows of the steps it does again, and a row a killed
-run left cut short.
-"""
+"""`tracker=csv`: metrics.csv (a row per logged step and epoch) and hparams.csv (at the end)."""
 
 from __future__ import annotations
 
@@ -20,7 +9,7 @@ from pathlib import Path
 from typing import IO
 
 from experiments.core.files import LOG, open_to_append, read_data, write_text_atomically, writing
-from experiments.records.hparams import METRICS_GROUP, Value
+from experiments.records.hparams import METRICS_GROUP, Hyperparameters, Numbers
 from experiments.records.tracker import ROW_TAGS, Logged, TrackedRun
 
 METRICS = "metrics.csv"
@@ -53,7 +42,7 @@ class CsvFile:
         return Logged(steps, epochs, {"hparams"} if self.hparams_path.is_file() else set())
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
-        row = {STEP: str(step), **_texts(values)}
+        row = {STEP: str(step), **{tag: repr(float(value)) for tag, value in values.items()}}
         with writing(self.path):
             columns = _widened(self._columns, list(row))
             if columns != self._columns:
@@ -68,20 +57,13 @@ class CsvFile:
             self._file.flush()
 
     def hyperparameters(
-        self,
-        hyperparameters: Mapping[str, Value],
-        numbers: Mapping[str, float | None],
-        step: int,
-        swept: Collection[str],
+        self, hyperparameters: Hyperparameters, numbers: Numbers, step: int, swept: Collection[str]
     ) -> None:
-        first = [name for name in swept if name in hyperparameters]
-        named = [
-            *((name, hyperparameters[name]) for name in first),
-            *((name, value) for name, value in hyperparameters.items() if name not in first),
-            *((f"{METRICS_GROUP}/{name}", value) for name, value in numbers.items()),
-        ]
+        first = {name: hyperparameters[name] for name in swept if name in hyperparameters}
+        final = {f"{METRICS_GROUP}/{name}": value for name, value in numbers.items()}
+        named = first | dict(hyperparameters) | final
         lines = [_line(["name", "value"])]
-        lines += [_line([name, "" if value is None else str(value)]) for name, value in named]
+        lines += [_line([key, "" if value is None else str(value)]) for key, value in named.items()]
         write_text_atomically(self.hparams_path, "".join(lines))
 
     def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:
@@ -93,8 +75,7 @@ class CsvFile:
                 self._file.close()
 
     def _rows(self) -> list[dict[str, str]]:
-        """metrics.csv's rows, but a last one cut short (by a killed run: no newline at its
-        end)."""
+        """metrics.csv's rows, but a last one a killed run cut short (no newline at its end)."""
         if not self.path.is_file():
             return []
         text = read_data(self.path, LOG)
@@ -111,13 +92,8 @@ class CsvFile:
 
 
 def _widened(columns: list[str], names: list[str]) -> list[str]:
-    """`columns` with the `names` it lacks: `step` first, then in the order first seen."""
     wider = columns or [STEP]
     return wider + [name for name in dict.fromkeys(names) if name not in wider]
-
-
-def _texts(values: Mapping[str, float]) -> dict[str, str]:
-    return {tag: repr(float(value)) for tag, value in values.items()}
 
 
 def _line(cells: Sequence[str]) -> str:

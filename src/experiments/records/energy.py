@@ -1,8 +1,4 @@
-"""results.json's energy of a training run: its epochs' training passes added up per counter (each
-GPU, each CPU package) from the epochs' rows, so a resumed run counts its earlier epochs too.
-Evaluations, checkpoints and setup are left out, as the speed leaves them out; what a counter
-counts beyond the run is said in `covers` (`devices.measuring.energy`).
-"""
+"""results.json's energy: the epochs' training passes added up per counter, from their rows."""
 
 from __future__ import annotations
 
@@ -22,8 +18,7 @@ class EnergySummary(TypedDict):
 def energy_summary(
     history: Sequence[EpochRow], source: str, covers: str, unavailable: str | None
 ) -> EnergySummary:
-    """The energy of the epochs' training passes that a counter measured (`source`, counting
-    what `covers` says); where none did, None and why (`unavailable`, the meter's reason)."""
+    """The energy of the epochs' training passes; where none was measured, None and why."""
     measured = [row for row in history if row.get("train_energy")]
     if not measured:
         note = unavailable or "no epoch's energy was measured"

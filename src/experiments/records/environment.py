@@ -1,16 +1,10 @@
-"""What a job ran on and with, so a result can be traced to what produced it.
-
-Each run folder gets `environment.json` (command line, host, CPU and GPUs, installed packages'
-versions, git commit) and, with uncommitted changes, `git.diff`. These ask torch.cuda, so they come
-after the job has set which GPUs it sees (`devices.process_settings`).
-"""
+"""environment.json and git.diff: what a job ran on and with (written once it has set its GPUs)."""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
-import shutil
 import socket
 import subprocess
 import sys
@@ -59,9 +53,7 @@ def environment() -> dict[str, Any]:
 
 
 def installed_packages() -> dict[str, str]:
-    """Every installed distribution's name and version, read from its METADATA's header lines:
-    `Distribution.metadata` parses the whole file, long description and all, several times
-    slower (docs/speed.md)."""
+    """Every installed distribution's version, from its METADATA's headers: parsing is slower."""
     found = []
     for distribution in distributions():
         text = distribution.read_text("METADATA") or distribution.read_text("PKG-INFO") or ""
@@ -75,7 +67,6 @@ def installed_packages() -> dict[str, str]:
 
 
 def versions() -> dict[str, Any]:
-    """The few versions results.json repeats, with the git state and the command."""
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -90,31 +81,26 @@ def versions() -> dict[str, Any]:
 def _gpus() -> list[dict[str, Any]]:
     if not torch.cuda.is_available():
         return []
-    gpus = []
-    for index in range(torch.cuda.device_count()):
-        properties = torch.cuda.get_device_properties(index)
-        gpus.append(
-            {
-                "index": index,
-                "name": properties.name,
-                "memory_gib": round(properties.total_memory / 2**30, 1),
-                "compute_capability": f"{properties.major}.{properties.minor}",
-                "uuid": str(properties.uuid),
-            }
-        )
-    return gpus
+    gpus = map(torch.cuda.get_device_properties, range(torch.cuda.device_count()))
+    return [
+        {
+            "index": index,
+            "name": gpu.name,
+            "memory_gib": round(gpu.total_memory / 2**30, 1),
+            "compute_capability": f"{gpu.major}.{gpu.minor}",
+            "uuid": str(gpu.uuid),
+        }
+        for index, gpu in enumerate(gpus)
+    ]
 
 
 def _gpu_driver() -> str | None:
-    if shutil.which("nvidia-smi") is None:
-        return None
     answer = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
     return answer.splitlines()[0] if answer else None
 
 
 def _git(*args: str) -> str | None:
-    """git's answer about the source's checkout, read without writing to it (status would
-    refresh and write the index)."""
+    """git's answer about the source's checkout, without writing its index (as status would)."""
     return _run(["git", "--no-optional-locks", "-C", str(SOURCE), *args])
 
 
@@ -127,8 +113,7 @@ def _run(command: list[str]) -> str | None:
 
 
 def git_state() -> dict[str, Any]:
-    """The source tree's commit, and whether its tracked files have changed since (None outside
-    git); new files git does not track yet are listed apart."""
+    """The source tree's commit, whether tracked files changed since, and the untracked files."""
     commit = _git("rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None}
@@ -143,7 +128,5 @@ def git_state() -> dict[str, Any]:
 
 def git_diff() -> str | None:
     """The source tree's uncommitted changes to tracked files, as a patch (None if clean)."""
-    # (git diff, the porcelain, writes a refreshed index whatever it is told; the plumbing
-    # compares the files' contents without.)
-    diff = _git("diff-index", "--patch", "HEAD", "--")
-    return diff or None
+    # (git diff, the porcelain, writes a refreshed index whatever it is told.)
+    return _git("diff-index", "--patch", "HEAD", "--") or None

@@ -1,14 +1,5 @@
-"""A tracker library's calls, kept from costing the run (`Guard`).
-
-MLflow and W&B send a run's numbers elsewhere (a server, a SQLite store, a process of their own).
-Whatever goes wrong there costs the run one warning line and at most a tracker's `timeout` seconds;
-from then on nothing more is sent, and the run goes on, its folder holding every number.
-
-Each call runs in a thread of its own, waited for `timeout` seconds at most, then left to end on its
-own (MLflow retries a SQLite store it cannot open for 100 s, whatever its settings say). While a
-library's calls run, its loggers are quiet and the environment variables it reads hold the guard's
-values where the user has not set them; both are put back when the last call holding them returns.
-"""
+"""A tracker library's calls, each in a thread of its own waited for `timeout` seconds at most
+(MLflow retries a store it cannot open for 100 s, whatever its settings), its loggers quiet."""
 
 from __future__ import annotations
 
@@ -27,8 +18,7 @@ Result = TypeVar("Result")
 
 
 class Guard:
-    """A tracker's calls to its library: the first that fails, or does not return within `timeout`
-    seconds, costs one warning line, and nothing more is sent."""
+    """The first call that fails or does not return in time: one warning line, nothing more sent."""
 
     def __init__(
         self,
@@ -78,8 +68,7 @@ class Guard:
         )
 
 
-# What the calls of every guard hold (loggers and the environment are the process's), by
-# "logger:<name>" or "environment:<variable>": how many calls hold each, and how to put it back.
+# By "logger:<name>" or "environment:<variable>": how many calls hold each, how to put it back.
 _holding = threading.Lock()
 _holders: Counter[str] = Counter()
 _put_back: dict[str, Callable[[], None]] = {}
@@ -87,8 +76,7 @@ _put_back: dict[str, Callable[[], None]] = {}
 
 @contextlib.contextmanager
 def _held(loggers: Sequence[str], environment: Mapping[str, str]) -> Iterator[None]:
-    """`loggers` quiet and `environment` set (each variable the user has not set) in the block;
-    put back as they were once no other call holds them."""
+    """`loggers` quiet and `environment` set (where the user has not) until no call holds them."""
     with _holding:
         keys = [f"logger:{name}" for name in loggers] + [
             f"environment:{variable}"
@@ -110,7 +98,6 @@ def _held(loggers: Sequence[str], environment: Mapping[str, str]) -> Iterator[No
 
 
 def _take(key: str, environment: Mapping[str, str]) -> Callable[[], None]:
-    """Quiet a logger or set an environment variable (`key`); returns what puts it back."""
     kind, _, name = key.partition(":")
     if kind == "logger":
         logger = logging.getLogger(name)

@@ -1,25 +1,10 @@
-"""A run's hyperparameters and final numbers for TensorBoard's HParams dashboard.
-
-    tensorboard --logdir outputs/2026-11-22/10-00-00_ab12cd34    # a sweep: a row per job
-
-Written on the run's own SummaryWriter, into the run folder's own event file: torch's
-`SummaryWriter.add_hparams` would open a sub-run folder, a second row in every view. The dashboard
-names each trial by that folder, whose name in a sweep carries the swept values
-(`config.naming`).
-
-The metric columns are scalars tagged `whole_run/<name>`, which sorts after the curves' groups
-(`lr`, `perf`, `test`, `train`, `val`), so the Time Series tab opens on the curves. (Older run
-folders tagged them `hparams/<name>`.) The keys the sweep varies are marked as differing, which
-TensorBoard lists first.
-
-The HParams summaries are built from TensorBoard's own protos rather than with
-`torch.utils.tensorboard.summary.hparams`, which writes a bool as 1.0 (it checks int before bool).
-"""
+"""A run's hyperparameters for TensorBoard's HParams dashboard, on the run's own writer (torch's
+`add_hparams` opens a sub-run folder) from TensorBoard's protos (torch writes a bool as 1.0)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from enum import Enum
 from typing import Any
 
@@ -32,13 +17,10 @@ from torch.utils.tensorboard import SummaryWriter
 from experiments.devices.plan import DevicePlan
 
 Value = bool | int | float | str
-
-# Overrides that say where a run came from, how it was searched or where its numbers go, not how
-# it trains.
+Hyperparameters = Mapping[str, Value]
+Numbers = Mapping[str, float | None]  # a run's final numbers (None: not measured)
 NOT_HYPERPARAMETERS = ("resume", "replay", "hparams_search", "tracker")
-
-# The columns every run has, by the config key they come from (an override of one of these keys
-# is that column, not another).
+# The columns every run has, by the config key they come from (an override of it is that column).
 COLUMNS = {
     "model": "model.name",
     "dataset": "dataset.name",
@@ -56,13 +38,7 @@ COLUMNS = {
 def hyperparameters(
     cfg: DictConfig, plan: DevicePlan, overrides: Sequence[str]
 ) -> dict[str, Value]:
-    """What a run is, as the dashboard's columns: the `COLUMNS`, then each other key the command
-    line set (`hydra.overrides.task`: what a sweep varies). The device is its `plan`'s text
-    (dp over cuda:0, cuda:1), not the request (auto).
-
-    An override's key takes the composed config's value; a config group its option's `name`; a
-    list, mapping or deleted key the str of the override's value. An override of a column's own
-    key (`optimizer.lr=0.1`) is that column."""
+    """The dashboard's columns: the `COLUMNS`, then each other key the command line set."""
     values: dict[str, Value] = {
         column: str(plan) if column == "device" else _plain(OmegaConf.select(cfg, key))
         for column, key in COLUMNS.items()
@@ -70,21 +46,17 @@ def hyperparameters(
     covered = {*COLUMNS, *COLUMNS.values(), *NOT_HYPERPARAMETERS}
     for override in OverridesParser.create().parse_overrides(list(overrides)):
         key = override.key_or_group  # (without its + or ~: the grammar keeps them apart)
-        if key in covered or override.is_hydra_override():
-            continue
-        values[key] = _composed(cfg, key, str(override.value()))
+        if key not in covered and not override.is_hydra_override():
+            values[key] = _composed(cfg, key, str(override.value()))
     return values
 
 
 def _composed(cfg: DictConfig, key: str, given: str) -> Value:
-    """The config's value at an override's key, or the override's value as `given` where that is
-    no single value (nested groups are named with /, their package with .)."""
+    """The config's value at an override's key (a group's option's `name`), else the override's."""
     value = OmegaConf.select(cfg, key.replace("/", "."), default=None)
     if isinstance(value, DictConfig) and "name" in value:
         value = value.name
-    if isinstance(value, bool | int | float | str):
-        return _plain(value)
-    return given
+    return _plain(value) if isinstance(value, Value) else given
 
 
 def _plain(value: Any) -> Value:
@@ -96,13 +68,11 @@ def _plain(value: Any) -> Value:
     raise TypeError(f"a hyperparameter is a bool, int, float or str, not {value!r}")
 
 
-# The group of the metric columns' scalars (see above).
+# The metric columns' scalars' group: it sorts after the curves', so Time Series opens on those.
 METRICS_GROUP = "whole_run"
 
 
 def swept_columns(keys: Iterable[str]) -> list[str]:
-    """The columns of the keys a sweep varies: a column's own key (`optimizer.lr`) is that column
-    (`lr`), any other key a column of its name."""
     column_of = {key: column for column, key in COLUMNS.items()}
     return [column_of.get(key.lstrip("+~"), key.lstrip("+~")) for key in keys]
 
@@ -114,9 +84,7 @@ def write(
     step: int,
     swept: Collection[str] = (),
 ) -> None:
-    """Write the run's `hyperparameters` and `metrics` at `step` through `writer`, the columns in
-    `swept` marked as differing. A metric of None (no validation split) is left out rather than
-    an empty column."""
+    """The run's `hyperparameters` and `metrics` (but None ones), the `swept` columns first."""
     metrics = {name: value for name, value in metrics.items() if value is not None}
     first = {name: hyperparameters[name] for name in swept if name in hyperparameters}
     hyperparameters = first | hyperparameters
@@ -133,18 +101,14 @@ def write(
 
 
 def _type(value: Value) -> api_pb2.DataType:
-    if isinstance(value, bool):  # before int: True is an int too
+    if isinstance(value, bool):
         return api_pb2.DATA_TYPE_BOOL
-    if isinstance(value, float):
-        return api_pb2.DATA_TYPE_FLOAT64
-    return api_pb2.DATA_TYPE_STRING  # an int too: see _session_start
+    return api_pb2.DATA_TYPE_FLOAT64 if isinstance(value, float) else api_pb2.DATA_TYPE_STRING
 
 
 def _experiment(
     hyperparameters: dict[str, Value], tags: list[str], swept: Collection[str]
 ) -> Summary:
-    """The dashboard's columns: every hyperparameter with its type (those `swept` marked as
-    differing), and the metric tags."""
     experiment = api_pb2.Experiment(
         hparam_infos=[
             api_pb2.HParamInfo(name=name, type=_type(value), differs=name in swept)
@@ -153,42 +117,30 @@ def _experiment(
         metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=tag)) for tag in tags],
         time_created_secs=time.time(),
     )
-    return _summary(
-        metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(experiment=experiment)
-    )
+    return _summary(metadata.EXPERIMENT_TAG, experiment=experiment)
 
 
 def _session_start(hyperparameters: dict[str, Value]) -> Summary:
-    """This run's row. No group name: each run folder is a row of its own, even for repeats,
-    rather than one row of their averages. An int is written as text: the dashboard shows numbers
-    to five significant digits (a seed of 123456789 as 1.2346e+8)."""
+    """This run's row (no group name: a row of its own even for repeats)."""
     start = plugin_data_pb2.SessionStartInfo()
     for name, value in hyperparameters.items():
         if isinstance(value, bool):
             start.hparams[name].bool_value = value
-        elif isinstance(value, int):
-            start.hparams[name].string_value = str(value)
         elif isinstance(value, float):
             start.hparams[name].number_value = value
-        else:
-            start.hparams[name].string_value = value
-    return _summary(
-        metadata.SESSION_START_INFO_TAG,
-        plugin_data_pb2.HParamsPluginData(session_start_info=start),
-    )
+        else:  # an int too: the dashboard shows numbers to five significant digits
+            start.hparams[name].string_value = str(value)
+    return _summary(metadata.SESSION_START_INFO_TAG, session_start_info=start)
 
 
 def _session_end() -> Summary:
     end = plugin_data_pb2.SessionEndInfo(status=api_pb2.STATUS_SUCCESS, end_time_secs=time.time())
-    return _summary(
-        metadata.SESSION_END_INFO_TAG, plugin_data_pb2.HParamsPluginData(session_end_info=end)
-    )
+    return _summary(metadata.SESSION_END_INFO_TAG, session_end_info=end)
 
 
-def _summary(tag: str, data: plugin_data_pb2.HParamsPluginData) -> Summary:
+def _summary(tag: str, **data: Any) -> Summary:
     """A summary as TensorBoard's own HParams writer makes it (summary_v2._summary_pb)."""
+    plugin = metadata.create_summary_metadata(plugin_data_pb2.HParamsPluginData(**data))
     summary = Summary()
-    summary.value.add(
-        tag=tag, metadata=metadata.create_summary_metadata(data), tensor=metadata.NULL_TENSOR
-    )
+    summary.value.add(tag=tag, metadata=plugin, tensor=metadata.NULL_TENSOR)
     return summary

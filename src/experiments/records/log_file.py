@@ -1,10 +1,10 @@
-"""The run's log file (`train.log`, `eval.log`): written by `LogFile`, the file handler of Hydra's
-job logging (conf/hydra/job_logging/experiments.yaml), and held back until a resume is accepted,
-so a refused resume leaves it as it was (as `records.results.Results` does results.json)."""
+"""The run's log file, held back until a resume is accepted: a refused one leaves it as it was."""
 
 from __future__ import annotations
 
 import logging
+import sys
+from logging.handlers import BufferingHandler
 from pathlib import Path
 from typing import IO
 
@@ -12,28 +12,14 @@ from experiments.core.files import open_to_append
 
 
 class LogFile(logging.FileHandler):
-    """Appends to the log file, never through a link: a link in its place is replaced by a log
-    file of the run's own; the file it pointed to is left as it was."""
+    """Hydra's job logging's file handler: it appends, never through a link (one is replaced)."""
 
     def _open(self) -> IO[str]:
         return open_to_append(Path(self.baseFilename), self.encoding)
 
 
-class _Waiting(logging.Handler):
-    """Keeps the log lines meant for the log file until the resume is accepted."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
 class HeldLog:
-    """From now on, what the job logs reaches the log files in `run_dir` only once `release` is
-    called, and then in order; never released (a refused resume), it never does. Hydra sets up
-    the handlers anew for every job, so there is nothing to put back."""
+    """What the job logs reaches the log files in `run_dir` only once `release` is called."""
 
     def __init__(self, run_dir: Path) -> None:
         self._root = logging.getLogger()
@@ -44,7 +30,7 @@ class HeldLog:
             if isinstance(handler, logging.FileHandler)
             and Path(handler.baseFilename).parent == folder
         ]
-        self._waiting = _Waiting()
+        self._waiting = BufferingHandler(capacity=sys.maxsize)
         for handler in self._files:
             self._root.removeHandler(handler)
         self._root.addHandler(self._waiting)
@@ -54,7 +40,7 @@ class HeldLog:
         self._root.removeHandler(self._waiting)
         for handler in self._files:
             self._root.addHandler(handler)
-            for record in self._waiting.records:
+            for record in self._waiting.buffer:
                 if record.levelno >= handler.level:
                     handler.handle(record)
-        self._waiting.records.clear()
+        self._waiting.buffer.clear()

@@ -1,14 +1,4 @@
-"""A run's numbers as it trains, for people and for the trackers.
-
-    metrics.jsonl   one JSON object per logged step and per epoch
-    trackers        the `tracker` group's (`records.tracker`): TensorBoard's event files by
-                    default, a CSV file, ...: each step's train/loss and lr, each epoch's
-                    numbers by their tags (`records.tracker.epoch_scalars`), the run's
-                    hyperparameters and final numbers, the confusion matrix
-
-Of several processes, only the main one writes. A resumed run drops what the epoch cut short had
-logged from metrics.jsonl, and sends each tracker what its store lacks (`Feed`).
-"""
+"""A run's numbers as it trains: metrics.jsonl (a row per logged step and epoch), the trackers."""
 
 from __future__ import annotations
 
@@ -22,16 +12,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from experiments.config.metric_names import LOSS, TEST, TRAIN_LOSS, VAL, metric_key
-from experiments.core import interrupts
+from experiments.core import files, interrupts
 from experiments.core.errors import ExperimentError
-from experiments.core.files import (
-    LOG,
-    as_json_lines,
-    open_to_append,
-    read_data,
-    write_text_atomically,
-    writing,
-)
 from experiments.devices.measuring.host_load import HostLoad
 from experiments.records import confusion, running
 from experiments.records.speed import host_record, warm_up_record
@@ -65,7 +47,6 @@ class MetricsWriter:
         self.named_trackers = dict(trackers or {}) if writes else {}
         self.trackers = [Feed(tracker) for tracker in self.named_trackers.values()]
         self._jsonl: IO[str] | None = None
-        # The global step a resumed run carries on after (its checkpoint's).
         self._resumed_after: int | None = None
 
     def __enter__(self) -> MetricsWriter:
@@ -83,31 +64,25 @@ class MetricsWriter:
                 raise  # else the run's own failure is what to say, not a repeat of it
 
     def begin(self, run: TrackedRun, resumed_ids: Mapping[str, str]) -> dict[str, str]:
-        """Tell each tracker of the run (one a resume continues: the ids `begin` returned before,
-        by tracker); returns the ids each gave it, by tracker, for results.json."""
-        ids = {}
-        for key, tracker in self.named_trackers.items():
-            given = tracker.begin(dataclasses.replace(run, resumed_id=resumed_ids.get(key)))
-            if given is not None:
-                ids[key] = given
-        return ids
+        """Tell each tracker of the run; returns the ids they gave, by tracker, for results.json."""
+        given = {
+            key: tracker.begin(dataclasses.replace(run, resumed_id=resumed_ids.get(key)))
+            for key, tracker in self.named_trackers.items()
+        }
+        return {key: id_ for key, id_ in given.items() if id_ is not None}
 
     def begin_in_folder(self, run: TrackedRun, resuming: bool) -> dict[str, Any]:
-        """Tell each tracker of the run; a resume carries on the tracker runs begun before in
-        this folder (its results.json, not yet written again, names them). Returns the fields
-        of results.json's setup that name them (none where no tracker gave an id)."""
+        """`begin`, a resume carrying on the tracker runs its results.json names."""
         found = running.read_results(self.dir) if resuming else {}
         ids = self.begin(run, resumed_ids(found, self.dir, self.named_trackers))
         return {"trackers": ids, TRACKED_IN: str(self.dir.resolve())} if ids else {}
 
     def resume_after(self, epoch: int, steps_per_epoch: int, history: History) -> None:
-        """Continue after `epoch`. An epoch of `history` (the checkpoint's rows) that a deleted
-        metrics.jsonl lacks is written again from its row (its steps are lost with the file);
-        each tracker is sent what it lacks of what metrics.jsonl now holds."""
+        """Continue after `epoch`: metrics.jsonl cut back to it, each tracker sent what it lacks."""
         if not self.writes:
             return
         path = self.dir / "metrics.jsonl"
-        rows = read_data(path, LOG, as_json_lines) if path.is_file() else []
+        rows = files.read_data(path, files.LOG, files.as_json_lines) if path.is_file() else []
         kept = [row for row in rows if row["epoch"] <= epoch]
         logged = {row["epoch"] for row in kept if row["kind"] == "epoch"}
         lost = [row for row in history if row["epoch"] not in logged]
@@ -119,7 +94,7 @@ class MetricsWriter:
                 key=lambda row: (row["epoch"], row["kind"] == "epoch"),
             )
         if path.is_file() or lost:
-            write_text_atomically(path, "".join(f"{json.dumps(row)}\n" for row in kept))
+            files.write_text_atomically(path, "".join(f"{json.dumps(row)}\n" for row in kept))
         self._resumed_after = epoch * steps_per_epoch
         sent, gone = sent_scalars(kept), {row["epoch"] for row in lost}  # (their steps too)
         for feed in self.trackers:
@@ -131,7 +106,6 @@ class MetricsWriter:
     def step(
         self, epoch: int, steps_before: int, step: int, loss: float, speed: float, lr: float
     ) -> None:
-        """A training loss, logged at `step` of `epoch`, after `steps_before` steps in all."""
         global_step = steps_before + step
         self._write(
             kind="step",
@@ -157,8 +131,7 @@ class MetricsWriter:
         mfu: float | None = None,
         energy: dict[str, float] | None = None,
     ) -> EpochRow:
-        """Log an epoch's numbers, with the host's other work (`host`), MFU and energy (None: not
-        known); returns them as its row of the run's history."""
+        """Log an epoch's numbers (None: not known); returns them as its row of the history."""
         row: EpochRow = {
             "epoch": epoch,
             "global_step": global_step,
@@ -179,7 +152,6 @@ class MetricsWriter:
             "compute_seconds": training.compute_seconds,
             "eval_seconds": test.seconds + (val.seconds if val else 0.0),
             "epoch_seconds": training.seconds + test.seconds + (val.seconds if val else 0.0),
-            # Its first steps, timed apart when they warmed up (`records.speed`).
             "warm_up": warm_up_record(training.warm_up, training.last_step),
             **host_record(host),
             "mfu": mfu,
@@ -197,23 +169,17 @@ class MetricsWriter:
         global_step: int,
         swept: Collection[str] = (),
     ) -> None:
-        """The run's hyperparameters and final `numbers` (TensorBoard's HParams tab), the columns
-        its sweep varies (`swept`) first, for each tracker that lacks them."""
         for tracker in self._lacking("hparams", global_step):
             tracker.hyperparameters(hyperparameters, numbers, global_step, swept)
 
     def _lacking(self, record: str, global_step: int) -> list[Tracker]:
-        """The trackers to send `record` of the run's end ("hparams", a picture's tag) at
-        `global_step`: all but those holding it already, where a resume of a run killed after
-        sending it trains nothing more."""
+        """The trackers to send `record` of the run's end: all but those holding it, at its end."""
         ended = global_step == self._resumed_after
         return [feed.tracker for feed in self.trackers if not (ended and record in feed.held.ends)]
 
     def confusion_matrix(
         self, counts: list[list[int]], classes: list[str], title: str, global_step: int
     ) -> None:
-        """A confusion matrix as confusion_matrix.png and a picture for each tracker that lacks
-        it (up to `confusion.MOST_DRAWN_CLASSES` classes: beyond, cells are too small to see)."""
         if not self.writes:
             return
         if len(classes) > confusion.MOST_DRAWN_CLASSES:
@@ -227,7 +193,7 @@ class MetricsWriter:
         lacking = self._lacking(confusion.TAG, global_step)
         if not lacking and global_step == self._resumed_after and path.is_file():
             return  # drawn, and held by each tracker, before a kill
-        with writing(path), interrupts.held_back():
+        with files.writing(path), interrupts.held_back():
             png, size = confusion.save(counts, classes, title, path)
         for tracker in lacking:
             tracker.picture(confusion.TAG, png, size, global_step)
@@ -236,16 +202,15 @@ class MetricsWriter:
         if not self.writes:
             return
         path = self.dir / "metrics.jsonl"
-        with writing(path):
+        with files.writing(path):
             if self._jsonl is None:
-                self._jsonl = open_to_append(path)
+                self._jsonl = files.open_to_append(path)
             self._jsonl.write(json.dumps({**row, "time": time.time()}) + "\n")
             self._jsonl.flush()
 
 
 class Feed:
-    """A tracker as the `MetricsWriter` sends to it: after a resume, the rows its store lacks, as a
-    `ReadBack` says (one that cannot say is sent all of them again)."""
+    """A tracker, sent after a resume the rows its store lacks (all, where it is no `ReadBack`)."""
 
     def __init__(self, tracker: Tracker) -> None:
         self.tracker = tracker
@@ -253,10 +218,8 @@ class Feed:
         self.held = Logged()  # what its store held as the run resumed
 
     def resume(self, through: int, history: History, sent: Sequence[Sent]) -> History:
-        """Carry on after global step `through`, sent what of `sent` the store lacks; returns the
-        epochs of `history` whose rows the store lacked."""
-        tracker = self.tracker
-        logged = tracker.logged(through) if isinstance(tracker, ReadBack) else None
+        """Carry on after step `through`, sent what the store lacks; returns the rows it lacked."""
+        logged = self.tracker.logged(through) if isinstance(self.tracker, ReadBack) else None
         self.held = logged or Logged()
         for step, values in sent:
             self.scalars(values, step)
@@ -269,7 +232,6 @@ class Feed:
 
 
 def _measured(split: str, result: EvaluationResult) -> dict[str, float]:
-    """An evaluation's numbers on `split`, by their keys in the epoch's row: its loss first."""
     return {
         LOSS.key(split): result.loss,
         **{metric_key(split, name): value for name, value in result.metrics.items()},
@@ -277,8 +239,6 @@ def _measured(split: str, result: EvaluationResult) -> dict[str, float]:
 
 
 def _say_written_again(record: str, rows: History, source: str | None = None) -> None:
-    """That `record` lacked the epochs of `rows`, written again from `source` (None: the
-    checkpoint's history, which has no steps)."""
     if not rows:
         return
     several = len(rows) > 1
@@ -293,7 +253,6 @@ def _say_written_again(record: str, rows: History, source: str | None = None) ->
 
 
 def _status(kind: type[BaseException] | None) -> str:
-    """How a run ended, as results.json says it, from what ended the block that wrote it."""
     if kind is None:
         return "completed"
     return "interrupted" if issubclass(kind, KeyboardInterrupt) else "failed"

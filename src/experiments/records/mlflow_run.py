@@ -1,26 +1,5 @@
-"""An MLflow run per training run: `tracker=mlflow` (pip install -e '.[trackers]').
-
-Written with MLflow's own client (`MlflowClient`, no global active run) to the tracking server
-`tracker.mlflow.tracking_uri` names; by default `MLFLOW_TRACKING_URI`, else a SQLite store in the
-outputs folder of the folder the command runs in (`outputs/mlflow.db`, its artifacts in
-`outputs/mlartifacts/`), which `mlflow ui --backend-store-uri sqlite:///outputs/mlflow.db` shows.
-
-A run is named by its folder; a sweep's jobs share an experiment named by the sweep's folder,
-other runs go to `tracker.mlflow.experiment`. The flattened config is its parameters, the
-`tracker.TAGS` its tags, the numbers its metrics by TensorBoard's tags, the confusion matrix an
-artifact. A resume carries on the same MLflow run (its id is in results.json) and is sent no step
-it holds already (`logged`).
-
-The numbers go in batches, at each epoch's end (before its checkpoint, so a kill loses only steps
-its resume trains again) and otherwise every `SEND_EVERY_SECONDS`: each write to a SQLite store is
-a transaction of its own (the cost: docs/trackers.md).
-
-MLflow is a copy: the run folder holds every number either way. So a store or server that fails
-costs one warning line and at most `timeout` seconds, and the run goes on without it
-(`records.guard`): the client is made in the guard, its loggers are quiet meanwhile, and an HTTP
-request is tried once, where `MLFLOW_HTTP_REQUEST_MAX_RETRIES` and `..._TIMEOUT` do not say
-otherwise.
-"""
+"""`tracker=mlflow`: an MLflow run per training run, through MLflow's own client, to
+`tracker.mlflow.tracking_uri`, else `MLFLOW_TRACKING_URI`, else `outputs/mlflow.db`."""
 
 from __future__ import annotations
 
@@ -42,14 +21,8 @@ from experiments.config.schemas import TRACKER_TIMEOUT
 from experiments.core.files import locked
 from experiments.records import confusion
 from experiments.records.guard import Guard, Result
-from experiments.records.hparams import METRICS_GROUP, Value
-from experiments.records.tracker import (
-    EPOCH_ROW_TAG,
-    ROW_TAGS,
-    Logged,
-    TrackedRun,
-    final_numbers,
-)
+from experiments.records.hparams import METRICS_GROUP, Hyperparameters, Numbers
+from experiments.records.tracker import EPOCH_ROW_TAG, ROW_TAGS, Logged, TrackedRun, final_numbers
 
 log = logging.getLogger("experiments")
 
@@ -57,15 +30,10 @@ log = logging.getLogger("experiments")
 PARAMS_PER_CALL = 100
 METRICS_PER_CALL = 1000
 LONGEST_PARAMETER = 6000
-
-# How long logged steps may wait to be sent with others (an epoch's end sends them at once).
+# How long logged steps wait to be sent together: each SQLite write is a transaction of its own.
 SEND_EVERY_SECONDS = 5.0
-
-# The pictures a run's end draws.
 PICTURE_TAGS = (confusion.TAG,)
-
-# The loggers that say, amid the run's lines, what MLflow does and what failed (a traceback of a
-# write to a full disk, each retry of a store it cannot open) before it raises.
+# MLflow's loggers, which would say amid the run's lines what it does and what failed.
 LOGGERS = ("mlflow", "alembic")
 
 
@@ -92,8 +60,7 @@ class MlflowRun:
             store_lock = outputs / "mlflow.db.lock"
         self.uri = uri
         self.experiment = experiment
-        # One try of each request, as long as the run waits for it: MLflow's own defaults retry a
-        # server that refuses for four minutes, and wait two minutes for one that never answers.
+        # One try of each request, as long as the run waits for it (MLflow's defaults take minutes).
         http = {
             "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
             "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(timeout))),
@@ -107,16 +74,15 @@ class MlflowRun:
         self._sent_at = time.monotonic()
 
     def begin(self, run: TrackedRun) -> str | None:
+        experiment = run.group or self.experiment
+
         def started(client: MlflowClient) -> str:
             if run.resumed_id is not None:
-                running = RunStatus.to_string(RunStatus.RUNNING)
-                client.update_run(run.resumed_id, status=running)
+                client.update_run(run.resumed_id, status=RunStatus.to_string(RunStatus.RUNNING))
                 self._carried_on = True
                 return run.resumed_id
-            experiment_id = self._experiment_id(client, run.group or self.experiment)
-            # With MLflow's own tags of where a run came from, which its UI shows: the user, the
-            # script (train.py), its git commit.
-            tags = resolve_tags(run.tags)
+            experiment_id = self._experiment_id(client, experiment)
+            tags = resolve_tags(run.tags)  # with MLflow's own: user, script, git commit
             created = client.create_run(experiment_id, run_name=run.name, tags=tags)
             parameters = [
                 Param(key, str(value)[:LONGEST_PARAMETER]) for key, value in run.parameters.items()
@@ -128,17 +94,11 @@ class MlflowRun:
 
         self.run_id = self._guarded(started, needs_run=False)
         if self.run_id is not None:
-            log.info(
-                "MLflow: run %s of experiment %s in %s",
-                run.name,
-                run.group or self.experiment,
-                self.uri,
-            )
+            log.info("MLflow: run %s of experiment %s in %s", run.name, experiment, self.uri)
         return self.run_id
 
     def logged(self, through: int) -> Logged | None:
-        """All it holds, those after `through` too (MLflow drops none): none is logged twice.
-        None for a run begun now."""
+        """All it holds, those after `through` too (MLflow drops none); None for a run begun now."""
 
         def held(client: MlflowClient) -> Logged:
             folders = {tag.rpartition("/")[0] for tag in PICTURE_TAGS}
@@ -164,14 +124,9 @@ class MlflowRun:
             self._send()
 
     def hyperparameters(
-        self,
-        hyperparameters: Mapping[str, Value],
-        numbers: Mapping[str, float | None],
-        step: int,
-        swept: Collection[str],
+        self, hyperparameters: Hyperparameters, numbers: Numbers, step: int, swept: Collection[str]
     ) -> None:
-        """Its parameters are the whole config, logged as it began; its final numbers and the
-        model's size here."""
+        """Its final numbers and the model's size (its parameters, the config, came first)."""
         final = final_numbers(hyperparameters, numbers)
         self._log({name: value for name, value in final.items() if value is not None}, step)
         self._send()
@@ -202,21 +157,19 @@ class MlflowRun:
 
     def _experiment_id(self, client: MlflowClient, name: str) -> str:
         found = client.get_experiment_by_name(name)
-        if found is not None:
-            return found.experiment_id
-        try:
-            return client.create_experiment(name, artifact_location=self._artifacts)
-        except MlflowException:  # made meanwhile by another job of the sweep
-            found = client.get_experiment_by_name(name)
-            if found is None:
-                raise
-            return found.experiment_id
+        if found is None:
+            try:
+                return client.create_experiment(name, artifact_location=self._artifacts)
+            except MlflowException:  # made meanwhile by another job of the sweep
+                found = client.get_experiment_by_name(name)
+                if found is None:
+                    raise
+        return found.experiment_id
 
     def _guarded(
         self, action: Callable[[MlflowClient], Result], needs_run: bool = True
     ) -> Result | None:
-        """`action`'s result, given the client, through the guard (`records.guard.Guard`); None
-        where the client could not be made, and before the run has begun, where `needs_run`."""
+        """`action`'s result, given the client, through the guard (None: no client or run)."""
         client = self.client
         if client is None or (needs_run and self.run_id is None):
             return None
@@ -224,8 +177,7 @@ class MlflowRun:
 
 
 def _client(uri: str, store_lock: Path | None, timeout: float) -> MlflowClient:
-    """MLflow's client of the store `uri`; one process at a time opens a store in the outputs
-    folder (`store_lock`): two first runs at once would each make its tables, and one fail."""
+    """MLflow's client of `uri`, under `store_lock`: two first runs would both make its tables."""
     if store_lock is None:
         return MlflowClient(tracking_uri=uri)
     with locked(store_lock, timeout, waiting=lambda: None):

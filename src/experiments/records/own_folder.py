@@ -1,12 +1,4 @@
-"""A run writes only inside its own folder, and never over another run.
-
-A new run, evaluation or sweep is refused a folder an earlier one has written
-(`refuse_writing_over`, asked before Hydra makes the folder), and a run writes in its subfolders
-(`.hydra/`, `checkpoints/`, `profile/`) only while they are folders, not links elsewhere
-(`refuse_linked_folders`).
-
-This module must not import torch: the command line asks it before any job starts.
-"""
+"""A run writes only inside its own folder, never over another run. Without torch (asked early)."""
 
 from __future__ import annotations
 
@@ -24,25 +16,18 @@ SWEEP_RECORD = "multirun.yaml"
 
 
 def earlier_records(folder: Path, *, sweep: bool = False) -> Path | None:
-    """The first file of an earlier run (`RUN_RECORDS`) that `folder` holds (as a sweep's folder:
-    of an earlier sweep, or of a run inside it); None where there is none. A link by such a name
-    counts: it says a run was here."""
+    """The first file (or link) of an earlier run, or `sweep`, that `folder` holds; None if none."""
     if not folder.is_dir():
         return None
     found = [folder / name for name in RUN_RECORDS]
     if sweep:
         jobs = sorted(entry for entry in folder.iterdir() if entry.is_dir())
-        found = [
-            folder / SWEEP_RECORD,
-            *found,
-            *(job / name for job in jobs for name in RUN_RECORDS),
-        ]
+        in_jobs = [job / name for job in jobs for name in RUN_RECORDS]
+        found = [folder / SWEEP_RECORD, *found, *in_jobs]
     return next((path for path in found if os.path.lexists(path)), None)
 
 
 def refuse_writing_over(given: str, folder: Path, remedy: str, *, sweep: bool = False) -> None:
-    """Refuse the folder `given` names (`hydra.run.dir=...`) if an earlier run or sweep wrote it,
-    in one line ending in `remedy`; nothing in it is touched."""
     found = earlier_records(folder, sweep=sweep)
     if found is None:
         return
@@ -53,8 +38,7 @@ def refuse_writing_over(given: str, folder: Path, remedy: str, *, sweep: bool = 
 
 
 def refuse_linked_folders(run_dir: Path, folders: Sequence[Path], resume: str | None) -> None:
-    """Refuse to write in `run_dir` while one of the `folders` inside it that a run writes in is a
-    link to a folder elsewhere, whose files the run would replace; before anything is written."""
+    """Refuse to write in `run_dir` while one of the `folders` it writes in is a link elsewhere."""
     for folder in folders:
         path = run_dir / folder
         if path.is_symlink():

@@ -1,8 +1,4 @@
-"""What results.json holds, as types: the fields of each phase of a training run, each written once
-at its end (`records.results.Results`: start, setup, each epoch, finish), the task's numbers keyed
-by its metrics (`task_numbers`), and the whole file as a reader finds it (`ResultsFile`).
-Without torch: the report command reads them.
-"""
+"""What results.json holds, as types, phase by phase. Without torch: the report reads them."""
 
 from __future__ import annotations
 
@@ -16,8 +12,6 @@ from experiments.training.time_to_accuracy import TimeToAccuracy
 
 
 class DeviceRecord(TypedDict, total=False):
-    """results.json's `device` (`devices.description.device_record`): asked for, then used."""
-
     requested: str | None
     used: str
     type: str
@@ -26,15 +20,11 @@ class DeviceRecord(TypedDict, total=False):
 
 
 class ProcessRecord(TypedDict):
-    """Who runs the run, so a report can tell a run in progress from one that was killed."""
-
     host: str
     pid: int
 
 
 class DataRecord(TypedDict, total=False):
-    """How the data was loaded: `loader`, for data of one's own (memory or stream)."""
-
     loader: str
 
 
@@ -44,31 +34,24 @@ class StoppedEarly(TypedDict):
 
 
 class ProfiledSteps(TypedDict):
-    """The optimizer steps of `epoch` the profiler recorded (trainer.profile)."""
-
     epoch: int
     first: int
     last: int
 
 
 class BatchSearch(TypedDict):
-    """How trainer.batch_size=auto found the largest batch the device takes: [batch, fits] pairs
-    in the order tried, what stopped the search, and the batch trained with (the largest halved
-    trainer.auto_batch_halvings times)."""
+    """How trainer.batch_size=auto found the largest batch the device takes."""
 
     largest: int
     trained: int
     halvings: int
     stopped_by: str  # "out of memory", "memory budget", "training split"
-    tried: list[list]
+    tried: list[list]  # [batch, fits] pairs, in the order tried
     budget_gb: float | None  # the CPU's budget (None on a GPU)
     seconds: float
 
 
 class StartRecord(TypedDict, total=False):
-    """What results.json says as a training run starts (`records.results.training_fields`), or
-    resumes: its settings, and who runs it."""
-
     status: str  # running, completed, failed, interrupted (older runs: failed for interrupted)
     reason: str | None
     run_dir: str
@@ -95,8 +78,6 @@ class StartRecord(TypedDict, total=False):
 
 
 class SetupRecord(TypedDict, total=False):
-    """What a training run's setup learns, written once at its end."""
-
     deterministic: bool
     keep_freed_memory: bool  # (with trainer.keep_freed_memory)
     device: DeviceRecord
@@ -108,8 +89,7 @@ class SetupRecord(TypedDict, total=False):
     model_parameters: int
     model_flops_per_image: int
     model_training_flops_per_image: int
-    # The matrix-product peak of one device the run computed on, in its model's precision (fp32
-    # as tf32 where a GPU's convolutions use TF32), and how many devices the MFU divides by.
+    # One device's matrix-product peak in the model's precision, and the devices MFU divides by.
     device_peak_flops: float | None
     device_peak_precision: str | None
     peak_devices: int
@@ -120,8 +100,7 @@ class SetupRecord(TypedDict, total=False):
     batch_search: BatchSearch
     optimizer_fused: bool
     cudnn_benchmark: bool
-    # The weights the validation and test numbers (each epoch's, the selected one's) are of, and
-    # best.pt's evaluation: "model", or "ema", their moving average (trainer.ema).
+    # The weights the validation and test numbers are of: "model", or "ema" (trainer.ema).
     evaluated_weights: Literal["model", "ema"]
     test_images: int
     test_split_images: int
@@ -131,33 +110,26 @@ class SetupRecord(TypedDict, total=False):
 
 
 class EpochRecord(TypedDict, total=False):
-    """What each epoch's end adds, written once then."""
-
     epochs_completed: int
     stopped_early: StoppedEarly | None
     profiled_steps: ProfiledSteps  # (the first epoch, with trainer.profile)
 
 
 class FinishRecord(SpeedSummary, HostRecord, EnergySummary, total=False):
-    """A finished training run's numbers (`records.results.training_summary`), besides its
-    task's (`task_numbers`), and how it ended."""
+    """A finished training run's numbers besides its task's (`task_numbers`), and how it ended."""
 
     selected_epoch: int
     selected_by: str  # "val_accuracy (max)", or "final epoch (no validation split)"
-    # Per class, for a task that tells classes apart (None: a class without test images).
-    class_accuracy: dict[str, float | None]
+    class_accuracy: dict[str, float | None]  # None: a class without test images
     train_loss: float | None  # (null: diverged)
     epoch_seconds: list[float]
-    # Where training time went: waiting for batches, copying them, computing.
     wait_share: float
     copy_share: float
     compute_share: float
     checkpoint: str
     best_checkpoint: str | None
     compile_seconds: float | None  # (None without trainer.compile)
-    # Model FLOPs utilization: train FLOPs per image x train images/s over the devices' peak (a
-    # share of 1); None, with mfu_note, where the run beat the peak (a wrong one).
-    mfu: float | None
+    mfu: float | None  # a share of 1; None, with mfu_note, where the run beat the peak
     mfu_note: str
     time_to_accuracy: TimeToAccuracy  # (with trainer.target_*)
     peak_host_memory_mb: float | None
@@ -168,10 +140,7 @@ class FinishRecord(SpeedSummary, HostRecord, EnergySummary, total=False):
 
 @functools.cache  # one type per task: its checks are made once (`core.typed`)
 def task_numbers(measures: TaskMetrics) -> Any:
-    """The TypedDict of a task's numbers in a finished run's results.json, keyed by its metrics
-    (`measures`): each on the validation split (None without one) and the test split at the
-    selected epoch, and its headline at the final epoch: a regression's has val_rmse, never
-    val_accuracy."""
+    """The TypedDict of a task's numbers in a finished run's results.json, keyed by its metrics."""
     fields = {
         **{key: float | None for key in (*measures.metrics_on(VAL), measures.final_key(VAL))},
         **{key: float | None for key in (*measures.metrics_on(TEST), measures.final_key(TEST))},
@@ -182,16 +151,12 @@ def task_numbers(measures: TaskMetrics) -> Any:
 
 @functools.cache
 def finish_record(measures: TaskMetrics) -> Any:
-    """The TypedDict of a finished training run's numbers: `FinishRecord`'s and its task's."""
     fields = get_type_hints(FinishRecord) | get_type_hints(task_numbers(measures))
     return TypedDict("Finished", fields, total=False)  # type: ignore[operator]
 
 
 class ServingRecord(HostRecord, total=False):
-    """The inference benchmark's results (eval.py benchmark=true, `run.inference_benchmark`):
-    latency at batch 1, throughput at `batch_size` (median round, least and most), peak memory,
-    how it computed, the energy of the throughput rounds (or why not), and other work on the host
-    meanwhile."""
+    """The inference benchmark's results (eval.py benchmark=true)."""
 
     batch_size: int
     latency_calls: int
@@ -219,8 +184,7 @@ class ServingRecord(HostRecord, total=False):
 
 
 class EvaluationRecord(TypedDict, total=False):
-    """An evaluation's results.json (eval.py): what it evaluated, on what, and what it measured
-    besides its task's numbers (`evaluation_record`)."""
+    """An evaluation's results.json besides its task's numbers (`evaluation_record`)."""
 
     kind: Literal["evaluation"]
     checkpoint: str
@@ -240,23 +204,15 @@ class EvaluationRecord(TypedDict, total=False):
 
 @functools.cache
 def evaluation_record(measures: TaskMetrics) -> Any:
-    """The TypedDict of an evaluation's numbers: `EvaluationRecord`'s and its task's metrics on
-    the test split."""
     metrics = {key: float | None for key in measures.metrics_on(TEST)}
     fields = get_type_hints(EvaluationRecord) | metrics
     return TypedDict("Evaluated", fields, total=False)  # type: ignore[operator]
 
 
 class ResultsFile(StartRecord, SetupRecord, EpochRecord, FinishRecord, total=False):
-    """results.json as a reader finds it: its phases' fields (the task's numbers are checked
-    apart, by `task_numbers`). Each key may be missing (a run still going, an older run folder),
-    and a key present holds its type."""
+    """results.json as a reader finds it: any key may be missing, one present holds its type."""
 
-    # The start's (null with trainer.batch_size=auto until its search ends, and in a run refused
-    # before it had a batch), then the setup's, once its search found one.
+    # Null with trainer.batch_size=auto until its search ends (the start's, then the setup's).
     batch_size: int | None
     per_process_batch_size: int | None
-
-    # Older run folders only: a task of one's own's metrics, {"mae": "min"} (now the config's
-    # task.metrics).
-    task_metrics: dict[str, Literal["min", "max"]]
+    task_metrics: dict[str, Literal["min", "max"]]  # older run folders only: {"mae": "min"}

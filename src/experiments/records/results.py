@@ -1,19 +1,5 @@
-"""results.json: a job's status and numbers, rewritten (atomically) as the job goes.
-
-    running    from the start, with the host and pid, so a report can tell a job in progress
-               from one that was killed
-    completed  with the job's numbers
-    failed     with the reason in one line (and, for a crash, the traceback)
-    interrupted
-               by Ctrl-C or another signal taken as it, with the signal as the reason: the
-               run resumes from its last checkpoint
-
-A number that is not finite (a diverged loss, the R² of targets of one value) is written as null:
-results.json is strict JSON, which every JSON reader reads.
-
-Of several processes, only the main one writes (process 1 records the failure where the main one
-died without a word).
-"""
+"""results.json: a job's status and numbers, rewritten as it goes by the main process only. A number
+that is not finite is written as null: results.json is strict JSON, which every reader reads."""
 
 from __future__ import annotations
 
@@ -27,7 +13,6 @@ import traceback
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -52,10 +37,7 @@ from experiments.training.tasks import Classification
 
 
 class Results:
-    """results.json through a job's life. As a context manager: "running" on entry, "interrupted"
-    by a signal, and "failed" with the reason (and, for a crash, the traceback) if the block
-    raises otherwise. A resume's writes (and log file) are held back until `accept`, so a
-    refused resume leaves results.json and train.log as they were."""
+    """results.json through a job's life; a resume's writes are held back until `accept`."""
 
     def __init__(
         self,
@@ -85,17 +67,13 @@ class Results:
         try:
             self._write()
         except BaseException as error:
-            # A signal taken once "running" is on disk, while the write still syncs its folder:
-            # the with-statement would call no __exit__, and leave it so.
+            # A signal while "running" syncs its folder: the with-statement would call no __exit__.
             self.__exit__(type(error), error, error.__traceback__)
             raise
         return self
 
     def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: object
     ) -> None:
         if error is None or self._held:
             return
@@ -112,24 +90,20 @@ class Results:
             self.finish("failed", reason)
 
     def accept(self) -> None:
-        """The resume is accepted: from now on results.json is written."""
         if self._held is not None:
             self._held.release()
         self._held = None
         self._write()
 
     def add(self, record: Any, **fields: Any) -> None:
-        """Add fields of the typed `record` of their phase (`recorded.SetupRecord`, ...): written at
-        once, or at the end of the `phase` they were learned in."""
+        """Add fields of the typed `record`: written at once, or at the end of the `phase`."""
         self._fields.update(_typed(record, fields))
         if not self._in_phase:
             self._write()
 
     @contextlib.contextmanager
     def phase(self) -> Iterator[None]:
-        """A part of the job (its setup) whose `add`s are written once, at its end: one atomic
-        rewrite of results.json, not one per field. A failure within it is written with what it
-        had learned."""
+        """A part of the job (its setup) whose `add`s are written once, at its end."""
         self._in_phase = True
         try:
             yield
@@ -143,8 +117,7 @@ class Results:
     def finish(
         self, status: str, reason: str | None, record: Any = None, **numbers: Any
     ) -> dict[str, Any]:
-        """The job's end: its `status`, the `reason` it failed or stopped, and what it measured
-        (`numbers`, fields of the typed `record`: `recorded.finish_record` of its task's)."""
+        """The job's end: its `status`, the `reason` it failed or stopped, and its `numbers`."""
         finished = time.time()
         self._fields.update(
             _typed(record, numbers) if numbers else {},
@@ -169,7 +142,7 @@ def training_fields(
     done = 0 if resumed is None else resumed["epoch"]
 
     def field(key: str) -> Any:
-        """None for a section taken away (~dataset), refused once results.json is written."""
+        # None for a section taken away (~dataset), refused once results.json is written.
         section = key.partition(".")[0]
         return None if OmegaConf.is_missing(cfg, section) else OmegaConf.select(cfg, key)
 
@@ -189,7 +162,6 @@ def training_fields(
         "seed": field("trainer.seed"),
         "precision": str(field("trainer.precision")),
         "epochs": field("trainer.epochs"),
-        # trainer.batch_size is the batch of all processes together.
         "batch_size": batch_size,
         "world_size": group.world_size,
         "per_process_batch_size": None if batch_size is None else batch_size // group.world_size,
@@ -205,9 +177,7 @@ def training_fields(
 def training_summary(
     history: History, monitor: Monitor | None, measures: TaskMetrics = Classification.measured
 ) -> dict[str, Any]:
-    """A finished run's numbers, from its epochs' rows: those of the epoch `monitor` selects on
-    the validation split, or without one (`monitor` None) of the final epoch; its task's metrics
-    (`measures`), per class too where the task has classes."""
+    """A finished run's numbers, from its epochs' rows: those of the epoch `monitor` selects."""
     last = history[-1]
     selected = selected_epoch(history, monitor)
     train_seconds = sum(row["train_seconds"] for row in history)
@@ -222,13 +192,10 @@ def training_summary(
             for split in (VAL, TEST)
         },
         TRAIN_LOSS: last[TRAIN_LOSS],
-        # Warm-up left out; the median over the epochs measured, and their range.
         **speed_summary(history),
-        # Whether other work on the host competed with the run.
         **host_summary(history),
         "epoch_seconds": [row["epoch_seconds"] for row in history],
-        # Where training time went: waiting for batches, computing, and apart, copying them (on a
-        # GPU asynchronous, overlapping the wait but not the compute: one CUDA stream).
+        # Copying overlaps the wait on a GPU, but not the compute (one CUDA stream).
         **{
             f"{part}_share": sum(row[f"{part}_seconds"] for row in history) / train_seconds
             for part in ("wait", "copy", "compute")
@@ -239,8 +206,7 @@ def training_summary(
 
 
 def _typed(record: Any, fields: dict[str, Any]) -> dict[str, Any]:
-    """`fields`, which must be fields of the TypedDict `record`, of their types: a field
-    misnamed or mistyped is this code's error, never written."""
+    """`fields`, checked against the TypedDict `record`: a mistyped one is this code's bug."""
     unknown = fields.keys() - record.__required_keys__ - record.__optional_keys__
     problem = mismatch(_finite_or_null(fields), record, record.__name__, partial=True)
     if unknown or problem:
@@ -257,8 +223,6 @@ def per_class_text(class_accuracy: dict[str, float | None]) -> str:
 
 
 def _finite_or_null(value: Any) -> Any:
-    """`value` with every number that is not finite (a diverged loss, an undefined R²) as None:
-    results.json is strict JSON, which has no NaN or Infinity, read alike by every reader."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):

@@ -1,11 +1,4 @@
-"""A training run's state, saved after an epoch and put back by `resume=<run>`.
-
-`TrainingState` is what a checkpoint holds of the run (weights, optimizer, schedule, loss scale,
-moving average, random generators) beside what a resume may not change (the data's fingerprint,
-an epoch's optimizer steps); its `save` and `restore` are the two ends of one format.
-`checkpoint_to_resume` is asked before the run folder's files are touched, `restore` once the
-model and optimizer are built.
-"""
+"""A training run's state, saved after an epoch and put back by `resume=<run>`."""
 
 from __future__ import annotations
 
@@ -20,6 +13,7 @@ from omegaconf import DictConfig
 from torch import nn
 from torch.optim.lr_scheduler import LRScheduler
 
+from experiments.core.errors import ExperimentError
 from experiments.core.files import remove_leftovers
 from experiments.core.text import display_path
 from experiments.records import checkpoints, environment, resume_checks, running, snapshot
@@ -35,9 +29,7 @@ log = logging.getLogger("experiments")
 
 
 def checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any] | None:
-    """The checkpoint `resume=` continues from, if the run can go on as configured now, with the
-    search that chose its batch (`checkpoints.BATCH_SEARCH`; from results.json for an older
-    checkpoint)."""
+    """The checkpoint `resume=` continues from, if the run can go on as configured now."""
     if not cfg.resume:
         return None
     running.refuse_if_running(cfg.resume)  # two processes never write one folder
@@ -56,8 +48,7 @@ def checkpoint_to_resume(cfg: DictConfig) -> dict[str, Any] | None:
 
 @dataclass
 class TrainingState:
-    """The run's objects a checkpoint saves (`model` unwrapped, so it loads on any device and
-    placement), the GPUs whose generators it saves, and what a resume may not change."""
+    """What a checkpoint saves (`model` unwrapped, to load on any device)."""
 
     model: nn.Module
     optimizer: torch.optim.Optimizer
@@ -81,7 +72,6 @@ class TrainingState:
         last: bool,
         best: bool,
     ) -> None:
-        """last.pt (with `last`) and best.pt (with `best`) after `epoch`."""
         checkpoint = checkpoints.state(
             model=self.model,
             optimizer=self.optimizer,
@@ -104,21 +94,29 @@ class TrainingState:
             checkpoints.save(run_dir / checkpoints.LAST, checkpoint)
 
     def restore(self, checkpoint: dict[str, Any], run: str, trainer: DictConfig) -> None:
-        """Every state as `checkpoint` saved it, once it is known to be this run's (`run`: the
-        folder resume= named; `trainer`: the trainer config now)."""
         resume_checks.refuse_other_data(checkpoint, run, self.data)
         resume_checks.refuse_other_steps(checkpoint, run, self.steps_per_epoch, trainer)
-        checkpoints.restore(
-            checkpoint, run, self.model, self.optimizer, self.scheduler, self.scaler, self.ema
-        )
+        try:
+            self.model.load_state_dict(checkpoint["model"])
+            self.optimizer.load_state_dict(checkpoint["optimizer"])
+            if self.ema is not None:  # (the checkpoint has one: `refuse_other_average`)
+                self.ema.load_state_dict(checkpoint["ema"])
+        except (RuntimeError, ValueError) as error:
+            saved = checkpoint["config"]["model"]["name"]
+            raise ExperimentError(
+                f"resume={run}: its checkpoint (model {saved}) does not fit the model and "
+                f"optimizer configured now ({str(error).splitlines()[0].rstrip(':')}); resume "
+                "with the run's own model and optimizer settings, or start a new run"
+            ) from error
+        if "scheduler" in checkpoint:  # (checkpoints from before schedules had none)
+            self.scheduler.load_state_dict(checkpoint["scheduler"])
+        if checkpoint.get("scaler"):
+            self.scaler.load_state_dict(checkpoint["scaler"])
         seeding.restore(checkpoint["rng"], self.shuffle, self.gpus)
 
 
 @dataclass(frozen=True)
 class Resumed:
-    """Where a resumed run goes on from: its epochs' rows, the confusion matrix at the epoch
-    selected so far, and why it stopped early, if it had."""
-
     history: History
     selected_confusion: list[list[int]]
     stopped_early: str | None
@@ -133,20 +131,15 @@ def restore(
     records: tuple[Results, MetricsWriter],
     monitor: Monitor | None,
 ) -> Resumed:
-    """Put the run of `cfg.resume` back where `checkpoint` left it: its config snapshot and
-    environment written again, what a kill left repaired, the epochs' rows metrics.jsonl and the
-    trackers lost written again. Only the main process writes."""
+    """Put the run of `cfg.resume` back where `checkpoint` left it, its records repaired."""
     results, metrics_writer = records
     state.restore(checkpoint, cfg.resume, cfg.trainer)
     results.accept()
+    history, early = checkpoint["history"], cfg.trainer.early_stopping
     resumed = Resumed(
-        history=list(checkpoint["history"]),
+        history=list(history),
         selected_confusion=checkpoint.get("selected_confusion", []),
-        stopped_early=(
-            selection.early_stop(checkpoint["history"], monitor, cfg.trainer.early_stopping)
-            if monitor
-            else None
-        ),
+        stopped_early=selection.early_stop(history, monitor, early) if monitor else None,
     )
     epoch = checkpoint["epoch"]
     if results.group.is_main:
@@ -156,7 +149,6 @@ def restore(
     metrics_writer.resume_after(epoch, state.steps_per_epoch, resumed.history)
     if resumed.stopped_early:
         results.add(SetupRecord, stopped_early={"epoch": epoch, "reason": resumed.stopped_early})
-    # Killed after its last checkpoint, before its end was written.
     over = resumed.stopped_early or epoch == cfg.trainer.epochs
     log.info(
         "resuming %s after epoch %d%s",
@@ -170,8 +162,7 @@ def restore(
 def _repair(
     run_dir: Path, checkpoint: dict[str, Any], history: History, monitor: Monitor | None
 ) -> None:
-    """Undo what a kill mid-write leaves: temporary files, and a best.pt behind last.pt (older
-    versions wrote last.pt first)."""
+    """Undo what a kill mid-write leaves: temporary files, and a best.pt behind last.pt."""
     left = remove_leftovers(run_dir, run_dir / checkpoints.LAST.parent)
     if left:
         log.info("removed %s, left by a write cut short", ", ".join(p.name for p in left))

@@ -1,18 +1,4 @@
-"""What a resumed run may not change. Checked with its checkpoint, before anything is built:
-
-- the settings it keeps throughout (`KEPT_SETTINGS`), which decide its later epochs' numbers
-  while the saved config would claim the new value for the whole run;
-- whether a moving average of the weights is kept (trainer.ema): an average cannot begin
-  part-way.
-
-Checked once its data is loaded and batches are cut, before any state is put back:
-
-- the data (`data.fingerprint`): another validation split would select epochs by other numbers;
-- the optimizer steps of an epoch: a per-step schedule was built for the run's total (OneCycleLR
-  would raise part-way, a cosine climb back past its end), and metrics.jsonl numbers steps by it.
-
-Older checkpoints that lack the fingerprint, the steps or a setting are not checked for it.
-"""
+"""What a resumed run may not change (older checkpoints that lack one are not checked for it)."""
 
 from __future__ import annotations
 
@@ -31,8 +17,7 @@ from experiments.data import fingerprint
 from experiments.records import checkpoints, running
 from experiments.records.recorded import BatchSearch
 
-# What decides the steps of an epoch, besides the training images, the batch size (one of the
-# `KEPT_SETTINGS`, checked before) and the number of processes.
+# What decides an epoch's steps, besides the images, the batch size and the number of processes.
 BATCH_SETTINGS = ("limit_train_batches", "accumulate_batches")
 
 # What a run keeps throughout, and why; a section stands for each of its keys.
@@ -45,10 +30,7 @@ KEPT_SETTINGS = {
 
 
 def refuse_other_data(checkpoint: dict[str, Any], run: str, data: dict[str, Any]) -> None:
-    """Refuse to resume `run` on data other than its checkpoint's (`data`: the fingerprint now)."""
-    if "data" not in checkpoint:
-        return
-    changed = fingerprint.difference(checkpoint["data"], data)
+    changed = fingerprint.difference(checkpoint["data"], data) if "data" in checkpoint else None
     if changed is not None:
         raise ExperimentError(
             f"resume={run}: its data differs from the data it was trained on: {changed}; its "
@@ -60,8 +42,6 @@ def refuse_other_data(checkpoint: dict[str, Any], run: str, data: dict[str, Any]
 def refuse_other_steps(
     checkpoint: dict[str, Any], run: str, steps_per_epoch: int, trainer: Mapping[str, Any]
 ) -> None:
-    """Refuse to resume `run` with `steps_per_epoch` other than its checkpoint's (`trainer`: the
-    trainer config now)."""
     saved = checkpoint.get("steps_per_epoch")
     if saved is None or saved == steps_per_epoch:
         return
@@ -83,9 +63,7 @@ def refuse_other_steps(
 
 
 def batch_search_of(checkpoint: dict[str, Any], run: str) -> BatchSearch | None:
-    """The search that chose the batch of `run` (trainer.batch_size=auto), from its checkpoint or,
-    for an older checkpoint, its results.json (one that does not hold the checkpoint's batch is
-    ignored); None: its batch was given."""
+    """The search that chose the batch of `run` (None: given), from its checkpoint or results."""
     batch = checkpoint["config"]["trainer"]["batch_size"]
     if checkpoints.BATCH_SEARCH not in checkpoint:
         found = running.read_results(Path(run)).get(checkpoints.BATCH_SEARCH)
@@ -101,8 +79,7 @@ def batch_search_of(checkpoint: dict[str, Any], run: str) -> BatchSearch | None:
 
 
 def _search_fault(search: Any, batch: Any) -> str | None:
-    """What a saved batch search holds that no search writes, in words that follow "its"; None
-    where it is a search's, of the batch the run trained with (`batch`)."""
+    """What a saved batch search holds that no search of `batch` writes, in words after "its"."""
     fault = mismatch(search, BatchSearch, checkpoints.BATCH_SEARCH)
     if fault is None and search["trained"] != batch:
         fault = (
@@ -115,8 +92,6 @@ def _search_fault(search: Any, batch: Any) -> str | None:
 def refuse_changed_settings(
     checkpoint: dict[str, Any], run: str, cfg: DictConfig, *, searched: bool
 ) -> None:
-    """Refuse to resume `run` with one of the `KEPT_SETTINGS` other than its checkpoint's
-    (`searched`: a search chose the batch, which the checkpoint's config holds as a number)."""
     saved = checkpoint["config"]
     then = _settings(lambda key: _at(saved, key))
     if searched:
@@ -137,20 +112,17 @@ _ABSENT = object()
 
 
 def _at(config: Any, key: str) -> Any:
-    """The value at the dotted `key` of a config as plain data; `_ABSENT` where it has none."""
     for part in key.split("."):
         config = config.get(part, _ABSENT) if isinstance(config, Mapping) else _ABSENT
     return config
 
 
 def _settings(value_at: Callable[[str], Any]) -> dict[str, Any]:
-    """The `KEPT_SETTINGS` of a config (`value_at`: its value at a key), a section's as each of
-    its keys, Enums by name; what it lacks is left out."""
+    """The `KEPT_SETTINGS` of a config, a section's as each of its keys, Enums by name."""
     return {leaf: value for kept in KEPT_SETTINGS for leaf, value in _leaves(kept, value_at(kept))}
 
 
 def _leaves(key: str, value: Any) -> Iterator[tuple[str, Any]]:
-    """`value` at `key`, a section as each of its keys; nothing where it is absent."""
     if value is _ABSENT:
         return
     if isinstance(value, Mapping):
@@ -161,8 +133,7 @@ def _leaves(key: str, value: Any) -> Iterator[tuple[str, Any]]:
 
 
 def refuse_other_average(checkpoint: dict[str, Any], run: str, decay: float | None) -> None:
-    """Refuse to resume `run` keeping a moving average of the weights (`decay`: trainer.ema.decay
-    now; None: none) where its checkpoint has none, or the reverse."""
+    """Refuse to resume `run` keeping a moving average where it kept none, or the reverse."""
     saved = checkpoint["config"]["trainer"].get("ema", {}).get("decay")
     if (checkpoint.get("ema") is None) == (decay is None):
         return

@@ -1,8 +1,4 @@
-"""Whether a run folder's process is still training it, from results.json's status, host, pid and
-start time (a pid since reused by a later process is not the run's). `resume=` is refused beside a
-run still training on this host; the report tells a run in progress from a killed one. The
-writing process also holds a lock on the folder, which catches two resumes started at once.
-"""
+"""Whether a run folder's process is still training it, and the lock of the process writing it."""
 
 from __future__ import annotations
 
@@ -22,8 +18,7 @@ CLOCK_SLACK_SECONDS = 1.0
 
 
 def read_results(run_dir: Path) -> dict[str, Any]:
-    """The run's results.json, or {} where there is none that can be read; one that is not a
-    regular file, or too large, is refused in one line."""
+    """The run's results.json, or {} where none can be read (a special or huge one is refused)."""
     try:
         results = read_data(run_dir / "results.json", RECORD, as_json)
     except UnreadableFile:
@@ -32,7 +27,6 @@ def read_results(run_dir: Path) -> dict[str, Any]:
 
 
 def refuse_if_running(run: str) -> None:
-    """Refuse `resume=<run>` while the process training the run is alive on this host."""
     results = read_results(Path(run))
     if results.get("status") != "running" or not alive_here(results):
         return
@@ -43,15 +37,12 @@ def refuse_if_running(run: str) -> None:
     )
 
 
-# The file whose lock the process writing a run folder holds.
 LOCK = ".lock"
 
 
 @contextmanager
 def sole_writer(run_dir: Path, resume: str | None) -> Iterator[None]:
-    """Hold an exclusive lock on the run folder's `.lock` while this process writes the folder:
-    two `resume=` started at once both pass `refuse_if_running` (a resume writes its process only
-    once accepted), and the second is refused here. The lock ends with the process."""
+    """Lock the run folder's `.lock` while writing it: of two `resume=` at once, one is refused."""
     path = run_dir / LOCK
     if path.is_dir():  # (opening it would say only "Is a directory")
         what = f"resume={resume}: its {LOCK}" if resume else str(path)
@@ -73,8 +64,7 @@ def sole_writer(run_dir: Path, resume: str | None) -> Iterator[None]:
 
 
 def alive_here(results: dict[str, Any]) -> bool | None:
-    """Whether the process a run's results.json names is alive; None when it ran on another host,
-    where this one cannot tell."""
+    """Whether the process a run's results.json names is alive; None when it ran on another host."""
     process = results.get("process") or {}
     if process.get("host") != socket.gethostname():
         return None
@@ -92,7 +82,6 @@ def alive_here(results: dict[str, Any]) -> bool | None:
 
 
 def _start_time(pid: int) -> float | None:
-    """When process `pid` started (seconds since the epoch), where /proc tells (Linux)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
         boot = next(

@@ -11,8 +11,7 @@ from experiments.core.files import write_text_atomically
 
 
 def save(cfg: DictConfig, run_dir: Path) -> None:
-    """Write the config snapshot (.hydra/) of an accepted resume, as Hydra writes a run's, so a
-    later resume= or replay= brings back the overrides the run trained with."""
+    """Write it as Hydra writes a run's, so a later resume= or replay= brings back its overrides."""
     if not HydraConfig.initialized():
         return
     hydra = HydraConfig.get()

@@ -1,11 +1,5 @@
-"""A run's training speed as a measurement: warm-up left out, the median over the epochs measured
-with their range, and whether other work on the host competed with it.
-
-Warm-up is each process's first epoch (compiling, cuDNN's autotuning, the allocator's first fills,
-the profiler; the last, smaller batch may compile again). Of a run with any other epoch, those
-epochs are left out whole. Where every epoch trained was a first one, what follows their warm-up
-steps is measured instead; an epoch with no step after them is measured whole, and said to be.
-"""
+"""A run's training speed, warm-up (each process's first epoch) left out whole where another epoch
+was trained, else only its warm-up steps (an epoch with no step after them measured whole)."""
 
 from __future__ import annotations
 
@@ -18,15 +12,11 @@ from experiments.training.history import EpochRow, WarmUp
 
 
 class HostRecord(TypedDict):
-    """The other work on the run's cores: None where /proc could not tell."""
-
     host_other_cpu_share: float | None
     host_busy: bool | None
 
 
 class LeftOut(TypedDict):
-    """The warm-up left out of the run's speed (`speed_summary`)."""
-
     epochs: list[int]
     steps: list[int] | None
     seconds: float
@@ -34,8 +24,6 @@ class LeftOut(TypedDict):
 
 
 class SpeedSummary(TypedDict):
-    """results.json's training speed (`speed_summary`)."""
-
     train_images_per_second: float
     train_images_per_second_range: list[float]
     train_speed_epochs: list[int]
@@ -45,8 +33,7 @@ class SpeedSummary(TypedDict):
 def warm_up_record(
     warm_up: list[tuple[int, float]], last_step: tuple[int, float] | None = None
 ) -> WarmUp | None:
-    """An epoch row's `warm_up`: the steps timed apart at its start, their images and seconds,
-    and the last step's where it was timed apart too (None: none, a measured epoch)."""
+    """An epoch row's `warm_up`: the steps timed apart at its start (and the last, where it was)."""
     if not warm_up:
         return None
     images, seconds = warm_up[-1]
@@ -65,9 +52,7 @@ def host_record(load: HostLoad | None) -> HostRecord:
 
 
 def speed_summary(history: Sequence[EpochRow]) -> SpeedSummary:
-    """results.json's training speed from the epochs' rows: the median over the measured epochs,
-    their [min, max], which epochs they are, and the warm-up left out (`left_out` false where
-    nothing was left to measure without it)."""
+    """results.json's training speed: the median over the measured epochs, with their range."""
     warm = [row for row in history if row.get("warm_up")]
     measured = [row for row in history if not row.get("warm_up")]
     if measured:
@@ -92,30 +77,22 @@ def speed_summary(history: Sequence[EpochRow]) -> SpeedSummary:
 
 
 def host_summary(history: Sequence[EpochRow]) -> HostRecord:
-    """results.json's host load over the epochs: the other processes' share of the run's cores
-    (weighed by each epoch's training seconds), and busy if any epoch was (null: not known)."""
+    """results.json's host load: the epochs' other work, weighed by their training seconds."""
     known = [row for row in history if row.get("host_other_cpu_share") is not None]
     if not known:
         return host_record(None)
     seconds = sum(row["train_seconds"] for row in known)
-    return HostRecord(
-        host_other_cpu_share=sum(
-            row["host_other_cpu_share"] * row["train_seconds"] for row in known
-        )
-        / seconds,
-        host_busy=any(row["host_busy"] for row in known),
-    )
+    share = sum(row["host_other_cpu_share"] * row["train_seconds"] for row in known) / seconds
+    return HostRecord(host_other_cpu_share=share, host_busy=any(row["host_busy"] for row in known))
 
 
 def compile_seconds(first_step: tuple[int, float], images_per_second: float) -> float:
-    """What a first step of `first_step` (images, seconds) took beyond a step of the run's
-    measured speed: the compilation's time, with trainer.compile."""
+    """The compilation's time: what a first step (images, seconds) took beyond the run's speed."""
     images, seconds = first_step
     return max(seconds - images / images_per_second, 0.0)
 
 
 def _after_warm_up(row: EpochRow) -> float:
-    """The speed of the steps between those timed apart."""
     warm_up = row["warm_up"]
     seconds = row["train_seconds"] - warm_up["seconds"] - warm_up.get("last_step_seconds", 0.0)
     return _steady_images(row) / seconds

@@ -1,16 +1,5 @@
-"""TensorBoard's event files in the run folder: `tracker=tensorboard`, the default tracker.
-
-    events.out.tfevents.*  grouped by split: per logged step train/loss and lr; per epoch
-                           test/loss, test/accuracy (val/loss, val/accuracy with a validation
-                           split) and perf/images_per_second (training); at the end, the run's
-                           HParams (its final numbers tagged whole_run/...) and
-                           test/confusion_matrix
-
-Older run folders' events have ungrouped tags (train_loss, test_loss, confusion_matrix, ...), which
-a resume reads (`OLD_ROW_TAGS`). A resumed run's writer hides the events from the first step done
-again on. Ctrl-C and SIGTERM wait until a write is done: cut short, it would leave the writer's
-queue waiting for ever.
-"""
+"""`tracker=tensorboard`, the default. Ctrl-C and SIGTERM wait until a write is done: cut short, it
+would leave the writer's queue waiting for ever."""
 
 from __future__ import annotations
 
@@ -28,12 +17,12 @@ from experiments.config.metric_names import TEST_LOSS, TRAIN_LOSS
 from experiments.core import interrupts
 from experiments.core.files import writing
 from experiments.records import hparams
+from experiments.records.hparams import Hyperparameters, Numbers
 from experiments.records.tracker import ROW_TAGS, Logged, TrackedRun
 
 # TensorBoard's file, as a failed write names it (its writer picks the rest of the name).
 EVENTS = "events.out.tfevents.*"
-
-# The tags a logged step's and an epoch's rows had in older versions' events.
+# The tags a logged step's and an epoch's rows had in older run folders' events.
 OLD_ROW_TAGS = (TRAIN_LOSS, TEST_LOSS)
 
 
@@ -75,11 +64,7 @@ class TensorBoard:
             writer.flush()
 
     def hyperparameters(
-        self,
-        hyperparameters: Mapping[str, hparams.Value],
-        numbers: Mapping[str, float | None],
-        step: int,
-        swept: Collection[str],
+        self, hyperparameters: Hyperparameters, numbers: Numbers, step: int, swept: Collection[str]
     ) -> None:
         with writing(self.dir / EVENTS), interrupts.held_back():
             hparams.write(self._opened(), dict(hyperparameters), dict(numbers), step, swept)
@@ -109,34 +94,23 @@ class TensorBoard:
         return self._writer
 
 
-# TensorBoard's one logger, its event files' reader's too.
-LOGGER = "tensorboard"
-
-
 def _read(run_dir: Path, **guidance: dict[str, int]) -> EventAccumulator:
-    """The run folder's events, as TensorBoard shows them, with TensorBoard's logger let through
-    errors only: its reader logs its walk through the files, and warns of the purge a resume
-    makes on purpose."""
-    logger = logging.getLogger(LOGGER)
+    """The run folder's events, TensorBoard's logger quiet but for errors (it warns of purges)."""
+    logger = logging.getLogger("tensorboard")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        events = EventAccumulator(str(run_dir), **guidance)
-        events.Reload()
+        return EventAccumulator(str(run_dir), **guidance).Reload()
     finally:
         logger.setLevel(level)
-    return events
 
 
 def _quiet_tensorboard_thread(
     previous: Callable[[threading.ExceptHookArgs], object],
 ) -> Callable[[threading.ExceptHookArgs], object]:
-    """Silence the traceback of TensorBoard's writer thread: it keeps a failed write's error for
-    the next write to raise, which `writing` says in one line."""
+    """Silence TensorBoard's writer thread's traceback: the next write raises its error again."""
 
     def hook(args: threading.ExceptHookArgs) -> object:
-        if type(args.thread).__module__.startswith("tensorboard."):
-            return None
-        return previous(args)
+        return None if type(args.thread).__module__.startswith("tensorboard.") else previous(args)
 
     return hook

@@ -1,16 +1,4 @@
-"""Where a run's numbers go besides metrics.jsonl: the trackers of the `tracker` config group.
-
-    tracker=tensorboard          TensorBoard's event files in the run folder (the default)
-    tracker=csv                  metrics.csv and hparams.csv in the run folder
-    tracker=mlflow               an MLflow run (`records.mlflow_run`; pip install mlflow)
-    tracker=wandb                a W&B run (`records.wandb_run`; pip install wandb)
-    tracker=[tensorboard,csv]    several
-
-Each gets the same things from `records.metrics.MetricsWriter`: the scalars of every logged step and
-epoch (by TensorBoard's tags: train/loss, val/accuracy, perf/images_per_second), the run's
-hyperparameters and final numbers at its end, and pictures (the confusion matrix). Only the main
-process builds them.
-"""
+"""The trackers of the `tracker` config group: where a run's numbers go besides metrics.jsonl."""
 
 from __future__ import annotations
 
@@ -28,7 +16,8 @@ from experiments.config.metric_names import LOSS, TEST, TRAIN, VAL
 from experiments.core import collection
 from experiments.core.errors import ExperimentError
 from experiments.devices.plan import DevicePlan
-from experiments.records.hparams import METRICS_GROUP, Value, hyperparameters
+from experiments.records import hparams
+from experiments.records.hparams import METRICS_GROUP, Hyperparameters, Numbers, Value
 
 log = logging.getLogger("experiments")
 
@@ -36,41 +25,31 @@ log = logging.getLogger("experiments")
 EPOCH_ROW_TAG = LOSS.tag(TEST)
 SPEED_TAG = "perf/images_per_second"
 MFU_TAG = "perf/mfu"
-
-
-# A logged step's numbers, by their tags.
 STEP_TAGS = (LOSS.tag(TRAIN), "lr")
 
 
 def step_scalars(loss: float, lr: float) -> dict[str, float]:
-    """A logged step's numbers by their tags."""
     return dict(zip(STEP_TAGS, (loss, lr), strict=True))
 
 
 def epoch_scalars(row: Mapping[str, Any]) -> dict[str, float]:
-    """An epoch row's numbers by their tags: each split's (validation, then test) task metrics,
-    loss last, then speed and MFU."""
+    """An epoch row's numbers by their tags: each split's metrics, loss last, then speed and MFU."""
     tagged = {}
     for split in (VAL, TEST):
         on_split = [key for key in row if key.startswith(f"{split}_")]
         loss = LOSS.key(split)
         for key in [key for key in on_split if key != loss] + [loss] * (loss in on_split):
             tagged[key] = f"{split}/{key.removeprefix(f'{split}_')}"
-    tagged["images_per_second"] = SPEED_TAG
-    tagged["mfu"] = MFU_TAG
+    tagged |= {"images_per_second": SPEED_TAG, "mfu": MFU_TAG}
     return {tag: row[key] for key, tag in tagged.items() if isinstance(row.get(key), float)}
 
 
-# The model's size among the hyperparameters (`training.model_size`), which the trackers whose
-# parameters are the config log with the final numbers: model/parameters, ...
+# The model's size among the hyperparameters, which some trackers log with the final numbers.
 MODEL_SIZE = ("model_parameters", "model_flops_per_image", "model_training_flops_per_image")
 
 
-def final_numbers(
-    hyperparameters: Mapping[str, Any], numbers: Mapping[str, float | None]
-) -> dict[str, float | None]:
-    """The final `numbers` by their tags (`whole_run/test_accuracy`), and the model's size
-    (`model/parameters`) where the hyperparameters have it."""
+def final_numbers(hyperparameters: Mapping[str, Any], numbers: Numbers) -> dict[str, float | None]:
+    """The final `numbers` by their tags, and the model's size (`model/parameters`) where known."""
     final = {f"{METRICS_GROUP}/{name}": value for name, value in numbers.items()}
     size = [key for key in MODEL_SIZE if key in hyperparameters]
     return final | {
@@ -78,51 +57,38 @@ def final_numbers(
     }
 
 
-# What a tracker's run is tagged with (of the HParams columns), besides its sweep; the device is
-# the plan's text, what it computed on (`records.hparams`).
+# What a tracker's run is tagged with (of the HParams columns), besides its sweep.
 TAGS = ("model", "dataset", "device", "placement", "precision", "seed")
-
-
 # A global step and the numbers sent at it, by their tags.
 Sent = tuple[int, dict[str, float]]
 
 
 def sent_scalars(rows: Iterable[Mapping[str, Any]]) -> list[Sent]:
-    """What the trackers were sent for metrics.jsonl's `rows`, in order."""
     return [
-        (
-            row["global_step"],
-            epoch_scalars(row)
-            if row["kind"] == "epoch"
-            else step_scalars(row["train_loss"], row["lr"]),
-        )
+        (row["global_step"], epoch_scalars(row))
+        if row["kind"] == "epoch"
+        else (row["global_step"], step_scalars(row["train_loss"], row["lr"]))
         for row in rows
     ]
 
 
-# The key in results.json of the folder (its absolute path) the tracker runs it names were begun
-# in, beside them ("trackers": their ids).
+# results.json's key of the folder the tracker runs it names ("trackers") were begun in.
 TRACKED_IN = "trackers_begun_in"
 
 
 @dataclass(frozen=True)
 class TrackedRun:
-    """What a tracker is told of the run when it begins."""
-
     name: str  # the run folder's name
     group: str | None  # its sweep's folder (relative to outputs/), for a sweep's job
     parameters: dict[str, Value]  # the config, flattened: {"model.name": "tudui", ...}
     tags: dict[str, str]  # model, dataset, device, placement, precision, seed, sweep
-    # The tracker's own id of the run this one continues (`resume=`), as `begin` returned it.
-    resumed_id: str | None = None
+    resumed_id: str | None = None  # the tracker's id of the run `resume=` continues
 
 
 def tracked_run(
     config: DictConfig, plan: DevicePlan, run_dir: Path, sweep: str | None
 ) -> TrackedRun:
-    """What the trackers are told of the run of `config` (as records keep it) in `run_dir`, on
-    `plan`, a job of the sweep in `sweep` (None: none): its flattened config and its tags."""
-    columns = hyperparameters(config, plan, [])
+    columns = hparams.hyperparameters(config, plan, [])
     return TrackedRun(
         name=run_dir.name,
         group=sweep,
@@ -135,43 +101,32 @@ def tracked_run(
 
 
 class Tracker(Protocol):
-    """A store of a run's numbers that something other than this project reads (docs/trackers.md).
-    After a resume the `MetricsWriter` sends it what its store lacks (`ReadBack`)."""
+    """A store of a run's numbers that something besides this project reads (docs/trackers.md)."""
 
     def begin(self, run: TrackedRun) -> str | None:
-        """Begin `run` (or carry on `run.resumed_id`); returns the tracker's id of it, if it has
-        one, kept in results.json for a resume."""
+        """Begin `run` (or carry on `run.resumed_id`); returns the tracker's id of it, if any."""
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
         """Numbers by their tags at a global `step`."""
 
     def hyperparameters(
-        self,
-        hyperparameters: Mapping[str, Value],
-        numbers: Mapping[str, float | None],
-        step: int,
-        swept: Collection[str],
+        self, hyperparameters: Hyperparameters, numbers: Numbers, step: int, swept: Collection[str]
     ) -> None:
-        """The run's hyperparameters, those its sweep varies (`swept`) first, and its final
-        `numbers`, at its last `step`."""
+        """The run's hyperparameters, those its sweep varies first, and its final `numbers`."""
 
     def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:
         """An encoded PNG of `size` (height, width, channels) at `step`."""
 
     def close(self, status: str) -> None:
-        """Write what is pending and let go of the files; the run ended `status` (completed,
-        failed or interrupted)."""
+        """Write what is pending and let go; the run ended `status` (completed, failed, ...)."""
 
 
-# The tags a logged step's and an epoch's rows are found by in a tracker's store.
 ROW_TAGS = (STEP_TAGS[0], EPOCH_ROW_TAG)
 
 
 @dataclass(frozen=True)
 class Logged:
-    """What a tracker's store holds of a run, read back: its rows by global step (an epoch's
-    found by `EPOCH_ROW_TAG`, a logged step's by its loss), and what a run's end sent
-    ("hparams", a picture's tag)."""
+    """What a tracker's store holds of a run: its rows' steps, and what its end sent ("hparams")."""
 
     steps: Set[int] = frozenset()
     epochs: Set[int] = frozenset()
@@ -180,30 +135,22 @@ class Logged:
 
 @runtime_checkable
 class ReadBack(Tracker, Protocol):
-    """A tracker that can say what its store holds (a file, a server's run), so a resumed run
-    sends it only what it lacks; any other is sent again all the run had logged."""
+    """A tracker that can say what its store holds, so a resumed run sends it only what it lacks."""
 
     record: str  # what a warning calls it: "the TensorBoard events"
 
     def logged(self, through: int) -> Logged | None:
-        """What the store holds of the run, which carries on after global step `through` and logs
-        the later steps again (a store that can drop those drops them first). None where it holds
-        nothing of the run's earlier processes, or could not be read."""
+        """What the store holds (None: nothing or unreadable), dropping steps after `through`
+        where it can."""
 
 
 def resumed_ids(
     recorded: Mapping[str, Any], run_dir: Path, chosen: Collection[str]
 ) -> dict[str, str]:
-    """The tracker runs a resume of `run_dir` carries on, by tracker: those its results.json
-    names, where they were begun in this folder. A copied or moved run folder begins tracker
-    runs of its own (carrying on the original's would give it epochs its folder never trained),
-    and says so. An older results.json without `TRACKED_IN` is taken for this folder's."""
-    found = recorded.get("trackers")  # (read as data: an id is text)
-    ids = (
-        {key: id_ for key, id_ in found.items() if isinstance(id_, str)}
-        if isinstance(found, dict)
-        else {}
-    )
+    """The tracker runs a resume of `run_dir` carries on (none where the folder was copied)."""
+    found = recorded.get("trackers")
+    found = found if isinstance(found, dict) else {}
+    ids = {key: id_ for key, id_ in found.items() if isinstance(id_, str)}  # (read as data)
     begun_in = recorded.get(TRACKED_IN, str(run_dir.resolve()))
     if not ids or begun_in == str(run_dir.resolve()):
         return ids
@@ -219,8 +166,6 @@ def resumed_ids(
 
 
 def trackers(chosen: DictConfig, run_dir: Path) -> dict[str, Tracker]:
-    """The trackers `chosen` names (the `tracker` group's options, each under its own key),
-    writing into `run_dir`, by that key, in the order given."""
     built = {}
     # A library's modules (MLflow's are many objects), never collected.
     with collection.paused_then_frozen():
@@ -231,8 +176,7 @@ def trackers(chosen: DictConfig, run_dir: Path) -> dict[str, Tracker]:
 
 
 def _refuse_missing_package(key: str, target: str) -> None:
-    """Refuse a shipped tracker whose optional library is missing, saying how to install it;
-    imported here, since Hydra reports a failed import of the target's module as its own."""
+    """Refuse a shipped tracker whose optional library is missing (Hydra's own report misleads)."""
     module = target.rpartition(".")[0]
     if not module.startswith("experiments.records."):
         return
@@ -253,6 +197,5 @@ def flattened(config: Mapping[str, Any], prefix: str = "") -> dict[str, Value]:
         if isinstance(value, Mapping) and value:
             flat |= flattened(value, f"{prefix}{key}.")
         else:
-            plain = isinstance(value, bool | int | float | str)
-            flat[f"{prefix}{key}"] = value if plain else str(value)
+            flat[f"{prefix}{key}"] = value if isinstance(value, Value) else str(value)
     return flat

@@ -1,18 +1,5 @@
-"""A W&B run per training run: `tracker=wandb` (pip install -e '.[trackers]').
-
-`WANDB_MODE` decides online or offline where set; else a run goes online only with a key
-(`WANDB_API_KEY`, or `wandb login`'s ~/.netrc), so a fresh machine trains without an account
-(`wandb sync` uploads later). Its files are in the run folder's `wandb/`, the `wandb-core` log in
-`outputs/wandb/logs/` unless `WANDB_CACHE_DIR` says otherwise.
-
-A run is named by its folder; a sweep's jobs share a group named by the sweep's folder. The
-flattened config is its config, the `tracker.TAGS` its tags, the numbers its history by
-TensorBoard's tags, the final numbers its summary, the confusion matrix an image. A resume carries
-on the same W&B run from the step after the last it holds.
-
-W&B is a copy: a failure, or a call that does not return within `timeout` seconds, costs one
-warning line and the run goes on (`records.guard`).
-"""
+"""`tracker=wandb`: a W&B run per training run, online where `WANDB_MODE` says or a key is there,
+else offline (so a fresh machine trains without an account)."""
 
 from __future__ import annotations
 
@@ -32,7 +19,7 @@ from PIL import Image
 
 from experiments.config.schemas import TRACKER_TIMEOUT
 from experiments.records.guard import Guard, Result
-from experiments.records.hparams import Value
+from experiments.records.hparams import Hyperparameters, Numbers
 from experiments.records.tracker import TrackedRun, final_numbers
 
 log = logging.getLogger("experiments")
@@ -49,8 +36,7 @@ def logged_in() -> bool:
 
 
 class WandbRun:
-    """One run folder's W&B run (a `records.tracker.Tracker`): a resume sends it again all the
-    run had logged, of which it keeps the steps W&B lacks."""
+    """One run folder's W&B run: a resume sends it all again, of which it keeps what W&B lacks."""
 
     def __init__(
         self,
@@ -67,8 +53,7 @@ class WandbRun:
         self.run: Any = None  # wandb's Run
         # The last step W&B holds of a run carried on: W&B takes no step at or below it.
         self._held = -1
-        # wandb-core's log goes under its cache folder (~/.cache/wandb/logs by default): kept with
-        # the runs instead. Silent: W&B's login would say where its key came from.
+        # wandb-core's log kept with the runs, not in ~/.cache; silent, not saying where its key is.
         environment = {"WANDB_CACHE_DIR": str(Path.cwd() / "outputs"), "WANDB_SILENT": "true"}
         self._guard = Guard("W&B", timeout, environment=environment)
 
@@ -107,32 +92,21 @@ class WandbRun:
         return given
 
     def _held_through(self) -> int:
-        """The last step W&B holds of the run this one continues: the server's online, its offline
-        files' otherwise (read, not assumed: a run killed with -9 loses what wandb-core had not
-        written)."""
+        """The last step W&B holds of the run this one continues (a kill -9 loses the unwritten)."""
         if not (self.run.offline or self.run.disabled):
             return int(self.run.step) - 1
         mine = Path(self.run.dir).parent
-        earlier = [
-            path
-            for path in self.dir.glob(f"wandb/offline-run-*/run-{self.run.id}.wandb")
-            if path.parent != mine
-        ]
-        return max((_last_step(path) for path in earlier), default=-1)
+        files = self.dir.glob(f"wandb/offline-run-*/run-{self.run.id}.wandb")
+        return max((_last_step(path) for path in files if path.parent != mine), default=-1)
 
     def scalars(self, values: Mapping[str, float], step: int) -> None:
         if step > self._held:
             self._guarded(lambda: self.run.log(dict(values), step=step))
 
     def hyperparameters(
-        self,
-        hyperparameters: Mapping[str, Value],
-        numbers: Mapping[str, float | None],
-        step: int,
-        swept: Collection[str],
+        self, hyperparameters: Hyperparameters, numbers: Numbers, step: int, swept: Collection[str]
     ) -> None:
-        """Its config is the whole config, given as it began; its final numbers and the model's
-        size here."""
+        """Its final numbers and the model's size (its config, the whole config, came first)."""
         self._guarded(lambda: self.run.summary.update(final_numbers(hyperparameters, numbers)))
 
     def picture(self, tag: str, png: bytes, size: tuple[int, int, int], step: int) -> None:
@@ -147,23 +121,16 @@ class WandbRun:
         self._guarded(lambda: self.run.finish(exit_code=0 if status == "completed" else 1))
 
     def _guarded(self, action: Callable[[], Result], needs_run: bool = True) -> Result | None:
-        """`action`'s result, through the guard (`records.guard.Guard`); None before the run
-        has begun, where `needs_run`."""
+        """`action`'s result through the guard; None before the run has begun, where `needs_run`."""
         if needs_run and self.run is None:
             return None
         return self._guard(action)
 
 
 def _last_step(run_file: Path) -> int:
-    """The last step of the history in a .wandb file (-1: none), as `wandb leet inspect` reads
-    it: a kill can leave its last entry cut short."""
-    shown = subprocess.run(
-        [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(run_file)],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
+    """The last step of a .wandb file's history (-1: none), read as a kill may have cut it."""
+    command = [sys.executable, "-m", "wandb", "leet", "inspect", "--json", str(run_file)]
+    shown = subprocess.run(command, capture_output=True, text=True, check=True, timeout=120)
     steps = [
         record["history"]["item"].get("_step", -1)
         for record in map(json.loads, shown.stdout.splitlines())
