@@ -16,15 +16,13 @@ Row = dict[str, Any]
 
 
 def label(values: dict[str, str], runs: Sequence[Row]) -> str:
-    """Runs named by the swept values they share (`model=lenet, optimizer.lr=0.01`), or, sharing
-    none, by the folder of the one run or the number of runs."""
+    """`model=lenet, optimizer.lr=0.01`, or, sharing none, the one run's folder or `3 runs`."""
     named = ", ".join(f"{key}={value}" for key, value in values.items())
     return named or (runs[0]["run"] if len(runs) == 1 else f"{len(runs)} runs")
 
 
 def spanning(axis: Any) -> None:
-    """From a twentieth below the lowest value drawn to a twentieth above the highest, or around
-    the one value drawn."""
+    """From a twentieth below the lowest value drawn to a twentieth above the highest."""
     values = drawn(axis)
     if not values:
         return
@@ -34,8 +32,7 @@ def spanning(axis: Any) -> None:
 
 
 def from_zero(axis: Any) -> None:
-    """From 0 to a tenth above the highest value drawn, so that a height reads as an amount, and
-    one epoch's points as more than the axis's edges."""
+    """From 0 to a tenth above the highest value drawn, so that a height reads as an amount."""
     axis.set_ylim(0, 1.1 * max(drawn(axis), default=0) or 1)
 
 

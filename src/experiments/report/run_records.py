@@ -1,12 +1,6 @@
 """What the report reads of a run folder, read once and checked against the types its readers
-declare: `.hydra/config.yaml`, `overrides.yaml` and `hydra.yaml`, results.json
-(`records.recorded.ResultsFile`, or an evaluation's `EvaluationRecord`) and metrics.jsonl's
-epoch rows (`training.history.EpochRow`).
-
-A run folder is data, copied or made anywhere. A file that cannot be read, or holds another shape
-than its type, raises `UnreadableRun`, whose message names the file in one phrase: the report says
-it in the run's row and goes on with the other runs.
-"""
+declare. A file that cannot be read, or holds another shape, raises `UnreadableRun` naming the file
+in one phrase: the report says it in the run's row and goes on with the other runs."""
 
 from __future__ import annotations
 
@@ -45,12 +39,12 @@ HYDRA_YAML = ".hydra/hydra.yaml"
 RESULTS = "results.json"
 METRICS = "metrics.jsonl"
 
-# The config groups with a `name` the report shows.
+# The config groups whose `name` the report shows.
 GROUPS = ("model", "dataset", "device", "placement")
 # Where a run came from, not what it ran: no swept key.
 ORIGINS = ("resume", "replay")
 
-# The keys of a run's config that the report reads (resolved, where they can be), and their types.
+# The keys of a run's config that the report reads, resolved where they can be.
 ConfigRead = TypedDict(
     "ConfigRead",
     {
@@ -82,10 +76,10 @@ class RunRecords:
     """A run's files as the report reads them, each checked for its shape."""
 
     config: DictConfig  # read-only; a key that cannot be resolved is read as None
-    evaluation: bool  # an evaluation's (eval.py), not a training run's
+    evaluation: bool  # eval.py's, not a training run's
     names: dict[str, str | None]  # the model, dataset, device and placement: their `name`
     measures: TaskMetrics  # its task's metrics
-    own_task: bool  # whether they are a task of one's own's, from results.json
+    own_task: bool  # whether they are a task of one's own's
     given: dict[str, str]  # the overrides its command line gave, by key
     choices: dict[str, Any]  # Hydra's choice in each config group (none without hydra.yaml)
     results: ResultsFile  # nothing where there is no results.json
@@ -94,8 +88,7 @@ class RunRecords:
 
 
 def read_run(run_dir: Path) -> RunRecords:
-    """The files of the run in `run_dir`; UnreadableRun naming the first that cannot be read (a
-    reader's ExperimentError, which names the file, or a record of another shape: `checked`)."""
+    """The files of the run in `run_dir`; UnreadableRun naming the first that cannot be read."""
     try:
         return _read_run(run_dir)
     except ExperimentError as error:
@@ -126,13 +119,12 @@ def _read_run(run_dir: Path) -> RunRecords:
 
 
 def is_evaluation(config: DictConfig) -> bool:
-    """Whether a run's config is an evaluation's (eval.py): it has no trainer."""
+    """Whether a run's config is an evaluation's: it has no trainer."""
     return "trainer" not in config
 
 
 def epochs(run_dir: Path) -> History:
-    """The epoch rows of a run's metrics.jsonl as written, with their `kind` and `time` (none if
-    it has not finished an epoch, or has no metrics.jsonl)."""
+    """The epoch rows of a run's metrics.jsonl as written, with their `kind` and `time`."""
     path = run_dir / METRICS
     if not path.is_file():
         return []
@@ -145,8 +137,7 @@ def epochs(run_dir: Path) -> History:
 
 @contextlib.contextmanager
 def _reading(record: str) -> Iterator[None]:
-    """A failure of a parser besides `read_data`'s (OmegaConf's of the config; Python's JSON
-    nested too deep) to read `record`, a file in the run folder, as UnreadableRun."""
+    """A parser's failure besides `read_data`'s to read `record` as UnreadableRun."""
     try:
         yield
     except yaml.YAMLError as error:
@@ -172,7 +163,6 @@ def _config(run_dir: Path) -> DictConfig:
 
 
 def _config_read(config: DictConfig) -> ConfigRead:
-    """The config's keys that the report reads, as plain data of their types."""
     read: dict[str, Any] = {}
     for key in ConfigRead.__optional_keys__ | ConfigRead.__required_keys__:
         value = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
@@ -183,8 +173,7 @@ def _config_read(config: DictConfig) -> ConfigRead:
 
 
 def _results(run_dir: Path, evaluation: bool) -> ResultsFile:
-    """results.json, checked against a training run's type, and an evaluation's against its own
-    too."""
+    """results.json, checked against a training run's type (and an evaluation's)."""
     path = run_dir / RESULTS
     if not (path.exists() or path.is_symlink()):  # (a device in its place is read, and refused)
         return {}
@@ -208,9 +197,8 @@ def _is_time(text: str) -> bool:
 
 
 def _measures(read: ConfigRead, results: ResultsFile) -> tuple[TaskMetrics, bool]:
-    """The run's task's metrics as its config says them (`task_metrics.metrics_of`), or for an
-    older run of a task of one's own as its results.json lists them, with its numbers checked
-    against them; and whether they are a task of one's own's."""
+    """The run's task's metrics as its config says them (an older run of a task of one's own:
+    its results.json), its numbers checked against them; and whether they are one's own."""
     task = None
     if read["task"]:
         task = {"name": read["task.name"], "_target_": read["task._target_"]}
@@ -225,8 +213,8 @@ def _measures(read: ConfigRead, results: ResultsFile) -> tuple[TaskMetrics, bool
 
 
 def _check_epochs(history: History, measures: TaskMetrics, monitor: Monitor | None) -> None:
-    """Each epoch row an EpochRow, with its task's metrics on the test split (and on the
-    validation split where the run had one, the monitored one among them), numbers all."""
+    """Each epoch row an EpochRow, with its task's metrics (the monitored one among them) as
+    numbers."""
     metrics = {"epoch", "epoch_seconds", TRAIN_LOSS, *measures.metrics_on(TEST)}
     if monitor is not None:
         metrics.update({*measures.metrics_on(VAL), monitor.metric})
@@ -240,7 +228,6 @@ def _check_epochs(history: History, measures: TaskMetrics, monitor: Monitor | No
 
 
 def _monitor(read: ConfigRead, measures: TaskMetrics) -> Monitor:
-    """What selects the run's epoch on the validation split (`training.selection.Monitor`)."""
     monitor, mode = read["trainer.monitor"], read["trainer.monitor_mode"] or "auto"
     if mode == "auto" and monitor is not None and monitor not in measures.metrics_on(VAL):
         measured = " or ".join(measures.metrics_on(VAL))
@@ -249,8 +236,8 @@ def _monitor(read: ConfigRead, measures: TaskMetrics) -> Monitor:
 
 
 def _given(run_dir: Path) -> dict[str, str]:
-    """The run's overrides, by key (without `+` or `~`), each value as its command line gave it;
-    one Hydra's grammar cannot read (a resume= folder's path may not be) left out."""
+    """The run's overrides, by key (without `+` or `~`), as its command line gave them; one that
+    Hydra's grammar cannot read (a resume= folder's path may not be) left out."""
     path = run_dir / OVERRIDES
     if not path.is_file():
         return {}
@@ -265,7 +252,6 @@ def _given(run_dir: Path) -> dict[str, str]:
 
 
 def _choices(run_dir: Path) -> dict[str, Any]:
-    """The group choices in a run's hydra.yaml (`hydra.runtime.choices`)."""
     path = run_dir / HYDRA_YAML
     if not path.is_file():
         return {}

@@ -1,12 +1,6 @@
-"""What the runs of a report differ in: the keys whose values differ between them, or that a
-sweep's command line sweeps over (or its sweeper searches), with each run's value of each.
-
-A key is found in the runs' `.hydra/overrides.yaml` (a run that failed names none: a key it alone
-typed, mistyped perhaps, is no key the runs differ in); its value is read from the run's config (a
-group's from the choice Hydra recorded), so a run that left a key at its default has a value too,
-and `1e-2` and `0.01` are the same value. A key a run's config does not hold (an evaluation's
-`ckpt`, in a report of training runs too) has no value there: its cell is empty, not null.
-"""
+"""What the runs of a report differ in: the keys their overrides.yaml name (of failed runs none: a
+mistyped key may be why) or their sweeps sweep, each run's value read from its config, so a default
+has a value and `1e-2` is `0.01`; a key a run's config lacks has an empty value, not null."""
 
 from __future__ import annotations
 
@@ -20,14 +14,12 @@ from experiments.report.run_records import RunRecords
 
 # The statuses of runs whose typed keys do not count: they may be why the run failed.
 FAILED = ("failed", "interrupted")
-# What a run's config does not hold at all (a training run's `ckpt`, an evaluation's
-# `trainer.seed`), told apart from a null: the run has no value of the key ("").
+# What a run's config does not hold at all (a training run's `ckpt`), told apart from a null.
 _ABSENT = object()
 
 
 def swept_values(runs: Mapping[Path, RunRecords], folder: Path) -> dict[Path, dict[str, str]]:
-    """Each run's values of the keys the runs at or below `folder` differ in (`runs`: their
-    records), in the order the keys were first given."""
+    """Each run's values of the keys the runs differ in, in the order the keys were first given."""
     keys = dict.fromkeys(
         key
         for records in runs.values()

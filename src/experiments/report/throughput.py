@@ -1,6 +1,5 @@
 """throughput.png: train images/s by speed group (a sweep's runs that share every swept key that
-changes speed): a dot per run, hollow where other work on the host held it down, the group's
-geometric mean and its 95% interval on the log scale (`report.statistics`)."""
+changes speed): a dot per run, hollow on a busy host, the geometric mean and its 95% interval."""
 
 from __future__ import annotations
 
@@ -15,14 +14,12 @@ from experiments.devices.backends import names
 from experiments.report import repeats
 from experiments.report.drawing import Row, label
 
-# What changes how fast a run trains: a group's option or any key within it (`model.arch`,
-# `dataset.workers`, `device.ids`), and these keys of the trainer. Runs that differ only in other
-# keys (the learning rate, the optimizer's settings, the schedule, the seed) train at one speed:
-# their images/s are repeats of one measurement, whatever gap the machine's other work made.
+# What changes how fast a run trains: a group's option or any key within it, and these keys of the
+# trainer. Runs that differ only in other keys (the learning rate, the seed) train at one speed:
+# their images/s are repeats of one measurement.
 SPEED_GROUPS = ("model", "dataset", "device", "placement")
 SPEED_KEYS = (
     "trainer.batch_size",
-    # With trainer.batch_size=auto, the batch: the largest that fits (in the CPU's budget), halved.
     "trainer.auto_batch_halvings",
     "trainer.memory_budget_gb",
     "trainer.precision",
@@ -40,21 +37,18 @@ SPEED_KEYS = (
 
 
 def changes_speed(key: str) -> bool:
-    """Whether a swept key changes how fast a run trains (`SPEED_GROUPS`, `SPEED_KEYS`)."""
     return key in SPEED_KEYS or key.split(".")[0].split("/")[0] in SPEED_GROUPS
 
 
 def speed_groups(rows: Sequence[Row]) -> list[repeats.Configuration]:
-    """The completed runs that measured their speed, by their values of the swept keys that
-    change speed, in the order of each group's first run (a group without a speed above 0 left
-    out: it has no mean on the log scale)."""
+    """The completed runs by their values of the swept keys that change speed, those without a
+    speed above 0 left out."""
     groups = repeats.configurations(rows, changes_speed)
     return [group for group in groups if group.spread(repeats.SPEED) is not None]
 
 
 def throughput_figure(rows: Sequence[Row]) -> Any:
-    """A row per speed group on one axis from 0 (one length, one speed), coloured by device, named
-    with the mean, its interval, n and, off the CPU, the ratio to the matching CPU group."""
+    """A row per speed group on one axis from 0, coloured by device."""
     groups = speed_groups(rows)
     figure, axis = plt.subplots(figsize=(8, 2.5 + 0.45 * len(groups)))
     devices = list(dict.fromkeys(group.runs[0]["device"] for group in groups))
@@ -108,14 +102,12 @@ def throughput_figure(rows: Sequence[Row]) -> Any:
 
 
 def _name(group: repeats.Configuration, several_sweeps: bool) -> str:
-    """The group's values, after its sweep where the report holds several."""
     named = label(group.values, group.runs)
     return f"{repeats.sweep_name(group.sweep)}: {named}" if several_sweeps else named
 
 
 def _speed_text(group: repeats.Configuration, groups: Sequence[repeats.Configuration]) -> str:
-    """`731 [690, 772], n=3  (4.2x cpu)`: the geometric mean, its interval and the ratio to the
-    CPU."""
+    # `731 [690, 772], n=3  (4.2x cpu)`
     summed = group.spread(repeats.SPEED)
     text = f"{summed.mean:,.0f}"
     if summed.interval is not None:
@@ -129,7 +121,6 @@ def _speed_text(group: repeats.Configuration, groups: Sequence[repeats.Configura
 def _on_the_cpu(
     group: repeats.Configuration, groups: Sequence[repeats.Configuration]
 ) -> repeats.Configuration | None:
-    """The CPU's group with the same values as `group` but the device; None on the CPU."""
     if group.runs[0]["device"] == names.CPU:
         return None
     others = {key: value for key, value in group.values.items() if key != "device"}
