@@ -37,8 +37,7 @@ def trained_batch(row: Row) -> int | None:
 
 
 def scaling_lines(rows: Sequence[Row]) -> dict[str, list[Row]]:
-    """The measured runs of a sweep over batch sizes, by line (the same values of every swept key
-    that changes speed), in order of batch."""
+    """The measured runs of a sweep over batch sizes, by line, in order of batch."""
     lines: dict[str, list[Row]] = {}
     for row in rows:
         swept = row.get("swept") or {}
@@ -47,13 +46,9 @@ def scaling_lines(rows: Sequence[Row]) -> dict[str, list[Row]]:
             and row["train_images_per_second"] is not None
             and trained_batch(row) is not None
         ):
-            others = {"device": row["device"]}
-            others.update(
-                (key, value)
-                for key, value in swept.items()
-                if key not in BATCH_KEYS and changes_speed(key)
-            )
-            name = ", ".join(f"{key}={value}" for key, value in others.items())
+            others = {k: v for k, v in swept.items() if k not in BATCH_KEYS and changes_speed(k)}
+            named = {"device": row["device"]} | others
+            name = ", ".join(f"{key}={value}" for key, value in named.items())
             lines.setdefault(name, []).append(row)
     for line in lines.values():
         line.sort(key=trained_batch)
@@ -83,8 +78,7 @@ def largest_batches(line: Sequence[Row]) -> list[int]:
 
 
 def search_text(line: Sequence[Row]) -> str | None:
-    """`largest batch 4096 (memory budget 4 GB)`, `largest batch 1024 to 2048 (out of memory)`
-    where the runs' searches disagreed; None where no run searched its batch."""
+    """`largest batch 4096 (memory budget 4 GB)`, or `1024 to 2048` where the searches disagreed."""
     largest = largest_batches(line)
     if not largest:
         return None
@@ -104,8 +98,7 @@ def _stopped_by(search: Mapping[str, Any]) -> str:
 
 
 def knee_text(line: Sequence[Row]) -> str | None:
-    """`knee 512 (2,250 img/s, within 5% of the best: 2,310 img/s at 2048)`, or `knee 2048
-    (2,310 img/s, the best)`; None for a line of one batch size."""
+    """`knee 512 (2,250 img/s, within 5% of the best: 2,310 img/s at 2048)`; None for one size."""
     speeds = by_batch_size(line, "train_images_per_second")
     if len(speeds) < 2:
         return None

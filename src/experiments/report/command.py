@@ -44,7 +44,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ExperimentError as error:  # a run's record that cannot be read, named
         return _error(str(error))
     print(table(rows, folder), file=sys.stderr)
-    # As a sweep's own report says it.
     print(f"report: {folder}/summary.md (and .csv, plots)", file=sys.stderr)
     return 0
 

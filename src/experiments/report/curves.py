@@ -78,15 +78,12 @@ def _style(number: int) -> dict[str, Any]:
 
 
 def _configurations(rows: Sequence[Row], histories: Sequence[History]) -> dict[str, list[History]]:
-    """The epochs' rows of the runs that have any, by sweep and configuration, whatever their
-    status: a run cut short shows how far it got."""
+    # Whatever their status: a run cut short shows how far it got.
     runs: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[Row, History]]] = {}
     for row, history in zip(rows, histories, strict=True):
         if history:
             swept = row.get("swept") or {}
-            shared = tuple(
-                (key, value) for key, value in swept.items() if repeats.not_the_seed(key)
-            )
+            shared = tuple((k, v) for k, v in swept.items() if repeats.not_the_seed(k))
             runs.setdefault((row.get(repeats.SWEEP, ""), shared), []).append((row, history))
     several = len({sweep for sweep, _ in runs}) > 1
     named = {}
@@ -110,8 +107,7 @@ def _per_epoch(runs: Sequence[History], key: str, scale: float = 1) -> Band:
 def _mean_and_band(
     axis: Any, band: Band, style: dict[str, Any], colour: str | None = None, name: str = "_"
 ) -> str:
-    """The mean line of `band` (`name` "_": no legend entry), and the band between its lowest and
-    highest values where several runs reached an epoch; its colour."""
+    """The mean line of `band` (`name` "_": no legend entry) and its band; the line's colour."""
     epochs = list(band)
     (line,) = axis.plot(
         epochs,

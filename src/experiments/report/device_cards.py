@@ -11,7 +11,6 @@ from experiments.report.repeats import Configuration, Row
 
 HEADING = "Devices"
 DEVICE = "device"
-# What a card says of each configuration that ran on its device, in this order.
 CARD_MEASURES = (
     repeats.SPEED,
     repeats.MFU,
@@ -22,13 +21,11 @@ CARD_MEASURES = (
 
 
 def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
-    """The cards, a line each with its depth; none where the completed runs computed on one device
-    they were not swept over."""
+    """A line each with its depth; none for runs on one device they were not swept over."""
     configurations = repeats.configurations(rows)
     by_device: dict[str, list[Configuration]] = {}
     for configuration in configurations:
-        device = configuration.runs[0]["device"]
-        by_device.setdefault(device, []).append(configuration)
+        by_device.setdefault(configuration.runs[0]["device"], []).append(configuration)
     swept = any(DEVICE in run["swept"] for each in configurations for run in each.runs)
     if len(by_device) < 2 and not swept:
         return []
@@ -45,11 +42,8 @@ def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
         lines.append((0, f"{title}:"))
         lines += [(1, _said(configuration, unit, several)) for configuration in mine]
         lines += [(1, knee) for knee in _knees(rows, device)]
-    between = [
-        verdict
-        for verdict in verdicts.verdict_lines(configurations).verdicts
-        if verdict.key == DEVICE
-    ]
+    judged = verdicts.verdict_lines(configurations).verdicts
+    between = [verdict for verdict in judged if verdict.key == DEVICE]
     if between:
         lines.append((0, "between devices:"))
         lines += [(1, _held(verdict) + verdict.text) for verdict in between]
@@ -84,6 +78,5 @@ def _knees(rows: Sequence[Row], device: str) -> list[str]:
 
 
 def _held(verdict: verdicts.Verdict) -> str:
-    # `with model=lenet: ` where the devices were compared holding other keys equal.
     held = ", ".join(f"{key}={value}" for key, value in verdict.held.items())
     return f"with {held}: " if held else ""

@@ -12,7 +12,6 @@ from experiments.config.metric_names import TEST, VAL, Metric, TaskMetrics
 from experiments.training import shipped_metrics
 from experiments.training.history import History
 
-# Headers say a few metrics shorter: "test acc".
 SHORT = {"accuracy": "acc"}
 
 

@@ -32,8 +32,7 @@ FROM_SERVING = {
 
 
 def evaluation_fields(results: ResultsFile) -> Row:
-    """What an evaluation's summary row takes from its results.json (its config names the model
-    and dataset only when typed)."""
+    """What an evaluation's summary row takes from its results.json."""
     recorded: dict[str, Any] = dict(results)  # (an `EvaluationRecord`)
     serving = recorded.get("serving") or {}
     return {
@@ -52,10 +51,6 @@ def _milliseconds(value: float) -> str:
     return f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
 
 
-def _joules(value: float) -> str:
-    return f"{value:.3g} J"
-
-
 MEASURES = [
     *(
         Measure(f"latency_{p}_ms", f"{p} ms", _milliseconds, log_scale=True)
@@ -63,7 +58,7 @@ MEASURES = [
     ),
     Measure("serving_images_per_second", "served {rate}", "{:,.0f}".format, log_scale=True),
     Measure("serving_peak_memory_mb", "peak memory", "{:,.0f} MiB".format),
-    Measure("serving_joules_per_image", "J/{one}", _joules, log_scale=True),
+    Measure("serving_joules_per_image", "J/{one}", "{:.3g} J".format, log_scale=True),
 ]
 
 
@@ -98,11 +93,7 @@ HEADING = (
     "confidence interval of the mean), J/image where the hardware reported it"
 )
 
-VERDICTS = (
-    "Serving verdicts: each swept value against another within a sweep, every other varying key "
-    "held equal (95% confidence intervals: seed by seed where both ran the same seeds, else "
-    "Welch's t; a difference only where the interval excludes none)"
-)
+VERDICTS = "Serving verdicts" + verdicts.HEADING.removeprefix("Verdicts")
 
 
 @dataclass(frozen=True)
@@ -128,11 +119,10 @@ def section(rows: Sequence[Row]) -> Section | None:
     measured = configurations(rows)
     if not measured:
         return None
-    warning = verdicts.back_to_back(_served(rows), measured, BENCHMARK_RULES)
     return Section(
         repeats.cells(measured, MEASURES),
         verdicts.verdict_lines(measured, BENCHMARK_RULES),
-        warning,
+        verdicts.back_to_back(_served(rows), measured, BENCHMARK_RULES),
     )
 
 

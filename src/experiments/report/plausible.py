@@ -5,7 +5,7 @@ row, and so of the tables, figures and verdicts, and the row's reason names it."
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import NamedTuple
 
 from experiments.report.drawing import Row
@@ -47,7 +47,9 @@ FIGURES = {
 def left_out(row: Row) -> list[str]:
     """Set to None each figure of `row` it cannot truly hold; what each was and can be."""
     said = []
-    for key, bound in _bounds(row):
+    headlines: list[Headline] = [*HEADLINES, *(row.get("own_headlines") or [])]
+    shares = {headline.key: SHARE for headline in headlines if headline.metric.percent}
+    for key, bound in {**FIGURES, **shares}.items():
         value = row.get(key)
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue
@@ -59,9 +61,3 @@ def left_out(row: Row) -> list[str]:
             continue
         row[key] = None
     return said
-
-
-def _bounds(row: Row) -> Iterator[tuple[str, Bound]]:
-    yield from FIGURES.items()
-    headlines: list[Headline] = [*HEADLINES, *(row.get("own_headlines") or [])]
-    yield from ((headline.key, SHARE) for headline in headlines if headline.metric.percent)

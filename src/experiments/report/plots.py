@@ -18,8 +18,7 @@ from experiments.training.history import History
 
 
 def draw(folder: Path, rows: Sequence[Row], histories: Sequence[History]) -> None:
-    """The plots of the report's `rows`. Text is drawn as it is: a `$` in a folder's name or a
-    swept value is no mathematics to parse."""
+    # Text as it is: a `$` in a folder's name or a swept value is no mathematics to parse.
     with plt.rc_context({"text.parse_math": False}):
         if speed_groups(rows):
             _save(throughput_figure(rows), folder / "throughput.png")

@@ -25,8 +25,7 @@ SWEEP = "sweep"
 
 @dataclass(frozen=True)
 class Measure:
-    """A number of each run summed up per configuration: on the log scale for a speed, whose runs
-    differ by factors."""
+    """A number of each run summed up per configuration (a speed's on the log scale)."""
 
     key: str
     header: str  # "{rate}": the runs' unit (img/s, rows/s)
@@ -98,8 +97,7 @@ class Configuration:
         return sum(1 for run in self.runs if run.get("host_busy"))
 
     def cell(self, measure: Measure) -> str:
-        """`47.0% ± 1.0% (44.5% to 49.5%)`, `1,420 (1,210 to 1,670)` for a speed, with `, 2 of 3
-        runs` where not every run has a value."""
+        """`47.0% ± 1.0% (44.5% to 49.5%)`; a speed's `1,420 (1,210 to 1,670), 2 of 3 runs`."""
         measured = self.measured(measure)
         summed = self.spread(measure)
         if summed is None:
@@ -130,8 +128,7 @@ def not_the_seed(key: str) -> bool:
 def configurations(
     rows: Sequence[Row], counts: Callable[[str], bool] = not_the_seed
 ) -> list[Configuration]:
-    """The completed runs of `rows`, grouped by sweep and by their values of the varying keys that
-    `counts`, in the order of each configuration's first run."""
+    """The completed runs of `rows` by sweep and their values of the varying keys that `counts`."""
     completed = [row for row in rows if row["status"] == "completed"]
     varying = {
         sweep: _varying([row for row in completed if row.get(SWEEP, "") == sweep], counts)
@@ -166,7 +163,6 @@ def sweep_name(sweep: str) -> str:
 def _measures(
     configurations: Sequence[Configuration], offered: Sequence[Measure] | None
 ) -> list[Measure]:
-    # By default, training's, a task of one's own's headline among them.
     if offered is None:
         runs = [run for configuration in configurations for run in configuration.runs]
         own = [
@@ -200,10 +196,10 @@ HEADING = (
 def cells(
     configurations: Sequence[Configuration], offered: Sequence[Measure] | None = None
 ) -> list[list[str]]:
-    """The table of configurations, header first (without the final test accuracy where no run had
-    a validation split: it would repeat the selected one's)."""
+    """The table of configurations, header first."""
     keys = _keys(configurations)
     measures = [measure for measure in _measures(configurations, offered) if measure.in_table]
+    # Without a validation split the final test accuracy would repeat the selected one's.
     if not any(measure.key.startswith(f"{VAL}_") for measure in measures):
         measures = [measure for measure in measures if not measure.key.startswith("final_")]
     unit = shared_unit(run.get("unit") for each in configurations for run in each.runs)
@@ -222,8 +218,7 @@ def cells(
 def csv_text(
     configurations: Sequence[Configuration], offered: Sequence[Measure] | None = None
 ) -> str:
-    """configurations.csv: a row per configuration, its values, n, runs, busy runs, and per measure
-    `<key>_n`, `_mean`, `_sd`, `_ci_low`, `_ci_high` (a speed's `_geomean`, `_gsd`)."""
+    """configurations.csv: a row per configuration, with n, mean, sd and interval per measure."""
     keys, measures = _keys(configurations), _measures(configurations, offered)
     statistics = [f"{measure.key}_{name}" for measure in measures for name in measure.statistics()]
     body = [

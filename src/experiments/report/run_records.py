@@ -39,7 +39,6 @@ HYDRA_YAML = ".hydra/hydra.yaml"
 RESULTS = "results.json"
 METRICS = "metrics.jsonl"
 
-# The config groups whose `name` the report shows.
 GROUPS = ("model", "dataset", "device", "placement")
 # Where a run came from, not what it ran: no swept key.
 ORIGINS = ("resume", "replay")
@@ -173,7 +172,6 @@ def _config_read(config: DictConfig) -> ConfigRead:
 
 
 def _results(run_dir: Path, evaluation: bool) -> ResultsFile:
-    """results.json, checked against a training run's type (and an evaluation's)."""
     path = run_dir / RESULTS
     if not (path.exists() or path.is_symlink()):  # (a device in its place is read, and refused)
         return {}
@@ -197,8 +195,7 @@ def _is_time(text: str) -> bool:
 
 
 def _measures(read: ConfigRead, results: ResultsFile) -> tuple[TaskMetrics, bool]:
-    """The run's task's metrics as its config says them (an older run of a task of one's own:
-    its results.json), its numbers checked against them; and whether they are one's own."""
+    """The run's task's metrics, its numbers checked against them; whether they are one's own."""
     task = None
     if read["task"]:
         task = {"name": read["task.name"], "_target_": read["task._target_"]}
@@ -213,8 +210,6 @@ def _measures(read: ConfigRead, results: ResultsFile) -> tuple[TaskMetrics, bool
 
 
 def _check_epochs(history: History, measures: TaskMetrics, monitor: Monitor | None) -> None:
-    """Each epoch row an EpochRow, with its task's metrics (the monitored one among them) as
-    numbers."""
     metrics = {"epoch", "epoch_seconds", TRAIN_LOSS, *measures.metrics_on(TEST)}
     if monitor is not None:
         metrics.update({*measures.metrics_on(VAL), monitor.metric})
@@ -236,8 +231,7 @@ def _monitor(read: ConfigRead, measures: TaskMetrics) -> Monitor:
 
 
 def _given(run_dir: Path) -> dict[str, str]:
-    """The run's overrides, by key (without `+` or `~`), as its command line gave them; one that
-    Hydra's grammar cannot read (a resume= folder's path may not be) left out."""
+    """The run's overrides by key, as given; one that Hydra's grammar cannot read left out."""
     path = run_dir / OVERRIDES
     if not path.is_file():
         return {}

@@ -72,19 +72,15 @@ def scaling_figure(rows: Sequence[Row]) -> Any:
     if "seconds" in panels:
         panels["seconds"].set(title=_time_to_accuracy_title(rows), ylabel="training seconds")
         from_zero(panels["seconds"])
-    last = list(panels.values())[-1]
+    handles = _legend_handles(speed, drawn, unit.one)
+    last = list(panels.values())[-1]  # the legend right of it
     last.legend(
-        handles=_legend_handles(speed, drawn, unit.one),
-        title="line",
-        loc="upper left",
-        bbox_to_anchor=(1.02, 1),  # right of the last panel
-        fontsize=8,
+        handles=handles, title="line", loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8
     )
     return figure
 
 
 def _panels(rows: Sequence[Row]) -> tuple[Any, dict[str, Any]]:
-    # The axes by what each shows: speed; MFU and the seconds to the target where recorded.
     shown = [SPEED]
     if any(isinstance(row.get(MFU), int | float) for row in rows):
         shown.append(MFU)
@@ -131,8 +127,7 @@ def _through_means(
     colour: str | None = None,
     most: float | None = None,
 ) -> tuple[str, set[str]]:
-    """A line through the geometric mean of each size's runs, and a dot per run and a bar for the
-    95% interval where a size ran more than once; its colour, and whether bars were drawn."""
+    """A line through each size's geometric mean, dots and a bar where it ran more than once."""
     measure = Measure("", "", str, log_scale=True, most=most)
     spreads = {size: measure.spread(runs) for size, runs in values.items()}
     means = [spread.mean for spread in spreads.values()]
@@ -147,7 +142,6 @@ def _through_means(
 
 
 def _legend_handles(speed: Any, drawn: set[str], one: str) -> list[Any]:
-    # The lines' entries, then a grey one for each kind of mark drawn.
     handles = speed.get_legend_handles_labels()[0]
     marks = {
         BARS: {"marker": "|", "markersize": 10, "linestyle": "none"},
@@ -163,8 +157,7 @@ def _legend_handles(speed: Any, drawn: set[str], one: str) -> list[Any]:
 
 
 def _seconds_by_batch_size(line: Sequence[Row]) -> tuple[list[int], list[float]]:
-    """The line's batch sizes, and the geometric mean of the seconds to the target of each size's
-    runs (nan where a run did not reach it: a gap)."""
+    # The geometric mean of each size's; nan, a gap, where a run did not reach the target.
     values: dict[int, list[float]] = {}
     for row in line:
         reached = row["time_to_accuracy"]
@@ -188,8 +181,8 @@ def _time_to_accuracy_title(rows: Sequence[Row]) -> str:
 
 def compute_bound(line: Sequence[Row]) -> float | None:
     """About the most train images/s the line's device could give its model: the best peak FLOP/s
-    its runs measured, times their GPUs, over a training step's FLOPs per image (older runs: 3x
-    the forward's, an estimate a run can pass); None unless measured."""
+    times its GPUs over a step's FLOPs per image (older runs: 3x the forward's, which a run can
+    pass); None unless measured."""
     peaks = [row.get("device_peak_flops") for row in line]
     step = line[0].get("model_training_flops_per_image")
     forward = line[0].get("model_flops_per_image")

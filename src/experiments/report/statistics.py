@@ -52,8 +52,7 @@ def mean_interval(values: Sequence[float]) -> Estimate:
 
 
 def welch(first: Sequence[float], second: Sequence[float]) -> Estimate:
-    """first - second of unpaired runs by Welch's t, not assuming equal variances; two values or
-    more a side."""
+    """first - second of unpaired runs by Welch's t; two values or more a side."""
     difference = statistics.fmean(first) - statistics.fmean(second)
     shares = [statistics.variance(values) / len(values) for values in (first, second)]
     squared_error = sum(shares)
@@ -66,15 +65,13 @@ def welch(first: Sequence[float], second: Sequence[float]) -> Estimate:
 
 
 def paired(first: Sequence[float], second: Sequence[float]) -> Estimate:
-    """first - second of paired runs (first[i] and second[i] ran one seed), by Student's t on the
-    differences: what the two share cancels out. Two pairs or more."""
+    """first - second of paired runs (a seed each), whose shared state cancels out; two or more."""
     return mean_interval([a - b for a, b in zip(first, second, strict=True)])
 
 
 @dataclass(frozen=True)
 class Spread:
-    """n values' mean, sample standard deviation and the mean's 95% interval (none of either for
-    one value); on the log scale the mean is geometric and the deviation a factor."""
+    """n values' mean, sample sd and the mean's 95% interval (none of either for one value)."""
 
     n: int
     mean: float

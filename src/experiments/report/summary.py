@@ -45,8 +45,7 @@ def _seconds(value: float | str) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """A column of summary.csv, summary.md and the console table; `key` is of the row's `swept`
-    values for a swept override."""
+    """A column of summary.csv, summary.md and the console table."""
 
     key: str
     header: str  # "{one}", "{many}", "{rate}": the runs' unit (images, or a table's rows)
@@ -97,7 +96,6 @@ COLUMNS = [
     Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
     Column("peak_cuda_memory_mb", "cuda MiB", "{:,.0f}".format),
     Column("train_joules_per_image", "train J/{one}", "{:.3g}".format),
-    # An evaluation's benchmark: latency at batch 1, images/s at the serving batch.
     Column("latency_p50_ms", "p50 ms", "{:.3g}".format),
     Column("latency_p95_ms", "p95 ms", "{:.3g}".format),
     Column("latency_p99_ms", "p99 ms", "{:.3g}".format),
@@ -145,9 +143,8 @@ def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
     if records.evaluation:
         row.update(inference_benchmark.evaluation_fields(results))
     if reached := results.get("time_to_accuracy"):
-        row["time_to_accuracy"] = (
-            "not reached" if reached["seconds"] is None else reached["seconds"]
-        )
+        seconds = reached["seconds"]
+        row["time_to_accuracy"] = "not reached" if seconds is None else seconds
         # What it was the time to, for the figures (no column); older runs': accuracy.
         metric = reached.get("metric", "accuracy")
         better = reached.get("better", "max")
@@ -160,14 +157,12 @@ def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
     if history and row["selected_epoch"] is None:
         selected = selected_epoch(history, records.monitor)
         val = measures.headline.key(VAL)
-        row.update(
-            {
-                "selected_epoch": selected["epoch"],
-                val: selected.get(val),
-                tested: selected[tested],
-                measures.final_key(TEST): history[-1][tested],
-            }
-        )
+        row |= {
+            "selected_epoch": selected["epoch"],
+            val: selected.get(val),
+            tested: selected[tested],
+        }
+        row[measures.final_key(TEST)] = history[-1][tested]
     if history:
         row["seconds_per_epoch"] = sum(e["epoch_seconds"] for e in history) / len(history)
     # Older runs do not give the split's size.
@@ -183,7 +178,6 @@ def _run_name(run_dir: Path, folder: Path) -> str:
     return str(run_dir.relative_to(folder)) if run_dir != folder else run_dir.name
 
 
-# The columns taken from results.json as they are.
 FROM_RESULTS = (
     ResultsFile.__required_keys__
     | ResultsFile.__optional_keys__
@@ -192,8 +186,7 @@ FROM_RESULTS = (
 
 
 def gpus_used(results: dict[str, Any]) -> int | None:
-    """How many GPUs a run computed on over all its processes; None on the CPU (whose peak counts
-    all its cores) or with no device recorded."""
+    """How many GPUs a run computed on over all its processes; None on the CPU."""
     device = results.get("device", {})
     if device.get("type") in (None, names.CPU):
         return None
@@ -210,8 +203,7 @@ def _status(results: dict[str, Any]) -> str:
 
 
 def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, Any]]:
-    """Write the report into `folder` and return its rows. Runs are compared within the sweep they
-    came from, or, with `across_sweeps`, as if all were of one sweep."""
+    """Write the report into `folder`; its rows. `across_sweeps`: compared as if of one sweep."""
     pairs: list[tuple[Row, History]] = []
     runs = find_runs(folder)
     read = {run: _records_or_why(run) for run in runs}
@@ -251,8 +243,7 @@ def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, An
 
 
 def sweep_of(run: Path, folder: Path) -> str:
-    """The sweep folder (holding multirun.yaml) a run came from, below `folder` (`.`: `folder` is
-    the sweep); "" for a run of its own."""
+    """The sweep folder a run came from, below `folder`; "" for a run of its own."""
     for parent in run.parents:
         if not parent.is_relative_to(folder):
             break
@@ -284,8 +275,7 @@ def _bare_row(name: str, status: str, reason: str | None = None) -> Row:
 
 
 def speedup_vs_cpu(row: Row, rows: Sequence[Row]) -> float | None:
-    """A run's train images/s over the mean of the CPU runs of its sweep with the same values of
-    every other swept key; None on the CPU, or where there are none."""
+    """A run's train images/s over its matching CPU runs' mean; None where there are none."""
     speed = row["train_images_per_second"]
     if row["device"] == names.CPU or speed is None:
         return None
@@ -310,8 +300,7 @@ def _but_the_device(row: Row) -> dict[str, Any]:
 
 
 def columns(rows: Sequence[Row], in_console: bool) -> list[Column]:
-    """COLUMNS with a column per swept key after IDENTITY's, less those empty for every run (and,
-    for the console, the reasons)."""
+    """COLUMNS and the swept keys, less those empty for every run."""
     swept = dict.fromkeys(key for row in rows for key in row.get("swept", {}))
     after = max(i for i, column in enumerate(COLUMNS) if column.key in IDENTITY) + 1
     selected = next(i for i, column in enumerate(COLUMNS) if column.key == "selected_epoch") + 1
@@ -331,8 +320,7 @@ def columns(rows: Sequence[Row], in_console: bool) -> list[Column]:
 
 
 def not_started(folder: Path) -> list[str]:
-    """The jobs, as paths below `folder`, that sweeps planned but have no folder of. Only Hydra's
-    basic sweeper plans its jobs ahead."""
+    """The jobs sweeps planned but have no folder of (only Hydra's basic sweeper plans ahead)."""
     names = []
     for multirun_yaml in sorted(folder.rglob("multirun.yaml")):
         sweep = multirun_yaml.parent
@@ -360,8 +348,7 @@ def _cells(rows: Sequence[Row], in_console: bool) -> list[list[str]]:
 
 
 def _sections(rows: Sequence[Row], in_console: bool) -> list[str]:
-    """Of the training runs, the repeated configurations, verdicts, batch notes, device cards and a
-    back-to-back warning; then the evaluations' Serving section."""
+    """The sections after the runs' table, the training runs' then the Serving one."""
     lines: list[str] = []
     tabled = _aligned_lines if in_console else _markdown_lines
 
@@ -378,8 +365,9 @@ def _sections(rows: Sequence[Row], in_console: bool) -> list[str]:
             lines.extend([line] if in_console else ["", line])
 
     runs = trained(rows)
-    if repeated := _repeated_configurations(runs):
-        section(repeats.HEADING, tabled(repeated))
+    configurations = repeats.configurations(runs)
+    if repeats.repeated(configurations):  # else it would only repeat the runs' table
+        section(repeats.HEADING, tabled(repeats.cells(configurations)))
     judged, warning = verdicts.verdicts_and_warning(runs)
     if judged.lines:
         section(verdicts.HEADING, listed(judged.lines))
@@ -394,12 +382,6 @@ def _sections(rows: Sequence[Row], in_console: bool) -> list[str]:
             section(inference_benchmark.VERDICTS, listed(benchmark.verdict_lines.lines))
         alone(benchmark.warning)
     return lines
-
-
-def _repeated_configurations(rows: Sequence[Row]) -> list[list[str]]:
-    # Empty where each ran once: it would only repeat the runs' table.
-    configurations = repeats.configurations(rows)
-    return repeats.cells(configurations) if repeats.repeated(configurations) else []
 
 
 def _markdown_lines(cells: list[list[str]]) -> list[str]:

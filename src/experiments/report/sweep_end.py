@@ -22,11 +22,11 @@ _unreported: list[Path] = []
 
 
 class SweepReport(Callback):
-    """At the end of a multirun: the report in the sweep folder, and exit code 1 if any job
-    failed."""
+    """At the end of a multirun, in torchrun's process 0 alone: the report, and exit code 1 if any
+    job failed."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if not _main_process():
+        if not ProcessGroup.from_env().is_main:
             return
         # Hydra's basic sweeper saves the sweep's config too; other sweepers (Optuna) do not.
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -35,7 +35,7 @@ class SweepReport(Callback):
         _unreported.append(sweep_dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if not _main_process():
+        if not ProcessGroup.from_env().is_main:
             return
         sweep_dir = Path(config.hydra.sweep.dir)
         _unreported.remove(sweep_dir)
@@ -67,7 +67,3 @@ def report(sweep_dir: Path) -> bool:
     print(table(rows, sweep_dir), file=sys.stderr)
     print(f"report: {sweep_dir}/summary.md (and .csv, plots)", file=sys.stderr)
     return all(row["status"] == "completed" for row in rows)
-
-
-def _main_process() -> bool:
-    return ProcessGroup.from_env().is_main

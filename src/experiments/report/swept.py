@@ -28,24 +28,19 @@ def swept_values(runs: Mapping[Path, RunRecords], folder: Path) -> dict[Path, di
     )
     in_sweeps = set().union(*map(sweep_keys, folder.rglob("multirun.yaml")))
     keys.update(dict.fromkeys(sorted(in_sweeps - set(keys))))
-    values = {run: _values(records, list(keys)) for run, records in runs.items()}
+    values = {run: {key: _value(records, key) for key in keys} for run, records in runs.items()}
     swept = [key for key in keys if key in in_sweeps or len({values[run][key] for run in runs}) > 1]
     return {run: {key: values[run][key] for key in swept} for run in runs}
 
 
-def _values(records: RunRecords, keys: list[str]) -> dict[str, str]:
-    values = {}
-    for key in keys:
-        if key in records.choices:
-            values[key] = str(records.choices[key])
-            continue
-        value = OmegaConf.select(
-            records.config, key, default=_ABSENT, throw_on_resolution_failure=False
-        )
-        if value is _ABSENT:
-            values[key] = ""
-        elif isinstance(value, DictConfig):  # a group, where Hydra's record of choices is missing
-            values[key] = records.given.get(key, "")
-        else:
-            values[key] = "null" if value is None else str(value)
-    return values
+def _value(records: RunRecords, key: str) -> str:
+    if key in records.choices:
+        return str(records.choices[key])
+    value = OmegaConf.select(
+        records.config, key, default=_ABSENT, throw_on_resolution_failure=False
+    )
+    if value is _ABSENT:
+        return ""
+    if isinstance(value, DictConfig):  # a group, where Hydra's record of choices is missing
+        return records.given.get(key, "")
+    return "null" if value is None else str(value)

@@ -41,8 +41,7 @@ def changes_speed(key: str) -> bool:
 
 
 def speed_groups(rows: Sequence[Row]) -> list[repeats.Configuration]:
-    """The completed runs by their values of the swept keys that change speed, those without a
-    speed above 0 left out."""
+    """The completed runs with a speed, by their values of the swept keys that change speed."""
     groups = repeats.configurations(rows, changes_speed)
     return [group for group in groups if group.spread(repeats.SPEED) is not None]
 
@@ -54,31 +53,21 @@ def throughput_figure(rows: Sequence[Row]) -> Any:
     devices = list(dict.fromkeys(group.runs[0]["device"] for group in groups))
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colour = {device: palette[i % len(palette)] for i, device in enumerate(devices)}
+    speed = repeats.SPEED.key
     for position, group in enumerate(groups):
-        runs = [run for run in group.runs if run.get(repeats.SPEED.key) is not None]
+        runs = [run for run in group.runs if run.get(speed) is not None]
         summed = group.spread(repeats.SPEED)
         drawn = colour[group.runs[0]["device"]]
         # The dots spread over a third of the row, so that equal speeds stay countable.
         last = len(runs) - 1
         apart = [0.3 * i / last - 0.15 for i in range(len(runs))] if last else [0.0]
         for run, offset in zip(runs, apart, strict=True):
-            busy = bool(run.get("host_busy"))
-            axis.scatter(
-                run[repeats.SPEED.key],
-                position + offset,
-                color="none" if busy else drawn,
-                edgecolors=drawn,
-                alpha=0.6,
-            )
+            fill = "none" if run.get("host_busy") else drawn
+            axis.scatter(run[speed], position + offset, color=fill, edgecolors=drawn, alpha=0.6)
         low, high = summed.interval or (summed.mean, summed.mean)
+        bar = [[summed.mean - low], [high - summed.mean]]
         axis.errorbar(
-            summed.mean,
-            position,
-            xerr=[[summed.mean - low], [high - summed.mean]],
-            fmt="|",
-            markersize=18,
-            color=drawn,
-            capsize=4,
+            summed.mean, position, xerr=bar, fmt="|", markersize=18, color=drawn, capsize=4
         )
     # Each group's numbers under its name: beside its dots, a wide interval would run into them.
     several = repeats.several_sweeps(groups)
@@ -124,11 +113,11 @@ def _on_the_cpu(
     if group.runs[0]["device"] == names.CPU:
         return None
     others = {key: value for key, value in group.values.items() if key != "device"}
-    for other in groups:
-        if (
-            other.runs[0]["device"] == names.CPU
-            and other.sweep == group.sweep
-            and others == {key: value for key, value in other.values.items() if key != "device"}
-        ):
-            return other
-    return None
+    on_cpu = (
+        other
+        for other in groups
+        if other.runs[0]["device"] == names.CPU
+        and other.sweep == group.sweep
+        and others == {key: value for key, value in other.values.items() if key != "device"}
+    )
+    return next(on_cpu, None)

@@ -92,8 +92,7 @@ SPEED = timed_ratio(
 
 
 def _headline(measures: TaskMetrics) -> Compared:
-    """The selected epoch's test headline, as a difference: in points of a percentage (accuracy),
-    or in its own units (RMSE)."""
+    """The test headline as a difference: in points of a percentage, or in its own units."""
     metric = measures.headline
     name = f"test {metric.name}"
     if metric.percent:
@@ -116,8 +115,7 @@ COMPARED = (SPEED, MFU, *(_headline(measures) for measures in SHIPPED))
 
 
 def compared_on(pair: Pair) -> list[Compared]:
-    """Speed, MFU where it is not the speed's verdict again, the shipped tasks' headlines, and
-    those of tasks of one's own that the runs ran."""
+    """Speed, MFU where it is not the speed's verdict again, and the runs' tasks' headlines."""
     runs = [*pair.first.runs, *pair.second.runs]
     own = {headline.metric for headline in own_headlines(runs) if not headline.final}
     compared = [*COMPARED, *(_headline(TaskMetrics((metric,))) for metric in own)]
@@ -136,8 +134,7 @@ def _mfu_differs_from_speed(runs: Sequence[Row]) -> bool:
 
 @dataclass(frozen=True)
 class VerdictRules:
-    """How a kind of sweep's configurations are judged: the key that repeats a configuration, the
-    measures a pair is compared on, and which keys' values name a side without their key."""
+    """How a kind of sweep's configurations are judged."""
 
     seed: str
     compared_on: Callable[[Pair], list[Compared]]
@@ -177,8 +174,7 @@ class Verdict:
 
 
 def _by_seed(configuration: Configuration, measure: Compared, seed: str) -> dict[str, float] | None:
-    """A configuration's usable values of `measure` by the `seed` each ran with; None where a
-    run's seed is not known or more than one ran a seed."""
+    # None where a run's seed is not known or more than one ran a seed.
     seeds = [run["swept"].get(seed) for run in configuration.runs]
     if None in seeds or len(set(seeds)) < len(seeds):
         return None
@@ -208,8 +204,7 @@ class Pair:
         return f"{self.name(self.first)} vs {self.name(self.second)}"
 
     def values(self, measure: Compared) -> tuple[list[float], list[float], bool]:
-        """The two sides' values of `measure`, and whether they are paired: seed by seed where
-        two seeds or more ran on both sides (each once)."""
+        """The two sides' values, and whether paired: where two seeds or more ran on both sides."""
         seed = self.rules.seed
         first, second = _by_seed(self.first, measure, seed), _by_seed(self.second, measure, seed)
         if first is not None and second is not None:
@@ -242,14 +237,9 @@ class Pair:
         how = f"{PAIRED}, {runs[0]} pairs" if by_seed else f"{UNPAIRED}, {_runs(runs)}"
         if measure.timed:
             how += self._busy(better, worse)
+        sides = {"better": self.name(better), "worse": self.name(worse)}
         if differs:
-            said = measure.verdict.format(
-                better=self.name(better),
-                worse=self.name(worse),
-                value=value,
-                interval=interval,
-                many=unit.many,
-            )
+            said = measure.verdict.format(**sides, value=value, interval=interval, many=unit.many)
             said += f"{where} ({how})"
         else:
             said = (
@@ -261,8 +251,8 @@ class Pair:
             key=self.key,
             held=self.held,
             measure=name,
-            first=self.name(better),
-            second=self.name(worse),
+            first=sides["better"],
+            second=sides["worse"],
             method=PAIRED if by_seed else UNPAIRED,
             runs=runs,
             estimate=estimate.value,
@@ -321,8 +311,7 @@ class VerdictLines:
 def verdict_lines(
     configurations: Sequence[Configuration], rules: VerdictRules = TRAINING_RULES
 ) -> VerdictLines:
-    """A line per pair and measure, under its sweep (of several) and the keys held equal; one line
-    where every configuration ran once."""
+    """A line per pair and measure, under its sweep (of several) and the keys held equal."""
     compared = pairs(configurations, rules)
     if compared and all(len(each.runs) == 1 for each in configurations):
         return VerdictLines([(0, f"one run each: no verdict; {rules.repeat}")], [])
@@ -359,9 +348,8 @@ def back_to_back(
     configurations: Sequence[Configuration],
     rules: VerdictRules = TRAINING_RULES,
 ) -> str | None:
-    """A warning where repeats of a configuration ran one after another among other
-    configurations: a drift of the machine would pose as a difference. The order is the report's
-    (results.json's start time, to the second, is too coarse)."""
+    """A warning where repeats of a configuration ran back to back: a drift of the machine would
+    pose as a difference. The order is the report's (results.json's time is too coarse)."""
     if len(configurations) < 2:
         return None
     ran = [row["run"] for row in rows if row["status"] != "not run"]
