@@ -1,6 +1,5 @@
 """A sweep over batch sizes: its runs by line (a device, with every other swept key that changes
-speed), each size's runs summed up, the knee and the largest batch the runs' search found, named in
-the report's notes. `report.scaling` draws them."""
+speed), the knee and the largest batch the runs' search found. `report.scaling` draws them."""
 
 from __future__ import annotations
 
@@ -115,7 +114,6 @@ def notes(rows: Sequence[Row]) -> list[str]:
     """Per line, `device=cpu: largest batch 4096 (memory budget 4 GB), knee 512 (...)`."""
     said = []
     for name, line in scaling_lines(rows).items():
-        parts = [text for text in (search_text(line), knee_text(line)) if text]
-        if parts:
+        if parts := [text for text in (search_text(line), knee_text(line)) if text]:
             said.append(f"{name}: {', '.join(parts)}")
     return said

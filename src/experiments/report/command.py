@@ -12,7 +12,8 @@ from experiments.core.errors import ExperimentError
 from experiments.report.summary import find_runs, table, write_report
 
 
-def _parser() -> argparse.ArgumentParser:
+def main(argv: Sequence[str] | None = None) -> int:
+    """The report on the folder of runs the argument names."""
     parser = argparse.ArgumentParser(
         prog="python -m experiments.report",
         description="The report on a folder of runs: a row per run, configurations, verdicts, "
@@ -25,13 +26,8 @@ def _parser() -> argparse.ArgumentParser:
         help="compare runs of different sweeps (and runs of their own) as if of one sweep; by "
         "default runs are compared only with runs of their own sweep",
     )
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """The report on the folder of runs the argument names."""
     try:
-        arguments = _parser().parse_args(argv)
+        arguments = parser.parse_args(argv)
     except SystemExit as done:  # --help (0), or usage said (2)
         return int(done.code or 0)
     folder: Path = arguments.folder

@@ -36,8 +36,7 @@ def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
         name = mine[0].runs[0].get("device_name")
         title = f"{device} ({name})" if name else device
         if len(mine) == 1:
-            (configuration,) = mine
-            lines.append((0, f"{title}, {_said(configuration, unit, several)}"))
+            lines.append((0, f"{title}, {_said(mine[0], unit, several)}"))
             continue
         lines.append((0, f"{title}:"))
         lines += [(1, _said(configuration, unit, several)) for configuration in mine]

@@ -1,6 +1,5 @@
 """The numbers a report leads with: each task's headline metric (accuracy, RMSE) on the validation
-and test splits at the selected epoch, and on the test split at the final one. Columns empty for
-every run are left out, so a sweep of classifiers shows accuracy and one of regressions RMSE."""
+and test splits at the selected epoch, and on the test split at the final one."""
 
 from __future__ import annotations
 
@@ -23,9 +22,6 @@ class Headline:
     header: str
     metric: Metric
     final: bool  # at the final epoch, not the selected one
-
-    def text(self, value: float) -> str:
-        return self.metric.text(value)
 
 
 def headlines(measures: TaskMetrics) -> list[Headline]:

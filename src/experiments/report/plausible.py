@@ -1,6 +1,5 @@
-"""The figures of a run's row that no run can truly have (a speed not above 0, a share outside
-0% to 100%, a number not finite): a hand-edited or damaged run folder's. Each is left out of the
-row, and so of the tables, figures and verdicts, and the row's reason names it."""
+"""The figures of a run's row that no run can truly have (a speed not above 0, a number not finite):
+a damaged run folder's. Each is left out of the row, whose reason names it."""
 
 from __future__ import annotations
 

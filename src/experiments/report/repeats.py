@@ -1,6 +1,5 @@
 """Repeats: completed runs of a sweep that differ only in `trainer.seed` are one configuration,
-summed up in a row per measure as mean ± sd with the mean's 95% interval; speeds and times on the
-log scale, as the verdicts compare them, so an interval never reaches below 0."""
+summed up as mean ± sd with the mean's 95% interval; speeds and times on the log scale."""
 
 from __future__ import annotations
 
@@ -60,7 +59,7 @@ TRAIN_ENERGY = Measure(
     "train_joules_per_image", "train J/{one}", "{:.3g} J".format, log_scale=True, in_table=False
 )
 MEASURES = [
-    *(Measure(headline.key, headline.header, headline.text) for headline in HEADLINES),
+    *(Measure(headline.key, headline.header, headline.metric.text) for headline in HEADLINES),
     SPEED,
     MFU,
     Measure("time_to_accuracy", "time to acc (s)", "{:.1f}".format, log_scale=True),
@@ -165,10 +164,7 @@ def _measures(
 ) -> list[Measure]:
     if offered is None:
         runs = [run for configuration in configurations for run in configuration.runs]
-        own = [
-            Measure(headline.key, headline.header, headline.text)
-            for headline in own_headlines(runs)
-        ]
+        own = [Measure(each.key, each.header, each.metric.text) for each in own_headlines(runs)]
         offered = [*MEASURES[: len(HEADLINES)], *own, *MEASURES[len(HEADLINES) :]]
     return [
         measure

@@ -1,6 +1,5 @@
-"""What the report reads of a run folder, read once and checked against the types its readers
-declare. A file that cannot be read, or holds another shape, raises `UnreadableRun` naming the file
-in one phrase: the report says it in the run's row and goes on with the other runs."""
+"""What the report reads of a run folder, checked against the types its readers declare; a file that
+cannot be read raises `UnreadableRun` naming it, for the run's row to say."""
 
 from __future__ import annotations
 
@@ -89,32 +88,21 @@ class RunRecords:
 def read_run(run_dir: Path) -> RunRecords:
     """The files of the run in `run_dir`; UnreadableRun naming the first that cannot be read."""
     try:
-        return _read_run(run_dir)
+        config = _config(run_dir)
+        read = _config_read(config)
+        evaluation = is_evaluation(config)
+        results = _results(run_dir, evaluation)
+        measures, own_task = _measures(read, results)
+        history = epochs(run_dir)
+        monitor = _monitor(read, measures) if validated(history) else None
+        _check_epochs(history, measures, monitor)
+        names = {group: read[f"{group}.name"] for group in GROUPS}
+        given, choices = _given(run_dir), _choices(run_dir)
+        return RunRecords(
+            config, evaluation, names, measures, own_task, given, choices, results, history, monitor
+        )
     except ExperimentError as error:
         raise UnreadableRun(str(error)) from None
-
-
-def _read_run(run_dir: Path) -> RunRecords:
-    config = _config(run_dir)
-    read = _config_read(config)
-    evaluation = is_evaluation(config)
-    results = _results(run_dir, evaluation)
-    measures, own_task = _measures(read, results)
-    history = epochs(run_dir)
-    monitor = _monitor(read, measures) if validated(history) else None
-    _check_epochs(history, measures, monitor)
-    return RunRecords(
-        config=config,
-        evaluation=evaluation,
-        names={group: read[f"{group}.name"] for group in GROUPS},
-        measures=measures,
-        own_task=own_task,
-        given=_given(run_dir),
-        choices=_choices(run_dir),
-        results=results,
-        history=history,
-        monitor=monitor,
-    )
 
 
 def is_evaluation(config: DictConfig) -> bool:
@@ -179,19 +167,13 @@ def _results(run_dir: Path, evaluation: bool) -> ResultsFile:
     checked(results, ResultsFile, RESULTS, partial=True)
     if evaluation:
         checked(results, EvaluationRecord, RESULTS, partial=True)
-    if "started_at" in results and not _is_time(results["started_at"]):
-        raise UnreadableRun(
-            f"{RESULTS}: started_at is {results['started_at']}, where a time (ISO 8601) belongs"
-        )
+    if "started_at" in results:
+        try:
+            datetime.fromisoformat(results["started_at"])
+        except ValueError:
+            said = f"started_at is {results['started_at']}, where a time (ISO 8601) belongs"
+            raise UnreadableRun(f"{RESULTS}: {said}") from None
     return results
-
-
-def _is_time(text: str) -> bool:
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _measures(read: ConfigRead, results: ResultsFile) -> tuple[TaskMetrics, bool]:

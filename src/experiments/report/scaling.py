@@ -1,6 +1,5 @@
-"""scaling.png and batch_scaling.png, of a sweep over batch sizes: train images/s against batch, a
-line per speed group with its knee, compute bound and largest batch, and MFU and the time to the
-target beside it. batch_scaling.png holds the lines whose runs searched their batch."""
+"""scaling.png (and batch_scaling.png, of runs that searched their batch): train images/s against
+batch size, a line per speed group with its knee and compute bound; MFU and time to target too."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The report's arithmetic: 95% confidence intervals by Student's t, of a mean and of a difference,
-unpaired (Welch's) or paired (seed by seed). Speeds are summed up on the log scale; the intervals
-assume independent runs (or pairs), roughly normal on their scale."""
+unpaired (Welch's) or paired, assuming independent runs roughly normal on their scale."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The report on a folder of runs: a row per run in summary.csv and .md, configurations.csv,
-serving.csv, verdicts.json and the plots; every multirun writes it into its sweep folder at the
-end. A run folder is any folder with a `.hydra/` snapshot."""
+"""The report on a folder of runs (any folder with a `.hydra/` snapshot): summary.csv and .md,
+configurations.csv, serving.csv, verdicts.json and the plots."""
 
 from __future__ import annotations
 
@@ -33,10 +32,6 @@ from experiments.training.history import History
 from experiments.training.selection import selected_epoch
 
 Row = dict[str, Any]
-
-
-def _percent(value: float) -> str:
-    return f"{100 * value:.1f}%"
 
 
 def _seconds(value: float | str) -> str:
@@ -83,14 +78,14 @@ COLUMNS = [
     Column("status", "status"),
     Column("reason", "reason", in_console=False),
     Column("selected_epoch", "epoch"),
-    *(Column(headline.key, headline.header, headline.text) for headline in HEADLINES),
+    *(Column(headline.key, headline.header, headline.metric.text) for headline in HEADLINES),
     Column("test_images", "test {many}"),
     Column("train_images_per_second", "train {rate}", "{:,.0f}".format),
     Column("speedup_vs_cpu", "vs cpu", "{:.1f}x".format),
     Column("host_busy", "host", lambda busy: "busy" if busy else ""),
     Column("device_peak_flops", "peak FLOP/s", short_count),
     Column("device_peak_precision", "peak in"),
-    Column("mfu", "MFU", _percent),
+    Column("mfu", "MFU", "{:.1%}".format),
     Column("time_to_accuracy", "time to acc (s)", _seconds),
     Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
     Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),
@@ -104,9 +99,9 @@ COLUMNS = [
     Column("serving_peak_memory_mb", "served MiB", "{:,.0f}".format),
     Column("serving_memory_of", "served MiB of", in_console=False),
     Column("serving_joules_per_image", "served J/{one}", "{:.3g}".format),
-    Column("wait_share", "data wait", _percent),
-    Column("compute_share", "compute", _percent),
-    Column("copy_share", "copy (GPU time, overlaps)", _percent),
+    Column("wait_share", "data wait", "{:.1%}".format),
+    Column("compute_share", "compute", "{:.1%}".format),
+    Column("copy_share", "copy (GPU time, overlaps)", "{:.1%}".format),
 ]
 
 
@@ -304,7 +299,7 @@ def columns(rows: Sequence[Row], in_console: bool) -> list[Column]:
     swept = dict.fromkeys(key for row in rows for key in row.get("swept", {}))
     after = max(i for i, column in enumerate(COLUMNS) if column.key in IDENTITY) + 1
     selected = next(i for i, column in enumerate(COLUMNS) if column.key == "selected_epoch") + 1
-    own = [Column(headline.key, headline.header, headline.text) for headline in own_headlines(rows)]
+    own = [Column(each.key, each.header, each.metric.text) for each in own_headlines(rows)]
     every = [
         *COLUMNS[:after],
         *(Column(key, key, swept=True) for key in swept if key not in IDENTITY),
@@ -403,15 +398,10 @@ def table(rows: Sequence[Row], folder: Path) -> str:
     """The console's report: a count by status, the runs, why any failed, then `_sections`."""
     counts = Counter(row["status"] for row in rows)
     tally = ", ".join(f"{count} {status}" for status, count in counts.items())
-    reasons = [f"{row['run']}: {row['reason']}" for row in rows if row["reason"]]
-    return _text(
-        [
-            f"{len(rows)} run(s) in {folder}: {tally}",
-            *_aligned_lines(_cells(rows, in_console=True)),
-            *reasons,
-            *_sections(rows, in_console=True),
-        ]
-    )
+    runs = _aligned_lines(_cells(rows, in_console=True))
+    lines = [f"{len(rows)} run(s) in {folder}: {tally}", *runs]
+    lines += [f"{row['run']}: {row['reason']}" for row in rows if row["reason"]]
+    return _text([*lines, *_sections(rows, in_console=True)])
 
 
 def _text(lines: Sequence[str]) -> str:

@@ -1,6 +1,5 @@
-"""What the runs of a report differ in: the keys their overrides.yaml name (of failed runs none: a
-mistyped key may be why) or their sweeps sweep, each run's value read from its config, so a default
-has a value and `1e-2` is `0.01`; a key a run's config lacks has an empty value, not null."""
+"""What the runs of a report differ in: the keys their overrides.yaml (of failed runs: none) or
+their sweeps name, each run's value read from its config, so `1e-2` is `0.01`."""
 
 from __future__ import annotations
 
@@ -20,12 +19,8 @@ _ABSENT = object()
 
 def swept_values(runs: Mapping[Path, RunRecords], folder: Path) -> dict[Path, dict[str, str]]:
     """Each run's values of the keys the runs differ in, in the order the keys were first given."""
-    keys = dict.fromkeys(
-        key
-        for records in runs.values()
-        if records.results.get("status") not in FAILED
-        for key in records.given
-    )
+    counted = [records for records in runs.values() if records.results.get("status") not in FAILED]
+    keys = dict.fromkeys(key for records in counted for key in records.given)
     in_sweeps = set().union(*map(sweep_keys, folder.rglob("multirun.yaml")))
     keys.update(dict.fromkeys(sorted(in_sweeps - set(keys))))
     values = {run: {key: _value(records, key) for key in keys} for run, records in runs.items()}

@@ -1,6 +1,5 @@
-"""Verdicts: each swept value against another within a sweep, every other varying key held equal,
-as hyperfine and criterion.rs state them: a difference only where its 95% interval excludes none;
-seed by seed where both sides ran the same seeds, else Welch's t; speeds as ratios, on log scale."""
+"""Verdicts: each swept value against another within a sweep, every other varying key held equal:
+a difference only where its 95% interval excludes none, as hyperfine and criterion.rs say them."""
 
 from __future__ import annotations
 
@@ -289,13 +288,10 @@ def pairs(
     for key in keys:
         for i, first in enumerate(configurations):
             for second in configurations[i + 1 :]:
-                if first.sweep != second.sweep or set(first.values) != set(second.values):
-                    continue
-                others = [other for other in first.values if other != key]
-                if first.values.get(key) != second.values.get(key) and all(
-                    first.values[other] == second.values[other] for other in others
-                ):
-                    held = {other: first.values[other] for other in others}
+                alike = first.sweep == second.sweep and set(first.values) == set(second.values)
+                differ = [k for k, value in first.values.items() if second.values.get(k) != value]
+                if alike and differ == [key]:
+                    held = {other: value for other, value in first.values.items() if other != key}
                     found.append(Pair(key, first, second, held, rules))
     return found
 
