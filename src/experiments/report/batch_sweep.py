@@ -7,10 +7,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from experiments.core.text import shared_unit
+from experiments.report.repeats import Row
 from experiments.report.statistics import log_spread
 from experiments.report.throughput import changes_speed
-
-Row = dict[str, Any]
 
 BATCH_SIZE = "trainer.batch_size"
 HALVINGS = "trainer.auto_batch_halvings"

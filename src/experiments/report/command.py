@@ -1,5 +1,4 @@
-"""`python -m experiments.report <folder>` (experiments-report): the report on a folder of runs,
-made later or again."""
+"""`python -m experiments.report <folder>` (experiments-report): the report, made later or again."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from experiments.report.summary import find_runs, table, write_report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The report on the folder of runs the argument names."""
     parser = argparse.ArgumentParser(
         prog="python -m experiments.report",
         description="The report on a folder of runs: a row per run, configurations, verdicts, "

@@ -108,14 +108,8 @@ def _mean_and_band(
     axis: Any, band: Band, style: dict[str, Any], colour: str | None = None, name: str = "_"
 ) -> str:
     """The mean line of `band` (`name` "_": no legend entry) and its band; the line's colour."""
-    epochs = list(band)
-    (line,) = axis.plot(
-        epochs,
-        [statistics.fmean(values) for values in band.values()],
-        color=colour,
-        label=name,
-        **style,
-    )
+    epochs, means = list(band), [statistics.fmean(values) for values in band.values()]
+    (line,) = axis.plot(epochs, means, color=colour, label=name, **style)
     if any(len(values) > 1 for values in band.values()):
         # Of the finite values: a diverged run's nan would make either end arbitrary.
         finite = [

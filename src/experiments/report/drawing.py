@@ -1,5 +1,4 @@
-"""What the report's figures share: matplotlib drawing into files only, the name of a group of
-runs, and the ranges of their axes."""
+"""What the report's figures share: drawing into files only, a group's name, the axes' ranges."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display needed (set before any figure is made)
 from matplotlib.collections import PolyCollection
 
-Row = dict[str, Any]
+from experiments.report.repeats import Row
 
 
 def label(values: dict[str, str], runs: Sequence[Row]) -> str:

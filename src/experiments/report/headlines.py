@@ -1,5 +1,4 @@
-"""The numbers a report leads with: each task's headline metric (accuracy, RMSE) on the validation
-and test splits at the selected epoch, and on the test split at the final one."""
+"""The numbers a report leads with: each task's headline metric at the selected and final epochs."""
 
 from __future__ import annotations
 

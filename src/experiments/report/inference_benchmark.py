@@ -80,8 +80,7 @@ THROUGHPUT = verdicts.timed_ratio(
     "{better} serves {value} {interval} as many {many}/s as {worse}",
     where=_at_batch,
 )
-# A config group's choice names a side alone (`cuda:0`); any other key with it (`precision=bf16`):
-# an evaluation's keys are top-level.
+# A group's choice names a side alone (`cuda:0`), any other key with it (`precision=bf16`).
 BENCHMARK_RULES = verdicts.VerdictRules(
     SEED, lambda pair: [LATENCY, THROUGHPUT], lambda key: key in GROUPS
 )

@@ -7,8 +7,8 @@ import math
 from collections.abc import Callable
 from typing import NamedTuple
 
-from experiments.report.drawing import Row
 from experiments.report.headlines import HEADLINES, Headline
+from experiments.report.repeats import Row
 
 
 class Bound(NamedTuple):

@@ -45,9 +45,8 @@ class Measure:
 
     def statistics(self) -> tuple[str, ...]:
         """Its columns in configurations.csv, after the measure's key."""
-        if self.log_scale:
-            return ("n", "geomean", "gsd", "ci_low", "ci_high")
-        return ("n", "mean", "sd", "ci_low", "ci_high")
+        centre, deviation = ("geomean", "gsd") if self.log_scale else ("mean", "sd")
+        return ("n", centre, deviation, "ci_low", "ci_high")
 
 
 SPEED = Measure("train_images_per_second", "train {rate}", "{:,.0f}".format, log_scale=True)

@@ -180,8 +180,7 @@ def _measures(read: ConfigRead, results: ResultsFile) -> tuple[TaskMetrics, bool
     """The run's task's metrics, its numbers checked against them; whether they are one's own."""
     task = None
     if read["task"]:
-        task = {"name": read["task.name"], "_target_": read["task._target_"]}
-        task["metrics"] = read["task.metrics"]
+        task = {key: read[f"task.{key}"] for key in ("name", "_target_", "metrics")}
     measures = metrics_of({"task": task, "dataset": {"num_classes": read["dataset.num_classes"]}})
     if measures is None and results.get("task_metrics"):
         measures = declared(results["task_metrics"], percent_names())

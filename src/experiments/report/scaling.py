@@ -12,15 +12,7 @@ import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
 from experiments.core.text import shared_unit
-from experiments.report.batch_sweep import (
-    KNEE_SHARE,
-    by_batch_size,
-    knee,
-    largest_batches,
-    scaling_lines,
-    search_text,
-    trained_batch,
-)
+from experiments.report import batch_sweep
 from experiments.report.drawing import Row, from_zero
 from experiments.report.repeats import Measure
 from experiments.report.statistics import log_spread
@@ -32,21 +24,21 @@ SEARCHED, CHOSEN = "batch_scaling.png", "scaling.png"
 
 BOUND = "bound: measured peak x GPUs / train FLOPs per {one}"
 BARS = "bar: 95% interval of a size's runs (geometric mean)"
-KNEE = f"knee: smallest batch within {KNEE_SHARE:.0%} of the best speed"
+KNEE = f"knee: smallest batch within {batch_sweep.KNEE_SHARE:.0%} of the best speed"
 LARGEST = "largest batch that fit (its search)"
 
 
 def figures(rows: Sequence[Row]) -> dict[str, list[Row]]:
     """Each file's name with the rows of its lines."""
     drawn: dict[str, list[Row]] = {}
-    for line in scaling_lines(rows).values():
-        drawn.setdefault(SEARCHED if largest_batches(line) else CHOSEN, []).extend(line)
+    for line in batch_sweep.scaling_lines(rows).values():
+        drawn.setdefault(SEARCHED if batch_sweep.largest_batches(line) else CHOSEN, []).extend(line)
     return drawn
 
 
 def scaling_figure(rows: Sequence[Row]) -> Any:
     """Both axes logarithmic: models' speeds differ by orders of magnitude."""
-    lines = scaling_lines(rows)
+    lines = batch_sweep.scaling_lines(rows)
     figure, panels = _panels(rows)
     drawn: set[str] = set()
     for name, line in lines.items():
@@ -56,8 +48,7 @@ def scaling_figure(rows: Sequence[Row]) -> Any:
     unit = shared_unit(row.get("unit") for line in lines.values() for row in line)
     speed.set(title=title, ylabel=f"train {unit.many} / s")
     speed.set_yscale("log")
-    # Plain numbers on the minor ticks too, labelled where a line spans less than a power of ten
-    # (their default is mathematics, which the report's plots do not parse).
+    # Plain numbers on the minor ticks too: their default is mathematics, which plots do not parse.
     speed.yaxis.set_major_formatter("{x:,.0f}")
     speed.yaxis.set_minor_formatter("{x:,.0f}")
     for axis in panels.values():
@@ -91,22 +82,24 @@ def _panels(rows: Sequence[Row]) -> tuple[Any, dict[str, Any]]:
 
 def _draw_line(panels: Mapping[str, Any], name: str, line: Sequence[Row]) -> set[str]:
     """A line on each panel, in one colour; what it drew that the legend explains."""
-    searched = search_text(line)
-    speeds = by_batch_size(line, SPEED)
-    colour, drawn = _through_means(
-        panels[SPEED], speeds, f"{name}: {searched}" if searched else name
-    )
-    mfus = {size: [100 * mfu for mfu in runs] for size, runs in by_batch_size(line, MFU).items()}
+    searched = batch_sweep.search_text(line)
+    speeds = batch_sweep.by_batch_size(line, SPEED)
+    named = f"{name}: {searched}" if searched else name
+    colour, drawn = _through_means(panels[SPEED], speeds, named)
+    mfus = {
+        size: [100 * mfu for mfu in runs]
+        for size, runs in batch_sweep.by_batch_size(line, MFU).items()
+    }
     if MFU in panels and mfus:
         drawn |= _through_means(panels[MFU], mfus, name, colour, most=100.0)[1]
     if len(speeds) > 1:
         drawn.add(KNEE)
-        at = knee(speeds)
+        at = batch_sweep.knee(speeds)
         for key, values in ((SPEED, speeds), (MFU, mfus)):
             if key in panels and at in values:
                 mean = log_spread(values[at]).mean
                 panels[key].scatter([at], [mean], marker="*", s=160, color=colour, gid="knee")
-    for largest in largest_batches(line):
+    for largest in batch_sweep.largest_batches(line):
         drawn.add(LARGEST)
         for key in (SPEED, MFU):
             if key in panels:
@@ -148,10 +141,9 @@ def _legend_handles(speed: Any, drawn: set[str], one: str) -> list[Any]:
         LARGEST: {"linestyle": ":"},
         BOUND: {"linestyle": "--"},
     }
-    labels = {BOUND: BOUND.format(one=one)}
     for mark, style in marks.items():
-        if mark in drawn:
-            handles.append(Line2D([], [], color="grey", label=labels.get(mark, mark), **style))
+        if mark in drawn:  # in the runs' unit: BOUND's {one}
+            handles.append(Line2D([], [], color="grey", label=mark.format(one=one), **style))
     return handles
 
 
@@ -161,7 +153,7 @@ def _seconds_by_batch_size(line: Sequence[Row]) -> tuple[list[int], list[float]]
     for row in line:
         reached = row["time_to_accuracy"]
         seconds = float(reached) if isinstance(reached, float | int) else math.nan
-        values.setdefault(trained_batch(row), []).append(seconds)
+        values.setdefault(batch_sweep.trained_batch(row), []).append(seconds)
     means = [math.exp(statistics.fmean(map(math.log, each))) for each in values.values()]
     return list(values), means
 
@@ -180,12 +172,10 @@ def _time_to_accuracy_title(rows: Sequence[Row]) -> str:
 
 def compute_bound(line: Sequence[Row]) -> float | None:
     """About the most train images/s the line's device could give its model: the best peak FLOP/s
-    times its GPUs over a step's FLOPs per image (older runs: 3x the forward's, which a run can
-    pass); None unless measured."""
-    peaks = [row.get("device_peak_flops") for row in line]
+    times its GPUs, over a step's FLOPs per image (older runs: 3x the forward's), if measured."""
     step = line[0].get("model_training_flops_per_image")
     forward = line[0].get("model_flops_per_image")
     flops = step or (3 * forward if forward else None)
-    if not flops or None in peaks:
+    if not flops or any(row.get("device_peak_flops") is None for row in line):
         return None
     return max(row["device_peak_flops"] * (row.get("gpus") or 1) for row in line) / flops

@@ -26,12 +26,11 @@ from experiments.report import (
     verdicts,
 )
 from experiments.report.headlines import HEADLINES, headlines, own_headlines
+from experiments.report.repeats import Row
 from experiments.report.run_records import RunRecords, UnreadableRun, read_run
 from experiments.report.swept import swept_values
 from experiments.training.history import History
 from experiments.training.selection import selected_epoch
-
-Row = dict[str, Any]
 
 
 def _seconds(value: float | str) -> str:
@@ -200,8 +199,7 @@ def _status(results: dict[str, Any]) -> str:
 def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, Any]]:
     """Write the report into `folder`; its rows. `across_sweeps`: compared as if of one sweep."""
     pairs: list[tuple[Row, History]] = []
-    runs = find_runs(folder)
-    read = {run: _records_or_why(run) for run in runs}
+    read = {run: _records_or_why(run) for run in find_runs(folder)}
     good = {run: records for run, records in read.items() if isinstance(records, RunRecords)}
     swept = swept_values(good, folder)
     for run, records in read.items():
@@ -260,13 +258,8 @@ def _records_or_why(run: Path) -> RunRecords | str:
 
 
 def _bare_row(name: str, status: str, reason: str | None = None) -> Row:
-    return {
-        **dict.fromkeys(column.key for column in COLUMNS),
-        "run": name,
-        "status": status,
-        "reason": reason,
-        "swept": {},
-    }
+    empty = dict.fromkeys(column.key for column in COLUMNS)
+    return empty | {"run": name, "status": status, "reason": reason, "swept": {}}
 
 
 def speedup_vs_cpu(row: Row, rows: Sequence[Row]) -> float | None:
@@ -337,13 +330,11 @@ def markdown(rows: Sequence[Row]) -> str:
 
 def _cells(rows: Sequence[Row], in_console: bool) -> list[list[str]]:
     shown, unit = columns(rows, in_console), shared_unit(row.get("unit") for row in rows)
-    return [[column.heading(unit) for column in shown]] + [
-        [column.cell(row) for column in shown] for row in rows
-    ]
+    header = [column.heading(unit) for column in shown]
+    return [header, *([column.cell(row) for column in shown] for row in rows)]
 
 
 def _sections(rows: Sequence[Row], in_console: bool) -> list[str]:
-    """The sections after the runs' table, the training runs' then the Serving one."""
     lines: list[str] = []
     tabled = _aligned_lines if in_console else _markdown_lines
 

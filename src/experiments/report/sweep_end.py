@@ -16,8 +16,7 @@ from experiments.devices.process_group import ProcessGroup
 
 log = logging.getLogger("experiments")
 
-# Sweeps started in this process whose end Hydra has not reached yet: when a launcher gives up on
-# one, the command line still reports on it.
+# Sweeps this process started whose end Hydra has not reached: reported if a launcher gives up.
 _unreported: list[Path] = []
 
 

@@ -14,9 +14,8 @@ from experiments.devices.backends import names
 from experiments.report import repeats
 from experiments.report.drawing import Row, label
 
-# What changes how fast a run trains: a group's option or any key within it, and these keys of the
-# trainer. Runs that differ only in other keys (the learning rate, the seed) train at one speed:
-# their images/s are repeats of one measurement.
+# What changes how fast a run trains: a group's option or any key within it, and these trainer keys;
+# runs that differ only in others (the learning rate, the seed) repeat one measurement of speed.
 SPEED_GROUPS = ("model", "dataset", "device", "placement")
 SPEED_KEYS = (
     "trainer.batch_size",

@@ -55,9 +55,8 @@ class Compared:
 
     def estimate(self, first: Sequence[float], second: Sequence[float], by_seed: bool) -> Estimate:
         """first against second: paired (first[i] and second[i] ran one seed) or unpaired."""
-        found = (paired if by_seed else welch)(
-            [self.scale(x) for x in first], [self.scale(x) for x in second]
-        )
+        compare = paired if by_seed else welch
+        found = compare([self.scale(x) for x in first], [self.scale(x) for x in second])
         return found.exp() if self.ratio else found
 
     def reverse(self, estimate: Estimate) -> Estimate:
@@ -236,7 +235,7 @@ class Pair:
         how = f"{PAIRED}, {runs[0]} pairs" if by_seed else f"{UNPAIRED}, {_runs(runs)}"
         if measure.timed:
             how += self._busy(better, worse)
-        sides = {"better": self.name(better), "worse": self.name(worse)}
+        sides = {"better": self.name(better), "worse": self.name(worse)}  # as `verdict` names them
         if differs:
             said = measure.verdict.format(**sides, value=value, interval=interval, many=unit.many)
             said += f"{where} ({how})"
