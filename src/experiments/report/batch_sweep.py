@@ -1,7 +1,5 @@
-"""A sweep over batch sizes: its runs by line (a device, with the values of every other swept key
-that changes speed), the batch each run trained with, each size's runs summed up, the knee (where
-more batch stops paying) and the largest batch the runs' search found (trainer.batch_size=auto),
-named in the report's notes. `report.scaling` draws them."""
+"""A sweep over batch sizes: its runs by line (a device, with every other swept key that changes
+speed), the knee and the largest batch the runs' search found. `report.scaling` draws them."""
 
 from __future__ import annotations
 
@@ -9,19 +7,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from experiments.core.text import shared_unit
+from experiments.report.repeats import Row
 from experiments.report.statistics import log_spread
 from experiments.report.throughput import changes_speed
 
-Row = dict[str, Any]
-
 BATCH_SIZE = "trainer.batch_size"
 HALVINGS = "trainer.auto_batch_halvings"
-# What a sweep over batch sizes sweeps: the batch, or, with trainer.batch_size=auto, how many times
-# the largest batch that fits is halved.
+# With trainer.batch_size=auto, how many times the largest batch that fits is halved is swept.
 BATCH_KEYS = (BATCH_SIZE, HALVINGS)
 
-# The knee: the smallest batch whose train images/s (its runs' geometric mean) is within this share
-# of the best batch's. More batch than the knee's buys at most this much speed.
+# The knee: the smallest batch whose speed is within this share of the best batch's.
 KNEE_SHARE = 0.05
 
 HEADING = (
@@ -31,9 +26,7 @@ HEADING = (
 
 
 def trained_batch(row: Row) -> int | None:
-    """The batch a run trained with, of all its processes: results.json's `batch_size` (with
-    trainer.batch_size=auto, the largest that fit, halved trainer.auto_batch_halvings times), or,
-    where the row has none, its swept trainer.batch_size."""
+    """The batch a run trained with, of all its processes: results.json's, else its swept one."""
     recorded = row.get("batch_size")
     if isinstance(recorded, int):
         return recorded
@@ -42,8 +35,7 @@ def trained_batch(row: Row) -> int | None:
 
 
 def scaling_lines(rows: Sequence[Row]) -> dict[str, list[Row]]:
-    """The measured runs of a sweep over batch sizes (`BATCH_KEYS`), by line (the same values of
-    every swept key that changes speed), in order of batch; empty without such a sweep."""
+    """The measured runs of a sweep over batch sizes, by line, in order of batch."""
     lines: dict[str, list[Row]] = {}
     for row in rows:
         swept = row.get("swept") or {}
@@ -52,13 +44,9 @@ def scaling_lines(rows: Sequence[Row]) -> dict[str, list[Row]]:
             and row["train_images_per_second"] is not None
             and trained_batch(row) is not None
         ):
-            others = {"device": row["device"]}
-            others.update(
-                (key, value)
-                for key, value in swept.items()
-                if key not in BATCH_KEYS and changes_speed(key)
-            )
-            name = ", ".join(f"{key}={value}" for key, value in others.items())
+            others = {k: v for k, v in swept.items() if k not in BATCH_KEYS and changes_speed(k)}
+            named = {"device": row["device"]} | others
+            name = ", ".join(f"{key}={value}" for key, value in named.items())
             lines.setdefault(name, []).append(row)
     for line in lines.values():
         line.sort(key=trained_batch)
@@ -66,8 +54,7 @@ def scaling_lines(rows: Sequence[Row]) -> dict[str, list[Row]]:
 
 
 def by_batch_size(line: Sequence[Row], key: str) -> dict[int, list[float]]:
-    """The line's runs' positive values of `key` (train images/s, MFU), by the batch each trained
-    with, in order of batch size; a size none of whose runs recorded one is left out."""
+    """The line's runs' positive values of `key` by the batch each trained with, in order."""
     values: dict[int, list[float]] = {}
     for row in line:
         value = row.get(key)
@@ -77,22 +64,19 @@ def by_batch_size(line: Sequence[Row], key: str) -> dict[int, list[float]]:
 
 
 def knee(speeds: Mapping[int, Sequence[float]], share: float = KNEE_SHARE) -> int:
-    """The smallest batch size whose speed, the geometric mean of its runs', is within `share` of
-    the best size's: `speeds` holds each size's runs' speeds (positive), at least one size."""
+    """The smallest batch size whose geometric mean speed is within `share` of the best size's."""
     means = {size: log_spread(runs).mean for size, runs in speeds.items()}
     best = max(means.values())
     return min(size for size, mean in means.items() if mean >= (1 - share) * best)
 
 
 def largest_batches(line: Sequence[Row]) -> list[int]:
-    """The largest batches that fit, as the line's runs' searches found them (one, unless the
-    runs' searches disagreed), smallest first; none where no run searched."""
+    """The largest batches that fit, as the line's runs' searches found them, smallest first."""
     return sorted({search["largest"] for search in _searches(line)})
 
 
 def search_text(line: Sequence[Row]) -> str | None:
-    """`largest batch 4096 (memory budget 4 GB)`, `largest batch 1024 to 2048 (out of memory)`
-    where the runs' searches disagreed; None where no run searched its batch."""
+    """`largest batch 4096 (memory budget 4 GB)`, or `1024 to 2048` where the searches disagreed."""
     largest = largest_batches(line)
     if not largest:
         return None
@@ -106,15 +90,13 @@ def _searches(line: Sequence[Row]) -> list[dict[str, Any]]:
 
 
 def _stopped_by(search: Mapping[str, Any]) -> str:
-    """What stopped a search, with the CPU's budget where that did: `memory budget 4 GB`."""
     if search["stopped_by"] == "memory budget" and search.get("budget_gb") is not None:
         return f"memory budget {search['budget_gb']:g} GB"
     return str(search["stopped_by"])
 
 
 def knee_text(line: Sequence[Row]) -> str | None:
-    """`knee 512 (2,250 img/s, within 5% of the best: 2,310 img/s at 2048)`, or `knee 2048
-    (2,310 img/s, the best)`; None for a line of one batch size."""
+    """`knee 512 (2,250 img/s, within 5% of the best: 2,310 img/s at 2048)`; None for one size."""
     speeds = by_batch_size(line, "train_images_per_second")
     if len(speeds) < 2:
         return None
@@ -128,12 +110,9 @@ def knee_text(line: Sequence[Row]) -> str | None:
 
 
 def notes(rows: Sequence[Row]) -> list[str]:
-    """Per line of a sweep over batch sizes, the largest batch its runs found and what stopped
-    the search, and its knee: `device=cpu: largest batch 4096 (memory budget 4 GB), knee 512
-    (...)`; a line with neither (one size, not searched) says nothing."""
+    """Per line, `device=cpu: largest batch 4096 (memory budget 4 GB), knee 512 (...)`."""
     said = []
     for name, line in scaling_lines(rows).items():
-        parts = [text for text in (search_text(line), knee_text(line)) if text]
-        if parts:
+        if parts := [text for text in (search_text(line), knee_text(line)) if text]:
             said.append(f"{name}: {', '.join(parts)}")
     return said

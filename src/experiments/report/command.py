@@ -1,5 +1,4 @@
-"""`python -m experiments.report <folder>` (experiments-report): the report on a folder of runs,
-made later or again (every sweep makes its own at its end)."""
+"""`python -m experiments.report <folder>` (experiments-report): the report, made later or again."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from experiments.core.errors import ExperimentError
 from experiments.report.summary import find_runs, table, write_report
 
 
-def _parser() -> argparse.ArgumentParser:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m experiments.report",
         description="The report on a folder of runs: a row per run, configurations, verdicts, "
@@ -25,32 +24,24 @@ def _parser() -> argparse.ArgumentParser:
         help="compare runs of different sweeps (and runs of their own) as if of one sweep; by "
         "default runs are compared only with runs of their own sweep",
     )
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """summary.csv/.md, configurations.csv, verdicts.json and plots for the folder of runs the
-    argument names."""
     try:
-        arguments = _parser().parse_args(argv)
+        arguments = parser.parse_args(argv)
     except SystemExit as done:  # --help (0), or usage said (2)
         return int(done.code or 0)
     folder: Path = arguments.folder
     if not folder.is_dir():
-        print(
-            f"Error: {folder} is not a folder; give a run or sweep folder, or outputs/",
-            file=sys.stderr,
-        )
-        return 1
+        return _error(f"{folder} is not a folder; give a run or sweep folder, or outputs/")
     if not find_runs(folder):
-        print(f"Error: no runs in {folder} (a run folder has a .hydra/ snapshot)", file=sys.stderr)
-        return 1
+        return _error(f"no runs in {folder} (a run folder has a .hydra/ snapshot)")
     try:
         rows = write_report(folder, across_sweeps=arguments.across_sweeps)
     except ExperimentError as error:  # a run's record that cannot be read, named
-        print(f"Error: {error}", file=sys.stderr)
-        return 1
+        return _error(str(error))
     print(table(rows, folder), file=sys.stderr)
-    # As a sweep's own report says it: which plots there are depends on the runs.
     print(f"report: {folder}/summary.md (and .csv, plots)", file=sys.stderr)
     return 0
+
+
+def _error(message: str) -> int:
+    print(f"Error: {message}", file=sys.stderr)
+    return 1

@@ -1,6 +1,5 @@
-"""curves.png: accuracy in % (or another task's headline metric: RMSE) and train loss per epoch,
-a line per configuration (the runs that differ only in trainer.seed: their mean, with a band from
-their lowest to their highest); the loss axis spans the losses."""
+"""curves.png: the headline metric (accuracy in %, RMSE) and train loss per epoch, a line per
+configuration: its runs' mean, with a band from their lowest to their highest."""
 
 from __future__ import annotations
 
@@ -18,35 +17,25 @@ from experiments.report.drawing import Row, from_zero, label, spanning
 from experiments.report.headlines import first_measured, own_headlines
 from experiments.training.history import History, validated
 
-# Configurations whose numbers coincide (two placements train alike) would hide one another:
-# each has its own marker and dash, in a sequence that repeats only after 20, the markers hollow
-# and each smaller than the one before, so that one drawn over another leaves it in sight.
+# Configurations whose numbers coincide (two placements train alike) would hide one another: each
+# has its own marker and dash, repeating only after 20, hollow and smaller than the one before.
 MARKERS = ("o", "s", "^", "D", "v")
 DASHES = ("-", "--", ":", "-.")
 
 
 def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
-    """As the module says, one legend entry per configuration. Accuracy is drawn from 0 (a height
-    reads as an amount); the loss axis spans the losses, which would be flat from 0."""
+    """Accuracy is drawn from 0 (a height reads as an amount); the loss axis spans the losses."""
     # No layout engine: the legend sits beside the axes, and savefig's tight box takes it in.
     figure, (accuracy, loss) = plt.subplots(1, 2, figsize=(12, 4.5))
-    # The first run's task's headline (accuracy, RMSE, a task of one's own's first metric); runs
-    # of another task have no line there.
-    own = own_headlines(rows)
-    headline = (
-        measures.headline
-        if (measures := first_measured(histories))
-        else own[0].metric
-        if own
-        else BEFORE_TASKS.headline
-    )
+    # The first run's task's headline; runs of another task have no line there.
+    measures, own = first_measured(histories), [each.metric for each in own_headlines(rows)]
+    headline = measures.headline if measures else next(iter(own), BEFORE_TASKS.headline)
     scale = 100 if headline.percent else 1
     configurations = _configurations(rows, histories)
-    repeated = False
+    repeated = any(len(runs) > 1 for runs in configurations.values())
     for number, (name, runs) in enumerate(configurations.items()):
         style = _style(number)
         if len(runs) > 1:
-            repeated = True
             name += f" ({len(runs)} runs)"
         tested = [history for history in runs if headline.key(TEST) in history[0]]
         colour = None
@@ -62,14 +51,13 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
     unit = " (%)" if headline.percent else ""
     accuracy.set(title=title, xlabel="epoch", ylabel=f"{headline.name}{unit}")
     loss.set(title="Train loss", xlabel="epoch", ylabel="loss")
-    if repeated:
-        for axis in (accuracy, loss):
-            axis.set_title(f"{axis.get_title()}; repeats: mean, band from lowest to highest")
     last = max(row["epoch"] for runs in configurations.values() for h in runs for row in h)
     for axis in (accuracy, loss):
+        if repeated:
+            axis.set_title(f"{axis.get_title()}; repeats: mean, band from lowest to highest")
         axis.grid(alpha=0.3)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
-        # Half an epoch either side: one epoch's dots would otherwise sit alone on 0.96 to 1.04.
+        # Else one epoch's dots would sit alone on 0.96 to 1.04.
         axis.set_xlim(0.5, last + 0.5)
     from_zero(accuracy)
     if headline.percent:
@@ -80,7 +68,6 @@ def curves_figure(rows: Sequence[Row], histories: Sequence[History]) -> Any:
 
 
 def _style(number: int) -> dict[str, Any]:
-    """The marker and dash of the configuration numbered `number` (from 0), as `MARKERS` says."""
     return {
         "marker": MARKERS[number % 5],
         "markersize": 9 - 1.5 * (number % 4),
@@ -91,16 +78,12 @@ def _style(number: int) -> dict[str, Any]:
 
 
 def _configurations(rows: Sequence[Row], histories: Sequence[History]) -> dict[str, list[History]]:
-    """The epochs' rows of the runs that have any, by sweep and configuration (named by the swept
-    values its runs share but the seed, and by its sweep where there are several), whatever their
-    status: a run cut short shows how far it got."""
+    # Whatever their status: a run cut short shows how far it got.
     runs: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[Row, History]]] = {}
     for row, history in zip(rows, histories, strict=True):
         if history:
             swept = row.get("swept") or {}
-            shared = tuple(
-                (key, value) for key, value in swept.items() if repeats.not_the_seed(key)
-            )
+            shared = tuple((k, v) for k, v in swept.items() if repeats.not_the_seed(k))
             runs.setdefault((row.get(repeats.SWEEP, ""), shared), []).append((row, history))
     several = len({sweep for sweep, _ in runs}) > 1
     named = {}
@@ -110,7 +93,7 @@ def _configurations(rows: Sequence[Row], histories: Sequence[History]) -> dict[s
     return named
 
 
-Band = dict[int, list[float]]  # the runs' values at each epoch
+Band = dict[int, list[float]]  # the runs' values by epoch
 
 
 def _per_epoch(runs: Sequence[History], key: str, scale: float = 1) -> Band:
@@ -124,16 +107,9 @@ def _per_epoch(runs: Sequence[History], key: str, scale: float = 1) -> Band:
 def _mean_and_band(
     axis: Any, band: Band, style: dict[str, Any], colour: str | None = None, name: str = "_"
 ) -> str:
-    """The mean line of `band` (labelled `name`; "_": no legend entry), and where several runs
-    reached an epoch the band between their lowest and highest values; returns its colour."""
-    epochs = list(band)
-    (line,) = axis.plot(
-        epochs,
-        [statistics.fmean(values) for values in band.values()],
-        color=colour,
-        label=name,
-        **style,
-    )
+    """The mean line of `band` (`name` "_": no legend entry) and its band; the line's colour."""
+    epochs, means = list(band), [statistics.fmean(values) for values in band.values()]
+    (line,) = axis.plot(epochs, means, color=colour, label=name, **style)
     if any(len(values) > 1 for values in band.values()):
         # Of the finite values: a diverged run's nan would make either end arbitrary.
         finite = [

@@ -1,18 +1,5 @@
 """The device cards at the end of a report of runs on several devices, or swept over them: per
-device, what its name is, how fast its configurations trained (train images/s, geometric mean with
-its 95% interval), how much of the device's peak that used (MFU), the memory it took at its peak,
-the energy a train image took where the hardware reported it (J/image), the largest batch where
-the runs searched it (trainer.batch_size=auto) and the knee of a sweep over batch sizes, and then
-the verdicts between the devices: the answer to "how fast does this train on that device", a
-device at a time.
-
-    Devices:
-    cpu (AMD EPYC), 3 runs: train img/s 1,043 (1,010 to 1,070), MFU 49.6% (48.9% to 50.3%),
-      host memory 812 MiB
-    cuda:0 (NVIDIA H200), 3 runs: ...
-    between devices:
-      cuda:0 trains 8.10x [7.90, 8.31] as fast as cpu (paired by seed, 3 pairs)
-"""
+device, its name and what its configurations measured, then the verdicts between the devices."""
 
 from __future__ import annotations
 
@@ -24,46 +11,38 @@ from experiments.report.repeats import Configuration, Row
 
 HEADING = "Devices"
 DEVICE = "device"
-# What a card says of each configuration that ran on its device, in this order.
 CARD_MEASURES = (
     repeats.SPEED,
     repeats.MFU,
     repeats.HOST_MEMORY,
     repeats.CUDA_MEMORY,
-    repeats.TRAIN_ENERGY,  # where the hardware reported it (NVML, RAPL)
+    repeats.TRAIN_ENERGY,
 )
 
 
 def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
-    """The cards, a line each with its depth (a configuration's line below its device's, where a
-    device ran several); none where the completed runs computed on one device they were not
-    swept over (`-m device=every` on a machine of one CPU gets its card)."""
+    """A line each with its depth; none for runs on one device they were not swept over."""
     configurations = repeats.configurations(rows)
     by_device: dict[str, list[Configuration]] = {}
     for configuration in configurations:
-        device = configuration.runs[0]["device"]
-        by_device.setdefault(device, []).append(configuration)
+        by_device.setdefault(configuration.runs[0]["device"], []).append(configuration)
     swept = any(DEVICE in run["swept"] for each in configurations for run in each.runs)
     if len(by_device) < 2 and not swept:
         return []
     unit = shared_unit(row.get("unit") for row in rows)
-    several = repeats.several_sweeps(configurations)  # each named with its sweep
+    several = repeats.several_sweeps(configurations)
     lines: list[tuple[int, str]] = []
     for device, mine in by_device.items():
         name = mine[0].runs[0].get("device_name")
         title = f"{device} ({name})" if name else device
         if len(mine) == 1:
-            (configuration,) = mine
-            lines.append((0, f"{title}, {_said(configuration, unit, several)}"))
+            lines.append((0, f"{title}, {_said(mine[0], unit, several)}"))
             continue
         lines.append((0, f"{title}:"))
         lines += [(1, _said(configuration, unit, several)) for configuration in mine]
         lines += [(1, knee) for knee in _knees(rows, device)]
-    between = [
-        verdict
-        for verdict in verdicts.verdict_lines(configurations).verdicts
-        if verdict.key == DEVICE
-    ]
+    judged = verdicts.verdict_lines(configurations).verdicts
+    between = [verdict for verdict in judged if verdict.key == DEVICE]
     if between:
         lines.append((0, "between devices:"))
         lines += [(1, _held(verdict) + verdict.text) for verdict in between]
@@ -71,9 +50,7 @@ def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
 
 
 def _said(configuration: Configuration, unit: Unit, several_sweeps: bool) -> str:
-    """`model=lenet, 3 runs: train img/s 1,043 (1,010 to 1,070), MFU 49.6% (...), host memory
-    812 MiB ± 10 MiB (...)`: its sweep (of a report of several), its values but the device, its
-    runs, and the measures they recorded."""
+    # `model=lenet, 3 runs: train img/s 1,043 (1,010 to 1,070), MFU 49.6% (...), ...`
     values = [f"{key}={value}" for key, value in configuration.values.items() if key != DEVICE]
     if several_sweeps:
         values.insert(0, repeats.sweep_name(configuration.sweep))
@@ -84,24 +61,21 @@ def _said(configuration: Configuration, unit: Unit, several_sweeps: bool) -> str
         for measure in CARD_MEASURES
         if configuration.measured(measure)
     ]
-    if searched := batch_sweep.search_text(configuration.runs):  # trainer.batch_size=auto
+    if searched := batch_sweep.search_text(configuration.runs):
         figures.append(searched)
     return f"{', '.join([*values, runs])}: {', '.join(figures)}"
 
 
 def _knees(rows: Sequence[Row], device: str) -> list[str]:
-    """Of a sweep over batch sizes on `device`, where more batch stops paying, per line:
-    `knee 512 (2,250 img/s, within 5% of the best: 2,310 img/s at 2048)`, after the values of
-    the line's other keys."""
+    # Per line of a sweep over batch sizes on `device`, after the values of its other keys.
     knees = []
     for name, line in batch_sweep.scaling_lines(rows).items():
         if line[0]["device"] == device and (knee := batch_sweep.knee_text(line)):
-            others = name.partition(", ")[2]  # (the line's name begins with its device)
+            others = name.partition(", ")[2]  # the line's name begins with its device
             knees.append(f"{others}: {knee}" if others else knee)
     return knees
 
 
 def _held(verdict: verdicts.Verdict) -> str:
-    """`with model=lenet: ` where the devices were compared holding other keys equal."""
     held = ", ".join(f"{key}={value}" for key, value in verdict.held.items())
     return f"with {held}: " if held else ""

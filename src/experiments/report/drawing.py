@@ -1,5 +1,4 @@
-"""What the report's figures share: matplotlib drawing into files only, the name of a group of
-runs, and the ranges of their axes."""
+"""What the report's figures share: drawing into files only, a group's name, the axes' ranges."""
 
 from __future__ import annotations
 
@@ -12,19 +11,17 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display needed (set before any figure is made)
 from matplotlib.collections import PolyCollection
 
-Row = dict[str, Any]
+from experiments.report.repeats import Row
 
 
 def label(values: dict[str, str], runs: Sequence[Row]) -> str:
-    """Runs named by the swept values they share (`model=lenet, optimizer.lr=0.01`), or, sharing
-    none, by the folder of the one run or the number of runs."""
+    """`model=lenet, optimizer.lr=0.01`, or, sharing none, the one run's folder or `3 runs`."""
     named = ", ".join(f"{key}={value}" for key, value in values.items())
     return named or (runs[0]["run"] if len(runs) == 1 else f"{len(runs)} runs")
 
 
 def spanning(axis: Any) -> None:
-    """From a twentieth below the lowest value drawn to a twentieth above the highest, or around
-    the one value drawn."""
+    """From a twentieth below the lowest value drawn to a twentieth above the highest."""
     values = drawn(axis)
     if not values:
         return
@@ -34,8 +31,7 @@ def spanning(axis: Any) -> None:
 
 
 def from_zero(axis: Any) -> None:
-    """From 0 to a tenth above the highest value drawn, so that a height reads as an amount, and
-    one epoch's points as more than the axis's edges."""
+    """From 0 to a tenth above the highest value drawn, so that a height reads as an amount."""
     axis.set_ylim(0, 1.1 * max(drawn(axis), default=0) or 1)
 
 

@@ -1,10 +1,4 @@
-"""The numbers a report leads with: each task's headline metric (accuracy, RMSE) on the validation
-and test splits at the selected epoch, and on the test split at the final one.
-
-A report holds the columns of every shipped task's headline and leaves out those empty for all
-its runs, so a sweep of classifiers shows accuracy and a sweep of regressions RMSE (a report on
-both, both); a task of one's own's follow, from the metrics its runs' configs declare.
-"""
+"""The numbers a report leads with: each task's headline metric at the selected and final epochs."""
 
 from __future__ import annotations
 
@@ -16,7 +10,6 @@ from experiments.config.metric_names import TEST, VAL, Metric, TaskMetrics
 from experiments.training import shipped_metrics
 from experiments.training.history import History
 
-# Headers say a few metrics shorter: "test acc".
 SHORT = {"accuracy": "acc"}
 
 
@@ -29,12 +22,9 @@ class Headline:
     metric: Metric
     final: bool  # at the final epoch, not the selected one
 
-    def text(self, value: float) -> str:
-        return self.metric.text(value)
-
 
 def headlines(measures: TaskMetrics) -> list[Headline]:
-    """val, test, and final test, of `measures`' headline."""
+    """val, test, and final test."""
     metric = measures.headline
     short = SHORT.get(metric.name, metric.name)
     return [
@@ -44,24 +34,17 @@ def headlines(measures: TaskMetrics) -> list[Headline]:
     ]
 
 
-# Every shipped task's, in the order of `tasks.SHIPPED`.
 SHIPPED = list(shipped_metrics.SHIPPED)
 HEADLINES = [headline for measures in SHIPPED for headline in headlines(measures)]
 
 
 def own_headlines(rows: Sequence[Mapping[str, Any]]) -> list[Headline]:
-    """The headlines of the tasks of one's own that `rows` (summary rows) ran, in order."""
+    """The headlines of the tasks of one's own that `rows` ran, in order."""
     found = {headline.key: headline for row in rows for headline in row.get("own_headlines", ())}
     return list(found.values())
 
 
-def measured_by(history: History) -> TaskMetrics | None:
-    """The task whose metrics a run's epoch rows hold (None: no epoch yet)."""
-    if not history:
-        return None
-    return next((m for m in SHIPPED if m.headline.key(TEST) in history[0]), None)
-
-
 def first_measured(histories: Sequence[History]) -> TaskMetrics | None:
-    """The task of the first run with epochs."""
-    return next(filter(None, map(measured_by, histories)), None)
+    """The shipped task of the first run whose epoch rows hold one's metrics."""
+    found = (m for h in histories if h for m in SHIPPED if m.headline.key(TEST) in h[0])
+    return next(found, None)

@@ -1,19 +1,5 @@
-"""Evaluations in a report (eval.py), and its Serving section: how fast the evaluations that
-benchmarked their model (benchmark=true) served, a row per configuration, and verdicts between
-the configurations, as training's (`report.repeats`, `report.verdicts`).
-
-    Serving (...):
-    | device | n | p50 ms | p95 ms | p99 ms | served img/s | peak memory | J/image |
-    | cpu    | 3 | 4.10 (3.92 to 4.29) | ... | 1,043 (1,010 to 1,070) | 812 MiB ± 3 MiB (...) |
-    | cuda:0 | 3 | 1.27 (1.20 to 1.35) | ... |
-    Serving verdicts (...):
-      cuda:0 answers at batch 1 in 0.31x [0.29, 0.33] the time of cpu (paired by seed, 3 pairs)
-      cuda:0 serves 12.1x [11.5, 12.7] as many images/s as cpu at batch 256 (paired by seed, ...)
-
-An evaluation sweep repeats on `seed` (the test images the benchmark feeds), as a training sweep
-does on `trainer.seed`. Latency and images/s are summed up and compared on the log scale, beside
-peak memory and joules per image.
-"""
+"""Evaluations in a report (eval.py), and its Serving section: the evaluations that benchmarked
+(benchmark=true) by configuration, repeating on `seed`, with verdicts between them as training's."""
 
 from __future__ import annotations
 
@@ -41,14 +27,12 @@ FROM_SERVING = {
     "peak_memory_mb": "serving_peak_memory_mb",
     "memory_of": "serving_memory_of",
     "joules_per_image": "serving_joules_per_image",
-    # Whether other work on the host's cores competed with the benchmark (`measuring.host_load`).
     "host_busy": "host_busy",
 }
 
 
 def evaluation_fields(results: ResultsFile) -> Row:
-    """What an evaluation's summary row takes from its results.json: its kind, the model and
-    dataset it evaluated (its config names them only when typed), and its `serving` numbers."""
+    """What an evaluation's summary row takes from its results.json."""
     recorded: dict[str, Any] = dict(results)  # (an `EvaluationRecord`)
     serving = recorded.get("serving") or {}
     return {
@@ -67,24 +51,19 @@ def _milliseconds(value: float) -> str:
     return f"{value:.3g}" if value < 1000 else f"{value:,.0f}"
 
 
-def _joules(value: float) -> str:
-    return f"{value:.3g} J"
-
-
 MEASURES = [
-    # Times and speeds: positive, their noise a factor.
     *(
         Measure(f"latency_{p}_ms", f"{p} ms", _milliseconds, log_scale=True)
         for p in ("p50", "p95", "p99")
     ),
     Measure("serving_images_per_second", "served {rate}", "{:,.0f}".format, log_scale=True),
     Measure("serving_peak_memory_mb", "peak memory", "{:,.0f} MiB".format),
-    Measure("serving_joules_per_image", "J/{one}", _joules, log_scale=True),
+    Measure("serving_joules_per_image", "J/{one}", "{:.3g} J".format, log_scale=True),
 ]
 
 
 def _at_batch(runs: Sequence[Row]) -> str:
-    """` at batch 256`, the throughput's batch where both sides' runs served at one."""
+    # ` at batch 256`, where both sides' runs served at one.
     batches = {run.get(BATCH) for run in runs}
     return f" at batch {batches.pop()}" if len(batches) == 1 and None not in batches else ""
 
@@ -101,8 +80,7 @@ THROUGHPUT = verdicts.timed_ratio(
     "{better} serves {value} {interval} as many {many}/s as {worse}",
     where=_at_batch,
 )
-# A config group's choice names a side alone (`cuda:0`); any other key with it (`precision=bf16`,
-# `serving.batch_size=64`): an evaluation's keys are top-level.
+# A group's choice names a side alone (`cuda:0`), any other key with it (`precision=bf16`).
 BENCHMARK_RULES = verdicts.VerdictRules(
     SEED, lambda pair: [LATENCY, THROUGHPUT], lambda key: key in GROUPS
 )
@@ -114,17 +92,12 @@ HEADING = (
     "confidence interval of the mean), J/image where the hardware reported it"
 )
 
-VERDICTS = (
-    "Serving verdicts: each swept value against another within a sweep, every other varying key "
-    "held equal (95% confidence intervals: seed by seed where both ran the same seeds, else "
-    "Welch's t; a difference only where the interval excludes none)"
-)
+VERDICTS = "Serving verdicts" + verdicts.HEADING.removeprefix("Verdicts")
 
 
 @dataclass(frozen=True)
 class Section:
-    """The Serving section of a report: its table (header first), the verdicts, and a warning
-    where repeats ran back to back."""
+    """The Serving section of a report: its table (header first), verdicts, back-to-back warning."""
 
     cells: list[list[str]]
     verdict_lines: verdicts.VerdictLines
@@ -132,36 +105,32 @@ class Section:
 
 
 def _served(rows: Sequence[Row]) -> list[Row]:
-    """The rows of evaluations that benchmarked their model."""
     return [row for row in rows if is_evaluation(row) and row.get(BATCH) is not None]
 
 
 def configurations(rows: Sequence[Row]) -> list[Configuration]:
-    """The completed evaluations of `rows` that benchmarked, by configuration: those that differ
-    only in `seed` are one."""
+    """The completed evaluations of `rows` that benchmarked, by configuration."""
     return repeats.configurations(_served(rows), BENCHMARK_RULES.counts)
 
 
 def section(rows: Sequence[Row]) -> Section | None:
-    """The Serving section of a report on `rows`; None where no evaluation benchmarked."""
+    """None where no evaluation benchmarked."""
     measured = configurations(rows)
     if not measured:
         return None
-    warning = verdicts.back_to_back(_served(rows), measured, BENCHMARK_RULES)
     return Section(
         repeats.cells(measured, MEASURES),
         verdicts.verdict_lines(measured, BENCHMARK_RULES),
-        warning,
+        verdicts.back_to_back(_served(rows), measured, BENCHMARK_RULES),
     )
 
 
 def csv_text(rows: Sequence[Row]) -> str | None:
-    """serving.csv, as configurations.csv is written (`repeats.csv_text`), of the serving
-    measures; None where no evaluation benchmarked."""
+    """serving.csv, as configurations.csv is written; None where no evaluation benchmarked."""
     measured = configurations(rows)
     return repeats.csv_text(measured, MEASURES) if measured else None
 
 
 def benchmark_verdict_lines(rows: Sequence[Row]) -> verdicts.VerdictLines:
-    """The verdicts between the serving configurations of `rows` (for verdicts.json)."""
+    """The verdicts between the serving configurations (for verdicts.json)."""
     return verdicts.verdict_lines(configurations(rows), BENCHMARK_RULES)

@@ -1,22 +1,17 @@
-"""The figures of a run's row that no run can truly have: a speed, a time or an energy that is not
-above 0, a share of a split outside 0% to 100%, an MFU outside (0%, 100%], a number that is not
-finite. A run folder is data, hand-edited or damaged: such a figure is left out of its row, and so
-of the tables, figures and verdicts, and the row's reason names it; the run's other figures stay.
-"""
+"""The figures of a run's row that no run can truly have (a speed not above 0, a number not finite):
+a damaged run folder's. Each is left out of the row, whose reason names it."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import NamedTuple
 
-from experiments.report.drawing import Row
 from experiments.report.headlines import HEADLINES, Headline
+from experiments.report.repeats import Row
 
 
 class Bound(NamedTuple):
-    """What a figure can be: `holds(value)`, said as `says`."""
-
     holds: Callable[[float], bool]
     says: str
 
@@ -24,15 +19,14 @@ class Bound(NamedTuple):
 ABOVE_ZERO = Bound(lambda value: value > 0, "above 0")
 AT_LEAST_ZERO = Bound(lambda value: value >= 0, "0 or more")
 SHARE = Bound(lambda value: 0 <= value <= 1, "from 0% to 100%")
-# The tool records no MFU where a run beat its peak (`devices.measuring.peak.utilization`).
+# No MFU is recorded where a run beat its peak.
 UTILIZATION = Bound(lambda value: 0 < value <= 1, "above 0% and at most 100%")
 
-# The row's figures, by key, and what each can be.
 FIGURES = {
     "train_images_per_second": ABOVE_ZERO,
     "mfu": UTILIZATION,
     "seconds_per_epoch": ABOVE_ZERO,
-    "time_to_accuracy": AT_LEAST_ZERO,  # (or "not reached")
+    "time_to_accuracy": AT_LEAST_ZERO,  # or "not reached"
     "peak_host_memory_mb": AT_LEAST_ZERO,
     "peak_cuda_memory_mb": AT_LEAST_ZERO,
     "train_joules_per_image": ABOVE_ZERO,
@@ -50,10 +44,11 @@ FIGURES = {
 
 
 def left_out(row: Row) -> list[str]:
-    """Leave out of `row` each figure it cannot truly hold (set to None); what each was, and
-    what it can be."""
+    """Set to None each figure of `row` it cannot truly hold; what each was and can be."""
     said = []
-    for key, bound in _bounds(row):
+    headlines: list[Headline] = [*HEADLINES, *(row.get("own_headlines") or [])]
+    shares = {headline.key: SHARE for headline in headlines if headline.metric.percent}
+    for key, bound in {**FIGURES, **shares}.items():
         value = row.get(key)
         if isinstance(value, bool) or not isinstance(value, int | float):
             continue
@@ -65,11 +60,3 @@ def left_out(row: Row) -> list[str]:
             continue
         row[key] = None
     return said
-
-
-def _bounds(row: Row) -> Iterator[tuple[str, Bound]]:
-    yield from FIGURES.items()
-    headlines: list[Headline] = [*HEADLINES, *(row.get("own_headlines") or [])]
-    for headline in headlines:
-        if headline.metric.percent:
-            yield headline.key, SHARE

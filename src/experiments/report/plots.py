@@ -1,16 +1,5 @@
-"""The report's figures, each made by a function that returns it (tests read them back):
-
-    throughput.png  train images/s by speed group: a dot per run, the geometric mean and its 95%
-                    interval (`experiments.report.throughput`)
-    curves.png      accuracy and train loss per epoch, a line per configuration, repeats as a
-                    mean with a band (`experiments.report.curves`)
-    scaling.png     of a sweep over batch sizes: train images/s against batch size with the
-                    compute bound and the knee, MFU, and the time to accuracy
-                    (`experiments.report.scaling`)
-    batch_scaling.png  the same, of runs that searched their batch (trainer.batch_size=auto),
-                    with the largest batch each device took
-
-Runs are named by the values they were swept over. matplotlib is loaded only by these modules."""
+"""The report's figures (throughput.png, curves.png, scaling.png, batch_scaling.png), each made by
+a function that returns it, for tests to read back. matplotlib is loaded only by these modules."""
 
 from __future__ import annotations
 
@@ -29,8 +18,7 @@ from experiments.training.history import History
 
 
 def draw(folder: Path, rows: Sequence[Row], histories: Sequence[History]) -> None:
-    """The plots of the report's `rows`, each run's epochs' rows in `histories`. Their text is
-    drawn as it is: a folder's name or a swept value with `$` in it is no mathematics to parse."""
+    # Text as it is: a `$` in a folder's name or a swept value is no mathematics to parse.
     with plt.rc_context({"text.parse_math": False}):
         if speed_groups(rows):
             _save(throughput_figure(rows), folder / "throughput.png")
@@ -41,7 +29,7 @@ def draw(folder: Path, rows: Sequence[Row], histories: Sequence[History]) -> Non
 
 
 def _save(figure: Any, path: Path) -> None:
-    # Replaced whole: a link in its place (in a folder from elsewhere) is not written through.
+    # Replaced whole: a link in its place is not written through.
     write_atomically(
         path, lambda file: figure.savefig(file, format="png", dpi=120, bbox_inches="tight")
     )

@@ -1,21 +1,13 @@
-"""Repeats: completed runs that differ only in `trainer.seed` are one configuration, summed up in a
-row (configurations.csv; summary.md and the console where one ran more than once): n (and how many
-ran on a busy host), and per measure the mean ± sd with the mean's 95% interval
-(`report.statistics`). Speeds and times are summed up on the log scale, as the verdicts compare
-them: a geometric mean and an interval that never reaches below 0.
-
-Runs are grouped within their sweep unless told to pool sweeps, and a configuration is named by the
-keys that vary among its sweep's completed runs.
-"""
+"""Repeats: completed runs of a sweep that differ only in `trainer.seed` are one configuration,
+summed up as mean ± sd with the mean's 95% interval; speeds and times on the log scale."""
 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from experiments.config.metric_names import VAL
@@ -26,23 +18,20 @@ from experiments.report.statistics import Spread, log_spread, spread
 Row = dict[str, Any]
 
 SEED = "trainer.seed"
-# The sweep a row came from (the sweep folder below the report's, "" for runs of their own).
+# The row's sweep folder below the report's, "" for runs of their own.
 SWEEP = "sweep"
 
 
 @dataclass(frozen=True)
 class Measure:
-    """A number of each run (its summary row's `key`) summed up per configuration: on the log
-    scale for a speed, whose runs differ by factors."""
+    """A number of each run summed up per configuration (a speed's on the log scale)."""
 
     key: str
     header: str  # "{rate}": the runs' unit (img/s, rows/s)
     show: Callable[[float], str]
     log_scale: bool = False
-    # A column of the configurations' table (else of configurations.csv and the device cards).
-    in_table: bool = True
-    # The most a value can be (an MFU's 1): an interval of the mean is cut there.
-    most: float | None = None
+    in_table: bool = True  # else only in configurations.csv and the device cards
+    most: float | None = None  # the most a value can be (an MFU's 1): an interval is cut there
 
     def heading(self, unit: Unit) -> str:
         return self.header.format_map(vars(unit))
@@ -52,52 +41,44 @@ class Measure:
         if self.most is None or summed.interval is None:
             return summed
         low, high = summed.interval
-        return dataclasses.replace(summed, interval=(low, min(high, self.most)))
+        return replace(summed, interval=(low, min(high, self.most)))
 
     def statistics(self) -> tuple[str, ...]:
-        """The names of its columns in configurations.csv, after the measure's key."""
-        if self.log_scale:
-            return ("n", "geomean", "gsd", "ci_low", "ci_high")
-        return ("n", "mean", "sd", "ci_low", "ci_high")
+        """Its columns in configurations.csv, after the measure's key."""
+        centre, deviation = ("geomean", "gsd") if self.log_scale else ("mean", "sd")
+        return ("n", centre, deviation, "ci_low", "ci_high")
 
 
 SPEED = Measure("train_images_per_second", "train {rate}", "{:,.0f}".format, log_scale=True)
-# A share of a peak, as the speed it is proportional to: its noise a factor.
+# Noise a factor, as the speed's it is proportional to.
 MFU = Measure("mfu", "MFU", "{:.1%}".format, log_scale=True, most=1.0)
-# The memory a run took at its peak, on the host and on its fullest GPU.
 HOST_MEMORY = Measure("peak_host_memory_mb", "host memory", "{:,.0f} MiB".format, in_table=False)
 CUDA_MEMORY = Measure("peak_cuda_memory_mb", "GPU memory", "{:,.0f} MiB".format, in_table=False)
-# The energy a train image took, where the hardware reported it: positive, its noise a factor.
 TRAIN_ENERGY = Measure(
     "train_joules_per_image", "train J/{one}", "{:.3g} J".format, log_scale=True, in_table=False
 )
 MEASURES = [
-    # Each task's headline metric: on validation and test at the selected epoch, at the final.
-    *(Measure(headline.key, headline.header, headline.text) for headline in HEADLINES),
+    *(Measure(headline.key, headline.header, headline.metric.text) for headline in HEADLINES),
     SPEED,
     MFU,
-    # A time, as a speed is: positive, its noise a factor.
     Measure("time_to_accuracy", "time to acc (s)", "{:.1f}".format, log_scale=True),
     HOST_MEMORY,
     CUDA_MEMORY,
     TRAIN_ENERGY,
-    # The largest batch a run's search found (trainer.batch_size=auto).
     Measure("largest_batch", "largest batch", "{:,.0f}".format, in_table=False),
 ]
 
 
 @dataclass(frozen=True)
 class Configuration:
-    """The values of the varying keys (but the seed) that its runs share, the runs' rows, and the
-    sweep they came from."""
+    """The values of the varying keys (but the seed) that its runs share."""
 
     values: dict[str, str]
     runs: list[Row]
     sweep: str = ""
 
     def measured(self, measure: Measure) -> list[Any]:
-        """The runs' values of `measure`, where recorded: numbers, or "not reached" (a time to
-        accuracy)."""
+        """The runs' recorded values of `measure`: numbers, or "not reached"."""
         return [run[measure.key] for run in self.runs if run.get(measure.key) is not None]
 
     def numbers(self, key: str) -> list[float]:
@@ -110,17 +91,15 @@ class Configuration:
         return measure.spread(numbers) if numbers else None
 
     def busy(self) -> int:
-        """How many of its runs other work on the host held down (`devices.measuring.host_load`)."""
+        """How many of its runs other work on the host held down."""
         return sum(1 for run in self.runs if run.get("host_busy"))
 
     def cell(self, measure: Measure) -> str:
-        """`47.0% ± 1.0% (44.5% to 49.5%)`, `1,420 (1,210 to 1,670)` for a speed (its deviation a
-        factor, in configurations.csv), with `, 2 of 3 runs` where not every run has a value (the
-        others did not reach the target)."""
+        """`47.0% ± 1.0% (44.5% to 49.5%)`; a speed's `1,420 (1,210 to 1,670), 2 of 3 runs`."""
         measured = self.measured(measure)
         summed = self.spread(measure)
         if summed is None:
-            if not measured:  # not recorded
+            if not measured:
                 return ""
             # "not reached" by any run, or no finite value (nan: diverged)
             return measured[0] if isinstance(measured[0], str) else measure.show(measured[0])
@@ -135,7 +114,7 @@ class Configuration:
         return text
 
     def count(self) -> str:
-        """`3`, or `3, 1 busy` where other work on the host held some of its runs down."""
+        """`3`, or `3, 1 busy`."""
         busy = self.busy()
         return f"{len(self.runs)}, {busy} busy" if busy else str(len(self.runs))
 
@@ -147,9 +126,7 @@ def not_the_seed(key: str) -> bool:
 def configurations(
     rows: Sequence[Row], counts: Callable[[str], bool] = not_the_seed
 ) -> list[Configuration]:
-    """The completed runs of `rows`, grouped by sweep and by their values of the varying keys that
-    `counts` (all but the seed; for the speed figures, those that change speed), in the order of
-    each configuration's first run."""
+    """The completed runs of `rows` by sweep and their values of the varying keys that `counts`."""
     completed = [row for row in rows if row["status"] == "completed"]
     varying = {
         sweep: _varying([row for row in completed if row.get(SWEEP, "") == sweep], counts)
@@ -164,37 +141,29 @@ def configurations(
 
 
 def _varying(rows: Sequence[Row], counts: Callable[[str], bool]) -> list[str]:
-    """The swept keys that `counts` whose values differ between `rows`, in the order given."""
     keys = dict.fromkeys(key for row in rows for key in row["swept"] if counts(key))
     return [key for key in keys if len({row["swept"].get(key, "") for row in rows}) > 1]
 
 
 def repeated(configurations: Sequence[Configuration]) -> bool:
-    """Whether any configuration ran more than once."""
     return any(len(configuration.runs) > 1 for configuration in configurations)
 
 
 def several_sweeps(configurations: Sequence[Configuration]) -> bool:
-    """Whether the configurations came from more than one sweep: each is then named with its."""
+    """Whether the configurations came from more than one sweep: each is then named with it."""
     return len({configuration.sweep for configuration in configurations}) > 1
 
 
 def sweep_name(sweep: str) -> str:
-    """How a report names the sweep folder its configurations came from."""
     return f"sweep {sweep}" if sweep else "runs of their own"
 
 
 def _measures(
     configurations: Sequence[Configuration], offered: Sequence[Measure] | None
 ) -> list[Measure]:
-    """The measures `offered` that some run recorded; by default, training's (no validation
-    accuracy without a validation split), a task of one's own's headline among them."""
     if offered is None:
         runs = [run for configuration in configurations for run in configuration.runs]
-        own = [
-            Measure(headline.key, headline.header, headline.text)
-            for headline in own_headlines(runs)
-        ]
+        own = [Measure(each.key, each.header, each.metric.text) for each in own_headlines(runs)]
         offered = [*MEASURES[: len(HEADLINES)], *own, *MEASURES[len(HEADLINES) :]]
     return [
         measure
@@ -222,11 +191,10 @@ HEADING = (
 def cells(
     configurations: Sequence[Configuration], offered: Sequence[Measure] | None = None
 ) -> list[list[str]]:
-    """The table of configurations, header first: the values they differ in (and their sweep, of
-    several), n, each measure `offered` (without the final test accuracy where no run had a
-    validation split: it would repeat the selected one's)."""
+    """The table of configurations, header first."""
     keys = _keys(configurations)
     measures = [measure for measure in _measures(configurations, offered) if measure.in_table]
+    # Without a validation split the final test accuracy would repeat the selected one's.
     if not any(measure.key.startswith(f"{VAL}_") for measure in measures):
         measures = [measure for measure in measures if not measure.key.startswith("final_")]
     unit = shared_unit(run.get("unit") for each in configurations for run in each.runs)
@@ -245,40 +213,34 @@ def cells(
 def csv_text(
     configurations: Sequence[Configuration], offered: Sequence[Measure] | None = None
 ) -> str:
-    """configurations.csv: a row per configuration, its values, n, its runs, its busy runs, and
-    per measure `offered` `<key>_n`, `_mean`, `_sd`, `_ci_low`, `_ci_high` (for a speed `_geomean`
-    and `_gsd`), empty where there is none."""
+    """configurations.csv: a row per configuration, with n, mean, sd and interval per measure."""
     keys, measures = _keys(configurations), _measures(configurations, offered)
-    table = io.StringIO()
-    writer = csv.writer(table)
-    writer.writerow(
+    statistics = [f"{measure.key}_{name}" for measure in measures for name in measure.statistics()]
+    body = [
         [
-            *keys,
-            "n",
-            "runs",
-            "busy_runs",
-            *(f"{measure.key}_{name}" for measure in measures for name in measure.statistics()),
+            *(_value(configuration, key) for key in keys),
+            len(configuration.runs),
+            " ".join(run["run"] for run in configuration.runs),
+            configuration.busy(),
+            *(
+                value
+                for measure in measures
+                for value in _statistics(configuration.spread(measure))
+            ),
         ]
-    )
-    for configuration in configurations:
-        writer.writerow(
-            [
-                *(_value(configuration, key) for key in keys),
-                len(configuration.runs),
-                " ".join(run["run"] for run in configuration.runs),
-                configuration.busy(),
-                *(
-                    value
-                    for measure in measures
-                    for value in _statistics(configuration.spread(measure))
-                ),
-            ]
-        )
+        for configuration in configurations
+    ]
+    return csv_of([[*keys, "n", "runs", "busy_runs", *statistics], *body])
+
+
+def csv_of(rows: Iterable[Iterable[Any]]) -> str:
+    """`rows` as CSV, the first the header."""
+    table = io.StringIO()
+    csv.writer(table).writerows(rows)
     return table.getvalue()
 
 
 def _statistics(summed: Spread | None) -> tuple[Any, ...]:
-    """n, mean, sd and the interval's ends, as configurations.csv has them."""
     if summed is None:
         return (None,) * 5
     low, high = summed.interval or (None, None)

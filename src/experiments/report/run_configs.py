@@ -1,6 +1,5 @@
 """A run's config (`.hydra/config.yaml`) as the report reads it: parsed once while the file is
-unchanged. The report reads it twice per run (to find the run, and with the run's other
-records), and a parse takes a hundredth of a second: at the end of every sweep, in its time."""
+unchanged, though the report reads it twice per run."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ def run_config(path: Path) -> DictConfig:
     return _parsed(path, status.st_mtime_ns, status.st_size)
 
 
-@lru_cache(maxsize=256)  # a report's runs; the file's time and size: rewritten, it is read again
+@lru_cache(maxsize=256)  # keyed on the file's time and size: rewritten, it is read again
 def _parsed(path: Path, modified_ns: int, size: int) -> DictConfig:
     config = OmegaConf.create(read_data(path, RECORD))
     OmegaConf.set_readonly(config, True)

@@ -1,12 +1,5 @@
-"""What the report reads of a run folder, read once and checked against the types its readers
-declare: `.hydra/config.yaml`, `overrides.yaml` and `hydra.yaml`, results.json
-(`records.recorded.ResultsFile`, or an evaluation's `EvaluationRecord`) and metrics.jsonl's
-epoch rows (`training.history.EpochRow`).
-
-A run folder is data, copied or made anywhere. A file that cannot be read, or holds another shape
-than its type, raises `UnreadableRun`, whose message names the file in one phrase: the report says
-it in the run's row and goes on with the other runs.
-"""
+"""What the report reads of a run folder, checked against the types its readers declare; a file that
+cannot be read raises `UnreadableRun` naming it, for the run's row to say."""
 
 from __future__ import annotations
 
@@ -45,12 +38,11 @@ HYDRA_YAML = ".hydra/hydra.yaml"
 RESULTS = "results.json"
 METRICS = "metrics.jsonl"
 
-# The config groups with a `name` the report shows.
 GROUPS = ("model", "dataset", "device", "placement")
 # Where a run came from, not what it ran: no swept key.
 ORIGINS = ("resume", "replay")
 
-# The keys of a run's config that the report reads (resolved, where they can be), and their types.
+# The keys of a run's config that the report reads, resolved where they can be.
 ConfigRead = TypedDict(
     "ConfigRead",
     {
@@ -82,10 +74,10 @@ class RunRecords:
     """A run's files as the report reads them, each checked for its shape."""
 
     config: DictConfig  # read-only; a key that cannot be resolved is read as None
-    evaluation: bool  # an evaluation's (eval.py), not a training run's
+    evaluation: bool  # eval.py's, not a training run's
     names: dict[str, str | None]  # the model, dataset, device and placement: their `name`
     measures: TaskMetrics  # its task's metrics
-    own_task: bool  # whether they are a task of one's own's, from results.json
+    own_task: bool  # whether they are a task of one's own's
     given: dict[str, str]  # the overrides its command line gave, by key
     choices: dict[str, Any]  # Hydra's choice in each config group (none without hydra.yaml)
     results: ResultsFile  # nothing where there is no results.json
@@ -94,45 +86,32 @@ class RunRecords:
 
 
 def read_run(run_dir: Path) -> RunRecords:
-    """The files of the run in `run_dir`; UnreadableRun naming the first that cannot be read (a
-    reader's ExperimentError, which names the file, or a record of another shape: `checked`)."""
+    """The files of the run in `run_dir`; UnreadableRun naming the first that cannot be read."""
     try:
-        return _read_run(run_dir)
+        config = _config(run_dir)
+        read = _config_read(config)
+        evaluation = is_evaluation(config)
+        results = _results(run_dir, evaluation)
+        measures, own_task = _measures(read, results)
+        history = epochs(run_dir)
+        monitor = _monitor(read, measures) if validated(history) else None
+        _check_epochs(history, measures, monitor)
+        names = {group: read[f"{group}.name"] for group in GROUPS}
+        given, choices = _given(run_dir), _choices(run_dir)
+        return RunRecords(
+            config, evaluation, names, measures, own_task, given, choices, results, history, monitor
+        )
     except ExperimentError as error:
         raise UnreadableRun(str(error)) from None
 
 
-def _read_run(run_dir: Path) -> RunRecords:
-    config = _config(run_dir)
-    read = _config_read(config)
-    evaluation = is_evaluation(config)
-    results = _results(run_dir, evaluation)
-    measures, own_task = _measures(read, results)
-    history = epochs(run_dir)
-    monitor = _monitor(read, measures) if validated(history) else None
-    _check_epochs(history, measures, monitor)
-    return RunRecords(
-        config=config,
-        evaluation=evaluation,
-        names={group: read[f"{group}.name"] for group in GROUPS},
-        measures=measures,
-        own_task=own_task,
-        given=_given(run_dir),
-        choices=_choices(run_dir),
-        results=results,
-        history=history,
-        monitor=monitor,
-    )
-
-
 def is_evaluation(config: DictConfig) -> bool:
-    """Whether a run's config is an evaluation's (eval.py): it has no trainer."""
+    """Whether a run's config is an evaluation's: it has no trainer."""
     return "trainer" not in config
 
 
 def epochs(run_dir: Path) -> History:
-    """The epoch rows of a run's metrics.jsonl as written, with their `kind` and `time` (none if
-    it has not finished an epoch, or has no metrics.jsonl)."""
+    """The epoch rows of a run's metrics.jsonl as written, with their `kind` and `time`."""
     path = run_dir / METRICS
     if not path.is_file():
         return []
@@ -145,8 +124,7 @@ def epochs(run_dir: Path) -> History:
 
 @contextlib.contextmanager
 def _reading(record: str) -> Iterator[None]:
-    """A failure of a parser besides `read_data`'s (OmegaConf's of the config; Python's JSON
-    nested too deep) to read `record`, a file in the run folder, as UnreadableRun."""
+    """A parser's failure besides `read_data`'s to read `record` as UnreadableRun."""
     try:
         yield
     except yaml.YAMLError as error:
@@ -172,7 +150,6 @@ def _config(run_dir: Path) -> DictConfig:
 
 
 def _config_read(config: DictConfig) -> ConfigRead:
-    """The config's keys that the report reads, as plain data of their types."""
     read: dict[str, Any] = {}
     for key in ConfigRead.__optional_keys__ | ConfigRead.__required_keys__:
         value = OmegaConf.select(config, key, default=None, throw_on_resolution_failure=False)
@@ -183,8 +160,6 @@ def _config_read(config: DictConfig) -> ConfigRead:
 
 
 def _results(run_dir: Path, evaluation: bool) -> ResultsFile:
-    """results.json, checked against a training run's type, and an evaluation's against its own
-    too."""
     path = run_dir / RESULTS
     if not (path.exists() or path.is_symlink()):  # (a device in its place is read, and refused)
         return {}
@@ -192,29 +167,20 @@ def _results(run_dir: Path, evaluation: bool) -> ResultsFile:
     checked(results, ResultsFile, RESULTS, partial=True)
     if evaluation:
         checked(results, EvaluationRecord, RESULTS, partial=True)
-    if "started_at" in results and not _is_time(results["started_at"]):
-        raise UnreadableRun(
-            f"{RESULTS}: started_at is {results['started_at']}, where a time (ISO 8601) belongs"
-        )
+    if "started_at" in results:
+        try:
+            datetime.fromisoformat(results["started_at"])
+        except ValueError:
+            said = f"started_at is {results['started_at']}, where a time (ISO 8601) belongs"
+            raise UnreadableRun(f"{RESULTS}: {said}") from None
     return results
 
 
-def _is_time(text: str) -> bool:
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _measures(read: ConfigRead, results: ResultsFile) -> tuple[TaskMetrics, bool]:
-    """The run's task's metrics as its config says them (`task_metrics.metrics_of`), or for an
-    older run of a task of one's own as its results.json lists them, with its numbers checked
-    against them; and whether they are a task of one's own's."""
+    """The run's task's metrics, its numbers checked against them; whether they are one's own."""
     task = None
     if read["task"]:
-        task = {"name": read["task.name"], "_target_": read["task._target_"]}
-        task["metrics"] = read["task.metrics"]
+        task = {key: read[f"task.{key}"] for key in ("name", "_target_", "metrics")}
     measures = metrics_of({"task": task, "dataset": {"num_classes": read["dataset.num_classes"]}})
     if measures is None and results.get("task_metrics"):
         measures = declared(results["task_metrics"], percent_names())
@@ -225,8 +191,6 @@ def _measures(read: ConfigRead, results: ResultsFile) -> tuple[TaskMetrics, bool
 
 
 def _check_epochs(history: History, measures: TaskMetrics, monitor: Monitor | None) -> None:
-    """Each epoch row an EpochRow, with its task's metrics on the test split (and on the
-    validation split where the run had one, the monitored one among them), numbers all."""
     metrics = {"epoch", "epoch_seconds", TRAIN_LOSS, *measures.metrics_on(TEST)}
     if monitor is not None:
         metrics.update({*measures.metrics_on(VAL), monitor.metric})
@@ -240,7 +204,6 @@ def _check_epochs(history: History, measures: TaskMetrics, monitor: Monitor | No
 
 
 def _monitor(read: ConfigRead, measures: TaskMetrics) -> Monitor:
-    """What selects the run's epoch on the validation split (`training.selection.Monitor`)."""
     monitor, mode = read["trainer.monitor"], read["trainer.monitor_mode"] or "auto"
     if mode == "auto" and monitor is not None and monitor not in measures.metrics_on(VAL):
         measured = " or ".join(measures.metrics_on(VAL))
@@ -249,8 +212,7 @@ def _monitor(read: ConfigRead, measures: TaskMetrics) -> Monitor:
 
 
 def _given(run_dir: Path) -> dict[str, str]:
-    """The run's overrides, by key (without `+` or `~`), each value as its command line gave it;
-    one Hydra's grammar cannot read (a resume= folder's path may not be) left out."""
+    """The run's overrides by key, as given; one that Hydra's grammar cannot read left out."""
     path = run_dir / OVERRIDES
     if not path.is_file():
         return {}
@@ -265,7 +227,6 @@ def _given(run_dir: Path) -> dict[str, str]:
 
 
 def _choices(run_dir: Path) -> dict[str, Any]:
-    """The group choices in a run's hydra.yaml (`hydra.runtime.choices`)."""
     path = run_dir / HYDRA_YAML
     if not path.is_file():
         return {}

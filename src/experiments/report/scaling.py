@@ -1,32 +1,18 @@
-"""scaling.png and batch_scaling.png, of a sweep over batch sizes (`report.batch_sweep`): train
-images/s against batch, a line per speed group through the geometric mean of each size's runs
-(with a 95% bar where a size ran more than once), its knee, its compute bound (dashed) and the
-largest batch that fit (dotted); beside it MFU and the time to the target where recorded.
-
-batch_scaling.png holds the lines whose runs searched their batch (trainer.batch_size=auto),
-scaling.png the others: they answer apart (how far a device's batch pays, up to the most it takes;
-how devices compare at sizes one chose)."""
+"""scaling.png (and batch_scaling.png, of runs that searched their batch): train images/s against
+batch size, a line per speed group with its knee and compute bound; MFU and time to target too."""
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
 from experiments.core.text import shared_unit
-from experiments.report.batch_sweep import (
-    KNEE_SHARE,
-    by_batch_size,
-    knee,
-    largest_batches,
-    scaling_lines,
-    search_text,
-    trained_batch,
-)
+from experiments.report import batch_sweep
 from experiments.report.drawing import Row, from_zero
 from experiments.report.repeats import Measure
 from experiments.report.statistics import log_spread
@@ -38,25 +24,21 @@ SEARCHED, CHOSEN = "batch_scaling.png", "scaling.png"
 
 BOUND = "bound: measured peak x GPUs / train FLOPs per {one}"
 BARS = "bar: 95% interval of a size's runs (geometric mean)"
-KNEE = f"knee: smallest batch within {KNEE_SHARE:.0%} of the best speed"
+KNEE = f"knee: smallest batch within {batch_sweep.KNEE_SHARE:.0%} of the best speed"
 LARGEST = "largest batch that fit (its search)"
 
 
 def figures(rows: Sequence[Row]) -> dict[str, list[Row]]:
-    """The figures of speed against batch size of a report's rows, each file's name with the
-    rows of its lines: batch_scaling.png of the lines any of whose runs searched their batch,
-    scaling.png of the others; none without a sweep over batch sizes."""
+    """Each file's name with the rows of its lines."""
     drawn: dict[str, list[Row]] = {}
-    for line in scaling_lines(rows).values():
-        drawn.setdefault(SEARCHED if largest_batches(line) else CHOSEN, []).extend(line)
+    for line in batch_sweep.scaling_lines(rows).values():
+        drawn.setdefault(SEARCHED if batch_sweep.largest_batches(line) else CHOSEN, []).extend(line)
     return drawn
 
 
 def scaling_figure(rows: Sequence[Row]) -> Any:
-    """Train images/s against batch size, a line per speed group (`scaling_lines`), both axes
-    logarithmic (models' speeds differ by orders of magnitude); beside it MFU (from 0) and the
-    seconds to the target (a gap where a run did not reach it), where recorded."""
-    lines = scaling_lines(rows)
+    """Both axes logarithmic: models' speeds differ by orders of magnitude."""
+    lines = batch_sweep.scaling_lines(rows)
     figure, panels = _panels(rows)
     drawn: set[str] = set()
     for name, line in lines.items():
@@ -66,8 +48,7 @@ def scaling_figure(rows: Sequence[Row]) -> Any:
     unit = shared_unit(row.get("unit") for line in lines.values() for row in line)
     speed.set(title=title, ylabel=f"train {unit.many} / s")
     speed.set_yscale("log")
-    # Plain numbers on the minor ticks too, which log scales label where a line spans less than
-    # a power of ten (their default is mathematics, which the report's plots do not parse).
+    # Plain numbers on the minor ticks too: their default is mathematics, which plots do not parse.
     speed.yaxis.set_major_formatter("{x:,.0f}")
     speed.yaxis.set_minor_formatter("{x:,.0f}")
     for axis in panels.values():
@@ -81,20 +62,15 @@ def scaling_figure(rows: Sequence[Row]) -> Any:
     if "seconds" in panels:
         panels["seconds"].set(title=_time_to_accuracy_title(rows), ylabel="training seconds")
         from_zero(panels["seconds"])
-    last = list(panels.values())[-1]
+    handles = _legend_handles(speed, drawn, unit.one)
+    last = list(panels.values())[-1]  # the legend right of it
     last.legend(
-        handles=_legend_handles(speed, drawn, unit.one),
-        title="line",
-        loc="upper left",
-        bbox_to_anchor=(1.02, 1),  # right of the last panel
-        fontsize=8,
+        handles=handles, title="line", loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8
     )
     return figure
 
 
 def _panels(rows: Sequence[Row]) -> tuple[Any, dict[str, Any]]:
-    """The figure's axes, by what each shows: speed; MFU where a run recorded it; the seconds to
-    the target accuracy where a run set one."""
     shown = [SPEED]
     if any(isinstance(row.get(MFU), int | float) for row in rows):
         shown.append(MFU)
@@ -105,24 +81,25 @@ def _panels(rows: Sequence[Row]) -> tuple[Any, dict[str, Any]]:
 
 
 def _draw_line(panels: Mapping[str, Any], name: str, line: Sequence[Row]) -> set[str]:
-    """A line on each panel, in one colour, named with its search's outcome where its runs
-    searched; what it drew that the legend explains (`BOUND`, `BARS`, `KNEE`, `LARGEST`)."""
-    searched = search_text(line)
-    speeds = by_batch_size(line, SPEED)
-    colour, drawn = _through_means(
-        panels[SPEED], speeds, f"{name}: {searched}" if searched else name
-    )
-    mfus = {size: [100 * mfu for mfu in runs] for size, runs in by_batch_size(line, MFU).items()}
+    """A line on each panel, in one colour; what it drew that the legend explains."""
+    searched = batch_sweep.search_text(line)
+    speeds = batch_sweep.by_batch_size(line, SPEED)
+    named = f"{name}: {searched}" if searched else name
+    colour, drawn = _through_means(panels[SPEED], speeds, named)
+    mfus = {
+        size: [100 * mfu for mfu in runs]
+        for size, runs in batch_sweep.by_batch_size(line, MFU).items()
+    }
     if MFU in panels and mfus:
         drawn |= _through_means(panels[MFU], mfus, name, colour, most=100.0)[1]
     if len(speeds) > 1:
         drawn.add(KNEE)
-        at = knee(speeds)
+        at = batch_sweep.knee(speeds)
         for key, values in ((SPEED, speeds), (MFU, mfus)):
             if key in panels and at in values:
                 mean = log_spread(values[at]).mean
                 panels[key].scatter([at], [mean], marker="*", s=160, color=colour, gid="knee")
-    for largest in largest_batches(line):
+    for largest in batch_sweep.largest_batches(line):
         drawn.add(LARGEST)
         for key in (SPEED, MFU):
             if key in panels:
@@ -131,7 +108,7 @@ def _draw_line(panels: Mapping[str, Any], name: str, line: Sequence[Row]) -> set
         drawn.add(BOUND)
         panels[SPEED].axhline(bound, color=colour, linestyle="--", alpha=0.6)
     if "seconds" in panels:
-        panels["seconds"].plot(*_by_batch_size(line, _reached_seconds), "o-", color=colour)
+        panels["seconds"].plot(*_seconds_by_batch_size(line), "o-", color=colour)
     return drawn
 
 
@@ -142,9 +119,7 @@ def _through_means(
     colour: str | None = None,
     most: float | None = None,
 ) -> tuple[str, set[str]]:
-    """A line through the geometric mean of each size's runs, a dot per run behind it and a bar
-    for the 95% interval where a size ran more than once (cut at the `most` a value can be: an
-    MFU's whole peak); its colour, and whether bars were drawn (`BARS`)."""
+    """A line through each size's geometric mean, dots and a bar where it ran more than once."""
     measure = Measure("", "", str, log_scale=True, most=most)
     spreads = {size: measure.spread(runs) for size, runs in values.items()}
     means = [spread.mean for spread in spreads.values()]
@@ -159,8 +134,6 @@ def _through_means(
 
 
 def _legend_handles(speed: Any, drawn: set[str], one: str) -> list[Any]:
-    """The lines' entries, then one grey entry for each kind of mark drawn, each in its line's
-    colour on the figure."""
     handles = speed.get_legend_handles_labels()[0]
     marks = {
         BARS: {"marker": "|", "markersize": 10, "linestyle": "none"},
@@ -168,28 +141,25 @@ def _legend_handles(speed: Any, drawn: set[str], one: str) -> list[Any]:
         LARGEST: {"linestyle": ":"},
         BOUND: {"linestyle": "--"},
     }
-    labels = {BOUND: BOUND.format(one=one)}
     for mark, style in marks.items():
-        if mark in drawn:
-            handles.append(Line2D([], [], color="grey", label=labels.get(mark, mark), **style))
+        if mark in drawn:  # in the runs' unit: BOUND's {one}
+            handles.append(Line2D([], [], color="grey", label=mark.format(one=one), **style))
     return handles
 
 
-def _by_batch_size(
-    line: Sequence[Row], value: Callable[[Row], float]
-) -> tuple[list[int], list[float]]:
-    """The line's batch sizes, and the geometric mean of `value` (seconds) over the runs of each
-    (nan where a run's is nan)."""
+def _seconds_by_batch_size(line: Sequence[Row]) -> tuple[list[int], list[float]]:
+    # The geometric mean of each size's; nan, a gap, where a run did not reach the target.
     values: dict[int, list[float]] = {}
     for row in line:
-        values.setdefault(trained_batch(row), []).append(value(row))
+        reached = row["time_to_accuracy"]
+        seconds = float(reached) if isinstance(reached, float | int) else math.nan
+        values.setdefault(batch_sweep.trained_batch(row), []).append(seconds)
     means = [math.exp(statistics.fmean(map(math.log, each))) for each in values.values()]
     return list(values), means
 
 
 def _time_to_accuracy_title(rows: Sequence[Row]) -> str:
-    """ "Time to 40% validation accuracy", "Time to validation rmse <= 60", or each target
-    where the runs' differ ("target accuracy" for older runs, which do not name theirs)."""
+    # "Time to 40% validation accuracy", or each target where the runs' differ.
     split_names = {"val": "validation", "test": "test"}
     recorded = [row.get("accuracy_target") or (None, None, None, None) for row in rows]
     targets = dict.fromkeys(
@@ -201,20 +171,11 @@ def _time_to_accuracy_title(rows: Sequence[Row]) -> str:
 
 
 def compute_bound(line: Sequence[Row]) -> float | None:
-    """About the most train images/s the line's device could give its model: the best peak
-    FLOP/s its runs measured, times the GPUs a run computes on, over a training step's FLOPs per
-    image (older runs, which lack them: 3x the forward's, an estimate a run can pass); None
-    unless measured (trainer.measure_peak_flops)."""
-    peaks = [row.get("device_peak_flops") for row in line]
+    """About the most train images/s the line's device could give its model: the best peak FLOP/s
+    times its GPUs, over a step's FLOPs per image (older runs: 3x the forward's), if measured."""
     step = line[0].get("model_training_flops_per_image")
     forward = line[0].get("model_flops_per_image")
     flops = step or (3 * forward if forward else None)
-    if not flops or None in peaks:
+    if not flops or any(row.get("device_peak_flops") is None for row in line):
         return None
     return max(row["device_peak_flops"] * (row.get("gpus") or 1) for row in line) / flops
-
-
-def _reached_seconds(row: Row) -> float:
-    """A run's training seconds to the target accuracy; nan where it did not reach it."""
-    value = row["time_to_accuracy"]
-    return float(value) if isinstance(value, float | int) else math.nan

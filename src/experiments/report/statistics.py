@@ -1,12 +1,5 @@
-"""The report's arithmetic: 95% confidence intervals by Student's t, of a configuration's mean and
-of the difference between two configurations, unpaired (Welch's) or paired (seed by seed).
-
-Speeds are summed up on the log scale, everywhere the report shows them: a geometric mean, a
-geometric standard deviation (a factor: 1.12 for 12% either way) and the exponential of the
-log-mean's interval, which is a ratio's in a verdict and never reaches below 0. Accuracies and
-other metrics are summed up as they are. The intervals assume independent runs (or pairs),
-roughly normal on their scale.
-"""
+"""The report's arithmetic: 95% confidence intervals by Student's t, of a mean and of a difference,
+unpaired (Welch's) or paired, assuming independent runs roughly normal on their scale."""
 
 from __future__ import annotations
 
@@ -15,16 +8,14 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# scipy.special's quantile, which scipy.stats' `t.ppf` calls: scipy.stats takes three times as long
-# to import, 0.6 s more at the end of every sweep on a 2-core EPYC.
+# scipy.special's quantile, which scipy.stats' `t.ppf` calls: scipy.stats is far slower to import.
 from scipy.special import stdtrit
 
 CONFIDENCE = 0.95
 
 
 def t_quantile(degrees_of_freedom: float) -> float:
-    """The two-sided 95% quantile of Student's t: 12.706 for 1 degree of freedom, 4.303 for 2
-    (Welch's degrees of freedom need not be whole)."""
+    """The two-sided 95% quantile of Student's t (Welch's degrees of freedom need not be whole)."""
     return float(stdtrit(degrees_of_freedom, (1 + CONFIDENCE) / 2))
 
 
@@ -37,8 +28,7 @@ class Estimate:
     high: float
 
     def holds(self, no_change: float) -> bool:
-        """Whether the interval holds `no_change` (0 for a difference, 1 for a ratio): then the
-        two are not told apart."""
+        """Whether the interval holds `no_change` (0 for a difference, 1 for a ratio)."""
         return self.low <= no_change <= self.high
 
     def exp(self) -> Estimate:
@@ -47,7 +37,7 @@ class Estimate:
 
 
 def _around(mean: float, standard_error: float, degrees_of_freedom: float) -> Estimate:
-    """mean ± t(0.975, df) · se; exact where the standard error is 0 (every value alike)."""
+    # mean ± t(0.975, df) · se; exact where every value is alike.
     if standard_error == 0:
         return Estimate(mean, mean, mean)
     half_width = t_quantile(degrees_of_freedom) * standard_error
@@ -55,15 +45,13 @@ def _around(mean: float, standard_error: float, degrees_of_freedom: float) -> Es
 
 
 def mean_interval(values: Sequence[float]) -> Estimate:
-    """The mean of two values or more with its interval: mean ± t(0.975, n - 1) · sd / √n."""
+    """The mean of two values or more with its interval."""
     n = len(values)
     return _around(statistics.fmean(values), statistics.stdev(values) / math.sqrt(n), n - 1)
 
 
 def welch(first: Sequence[float], second: Sequence[float]) -> Estimate:
-    """The difference of the means of unpaired runs, first - second, by Welch's t (the variances
-    of the two sides are not assumed equal): se² = s₁²/n₁ + s₂²/n₂, df by Welch-Satterthwaite. Two
-    values or more a side."""
+    """first - second of unpaired runs by Welch's t; two values or more a side."""
     difference = statistics.fmean(first) - statistics.fmean(second)
     shares = [statistics.variance(values) / len(values) for values in (first, second)]
     squared_error = sum(shares)
@@ -76,17 +64,13 @@ def welch(first: Sequence[float], second: Sequence[float]) -> Estimate:
 
 
 def paired(first: Sequence[float], second: Sequence[float]) -> Estimate:
-    """The mean difference of paired runs (first[i] against second[i], run with one seed), by
-    Student's t on the differences: what the two share (the seed's data order and initial
-    weights, the machine's state while both ran) cancels out. Two pairs or more."""
+    """first - second of paired runs (a seed each), whose shared state cancels out; two or more."""
     return mean_interval([a - b for a, b in zip(first, second, strict=True)])
 
 
 @dataclass(frozen=True)
 class Spread:
-    """n values summed up: their mean and standard deviation (of a sample: n - 1 in its
-    denominator), and the 95% interval of the mean; no deviation nor interval for one value.
-    On the log scale, the mean is geometric, the deviation a factor and the interval a ratio's."""
+    """n values' mean, sample sd and the mean's 95% interval (none of either for one value)."""
 
     n: int
     mean: float
@@ -95,7 +79,6 @@ class Spread:
 
 
 def spread(values: Sequence[float]) -> Spread:
-    """The spread of one or more values."""
     if len(values) < 2:
         return Spread(len(values), statistics.fmean(values), None, None)
     mean = mean_interval(values)
@@ -103,8 +86,7 @@ def spread(values: Sequence[float]) -> Spread:
 
 
 def log_spread(values: Sequence[float]) -> Spread:
-    """The spread of one or more positive values on the log scale: geometric mean, geometric
-    standard deviation (a factor), and an interval that stays above 0."""
+    """The spread of positive values on the log scale: its interval stays above 0."""
     logs = spread([math.log(value) for value in values])
     interval = logs.interval and (math.exp(logs.interval[0]), math.exp(logs.interval[1]))
     sd = None if logs.sd is None else math.exp(logs.sd)

@@ -1,7 +1,5 @@
 """The report at the end of every sweep (a Hydra callback), and of a sweep its launcher gave up on.
-
-This module must not import torch or matplotlib: Hydra loads it for every run.
-"""
+This module must not import torch or matplotlib: Hydra loads it for every run."""
 
 from __future__ import annotations
 
@@ -18,17 +16,16 @@ from experiments.devices.process_group import ProcessGroup
 
 log = logging.getLogger("experiments")
 
-# Sweeps started in this process whose end Hydra has not reached yet. When a launcher gives up
-# on a sweep (a joblib worker killed by the system, say), the command line still reports on it.
+# Sweeps this process started whose end Hydra has not reached: reported if a launcher gives up.
 _unreported: list[Path] = []
 
 
 class SweepReport(Callback):
-    """At the end of a multirun: the report in the sweep folder, a table of what completed and
-    what failed, and exit code 1 if any job failed (every job has run by then)."""
+    """At the end of a multirun, in torchrun's process 0 alone: the report, and exit code 1 if any
+    job failed."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if not _main_process():
+        if not ProcessGroup.from_env().is_main:
             return
         # Hydra's basic sweeper saves the sweep's config too; other sweepers (Optuna) do not.
         sweep_dir = Path(config.hydra.sweep.dir)
@@ -37,7 +34,7 @@ class SweepReport(Callback):
         _unreported.append(sweep_dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        if not _main_process():
+        if not ProcessGroup.from_env().is_main:
             return
         sweep_dir = Path(config.hydra.sweep.dir)
         _unreported.remove(sweep_dir)
@@ -46,8 +43,7 @@ class SweepReport(Callback):
 
 
 def report_unfinished_sweeps() -> None:
-    """Report on the sweeps this process started that never reached their end, if any of their
-    jobs started."""
+    """Report on the sweeps this process started that never reached their end."""
     if not _unreported:  # a plain run's failure: nothing to report, nothing to load
         return
     from experiments.report.summary import find_runs  # loads matplotlib: only when needed
@@ -70,8 +66,3 @@ def report(sweep_dir: Path) -> bool:
     print(table(rows, sweep_dir), file=sys.stderr)
     print(f"report: {sweep_dir}/summary.md (and .csv, plots)", file=sys.stderr)
     return all(row["status"] == "completed" for row in rows)
-
-
-def _main_process() -> bool:
-    """False in torchrun's processes other than 0, which leave the sweep's files to process 0."""
-    return ProcessGroup.from_env().is_main

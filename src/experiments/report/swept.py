@@ -1,12 +1,5 @@
-"""What the runs of a report differ in: the keys whose values differ between them, or that a
-sweep's command line sweeps over (or its sweeper searches), with each run's value of each.
-
-A key is found in the runs' `.hydra/overrides.yaml` (a run that failed names none: a key it alone
-typed, mistyped perhaps, is no key the runs differ in); its value is read from the run's config (a
-group's from the choice Hydra recorded), so a run that left a key at its default has a value too,
-and `1e-2` and `0.01` are the same value. A key a run's config does not hold (an evaluation's
-`ckpt`, in a report of training runs too) has no value there: its cell is empty, not null.
-"""
+"""What the runs of a report differ in: the keys their overrides.yaml (of failed runs: none) or
+their sweeps name, each run's value read from its config, so `1e-2` is `0.01`."""
 
 from __future__ import annotations
 
@@ -20,40 +13,29 @@ from experiments.report.run_records import RunRecords
 
 # The statuses of runs whose typed keys do not count: they may be why the run failed.
 FAILED = ("failed", "interrupted")
-# What a run's config does not hold at all (a training run's `ckpt`, an evaluation's
-# `trainer.seed`), told apart from a null: the run has no value of the key ("").
+# What a run's config does not hold at all (a training run's `ckpt`), told apart from a null.
 _ABSENT = object()
 
 
 def swept_values(runs: Mapping[Path, RunRecords], folder: Path) -> dict[Path, dict[str, str]]:
-    """Each run's values of the keys the runs at or below `folder` differ in (`runs`: their
-    records), in the order the keys were first given."""
-    keys = dict.fromkeys(
-        key
-        for records in runs.values()
-        if records.results.get("status") not in FAILED
-        for key in records.given
-    )
+    """Each run's values of the keys the runs differ in, in the order the keys were first given."""
+    counted = [records for records in runs.values() if records.results.get("status") not in FAILED]
+    keys = dict.fromkeys(key for records in counted for key in records.given)
     in_sweeps = set().union(*map(sweep_keys, folder.rglob("multirun.yaml")))
     keys.update(dict.fromkeys(sorted(in_sweeps - set(keys))))
-    values = {run: _values(records, list(keys)) for run, records in runs.items()}
+    values = {run: {key: _value(records, key) for key in keys} for run, records in runs.items()}
     swept = [key for key in keys if key in in_sweeps or len({values[run][key] for run in runs}) > 1]
     return {run: {key: values[run][key] for key in swept} for run in runs}
 
 
-def _values(records: RunRecords, keys: list[str]) -> dict[str, str]:
-    values = {}
-    for key in keys:
-        if key in records.choices:
-            values[key] = str(records.choices[key])
-            continue
-        value = OmegaConf.select(
-            records.config, key, default=_ABSENT, throw_on_resolution_failure=False
-        )
-        if value is _ABSENT:
-            values[key] = ""
-        elif isinstance(value, DictConfig):  # a group, where Hydra's record of choices is missing
-            values[key] = records.given.get(key, "")
-        else:
-            values[key] = "null" if value is None else str(value)
-    return values
+def _value(records: RunRecords, key: str) -> str:
+    if key in records.choices:
+        return str(records.choices[key])
+    value = OmegaConf.select(
+        records.config, key, default=_ABSENT, throw_on_resolution_failure=False
+    )
+    if value is _ABSENT:
+        return ""
+    if isinstance(value, DictConfig):  # a group, where Hydra's record of choices is missing
+        return records.given.get(key, "")
+    return "null" if value is None else str(value)

@@ -1,6 +1,5 @@
 """throughput.png: train images/s by speed group (a sweep's runs that share every swept key that
-changes speed): a dot per run, hollow where other work on the host held it down, the group's
-geometric mean and its 95% interval on the log scale (`report.statistics`)."""
+changes speed): a dot per run, hollow on a busy host, the geometric mean and its 95% interval."""
 
 from __future__ import annotations
 
@@ -15,14 +14,11 @@ from experiments.devices.backends import names
 from experiments.report import repeats
 from experiments.report.drawing import Row, label
 
-# What changes how fast a run trains: a group's option or any key within it (`model.arch`,
-# `dataset.workers`, `device.ids`), and these keys of the trainer. Runs that differ only in other
-# keys (the learning rate, the optimizer's settings, the schedule, the seed) train at one speed:
-# their images/s are repeats of one measurement, whatever gap the machine's other work made.
+# What changes how fast a run trains: a group's option or any key within it, and these trainer keys;
+# runs that differ only in others (the learning rate, the seed) repeat one measurement of speed.
 SPEED_GROUPS = ("model", "dataset", "device", "placement")
 SPEED_KEYS = (
     "trainer.batch_size",
-    # With trainer.batch_size=auto, the batch: the largest that fits (in the CPU's budget), halved.
     "trainer.auto_batch_halvings",
     "trainer.memory_budget_gb",
     "trainer.precision",
@@ -40,51 +36,37 @@ SPEED_KEYS = (
 
 
 def changes_speed(key: str) -> bool:
-    """Whether a swept key changes how fast a run trains (`SPEED_GROUPS`, `SPEED_KEYS`)."""
     return key in SPEED_KEYS or key.split(".")[0].split("/")[0] in SPEED_GROUPS
 
 
 def speed_groups(rows: Sequence[Row]) -> list[repeats.Configuration]:
-    """The completed runs that measured their speed, by their values of the swept keys that
-    change speed, in the order of each group's first run (a group without a speed above 0 left
-    out: it has no mean on the log scale)."""
+    """The completed runs with a speed, by their values of the swept keys that change speed."""
     groups = repeats.configurations(rows, changes_speed)
     return [group for group in groups if group.spread(repeats.SPEED) is not None]
 
 
 def throughput_figure(rows: Sequence[Row]) -> Any:
-    """A row per speed group on one axis from 0 (one length, one speed), coloured by device, named
-    with the mean, its interval, n and, off the CPU, the ratio to the matching CPU group."""
+    """A row per speed group on one axis from 0, coloured by device."""
     groups = speed_groups(rows)
     figure, axis = plt.subplots(figsize=(8, 2.5 + 0.45 * len(groups)))
     devices = list(dict.fromkeys(group.runs[0]["device"] for group in groups))
     palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     colour = {device: palette[i % len(palette)] for i, device in enumerate(devices)}
+    speed = repeats.SPEED.key
     for position, group in enumerate(groups):
-        runs = [run for run in group.runs if run.get(repeats.SPEED.key) is not None]
+        runs = [run for run in group.runs if run.get(speed) is not None]
         summed = group.spread(repeats.SPEED)
         drawn = colour[group.runs[0]["device"]]
         # The dots spread over a third of the row, so that equal speeds stay countable.
         last = len(runs) - 1
         apart = [0.3 * i / last - 0.15 for i in range(len(runs))] if last else [0.0]
         for run, offset in zip(runs, apart, strict=True):
-            busy = bool(run.get("host_busy"))
-            axis.scatter(
-                run[repeats.SPEED.key],
-                position + offset,
-                color="none" if busy else drawn,
-                edgecolors=drawn,
-                alpha=0.6,
-            )
+            fill = "none" if run.get("host_busy") else drawn
+            axis.scatter(run[speed], position + offset, color=fill, edgecolors=drawn, alpha=0.6)
         low, high = summed.interval or (summed.mean, summed.mean)
+        bar = [[summed.mean - low], [high - summed.mean]]
         axis.errorbar(
-            summed.mean,
-            position,
-            xerr=[[summed.mean - low], [high - summed.mean]],
-            fmt="|",
-            markersize=18,
-            color=drawn,
-            capsize=4,
+            summed.mean, position, xerr=bar, fmt="|", markersize=18, color=drawn, capsize=4
         )
     # Each group's numbers under its name: beside its dots, a wide interval would run into them.
     several = repeats.several_sweeps(groups)
@@ -108,14 +90,12 @@ def throughput_figure(rows: Sequence[Row]) -> Any:
 
 
 def _name(group: repeats.Configuration, several_sweeps: bool) -> str:
-    """The group's values, after its sweep where the report holds several."""
     named = label(group.values, group.runs)
     return f"{repeats.sweep_name(group.sweep)}: {named}" if several_sweeps else named
 
 
 def _speed_text(group: repeats.Configuration, groups: Sequence[repeats.Configuration]) -> str:
-    """`731 [690, 772], n=3  (4.2x cpu)`: the geometric mean, its interval and the ratio to the
-    CPU."""
+    # `731 [690, 772], n=3  (4.2x cpu)`
     summed = group.spread(repeats.SPEED)
     text = f"{summed.mean:,.0f}"
     if summed.interval is not None:
@@ -129,15 +109,14 @@ def _speed_text(group: repeats.Configuration, groups: Sequence[repeats.Configura
 def _on_the_cpu(
     group: repeats.Configuration, groups: Sequence[repeats.Configuration]
 ) -> repeats.Configuration | None:
-    """The CPU's group with the same values as `group` but the device; None on the CPU."""
     if group.runs[0]["device"] == names.CPU:
         return None
     others = {key: value for key, value in group.values.items() if key != "device"}
-    for other in groups:
-        if (
-            other.runs[0]["device"] == names.CPU
-            and other.sweep == group.sweep
-            and others == {key: value for key, value in other.values.items() if key != "device"}
-        ):
-            return other
-    return None
+    on_cpu = (
+        other
+        for other in groups
+        if other.runs[0]["device"] == names.CPU
+        and other.sweep == group.sweep
+        and others == {key: value for key, value in other.values.items() if key != "device"}
+    )
+    return next(on_cpu, None)

@@ -1,26 +1,5 @@
-"""Verdicts: each swept value against another with every other varying key held equal, within a
-sweep, as hyperfine and criterion.rs state them, and a difference called only where its interval
-excludes none.
-
-    with model=lenet:
-      trainer.threads=2 trains 1.44x [1.10, 1.87] as fast as trainer.threads=1 (paired by seed,
-          3 pairs)
-      trainer.threads=1 vs trainer.threads=2: no difference beyond the noise in test accuracy
-          (+0.0 points [+0.0, +0.0], paired by seed, 3 pairs)
-    to_device vs cuda_call: no difference beyond the noise in train images/s (1.02x [0.95,
-        1.10], Welch's t, 3 runs each)
-    one run each: no verdict; repeat with `-m trainer.seed=0,1,2`
-
-Per pair of configurations: train images/s as a ratio, the headline metric as a difference (in
-points for accuracy, in its units for RMSE). Where both ran the same seeds they are compared seed
-by seed (Student's t on the paired differences, which cancels what a seed's runs share, the
-machine's state among it); otherwise unpaired (Welch's t). Speeds are compared on their logarithms,
-so a ratio's interval never reaches below 0 (`report.statistics` has the arithmetic).
-
-A training sweep repeats on `trainer.seed`, an evaluation sweep on `seed` (`VerdictRules`). A
-speed's line counts each side's busy-host runs, and says it cannot be trusted where they are all on
-one side. Repeats run back to back get a warning: a drift of the machine would pose as a difference.
-"""
+"""Verdicts: each swept value against another within a sweep, every other varying key held equal:
+a difference only where its 95% interval excludes none, as hyperfine and criterion.rs say them."""
 
 from __future__ import annotations
 
@@ -50,7 +29,7 @@ NAMED = 3
 
 
 def _times(ratio: float) -> str:
-    """`4.21`; `1,958` for the ends of two runs' intervals, which can span thousands."""
+    # `1,958` for the ends of two runs' intervals, which can span thousands.
     return f"{ratio:.2f}" if ratio < 100 else f"{ratio:,.0f}"
 
 
@@ -65,10 +44,8 @@ class Compared:
     value: Callable[[float], str]  # how the estimate reads
     bound: Callable[[float], str]  # how the interval's ends read
     verdict: str  # of {better}, {worse}, {value}, {interval} and {many} (the runs' unit)
-    # A difference read the other way: an RMSE's better side has the lower one.
-    lower_is_better: bool = False
-    # Measured by the clock, so read low where other work shared the host (its busy runs told).
-    timed: bool = False
+    lower_is_better: bool = False  # an RMSE's, a time's
+    timed: bool = False  # by the clock: read low where other work shared the host
     # What both sides' runs share that the verdict names after its interval: " at batch 256".
     where: Callable[[Sequence[Row]], str] = lambda runs: ""
 
@@ -78,20 +55,17 @@ class Compared:
 
     def estimate(self, first: Sequence[float], second: Sequence[float], by_seed: bool) -> Estimate:
         """first against second: paired (first[i] and second[i] ran one seed) or unpaired."""
-        found = (paired if by_seed else welch)(
-            [self.scale(x) for x in first], [self.scale(x) for x in second]
-        )
+        compare = paired if by_seed else welch
+        found = compare([self.scale(x) for x in first], [self.scale(x) for x in second])
         return found.exp() if self.ratio else found
 
     def reverse(self, estimate: Estimate) -> Estimate:
-        """second against first."""
         if self.ratio:
             return Estimate(1 / estimate.value, 1 / estimate.high, 1 / estimate.low)
         return Estimate(-estimate.value, -estimate.high, -estimate.low)
 
     def usable(self, value: Any) -> bool:
-        """A number the comparison can take: finite (not a diverged run's nan), and above 0 on
-        the log scale."""
+        """Finite (not a diverged run's nan), and above 0 on the log scale."""
         number = isinstance(value, (int, float)) and math.isfinite(value)
         return number and (value > 0 or not self.ratio)
 
@@ -100,8 +74,7 @@ class Compared:
 
 
 def timed_ratio(key: str, name: str, verdict: str, **how: Any) -> Compared:
-    """A measure taken by the clock, compared as a ratio (on the log scale): `4.00x [3.6, 4.4]`;
-    `how`: more of `Compared`'s fields (lower_is_better for a time, where)."""
+    """A measure taken by the clock, compared as a ratio: `4.00x [3.6, 4.4]`."""
     return Compared(key, name, math.log, True, _ratio, _times, verdict, timed=True, **how)
 
 
@@ -117,28 +90,21 @@ SPEED = timed_ratio(
 
 
 def _headline(measures: TaskMetrics) -> Compared:
-    """The selected epoch's test number of a task's headline metric, as a difference: in points
-    of a percentage (accuracy), or in its own units (RMSE)."""
+    """The test headline as a difference: in points of a percentage, or in its own units."""
     metric = measures.headline
     name = f"test {metric.name}"
     if metric.percent:
         scale, value, bound = (lambda x: 100 * x), "{:+.1f} points".format, "{:+.1f}".format
     else:
         scale, value, bound = float, "{:+.4g}".format, "{:+.4g}".format
+    verdict = "{better} - {worse}: {value} of " + name + " {interval}"
+    lower = metric.better == Mode.min
     return Compared(
-        metric.key(TEST),
-        name,
-        scale,
-        False,
-        value,
-        bound,
-        "{better} - {worse}: {value} of " + name + " {interval}",
-        lower_is_better=metric.better == Mode.min,
+        metric.key(TEST), name, scale, False, value, bound, verdict, lower_is_better=lower
     )
 
 
-# The share of its devices' peak each side's training used: which makes the better use of its
-# hardware (on one device, the speed's verdict again; across devices, a verdict of its own).
+# Which side makes the better use of its hardware: across devices, a verdict of its own.
 MFU = timed_ratio(
     "mfu", "MFU", "{better} uses {value} {interval} the share of its peak that {worse} uses"
 )
@@ -147,8 +113,7 @@ COMPARED = (SPEED, MFU, *(_headline(measures) for measures in SHIPPED))
 
 
 def compared_on(pair: Pair) -> list[Compared]:
-    """Speed, MFU where the sides' models or peaks differ (else it is the speed's verdict again),
-    the shipped tasks' headlines, and a task of one's own's that its runs ran."""
+    """Speed, MFU where it is not the speed's verdict again, and the runs' tasks' headlines."""
     runs = [*pair.first.runs, *pair.second.runs]
     own = {headline.metric for headline in own_headlines(runs) if not headline.final}
     compared = [*COMPARED, *(_headline(TaskMetrics((metric,))) for metric in own)]
@@ -156,8 +121,7 @@ def compared_on(pair: Pair) -> list[Compared]:
 
 
 def _mfu_differs_from_speed(runs: Sequence[Row]) -> bool:
-    """Whether the runs' MFU is not their speed times one factor: their models' FLOPs, or their
-    devices' peaks, differ."""
+    # Whether the runs' MFU is not their speed times one factor.
     bounds = {
         (run["model_training_flops_per_image"], run["device_peak_flops"], run.get("gpus"))
         for run in runs
@@ -168,16 +132,14 @@ def _mfu_differs_from_speed(runs: Sequence[Row]) -> bool:
 
 @dataclass(frozen=True)
 class VerdictRules:
-    """How a kind of sweep's configurations are judged: the key that repeats a configuration (a
-    training sweep's trainer.seed; an evaluation sweep's seed, the test images it feeds), the
-    measures a pair is compared on, and which keys' values name a side without their key."""
+    """How a kind of sweep's configurations are judged."""
 
     seed: str
     compared_on: Callable[[Pair], list[Compared]]
     named_alone: Callable[[str], bool]
 
     def counts(self, key: str) -> bool:
-        """Whether `key` tells configurations apart: every swept key but the seed."""
+        """Whether `key` tells configurations apart."""
         return key != self.seed
 
     @property
@@ -191,8 +153,7 @@ TRAINING_RULES = VerdictRules(SEED, compared_on, lambda key: "." not in key)
 
 @dataclass(frozen=True)
 class Verdict:
-    """One verdict, as verdicts.json holds it: the sides (the better first where they differ),
-    the measure, how they were compared, the estimate, and the busy runs of each side."""
+    """One verdict, as verdicts.json holds it (the better side first where they differ)."""
 
     sweep: str
     key: str
@@ -211,9 +172,7 @@ class Verdict:
 
 
 def _by_seed(configuration: Configuration, measure: Compared, seed: str) -> dict[str, float] | None:
-    """A configuration's usable values of `measure` by the `seed` each ran with (the value of
-    that key); None where a run's seed is not known or more than one ran a seed (then there is
-    no one pair per seed)."""
+    # None where a run's seed is not known or more than one ran a seed.
     seeds = [run["swept"].get(seed) for run in configuration.runs]
     if None in seeds or len(set(seeds)) < len(seeds):
         return None
@@ -226,8 +185,7 @@ def _by_seed(configuration: Configuration, measure: Compared, seed: str) -> dict
 
 @dataclass(frozen=True)
 class Pair:
-    """Two configurations of a sweep that differ in `key` alone, and the values of the other
-    varying keys, held equal."""
+    """Two configurations of a sweep that differ in `key` alone, the other varying keys `held`."""
 
     key: str
     first: Configuration
@@ -236,8 +194,7 @@ class Pair:
     rules: VerdictRules = TRAINING_RULES
 
     def name(self, configuration: Configuration) -> str:
-        """A group's choice names itself (`cuda:0`); any other value is named with its key
-        (`optimizer.lr=0.01`)."""
+        """`cuda:0` (as the rules say), or `optimizer.lr=0.01`."""
         value = configuration.values[self.key]
         return value if self.rules.named_alone(self.key) else f"{self.key}={value}"
 
@@ -245,8 +202,7 @@ class Pair:
         return f"{self.name(self.first)} vs {self.name(self.second)}"
 
     def values(self, measure: Compared) -> tuple[list[float], list[float], bool]:
-        """The two sides' values of `measure`, and whether they are paired: seed by seed where
-        two seeds or more ran on both sides (each once), else every usable value of each side."""
+        """The two sides' values, and whether paired: where two seeds or more ran on both sides."""
         seed = self.rules.seed
         first, second = _by_seed(self.first, measure, seed), _by_seed(self.second, measure, seed)
         if first is not None and second is not None:
@@ -260,7 +216,7 @@ class Pair:
         )
 
     def verdict(self, measure: Compared) -> Verdict | None:
-        """The verdict on `measure`, or None where a side has fewer than two values of it."""
+        """None where a side has fewer than two values."""
         first, second, by_seed = self.values(measure)
         if min(len(first), len(second)) < 2:
             return None
@@ -279,14 +235,9 @@ class Pair:
         how = f"{PAIRED}, {runs[0]} pairs" if by_seed else f"{UNPAIRED}, {_runs(runs)}"
         if measure.timed:
             how += self._busy(better, worse)
+        sides = {"better": self.name(better), "worse": self.name(worse)}  # as `verdict` names them
         if differs:
-            said = measure.verdict.format(
-                better=self.name(better),
-                worse=self.name(worse),
-                value=value,
-                interval=interval,
-                many=unit.many,
-            )
+            said = measure.verdict.format(**sides, value=value, interval=interval, many=unit.many)
             said += f"{where} ({how})"
         else:
             said = (
@@ -298,8 +249,8 @@ class Pair:
             key=self.key,
             held=self.held,
             measure=name,
-            first=self.name(better),
-            second=self.name(worse),
+            first=sides["better"],
+            second=sides["worse"],
             method=PAIRED if by_seed else UNPAIRED,
             runs=runs,
             estimate=estimate.value,
@@ -311,8 +262,7 @@ class Pair:
         )
 
     def _busy(self, first: Configuration, second: Configuration) -> str:
-        """`; busy host: 3 of 3 trainer.threads=2 runs, 0 of 3 trainer.threads=1 runs`, and where
-        they are all on one side, that the other work may be all the difference."""
+        """`; busy host: 3 of 3 trainer.threads=2 runs, 0 of 3 trainer.threads=1 runs`."""
         busy = [first.busy(), second.busy()]
         if not any(busy):
             return ""
@@ -331,28 +281,23 @@ def _runs(runs: list[int]) -> str:
 def pairs(
     configurations: Sequence[Configuration], rules: VerdictRules = TRAINING_RULES
 ) -> list[Pair]:
-    """Every two configurations of one sweep that differ in one varying key alone, key by key in
-    the order the keys were given, then in the order of the configurations' first runs."""
+    """Every two configurations of one sweep that differ in one varying key alone, key by key."""
     keys = list(dict.fromkeys(key for each in configurations for key in each.values))
     found = []
     for key in keys:
         for i, first in enumerate(configurations):
             for second in configurations[i + 1 :]:
-                if first.sweep != second.sweep or set(first.values) != set(second.values):
-                    continue
-                others = [other for other in first.values if other != key]
-                if first.values.get(key) != second.values.get(key) and all(
-                    first.values[other] == second.values[other] for other in others
-                ):
-                    held = {other: first.values[other] for other in others}
+                alike = first.sweep == second.sweep and set(first.values) == set(second.values)
+                differ = [k for k, value in first.values.items() if second.values.get(k) != value]
+                if alike and differ == [key]:
+                    held = {other: value for other, value in first.values.items() if other != key}
                     found.append(Pair(key, first, second, held, rules))
     return found
 
 
 @dataclass(frozen=True)
 class VerdictLines:
-    """The verdicts as the report says them: lines with their depth below the heading (the sweep,
-    then the keys held equal), and the verdicts themselves for verdicts.json."""
+    """Lines with their depth below the heading, and the verdicts for verdicts.json."""
 
     lines: list[tuple[int, str]]
     verdicts: list[Verdict]
@@ -361,9 +306,7 @@ class VerdictLines:
 def verdict_lines(
     configurations: Sequence[Configuration], rules: VerdictRules = TRAINING_RULES
 ) -> VerdictLines:
-    """The verdicts on a report's configurations, a line per pair and measure, each under its
-    sweep (where the report holds several) and the keys held equal; one line where every
-    configuration ran once."""
+    """A line per pair and measure, under its sweep (of several) and the keys held equal."""
     compared = pairs(configurations, rules)
     if compared and all(len(each.runs) == 1 for each in configurations):
         return VerdictLines([(0, f"one run each: no verdict; {rules.repeat}")], [])
@@ -391,7 +334,7 @@ def verdict_lines(
 
 
 def json_text(verdicts: Sequence[Verdict]) -> str:
-    """verdicts.json: a list of the verdicts, each an object of `Verdict`'s fields."""
+    """verdicts.json: a list of the verdicts' fields."""
     return json.dumps([asdict(verdict) for verdict in verdicts], indent=1, allow_nan=False) + "\n"
 
 
@@ -400,11 +343,8 @@ def back_to_back(
     configurations: Sequence[Configuration],
     rules: VerdictRules = TRAINING_RULES,
 ) -> str | None:
-    """A warning where repeats of a configuration ran one after another while the report holds
-    other configurations: a drift of the machine between them would pose as a difference.
-
-    The order the runs ran in is the report's (`summary.find_runs`: jobs by number, other runs by
-    their date folders); results.json's start time, to the second, is too coarse."""
+    """A warning where repeats of a configuration ran back to back: a drift of the machine would
+    pose as a difference. The order is the report's (results.json's time is too coarse)."""
     if len(configurations) < 2:
         return None
     ran = [row["run"] for row in rows if row["status"] != "not run"]
@@ -429,7 +369,7 @@ def back_to_back(
 
 
 def _consecutive(places: list[int]) -> list[list[int]]:
-    """Sorted places cut into runs of consecutive ones: [0, 1, 3] -> [[0, 1], [3]]."""
+    # [0, 1, 3] -> [[0, 1], [3]]
     stretches: list[list[int]] = []
     for i in places:
         if stretches and stretches[-1][-1] == i - 1:
@@ -440,7 +380,7 @@ def _consecutive(places: list[int]) -> list[list[int]]:
 
 
 def _jobs(runs: list[str]) -> str:
-    """`jobs 0-2` for jobs of one sweep, else `runs <first> to <last>`."""
+    # `jobs 0-2` for jobs of one sweep, else `runs <first> to <last>`.
     paths = [Path(run) for run in runs]
     numbers = [path.name.split("_")[0] for path in paths]
     if len({path.parent for path in paths}) == 1 and all(number.isdigit() for number in numbers):
@@ -451,7 +391,6 @@ def _jobs(runs: list[str]) -> str:
 def verdicts_and_warning(
     rows: Sequence[Row], rules: VerdictRules = TRAINING_RULES
 ) -> tuple[VerdictLines, str | None]:
-    """The verdicts on a report's rows (on their configurations, told apart as `rules` says),
-    and the warning where repeats ran back to back (None where they did not)."""
+    """The verdicts on the rows' configurations, and the back-to-back warning."""
     compared = repeats.configurations(rows, rules.counts)
     return verdict_lines(compared, rules), back_to_back(rows, compared, rules)
