@@ -8,18 +8,11 @@ from experiments.devices.backends.base import Backend
 from experiments.devices.backends.cpu import CpuBackend
 from experiments.devices.backends.cuda import CudaBackend
 
-BACKENDS: dict[str, Backend] = {
-    backend.name: backend
-    for backend in (
-        CpuBackend(),
-        CudaBackend(),
-    )
-}
+BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (CpuBackend(), CudaBackend())}
 
 
 def backend_for(device_type: str) -> Backend:
-    """The backend of devices of `device_type` (`torch.device.type`), or one line naming the
-    kind and the known ones."""
+    """The backend of `device_type` (`torch.device.type`), or one line naming the known ones."""
     backend = BACKENDS.get(device_type)
     if backend is None:
         raise ExperimentError(

@@ -1,17 +1,6 @@
-"""A device's compute bound, measured: the floating-point operations per second of large square
-matrix products in the run's precision. A run's images/s cannot beat this over its model's FLOPs
-per training image (times the GPUs it computes on), so the report draws that as the model's bound
-on that device (trainer.measure_peak_flops, set by experiment=device_scaling).
-
-On a GPU the products run back to back after a warm-up, timed with CUDA events, large enough to
-fill an H100. fp32 is measured in the precision the model's leading operations compute in: TF32
-for convolutions where cuDNN may use it (its default on Ampere and later), and for matrix products
-only where cuBLAS may (torch's default is full fp32). bf16 and fp16 are measured on the tensor
-cores their autocast uses. On the CPU a smaller measurement is timed with the host's clock; for a
-model led by convolutions, channels-last convolutions are timed too and the faster taken: on a CPU
-without bf16 units oneDNN's bf16 convolutions far outrun bf16 matrix products (docs/speed.md,
-Utilization), so a peak of products alone is one such a model beats.
-"""
+"""A device's compute bound, measured: the FLOP/s of large square matrix products (and, for a
+model led by convolutions, of convolutions where faster) in the precision the run's leading
+operations compute in (TF32 where cuDNN or cuBLAS may use it); a run's MFU divides by it."""
 
 from __future__ import annotations
 
@@ -29,8 +18,6 @@ from experiments.devices.backends.registry import backend_for
 
 @dataclass(frozen=True)
 class Peak:
-    """A measured peak, and the precision it was measured in (`Measurement.precision`)."""
-
     flops_per_second: float
     precision: str
 
@@ -38,9 +25,8 @@ class Peak:
 def measure(
     device: torch.device, autocast_dtype: torch.dtype | None, convolutions_lead: bool
 ) -> Peak:
-    """The peak FLOP/s of `device` in the precision of a run that autocasts to `autocast_dtype`
-    (None: fp32) a model whose FLOPs are mostly convolutions (`convolutions_lead`) or matrix
-    products, and that precision's name."""
+    """The peak of `device` for a run in `autocast_dtype` (None: fp32) of a model whose FLOPs
+    convolutions lead (else matrix products)."""
     how = measurement(device, autocast_dtype, convolutions_lead)
     return Peak(flops_per_second(device, how), how.precision)
 
@@ -48,9 +34,7 @@ def measure(
 def measurement(
     device: torch.device, autocast_dtype: torch.dtype | None, convolutions_lead: bool
 ) -> Measurement:
-    """How the peak of `device` is measured for a run that autocasts to `autocast_dtype` a model
-    led by convolutions (`convolutions_lead`) or by matrix products: its precision is known
-    before anything is measured (what a cached peak is looked up by)."""
+    """How `measure` measures it: its precision is known before (what the cache is read by)."""
     backend = backend_for(device.type)
     tf32 = backend.tf32_in_use(device, convolutions_lead)
     return backend.peak_measurement(autocast_dtype, tf32, convolutions_lead)
@@ -59,14 +43,13 @@ def measurement(
 def flops_per_second(device: torch.device, how: Measurement) -> float:
     """The peak `how` measures on `device`: its products', or its convolutions' where faster."""
     products = matmul_flops_per_second(device, how)
-    return (
-        max(products, convolution_flops_per_second(device, how)) if how.convolutions else products
-    )
+    if not how.convolutions:
+        return products
+    return max(products, convolution_flops_per_second(device, how))
 
 
 def matmul_flops_per_second(device: torch.device, how: Measurement) -> float:
-    """The best of `how.timings` timings or more of products on `device` (a product is
-    2 * size**3 operations: a multiply-add is two, as the model's count has it)."""
+    """The best timing of products on `device` (a multiply-add is two FLOPs, as the model's)."""
     a, b = _operands(device, how.dtype, (how.size, how.size), (how.size, how.size))
     product = torch.empty_like(a)
 
@@ -81,10 +64,8 @@ def matmul_flops_per_second(device: torch.device, how: Measurement) -> float:
 
 
 def convolution_flops_per_second(device: torch.device, how: Measurement) -> float:
-    """The best of `how.timings` timings or more of a 5 x 5 convolution of 64 channels over
-    32 x 32 images in channels-last memory (as a model of convolutions runs on the CPU by
-    default), in `how.dtype`: a batch of 32 in fp32 (some 7 GFLOPs), 8 in the precisions a CPU
-    emulates."""
+    """The best timing of a 5 x 5 convolution of 64 channels over 32 x 32 images, channels-last
+    (as the CPU runs convolutions by default): a batch of 32 in fp32, 8 in what a CPU emulates."""
     batch, channels, side, kernel = (32 if how.dtype == torch.float32 else 8), 64, 32, 5
     images, weight = _operands(
         device, how.dtype, (batch, channels, side, side), (channels, channels, kernel, kernel)
@@ -103,15 +84,13 @@ def convolution_flops_per_second(device: torch.device, how: Measurement) -> floa
 def _operands(
     device: torch.device, dtype: torch.dtype, *shapes: tuple[int, ...]
 ) -> list[torch.Tensor]:
-    """Random tensors of `shapes` to time work on, drawn from a generator of their own: a peak
-    measured after the run is seeded leaves the run's draws as a cached peak would."""
+    """Random tensors of `shapes`, from a generator of their own: the run's draws stay as seeded."""
     generator = torch.Generator(device=device).manual_seed(0)
     return [torch.randn(shape, generator=generator, device=device, dtype=dtype) for shape in shapes]
 
 
 def _best_seconds(work: Callable[[], None], device: torch.device, how: Measurement) -> float:
-    """The shortest of `how.timings` timings of `work` or more, timed on until
-    `how.least_seconds` have gone by."""
+    """The shortest of `how.timings` timings of `work` or more, for `how.least_seconds` at least."""
     started, timings = time.perf_counter(), []
     while len(timings) < how.timings or time.perf_counter() - started < how.least_seconds:
         timings.append(_seconds(work, device))
@@ -119,8 +98,6 @@ def _best_seconds(work: Callable[[], None], device: torch.device, how: Measureme
 
 
 def _seconds(work: Callable[[], None], device: torch.device) -> float:
-    """How long `work` takes on `device`: between marks in its queue of work around it (CUDA
-    events on a GPU, whose host returns before the GPU is done; the host's clock on the CPU)."""
     backend = backend_for(device.type)
     start = backend.mark(device)
     work()
@@ -129,8 +106,7 @@ def _seconds(work: Callable[[], None], device: torch.device) -> float:
 
 @contextmanager
 def _matmul_tf32(enabled: bool) -> Iterator[None]:
-    """cuBLAS's fp32 products in TF32 while a TF32 peak is measured (the run's convolutions may
-    use TF32 where its products do not); the run's setting again after."""
+    """cuBLAS's fp32 products in TF32 while a TF32 peak is measured; the run's setting after."""
     if not enabled:
         yield
         return
@@ -144,9 +120,8 @@ def _matmul_tf32(enabled: bool) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Utilization:
-    """What a run's training made of its devices' peak: its model FLOPs utilization (`mfu`, a
-    share of 1), or None, with `note` saying why, where the run beat the peak: a peak that is
-    wrong (measured while the device was busy) gives no MFU."""
+    """A run's model FLOPs utilization (a share of 1), or None with `note` saying why: where the
+    run beat its peak, the peak is wrong (measured while the device was busy)."""
 
     mfu: float | None
     note: str | None = None
@@ -155,8 +130,7 @@ class Utilization:
 def utilization(
     training_flops_per_image: int, images_per_second: float, peak: Peak, devices: int, on: str
 ) -> Utilization:
-    """The training FLOP/s a run achieved (FLOPs per training image, forward and backward, times
-    its images/s) over the peak of its `devices` (each `peak`), `on` naming them."""
+    """The run's training FLOP/s over the peak of its `devices` (each `peak`), `on` naming them."""
     share = training_flops_per_image * images_per_second / (peak.flops_per_second * devices)
     if share <= 1:
         return Utilization(share)
