@@ -1,9 +1,5 @@
-"""How model, loss module and batches get onto the device - the tutorials' two methods - and the
-audit that checks they all got there.
-
-Both methods put every tensor in the same place, so for the same seed on the same device they give
-the same numbers; a sweep over `placement` measures whether the method itself costs anything.
-"""
+"""How model, loss module and batches get onto the device (the tutorials' two methods, the same
+numbers either way), and the audit that they did."""
 
 from __future__ import annotations
 
@@ -59,11 +55,8 @@ class CudaCall(Placement):
 
 
 def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A small host tensor on `device`, copied from pinned memory (where the device's kind
-    copies from there) so the host does not wait for a GPU to finish its queued work first (a
-    copy from ordinary memory would). Made contiguous before it is pinned: CUDA copies a strided
-    tensor (a process's columns of a batch's crop offsets, under DDP) through a contiguous copy
-    in ordinary memory."""
+    """A small host tensor on `device`, from pinned memory so the host does not wait for the GPU
+    (contiguous: CUDA copies a strided one through ordinary memory)."""
     if not backend_for(device.type).copies_from_pinned_memory or tensor.device == device:
         return tensor.to(device)
     return tensor.contiguous().pin_memory().to(device, non_blocking=True)
@@ -72,10 +65,7 @@ def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
 def audit(
     model: nn.Module, task: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], plan: DevicePlan
 ) -> None:
-    """Before the first step: check that every parameter and buffer of the (wrapped) model and of
-    the task (its loss's weights), and a batch, are on the plan's device; otherwise name the first
-    that is not, and both places (what would surface mid-step as "expected device cuda:0 but got
-    cpu")."""
+    """Before the first step, name the first tensor of model, task or batch off plan.device."""
     expected = plan.device
     for name, tensor in _placed_tensors(model, task, batch):
         if tensor.device != expected:

@@ -30,9 +30,8 @@ class Mark(ABC):
 
 @dataclass(frozen=True)
 class Measurement:
-    """How a peak is measured: `timings` timings of `products` back-to-back `size` x `size`
-    products in `dtype` (TF32 where `tf32`), the best taken, after `warm_up` products; with
-    `convolutions`, channels-last convolutions timed alike, the faster taken."""
+    """How a peak is measured: the best of `timings` timings of `products` `size` x `size` products
+    in `dtype` (TF32 where `tf32`) after `warm_up`; with `convolutions`, theirs where faster."""
 
     dtype: torch.dtype
     tf32: bool
@@ -74,8 +73,6 @@ def _fact(doc: str) -> Any:
 
 
 class Backend(ABC):
-    """Everything about a run that depends on the kind of device it computes on."""
-
     name: str = _fact("The kind as `torch.device.type` spells it (`names`).")
     noun: str = _fact("What a sentence calls a device of this kind: GPU, CPU.")
     is_host: bool = _fact(

@@ -1,5 +1,4 @@
-"""The host's CPU as a device: done when the host returns, so the host's clock times it; its
-energy is RAPL's, per package, shared by every process of the machine."""
+"""The host's CPU as a device: done when the host returns; its energy RAPL's, machine-wide."""
 
 from __future__ import annotations
 
@@ -90,8 +89,7 @@ class CpuBackend(Backend):
     def peak_measurement(
         self, autocast_dtype: torch.dtype | None, tf32: bool, convolutions_lead: bool
     ) -> Measurement:
-        # Small: most CPUs emulate bfloat16, at a hundredth of fp32's speed. Convolutions are
-        # timed too: oneDNN's bf16 ones far outrun bf16 products on a CPU without bf16 units.
+        # Small: most CPUs emulate bf16, where oneDNN's convolutions far outrun its products.
         dtype = autocast_dtype or torch.float32
         size = 1024 if dtype == torch.float32 else 256
         return Measurement(

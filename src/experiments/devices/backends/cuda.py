@@ -1,5 +1,4 @@
-"""A CUDA GPU (or a ROCm one, which torch.cuda serves too): the host runs ahead, so CUDA events
-time it and pinned memory feeds it; its energy is NVML's, per GPU; each DDP process owns one."""
+"""A CUDA GPU (or a ROCm one): the host runs ahead, so CUDA events time it; its energy is NVML's."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ from experiments.devices.backends import names
 from experiments.devices.backends.base import Backend, DeviceIdentity, Mark, Measurement, ModuleT
 from experiments.devices.measuring.energy_counters import Counter, nvml_counters
 
-# Well above any GPU's FLOP/s (a B200's dense bf16: 2.25 P), so that a peak beyond it (a cache
-# edited or damaged) is refused, not divided by.
+# Well above any GPU (a B200's dense bf16: 2.25 P): a peak beyond it is a damaged cache's.
 GPU_MOST_FLOPS = 1e16
 
 
@@ -120,8 +118,7 @@ def runs_in_tf32(
     convolutions_in_tf32: bool,
     products_in_tf32: bool,
 ) -> bool:
-    """Whether fp32 work led by convolutions (else products) computes in TF32 on a GPU of
-    `capability` (Ampere, 8.0, and later have TF32), given cuDNN's and cuBLAS's settings."""
+    """Whether fp32 work led by convolutions (else products) computes in TF32 on `capability`."""
     if capability < (8, 0):
         return False
     return convolutions_in_tf32 if convolutions_lead else products_in_tf32

@@ -1,5 +1,4 @@
-"""Each kind of device's name, as `torch.device.type` spells it and records keep it; free of
-torch, for the report."""
+"""Each kind of device's name, as `torch.device.type` spells it; free of torch, for the report."""
 
 from __future__ import annotations
 

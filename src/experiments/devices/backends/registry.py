@@ -1,5 +1,4 @@
-"""Each kind of device's backend, by `torch.device.type`. A new kind is a module of its own
-beside `cpu` and `cuda` and one line here (docs/architecture.md, "A new kind of device")."""
+"""Each kind of device's backend, by `torch.device.type`; a new kind is a module and a line here."""
 
 from __future__ import annotations
 

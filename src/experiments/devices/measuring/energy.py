@@ -1,6 +1,5 @@
-"""The energy a run's devices used, from their hardware's counters (`energy_counters`), each of
-its whole device; where there is none, the meter says why rather than guess from a rated power. A
-span reads them every `interval` seconds too, so that a counter wraps at most once between reads."""
+"""The energy a run's devices used, from their hardware's counters (each of its whole device), or
+why there are none; a span reads them every `interval` too, for a counter to wrap at most once."""
 
 from __future__ import annotations
 
@@ -126,8 +125,7 @@ class Span:
         self._last = readings
 
     def _read(self) -> list[int] | None:
-        """Every counter's reading; None, and why in `unavailable`, if one fails (a GPU lost, a
-        driver reloaded): the meter never fails the run it measures."""
+        """Every counter's reading; None, and why in `unavailable`: it never fails the run."""
         readings = []
         for counter in self._counters:
             try:
@@ -148,8 +146,7 @@ class EnergyMeter:
 
     @classmethod
     def for_devices(cls, devices: Sequence[torch.device], powercap: Path = POWERCAP) -> EnergyMeter:
-        """The counters of `devices`, all of one kind, each read once: one that cannot be is known
-        before a run relies on it."""
+        """The counters of `devices`, all of one kind, each read once before a run relies on it."""
         backend = _backend_of(devices)
         try:
             counters = backend.energy_counters(devices, powercap)
@@ -161,8 +158,7 @@ class EnergyMeter:
     def for_process(
         cls, devices: Sequence[torch.device], local_rank: int, powercap: Path = POWERCAP
     ) -> EnergyMeter:
-        """The counters of this process's `devices`; where the machine's processes share them
-        (the CPU's packages), process 0's alone."""
+        """The counters of this process's `devices`: process 0's alone where they are shared."""
         backend = _backend_of(devices)
         if not backend.each_process_owns_its_device and local_rank != 0:
             return cls(backend.energy_source, [], "read by process 0 of this machine")

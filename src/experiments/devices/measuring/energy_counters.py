@@ -25,8 +25,7 @@ class NoCounter(Exception):
 
 @dataclass(frozen=True)
 class Counter:
-    """One device's energy counter: its name in records, its reading (in `joules` each), and the
-    count at which it wraps to 0."""
+    """One device's energy counter: its reading, in `joules` each, wraps to 0 at `wrap`."""
 
     name: str
     read: Callable[[], int]
@@ -35,8 +34,7 @@ class Counter:
 
 
 def rapl_counters(powercap: Path) -> list[Counter]:
-    """The counter of each CPU package (zones `intel-rapl:N` named package-N: their subzones and
-    psys, a whole laptop's, would count some of it twice)."""
+    """The counter of each CPU package (subzones, and psys, would count some of it twice)."""
     if not powercap.is_dir():
         raise NoCounter(f"no RAPL counter readable here ({powercap}: absent)")
     zones = sorted(
@@ -80,8 +78,7 @@ def _first_reading(path: Path) -> int:
 
 
 def nvml_uuids(uuid: str) -> list[str]:
-    """The names NVML may know a GPU by whose UUID torch gives as `uuid` (maybe without NVML's
-    prefix): a whole GPU's, then a MIG instance's."""
+    """The names NVML may know torch's `uuid` by (bare or not): a whole GPU's, then a MIG's."""
     if uuid.startswith(("GPU-", "MIG-")):
         return [uuid]
     return [f"GPU-{uuid}", f"MIG-{uuid}"]

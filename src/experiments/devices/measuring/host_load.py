@@ -1,17 +1,16 @@
-"""Whether other work competed with a run for its CPU cores, so that contention is not read as a
-difference: the busy ticks in /proc/stat of the run's cores, less the ticks of the run's own
-processes. Without /proc, None, rather than a load average that counts the run itself."""
+"""Whether other work competed with a run for its CPU cores, from /proc: their busy ticks less
+its own processes' (without /proc, None, rather than a load average that counts the run)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
-# /proc/stat's fields of a CPU line that are work: user, nice, system, (not idle, iowait) irq,
-# softirq, steal. guest and guest_nice are counted in user and nice already.
+# /proc/stat's busy fields: user, nice, system, irq, softirq, steal (guest is in user and nice).
 BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
 COUNTED_FIELDS = 8  # the fields summed for the total: the above, idle and iowait
 # The share of the run's cores others may take before it is busy: a machine at rest takes a few
@@ -104,8 +103,7 @@ def free_cores(load: HostLoad) -> int:
 
 
 def threads_above_free_cores(threads: int, load: HostLoad, typed: bool = True) -> str | None:
-    """The warning for `threads` (`typed`: trainer.threads, else torch's default) above the cores
-    other work left free under `load`; None where they fit."""
+    """The warning for `threads` (`typed`: trainer.threads) above the cores `load` left free."""
     free = free_cores(load)
     if threads <= free:
         return None
@@ -146,8 +144,6 @@ def _processes() -> list[tuple[int, int, int]]:
     found = []
     for entry in PROC.iterdir():
         if entry.name.isdigit():
-            try:
+            with contextlib.suppress(OSError, ValueError, IndexError):
                 found.append(process_ticks((entry / "stat").read_text()))
-            except (OSError, ValueError, IndexError):
-                continue
     return found

@@ -1,6 +1,5 @@
-"""A device's compute bound, measured: the FLOP/s of large square matrix products (and, for a
-model led by convolutions, of convolutions where faster) in the precision the run's leading
-operations compute in (TF32 where cuDNN or cuBLAS may use it); a run's MFU divides by it."""
+"""A device's compute bound, measured: the FLOP/s of large matrix products (or convolutions, where
+they lead and are faster) in the precision of the run's leading operations; its MFU's divisor."""
 
 from __future__ import annotations
 
@@ -25,8 +24,7 @@ class Peak:
 def measure(
     device: torch.device, autocast_dtype: torch.dtype | None, convolutions_lead: bool
 ) -> Peak:
-    """The peak of `device` for a run in `autocast_dtype` (None: fp32) of a model whose FLOPs
-    convolutions lead (else matrix products)."""
+    """The peak of `device` for a run in `autocast_dtype` (None: fp32) of a model so led."""
     how = measurement(device, autocast_dtype, convolutions_lead)
     return Peak(flops_per_second(device, how), how.precision)
 
@@ -64,8 +62,7 @@ def matmul_flops_per_second(device: torch.device, how: Measurement) -> float:
 
 
 def convolution_flops_per_second(device: torch.device, how: Measurement) -> float:
-    """The best timing of a 5 x 5 convolution of 64 channels over 32 x 32 images, channels-last
-    (as the CPU runs convolutions by default): a batch of 32 in fp32, 8 in what a CPU emulates."""
+    """The best timing of channels-last convolutions (the CPU's default), fewer where emulated."""
     batch, channels, side, kernel = (32 if how.dtype == torch.float32 else 8), 64, 32, 5
     images, weight = _operands(
         device, how.dtype, (batch, channels, side, side), (channels, channels, kernel, kernel)
@@ -120,8 +117,7 @@ def _matmul_tf32(enabled: bool) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Utilization:
-    """A run's model FLOPs utilization (a share of 1), or None with `note` saying why: where the
-    run beat its peak, the peak is wrong (measured while the device was busy)."""
+    """A run's model FLOPs utilization (a share of 1), or None where it beat a wrong peak."""
 
     mfu: float | None
     note: str | None = None

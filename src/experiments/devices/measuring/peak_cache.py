@@ -1,6 +1,5 @@
-"""The measured peaks of this machine's devices, kept per user so that a device is measured once
-per machine, not once per run. The file is data: an entry not well-formed, or beyond any device of
-its kind, is measured again; a file that is not a cache of peaks is written anew."""
+"""The measured peaks of this machine's devices, kept per user so that runs measure each once. An
+entry not well-formed, or beyond any device of its kind, is measured again."""
 
 from __future__ import annotations
 
@@ -34,8 +33,7 @@ CACHE = Bound(
     MIB,
     "it holds this machine's measured peaks: delete it, and runs measure them again",
 )
-# How long a run waits for another's change (milliseconds) before it keeps nothing: a holder
-# stopped or hung never lets go.
+# How long a run waits for another's change (milliseconds) before keeping nothing: one may hang.
 LOCK_SECONDS = 10.0
 
 
@@ -88,8 +86,7 @@ class FoundPeak:
 
 
 class PeakCache:
-    """The cache file, read afresh at each use (runs side by side add to it); with `judge_load`,
-    a CPU peak measured while other work took its cores is not kept."""
+    """Read afresh at each use; with `judge_load`, a CPU peak measured on a busy host isn't kept."""
 
     def __init__(self, path: Path | None = None, *, judge_load: bool = True) -> None:
         self.path = path or cache_path()
@@ -202,7 +199,6 @@ class PeakCache:
                 if change(entries) or problem is not None:
                     self._write(entries)
         except (OSError, ExperimentError) as error:  # a lock held too long is a TimeoutError
-            # The run goes on with its measurement; the next measures again.
             log.warning("the measured peak is not kept: %s (set %s)", error, CACHE_DIR_VARIABLE)
 
     def _write(self, entries: dict[str, CachedPeak]) -> None:
