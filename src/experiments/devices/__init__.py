@@ -1,2 +1,1 @@
-"""Layer 3, devices: a device request resolved into a plan, and all that depends on the device
-the run computes on. Imports `core` and `config`."""
+"""Layer 3, devices: the device a run computes on, and what depends on it. Imports core, config."""

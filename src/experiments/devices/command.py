@@ -1,5 +1,4 @@
-"""`python -m experiments.devices [device overrides]`: what this machine offers, and how (or why
-not) the device these overrides ask for resolves here."""
+"""`python -m experiments.devices`: what this machine offers, and how device overrides resolve."""
 
 from __future__ import annotations
 

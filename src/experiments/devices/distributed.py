@@ -1,5 +1,4 @@
-"""torchrun's processes training one model (device=ddp), agreeing through torchrun's store on the
-run's folder and on which process failed first, and why (docs/distributed.md)."""
+"""torchrun's processes training one model (device=ddp), agreeing through its store on the run."""
 
 from __future__ import annotations
 
@@ -101,8 +100,7 @@ def process_0_says(group: ProcessGroup, name: str, answer: Callable[[], str]) ->
 
 
 def first_failure(group: ProcessGroup, error: BaseException) -> str:
-    """Announce this process's failure, and return the run's first, in one line: this one, one
-    announced before (why this one failed too), or that the process it lost died without a word."""
+    """Announce this process's failure, and return the run's first (maybe why this one failed)."""
     reason = one_line(error)
     if group.world_size == 1:
         return reason
@@ -138,10 +136,8 @@ def _why_another_was_lost(group: ProcessGroup, store: dist.TCPStore) -> str | No
 
 
 def died_without_a_word(rank: int) -> str:
-    return (
-        f"process {rank} died without a word (killed by a signal, or by the system when out of "
-        "memory)"
-    )
+    killed = "killed by a signal, or by the system when out of memory"
+    return f"process {rank} died without a word ({killed})"
 
 
 def says_the_failure(group: ProcessGroup, reason: str) -> bool:
@@ -166,8 +162,7 @@ def _ended(pid: int) -> bool:
 
 def start(group: ProcessGroup, backend: str, device: torch.device, timeout: float) -> None:
     """Join the process group; setup and every collective give up after `timeout` seconds."""
-    # Before the group exists: imported later, torch.distributed.nn's defaults (group.WORLD,
-    # evaluated on import) would hold the group for good, and `teardown` could never end it.
+    # Before the group exists: imported later, its defaults would hold the group for good.
     import torch.distributed.nn  # noqa: F401
 
     signal.signal(signal.SIGTERM, _raise_stopped)
@@ -213,8 +208,7 @@ def shared_gpu(gpus: dict[int, str]) -> str | None:
 
 @contextmanager
 def teardown() -> Iterator[None]:
-    """Leave the process group (if joined, its DDP model gone) when the block ends; torchrun's
-    SIGTERM ends the process after, unless the block failed (it would cut the failure's line)."""
+    """Leave the process group, if joined, when the block ends (its DDP model gone by then)."""
     failed = True
     try:
         yield
@@ -222,12 +216,12 @@ def teardown() -> Iterator[None]:
     finally:
         if dist.is_initialized():
             _leave()
+            # torchrun's SIGTERM ends the process as usual, unless it would cut a failure's line.
             signal.signal(signal.SIGTERM, signal.SIG_IGN if failed else signal.SIG_DFL)
 
 
 def _leave() -> None:
-    """Destroy the process group and gloo's threads: one still running at shutdown would abort a
-    completed run (`terminate called without an active exception`)."""
+    """Destroy the process group and gloo's threads, which would abort a run at its exit."""
     world = dist.group.WORLD
     dist.destroy_process_group()
     gc.collect()  # DistributedDataParallel's Reducer, in reference cycles, holds the group too

@@ -24,8 +24,7 @@ M_MMAP_THRESHOLD = -3
 
 
 def keep_freed_memory() -> bool:
-    """Ask glibc's malloc to keep freed buffers (up to 32 MiB, 1 GiB in all) for reuse rather than
-    unmap and fault them in again every step; whether it applied (only on Linux with glibc)."""
+    """Whether glibc's malloc (on Linux) now keeps freed buffers, not unmapping them each step."""
     if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
         return False
     libc = ctypes.CDLL("libc.so.6")
@@ -34,9 +33,7 @@ def keep_freed_memory() -> bool:
 
 def channels_last(requested: bool | None, device: torch.device) -> bool:
     """Whether to use channels-last memory format: as asked, else the device kind's default."""
-    if requested is None:
-        return backend_for(device.type).channels_last_by_default
-    return requested
+    return backend_for(device.type).channels_last_by_default if requested is None else requested
 
 
 def reset_peak_memory(plan: DevicePlan) -> None:

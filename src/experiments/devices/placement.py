@@ -1,20 +1,17 @@
-"""How model, loss module and batches get onto the device (the tutorials' two methods, the same
-numbers either way), and the audit that they did."""
+"""How model, loss module and batches get onto the device (the tutorials' two ways); the audit."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import TypeVar
 
 import torch
 from torch import nn
 
 from experiments.core.errors import ExperimentError
+from experiments.devices.backends.base import ModuleT
 from experiments.devices.backends.registry import backend_for
 from experiments.devices.plan import DevicePlan
-
-ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
 class Placement(ABC):
@@ -31,8 +28,6 @@ class Placement(ABC):
 
 
 class ToDevice(Placement):
-    """`.to(device)` for everything."""
-
     def module(self, module: ModuleT) -> ModuleT:
         return module.to(self.device)
 
@@ -55,10 +50,10 @@ class CudaCall(Placement):
 
 
 def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A small host tensor on `device`, from pinned memory so the host does not wait for the GPU
-    (contiguous: CUDA copies a strided one through ordinary memory)."""
+    """A small host tensor on `device`, from pinned memory so the host does not wait for the GPU."""
     if not backend_for(device.type).copies_from_pinned_memory or tensor.device == device:
         return tensor.to(device)
+    # Contiguous: CUDA copies a strided tensor through a copy in ordinary memory.
     return tensor.contiguous().pin_memory().to(device, non_blocking=True)
 
 

@@ -1,5 +1,4 @@
-"""Which device a job runs on: the request checked against this machine. `resolve` is pure (only
-`Machine` asks torch), so every GPU count is tested without a GPU."""
+"""Which device a job runs on; `resolve` is pure (`Machine` asks torch), tested without GPUs."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ def _no_cuda_reason() -> str:
 
 @dataclass(frozen=True)
 class DevicePlan:
-    """The device a process trains on; `ids` are DataParallel's GPUs (the first is `index`);
-    `backend` is DDP's (nccl or gloo) when the run spans processes."""
+    """The device a process trains on: `ids` are DataParallel's (`index` first), `backend` DDP's."""
 
     type: str
     index: int | None = None
@@ -64,9 +62,7 @@ class DevicePlan:
 
     @property
     def gpus(self) -> tuple[int, ...]:
-        if self.ids:
-            return self.ids
-        return () if self.index is None else (self.index,)
+        return self.ids or (() if self.index is None else (self.index,))
 
     @property
     def computes_on(self) -> list[torch.device]:
@@ -143,8 +139,7 @@ def resolve(
 
 
 def _ddp_plan(ids: list[int] | None, machine: Machine, group: ProcessGroup) -> DevicePlan:
-    """One GPU per process (NCCL): GPU LOCAL_RANK, or device.ids[LOCAL_RANK]; no GPU: gloo. A
-    process that sees one GPU takes it (SLURM's --gpus-per-task=1 numbers each process's own 0)."""
+    """One GPU per process (NCCL): LOCAL_RANK's, device.ids[LOCAL_RANK], or the one it sees."""
     if not group.torchrun:
         raise ExperimentError(
             "device=ddp runs one process per device under torchrun: "

@@ -1,4 +1,4 @@
-"""This process's place among those that train one model together, from torchrun's environment."""
+"""This process's place among those training one model together, from torchrun's env; no torch."""
 
 from __future__ import annotations
 

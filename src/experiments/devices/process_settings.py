@@ -1,5 +1,4 @@
-"""What a job sets for its whole process, put back when it ends: a sweep's jobs may share one
-(Hydra's basic launcher, joblib). CUDA and cuBLAS read their variables once, when they start."""
+"""What a job sets for its whole process, put back when it ends: a sweep's jobs may share one."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ CUBLAS_WORKSPACE = ":4096:8"
 DETERMINISTIC_CUBLAS_WORKSPACES = (CUBLAS_WORKSPACE, ":16:8")
 SAVED_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES",)
 
-# What this process's CUDA started with (empty: not yet, or not known): its first job's
-# CUDA_VISIBLE_DEVICES (None: all GPUs), and its CUBLAS_WORKSPACE_CONFIG (None: unset).
+# CUDA_VISIBLE_DEVICES and CUBLAS_WORKSPACE_CONFIG as CUDA started with them (empty: not known).
 _cuda_started_with: list[str | None] = []
 _cublas_workspace_at_cuda_start: list[str | None] = []
 # The sticky CUDA error (a device-side assert, ...) that left CUDA unusable in this process.
@@ -82,22 +80,18 @@ def apply(
 
 @contextmanager
 def isolated_job(free_gpus: FreeGpus | None) -> Iterator[None]:
-    """One job of this process: its settings and memory handed back when it ends, and only then its
-    GPU to `free_gpus` (not to start the next on a GPU full of this one's tensors)."""
+    """One job of this process: its settings and memory handed back, then its GPU to `free_gpus`."""
     with free_gpus or nullcontext(), restored():
         yield
 
 
 @contextmanager
 def restored() -> Iterator[None]:
-    """When the block (a job) ends, put back every setting `apply` may change (but cuBLAS's
-    workspace), and free the job's tensors (a failed job's too), uncached on a GPU."""
+    """When the block (a job) ends, put back what `apply` set (but cuBLAS's), free its tensors."""
     environment = {name: os.environ.get(name) for name in SAVED_ENVIRONMENT}
     threads = torch.get_num_threads()
-    algorithms = (
-        torch.are_deterministic_algorithms_enabled(),
-        torch.is_deterministic_algorithms_warn_only_enabled(),
-    )
+    algorithms = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
     cudnn = (torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic)
     gc.freeze()  # what lives before the job is the process's: collect only the job's after
     try:
@@ -113,7 +107,7 @@ def restored() -> Iterator[None]:
                 os.environ[name] = value
         if torch.get_num_threads() != threads:  # resizing torch's thread pools is not free
             torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(algorithms[0], warn_only=algorithms[1])
+        torch.use_deterministic_algorithms(algorithms, warn_only=warn_only)
         torch.backends.cudnn.benchmark, torch.backends.cudnn.deterministic = cudnn
         gc.collect()  # a model in reference cycles (DDP's) is freed only by the collector
         gc.unfreeze()  # (what the job left behind, then, the process's next full collection)
@@ -137,8 +131,7 @@ def cuda_unusable() -> str | None:
 
 
 def _let_go_of_frames(error: BaseException) -> None:
-    """Clear the locals of the finished frames of `error` and its causes: they hold the failed
-    job's model and data while the error is kept (code and lines stay, for a traceback)."""
+    """Clear the locals (the failed job's model and data) of the finished frames of `error`."""
     seen: set[int] = set()
     pending: list[BaseException | None] = [error]
     while pending:

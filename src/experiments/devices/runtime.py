@@ -1,5 +1,4 @@
-"""What a job runs on and in, decided once and passed to the data, the model and the loop.
-`runtime.backend` is the device kind's (cpu, cuda); `plan.backend` is DDP's (nccl, gloo)."""
+"""What a job runs on and in; `runtime.backend` is its kind's (cpu, cuda), `plan.backend` DDP's."""
 
 from __future__ import annotations
 

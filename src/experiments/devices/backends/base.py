@@ -1,5 +1,4 @@
-"""What a kind of device must provide (`Backend`), and the values its methods hand back: a `Mark`
-in the device's queue of work, a peak's `Measurement`, a device's `DeviceIdentity`."""
+"""What a kind of device must provide (`Backend`), and the values its methods hand back."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import socket
 import time
@@ -16,8 +17,7 @@ from experiments.devices.backends import names
 from experiments.devices.backends.base import Backend, DeviceIdentity, Mark, Measurement, ModuleT
 from experiments.devices.measuring.energy_counters import Counter, rapl_counters
 
-# Well above any CPU thread's FLOP/s (AVX-512: 320 G in fp32 at 5 GHz; AMX: 5 T in bf16), so that
-# a peak beyond it (a cache edited or damaged) is refused, not divided by.
+# Well above any CPU thread (AVX-512: 320 G fp32 at 5 GHz; AMX: 5 T bf16): beyond is a bad cache.
 CPU_THREAD_MOST_FLOPS = {"fp32": 1e12, "bf16": 1e13, "fp16": 1e13}
 
 
@@ -111,22 +111,17 @@ class CpuBackend(Backend):
 
 def cpu_name() -> str:
     """The CPU's model name, as /proc/cpuinfo has it (else Python's platform's)."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
     return platform.processor() or platform.machine()
 
 
 def machine_id() -> str:
     """systemd's id of this machine, else its host name."""
     for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
-        try:
+        with contextlib.suppress(OSError):
             if found := Path(path).read_text().strip():
                 return found
-        except OSError:
-            continue
     return socket.gethostname()

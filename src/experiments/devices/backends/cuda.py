@@ -119,9 +119,9 @@ def runs_in_tf32(
     products_in_tf32: bool,
 ) -> bool:
     """Whether fp32 work led by convolutions (else products) computes in TF32 on `capability`."""
-    if capability < (8, 0):
-        return False
-    return convolutions_in_tf32 if convolutions_lead else products_in_tf32
+    return capability >= (8, 0) and (
+        convolutions_in_tf32 if convolutions_lead else products_in_tf32
+    )
 
 
 def _convolutions_in_tf32() -> bool:

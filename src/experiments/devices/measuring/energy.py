@@ -1,5 +1,4 @@
-"""The energy a run's devices used, from their hardware's counters (each of its whole device), or
-why there are none; a span reads them every `interval` too, for a counter to wrap at most once."""
+"""The energy a run's devices used, from their hardware's counters, or why there are none."""
 
 from __future__ import annotations
 
@@ -18,12 +17,12 @@ from experiments.devices.backends.base import Backend
 from experiments.devices.backends.registry import BACKENDS, backend_for
 from experiments.devices.measuring.energy_counters import POWERCAP, Counter, NoCounter
 
-INTERVAL = 5.0  # seconds between a span's readings: far under a wrap at any package's power
+INTERVAL = 5.0  # seconds between a span's readings: far under a counter's wrap
 COVERS = {backend.energy_source: backend.energy_covers for backend in BACKENDS.values()}
 
 
 def increase(earlier: int, later: int, wrap: int) -> int:
-    """How far a counter that wraps to 0 at `wrap` rose from `earlier` to `later` (under a wrap)."""
+    """How far a counter that wraps to 0 at `wrap` rose from `earlier` to `later`, within a wrap."""
     return (later - earlier) % wrap
 
 
@@ -41,8 +40,6 @@ class CounterEnergy:
 
 @dataclass(frozen=True)
 class Energy:
-    """The energy the devices used over a span of `seconds`, per counter and in all."""
-
     source: str  # "nvml" or "rapl"
     joules: float
     seconds: float
@@ -64,8 +61,7 @@ class Energy:
 
 
 class Span:
-    """The energy used from `start` to `stop` (or over a `with` block; queued GPU work counts when
-    it runs, so synchronize first); `energy` stays None where `unavailable` says why."""
+    """The energy used from `start` to `stop`, or over a `with` block (synchronize GPUs first)."""
 
     def __init__(self, meter: EnergyMeter, interval: float) -> None:
         self._counters = meter.counters

@@ -1,5 +1,4 @@
-"""The energy counters a device's hardware keeps, found and read once: NVML's of each GPU, RAPL's
-of each CPU package under Linux's powercap tree; where none can be read, NoCounter says why."""
+"""The energy counters of each GPU (NVML's) and CPU package (RAPL's), or NoCounter: why not."""
 
 from __future__ import annotations
 
@@ -108,8 +107,7 @@ def nvml_counters(gpus: Sequence[torch.device]) -> list[Counter]:
         index = gpu.index if gpu.index is not None else torch.cuda.current_device()
         properties = torch.cuda.get_device_properties(index)
         name = f"{gpu_name(index)} ({properties.name})"
-        uuid = str(properties.uuid)
-        handle = _nvml_handle(pynvml, name, uuid)
+        handle = _nvml_handle(pynvml, name, str(properties.uuid))
         if pynvml.nvmlDeviceIsMigDeviceHandle(handle):
             raise NoCounter(
                 f"{name} is a MIG instance, which NVML does not meter (only its whole GPU, whose "

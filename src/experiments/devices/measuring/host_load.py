@@ -1,5 +1,4 @@
-"""Whether other work competed with a run for its CPU cores, from /proc: their busy ticks less
-its own processes' (without /proc, None, rather than a load average that counts the run)."""
+"""Whether other work took a run's CPU cores: their busy ticks in /proc less its own processes'."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ PROC = Path("/proc")
 # /proc/stat's busy fields: user, nice, system, irq, softirq, steal (guest is in user and nice).
 BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
 COUNTED_FIELDS = 8  # the fields summed for the total: the above, idle and iowait
-# The share of the run's cores others may take before it is busy: a machine at rest takes a few
-# percent of one core, while a tenth of a run's cores slows it by about as much.
+# The share of the run's cores others may take before it is busy: a tenth slows it by as much.
 BUSY_SHARE = 0.10
 # The fewest ticks (hundredths of a second) a span needs to be judged: each snapshot is one off.
 FEWEST_TICKS = 50
@@ -31,8 +29,6 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class HostLoad:
-    """The other work on the run's cores between two snapshots."""
-
     other_cpu_share: float  # of the run's cores' time, taken by other processes
     cores: int  # the cores the run could use
     busy: bool  # enough to slow the run (BUSY_SHARE)
@@ -85,8 +81,7 @@ def tree_ticks(processes: Iterable[tuple[int, int, int]], root: int) -> int:
 
 
 def between(start: Snapshot, end: Snapshot, cores: int, threads: int) -> HostLoad | None:
-    """The other work on a run's `cores` from `start` to `end`, for a run in `threads` threads
-    (it leaves the cores beyond them to others); None for a span too short to tell."""
+    """The other work on a run's `cores` in `threads` threads (None: too short a span to tell)."""
     total = end.total - start.total
     if total < FEWEST_TICKS:
         return None

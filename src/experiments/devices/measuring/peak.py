@@ -1,11 +1,10 @@
-"""A device's compute bound, measured: the FLOP/s of large matrix products (or convolutions, where
-they lead and are faster) in the precision of the run's leading operations; its MFU's divisor."""
+"""A device's compute bound, measured in the precision of a run's leading operations: its MFU's."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -32,7 +31,7 @@ def measure(
 def measurement(
     device: torch.device, autocast_dtype: torch.dtype | None, convolutions_lead: bool
 ) -> Measurement:
-    """How `measure` measures it: its precision is known before (what the cache is read by)."""
+    """How `measure` measures: its precision, known beforehand, is what the cache is read by."""
     backend = backend_for(device.type)
     tf32 = backend.tf32_in_use(device, convolutions_lead)
     return backend.peak_measurement(autocast_dtype, tf32, convolutions_lead)
@@ -55,14 +54,14 @@ def matmul_flops_per_second(device: torch.device, how: Measurement) -> float:
         for _ in range(count):
             torch.mm(a, b, out=product)
 
-    with _matmul_tf32(how.tf32):
+    with _matmul_tf32() if how.tf32 else nullcontext():
         products(how.warm_up)  # cuBLAS chooses its kernel, the clocks rise
         best = _best_seconds(lambda: products(how.products), device, how)
     return 2 * how.size**3 * how.products / best
 
 
 def convolution_flops_per_second(device: torch.device, how: Measurement) -> float:
-    """The best timing of channels-last convolutions (the CPU's default), fewer where emulated."""
+    """The best timing of channels-last convolutions (the CPU's default), fewer images emulated."""
     batch, channels, side, kernel = (32 if how.dtype == torch.float32 else 8), 64, 32, 5
     images, weight = _operands(
         device, how.dtype, (batch, channels, side, side), (channels, channels, kernel, kernel)
@@ -88,25 +87,18 @@ def _operands(
 
 def _best_seconds(work: Callable[[], None], device: torch.device, how: Measurement) -> float:
     """The shortest of `how.timings` timings of `work` or more, for `how.least_seconds` at least."""
+    backend = backend_for(device.type)
     started, timings = time.perf_counter(), []
     while len(timings) < how.timings or time.perf_counter() - started < how.least_seconds:
-        timings.append(_seconds(work, device))
+        start = backend.mark(device)
+        work()
+        timings.append(backend.mark(device).seconds_since(start))
     return min(timings)
 
 
-def _seconds(work: Callable[[], None], device: torch.device) -> float:
-    backend = backend_for(device.type)
-    start = backend.mark(device)
-    work()
-    return backend.mark(device).seconds_since(start)
-
-
 @contextmanager
-def _matmul_tf32(enabled: bool) -> Iterator[None]:
+def _matmul_tf32() -> Iterator[None]:
     """cuBLAS's fp32 products in TF32 while a TF32 peak is measured; the run's setting after."""
-    if not enabled:
-        yield
-        return
     was = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("high")
     try:

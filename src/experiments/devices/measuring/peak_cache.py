@@ -1,5 +1,4 @@
-"""The measured peaks of this machine's devices, kept per user so that runs measure each once. An
-entry not well-formed, or beyond any device of its kind, is measured again."""
+"""The measured peaks of this machine's devices, kept per user so that runs measure each once."""
 
 from __future__ import annotations
 
@@ -47,8 +46,6 @@ def cache_path() -> Path:
 
 @dataclass(frozen=True)
 class CachedPeak:
-    """A peak as the cache keeps it: what was measured, on what, and when."""
-
     flops_per_second: float
     precision: str
     operations: str  # what was timed (`peak.Measurement.operations`)
@@ -86,7 +83,7 @@ class FoundPeak:
 
 
 class PeakCache:
-    """Read afresh at each use; with `judge_load`, a CPU peak measured on a busy host isn't kept."""
+    """The cache file, read afresh at each use; `judge_load`: a busy host's CPU peak isn't kept."""
 
     def __init__(self, path: Path | None = None, *, judge_load: bool = True) -> None:
         self.path = path or cache_path()
@@ -146,7 +143,7 @@ class PeakCache:
         return FoundPeak(measured, True, key)
 
     def _possible(self, key: str, device: torch.device, precision: str) -> CachedPeak | None:
-        """The peak cached by `key`, unless beyond any such device (then forgotten, said)."""
+        """The peak cached by `key`, unless more than any such device can do (then forgotten)."""
         cached = self.entries().get(key)
         if cached is None:
             return None
