@@ -1,3 +1,1 @@
-"""Layer 3, devices: a device request resolved into a plan, the process group, wrapping for
-several GPUs or processes, per-job process settings, placement, precision, memory, timing, and
-GPUs for parallel sweep jobs. Imports `core` and `config`."""
+"""Layer 3, devices: the device a run computes on, and what depends on it. Imports core, config."""

@@ -1,6 +1,4 @@
-"""`python -m experiments.devices [device overrides]` (experiments-devices): what this machine
-offers, and how the device a `python train.py` with these overrides would ask for resolves here,
-or why not."""
+"""`python -m experiments.devices`: what this machine offers, and how device overrides resolve."""
 
 from __future__ import annotations
 
@@ -40,8 +38,6 @@ MEASURE_PEAKS = "--measure-peaks"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The machine's CPU and GPUs, what device=auto picks, and how the overrides' device
-    resolves; exit code 1 with one line if it cannot."""
     number_gpus_by_bus()  # as every job does, so cuda:N names the same GPU here
     overrides = list(sys.argv[1:] if argv is None else argv)
     if {"-h", "--help"} & set(overrides):
@@ -71,12 +67,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         refuse_numbers_for_groups(overrides)
         request = _composed_device(overrides)
         if request.name == DeviceName.ddp:
-            # What each of torchrun's processes would get, one per GPU (or two on the CPU).
+            # What each of torchrun's processes would get: one per GPU (or two on the CPU).
             count = max(machine.cuda_count, 2)
             for rank in range(count):
                 group = ProcessGroup(rank, count, rank, count, torchrun=True)
-                plan = resolve(request, machine, group)
-                print(f"device=ddp, process {rank} of {count}: {plan}")
+                print(f"device=ddp, process {rank} of {count}: {resolve(request, machine, group)}")
         else:
             print(f"device={request_text(request)}: {resolve(request, machine)}")
     except Exception as error:
@@ -86,7 +81,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _say_energy(cuda_count: int) -> None:
-    """Whether the energy a run uses can be read here (devices.measuring.energy), and from what."""
     print(f"energy on cpu: {EnergyMeter.for_devices([torch.device('cpu')]).text()}")
     if cuda_count:
         gpus = [torch.device("cuda", index) for index in range(cuda_count)]
@@ -94,26 +88,20 @@ def _say_energy(cuda_count: int) -> None:
 
 
 def _say_peaks(cuda_count: int, measure: bool) -> None:
-    """The peaks the cache keeps for this machine's devices, each measured afresh first in every
-    precision a run may compute in if `measure`."""
-    # Measured when asked, and kept even where other work shared the CPU meanwhile (a run keeps
-    # only a quiet measurement): run it on a quiet machine.
+    # Kept even where other work shared the CPU (a run keeps only quiet peaks): run it quietly.
     cache = PeakCache(judge_load=not measure)
     devices = [torch.device("cpu"), *(torch.device("cuda", index) for index in range(cuda_count))]
     if measure:
         for device in devices:
             for autocast_dtype, convolutions_lead in backend_for(device.type).peak_kinds():
                 cache.peak(device, autocast_dtype, convolutions_lead, fresh=True)
-    names = {str(device): backend_for(device.type).identity(device) for device in devices}
-    kept = cache.entries()
+    identities = [(str(device), backend_for(device.type).identity(device)) for device in devices]
+    kept = cache.entries().values()
     where = display_path(cache.path)
     print(f"peaks measured here ({where}; a run measures the one it needs once):")
-    for name, identity in names.items():
-        mine = [
-            entry
-            for entry in kept.values()
-            if (entry.device, entry.uuid) == (identity.name, identity.uuid)
-        ]
+    for name, identity in identities:
+        own = (identity.name, identity.uuid)
+        mine = [entry for entry in kept if (entry.device, entry.uuid) == own]
         for entry in mine:
             count = entry.threads
             threads = f", {count} thread{'s' * (count > 1)}" if count is not None else ""
@@ -126,7 +114,6 @@ def _say_peaks(cuda_count: int, measure: bool) -> None:
 
 
 def _composed_device(overrides: list[str]) -> DictConfig:
-    """The device config `python train.py <overrides>` would get."""
     register_configs(datetime.now(), new_tag())
     with initialize_config_module(CONFIG_PACKAGE, version_base="1.3"):
         return compose(config_name="train", overrides=overrides).device

@@ -1,6 +1,4 @@
-"""The device a job used, described for people and records: the torch build, and for
-results.json the device asked for and the one used (with what its kind records of it:
-`Backend.device_record_fields`)."""
+"""The device a job used, described for people and records."""
 
 from __future__ import annotations
 
@@ -14,28 +12,20 @@ from experiments.devices.plan import DevicePlan, request_text
 
 
 def device_record(request: DeviceConfig, plan: DevicePlan) -> dict[str, Any]:
-    """The device asked for and the one actually used, for results.json: type, index, name, and
-    for a GPU its UUID (which tells identical GPUs apart); the DataParallel GPUs and the DDP
-    backend if any."""
+    """The device asked for and the one used, for results.json (with what its kind records)."""
     record: dict[str, Any] = {
         "requested": request_text(request),
         "used": str(plan),
         "type": plan.type,
         "index": plan.index,
+        **backend_for(plan.type).device_record_fields(plan.device),
     }
-    record.update(backend_for(plan.type).device_record_fields(plan.device))
-    if plan.ids:
-        record["ids"] = list(plan.ids)
-    if plan.backend:
-        record["backend"] = plan.backend
-    if plan.reason:
-        record["reason"] = plan.reason
-    return record
+    optional = {"ids": list(plan.ids), "backend": plan.backend, "reason": plan.reason}
+    return record | {key: value for key, value in optional.items() if value}
 
 
 def torch_build() -> str:
-    """Which accelerator this torch was built for: "CUDA 12.4 build", "ROCm 6.2 build" or
-    "CPU-only build"."""
+    """Which accelerator this torch was built for: "CUDA 12.4 build", "ROCm 6.2 build", ..."""
     if torch.version.cuda:
         return f"CUDA {torch.version.cuda} build"
     if torch.version.hip:

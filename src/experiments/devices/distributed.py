@@ -1,15 +1,4 @@
-"""Several devices training one model: DataParallel in one process, or DistributedDataParallel
-over processes launched by torchrun.
-
-    python train.py device=dp 'device.ids=[0,1]'                # one process, two GPUs
-    torchrun --nproc-per-node=2 train.py device=ddp             # on 2 GPUs (NCCL), or CPUs (gloo)
-    torchrun --nnodes=2 --nproc-per-node=4 --rdzv-backend=c10d \\
-             --rdzv-endpoint=node0:29500 --rdzv-id=run42 train.py device=ddp
-
-Through torchrun's key-value store the processes agree, before Hydra starts, on the run's start
-time and random tag, so they name the same run folder; and a process that fails leaves its reason
-there, so results.json says which process failed first and why (docs/distributed.md).
-"""
+"""torchrun's processes training one model (device=ddp), agreeing through its store on the run."""
 
 from __future__ import annotations
 
@@ -53,14 +42,13 @@ class Stopped(Exception):
 
 
 def wait_for_all(group: ProcessGroup) -> None:
-    """Wait until every process gets here (nothing to wait for alone): at the end of a run, so
-    none tears down its connections while another still uses them."""
+    """Wait until every process gets here: at the end, so none cuts connections another uses."""
     if group.world_size > 1:
         dist.barrier()
 
 
 def summed(tensor: torch.Tensor, group: ProcessGroup) -> torch.Tensor:
-    """`tensor` added up over all processes, in place (nothing to do for one process)."""
+    """`tensor` added up over all processes, in place."""
     if group.world_size > 1:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor
@@ -76,18 +64,13 @@ def gathered(value: T, group: ProcessGroup) -> list[T]:
 
 
 def _store() -> dist.TCPStore:
-    """torchrun's own key-value store (every process connects to it as a client)."""
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
         raise ExperimentError(
             "several processes (WORLD_SIZE is set) need torchrun: "
             "torchrun --nproc-per-node=N train.py device=ddp"
         )
-    return dist.TCPStore(
-        os.environ["MASTER_ADDR"],
-        int(os.environ["MASTER_PORT"]),
-        is_master=False,
-        timeout=STORE_TIMEOUT,
-    )
+    address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    return dist.TCPStore(address, port, is_master=False, timeout=STORE_TIMEOUT)
 
 
 def _key(name: str) -> str:
@@ -98,7 +81,7 @@ def _key(name: str) -> str:
 
 
 def agree_on_start(group: ProcessGroup, started: datetime, tag: str) -> tuple[datetime, str]:
-    """The start time and random tag of process 0, for every process (they name the run folder)."""
+    """Process 0's start time and random tag, for every process (they name the run folder)."""
     if group.world_size == 1:
         return started, tag
     said = process_0_says(group, "start", lambda: f"{started.isoformat()} {tag}")
@@ -107,8 +90,7 @@ def agree_on_start(group: ProcessGroup, started: datetime, tag: str) -> tuple[da
 
 
 def process_0_says(group: ProcessGroup, name: str, answer: Callable[[], str]) -> str:
-    """Process 0's `answer()`, asked of it alone, for every process: each waits for it (a
-    question only process 0 can answer, as whether the run folder it makes is free)."""
+    """Process 0's `answer()`, asked of it alone (whether the folder it makes is free), for all."""
     if group.world_size == 1:
         return answer()
     store = _store()
@@ -118,9 +100,7 @@ def process_0_says(group: ProcessGroup, name: str, answer: Callable[[], str]) ->
 
 
 def first_failure(group: ProcessGroup, error: BaseException) -> str:
-    """Announce this process's failure to the others, and return the run's first failure, in one
-    line: this one, or one another process announced before (which is then why this one failed
-    too), or, when this one only lost another, that the other died without a word."""
+    """Announce this process's failure, and return the run's first (maybe why this one failed)."""
     reason = one_line(error)
     if group.world_size == 1:
         return reason
@@ -132,16 +112,14 @@ def first_failure(group: ProcessGroup, error: BaseException) -> str:
 
 
 def _lost_another(error: BaseException) -> bool:
-    """Whether `error` says only that another process is gone: torchrun stopped this one, or a
-    collective found the connection to another closed (gloo, NCCL)."""
+    """Whether `error` says only that another process is gone (stopped, a connection closed)."""
     return isinstance(error, (Stopped, dist.DistNetworkError)) or any(
         words in str(error) for words in LOST_CONNECTION
     )
 
 
 def _why_another_was_lost(group: ProcessGroup, store: dist.TCPStore) -> str | None:
-    """Wait a little for the process this one lost: for its announced failure (None), or to see
-    it dead on this machine (SIGKILL, the OOM killer: it announces nothing)."""
+    """Wait a little for the lost process's failure (None), or to see it dead here (SIGKILL)."""
     here = socket.gethostname()
     others = [rank for rank in range(group.world_size) if rank != group.rank]
     deadline = time.monotonic() + DEATH_GRACE_SECONDS
@@ -158,15 +136,12 @@ def _why_another_was_lost(group: ProcessGroup, store: dist.TCPStore) -> str | No
 
 
 def died_without_a_word(rank: int) -> str:
-    return (
-        f"process {rank} died without a word (killed by a signal, or by the system when out of "
-        "memory)"
-    )
+    killed = "killed by a signal, or by the system when out of memory"
+    return f"process {rank} died without a word ({killed})"
 
 
 def says_the_failure(group: ProcessGroup, reason: str) -> bool:
-    """Whether this process writes and says the run's failure: the main process, or process 1
-    where the main one died without a word."""
+    """Whether this process says the run's failure: the main one, or 1 where 0 died unheard."""
     return group.is_main or (group.rank == 1 and reason == died_without_a_word(0))
 
 
@@ -187,9 +162,7 @@ def _ended(pid: int) -> bool:
 
 def start(group: ProcessGroup, backend: str, device: torch.device, timeout: float) -> None:
     """Join the process group; setup and every collective give up after `timeout` seconds."""
-    # Before the group exists: torch.distributed.nn's functions take `group=group.WORLD` as a
-    # default, evaluated on import (DistributedDataParallel imports it, through torch._dynamo).
-    # Imported later, they would hold the group for good, and `teardown` could never end it.
+    # Before the group exists: imported later, its defaults would hold the group for good.
     import torch.distributed.nn  # noqa: F401
 
     signal.signal(signal.SIGTERM, _raise_stopped)
@@ -208,8 +181,7 @@ def start(group: ProcessGroup, backend: str, device: torch.device, timeout: floa
 
 
 def refuse_shared_gpus(group: ProcessGroup, device: torch.device) -> None:
-    """Refuse, in one line and in every process, a run in which two processes would compute on
-    the same GPU (NCCL fails then, or hangs): each tells the others its GPU's UUID."""
+    """Refuse, in every process, two processes on one GPU (NCCL fails, or hangs), by its UUID."""
     store = _store()
     gpu = backend_for(device.type).identity(device)
     store.set(_key(f"gpu/{group.rank}"), f"{gpu.uuid} {gpu.name}")
@@ -219,8 +191,7 @@ def refuse_shared_gpus(group: ProcessGroup, device: torch.device) -> None:
 
 
 def shared_gpu(gpus: dict[int, str]) -> str | None:
-    """Why processes that compute on `gpus` (by rank: "<uuid> <name>") cannot train together:
-    the first two that share a GPU; None if each has its own."""
+    """The first two processes that share a GPU of `gpus` (by rank: "<uuid> <name>"), in a line."""
     first_with: dict[str, int] = {}
     for rank, gpu in sorted(gpus.items()):
         uuid, _, name = gpu.partition(" ")
@@ -237,9 +208,7 @@ def shared_gpu(gpus: dict[int, str]) -> str | None:
 
 @contextmanager
 def teardown() -> Iterator[None]:
-    """Leave the process group (if joined) when the block ends; from then on torchrun's SIGTERM
-    ends the process as usual, unless the block failed (a SIGTERM would cut the failure's line,
-    said after). Whatever holds the group (a DDP model) must be gone by then."""
+    """Leave the process group, if joined, when the block ends (its DDP model gone by then)."""
     failed = True
     try:
         yield
@@ -247,14 +216,12 @@ def teardown() -> Iterator[None]:
     finally:
         if dist.is_initialized():
             _leave()
+            # torchrun's SIGTERM ends the process as usual, unless it would cut a failure's line.
             signal.signal(signal.SIGTERM, signal.SIG_IGN if failed else signal.SIG_DFL)
 
 
 def _leave() -> None:
-    """Destroy the process group, and with it gloo's worker threads. Left running, one of them
-    may still be dropping a finished collective's tensors when the interpreter shuts down: it
-    needs the GIL for that, and Python ends a thread that asks for it then inside a C++
-    destructor, so a completed run aborts (`terminate called without an active exception`)."""
+    """Destroy the process group and gloo's threads, which would abort a run at its exit."""
     world = dist.group.WORLD
     dist.destroy_process_group()
     gc.collect()  # DistributedDataParallel's Reducer, in reference cycles, holds the group too
@@ -262,8 +229,7 @@ def _leave() -> None:
 
 
 def _raise_stopped(signum: int, frame: FrameType | None) -> None:
-    # Once is enough, and not while a failure is already on its way out (typically the lost
-    # connection to the process that failed): either would cut short the writing of the failure.
+    # Once, and not while a failure is on its way out: either would cut its writing short.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if sys.exc_info()[0] is None:
         interrupts.raise_unless_held(Stopped("stopped by torchrun (SIGTERM)"))

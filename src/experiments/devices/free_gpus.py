@@ -1,4 +1,4 @@
-"""GPUs handed out to the jobs of one sweep that run side by side."""
+"""GPUs handed out to the jobs of one sweep that run side by side (hydra/launcher=joblib)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,7 @@ log = logging.getLogger("experiments")
 
 
 class FreeGpus:
-    """GPUs handed out to the jobs of one sweep that run side by side (hydra/launcher=joblib).
-
-    A job whose request leaves the GPU open (device=cuda, auto) takes the first GPU no other
-    running job holds; one that names its GPUs (cuda:N, dp) waits until none of them is held.
-    Each holds its GPUs until it ends by a POSIX lock file per GPU (`.gpus/<index>.lock` in the
-    sweep folder), released even if the job dies, so no two jobs of a sweep ever share a GPU.
-    """
+    """A job holds its GPUs by a lock file each in the sweep folder, released even if it dies."""
 
     def __init__(self, sweep_dir: Path, poll_seconds: float = 1.0) -> None:
         self.folder = sweep_dir / ".gpus"
@@ -49,9 +43,7 @@ class FreeGpus:
             time.sleep(self.poll_seconds)
 
     def hold(self, gpus: Iterable[int]) -> None:
-        """Hold every GPU of `gpus` (those a job's plan computes on) from now on, waiting while
-        other jobs hold any of them. All of them at once or none: a job that held some while it
-        waited for others could wait for ever on one that waits for those."""
+        """Hold all of `gpus` at once (no deadlock), waiting while other jobs hold any of them."""
         wanted = sorted(set(gpus) - self._held.keys())
         said = False
         while wanted and not self._locked(wanted):

@@ -1,14 +1,4 @@
-"""Memory settings of a job, each a `trainer` field measured in docs/speed.md, and how much memory
-it needed at its peak.
-
-trainer.keep_freed_memory  glibc's malloc keeps freed memory for reuse (on by default: Tudui
-                           trains much faster on the CPU)
-trainer.channels_last      the model and its input in channels-last memory format (by default
-                           on the CPU: much faster there)
-
-Running out of GPU memory is said in one line naming the GPU and the batch size that did it, and
-what to set instead (`out_of_memory_said`), not in CUDA's allocator's paragraph.
-"""
+"""A job's memory: its settings (docs/speed.md), its peak, and running out of GPU memory said."""
 
 from __future__ import annotations
 
@@ -34,34 +24,21 @@ M_MMAP_THRESHOLD = -3
 
 
 def keep_freed_memory() -> bool:
-    """Ask glibc's malloc to keep freed memory instead of returning it to the system at once.
-
-    A training step frees and re-allocates the same large buffers every time; by default glibc
-    unmaps them on free and maps them again (page faults each step). With buffers up to 32 MiB
-    served from the heap and up to 1 GiB of free heap kept, they are simply reused. Returns
-    whether it applied (only on Linux with glibc).
-    """
+    """Whether glibc's malloc (on Linux) now keeps freed buffers, not unmapping them each step."""
     if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
         return False
     libc = ctypes.CDLL("libc.so.6")
-    return bool(
-        libc.mallopt(M_MMAP_THRESHOLD, 32 * 2**20) and libc.mallopt(M_TRIM_THRESHOLD, 2**30)
-    )
+    return bool(libc.mallopt(M_MMAP_THRESHOLD, 32 * MIB) and libc.mallopt(M_TRIM_THRESHOLD, 2**30))
 
 
 def channels_last(requested: bool | None, device: torch.device) -> bool:
-    """Whether to use channels-last memory format: as asked, or by the device kind's default (on
-    the CPU only)."""
-    if requested is None:
-        return backend_for(device.type).channels_last_by_default
-    return requested
+    """Whether to use channels-last memory format: as asked, else the device kind's default."""
+    return backend_for(device.type).channels_last_by_default if requested is None else requested
 
 
 def reset_peak_memory(plan: DevicePlan) -> None:
-    """Start counting peak memory from now: host RSS (Linux) and the memory of its own of every
-    device the plan computes on (CUDA's allocations on each GPU)."""
-    # On Linux, writing 5 resets the kernel's record of this process's peak resident set (VmHWM);
-    # elsewhere the peak counts from the start of the process.
+    """Count peak memory from now: the host's (on Linux) and each of the plan's GPUs'."""
+    # Writing 5 resets the kernel's peak resident set (VmHWM); elsewhere it counts from the start.
     with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
     for device in plan.computes_on:
@@ -69,16 +46,13 @@ def reset_peak_memory(plan: DevicePlan) -> None:
 
 
 def peak_memory_mb(plan: DevicePlan) -> dict[str, float | None]:
-    """Peak host resident memory and, on GPUs, the peak CUDA memory allocated on the fullest of
-    the plan's GPUs (DataParallel's replicas need memory on each; any may run out), in MiB."""
+    """Peak host resident memory and the peak CUDA memory of the plan's fullest GPU, in MiB."""
     devices = [backend_for(device.type).peak_memory_bytes(device) for device in plan.computes_on]
     own = [peak_memory / MIB for peak_memory in devices if peak_memory is not None]
     cuda = max(own) if own else None
     return {"peak_host_memory_mb": _peak_rss_bytes() / MIB, "peak_cuda_memory_mb": cuda}
 
 
-# What CUDA's caching allocator says when it cannot allocate: "CUDA out of memory. Tried to
-# allocate 1.95 GiB. GPU 0 has a total capacity of 14.57 GiB of which 1.58 GiB is free. ...".
 ALLOCATOR_SAYS = re.compile(
     r"Tried to allocate (?P<asked>[\d.]+ \w+)\. GPU (?P<gpu>\d+) has a total capacity of "
     r"(?P<total>[\d.]+ \w+) of which (?P<free>[\d.]+ \w+) is free"
@@ -87,10 +61,7 @@ ALLOCATOR_SAYS = re.compile(
 
 @contextlib.contextmanager
 def out_of_memory_said(
-    batch_key: str,
-    batch_size: int | str,
-    accumulate_batches: int | None = None,
-    processes: int = 1,
+    batch_key: str, batch_size: int | str, accumulate_batches: int | None = None, processes: int = 1
 ) -> Iterator[None]:
     """Turn running out of GPU memory in the block into one line (`out_of_memory_line`)."""
     try:
@@ -107,9 +78,7 @@ def out_of_memory_line(
     accumulate_batches: int | None = None,
     processes: int = 1,
 ) -> str:
-    """Running out of GPU memory (torch's `message`) at `batch_key`=`batch_size`, in one line: the
-    GPU, what it was asked for, and a smaller batch to try (a multiple of `processes`; for
-    training, with more `accumulate_batches` to keep the step's images)."""
+    """Running out of GPU memory (torch's `message`) in one line, with a smaller batch to try."""
     said = ALLOCATOR_SAYS.search(message)
     gpu = f"cuda:{said['gpu']}" if said else "the GPU"
     asked = (
@@ -157,16 +126,13 @@ def out_of_memory_line(
 
 
 def _peak_rss_bytes() -> float:
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
                 return float(line.split()[1]) * 1024  # reported in kB
-    except OSError:
-        pass
     try:
         import resource  # not on Windows
     except ImportError:
         return float("nan")
-    # ru_maxrss: bytes on macOS, kB elsewhere
     max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return float(max_rss if sys.platform == "darwin" else max_rss * 1024)
+    return float(max_rss if sys.platform == "darwin" else max_rss * 1024)  # macOS's is in bytes

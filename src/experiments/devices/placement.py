@@ -1,24 +1,17 @@
-"""How model, loss module and batches get onto the device - the tutorials' two methods - and the
-audit that checks they all got there.
-
-Both methods put every tensor in the same place, so for the same seed on the same device they give
-the same numbers; a sweep over `placement` measures whether the method itself costs anything.
-"""
+"""How model, loss module and batches get onto the device (the tutorials' two ways); the audit."""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import TypeVar
 
 import torch
 from torch import nn
 
 from experiments.core.errors import ExperimentError
+from experiments.devices.backends.base import ModuleT
 from experiments.devices.backends.registry import backend_for
 from experiments.devices.plan import DevicePlan
-
-ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
 class Placement(ABC):
@@ -35,8 +28,6 @@ class Placement(ABC):
 
 
 class ToDevice(Placement):
-    """`.to(device)` for everything."""
-
     def module(self, module: ModuleT) -> ModuleT:
         return module.to(self.device)
 
@@ -59,23 +50,17 @@ class CudaCall(Placement):
 
 
 def to_device_async(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A small host tensor on `device`, copied from pinned memory (where the device's kind
-    copies from there) so the host does not wait for a GPU to finish its queued work first (a
-    copy from ordinary memory would). Made contiguous before it is pinned: CUDA copies a strided
-    tensor (a process's columns of a batch's crop offsets, under DDP) through a contiguous copy
-    in ordinary memory."""
+    """A small host tensor on `device`, from pinned memory so the host does not wait for the GPU."""
     if not backend_for(device.type).copies_from_pinned_memory or tensor.device == device:
         return tensor.to(device)
+    # Contiguous: CUDA copies a strided tensor through a copy in ordinary memory.
     return tensor.contiguous().pin_memory().to(device, non_blocking=True)
 
 
 def audit(
     model: nn.Module, task: nn.Module, batch: tuple[torch.Tensor, torch.Tensor], plan: DevicePlan
 ) -> None:
-    """Before the first step: check that every parameter and buffer of the (wrapped) model and of
-    the task (its loss's weights), and a batch, are on the plan's device; otherwise name the first
-    that is not, and both places (what would surface mid-step as "expected device cuda:0 but got
-    cpu")."""
+    """Before the first step, name the first tensor of model, task or batch off plan.device."""
     expected = plan.device
     for name, tensor in _placed_tensors(model, task, batch):
         if tensor.device != expected:

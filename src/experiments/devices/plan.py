@@ -1,10 +1,4 @@
-"""Which device a job runs on: the request in the config, checked against this machine.
-
-`resolve` is pure: the request, a `Machine` (how many CUDA GPUs, and why none), this process's
-place in its process group and the GPU a parallel sweep handed the job go in, and a `DevicePlan`
-comes out, or one line saying why the request cannot run here. So every GPU count is tested
-without a GPU. `Machine.detect` and `Machine.counted` are the only places that ask torch.
-"""
+"""Which device a job runs on; `resolve` is pure (`Machine` asks torch), tested without GPUs."""
 
 from __future__ import annotations
 
@@ -22,8 +16,7 @@ from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
 @dataclass(frozen=True)
 class Machine:
     cuda_count: int
-    # Why there is no CUDA GPU, for messages (empty when there is one).
-    no_cuda_reason: str = ""
+    no_cuda_reason: str = ""  # for messages
 
     @classmethod
     def detect(cls) -> Machine:
@@ -33,8 +26,7 @@ class Machine:
 
     @classmethod
     def counted(cls) -> Machine:
-        """The GPUs torch counts without starting CUDA (by NVML, where it can), for a process whose
-        jobs each set the visible GPUs before CUDA starts."""
+        """The GPUs torch counts without starting CUDA, for jobs that set the visible GPUs after."""
         count = torch.cuda.device_count()
         return cls(count, "" if count else _no_cuda_reason())
 
@@ -48,7 +40,7 @@ class Machine:
 
 
 def _no_cuda_reason() -> str:
-    # torch.cuda serves ROCm builds (torch.version.hip) as well as CUDA ones.
+    # torch.cuda serves ROCm builds as well as CUDA ones.
     if torch.version.cuda is None and torch.version.hip is None:
         return f"this torch {torch.__version__} is a CPU-only build"
     return "torch found no CUDA GPU or driver"
@@ -56,15 +48,13 @@ def _no_cuda_reason() -> str:
 
 @dataclass(frozen=True)
 class DevicePlan:
-    """The device a process trains on; `ids` are nn.DataParallel's GPUs (the first is `index`);
-    `backend` is DistributedDataParallel's (nccl or gloo) when the run spans processes."""
+    """The device a process trains on: `ids` are DataParallel's (`index` first), `backend` DDP's."""
 
     type: str
     index: int | None = None
     ids: tuple[int, ...] = ()
     backend: str = ""
-    # Why `device=auto` (or `ddp`) chose this device.
-    reason: str = ""
+    reason: str = ""  # why device=auto (or ddp) chose this device
 
     @property
     def device(self) -> torch.device:
@@ -72,14 +62,10 @@ class DevicePlan:
 
     @property
     def gpus(self) -> tuple[int, ...]:
-        """Every GPU the plan computes on (none on the CPU)."""
-        if self.ids:
-            return self.ids
-        return () if self.index is None else (self.index,)
+        return self.ids or (() if self.index is None else (self.index,))
 
     @property
     def computes_on(self) -> list[torch.device]:
-        """Every device the plan computes on: each of its GPUs, or the CPU."""
         return [torch.device("cuda", gpu) for gpu in self.gpus] or [self.device]
 
     def __str__(self) -> str:
@@ -98,9 +84,7 @@ def request_text(request: DeviceConfig) -> str:
 
 
 def every_device(cuda_count: int) -> list[str]:
-    """What `-m device=every` sweeps over on a machine with `cuda_count` CUDA GPUs, as device=
-    options: the CPU, each GPU alone, and DataParallel over all of them when there are two or
-    more."""
+    """What `-m device=every` sweeps over: the CPU, each GPU alone, and dp over two or more."""
     gpus = [gpu_name(index) for index in range(cuda_count)]
     return [DeviceName.cpu, *gpus, *([DeviceName.dp] if cuda_count >= 2 else [])]
 
@@ -116,12 +100,7 @@ def resolve(
     group: ProcessGroup = ONE_PROCESS,
     free_gpu: int | None = None,
 ) -> DevicePlan:
-    """Turn a device request into a plan for `machine`, or say in one line why it cannot run.
-
-    `group` places this process among torchrun's: `ddp` gives each its own GPU. `free_gpu` is the
-    GPU a parallel sweep handed this job, for a request that leaves the GPU open (None: GPU 0,
-    the current one of a new process).
-    """
+    """A plan for the request on `machine`, or one line why not; `free_gpu`: a sweep's GPU."""
     name, index = request.name, request.index
     if request.ids is not None and name not in (DeviceName.dp, DeviceName.ddp):
         raise ExperimentError(f"device.ids applies to device=dp or ddp only, not device={name}")
@@ -160,10 +139,7 @@ def resolve(
 
 
 def _ddp_plan(ids: list[int] | None, machine: Machine, group: ProcessGroup) -> DevicePlan:
-    """One GPU per process (NCCL): GPU LOCAL_RANK, or device.ids[LOCAL_RANK]; no GPU: gloo. A
-    process that sees a single GPU takes it whatever its rank (SLURM's --gpus-per-task=1 numbers
-    each process's own 0); processes sharing one are refused later
-    (`distributed.refuse_shared_gpus`)."""
+    """One GPU per process (NCCL): LOCAL_RANK's, device.ids[LOCAL_RANK], or the one it sees."""
     if not group.torchrun:
         raise ExperimentError(
             "device=ddp runs one process per device under torchrun: "

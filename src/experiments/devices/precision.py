@@ -1,6 +1,4 @@
-"""What trainer.precision asks of the training step: fp32, bf16 (autocast), or fp16 (autocast
-with gradient scaling; CUDA only). The step itself is written out in `experiments.training.loop`.
-"""
+"""What trainer.precision asks of the training step: fp32, bf16, or fp16 (CUDA only)."""
 
 from __future__ import annotations
 
@@ -22,9 +20,7 @@ AUTOCAST_DTYPES = {
 def autocast_and_scaler(
     name: Precision, device: torch.device, key: str = "trainer.precision"
 ) -> tuple[torch.dtype | None, torch.amp.GradScaler]:
-    """What trainer.precision asks of the training step: the dtype to autocast the forward pass
-    and the loss to (None: none, fp32), and a gradient scaler, enabled for fp16 only (fp16's
-    small gradients would underflow unscaled; a disabled scaler passes everything through)."""
+    """The autocast dtype (None: fp32), and a gradient scaler, enabled for fp16 alone."""
     if name == Precision.fp16 and not backend_for(device.type).trains_fp16:
         raise ExperimentError(
             f"{key}=fp16 needs a CUDA device (its gradient scaling, and its fast kernels, run "
@@ -35,8 +31,7 @@ def autocast_and_scaler(
 
 
 def emulated_bf16(name: Precision, plan: DevicePlan) -> str | None:
-    """One line when trainer.precision=bf16 would run emulated, slower than fp32, on a GPU of the
-    plan that has no bfloat16 units (such as the V100 and the T4); None otherwise."""
+    """One line where bf16 would run emulated, slower than fp32, on a GPU of the plan (a V100)."""
     if name != Precision.bf16:
         return None
     emulated = []

@@ -1,8 +1,4 @@
-"""Where this process stands among those that train one model together: its rank, and theirs.
-
-Read from torchrun's environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE); no torch, so
-the command line and the sweep callback can ask it before torch is loaded.
-"""
+"""This process's place among those training one model together, from torchrun's env; no torch."""
 
 from __future__ import annotations
 
@@ -12,15 +8,13 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class ProcessGroup:
-    """The processes that train one model together, seen from one of them: its rank among them
-    (a lone process is rank 0 of 1)."""
+    """The processes that train one model together, seen from one of them (alone: rank 0 of 1)."""
 
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
     local_world_size: int = 1
-    # Started by torchrun (even as its only process).
-    torchrun: bool = False
+    torchrun: bool = False  # even as its only process
 
     @classmethod
     def from_env(cls) -> ProcessGroup:

@@ -1,14 +1,4 @@
-"""What a job runs on and in, decided once (`experiments.run.setup.prepare_runtime`) and passed
-explicitly from there to the data, the model and the loop: the plan, the placement method, this
-process's place among torchrun's, what the training step runs in (autocast dtype, gradient
-scaler, memory format), and the backend of the device's kind (`runtime.backend`).
-
-One word, one meaning: `cfg.device` is the user's request (`config.schemas.DeviceConfig`), the
-`DevicePlan` what it resolved to on this machine, a `device` the `torch.device` computed on
-(`plan.device`, `runtime.device`), and the `Runtime` all of the above with how the step runs.
-`runtime.backend` is what differs between kinds of device (`devices.backends`: cpu, cuda);
-`plan.backend` is DDP's for its collectives (nccl, gloo).
-"""
+"""What a job runs on and in; `runtime.backend` is its kind's (cpu, cuda), `plan.backend` DDP's."""
 
 from __future__ import annotations
 
@@ -33,11 +23,8 @@ class Runtime:
     plan: DevicePlan
     placement: Placement  # how tensors and modules get onto plan.device
     group: ProcessGroup = ONE_PROCESS
-    # What the forward pass and the loss run in (None: fp32), and the gradient scaler (enabled
-    # for fp16 only; a disabled one passes everything through).
-    autocast_dtype: torch.dtype | None = None
-    scaler: torch.amp.GradScaler = field(default_factory=_disabled_scaler)
-    # Model and batches in channels-last memory format.
+    autocast_dtype: torch.dtype | None = None  # None: fp32
+    scaler: torch.amp.GradScaler = field(default_factory=_disabled_scaler)  # enabled for fp16
     channels_last: bool = False
 
     def __post_init__(self) -> None:
@@ -50,18 +37,15 @@ class Runtime:
 
     @property
     def type(self) -> str:
-        """The device's kind, as `torch.device.type` spells it: cuda, cpu."""
         return self.plan.type
 
     @property
     def backend(self) -> Backend:
-        """What differs on a device of this kind (waiting for it, timing, memory, ...): ask it,
-        never `type`."""
+        """What differs on a device of this kind (waiting, timing, memory): ask it, never `type`."""
         return backend_for(self.plan.type)
 
     def autocast(self) -> AbstractContextManager[object]:
-        """The context the forward pass and the loss run in: none in fp32 (a disabled
-        torch.autocast still costs 6 µs a step, 2% of a small MLP's)."""
+        """The forward pass's and the loss's context: none in fp32 (a disabled autocast costs)."""
         if self.autocast_dtype is None:
             return nullcontext()
         return torch.autocast(self.type, dtype=self.autocast_dtype)

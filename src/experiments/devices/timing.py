@@ -1,10 +1,4 @@
-"""How long work takes on a device.
-
-`DeviceTimer` adds up spans of work without making the host wait for the device on every step:
-each span is two marks in the device's queue of work (`Backend.mark`: CUDA events on a GPU, the
-host's clock on the CPU, where the work is done when the host returns), read once, when asked for
-the total.
-"""
+"""How long work takes on a device, marked in its queue and read only when asked (no waits)."""
 
 from __future__ import annotations
 
@@ -34,5 +28,5 @@ class DeviceTimer:
 
 
 def wait_for(device: torch.device) -> None:
-    """Return once `device` has done the work queued on it (on the CPU, it has already)."""
+    """Return once `device` has done the work queued on it."""
     backend_for(device.type).wait(device)

@@ -1,5 +1,4 @@
-"""The model wrapped for several GPUs (DataParallel) or processes (DistributedDataParallel), and
-unwrapped again for its state_dict."""
+"""The model wrapped for several GPUs (DataParallel) or processes (DDP), and unwrapped again."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ def parallelize(
     autocast_dtype: torch.dtype | None,
     sync_batchnorm: bool = False,
 ) -> nn.Module:
-    """Wrap the (already placed) model for several GPUs or processes, as the plan says; with
-    `sync_batchnorm`, DDP's model normalizes by the statistics of every process's images."""
+    """Wrap the placed model for the plan's GPUs or processes, with SyncBatchNorm if asked."""
     kind = backend_for(plan.type)
     if sync_batchnorm:
         if not plan.backend or not kind.runs_sync_batchnorm:
@@ -33,8 +31,7 @@ def parallelize(
         model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
     if plan.ids:
         if autocast_dtype is not None:
-            # DataParallel's replicas run in threads of their own and re-enter autocast there
-            # without its dtype (so bf16 would run as fp16): each replica enters it itself.
+            # DataParallel's replicas, in threads of their own, would re-enter autocast as fp16.
             model = AutocastForward(model, autocast_dtype)
         return nn.DataParallel(model, device_ids=list(plan.ids), output_device=plan.index)
     if plan.backend:
@@ -44,9 +41,7 @@ def parallelize(
 
 
 def sync_batchnorm_waits(model: nn.Module) -> str | None:
-    """One line for a model with synchronized BatchNorm layers: each makes the host wait for the
-    GPU once a step (SyncBatchNorm drops the statistics of processes without images by a mask,
-    whose count the host must read); None for a model without."""
+    """One line for a model with SyncBatchNorm layers (each reads back a count every step)."""
     layers = sum(isinstance(module, nn.SyncBatchNorm) for module in model.modules())
     if not layers:
         return None
@@ -70,10 +65,8 @@ class AutocastForward(nn.Module):
 
 
 def unwrap(model: nn.Module) -> nn.Module:
-    """The model inside its DataParallel, DDP, autocast and torch.compile wrappers, whose
-    state_dict loads into a single-device model."""
-    # torch.compile's wrapper class lives in torch._dynamo, which takes seconds to import: a
-    # model can only be compiled once torch.compile has loaded it, so look only if it has.
+    """The model inside its DataParallel, DDP, autocast and torch.compile wrappers."""
+    # torch._dynamo takes seconds to import: a model is compiled only once it has been.
     compiled = sys.modules.get("torch._dynamo.eval_frame")
     while True:
         if isinstance(
@@ -87,9 +80,7 @@ def unwrap(model: nn.Module) -> nn.Module:
 
 
 def without_gradient_sync(model: nn.Module) -> AbstractContextManager[object]:
-    """DDP's `no_sync` for a model wrapped in DistributedDataParallel (also inside torch.compile's
-    wrapper): backward passes in it add to the gradients without averaging them over the
-    processes. Nothing for other models, whose gradients are their process's own."""
+    """DDP's `no_sync` (gradients add up, not averaged) for a DDP model, compiled or not."""
     compiled = sys.modules.get("torch._dynamo.eval_frame")
     if compiled is not None and isinstance(model, compiled.OptimizedModule):
         model = model._orig_mod

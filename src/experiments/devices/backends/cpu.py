@@ -1,9 +1,8 @@
-"""The host's CPU as a device: work is done when the host returns, so the host's clock times it;
-it computes in the host's memory; its energy is RAPL's, per package, shared by every process of
-the machine."""
+"""The host's CPU as a device: done when the host returns; its energy RAPL's, machine-wide."""
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import socket
 import time
@@ -15,25 +14,14 @@ import torch
 from torch.profiler import ProfilerActivity
 
 from experiments.devices.backends import names
-from experiments.devices.backends.base import (
-    Backend,
-    DeviceIdentity,
-    Mark,
-    Measurement,
-    ModuleT,
-)
+from experiments.devices.backends.base import Backend, DeviceIdentity, Mark, Measurement, ModuleT
 from experiments.devices.measuring.energy_counters import Counter, rapl_counters
 
-# The most FLOP/s a CPU thread can do (torch computes on one per core), well above any made, so
-# that a peak beyond it (a cache edited or damaged) is refused, not divided by: AVX-512's two
-# FMA units do 64 fp32 FLOPs a cycle, 320 G at 5 GHz, so 1 T; AMX's tiles 1,024 bf16 FLOPs a
-# cycle, 5 T, so 10 T in bf16 and fp16.
+# Well above any CPU thread (AVX-512: 320 G fp32 at 5 GHz; AMX: 5 T bf16): beyond is a bad cache.
 CPU_THREAD_MOST_FLOPS = {"fp32": 1e12, "bf16": 1e13, "fp16": 1e13}
 
 
 class HostMark(Mark):
-    """The host's clock: on the CPU, the work before it is done."""
-
     def __init__(self) -> None:
         self.seconds = time.perf_counter()
 
@@ -50,9 +38,7 @@ class CpuBackend(Backend):
     copies_from_pinned_memory = False
     channels_last_by_default = True  # much faster there (docs/speed.md)
     trains_fp16 = False  # GradScaler's fp16, and its fast kernels, are CUDA's
-    # torch has fused steps here too, but there is no device to wait for, and they have not been
-    # measured: torch's own choice stands.
-    fuses_optimizer_by_default = False
+    fuses_optimizer_by_default = False  # no device to wait for: torch's own choice stands
     replays_cuda_graphs = False
     uses_cudnn = False
     runs_sync_batchnorm = False
@@ -94,7 +80,7 @@ class CpuBackend(Backend):
         return DeviceIdentity(cpu_name(), machine_id(), torch.get_num_threads())
 
     def device_record_fields(self, device: torch.device) -> dict[str, Any]:
-        # (Not the machine's id: that is not for records that travel.)
+        # Not the machine's id: that is not for records that travel.
         return {"name": cpu_name(), "threads": torch.get_num_threads()}
 
     def tf32_in_use(self, device: torch.device, convolutions_lead: bool) -> bool:
@@ -103,10 +89,7 @@ class CpuBackend(Backend):
     def peak_measurement(
         self, autocast_dtype: torch.dtype | None, tf32: bool, convolutions_lead: bool
     ) -> Measurement:
-        # Quick and timed by the host's clock, well under a second: most CPUs emulate bfloat16,
-        # at a hundredth of fp32's speed. For a model led by convolutions, channels-last
-        # convolutions are timed too, the faster taken: oneDNN's bf16 convolutions run far
-        # faster than bf16 products on a CPU without bf16 units.
+        # Small: most CPUs emulate bf16, where oneDNN's convolutions far outrun its products.
         dtype = autocast_dtype or torch.float32
         size = 1024 if dtype == torch.float32 else 256
         return Measurement(
@@ -127,23 +110,18 @@ class CpuBackend(Backend):
 
 
 def cpu_name() -> str:
-    """The CPU's model name, as /proc/cpuinfo has it (else what Python's platform knows)."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
+    """The CPU's model name, as /proc/cpuinfo has it (else Python's platform's)."""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as cpuinfo:
+        for line in cpuinfo:
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
     return platform.processor() or platform.machine()
 
 
 def machine_id() -> str:
-    """This machine's id (systemd's, where there is one), else its host name."""
+    """systemd's id of this machine, else its host name."""
     for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
-        try:
+        with contextlib.suppress(OSError):
             if found := Path(path).read_text().strip():
                 return found
-        except OSError:
-            continue
     return socket.gethostname()

@@ -1,6 +1,4 @@
-"""A CUDA GPU (or a ROCm one, which torch.cuda serves too): the host queues work and runs ahead,
-so CUDA events time it and pinned memory feeds it; it computes in memory of its own, which runs
-out rather than swaps; its energy is NVML's, per GPU; each of DDP's processes owns one."""
+"""A CUDA GPU (or a ROCm one): the host runs ahead, so CUDA events time it; its energy is NVML's."""
 
 from __future__ import annotations
 
@@ -13,24 +11,14 @@ from torch.profiler import ProfilerActivity
 
 from experiments.devices import process_settings
 from experiments.devices.backends import names
-from experiments.devices.backends.base import (
-    Backend,
-    DeviceIdentity,
-    Mark,
-    Measurement,
-    ModuleT,
-)
+from experiments.devices.backends.base import Backend, DeviceIdentity, Mark, Measurement, ModuleT
 from experiments.devices.measuring.energy_counters import Counter, nvml_counters
 
-# The most FLOP/s any GPU can do, well above any made, so that a peak beyond it (a cache edited
-# or damaged) is refused, not divided by: a B200's dense bf16 is 2.25 P, its TF32 and fp32 less,
-# so 10 P in any precision.
+# Well above any GPU (a B200's dense bf16: 2.25 P): a peak beyond it is a damaged cache's.
 GPU_MOST_FLOPS = 1e16
 
 
 class EventMark(Mark):
-    """A CUDA event recorded on the device's current stream."""
-
     def __init__(self, device: torch.device) -> None:
         self.event = torch.cuda.Event(enable_timing=True)
         self.event.record(torch.cuda.current_stream(device))
@@ -49,9 +37,7 @@ class CudaBackend(Backend):
     copies_from_pinned_memory = True
     channels_last_by_default = False
     trains_fp16 = True
-    # Unfused, fp16's GradScaler reads back at every step whether the gradients overflowed
-    # (`training.optimizers`).
-    fuses_optimizer_by_default = True
+    fuses_optimizer_by_default = True  # unfused, fp16's GradScaler reads back every step
     replays_cuda_graphs = True
     uses_cudnn = True
     runs_sync_batchnorm = True
@@ -91,8 +77,7 @@ class CudaBackend(Backend):
         return DeviceIdentity(properties.name, str(properties.uuid), None)
 
     def device_record_fields(self, device: torch.device) -> dict[str, Any]:
-        # The UUID tells identical GPUs apart.
-        identity = self.identity(device)
+        identity = self.identity(device)  # the UUID tells identical GPUs apart
         return {"name": identity.name, "uuid": identity.uuid}
 
     def tf32_in_use(self, device: torch.device, convolutions_lead: bool) -> bool:
@@ -106,8 +91,7 @@ class CudaBackend(Backend):
     def peak_measurement(
         self, autocast_dtype: torch.dtype | None, tf32: bool, convolutions_lead: bool
     ) -> Measurement:
-        # Large enough to fill an H100's units (its plain fp32 ones are several times slower than
-        # TF32's, so half the size does), several products per timing, so one launch is nothing.
+        # Large enough to fill an H100 (half the size in plain fp32, several times slower).
         dtype = autocast_dtype or torch.float32
         uses_tf32 = tf32 and dtype == torch.float32
         tensor_cores = uses_tf32 or dtype != torch.float32
@@ -134,16 +118,13 @@ def runs_in_tf32(
     convolutions_in_tf32: bool,
     products_in_tf32: bool,
 ) -> bool:
-    """Whether fp32 work led by convolutions (else by matrix products) computes in TF32 on a GPU
-    of compute `capability` (TF32 units: Ampere, 8.0, and later), given cuDNN's and cuBLAS's
-    settings."""
-    if capability < (8, 0):
-        return False
-    return convolutions_in_tf32 if convolutions_lead else products_in_tf32
+    """Whether fp32 work led by convolutions (else products) computes in TF32 on `capability`."""
+    return capability >= (8, 0) and (
+        convolutions_in_tf32 if convolutions_lead else products_in_tf32
+    )
 
 
 def _convolutions_in_tf32() -> bool:
-    # torch 2.9 and later have a setting per operation; reading the older flag where either was
-    # set the newer way raises.
+    # torch 2.9 has a setting per operation; reading the old flag where it was set so raises.
     newer = getattr(getattr(torch.backends.cudnn, "conv", None), "fp32_precision", None)
     return torch.backends.cudnn.allow_tf32 if newer is None else newer == "tf32"

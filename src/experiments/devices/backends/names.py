@@ -1,6 +1,4 @@
-"""What each kind of device is called: `torch.device.type`'s spelling, which records keep
-(results.json's `device.type`, and `device.used` for a run on the CPU alone). Free of torch: the
-report reads run folders and never computes."""
+"""Each kind of device's name, as `torch.device.type` spells it; free of torch, for the report."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""Each kind of device's backend, by `torch.device.type`. A new kind is a module of its own
-beside `cpu` and `cuda` and one line here (docs/architecture.md, "A new kind of device")."""
+"""Each kind of device's backend, by `torch.device.type`; a new kind is a module and a line here."""
 
 from __future__ import annotations
 
@@ -8,18 +7,11 @@ from experiments.devices.backends.base import Backend
 from experiments.devices.backends.cpu import CpuBackend
 from experiments.devices.backends.cuda import CudaBackend
 
-BACKENDS: dict[str, Backend] = {
-    backend.name: backend
-    for backend in (
-        CpuBackend(),
-        CudaBackend(),
-    )
-}
+BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (CpuBackend(), CudaBackend())}
 
 
 def backend_for(device_type: str) -> Backend:
-    """The backend of devices of `device_type` (`torch.device.type`), or one line naming the
-    kind and the known ones."""
+    """The backend of `device_type` (`torch.device.type`), or one line naming the known ones."""
     backend = BACKENDS.get(device_type)
     if backend is None:
         raise ExperimentError(

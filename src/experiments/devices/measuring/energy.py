@@ -1,13 +1,4 @@
-"""The energy the devices a run computes on used, where their hardware counts it: NVML's
-total-energy counter of each GPU (millijoules since the driver loaded), RAPL's counter of each
-CPU package under Linux's powercap tree (microjoules, wrapping at `max_energy_range_uj`; AMD's
-kernels expose the same tree). Elsewhere (most VMs, containers without root, macOS) there is no
-counter to read, and the meter says why in one line instead of guessing from a rated power.
-
-A counter counts its whole device, every process's work. A span reads every counter at its start
-and end and every `interval` seconds between, on a daemon thread: RAPL's counter wraps (every 262
-kJ or so: 45 minutes at 100 W), and a step is taken modulo its range, which holds under one wrap.
-"""
+"""The energy a run's devices used, from their hardware's counters, or why there are none."""
 
 from __future__ import annotations
 
@@ -17,7 +8,6 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from itertools import pairwise
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import torch
@@ -27,15 +17,12 @@ from experiments.devices.backends.base import Backend
 from experiments.devices.backends.registry import BACKENDS, backend_for
 from experiments.devices.measuring.energy_counters import POWERCAP, Counter, NoCounter
 
-INTERVAL = 5.0  # seconds between a span's readings: far under a wrap at any package's power
-# What each source's counters count besides the run's own work, by source (its backend's).
+INTERVAL = 5.0  # seconds between a span's readings: far under a counter's wrap
 COVERS = {backend.energy_source: backend.energy_covers for backend in BACKENDS.values()}
 
 
 def increase(earlier: int, later: int, wrap: int) -> int:
-    """How far a counter that wraps to 0 at `wrap` rose from reading `earlier` to `later`. The
-    counter only rises, so a reading below the one before is a wrap; a rise of a whole wrap or
-    more between two readings cannot be told from a smaller one, hence a span's sampling."""
+    """How far a counter that wraps to 0 at `wrap` rose from `earlier` to `later`, within a wrap."""
     return (later - earlier) % wrap
 
 
@@ -46,8 +33,6 @@ def added_up(readings: Sequence[int], wrap: int) -> int:
 
 @dataclass(frozen=True)
 class CounterEnergy:
-    """What one counter counted over a span."""
-
     name: str
     joules: float
     watts: float
@@ -55,8 +40,6 @@ class CounterEnergy:
 
 @dataclass(frozen=True)
 class Energy:
-    """The energy the devices used over a span of `seconds`, per counter and in all."""
-
     source: str  # "nvml" or "rapl"
     joules: float
     seconds: float
@@ -65,11 +48,10 @@ class Energy:
 
     @property
     def watts(self) -> float:
-        """The average power over the span."""
         return self.joules / self.seconds
 
     def per_image(self, images: int) -> float:
-        """The joules per image of `images` (more than none) the span computed."""
+        """The joules per image of `images` (more than none)."""
         return self.joules / images
 
     def energy_record(self) -> dict[str, Any]:
@@ -79,9 +61,7 @@ class Energy:
 
 
 class Span:
-    """The energy used from `start` to `stop` (or over a `with` block). Queued GPU work counts when
-    it runs: synchronize before the span ends. `energy` is None until then, and after it where
-    `unavailable` says why."""
+    """The energy used from `start` to `stop`, or over a `with` block (synchronize GPUs first)."""
 
     def __init__(self, meter: EnergyMeter, interval: float) -> None:
         self._counters = meter.counters
@@ -124,12 +104,7 @@ class Span:
     def __enter__(self) -> Span:
         return self.start()
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exception: object) -> None:
         self.stop()
 
     def _sample_until_stopped(self) -> None:
@@ -137,8 +112,7 @@ class Span:
             self._sample()
 
     def _sample(self) -> None:
-        """Add each counter's rise since the last reading (the thread's, then `stop`'s: never
-        both at once)."""
+        # The thread's, then `stop`'s: never both at once.
         readings = self._read() if self.unavailable is None else None
         if readings is None:
             return
@@ -147,8 +121,7 @@ class Span:
         self._last = readings
 
     def _read(self) -> list[int] | None:
-        """Every counter's reading; None, and why in `unavailable`, if one fails (a GPU lost,
-        a driver reloaded): the meter never fails the run it measures."""
+        """Every counter's reading; None, and why in `unavailable`: it never fails the run."""
         readings = []
         for counter in self._counters:
             try:
@@ -160,8 +133,7 @@ class Span:
 
 
 class EnergyMeter:
-    """The energy counters of the devices a run computes on, all from one source; `unavailable`
-    is None, or why they cannot be read here."""
+    """The energy counters of a run's devices, all from one source, or why there are none."""
 
     def __init__(self, source: str, counters: Sequence[Counter], unavailable: str | None) -> None:
         self.source = source
@@ -170,9 +142,7 @@ class EnergyMeter:
 
     @classmethod
     def for_devices(cls, devices: Sequence[torch.device], powercap: Path = POWERCAP) -> EnergyMeter:
-        """The counters of `devices`, all of one kind (a plan's: NVML's of each GPU, RAPL's of
-        each CPU package under `powercap`); each read once here, so a counter that cannot be is
-        known before a run relies on it."""
+        """The counters of `devices`, all of one kind, each read once before a run relies on it."""
         backend = _backend_of(devices)
         try:
             counters = backend.energy_counters(devices, powercap)
@@ -184,16 +154,14 @@ class EnergyMeter:
     def for_process(
         cls, devices: Sequence[torch.device], local_rank: int, powercap: Path = POWERCAP
     ) -> EnergyMeter:
-        """The counters of the `devices` this process computes on: its own devices', or, where
-        the machine's processes share them (the CPU's packages), read by its process 0 alone."""
+        """The counters of this process's `devices`: process 0's alone where they are shared."""
         backend = _backend_of(devices)
         if not backend.each_process_owns_its_device and local_rank != 0:
             return cls(backend.energy_source, [], "read by process 0 of this machine")
         return cls.for_devices(devices, powercap)
 
     def measuring(self, interval: float = INTERVAL) -> Span:
-        """A span to measure a block with (`with meter.measuring() as span:`; then
-        `span.energy`), or to `start` and `stop`."""
+        """A span to measure a block with (`with meter.measuring() as span:`), or to `start`."""
         return Span(self, interval)
 
     def text(self) -> str:
@@ -204,7 +172,6 @@ class EnergyMeter:
 
 
 def _backend_of(devices: Sequence[torch.device]) -> Backend:
-    """The backend of `devices`, all of one kind."""
     kinds = {device.type for device in devices}
     if len(kinds) != 1:
         raise ValueError(f"an energy meter reads devices of one kind, not of {sorted(kinds)}")

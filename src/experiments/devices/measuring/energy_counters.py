@@ -1,6 +1,4 @@
-"""The energy counters a device's hardware keeps, found and read once: NVML's total-energy
-counter of each GPU, RAPL's of each CPU package under Linux's powercap tree; where none can be
-read, NoCounter says why in one line. `devices.measuring.energy` measures spans with them."""
+"""The energy counters of each GPU (NVML's) and CPU package (RAPL's), or NoCounter: why not."""
 
 from __future__ import annotations
 
@@ -26,8 +24,7 @@ class NoCounter(Exception):
 
 @dataclass(frozen=True)
 class Counter:
-    """One device's energy counter: its name in records, its reading, in `joules` each, and the
-    count at which it wraps to 0."""
+    """One device's energy counter: its reading, in `joules` each, wraps to 0 at `wrap`."""
 
     name: str
     read: Callable[[], int]
@@ -36,8 +33,7 @@ class Counter:
 
 
 def rapl_counters(powercap: Path) -> list[Counter]:
-    """The counter of each CPU package (the zones `intel-rapl:N` named package-N; their subzones,
-    core and dram, and psys, a whole laptop's, would count some of it twice)."""
+    """The counter of each CPU package (subzones, and psys, would count some of it twice)."""
     if not powercap.is_dir():
         raise NoCounter(f"no RAPL counter readable here ({powercap}: absent)")
     zones = sorted(
@@ -57,7 +53,6 @@ def rapl_counters(powercap: Path) -> list[Counter]:
 
 
 def _zone_name(zone: Path) -> str:
-    """What a powercap zone calls itself (package-0, dram, psys), else its folder's name."""
     try:
         return (zone / "name").read_text().strip()
     except OSError:
@@ -65,12 +60,11 @@ def _zone_name(zone: Path) -> str:
 
 
 def _count(path: Path) -> int:
-    """The count a powercap file holds."""
     return int(path.read_text())
 
 
 def _first_reading(path: Path) -> int:
-    """The count a powercap file holds, or NoCounter naming the file and why it cannot be read."""
+    """The count a powercap file holds, or NoCounter naming it and why it cannot be read."""
     try:
         return _count(path)
     except FileNotFoundError:
@@ -83,15 +77,13 @@ def _first_reading(path: Path) -> int:
 
 
 def nvml_uuids(uuid: str) -> list[str]:
-    """The names NVML may know a GPU by whose UUID torch gives as `uuid` (bare, without the
-    prefix NVML writes): a whole GPU's, then a MIG instance's."""
+    """The names NVML may know torch's `uuid` by (bare or not): a whole GPU's, then a MIG's."""
     if uuid.startswith(("GPU-", "MIG-")):
         return [uuid]
     return [f"GPU-{uuid}", f"MIG-{uuid}"]
 
 
 def _nvml_handle(pynvml: Any, name: str, uuid: str) -> Any:
-    """NVML's handle of the GPU (`name`) whose UUID torch gives as `uuid`."""
     for known_as in nvml_uuids(uuid):
         try:
             return pynvml.nvmlDeviceGetHandleByUUID(known_as)
@@ -101,11 +93,9 @@ def _nvml_handle(pynvml: Any, name: str, uuid: str) -> Any:
 
 
 def nvml_counters(gpus: Sequence[torch.device]) -> list[Counter]:
-    """NVML's counter of each of `gpus`, found by the GPU's UUID (CUDA's numbering may differ
-    from NVML's under CUDA_VISIBLE_DEVICES)."""
+    """NVML's counter of each of `gpus`, found by UUID (CUDA's numbering may differ from NVML's)."""
     try:
-        # Imported here: nvidia-ml-py is an optional extra, needed on GPUs only.
-        import pynvml
+        import pynvml  # an optional extra, needed on GPUs only
     except ImportError:
         raise NoCounter(f"nvidia-ml-py is not installed ({INSTALL})") from None
     try:
@@ -117,8 +107,7 @@ def nvml_counters(gpus: Sequence[torch.device]) -> list[Counter]:
         index = gpu.index if gpu.index is not None else torch.cuda.current_device()
         properties = torch.cuda.get_device_properties(index)
         name = f"{gpu_name(index)} ({properties.name})"
-        uuid = str(properties.uuid)
-        handle = _nvml_handle(pynvml, name, uuid)
+        handle = _nvml_handle(pynvml, name, str(properties.uuid))
         if pynvml.nvmlDeviceIsMigDeviceHandle(handle):
             raise NoCounter(
                 f"{name} is a MIG instance, which NVML does not meter (only its whole GPU, whose "

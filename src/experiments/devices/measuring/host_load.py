@@ -1,33 +1,20 @@
-"""Whether other work competed with a run for the CPU cores it could use: a busy host makes a run
-slower, and a speed read without knowing so makes contention look like a difference.
-
-Over a span of the run, the busy ticks in /proc/stat of the cores it may use
-(`os.sched_getaffinity`), less the ticks in /proc/PID/stat of the run's own processes (this one and
-all below it; under torchrun, torchrun's tree), are the other work's (`HostLoad`). Without /proc the
-load is None, rather than guessed from a load average that counts the run itself and, in a
-container, every other container.
-
-A run is busy when others took more than BUSY_SHARE of the cores it computes on: a machine at rest
-takes a few percent of one core, while a tenth of a run's cores taken slows it by about as much,
-the size of a difference the report is asked to tell apart (docs/speed.md, A busy host).
-"""
+"""Whether other work took a run's CPU cores: their busy ticks in /proc less its own processes'."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 PROC = Path("/proc")
-# /proc/stat's fields of a CPU line that are work: user, nice, system, (not idle, iowait) irq,
-# softirq, steal. guest and guest_nice are counted in user and nice already.
+# /proc/stat's busy fields: user, nice, system, irq, softirq, steal (guest is in user and nice).
 BUSY_FIELDS = (0, 1, 2, 5, 6, 7)
 COUNTED_FIELDS = 8  # the fields summed for the total: the above, idle and iowait
-# The share of the run's cores other work may take before the run's timing is called busy.
+# The share of the run's cores others may take before it is busy: a tenth slows it by as much.
 BUSY_SHARE = 0.10
-# The fewest ticks of the run's cores a span must have to be judged: /proc counts in ticks (a
-# hundredth of a second), and two snapshots' counts are each a tick off, 4% of 50.
+# The fewest ticks (hundredths of a second) a span needs to be judged: each snapshot is one off.
 FEWEST_TICKS = 50
 
 
@@ -42,19 +29,15 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class HostLoad:
-    """The other work on the run's cores between two snapshots."""
-
     other_cpu_share: float  # of the run's cores' time, taken by other processes
     cores: int  # the cores the run could use
     busy: bool  # enough to slow the run (BUSY_SHARE)
 
     @property
     def other_cores(self) -> float:
-        """The cores other work kept busy, on average."""
         return self.other_cpu_share * self.cores
 
     def text(self) -> str:
-        """ "host busy: other processes used 43% of its 2 cores"."""
         return (
             f"host busy: other processes used {self.other_cpu_share:.0%} of its {self.cores} "
             f"core{'s' if self.cores > 1 else ''}"
@@ -75,11 +58,10 @@ def cpu_ticks(proc_stat: str, cpus: Iterable[int]) -> tuple[int, int]:
 
 
 def process_ticks(proc_pid_stat: str) -> tuple[int, int, int]:
-    """(pid, parent's pid, ticks of its own and of the children it waited for) from the text
-    of /proc/PID/stat. The name, in parentheses, may hold spaces and parentheses itself."""
+    """(pid, ppid, ticks of its own and of the children it waited for) from /proc/PID/stat."""
     pid = int(proc_pid_stat.split(" ", 1)[0])
     fields = proc_pid_stat.rpartition(")")[2].split()
-    # After the name: state, ppid, ..., utime, stime, cutime, cstime (fields 4 and 14-17).
+    # After the name, which may hold spaces and ")": state, ppid, ..., utime to cstime (14-17).
     return pid, int(fields[1]), sum(int(ticks) for ticks in fields[11:15])
 
 
@@ -99,9 +81,7 @@ def tree_ticks(processes: Iterable[tuple[int, int, int]], root: int) -> int:
 
 
 def between(start: Snapshot, end: Snapshot, cores: int, threads: int) -> HostLoad | None:
-    """The other work on a run's `cores` from `start` to `end`, for a run computing in
-    `threads` threads (the cores beyond them are the run's to leave to others); None for a
-    span too short to tell (FEWEST_TICKS)."""
+    """The other work on a run's `cores` in `threads` threads (None: too short a span to tell)."""
     total = end.total - start.total
     if total < FEWEST_TICKS:
         return None
@@ -118,8 +98,7 @@ def free_cores(load: HostLoad) -> int:
 
 
 def threads_above_free_cores(threads: int, load: HostLoad, typed: bool = True) -> str | None:
-    """The warning for a run of `threads` threads, above the cores other work left free under
-    `load` (None: they fit). `typed`: the user set trainer.threads (else torch's default)."""
+    """The warning for `threads` (`typed`: trainer.threads) above the cores `load` left free."""
     free = free_cores(load)
     if threads <= free:
         return None
@@ -136,19 +115,16 @@ def threads_above_free_cores(threads: int, load: HostLoad, typed: bool = True) -
 
 
 def run_root() -> int:
-    """The process the run's own processes descend from: torchrun's, under torchrun (its local
-    processes are the run's), else this one."""
+    """The process the run's own processes descend from: torchrun's, else this one."""
     return os.getppid() if "TORCHELASTIC_RUN_ID" in os.environ else os.getpid()
 
 
 def cores() -> set[int]:
-    """The cores this process may run on."""
     return os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
 
 
 def snapshot(root: int, cpus: set[int]) -> Snapshot | None:
-    """The ticks so far of `cpus` and of the processes from `root` down; None without Linux's
-    /proc (or with one that cannot be read)."""
+    """The ticks so far of `cpus` and of the processes from `root` down; None without /proc."""
     try:
         busy, total = cpu_ticks((PROC / "stat").read_text(), cpus)
     except OSError:
@@ -163,8 +139,6 @@ def _processes() -> list[tuple[int, int, int]]:
     found = []
     for entry in PROC.iterdir():
         if entry.name.isdigit():
-            try:
+            with contextlib.suppress(OSError, ValueError, IndexError):
                 found.append(process_ticks((entry / "stat").read_text()))
-            except (OSError, ValueError, IndexError):
-                continue
     return found

@@ -1,23 +1,10 @@
-"""A device's compute bound, measured: the floating-point operations per second of large square
-matrix products in the run's precision. A run's images/s cannot beat this over its model's FLOPs
-per training image (times the GPUs it computes on), so the report draws that as the model's bound
-on that device (trainer.measure_peak_flops, set by experiment=device_scaling).
-
-On a GPU the products run back to back after a warm-up, timed with CUDA events, large enough to
-fill an H100. fp32 is measured in the precision the model's leading operations compute in: TF32
-for convolutions where cuDNN may use it (its default on Ampere and later), and for matrix products
-only where cuBLAS may (torch's default is full fp32). bf16 and fp16 are measured on the tensor
-cores their autocast uses. On the CPU a smaller measurement is timed with the host's clock; for a
-model led by convolutions, channels-last convolutions are timed too and the faster taken: on a CPU
-without bf16 units oneDNN's bf16 convolutions far outrun bf16 matrix products (docs/speed.md,
-Utilization), so a peak of products alone is one such a model beats.
-"""
+"""A device's compute bound, measured in the precision of a run's leading operations: its MFU's."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -29,8 +16,6 @@ from experiments.devices.backends.registry import backend_for
 
 @dataclass(frozen=True)
 class Peak:
-    """A measured peak, and the precision it was measured in (`Measurement.precision`)."""
-
     flops_per_second: float
     precision: str
 
@@ -38,9 +23,7 @@ class Peak:
 def measure(
     device: torch.device, autocast_dtype: torch.dtype | None, convolutions_lead: bool
 ) -> Peak:
-    """The peak FLOP/s of `device` in the precision of a run that autocasts to `autocast_dtype`
-    (None: fp32) a model whose FLOPs are mostly convolutions (`convolutions_lead`) or matrix
-    products, and that precision's name."""
+    """The peak of `device` for a run in `autocast_dtype` (None: fp32) of a model so led."""
     how = measurement(device, autocast_dtype, convolutions_lead)
     return Peak(flops_per_second(device, how), how.precision)
 
@@ -48,9 +31,7 @@ def measure(
 def measurement(
     device: torch.device, autocast_dtype: torch.dtype | None, convolutions_lead: bool
 ) -> Measurement:
-    """How the peak of `device` is measured for a run that autocasts to `autocast_dtype` a model
-    led by convolutions (`convolutions_lead`) or by matrix products: its precision is known
-    before anything is measured (what a cached peak is looked up by)."""
+    """How `measure` measures: its precision, known beforehand, is what the cache is read by."""
     backend = backend_for(device.type)
     tf32 = backend.tf32_in_use(device, convolutions_lead)
     return backend.peak_measurement(autocast_dtype, tf32, convolutions_lead)
@@ -59,14 +40,13 @@ def measurement(
 def flops_per_second(device: torch.device, how: Measurement) -> float:
     """The peak `how` measures on `device`: its products', or its convolutions' where faster."""
     products = matmul_flops_per_second(device, how)
-    return (
-        max(products, convolution_flops_per_second(device, how)) if how.convolutions else products
-    )
+    if not how.convolutions:
+        return products
+    return max(products, convolution_flops_per_second(device, how))
 
 
 def matmul_flops_per_second(device: torch.device, how: Measurement) -> float:
-    """The best of `how.timings` timings or more of products on `device` (a product is
-    2 * size**3 operations: a multiply-add is two, as the model's count has it)."""
+    """The best timing of products on `device` (a multiply-add is two FLOPs, as the model's)."""
     a, b = _operands(device, how.dtype, (how.size, how.size), (how.size, how.size))
     product = torch.empty_like(a)
 
@@ -74,17 +54,14 @@ def matmul_flops_per_second(device: torch.device, how: Measurement) -> float:
         for _ in range(count):
             torch.mm(a, b, out=product)
 
-    with _matmul_tf32(how.tf32):
+    with _matmul_tf32() if how.tf32 else nullcontext():
         products(how.warm_up)  # cuBLAS chooses its kernel, the clocks rise
         best = _best_seconds(lambda: products(how.products), device, how)
     return 2 * how.size**3 * how.products / best
 
 
 def convolution_flops_per_second(device: torch.device, how: Measurement) -> float:
-    """The best of `how.timings` timings or more of a 5 x 5 convolution of 64 channels over
-    32 x 32 images in channels-last memory (as a model of convolutions runs on the CPU by
-    default), in `how.dtype`: a batch of 32 in fp32 (some 7 GFLOPs), 8 in the precisions a CPU
-    emulates."""
+    """The best timing of channels-last convolutions (the CPU's default), fewer images emulated."""
     batch, channels, side, kernel = (32 if how.dtype == torch.float32 else 8), 64, 32, 5
     images, weight = _operands(
         device, how.dtype, (batch, channels, side, side), (channels, channels, kernel, kernel)
@@ -103,37 +80,25 @@ def convolution_flops_per_second(device: torch.device, how: Measurement) -> floa
 def _operands(
     device: torch.device, dtype: torch.dtype, *shapes: tuple[int, ...]
 ) -> list[torch.Tensor]:
-    """Random tensors of `shapes` to time work on, drawn from a generator of their own: a peak
-    measured after the run is seeded leaves the run's draws as a cached peak would."""
+    """Random tensors of `shapes`, from a generator of their own: the run's draws stay as seeded."""
     generator = torch.Generator(device=device).manual_seed(0)
     return [torch.randn(shape, generator=generator, device=device, dtype=dtype) for shape in shapes]
 
 
 def _best_seconds(work: Callable[[], None], device: torch.device, how: Measurement) -> float:
-    """The shortest of `how.timings` timings of `work` or more, timed on until
-    `how.least_seconds` have gone by."""
+    """The shortest of `how.timings` timings of `work` or more, for `how.least_seconds` at least."""
+    backend = backend_for(device.type)
     started, timings = time.perf_counter(), []
     while len(timings) < how.timings or time.perf_counter() - started < how.least_seconds:
-        timings.append(_seconds(work, device))
+        start = backend.mark(device)
+        work()
+        timings.append(backend.mark(device).seconds_since(start))
     return min(timings)
 
 
-def _seconds(work: Callable[[], None], device: torch.device) -> float:
-    """How long `work` takes on `device`: between marks in its queue of work around it (CUDA
-    events on a GPU, whose host returns before the GPU is done; the host's clock on the CPU)."""
-    backend = backend_for(device.type)
-    start = backend.mark(device)
-    work()
-    return backend.mark(device).seconds_since(start)
-
-
 @contextmanager
-def _matmul_tf32(enabled: bool) -> Iterator[None]:
-    """cuBLAS's fp32 products in TF32 while a TF32 peak is measured (the run's convolutions may
-    use TF32 where its products do not); the run's setting again after."""
-    if not enabled:
-        yield
-        return
+def _matmul_tf32() -> Iterator[None]:
+    """cuBLAS's fp32 products in TF32 while a TF32 peak is measured; the run's setting after."""
     was = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("high")
     try:
@@ -144,9 +109,7 @@ def _matmul_tf32(enabled: bool) -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Utilization:
-    """What a run's training made of its devices' peak: its model FLOPs utilization (`mfu`, a
-    share of 1), or None, with `note` saying why, where the run beat the peak: a peak that is
-    wrong (measured while the device was busy) gives no MFU."""
+    """A run's model FLOPs utilization (a share of 1), or None where it beat a wrong peak."""
 
     mfu: float | None
     note: str | None = None
@@ -155,8 +118,7 @@ class Utilization:
 def utilization(
     training_flops_per_image: int, images_per_second: float, peak: Peak, devices: int, on: str
 ) -> Utilization:
-    """The training FLOP/s a run achieved (FLOPs per training image, forward and backward, times
-    its images/s) over the peak of its `devices` (each `peak`), `on` naming them."""
+    """The run's training FLOP/s over the peak of its `devices` (each `peak`), `on` naming them."""
     share = training_flops_per_image * images_per_second / (peak.flops_per_second * devices)
     if share <= 1:
         return Utilization(share)

@@ -1,16 +1,4 @@
-"""The peaks this machine's devices were measured at (`measuring.peak`), kept per user so that runs
-pay for a device's measurement once per machine, not once per run:
-
-    $EXPERIMENTS_CACHE_DIR/peaks.json
-    (else $XDG_CACHE_HOME/experiments/peaks.json, else ~/.cache/experiments/peaks.json)
-
-An entry per device (name and UUID; for the CPU, also torch's threads), precision and torch version.
-The file is data: an entry that is not a well-formed peak, or more than any device of its kind can
-do (`Backend.most_flops`), is measured again; a file that is not a cache of peaks is measured past
-with a warning and written anew. Runs side by side change it under a lock. A peak a run beat is
-wrong (the device was busy): the run forgets it and the next measures it again. A CPU's peak
-measured on a busy host is used by its run and not kept.
-"""
+"""The measured peaks of this machine's devices, kept per user so that runs measure each once."""
 
 from __future__ import annotations
 
@@ -44,13 +32,12 @@ CACHE = Bound(
     MIB,
     "it holds this machine's measured peaks: delete it, and runs measure them again",
 )
-# How long a run waits for another to change the cache (a read and a write: milliseconds) before
-# it leaves its measurement out: a holder stopped or hung never lets go.
+# How long a run waits for another's change (milliseconds) before keeping nothing: one may hang.
 LOCK_SECONDS = 10.0
 
 
 def cache_path() -> Path:
-    """Where this user's peaks are kept (see the module's description)."""
+    """$EXPERIMENTS_CACHE_DIR/peaks.json, else $XDG_CACHE_HOME's or ~/.cache's experiments/."""
     if folder := os.environ.get(CACHE_DIR_VARIABLE):
         return Path(folder) / FILE_NAME
     cache_home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -59,8 +46,6 @@ def cache_path() -> Path:
 
 @dataclass(frozen=True)
 class CachedPeak:
-    """A peak as the cache keeps it: the measurement and what it was measured on, and when."""
-
     flops_per_second: float
     precision: str
     operations: str  # what was timed (`peak.Measurement.operations`)
@@ -72,11 +57,10 @@ class CachedPeak:
 
     @classmethod
     def read(cls, entry: Any) -> CachedPeak | None:
-        """An entry of the file as a peak; None where it is not a well-formed one: each field of
-        its type (`CachedEntry`), the peak a finite number above 0."""
+        """An entry of the file; None unless each field is of its type, the peak finite above 0."""
         if mismatch(entry, CachedEntry, "entry") is not None:
             return None
-        try:  # (a whole number of 400 digits is JSON, and no float)
+        try:  # a whole number of 400 digits is JSON, and no float
             flops = float(entry["flops_per_second"])
         except OverflowError:
             return None
@@ -86,14 +70,12 @@ class CachedPeak:
         return cls(**{**fields, "flops_per_second": flops})
 
 
-# An entry as the file holds it: `CachedPeak`'s fields, each of its type, checked before it is read.
 CachedEntry = TypedDict("CachedEntry", get_type_hints(CachedPeak))  # type: ignore[misc]
 
 
 @dataclass(frozen=True)
 class FoundPeak:
-    """The peak a run divides by, where it came from (`measured` now, else the cache), and what
-    the cache keeps it by."""
+    """The peak a run divides by, whether `measured` now (else cached), and its cache key."""
 
     peak: peak.Peak
     measured: bool
@@ -101,18 +83,14 @@ class FoundPeak:
 
 
 class PeakCache:
-    """The cache file at `path` (`cache_path()` by default), read afresh at each use: runs side
-    by side may add to it. (`judge_load=False`: every measurement kept, as a test that shares
-    its machine with others needs.)"""
+    """The cache file, read afresh at each use; `judge_load`: a busy host's CPU peak isn't kept."""
 
     def __init__(self, path: Path | None = None, *, judge_load: bool = True) -> None:
         self.path = path or cache_path()
-        # Whether a CPU peak measured while other work took its cores is left out of the cache.
         self.judge_load = judge_load
 
     def entries(self) -> dict[str, CachedPeak]:
-        """The well-formed entries, by key; none where the file is missing or not a cache (said
-        in one warning)."""
+        """The well-formed entries, by key; none, with a warning, where the file is no cache."""
         entries, problem = self._held()
         if problem is not None:
             log.warning("%s is not a cache of peaks (%s): measuring again", self.path, problem)
@@ -122,7 +100,6 @@ class PeakCache:
         """The well-formed entries, by key, and why the file is not a cache of peaks, if not."""
         try:
             held = read_data(self.path, CACHE, as_json)
-        # Refused unread (a folder, a pipe, too large), unreadable, not JSON, nested too deep.
         except ExperimentError as error:
             missing = isinstance(error.__cause__, FileNotFoundError)
             return {}, None if missing else str(error)
@@ -139,8 +116,7 @@ class PeakCache:
         *,
         fresh: bool = False,
     ) -> FoundPeak:
-        """The peak of `device` in the precision a run computes in (`peak.measurement`): the
-        cached one, else (or when `fresh`) measured now and kept."""
+        """The peak of `device` for the run's precision: cached, else (or if `fresh`) measured."""
         how = peak.measurement(device, autocast_dtype, convolutions_lead)
         backend = backend_for(device.type)
         identity = backend.identity(device)
@@ -161,14 +137,13 @@ class PeakCache:
                 "divides by it, the cache does not keep it",
                 100 * load.other_cpu_share,
             )
-            self._change(lambda entries: False)  # (a file that is not a cache still written anew)
+            self._change(lambda entries: False)  # a file that is not a cache still written anew
         else:
             self.keep(key, identity, measured, how.operations)
         return FoundPeak(measured, True, key)
 
     def _possible(self, key: str, device: torch.device, precision: str) -> CachedPeak | None:
-        """The cached peak kept by `key`, unless it is more than any device of its kind can do
-        (then forgotten, with a warning: the run measures it again)."""
+        """The peak cached by `key`, unless more than any such device can do (then forgotten)."""
         cached = self.entries().get(key)
         if cached is None:
             return None
@@ -189,16 +164,11 @@ class PeakCache:
 
     def forget(self, key: str) -> None:
         """Drop a peak shown wrong, so that the next run measures it again."""
-
-        def drop(entries: dict[str, CachedPeak]) -> bool:
-            return entries.pop(key, None) is not None
-
-        self._change(drop)
+        self._change(lambda entries: entries.pop(key, None) is not None)
 
     def keep(
         self, key: str, identity: DeviceIdentity, measured: peak.Peak, operations: str
     ) -> None:
-        """Keep `measured`, the peak of the device `identity` names, by `key`."""
         entry = CachedPeak(
             measured.flops_per_second,
             measured.precision,
@@ -217,8 +187,7 @@ class PeakCache:
         self._change(add)
 
     def _change(self, change: Callable[[dict[str, CachedPeak]], bool]) -> None:
-        """Read the entries, `change` them, and write them where `change` says they changed,
-        holding the cache's lock throughout so no process writes over another's entries."""
+        """`change` the entries (it says whether it did) under the cache's lock, and write them."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             lock = self.path.with_name(f".{self.path.name}.lock")
@@ -227,7 +196,6 @@ class PeakCache:
                 if change(entries) or problem is not None:
                     self._write(entries)
         except (OSError, ExperimentError) as error:  # a lock held too long is a TimeoutError
-            # The run goes on with its measurement; the next measures again.
             log.warning("the measured peak is not kept: %s (set %s)", error, CACHE_DIR_VARIABLE)
 
     def _write(self, entries: dict[str, CachedPeak]) -> None:
