@@ -1,16 +1,12 @@
 """RandAugment, TrivialAugment and AutoAugment (`dataset.augment.policy`) on uint8 batches on the
-device, with draws of their own for every image.
-
-torchvision.transforms.v2's policies draw one op for a whole batch; here each image draws its ops,
-magnitudes and signs (from the shuffle generator, on the host), and each op runs once per batch on
-the images that drew it. The ops, magnitudes, AutoAugment's ImageNet policy and what each op does
-to an image are torchvision's (nearest neighbours and a black fill for the geometric ones).
-"""
+device, as torchvision's but with each image drawing its own ops, magnitudes and signs (torchvision
+draws one op per batch); each op runs once per batch on the images that drew it."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -28,7 +24,7 @@ def _up_to(largest: float) -> Magnitudes:
 
 
 def _bits(fewest_lost: int) -> Magnitudes:
-    """Posterize's bits kept: 8 down to 8 - `fewest_lost` over the steps."""
+    """Posterize's bits kept: 8 down to 8 - `fewest_lost`."""
     return lambda steps, height, width: (
         8 - (torch.arange(steps) / ((steps - 1) / fewest_lost))
     ).round()
@@ -39,7 +35,7 @@ def _threshold(steps: int, height: int, width: int) -> torch.Tensor:
 
 
 def _across(share: float, axis: int) -> Magnitudes:
-    """A translation of up to `share` of the image's width (axis 1) or height (axis 0)."""
+    """Up to `share` of the image's width (axis 1) or height (axis 0)."""
     return lambda steps, height, width: torch.linspace(0.0, share * (height, width)[axis], steps)
 
 
@@ -109,14 +105,12 @@ SPACES = {"randaugment": RANDAUGMENT, "trivialaugment": TRIVIALAUGMENT, "autoaug
 STEPS = {"randaugment": 31, "trivialaugment": 31, "autoaugment": 10}
 
 
-# What each image draws per batch: the ops of each of its rounds (as indices of the policy's
-# names), their magnitude steps, and whether each runs.
+# Per round of a batch: each image's op (an index of the policy's names), step and whether it runs.
 Draws = list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
 class Policy:
-    """A policy's ops drawn per image and applied a sub-batch per op: `policy` randaugment
-    (`num_ops` ops at step `magnitude`), trivialaugment or autoaugment."""
+    """`policy`: randaugment (`num_ops` ops at step `magnitude`), trivialaugment or autoaugment."""
 
     def __init__(
         self, policy: str, num_ops: int, magnitude: int, generator: torch.Generator
@@ -146,25 +140,29 @@ class Policy:
             negated = torch.rand(batch_size, generator=self.generator) <= 0.5
             magnitudes = table[ops, steps]
             magnitudes = torch.where(self.signed[ops] & negated, -magnitudes, magnitudes)
-            self._apply(images, ops[share], magnitudes[share], applied[share])
+            ops, magnitudes, applied = ops[share], magnitudes[share], applied[share]
+            for op in ops[applied].unique().tolist():
+                if self.names[op] == "Identity":
+                    continue
+                chosen = ((ops == op) & applied).nonzero()[:, 0]
+                rows = to_device_async(chosen, images.device)
+                done = OPS[self.names[op]](images.index_select(0, rows), magnitudes[chosen])
+                images.index_copy_(0, rows, done)
         return images
 
     def _draw_randaugment(self, batch_size: int) -> Draws:
-        """`num_ops` ops per image, each at step `magnitude`."""
-        steps = torch.full((batch_size,), self.magnitude)
-        everyone = torch.ones(batch_size, dtype=torch.bool)
         shape = (self.num_ops, batch_size)
         ops = torch.randint(len(self.names), shape, generator=self.generator)
-        return [(each, steps, everyone) for each in ops]
+        steps = torch.full((batch_size,), self.magnitude)
+        return [(each, steps, torch.ones(batch_size, dtype=torch.bool)) for each in ops]
 
     def _draw_trivialaugment(self, batch_size: int) -> Draws:
-        """One op per image, at a step of its own."""
         ops = torch.randint(len(self.names), (batch_size,), generator=self.generator)
         steps = torch.randint(self.steps, (batch_size,), generator=self.generator)
         return [(ops, steps, torch.ones(batch_size, dtype=torch.bool))]
 
     def _draw_autoaugment(self, batch_size: int) -> Draws:
-        """A pair of the policy per image; whether each of its two ops runs, by its chance."""
+        """A pair of the policy per image; whether each of its ops runs, by its chance."""
         pairs = torch.randint(len(IMAGENET_POLICY), (batch_size,), generator=self.generator)
         draws = []
         for place in (0, 1):
@@ -181,27 +179,9 @@ class Policy:
         ]
         return torch.stack(rows).double()
 
-    def _apply(
-        self,
-        images: torch.Tensor,
-        ops: torch.Tensor,
-        magnitudes: torch.Tensor,
-        applied: torch.Tensor,
-    ) -> None:
-        """Each op, in place, on the images that drew it (and run it), at their magnitudes."""
-        for op in ops[applied].unique().tolist():
-            name = self.names[op]
-            if name == "Identity":
-                continue
-            chosen = ((ops == op) & applied).nonzero()[:, 0]
-            rows = to_device_async(chosen, images.device)
-            done = OPS[name](images.index_select(0, rows), magnitudes[chosen])
-            images.index_copy_(0, rows, done)
-
 
 def _factors(magnitudes: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """A colour op's blend of an image with another, per image: image * (1 + m) + other * -m, as
-    torchvision's (its weights as it rounds them)."""
+    """A colour op's weights, per image: image * (1 + m) + other * -m, rounded as torchvision's."""
     weights = torch.stack([1 + magnitudes, -magnitudes]).float()[..., None, None, None]
     image_weight, other_weight = to_device_async(weights, device)
     return image_weight, other_weight
@@ -214,15 +194,11 @@ def _blend(images: torch.Tensor, other: torch.Tensor, magnitudes: torch.Tensor) 
 
 
 def _grey(images: torch.Tensor) -> torch.Tensor:
-    """The luminance of RGB images, floored as torchvision's; a grey image's own values."""
+    """The luminance of RGB images, floored as torchvision's."""
     if images.shape[1] == 1:
         return images.float()
     red, green, blue = images.float().unbind(1)
     return red.mul(0.2989).add_(green, alpha=0.587).add_(blue, alpha=0.114)[:, None].floor_()
-
-
-def _brightness(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    return _blend(images, torch.zeros((), device=images.device), magnitudes)
 
 
 def _color(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
@@ -231,12 +207,8 @@ def _color(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
     return _blend(images, _grey(images), magnitudes)
 
 
-def _contrast(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    return _blend(images, _grey(images).mean((1, 2, 3), keepdim=True), magnitudes)
-
-
 def _sharpness(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    """Blended with a 3x3 blur of itself, all but the border, which stays as it is."""
+    """Blended with a 3x3 blur of itself, all but the border."""
     channels, height, width = images.shape[1:]
     if height <= 2 or width <= 2:
         return images
@@ -262,8 +234,8 @@ def _solarize(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
 
 
 def _autocontrast(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    """Each channel stretched to the full range, as torchvision's `autocontrast`, without its
-    masked assignment (which makes the host wait for a GPU)."""
+    """Each channel stretched to the full range, as torchvision's, without its masked assignment
+    (which makes the host wait for a GPU)."""
     floats = images.float()
     low, high = floats.amin((2, 3), keepdim=True), floats.amax((2, 3), keepdim=True)
     flat = high == low
@@ -272,8 +244,8 @@ def _autocontrast(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tenso
 
 
 def _moved(images: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
-    """Each image's pixels taken from where its (2, 3) `inverse` affine map, in pixels from the
-    image's centre, puts them: nearest neighbours, black outside, as torchvision's `affine`."""
+    """Each image's pixels from where its (2, 3) `inverse` affine map, in pixels from the image's
+    centre, puts them: nearest neighbours, black outside, as torchvision's `affine`."""
     count, _, height, width = images.shape
     device = images.device
     across = torch.linspace((1 - width) / 2, (width - 1) / 2, width, device=device)
@@ -293,58 +265,34 @@ def _moved(images: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
 
 
 def _affine(
-    images: torch.Tensor, rows: tuple[list[torch.Tensor], list[torch.Tensor]]
+    images: torch.Tensor, magnitudes: torch.Tensor, top: list[Any], bottom: list[Any]
 ) -> torch.Tensor:
-    """`_moved` by the inverse maps whose rows, per image, are `rows` (each of 3 columns)."""
-    top, bottom = (torch.stack(columns, -1) for columns in rows)
-    return _moved(images, torch.stack([top, bottom], 1))
-
-
-def _shear_x(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    ones, zeros, half_height = (
-        torch.ones_like(magnitudes),
-        torch.zeros_like(magnitudes),
-        images.shape[2] / 2,
-    )
-    return _affine(images, ([ones, magnitudes, magnitudes * half_height], [zeros, ones, zeros]))
-
-
-def _shear_y(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    ones, zeros, half_width = (
-        torch.ones_like(magnitudes),
-        torch.zeros_like(magnitudes),
-        images.shape[3] / 2,
-    )
-    return _affine(images, ([ones, zeros, zeros], [magnitudes, ones, magnitudes * half_width]))
-
-
-def _translate_x(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    ones, zeros = torch.ones_like(magnitudes), torch.zeros_like(magnitudes)
-    return _affine(images, ([ones, zeros, -magnitudes.trunc()], [zeros, ones, zeros]))
-
-
-def _translate_y(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    ones, zeros = torch.ones_like(magnitudes), torch.zeros_like(magnitudes)
-    return _affine(images, ([ones, zeros, zeros], [zeros, ones, -magnitudes.trunc()]))
+    """`_moved` by the inverse maps whose rows, per image, are `top` and `bottom`: three columns,
+    each a tensor of a value per image or a number for all."""
+    rows = [
+        torch.stack([torch.full_like(magnitudes, v) if isinstance(v, int) else v for v in row], -1)
+        for row in (top, bottom)
+    ]
+    return _moved(images, torch.stack(rows, 1))
 
 
 def _rotate(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
     """Counter-clockwise by `magnitudes` degrees about the image's centre."""
     radians = magnitudes * (math.pi / 180)
-    cos, sin, zeros = radians.cos(), radians.sin(), torch.zeros_like(magnitudes)
-    return _affine(images, ([cos, -sin, zeros], [sin, cos, zeros]))
+    cos, sin = radians.cos(), radians.sin()
+    return _affine(images, magnitudes, [cos, -sin, 0], [sin, cos, 0])
 
 
 # Each op on a sub-batch of uint8 images, a magnitude per image (a float64 host tensor).
 OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "ShearX": _shear_x,
-    "ShearY": _shear_y,
-    "TranslateX": _translate_x,
-    "TranslateY": _translate_y,
+    "ShearX": lambda images, m: _affine(images, m, [1, m, m * (images.shape[2] / 2)], [0, 1, 0]),
+    "ShearY": lambda images, m: _affine(images, m, [1, 0, 0], [m, 1, m * (images.shape[3] / 2)]),
+    "TranslateX": lambda images, m: _affine(images, m, [1, 0, -m.trunc()], [0, 1, 0]),
+    "TranslateY": lambda images, m: _affine(images, m, [1, 0, 0], [0, 1, -m.trunc()]),
     "Rotate": _rotate,
-    "Brightness": _brightness,
+    "Brightness": lambda images, m: _blend(images, torch.zeros((), device=images.device), m),
     "Color": _color,
-    "Contrast": _contrast,
+    "Contrast": lambda images, m: _blend(images, _grey(images).mean((1, 2, 3), keepdim=True), m),
     "Sharpness": _sharpness,
     "Posterize": _posterize,
     "Solarize": _solarize,
