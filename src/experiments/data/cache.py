@@ -1,15 +1,6 @@
-"""The decoded cache: a split of the user's images decoded once into one uint8 array file, then
-memory-mapped by every later epoch and run.
-
-An entry is a folder `<cache_dir>/<dataset>-<split>-<key>/` holding `images.npy` (N, C, H, W),
-`labels.npy` and `meta.json`. The key hashes what the decoded images depend on: the split's file
-paths, sizes and modification times, the image shape, and what made the Dataset (its function and
-arguments). An entry is built in a temporary folder and renamed into place, so a kill mid-build
-leaves none. One whose files do not match the sizes and CRC-32 checksums in its meta.json is
-decoded again (every byte is checked; training in memory reads them all anyway). A lock file per
-entry makes a second process building the same entry wait for the first, `dataset.cache_timeout`
-seconds at most.
-"""
+"""The decoded cache: a split of the user's images decoded once into an entry folder's uint8
+`images.npy`, memory-mapped by every later epoch and run. An entry is built aside and renamed into
+place, checked against its meta.json's sizes and CRC-32s, and built by one process at a time."""
 
 from __future__ import annotations
 
@@ -36,16 +27,17 @@ from experiments.data.streaming import decode_all
 log = logging.getLogger("experiments")
 
 # Bump when the decoding or the entry's files change, so old entries are not taken for new ones.
-# 2: 16-bit images decoded to their 8-bit values (not white); checksums in meta.json.
 FORMAT = 2
 FILES = ("images.npy", "labels.npy")
 CHUNK = 16 * 2**20  # bytes checksummed at a time
+WAITING = (
+    "waiting for another process to build the cache entry %s (it holds %s; giving up after %s)"
+)
 
 
 def fingerprint(dataset: Dataset, shape: tuple[int, int, int], source: str) -> str | None:
-    """The key of a split's decoded images, from its files (torchvision's `samples` list of
-    (path, label)) and `source`, what made the Dataset; None for a Dataset that names no files,
-    which cannot be told apart from a changed one and so is never cached."""
+    """The key of a split's decoded images, from its files' paths, sizes and times (a `samples`
+    list of (path, label)) and `source`, what made the Dataset; None: no files, never cached."""
     samples = getattr(dataset, "samples", None)
     if not isinstance(samples, list):
         return None
@@ -81,8 +73,7 @@ def decoded(
     dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int, timeout: float
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     """The split's images (memory-mapped) and labels from the cache entry `entry`, built first if
-    missing or torn, and what happened, for results.json. Another process building it is waited
-    for `timeout` seconds at most."""
+    missing or torn, and what happened, for results.json."""
     lock = entry.with_name(entry.name + ".lock")
     with _locked(entry, lock, timeout):
         problem = _problem(entry)
@@ -108,18 +99,8 @@ def decoded(
 @contextlib.contextmanager
 def _locked(entry: Path, lock: Path, timeout: float) -> Iterator[None]:
     limit = f"dataset.cache_timeout={timeout:g} s"
-
-    def waiting() -> None:
-        log.info(
-            "waiting for another process to build the cache entry %s (it holds %s; giving up "
-            "after %s)",
-            entry,
-            lock,
-            limit,
-        )
-
     try:
-        with locked(lock, timeout, waiting):
+        with locked(lock, timeout, lambda: log.info(WAITING, entry, lock, limit)):
             yield
     except TimeoutError:
         raise ExperimentError(
@@ -141,12 +122,9 @@ def _build(dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: 
         raise
     os.rename(temporary, entry)
     meta = read_data(entry / "meta.json", RECORD, as_json)
+    count, megabytes = f"{meta['count']:,}", meta["images_bytes"] / 1e6
     log.info(
-        "decoded %s images into %s (%.1f MB) in %.1f s",
-        f"{meta['count']:,}",
-        entry,
-        meta["images_bytes"] / 1e6,
-        meta["seconds"],
+        "decoded %s images into %s (%.1f MB) in %.1f s", count, entry, megabytes, meta["seconds"]
     )
 
 

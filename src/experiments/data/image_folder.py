@@ -1,12 +1,6 @@
-"""`dataset=image_folder`: a folder of the user's images in torchvision's ImageFolder layout.
-
-    DIR/train/<class>/*.png|jpg|...   DIR/test/<class>/*   and optionally DIR/val/<class>/*
-
-or ImageNet's DIR/train/ and DIR/val/ alone, tested on val/. The classes are the folder names,
-sorted, the same in every split. Each image is decoded with PIL (16-bit grey brought to 8 bits),
-converted to grey or RGB, resized (shorter side), center-cropped to a square and returned as a
-uint8 (C, H, W) tensor. The layout is checked before any image is read.
-"""
+"""`dataset=image_folder`: DIR/train/<class>/*, DIR/test/<class>/* and optionally DIR/val/<class>/*
+(torchvision's ImageFolder layout), each image resized, center-cropped and returned as a uint8
+(C, H, W) tensor. The layout is checked before any image is read."""
 
 from __future__ import annotations
 
@@ -40,12 +34,15 @@ UNIDENTIFIED = "it is in no image format Pillow reads"
 # PIL's modes of a 16-bit grey image: I;16 and its byte orders (PNG, TIFF), and I (PGM).
 SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 LAYOUT = "an image folder holds train/<class>/*, test/<class>/* and optionally val/<class>/*"
+RESIZED = (
+    "dataset.root=%s: its images are resized (shorter side) and center-cropped from %dx%d (%s, the "
+    "first) to %dx%d, the size the model is built for (dataset.image_size=%d)"
+)
 
 
 class ImageFolderSplit(ImageFolder):
-    """One split of an image folder: torchvision's ImageFolder with uint8 items of one size,
-    ordered by file name (then class) rather than class by class, so numbered files keep their
-    order."""
+    """torchvision's ImageFolder with uint8 items of one size, ordered by file name (then class)
+    rather than class by class, so numbered files keep their order."""
 
     def __init__(self, root: Path, image_size: int, channels: int) -> None:
         self.image_size = image_size
@@ -68,14 +65,11 @@ class ImageFolderSplit(ImageFolder):
 def image_folder(
     root: str, image_size: int, channels: int, evaluating: bool = False
 ) -> tuple[ImageFolderSplit, ...]:
-    """The train and test splits (and val, if the folder has one) of the folder at `root`.
-
-    A folder of train/ and val/ alone (ImageNet's layout) is tested on val/. `evaluating`: only
-    the test split is read, and returned as `(test, test)`."""
+    """The train and test splits (and val, if any) of the folder at `root`; of train/ and val/
+    alone (ImageNet's layout), val/ is the test split. `evaluating`: `(test, test)` only."""
     folder = Path(root).expanduser()
     if not folder.is_dir():
         raise ExperimentError(f"dataset.root={root}: no such folder; {LAYOUT}")
-    # The folder each split is read from, in the order the splits are returned.
     present = {split: split for split in SPLITS if (folder / split).is_dir()}
     if "test" not in present and "val" in present:
         present["test"] = present.pop("val")
@@ -110,26 +104,14 @@ def image_folder(
 
 
 def _say_if_resized(root: str, first: Path, image_size: int) -> None:
-    """Log that the images are resized, when the first one is not the size asked for: a folder
-    of larger images otherwise trains on shrunk ones without a word."""
+    """Log it when the first image is not the size asked for: it will be resized."""
     try:
         with opened(first, IMAGE) as file, Image.open(file) as image:
             width, height = image.size
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError, ExperimentError):
         return  # decoding it names the file, and what is wrong with it
     if (width, height) != (image_size, image_size):
-        log.info(
-            "dataset.root=%s: its images are resized (shorter side) and center-cropped from "
-            "%dx%d (%s, the first) to %dx%d, the size the model is built for "
-            "(dataset.image_size=%d)",
-            root,
-            width,
-            height,
-            first,
-            image_size,
-            image_size,
-            image_size,
-        )
+        log.info(RESIZED, root, width, height, first, image_size, image_size, image_size)
 
 
 def export(
@@ -170,16 +152,14 @@ def decode(path: Path, image_size: int, channels: int) -> torch.Tensor:
 
 
 def _eight_bit(image: Image.Image) -> Image.Image:
-    """A 16-bit grey image as an 8-bit one, scaled by 255/65535 and rounded as the PNG
-    specification reduces depth: PIL's own convert clips at 255, turning nearly every pixel
-    white."""
+    """A 16-bit grey image as an 8-bit one, scaled as the PNG specification reduces depth: PIL's
+    own convert clips at 255, turning nearly every pixel white."""
     values = np.asarray(image, dtype=np.float64) * (255 / 65535)
     return Image.fromarray(np.clip(np.rint(values), 0, 255).astype(np.uint8), "L")
 
 
 def _too_large(path: Path) -> str:
-    """What to say of an image beyond the pixels PIL decodes (`Image.open` refuses it at twice
-    `MAX_IMAGE_PIXELS`, reading its size from the header, before it decodes anything)."""
+    """What to say of an image beyond the pixels PIL decodes (twice `MAX_IMAGE_PIXELS`)."""
     limit = Image.MAX_IMAGE_PIXELS
     Image.MAX_IMAGE_PIXELS = None  # PIL's only switch for the check; the header alone is read
     try:
@@ -194,8 +174,7 @@ def _too_large(path: Path) -> str:
 
 
 def _image_file(split: Path, path: str) -> bool:
-    """True for an image, False for what is hidden (.DS_Store, .ipynb_checkpoints/); anything
-    else, or an image's name on what is not a file (a named pipe), is refused by name."""
+    """True for an image, False for what is hidden (.DS_Store); anything else is refused."""
     name = Path(path).name
     if any(part.startswith(".") for part in Path(path).relative_to(split).parts):
         return False
@@ -210,7 +189,7 @@ def _image_file(split: Path, path: str) -> bool:
 
 def _refuse_a_loop(split: Path, path: Path) -> None:
     """Name the symbolic link that makes `path` a loop, if one does: torchvision walks into such a
-    link until the system refuses (40 levels down), and hands over the last level as a file."""
+    link until the system refuses, and hands over the last level as a file."""
     parts = path.relative_to(split).parts
     for link in (split.joinpath(*parts[:depth]) for depth in range(1, len(parts) + 1)):
         if not link.is_symlink():

@@ -147,7 +147,7 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
             raise ExperimentError("dataset.mean and dataset.std are needed to evaluate")
         train = loaded["train"]
         found_mean, found_std, origin = own_data.normalization(
-            train.images if isinstance(train, Split) else train, items["train"], config, config.name
+            train.images if isinstance(train, Split) else train, items["train"], config
         )
         mean, std = mean or found_mean, std or found_std
         record["statistics"] = origin
@@ -179,7 +179,7 @@ def _loaded(
     loaded: dict[str, Split | Streamed] = {}
     for name, split in items.items():
         if loader == Loader.memory:
-            images, labels, cached = own_data.in_memory(split, config, config.name, name, workers)
+            images, labels, cached = own_data.in_memory(split, config, name, workers)
             loaded[name] = Split(images, labels)
             record.setdefault("cache", {})[name] = cached
         else:

@@ -1,15 +1,5 @@
-"""Data of the user's own: the torch Datasets an image folder or the user's code returns, held to
-one contract, then decoded into memory (through the cache) or streamed.
-
-The contract (docs/own-data.md): a source returns `(train, test)` or `(train, test, val)` torch
-Datasets of `(image, label)`: a uint8 (C, S, S) tensor or a float one in [0, 1], and an int below
-the number of classes. `CheckedDataset` checks every item as it is decoded, and the first training
-item before anything else.
-
-`dataset.loader`: `memory` decodes each split once (cached in `dataset.cache_dir` when the Dataset
-names its files), `stream` hands the Datasets to DataLoader workers every epoch, `auto` takes
-memory when the decoded images fit `dataset.cache_max_gb`.
-"""
+"""The torch Datasets an image folder or the user's code returns, held to one contract
+(docs/own-data.md), then decoded into memory (through the cache) or streamed."""
 
 from __future__ import annotations
 
@@ -17,6 +7,7 @@ import functools
 import json
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,34 +38,27 @@ CONTRACT = "(train, test) or (train, test, val) torch Datasets of (image tensor,
 STATISTICS_SAMPLE = 10_000
 
 
+@dataclass(eq=False, repr=False)
 class CheckedDataset(Dataset):
     """A user's Dataset whose items are checked and converted to (uint8 (C, S, S), int)."""
 
-    def __init__(
-        self,
-        dataset: Dataset,
-        name: str,
-        shape: tuple[int, int, int],
-        num_classes: int,
-        source: str,
-    ) -> None:
-        self.dataset = dataset
-        self.name = name  # "<source>'s train"
-        self.shape = shape
-        self.num_classes = num_classes
-        self.source = source  # what made the Dataset: its function and arguments
+    dataset: Dataset
+    name: str  # "<source>'s train"
+    shape: tuple[int, int, int]
+    num_classes: int
+    source: str  # what made the Dataset: its function and arguments
 
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
 
     @property
     def samples(self) -> Any:
-        """The underlying Dataset's files, if it names them (what the cache key hashes)."""
+        """The underlying Dataset's files, if it names them."""
         return getattr(self.dataset, "samples", None)
 
     @functools.cached_property
     def key(self) -> str | None:
-        """The cache key of these items' decoded images (None: they cannot be cached)."""
+        """The cache key of the decoded images (None: they cannot be cached)."""
         return cache.fingerprint(self, self.shape, self.source)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
@@ -123,7 +107,7 @@ def as_uint8(image: Any, where: str) -> torch.Tensor:
 
 
 def splits(made: Any, target: str) -> dict[str, Dataset]:
-    """The Datasets a source returned, by split name, after checking their number and kind."""
+    """The Datasets a source returned, by split name, checked."""
     if not isinstance(made, (tuple, list)) or len(made) not in (2, 3):
         raise ExperimentError(f"{target} returned {_describe(made)}; it must return {CONTRACT}")
     for name, dataset in zip(("train", "test", "val"), made, strict=False):
@@ -140,7 +124,7 @@ def splits(made: Any, target: str) -> dict[str, Dataset]:
 
 
 def _files_named(dataset: Dataset) -> list[str | Path]:
-    """The files a Dataset names in `samples`, a list of (path, label), as ImageFolder does."""
+    """The files in a Dataset's `samples`, a list of (path, label), as ImageFolder's."""
     samples = getattr(dataset, "samples", None)
     if not isinstance(samples, list):
         return []
@@ -208,13 +192,12 @@ def choose_loader(requested: Loader, decoded_bytes: int, max_gb: float) -> tuple
 
 
 def in_memory(
-    items: CheckedDataset, config: UserDatasetConfig, dataset_name: str, split: str, workers: int
+    items: CheckedDataset, config: UserDatasetConfig, split: str, workers: int
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-    """A split decoded into one uint8 tensor: memory-mapped from the cache when it can be
-    cached, else decoded into memory, this run only."""
+    """A split decoded into one uint8 tensor: memory-mapped from the cache where it can be."""
     if config.cache and items.key is not None:
         folder = cache.usable_folder(config.cache_dir)
-        entry = folder / f"{dataset_name}-{split}-{items.key}"
+        entry = folder / f"{config.name}-{split}-{items.key}"
         return cache.decoded(items, entry, items.shape, workers, config.cache_timeout)
     why = "dataset.cache=false" if not config.cache else "the Dataset names no files to key it by"
     log.info("decoding %s %s images into memory (not cached: %s)", f"{len(items):,}", split, why)
@@ -223,26 +206,20 @@ def in_memory(
 
 
 def normalization(
-    train: torch.Tensor | Streamed,
-    items: CheckedDataset,
-    config: UserDatasetConfig,
-    dataset_name: str,
+    train: torch.Tensor | Streamed, items: CheckedDataset, config: UserDatasetConfig
 ) -> tuple[list[float], list[float], str]:
-    """Mean and std of the training images, and where they come from: computed once per set of
-    files and kept beside the cache (or, uncached, computed every run)."""
+    """Mean and std of the training images, and where they come from: kept beside the cache."""
     kept = None
     if config.cache and items.key is not None:
-        kept = (
-            cache.usable_folder(config.cache_dir)
-            / f"{dataset_name}-train-{items.key}-statistics.json"
-        )
+        name = f"{config.name}-train-{items.key}-statistics.json"
+        kept = cache.usable_folder(config.cache_dir) / name
         found = _kept_statistics(kept)
         if found is not None:
             return found
     mean, std, count = statistics(train, items.shape)
     if 0 in std:  # every pixel the same: normalizing would divide by zero
         raise ExperimentError(
-            f"dataset {dataset_name}: channel {std.index(0)} of its {count:,} training images "
+            f"dataset {config.name}: channel {std.index(0)} of its {count:,} training images "
             "holds one value only (its std is 0), which cannot be normalized; set dataset.mean "
             "and dataset.std, or check the images"
         )
@@ -255,8 +232,7 @@ def normalization(
 
 
 def _kept_statistics(kept: Path) -> tuple[list[float], list[float], str] | None:
-    """The mean, std and source kept in `kept`; None where missing or unreadable (then they are
-    computed again)."""
+    """The mean, std and source kept in `kept`; None where missing or unreadable."""
     if not kept.is_file():
         return None
     try:
@@ -272,8 +248,7 @@ def statistics(
     train: torch.Tensor | Streamed, shape: tuple[int, int, int]
 ) -> tuple[list[float], list[float], int]:
     """Per-channel mean and std of the training pixels (fractions of 255), and how many images
-    they come from: an evenly spaced sample of at most `STATISTICS_SAMPLE`, the same rows in
-    memory as streamed, so both paths normalize alike."""
+    they come from: at most `STATISTICS_SAMPLE`, evenly spaced, the same in memory as streamed."""
     count = min(len(train), STATISTICS_SAMPLE)
     rows = np.linspace(0, len(train) - 1, count).round().astype(int)
     if isinstance(train, Streamed):
@@ -282,8 +257,7 @@ def statistics(
     else:
         images = train if count == len(train) else train[torch.from_numpy(rows)]
     channels = shape[0]
-    sums = torch.zeros(channels, dtype=torch.float64)
-    squares = torch.zeros(channels, dtype=torch.float64)
+    sums, squares = torch.zeros(2, channels, dtype=torch.float64)
     for chunk in images.split(1024):
         pixels = chunk.to(torch.float64).div_(255).transpose(0, 1).reshape(channels, -1)
         sums += pixels.sum(1)
