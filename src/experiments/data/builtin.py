@@ -1,6 +1,5 @@
-"""The sources of the shipped samples and of generated images: each returns (train, test) splits
-as whole uint8 tensors. The sample files live in `experiments/sample_data/`, with their
-provenance."""
+"""The sources of the shipped samples (`experiments/sample_data/`, with their provenance) and of
+generated images, each as (train, test) splits of whole uint8 tensors."""
 
 from __future__ import annotations
 
@@ -20,10 +19,7 @@ SAMPLE_DATA = Path(__file__).resolve().parents[1] / "sample_data"
 
 
 def cifar10_sample() -> tuple[Split, Split]:
-    """The 4,000 train + 1,000 test CIFAR-10 images shipped in the repo (see its PROVENANCE.md).
-
-    Each PNG holds 1,000 images, one per row: 1024 RGB pixels, a 32x32 image in row-major order.
-    """
+    """The 4,000 train + 1,000 test CIFAR-10 images shipped in the repo."""
     return _copies(_decoded_cifar10_sample())
 
 
@@ -51,18 +47,13 @@ def _decoded_cifar10_sample() -> tuple[Split, Split]:
 
 
 def _copies(splits: tuple[Split, Split]) -> tuple[Split, Split]:
-    train, test = splits
-    return Split(train.images.clone(), train.labels.clone()), Split(
-        test.images.clone(), test.labels.clone()
-    )
+    train, test = (Split(split.images.clone(), split.labels.clone()) for split in splits)
+    return train, test
 
 
 def mnist_sample(test_every: int) -> tuple[Split, Split]:
-    """The 10,000-image MNIST test set shipped in the repo, every `test_every`-th image held out.
-
-    Taking every k-th image (rather than the first or last part) keeps both halves of the set,
-    written by different groups of people, in both splits.
-    """
+    """The 10,000-image MNIST test set shipped in the repo, every `test_every`-th image held out
+    (which keeps both halves of the set, written by different groups of people, in both splits)."""
     root = SAMPLE_DATA / "mnist"
     images = torch.from_numpy(read_idx(root / "t10k-images-idx3-ubyte.gz")).unsqueeze(1)
     labels = torch.from_numpy(read_idx(root / "t10k-labels-idx1-ubyte.gz")).long()
@@ -71,7 +62,7 @@ def mnist_sample(test_every: int) -> tuple[Split, Split]:
 
 
 def read_idx(path: Path) -> np.ndarray:
-    """Read an idx file (big-endian: magic, one uint32 per dimension, then uint8 data)."""
+    """An idx file's array (big-endian: magic, one uint32 per dimension, then uint8 data)."""
     raw = gzip.decompress(path.read_bytes())
     dims = raw[3]
     shape = np.frombuffer(raw, dtype=">u4", count=dims, offset=4)
@@ -102,8 +93,7 @@ def shapes_splits(
     image_size: int, train_size: int, test_size: int, seed: int, shapes_per_image: int = 2
 ) -> tuple[Split, Split]:
     """Seeded images for task=segmentation: `shapes_per_image` bright shapes (`SHAPES`, of random
-    colour, size and place; later ones on top) on a dark noisy background, and their masks. A
-    shape's class is told by its form, not its colour."""
+    colour, size and place) on a dark noisy background, and their masks."""
     generator = torch.Generator().manual_seed(seed)
     rows, columns = torch.meshgrid(
         torch.arange(image_size), torch.arange(image_size), indexing="ij"

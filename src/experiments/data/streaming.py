@@ -1,11 +1,6 @@
-"""DataLoader workers decoding a Dataset's images: every pass of training on the stream path
-(`dataset.loader=stream`), or once, into one array (the cache, and statistics).
-
-`Batches` still decides which rows each batch holds (its seeded order, this process's share), so
-a streamed run sees the same images in the same order as a cached one; the workers only decode.
-Batches come back as uint8 (channels-last if the model is, pinned for a GPU) and are converted on
-the device like in-memory ones.
-"""
+"""DataLoader workers decoding a Dataset's images: every pass (`dataset.loader=stream`), or once,
+into one array. `Batches` still picks each batch's rows, so a streamed run sees the same images in
+the same order as a cached one."""
 
 from __future__ import annotations
 
@@ -24,8 +19,8 @@ DECODE_BATCH = 256
 
 
 class StreamRows:
-    """Persistent DataLoader workers decoding the rows `batches` is asked for, seeded from `seed`
-    so a Dataset that draws random numbers draws the same ones in every run with that seed."""
+    """Persistent workers decoding the rows `batches` is asked for, seeded from `seed` so a Dataset
+    that draws random numbers draws the same ones in every run with that seed."""
 
     def __init__(
         self, streamed: Streamed, *, pin_memory: bool, channels_last: bool, seed: int
@@ -46,7 +41,7 @@ class StreamRows:
     def batches(
         self, order: torch.Tensor | None, bounds: list[tuple[int, int]]
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """For each (low, high) of `bounds`: rows `low` to `high` of the pass's order, decoded."""
+        """For each (low, high) of `bounds`: those rows of the pass's order, decoded."""
         self._pass.rows = [
             order[low:high].tolist() if order is not None else list(range(low, high))
             for low, high in bounds
@@ -61,8 +56,8 @@ class StreamRows:
 
 
 class _PassRows:
-    """The DataLoader's batch sampler: the rows of the pass `StreamRows.batches` set up, batch by
-    batch. (It holds no reference back, so dropping a split lets its workers go at once.)"""
+    """The rows of the pass `StreamRows.batches` set up (no reference back, so dropping a split
+    lets its workers go at once)."""
 
     def __init__(self) -> None:
         self.rows: list[list[int]] = []
@@ -77,8 +72,7 @@ class _PassRows:
 def stack(
     items: list[tuple[torch.Tensor, int]], channels_last: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch of (C, H, W) uint8 images and their labels; (N, H, W, C) when `channels_last`,
-    which seen as (N, C, H, W) is a channels-last batch."""
+    """A batch of (C, H, W) uint8 images and their labels; (N, H, W, C) when `channels_last`."""
     images, labels = zip(*items, strict=True)
     if channels_last:
         images = tuple(image.permute(1, 2, 0) for image in images)
@@ -88,8 +82,7 @@ def stack(
 def decode_all(
     dataset: Dataset, shape: tuple[int, ...], workers: int, into: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Every image of `dataset` in order, decoded by `workers` processes, into `into` (a
-    memory-mapped file, say) or a new array; and the labels."""
+    """Every image of `dataset` in order, decoded into `into` or a new array; and the labels."""
     count = len(dataset)  # type: ignore[arg-type]
     images = np.empty((count, *shape), dtype=np.uint8) if into is None else into
     labels = np.empty(count, dtype=np.int64)
@@ -110,8 +103,8 @@ def decode_all(
 
 
 def from_worker(error: ExperimentError) -> str:
-    """The one line a worker raised, without the worker's traceback the DataLoader puts before
-    it. Clears the error's frames, which hold the loader's iterator and so its workers."""
+    """The one line a worker raised, without its traceback; clears the error's frames, which
+    hold the loader's iterator and so its workers."""
     traceback.clear_frames(error.__traceback__)
     text = str(error).rstrip()
     marker = "ExperimentError: "

@@ -25,7 +25,6 @@ DATASET_CLASSES = {
 
 
 def torchvision_splits(dataset_class: str, root: str, download: bool) -> tuple[Split, Split]:
-    """Both splits of a torchvision dataset (CIFAR10, MNIST, FashionMNIST) as whole tensors."""
     cls = DATASET_CLASSES.get(dataset_class)
     if cls is None:
         raise ExperimentError(
