@@ -62,8 +62,7 @@ class Augment:
         return bool(self.padding or self.flip or self.policy or self.erasing or self.mixes)
 
     def refusal(self, task: str, targets: str, *, takes_probabilities: bool) -> str | None:
-        """Why task=`task`, learning `targets`, cannot train with the options that are on (None:
-        it can)."""
+        """Why task=`task`, learning `targets`, cannot train with the options on (None: it can)."""
         if targets == "masks":
             keys, why = tuple(OFF), "changes an image's pixels but not its mask's"
         elif not takes_probabilities:
@@ -84,9 +83,7 @@ class Augment:
         count, _, height, width = images.shape
         device = images.device
         if self.padding:
-            offsets = torch.randint(
-                0, 2 * self.padding + 1, (2, batch_size), generator=self.generator
-            )
+            offsets = torch.randint(2 * self.padding + 1, (2, batch_size), generator=self.generator)
             top, left = to_device_async(offsets[:, share], device)
             padded = nn.functional.pad(images, [self.padding] * 4)
             rows = (top[:, None] + torch.arange(height, device=device))[:, :, None]
@@ -104,8 +101,7 @@ class Augment:
     def normalized(
         self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, share: slice
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Erasing and mixing, in place, of normalized `images`; with mixing, the labels become
-        (N, K) probabilities."""
+        """Erasing and mixing, in place, of normalized `images` (mixing makes labels (N, K))."""
         if self.erasing:
             self._erase(images, batch_size, share)
         if self.mixes:

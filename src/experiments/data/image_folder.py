@@ -250,8 +250,7 @@ def main() -> None:
     name = arguments.dataset or "cifar10_sample"
     config = OmegaConf.load(files(CONFIG_PACKAGE) / "dataset" / f"{name}.yaml")
     train, test = build(config.source)
-    classes = list(config.classes)
-    export({"train": train, "test": test}, classes, arguments.root, arguments.suffix)
+    export({"train": train, "test": test}, list(config.classes), arguments.root, arguments.suffix)
     print(f"{len(train):,} train and {len(test):,} test images in {arguments.root}")
 
 

@@ -39,40 +39,28 @@ def _across(share: float, axis: int) -> Magnitudes:
     return lambda steps, height, width: torch.linspace(0.0, share * (height, width)[axis], steps)
 
 
+# Each op: RandAugment's magnitudes, TrivialAugment's, and whether half the images negate them.
+_SPACE: dict[str, tuple[Magnitudes, Magnitudes, bool]] = {
+    "Identity": (None, None, False),
+    "ShearX": (_up_to(0.3), _up_to(0.99), True),
+    "ShearY": (_up_to(0.3), _up_to(0.99), True),
+    "TranslateX": (_across(150 / 331, 1), _up_to(32.0), True),
+    "TranslateY": (_across(150 / 331, 0), _up_to(32.0), True),
+    "Rotate": (_up_to(30.0), _up_to(135.0), True),
+    "Brightness": (_up_to(0.9), _up_to(0.99), True),
+    "Color": (_up_to(0.9), _up_to(0.99), True),
+    "Contrast": (_up_to(0.9), _up_to(0.99), True),
+    "Sharpness": (_up_to(0.9), _up_to(0.99), True),
+    "Posterize": (_bits(4), _bits(6), False),
+    "Solarize": (_threshold, _threshold, False),
+    "AutoContrast": (None, None, False),
+    "Equalize": (None, None, False),
+}
 # Each policy's ops: name -> (magnitudes, whether a magnitude is negated for half the images).
-RANDAUGMENT: dict[str, tuple[Magnitudes, bool]] = {
-    "Identity": (None, False),
-    "ShearX": (_up_to(0.3), True),
-    "ShearY": (_up_to(0.3), True),
-    "TranslateX": (_across(150 / 331, 1), True),
-    "TranslateY": (_across(150 / 331, 0), True),
-    "Rotate": (_up_to(30.0), True),
-    "Brightness": (_up_to(0.9), True),
-    "Color": (_up_to(0.9), True),
-    "Contrast": (_up_to(0.9), True),
-    "Sharpness": (_up_to(0.9), True),
-    "Posterize": (_bits(4), False),
-    "Solarize": (_threshold, False),
-    "AutoContrast": (None, False),
-    "Equalize": (None, False),
-}
-TRIVIALAUGMENT: dict[str, tuple[Magnitudes, bool]] = {
-    **RANDAUGMENT,
-    "ShearX": (_up_to(0.99), True),
-    "ShearY": (_up_to(0.99), True),
-    "TranslateX": (_up_to(32.0), True),
-    "TranslateY": (_up_to(32.0), True),
-    "Rotate": (_up_to(135.0), True),
-    "Brightness": (_up_to(0.99), True),
-    "Color": (_up_to(0.99), True),
-    "Contrast": (_up_to(0.99), True),
-    "Sharpness": (_up_to(0.99), True),
-    "Posterize": (_bits(6), False),
-}
-AUTOAUGMENT: dict[str, tuple[Magnitudes, bool]] = {
-    **{name: value for name, value in RANDAUGMENT.items() if name != "Identity"},
-    "Invert": (None, False),
-}
+RANDAUGMENT = {name: (rand, signed) for name, (rand, _, signed) in _SPACE.items()}
+TRIVIALAUGMENT = {name: (trivial, signed) for name, (_, trivial, signed) in _SPACE.items()}
+AUTOAUGMENT = {name: op for name, op in RANDAUGMENT.items() if name != "Identity"}
+AUTOAUGMENT["Invert"] = (None, False)
 # AutoAugment's ImageNet policy: 25 pairs of (op, probability, magnitude step of 10).
 IMAGENET_POLICY = (
     (("Posterize", 0.4, 8), ("Rotate", 0.6, 9)),
@@ -180,11 +168,10 @@ class Policy:
         return torch.stack(rows).double()
 
 
-def _factors(magnitudes: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def _factors(magnitudes: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, ...]:
     """A colour op's weights, per image: image * (1 + m) + other * -m, rounded as torchvision's."""
     weights = torch.stack([1 + magnitudes, -magnitudes]).float()[..., None, None, None]
-    image_weight, other_weight = to_device_async(weights, device)
-    return image_weight, other_weight
+    return to_device_async(weights, device).unbind()
 
 
 def _blend(images: torch.Tensor, other: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
