@@ -1,6 +1,5 @@
-"""Batch-wise augmentation on the device (`dataset.augment`), in torchvision's reference order.
-Every draw is from the shuffle generator, on the host, for the whole batch, of which each process
-takes its share: every process and placement sees the same, and a resume repeats them."""
+"""Batch-wise augmentation on the device (`dataset.augment`), in torchvision's reference order; each
+draw is from the shuffle generator for the whole batch, of which each process takes its share."""
 
 from __future__ import annotations
 
@@ -109,8 +108,7 @@ class Augment:
         return images, labels
 
     def _erase(self, images: torch.Tensor, batch_size: int, share: slice) -> None:
-        """Zero (the mean) a rectangle of each image with probability `erasing`: the first of its
-        tries that fits, as torchvision's RandomErasing (none fits: the image is left as it is)."""
+        """Zero (the mean) a rectangle of each image with chance `erasing`, as RandomErasing."""
         _, _, height, width = images.shape
         tries = (batch_size, ERASING_TRIES)
         low, high = ERASED_AREA
@@ -136,9 +134,8 @@ class Augment:
         images.masked_fill_(inside, 0.0)
 
     def _mix(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mixup or CutMix (one per batch where both are on), as torchvision's: each image mixed
-        with the one before it in this process's share (another process's would cost a collective
-        every step), by a share drawn from Beta(alpha, alpha) for the batch."""
+        """Mixup or CutMix, as torchvision's: each image mixed with the one before it in this
+        process's share (another process's would cost a collective every step)."""
         mix = self.mixes[0]
         if len(self.mixes) > 1:
             mix = self.mixes[int(torch.rand((), generator=self.generator) < 0.5)]

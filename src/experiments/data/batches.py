@@ -1,6 +1,5 @@
-"""A split cut into batches of normalized float images on the training device: rows gathered
-(`TensorRows`) or decoded by workers (`StreamRows`), copied as uint8, augmented and normalized
-there, with no per-image Python work and no step that makes the host wait for a GPU."""
+"""A split cut into batches of normalized float images on the training device, with no per-image
+Python work and no step that makes the host wait for a GPU."""
 
 from __future__ import annotations
 
@@ -103,8 +102,7 @@ class Batches:
         return sum(self.sizes)
 
     def times(self) -> tuple[float, float]:
-        """Since the last call: seconds the loop waited for batches, and seconds copying them to
-        the device (on a GPU by CUDA events: overlaps, not part of, the wait)."""
+        """Seconds waiting for batches and copying them to the device, since the last call."""
         waited, self.wait_seconds = self.wait_seconds, 0.0
         return waited, self.copy_timer.take()
 
@@ -164,8 +162,7 @@ class Batches:
     def _normalization(
         self, mean: list[float], std: list[float], channels: int, full_scale: int
     ) -> tuple[float | torch.Tensor, float | torch.Tensor]:
-        """(value / full_scale - mean) / std as value * scale + shift: plain numbers where every
-        channel has the same mean and std (faster on channels-last batches), else tensors."""
+        """(value / full_scale - mean) / std as value * scale + shift, numbers where they can be."""
         means = torch.tensor(mean, dtype=torch.float64).expand(channels)
         stds = torch.tensor(std, dtype=torch.float64).expand(channels)
         scale, shift = 1 / (full_scale * stds), -means / stds

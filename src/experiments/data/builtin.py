@@ -1,5 +1,4 @@
-"""The sources of the shipped samples (`experiments/sample_data/`, with their provenance) and of
-generated images, each as (train, test) splits of whole uint8 tensors."""
+"""The shipped samples (`experiments/sample_data/`) and generated images, as whole uint8 splits."""
 
 from __future__ import annotations
 
@@ -23,8 +22,7 @@ def cifar10_sample() -> tuple[Split, Split]:
     return _copies(_decoded_cifar10_sample())
 
 
-# The shipped files never change and a sweep's jobs share a process under Hydra's basic
-# launcher: decoded once per process, each caller gets a copy it may change.
+# Decoded once per process (a sweep's jobs may share one); each caller gets a copy to change.
 @cache
 def _decoded_cifar10_sample() -> tuple[Split, Split]:
     root = SAMPLE_DATA / "cifar10"
@@ -53,7 +51,7 @@ def _copies(splits: tuple[Split, Split]) -> tuple[Split, Split]:
 
 def mnist_sample(test_every: int) -> tuple[Split, Split]:
     """The 10,000-image MNIST test set shipped in the repo, every `test_every`-th image held out
-    (which keeps both halves of the set, written by different groups of people, in both splits)."""
+    (so both halves of the set, written by different people, are in both splits)."""
     root = SAMPLE_DATA / "mnist"
     images = torch.from_numpy(read_idx(root / "t10k-images-idx3-ubyte.gz")).unsqueeze(1)
     labels = torch.from_numpy(read_idx(root / "t10k-labels-idx1-ubyte.gz")).long()
@@ -92,8 +90,7 @@ SHAPES = ["background", "circle", "square", "triangle"]
 def shapes_splits(
     image_size: int, train_size: int, test_size: int, seed: int, shapes_per_image: int = 2
 ) -> tuple[Split, Split]:
-    """Seeded images for task=segmentation: `shapes_per_image` bright shapes (`SHAPES`, of random
-    colour, size and place) on a dark noisy background, and their masks."""
+    """Seeded images of bright shapes (`SHAPES`) on a dark noisy background, and their masks."""
     generator = torch.Generator().manual_seed(seed)
     rows, columns = torch.meshgrid(
         torch.arange(image_size), torch.arange(image_size), indexing="ij"

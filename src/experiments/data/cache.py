@@ -1,6 +1,5 @@
-"""The decoded cache: a split of the user's images decoded once into an entry folder's uint8
-`images.npy`, memory-mapped by every later epoch and run. An entry is built aside and renamed into
-place, checked against its meta.json's sizes and CRC-32s, and built by one process at a time."""
+"""The decoded cache: a split of the user's images decoded once into a uint8 `images.npy` file,
+memory-mapped by every later epoch and run; built aside, checked by size and CRC-32, locked."""
 
 from __future__ import annotations
 
@@ -36,8 +35,8 @@ WAITING = (
 
 
 def fingerprint(dataset: Dataset, shape: tuple[int, int, int], source: str) -> str | None:
-    """The key of a split's decoded images, from its files' paths, sizes and times (a `samples`
-    list of (path, label)) and `source`, what made the Dataset; None: no files, never cached."""
+    """The key of a split's decoded images, from its `samples`' files and `source`; None (never
+    cached) for a Dataset naming no files, which could not be told apart from a changed one."""
     samples = getattr(dataset, "samples", None)
     if not isinstance(samples, list):
         return None
@@ -72,8 +71,7 @@ def usable_folder(cache_dir: str) -> Path:
 def decoded(
     dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int, timeout: float
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-    """The split's images (memory-mapped) and labels from the cache entry `entry`, built first if
-    missing or torn, and what happened, for results.json."""
+    """The split's images (memory-mapped) and labels from `entry`, built if need be, and how."""
     lock = entry.with_name(entry.name + ".lock")
     with _locked(entry, lock, timeout):
         problem = _problem(entry)

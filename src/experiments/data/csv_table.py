@@ -1,6 +1,5 @@
 """A CSV file of numbers as train and test splits (`dataset=csv`): a row's features a float32
-(F, 1, 1) "image" of F channels, which models that flatten their input take as they are, its
-target a float32 vector of one value."""
+(F, 1, 1) "image" of F channels, its target a float32 vector of one value."""
 
 from __future__ import annotations
 
@@ -17,15 +16,13 @@ from experiments.data.types import Split
 
 # The shipped sample (`sample_data/diabetes/PROVENANCE.md`), when dataset.path is null.
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "diabetes" / "diabetes.csv"
-# The table's features and targets are float32 tensors.
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
 
 def csv_splits(
     path: str | None, target: str, test_fraction: float, seed: int
 ) -> tuple[Split, Split]:
-    """The rows of the CSV file at `path` (None: the shipped sample), `test_fraction` of them,
-    drawn by `seed` (the file may be sorted by anything), the test split."""
+    """Rows of the CSV file at `path` (None: the shipped sample), `test_fraction` for test."""
     file = Path(path) if path is not None else SAMPLE
     columns, rows = _read(file)
     if target not in columns:

@@ -1,6 +1,5 @@
-"""What a run's data is, in names, counts and digests (of files' paths, sizes and labels; of rows
-of values; of the rows held out), kept in every checkpoint so that a resumed run can tell it trains
-on the same data. A stat per file, no image read."""
+"""What a run's data is, in names, counts and digests, kept in every checkpoint so that a resumed
+run can tell it trains on the same data. A stat per file, no image read."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ SPLIT_NAMES = {"val": "validation split", "train": "train split", "test": "test 
 
 
 def files_digest(samples: Any) -> str | None:
-    """A digest of a split's `samples`, a list of (path, label): each path below the folder they
-    share (the same folder moved is the same data), its size and label; None for anything else."""
+    """A digest of a split's `samples` (path, label): paths below their folder, sizes and labels."""
     if not isinstance(samples, list) or not samples:
         return None
     try:
@@ -66,8 +64,7 @@ def data_fingerprint(data: ImageData, config: DatasetConfig) -> dict[str, Any]:
 
 
 def difference(then: dict[str, Any], now: dict[str, Any]) -> str | None:
-    """The first way the data fingerprinted `now` differs from that of `then`, in words (None: the
-    same data)."""
+    """The first way the data fingerprinted `now` differs from `then`, in words (None: the same)."""
     if then["dataset"] != now["dataset"]:
         return f"dataset={then['dataset']} then, {now['dataset']} now"
     if then["source"] != now["source"]:

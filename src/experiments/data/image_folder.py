@@ -1,6 +1,5 @@
-"""`dataset=image_folder`: DIR/train/<class>/*, DIR/test/<class>/* and optionally DIR/val/<class>/*
-(torchvision's ImageFolder layout), each image resized, center-cropped and returned as a uint8
-(C, H, W) tensor. The layout is checked before any image is read."""
+"""`dataset=image_folder`: DIR/train/<class>/*, DIR/test/<class>/* and optionally DIR/val/<class>/*,
+each image resized, center-cropped and returned as a uint8 (C, H, W) tensor."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ RESIZED = (
 
 
 class ImageFolderSplit(ImageFolder):
-    """torchvision's ImageFolder with uint8 items of one size, ordered by file name (then class)
-    rather than class by class, so numbered files keep their order."""
+    """torchvision's ImageFolder with uint8 items of one size, in file name order (then class)."""
 
     def __init__(self, root: Path, image_size: int, channels: int) -> None:
         self.image_size = image_size
@@ -121,8 +119,7 @@ def export(
     suffix: str = ".png",
     size: int | None = None,
 ) -> None:
-    """Write uint8 `Split`s (by split name) as an image folder under `root`, each image named by
-    its index so the folder keeps the splits' order, resized to `size` x `size` if given."""
+    """Write uint8 `Split`s (by split name) as an image folder, each image named by its index."""
     for split, data in splits.items():
         for name in classes:
             (root / split / name).mkdir(parents=True, exist_ok=True)
@@ -152,8 +149,7 @@ def decode(path: Path, image_size: int, channels: int) -> torch.Tensor:
 
 
 def _eight_bit(image: Image.Image) -> Image.Image:
-    """A 16-bit grey image as an 8-bit one, scaled as the PNG specification reduces depth: PIL's
-    own convert clips at 255, turning nearly every pixel white."""
+    """A 16-bit grey image as an 8-bit one, scaled (PIL's own convert clips at 255: all white)."""
     values = np.asarray(image, dtype=np.float64) * (255 / 65535)
     return Image.fromarray(np.clip(np.rint(values), 0, 255).astype(np.uint8), "L")
 
@@ -175,10 +171,9 @@ def _too_large(path: Path) -> str:
 
 def _image_file(split: Path, path: str) -> bool:
     """True for an image, False for what is hidden (.DS_Store); anything else is refused."""
-    name = Path(path).name
     if any(part.startswith(".") for part in Path(path).relative_to(split).parts):
         return False
-    if not name.lower().endswith(IMG_EXTENSIONS):
+    if not Path(path).name.lower().endswith(IMG_EXTENSIONS):
         _refuse_a_loop(split, Path(path))
         raise ExperimentError(
             f"{path} is not an image; class folders hold only images ({', '.join(IMG_EXTENSIONS)})"
@@ -188,8 +183,7 @@ def _image_file(split: Path, path: str) -> bool:
 
 
 def _refuse_a_loop(split: Path, path: Path) -> None:
-    """Name the symbolic link that makes `path` a loop, if one does: torchvision walks into such a
-    link until the system refuses, and hands over the last level as a file."""
+    """Name the symbolic link that makes `path` a loop (torchvision hands it over as a file)."""
     parts = path.relative_to(split).parts
     for link in (split.joinpath(*parts[:depth]) for depth in range(1, len(parts) + 1)):
         if not link.is_symlink():

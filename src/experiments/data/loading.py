@@ -28,8 +28,7 @@ log = logging.getLogger("experiments")
 
 
 def load(config: DatasetConfig, *, processes_here: int = 1, training: bool = True) -> ImageData:
-    """The splits the dataset config says (for an evaluation, `training=False`, only the test
-    split), checked against its declared shape."""
+    """The splits the dataset config says (only the test split when not `training`), checked."""
     check_importable("dataset.source._target_", config.source._target_)
     # An evaluation reads only an image folder's test/ (it needs no train/ folder).
     evaluating = not training and is_image_folder(config)
@@ -92,8 +91,7 @@ def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
 
 
 def _value_statistics(values: torch.Tensor) -> tuple[list[float], list[float]]:
-    """The mean and std of each column (dimension 1) of float `values` (a constant column's std
-    is taken as 1, so it standardizes to 0)."""
+    """Each column's mean and std (1 where the column is constant, so it standardizes to 0)."""
     flat = values.double().transpose(0, 1).reshape(values.shape[1], -1)
     mean, std = flat.mean(1), flat.std(1)
     return mean.tolist(), torch.where(std > 0, std, 1.0).tolist()
@@ -165,8 +163,7 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
 
 
 def preload(data: ImageData, placement: Placement, *, channels_last: bool = False) -> ImageData:
-    """The dataset with its in-memory splits copied to the device once, laid out channels-last
-    where the batches are (streamed ones stay streamed)."""
+    """The dataset with its in-memory splits copied to the device once, laid out as the batches."""
 
     def moved(split: Any) -> Any:
         if not isinstance(split, Split):

@@ -62,10 +62,8 @@ class CheckedDataset(Dataset):
         return cache.fingerprint(self, self.shape, self.source)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        item = self.dataset[index]
         where = f"{self.name}[{index}]"
-        if not (isinstance(item, (tuple, list)) and len(item) == 2):
-            raise ExperimentError(f"{where} is {_describe(item)}, not (image tensor, int label)")
+        item = _pair(self.dataset[index], where)
         image = as_uint8(item[0], where)
         if tuple(image.shape) != self.shape:
             raise ExperimentError(
@@ -80,6 +78,12 @@ class CheckedDataset(Dataset):
                 f"{where} has label {label!r}; labels are ints from 0 to {self.num_classes - 1}"
             )
         return image, int(label)
+
+
+def _pair(item: Any, where: str) -> Any:
+    if not (isinstance(item, (tuple, list)) and len(item) == 2):
+        raise ExperimentError(f"{where} is {_describe(item)}, not (image tensor, int label)")
+    return item
 
 
 def as_uint8(image: Any, where: str) -> torch.Tensor:
@@ -137,12 +141,8 @@ def _files_named(dataset: Dataset) -> list[str | Path]:
 
 def shape_of(config: UserDatasetConfig, train: Dataset, target: str) -> tuple[int, int, int]:
     """The images' shape: the config's, where it gives one, else the first training image's."""
-    first = train[0]
-    if not (isinstance(first, (tuple, list)) and len(first) == 2):
-        raise ExperimentError(
-            f"{target}'s train[0] is {_describe(first)}, not (image tensor, int label)"
-        )
-    image = as_uint8(first[0], f"{target}'s train[0]")
+    where = f"{target}'s train[0]"
+    image = as_uint8(_pair(train[0], where)[0], where)
     channels, height, width = image.shape
     if height != width and config.image_size is None:
         raise ExperimentError(
@@ -175,8 +175,8 @@ def class_names(config: UserDatasetConfig, train: Dataset, target: str) -> list[
 
 
 def default_workers(processes_here: int = 1) -> int:
-    """One DataLoader worker per core this process may use, shared among the processes of a run
-    on this machine, at most 8 (beyond that, decoding rarely limits a small model)."""
+    """One DataLoader worker per core this process may use, shared among `processes_here`, at most
+    8 (beyond that, decoding rarely limits a small model)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(8, (cores or 1) // processes_here))
 
@@ -247,8 +247,8 @@ def _kept_statistics(kept: Path) -> tuple[list[float], list[float], str] | None:
 def statistics(
     train: torch.Tensor | Streamed, shape: tuple[int, int, int]
 ) -> tuple[list[float], list[float], int]:
-    """Per-channel mean and std of the training pixels (fractions of 255), and how many images
-    they come from: at most `STATISTICS_SAMPLE`, evenly spaced, the same in memory as streamed."""
+    """Per-channel mean and std of at most `STATISTICS_SAMPLE` evenly spaced training images, the
+    same rows in memory as streamed so both paths normalize alike, and how many."""
     count = min(len(train), STATISTICS_SAMPLE)
     rows = np.linspace(0, len(train) - 1, count).round().astype(int)
     if isinstance(train, Streamed):

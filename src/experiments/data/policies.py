@@ -1,6 +1,5 @@
 """RandAugment, TrivialAugment and AutoAugment (`dataset.augment.policy`) on uint8 batches on the
-device, as torchvision's but with each image drawing its own ops, magnitudes and signs (torchvision
-draws one op per batch); each op runs once per batch on the images that drew it."""
+device, as torchvision's but with each image drawing its own ops (torchvision's: one per batch)."""
 
 from __future__ import annotations
 
@@ -56,7 +55,6 @@ _SPACE: dict[str, tuple[Magnitudes, Magnitudes, bool]] = {
     "AutoContrast": (None, None, False),
     "Equalize": (None, None, False),
 }
-# Each policy's ops: name -> (magnitudes, whether a magnitude is negated for half the images).
 RANDAUGMENT = {name: (rand, signed) for name, (rand, _, signed) in _SPACE.items()}
 TRIVIALAUGMENT = {name: (trivial, signed) for name, (_, trivial, signed) in _SPACE.items()}
 AUTOAUGMENT = {name: op for name, op in RANDAUGMENT.items() if name != "Identity"}
@@ -221,8 +219,7 @@ def _solarize(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
 
 
 def _autocontrast(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    """Each channel stretched to the full range, as torchvision's, without its masked assignment
-    (which makes the host wait for a GPU)."""
+    """Each channel stretched to the full range, without torchvision's host-waiting mask."""
     floats = images.float()
     low, high = floats.amin((2, 3), keepdim=True), floats.amax((2, 3), keepdim=True)
     flat = high == low
@@ -231,8 +228,7 @@ def _autocontrast(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tenso
 
 
 def _moved(images: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
-    """Each image's pixels from where its (2, 3) `inverse` affine map, in pixels from the image's
-    centre, puts them: nearest neighbours, black outside, as torchvision's `affine`."""
+    """Each image's pixels from where its (2, 3) `inverse` affine map puts them, as `affine`."""
     count, _, height, width = images.shape
     device = images.device
     across = torch.linspace((1 - width) / 2, (width - 1) / 2, width, device=device)
@@ -254,8 +250,7 @@ def _moved(images: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
 def _affine(
     images: torch.Tensor, magnitudes: torch.Tensor, top: list[Any], bottom: list[Any]
 ) -> torch.Tensor:
-    """`_moved` by the inverse maps whose rows, per image, are `top` and `bottom`: three columns,
-    each a tensor of a value per image or a number for all."""
+    """`_moved` by the maps of rows `top` and `bottom`, each entry a tensor or a number for all."""
     rows = [
         torch.stack([torch.full_like(magnitudes, v) if isinstance(v, int) else v for v in row], -1)
         for row in (top, bottom)

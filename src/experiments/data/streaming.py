@@ -1,6 +1,5 @@
-"""DataLoader workers decoding a Dataset's images: every pass (`dataset.loader=stream`), or once,
-into one array. `Batches` still picks each batch's rows, so a streamed run sees the same images in
-the same order as a cached one."""
+"""DataLoader workers decoding a Dataset's images, every pass (`dataset.loader=stream`) or once;
+`Batches` still picks each batch's rows, so streamed runs see what cached ones see."""
 
 from __future__ import annotations
 
@@ -19,8 +18,7 @@ DECODE_BATCH = 256
 
 
 class StreamRows:
-    """Persistent workers decoding the rows `batches` is asked for, seeded from `seed` so a Dataset
-    that draws random numbers draws the same ones in every run with that seed."""
+    """Persistent workers decoding the rows asked for, seeded from `seed` in every run alike."""
 
     def __init__(
         self, streamed: Streamed, *, pin_memory: bool, channels_last: bool, seed: int
@@ -56,8 +54,7 @@ class StreamRows:
 
 
 class _PassRows:
-    """The rows of the pass `StreamRows.batches` set up (no reference back, so dropping a split
-    lets its workers go at once)."""
+    """The rows of the pass `StreamRows.batches` set up (no reference back to let workers go)."""
 
     def __init__(self) -> None:
         self.rows: list[list[int]] = []
@@ -103,8 +100,7 @@ def decode_all(
 
 
 def from_worker(error: ExperimentError) -> str:
-    """The one line a worker raised, without its traceback; clears the error's frames, which
-    hold the loader's iterator and so its workers."""
+    """The one line a worker raised; clears the error's frames, which hold the workers."""
     traceback.clear_frames(error.__traceback__)
     text = str(error).rstrip()
     marker = "ExperimentError: "

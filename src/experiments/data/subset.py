@@ -1,5 +1,4 @@
-"""The images an evaluation is limited to (`trainer.limit_eval_images` or `limit_eval_fraction`):
-the same whatever the batch size or run."""
+"""The images an evaluation is limited to (`trainer.limit_eval_*`), the same in every run."""
 
 from __future__ import annotations
 
@@ -21,8 +20,8 @@ def limited_count(in_split: int, images: int | None, fraction: float | None) -> 
 def evaluated_rows(
     in_split: int, images: int | None, fraction: float | None
 ) -> torch.Tensor | None:
-    """The rows an evaluation takes, in the split's order (None: all), drawn with a fixed seed (an
-    image folder's first rows are its first classes); a smaller limit's are among a larger one's."""
+    """The rows an evaluation takes, in the split's order (None: all): drawn by a fixed seed (an
+    image folder's first rows are its first classes); a smaller limit's are among a larger's."""
     count = limited_count(in_split, images, fraction)
     if count == in_split:
         return None

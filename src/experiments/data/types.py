@@ -1,5 +1,4 @@
-"""A dataset's splits as whole tensors (`Split`) or a Dataset workers decode (`Streamed`), and the
-dataset as a whole (`ImageData`)."""
+"""A dataset's splits (`Split` tensors, `Streamed` Datasets) and the dataset (`ImageData`)."""
 
 from __future__ import annotations
 

@@ -69,8 +69,7 @@ def refuse_a_second(config: DatasetConfig, fraction: float) -> None:
 def held_out_rows(
     labels: torch.Tensor, fraction: float, seed: int, classes: list[str] | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The rows kept for training and the rows held out, both ascending: `fraction` of each
-    class's rows, drawn by `seed`; `classes` None: rows of values (labels all 0)."""
+    """Rows kept and held out, ascending: `fraction` of each class's, drawn by `seed`."""
     generator = torch.Generator().manual_seed(seed)
     held_out = []
     for label, name in enumerate(classes or [None]):
