@@ -113,11 +113,12 @@ class Batches:
             (start + s.start, start + s.stop) for start, s in zip(starts, shares, strict=True)
         ]
         rows = self.rows.batches(self._order(), bounds)
+        layout = torch.channels_last if self.runtime.channels_last else torch.contiguous_format
         began = time.perf_counter()
         for (images, labels), size, share in zip(rows, self.sizes, shares, strict=True):
             images, labels = self._to_device(images, labels)
             if self.augment:
-                images = self._augment(images, size, share)
+                images = self.augment.pixels(images, size, share).contiguous(memory_format=layout)
             images = self._normalize(images)
             if self.augment:
                 images, labels = self.augment.normalized(images, labels, size, share)
@@ -147,13 +148,6 @@ class Batches:
             images = images.permute(0, 3, 1, 2)  # the (N, H, W, C) rows seen as (N, C, H, W)
         return images, labels
 
-    def _augment(self, images: torch.Tensor, size: int, share: slice) -> torch.Tensor:
-        assert self.augment is not None
-        memory_format = (
-            torch.channels_last if self.runtime.channels_last else torch.contiguous_format
-        )
-        return self.augment.pixels(images, size, share).contiguous(memory_format=memory_format)
-
     def _normalize(self, images: torch.Tensor) -> torch.Tensor:
         # In place on a new float copy, which keeps the memory format.
         copy = images.clone() if images.is_floating_point() else images.float()
@@ -168,8 +162,5 @@ class Batches:
         scale, shift = 1 / (full_scale * stds), -means / stds
         if len(set(mean)) == 1 and len(set(std)) == 1:
             return scale[0].item(), shift[0].item()
-        per_channel = (1, channels, 1, 1)
-        return (
-            self.runtime.placement.tensor(scale.float().reshape(per_channel)),
-            self.runtime.placement.tensor(shift.float().reshape(per_channel)),
-        )
+        scale, shift = (values.float().reshape(1, channels, 1, 1) for values in (scale, shift))
+        return self.runtime.placement.tensor(scale), self.runtime.placement.tensor(shift)

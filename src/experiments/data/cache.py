@@ -3,7 +3,6 @@ memory-mapped by every later epoch and run; built aside, checked by size and CRC
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -11,7 +10,6 @@ import os
 import shutil
 import time
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,39 +71,30 @@ def decoded(
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     """The split's images (memory-mapped) and labels from `entry`, built if need be, and how."""
     lock = entry.with_name(entry.name + ".lock")
-    with _locked(entry, lock, timeout):
-        problem = _problem(entry)
-        built = problem is not None
-        if built:
-            if entry.exists():
-                log.warning("cache %s is %s: decoding again", entry, problem)
-                shutil.rmtree(entry)
-            _build(dataset, entry, shape, workers)
-        meta = read_data(entry / "meta.json", RECORD, as_json)
-    images = torch.from_numpy(np.load(entry / "images.npy", mmap_mode="c"))
-    labels = torch.from_numpy(np.load(entry / "labels.npy"))
-    record = {
-        "path": str(entry.resolve()),
-        "built": built,
-        "megabytes": round(meta["images_bytes"] / 1e6, 1),
-    }
-    if built:
-        record["build_seconds"] = round(meta["seconds"], 2)
-    return images, labels, record
-
-
-@contextlib.contextmanager
-def _locked(entry: Path, lock: Path, timeout: float) -> Iterator[None]:
     limit = f"dataset.cache_timeout={timeout:g} s"
     try:
         with locked(lock, timeout, lambda: log.info(WAITING, entry, lock, limit)):
-            yield
+            problem = _problem(entry)
+            built = problem is not None
+            if built:
+                if entry.exists():
+                    log.warning("cache %s is %s: decoding again", entry, problem)
+                    shutil.rmtree(entry)
+                _build(dataset, entry, shape, workers)
+            meta = read_data(entry / "meta.json", RECORD, as_json)
     except TimeoutError:
         raise ExperimentError(
             f"cache entry {entry} is still being built by another process after {limit} (it "
             f"holds {lock}); if that process is stopped or hung, end it, or give it longer with "
             "dataset.cache_timeout=SECONDS"
         ) from None
+    images = torch.from_numpy(np.load(entry / "images.npy", mmap_mode="c"))
+    labels = torch.from_numpy(np.load(entry / "labels.npy"))
+    megabytes = round(meta["images_bytes"] / 1e6, 1)
+    record = {"path": str(entry.resolve()), "built": built, "megabytes": megabytes}
+    if built:
+        record["build_seconds"] = round(meta["seconds"], 2)
+    return images, labels, record
 
 
 def _build(dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int) -> None:

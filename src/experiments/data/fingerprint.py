@@ -35,7 +35,6 @@ def files_digest(samples: Any) -> str | None:
 
 
 def values_digest(split: Split) -> str:
-    """A digest of a split's features and targets, as the run holds them."""
     digest = hashlib.sha256()
     for values in (split.images, split.labels):
         digest.update(values.detach().cpu().contiguous().numpy())
@@ -45,7 +44,6 @@ def values_digest(split: Split) -> str:
 def data_fingerprint(data: ImageData, config: DatasetConfig) -> dict[str, Any]:
     """The fingerprint of `data`, loaded (its validation split held out) as `config` says."""
     source = {key: value for key, value in plain(config.source).items() if key not in LOCATION}
-    validation = data.record.get("validation") or {}
     splits = {"val": data.val, "train": data.train, "test": data.test}
     return {
         "dataset": config.name,
@@ -59,7 +57,7 @@ def data_fingerprint(data: ImageData, config: DatasetConfig) -> dict[str, Any]:
             for name, split in splits.items()
             if data.targets == "values" and isinstance(split, Split)
         },
-        "held_out": validation.get("rows"),
+        "held_out": (data.record.get("validation") or {}).get("rows"),
     }
 
 

@@ -47,8 +47,7 @@ class ImageFolderSplit(ImageFolder):
         self.channels = channels
         valid = functools.partial(_image_file, root)
         super().__init__(str(root), is_valid_file=valid, allow_empty=True)
-        self.samples.sort(key=lambda sample: (Path(sample[0]).name, sample[1]))
-        self.imgs = self.samples
+        self.samples.sort(key=lambda sample: (Path(sample[0]).name, sample[1]))  # (and so imgs)
         self.targets = [label for _, label in self.samples]
 
     def find_classes(self, directory: str) -> tuple[list[str], dict[str, int]]:
@@ -102,7 +101,6 @@ def image_folder(
 
 
 def _say_if_resized(root: str, first: Path, image_size: int) -> None:
-    """Log it when the first image is not the size asked for: it will be resized."""
     try:
         with opened(first, IMAGE) as file, Image.open(file) as image:
             width, height = image.size

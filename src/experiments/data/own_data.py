@@ -53,7 +53,6 @@ class CheckedDataset(Dataset):
 
     @property
     def samples(self) -> Any:
-        """The underlying Dataset's files, if it names them."""
         return getattr(self.dataset, "samples", None)
 
     @functools.cached_property
@@ -132,11 +131,8 @@ def _files_named(dataset: Dataset) -> list[str | Path]:
     samples = getattr(dataset, "samples", None)
     if not isinstance(samples, list):
         return []
-    return [
-        sample[0]
-        for sample in samples
-        if isinstance(sample, (tuple, list)) and sample and isinstance(sample[0], (str, Path))
-    ]
+    named = [sample for sample in samples if isinstance(sample, (tuple, list)) and sample]
+    return [sample[0] for sample in named if isinstance(sample[0], (str, Path))]
 
 
 def shape_of(config: UserDatasetConfig, train: Dataset, target: str) -> tuple[int, int, int]:
@@ -232,7 +228,6 @@ def normalization(
 
 
 def _kept_statistics(kept: Path) -> tuple[list[float], list[float], str] | None:
-    """The mean, std and source kept in `kept`; None where missing or unreadable."""
     if not kept.is_file():
         return None
     try:

@@ -14,8 +14,6 @@ from torch.utils.data import DataLoader, Dataset
 from experiments.core.errors import ExperimentError
 from experiments.data.types import Streamed
 
-DECODE_BATCH = 256
-
 
 class StreamRows:
     """Persistent workers decoding the rows asked for, seeded from `seed` in every run alike."""
@@ -23,11 +21,12 @@ class StreamRows:
     def __init__(
         self, streamed: Streamed, *, pin_memory: bool, channels_last: bool, seed: int
     ) -> None:
-        self._pass = _PassRows()
+        # The pass's batches of rows: no reference back, so dropping a split lets its workers go.
+        self._rows: list[list[int]] = []
         workers = streamed.workers
         self.loader = DataLoader(
             streamed.dataset,
-            batch_sampler=self._pass,
+            batch_sampler=self._rows,
             num_workers=workers,
             collate_fn=partial(stack, channels_last=channels_last),
             pin_memory=pin_memory,
@@ -40,7 +39,7 @@ class StreamRows:
         self, order: torch.Tensor | None, bounds: list[tuple[int, int]]
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """For each (low, high) of `bounds`: those rows of the pass's order, decoded."""
-        self._pass.rows = [
+        self._rows[:] = [
             order[low:high].tolist() if order is not None else list(range(low, high))
             for low, high in bounds
         ]
@@ -51,19 +50,6 @@ class StreamRows:
         else:
             return
         raise ExperimentError(message)
-
-
-class _PassRows:
-    """The rows of the pass `StreamRows.batches` set up (no reference back to let workers go)."""
-
-    def __init__(self) -> None:
-        self.rows: list[list[int]] = []
-
-    def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.rows)
-
-    def __len__(self) -> int:
-        return len(self.rows)
 
 
 def stack(
@@ -83,7 +69,7 @@ def decode_all(
     count = len(dataset)  # type: ignore[arg-type]
     images = np.empty((count, *shape), dtype=np.uint8) if into is None else into
     labels = np.empty(count, dtype=np.int64)
-    loader = DataLoader(dataset, batch_size=DECODE_BATCH, num_workers=workers, collate_fn=stack)
+    loader = DataLoader(dataset, batch_size=256, num_workers=workers, collate_fn=stack)
     batches = iter(loader)
     start = 0
     try:

@@ -76,12 +76,11 @@ def held_out_rows(
         rows = (labels == label).nonzero().flatten()
         count = int(fraction * len(rows) + 0.5)
         if count and count >= len(rows):
-            left = (
-                f"class {name} no training image (it has {len(rows)})"
+            left, more = (
+                (f"class {name} no training image (it has {len(rows)})", "the class more images")
                 if name
-                else f"no training row (of the {len(rows)})"
+                else (f"no training row (of the {len(rows)})", "the data more rows")
             )
-            more = "the class more images" if name else "the data more rows"
             raise ExperimentError(
                 f"dataset.val_fraction={fraction} would leave {left}; lower "
                 f"dataset.val_fraction, or give {more}"
