@@ -40,14 +40,8 @@ class Augment:
         cutmix_alpha: float = 0.0,
         num_classes: int | None = None,
     ) -> None:
-        self.options = {
-            "crop_padding": crop_padding,
-            "flip": flip,
-            "policy": policy,
-            "erasing": erasing,
-            "mixup_alpha": mixup_alpha,
-            "cutmix_alpha": cutmix_alpha,
-        }
+        self.options = dict(crop_padding=crop_padding, flip=flip, policy=policy, erasing=erasing)
+        self.options |= dict(mixup_alpha=mixup_alpha, cutmix_alpha=cutmix_alpha)
         self.padding = crop_padding
         self.flip = flip
         self.generator = generator

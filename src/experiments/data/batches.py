@@ -113,10 +113,15 @@ class Batches:
             (start + s.start, start + s.stop) for start, s in zip(starts, shares, strict=True)
         ]
         rows = self.rows.batches(self._order(), bounds)
-        layout = torch.channels_last if self.runtime.channels_last else torch.contiguous_format
+        channels_last, placement = self.runtime.channels_last, self.runtime.placement
+        layout = torch.channels_last if channels_last else torch.contiguous_format
         began = time.perf_counter()
         for (images, labels), size, share in zip(rows, self.sizes, shares, strict=True):
-            images, labels = self._to_device(images, labels)
+            span = self.copy_timer.start()
+            images, labels = placement.tensor(images), placement.tensor(labels)
+            self.copy_timer.stop(span)
+            if channels_last:
+                images = images.permute(0, 3, 1, 2)  # the (N, H, W, C) rows seen as (N, C, H, W)
             if self.augment:
                 images = self.augment.pixels(images, size, share).contiguous(memory_format=layout)
             images = self._normalize(images)
@@ -136,17 +141,6 @@ class Batches:
         """This process's part of a batch of `size` images of all processes."""
         rank, world = self.runtime.group.rank, self.runtime.group.world_size
         return slice(size * rank // world, size * (rank + 1) // world)
-
-    def _to_device(
-        self, images: torch.Tensor, labels: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        span = self.copy_timer.start()
-        placement = self.runtime.placement
-        images, labels = placement.tensor(images), placement.tensor(labels)
-        self.copy_timer.stop(span)
-        if self.runtime.channels_last:
-            images = images.permute(0, 3, 1, 2)  # the (N, H, W, C) rows seen as (N, C, H, W)
-        return images, labels
 
     def _normalize(self, images: torch.Tensor) -> torch.Tensor:
         # In place on a new float copy, which keeps the memory format.

@@ -38,10 +38,8 @@ def _decoded_cifar10_sample() -> tuple[Split, Split]:
     # Side by side: Pillow lets go of the GIL while it inflates a strip.
     with ThreadPoolExecutor() as pool:
         *train, (test_images, test_labels) = pool.map(batch, [0, 1, 2, 3, 50])
-    return (
-        Split(torch.cat([images for images, _ in train]), torch.cat([lab for _, lab in train])),
-        Split(test_images, test_labels),
-    )
+    train_images, train_labels = (torch.cat(parts) for parts in zip(*train, strict=True))
+    return Split(train_images, train_labels), Split(test_images, test_labels)
 
 
 def _copies(splits: tuple[Split, Split]) -> tuple[Split, Split]:

@@ -33,7 +33,7 @@ def csv_splits(
         raise ExperimentError(f"dataset.path={file} has one column: no feature to predict from")
     values = torch.tensor(rows, dtype=torch.float64)
     at = columns.index(target)
-    features = torch.cat([values[:, :at], values[:, at + 1 :]], dim=1).float()
+    features = torch.cat([values[:, :at], values[:, at + 1 :]], dim=1).float()[:, :, None, None]
     targets = values[:, at : at + 1].float()
     test_rows = round(len(rows) * test_fraction)
     if not 0 < test_rows < len(rows) - 1:
@@ -43,10 +43,7 @@ def csv_splits(
         )
     order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed))
     test, train = order[:test_rows].sort().values, order[test_rows:].sort().values
-    return (
-        Split(features[train, :, None, None], targets[train]),
-        Split(features[test, :, None, None], targets[test]),
-    )
+    return Split(features[train], targets[train]), Split(features[test], targets[test])
 
 
 def _read(file: Path) -> tuple[list[str], list[list[float]]]:

@@ -33,6 +33,9 @@ UNIDENTIFIED = "it is in no image format Pillow reads"
 # PIL's modes of a 16-bit grey image: I;16 and its byte orders (PNG, TIFF), and I (PGM).
 SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 LAYOUT = "an image folder holds train/<class>/*, test/<class>/* and optionally val/<class>/*"
+IMAGENET = (
+    "dataset.root=%s has train/ and val/ but no test/ (ImageNet's layout): val/ is the test split"
+)
 RESIZED = (
     "dataset.root=%s: its images are resized (shorter side) and center-cropped from %dx%d (%s, the "
     "first) to %dx%d, the size the model is built for (dataset.image_size=%d)"
@@ -70,11 +73,7 @@ def image_folder(
     present = {split: split for split in SPLITS if (folder / split).is_dir()}
     if "test" not in present and "val" in present:
         present["test"] = present.pop("val")
-        log.info(
-            "dataset.root=%s has train/ and val/ but no test/ (ImageNet's layout): val/ is the "
-            "test split",
-            root,
-        )
+        log.info(IMAGENET, root)
     if evaluating:
         present = {"test": present["test"]} if "test" in present else {}
     for split in ("test",) if evaluating else ("train", "test"):
@@ -194,8 +193,7 @@ def _refuse_a_loop(split: Path, path: Path) -> None:
                     f"{link} is a symbolic link loop: it leads back to itself; remove it"
                 ) from None
             continue
-        target = Path(os.path.realpath(link))
-        holder = Path(os.path.realpath(link.parent))
+        target, holder = Path(os.path.realpath(link)), Path(os.path.realpath(link.parent))
         if target == holder or target in holder.parents:
             raise ExperimentError(
                 f"{link} is a symbolic link loop: it leads back to {target}, which holds it; "

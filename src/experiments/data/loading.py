@@ -46,9 +46,7 @@ def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
     values = train.labels.is_floating_point()  # targets to regress, not classes
     unit = ROWS if train.images.is_floating_point() else IMAGES
     targets = "values" if values else "masks" if train.labels.dim() == 3 else "classes"
-    classes = config.num_classes
-    if classes is None and values:
-        classes = train.labels.shape[1]
+    classes = train.labels.shape[1] if config.num_classes is None and values else config.num_classes
     for split_name, split in (("train", train), ("test", test)):
         if len(split) == 0:
             raise ExperimentError(f"dataset {config.name} has no {split_name} {unit.many}")
@@ -140,9 +138,8 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
     if mean is None or std is None:
         if "train" not in loaded:
             raise ExperimentError("dataset.mean and dataset.std are needed to evaluate")
-        train = loaded["train"]
         found_mean, found_std, origin = own_data.normalization(
-            train.images if isinstance(train, Split) else train, items["train"], config
+            loaded["train"], items["train"], config
         )
         mean, std = mean or found_mean, std or found_std
         record["statistics"] = origin

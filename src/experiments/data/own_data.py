@@ -29,7 +29,7 @@ from experiments.core.files import (
 from experiments.core.text import shape_text
 from experiments.data import cache
 from experiments.data.streaming import decode_all
-from experiments.data.types import Streamed
+from experiments.data.types import Split, Streamed
 
 log = logging.getLogger("experiments")
 
@@ -192,8 +192,7 @@ def in_memory(
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
     """A split decoded into one uint8 tensor: memory-mapped from the cache where it can be."""
     if config.cache and items.key is not None:
-        folder = cache.usable_folder(config.cache_dir)
-        entry = folder / f"{config.name}-{split}-{items.key}"
+        entry = cache.usable_folder(config.cache_dir) / f"{config.name}-{split}-{items.key}"
         return cache.decoded(items, entry, items.shape, workers, config.cache_timeout)
     why = "dataset.cache=false" if not config.cache else "the Dataset names no files to key it by"
     log.info("decoding %s %s images into memory (not cached: %s)", f"{len(items):,}", split, why)
@@ -202,7 +201,7 @@ def in_memory(
 
 
 def normalization(
-    train: torch.Tensor | Streamed, items: CheckedDataset, config: UserDatasetConfig
+    train: Split | Streamed, items: CheckedDataset, config: UserDatasetConfig
 ) -> tuple[list[float], list[float], str]:
     """Mean and std of the training images, and where they come from: kept beside the cache."""
     kept = None
@@ -212,7 +211,7 @@ def normalization(
         found = _kept_statistics(kept)
         if found is not None:
             return found
-    mean, std, count = statistics(train, items.shape)
+    mean, std, count = statistics(train.images if isinstance(train, Split) else train, items.shape)
     if 0 in std:  # every pixel the same: normalizing would divide by zero
         raise ExperimentError(
             f"dataset {config.name}: channel {std.index(0)} of its {count:,} training images "

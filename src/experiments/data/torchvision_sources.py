@@ -6,19 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torchvision
+from torchvision.datasets import CIFAR10, MNIST, FashionMNIST
 
 from experiments.core.errors import ExperimentError, one_line
 from experiments.data.types import Split
 
 # The classes `dataset_class` may name: looked up, never imported (an import runs the module).
 DATASET_CLASSES = {
-    f"torchvision.datasets.{cls.__name__}": cls
-    for cls in (
-        torchvision.datasets.CIFAR10,
-        torchvision.datasets.MNIST,
-        torchvision.datasets.FashionMNIST,
-    )
+    f"torchvision.datasets.{cls.__name__}": cls for cls in (CIFAR10, MNIST, FashionMNIST)
 }
 
 
