@@ -19,7 +19,9 @@ SAMPLE_DATA = Path(__file__).resolve().parents[1] / "sample_data"
 
 def cifar10_sample() -> tuple[Split, Split]:
     """The 4,000 train + 1,000 test CIFAR-10 images shipped in the repo."""
-    return _copies(_decoded_cifar10_sample())
+    decoded = _decoded_cifar10_sample()
+    train, test = (Split(split.images.clone(), split.labels.clone()) for split in decoded)
+    return train, test
 
 
 # Decoded once per process (a sweep's jobs may share one); each caller gets a copy to change.
@@ -40,11 +42,6 @@ def _decoded_cifar10_sample() -> tuple[Split, Split]:
         *train, (test_images, test_labels) = pool.map(batch, [0, 1, 2, 3, 50])
     train_images, train_labels = (torch.cat(parts) for parts in zip(*train, strict=True))
     return Split(train_images, train_labels), Split(test_images, test_labels)
-
-
-def _copies(splits: tuple[Split, Split]) -> tuple[Split, Split]:
-    train, test = (Split(split.images.clone(), split.labels.clone()) for split in splits)
-    return train, test
 
 
 def mnist_sample(test_every: int) -> tuple[Split, Split]:

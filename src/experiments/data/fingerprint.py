@@ -42,7 +42,6 @@ def values_digest(split: Split) -> str:
 
 
 def data_fingerprint(data: ImageData, config: DatasetConfig) -> dict[str, Any]:
-    """The fingerprint of `data`, loaded (its validation split held out) as `config` says."""
     source = {key: value for key, value in plain(config.source).items() if key not in LOCATION}
     splits = {"val": data.val, "train": data.train, "test": data.test}
     return {

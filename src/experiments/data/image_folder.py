@@ -28,7 +28,6 @@ from experiments.core.files import IMAGE, opened, refuse_special_file
 
 log = logging.getLogger("experiments")
 
-SPLITS = ("train", "test", "val")
 UNIDENTIFIED = "it is in no image format Pillow reads"
 # PIL's modes of a 16-bit grey image: I;16 and its byte orders (PNG, TIFF), and I (PGM).
 SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
@@ -70,7 +69,7 @@ def image_folder(
     folder = Path(root).expanduser()
     if not folder.is_dir():
         raise ExperimentError(f"dataset.root={root}: no such folder; {LAYOUT}")
-    present = {split: split for split in SPLITS if (folder / split).is_dir()}
+    present = {split: split for split in ("train", "test", "val") if (folder / split).is_dir()}
     if "test" not in present and "val" in present:
         present["test"] = present.pop("val")
         log.info(IMAGENET, root)

@@ -110,7 +110,6 @@ def as_uint8(image: Any, where: str) -> torch.Tensor:
 
 
 def splits(made: Any, target: str) -> dict[str, Dataset]:
-    """The Datasets a source returned, by split name, checked."""
     if not isinstance(made, (tuple, list)) or len(made) not in (2, 3):
         raise ExperimentError(f"{target} returned {_describe(made)}; it must return {CONTRACT}")
     for name, dataset in zip(("train", "test", "val"), made, strict=False):

@@ -137,8 +137,7 @@ class Policy:
         return images
 
     def _draw_randaugment(self, batch_size: int) -> Draws:
-        shape = (self.num_ops, batch_size)
-        ops = torch.randint(len(self.names), shape, generator=self.generator)
+        ops = torch.randint(len(self.names), (self.num_ops, batch_size), generator=self.generator)
         steps = torch.full((batch_size,), self.magnitude)
         return [(each, steps, torch.ones(batch_size, dtype=torch.bool)) for each in ops]
 
@@ -208,8 +207,7 @@ def _sharpness(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
 
 
 def _posterize(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    bits = magnitudes.long()
-    masks = ((255 << (8 - bits)) & 255).to(torch.uint8)[:, None, None, None]
+    masks = ((255 << (8 - magnitudes.long())) & 255).to(torch.uint8)[:, None, None, None]
     return images & to_device_async(masks, images.device)
 
 

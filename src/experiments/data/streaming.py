@@ -6,6 +6,7 @@ from __future__ import annotations
 import traceback
 from collections.abc import Iterator
 from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
@@ -43,13 +44,7 @@ class StreamRows:
             order[low:high].tolist() if order is not None else list(range(low, high))
             for low, high in bounds
         ]
-        try:
-            yield from self.loader
-        except ExperimentError as error:
-            message = from_worker(error)
-        else:
-            return
-        raise ExperimentError(message)
+        yield from _from_workers(iter(self.loader))
 
 
 def stack(
@@ -69,25 +64,25 @@ def decode_all(
     count = len(dataset)  # type: ignore[arg-type]
     images = np.empty((count, *shape), dtype=np.uint8) if into is None else into
     labels = np.empty(count, dtype=np.int64)
-    loader = DataLoader(dataset, batch_size=256, num_workers=workers, collate_fn=stack)
-    batches = iter(loader)
+    batches = iter(DataLoader(dataset, batch_size=256, num_workers=workers, collate_fn=stack))
     start = 0
+    for batch_images, batch_labels in _from_workers(batches):
+        images[start : start + len(batch_labels)] = batch_images.numpy()
+        labels[start : start + len(batch_labels)] = batch_labels.numpy()
+        start += len(batch_labels)
+    return images, labels
+
+
+def _from_workers(batches: Iterator[Any]) -> Iterator[Any]:
+    """`batches`, a worker's error raised as the one line it raised, without the traceback the
+    DataLoader puts before it; the error's frames, and `batches`, which hold the workers, let go."""
     try:
-        for batch_images, batch_labels in batches:
-            images[start : start + len(batch_labels)] = batch_images.numpy()
-            labels[start : start + len(batch_labels)] = batch_labels.numpy()
-            start += len(batch_labels)
+        yield from batches
     except ExperimentError as error:
-        message = from_worker(error)
+        traceback.clear_frames(error.__traceback__)
+        text = str(error).rstrip()
     else:
-        return images, labels
+        return
     del batches  # its workers stop now, rather than when the garbage collector gets to them
-    raise ExperimentError(message)
-
-
-def from_worker(error: ExperimentError) -> str:
-    """The one line a worker raised; clears the error's frames, which hold the workers."""
-    traceback.clear_frames(error.__traceback__)
-    text = str(error).rstrip()
     marker = "ExperimentError: "
-    return text[text.rindex(marker) + len(marker) :] if marker in text else text
+    raise ExperimentError(text[text.rindex(marker) + len(marker) :] if marker in text else text)

@@ -31,5 +31,4 @@ def evaluated_rows(
 
 def overfit_rows(in_split: int, count: int, seed: int) -> torch.Tensor:
     """The `count` rows `trainer.overfit_batches` trains on every epoch, drawn once by `seed`."""
-    permutation = torch.randperm(in_split, generator=torch.Generator().manual_seed(seed))
-    return permutation[:count]
+    return torch.randperm(in_split, generator=torch.Generator().manual_seed(seed))[:count]
