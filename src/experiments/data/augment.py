@@ -20,7 +20,6 @@ ERASING_TRIES = 10
 
 # Each option of `dataset.augment` that augments, off.
 OFF = dict(crop_padding=0, flip=False, policy=None, erasing=0, mixup_alpha=0, cutmix_alpha=0)
-MIXING = ("mixup_alpha", "cutmix_alpha")
 
 
 class Augment:
@@ -59,7 +58,7 @@ class Augment:
         if targets == "masks":
             keys, why = tuple(OFF), "changes an image's pixels but not its mask's"
         elif not takes_probabilities:
-            keys = MIXING
+            keys = ("mixup_alpha", "cutmix_alpha")
             why = "makes the labels class probabilities, which its loss does not take"
         else:
             return None
@@ -128,8 +127,8 @@ class Augment:
         images.masked_fill_(inside, 0.0)
 
     def _mix(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mixup or CutMix, as torchvision's: each image mixed with the one before it in this
-        process's share (another process's would cost a collective every step)."""
+        """Mixup or CutMix (one at random where both are on), as torchvision's: each image mixed
+        with the one before it in this process's share (another's would cost a collective)."""
         mix = self.mixes[0]
         if len(self.mixes) > 1:
             mix = self.mixes[int(torch.rand((), generator=self.generator) < 0.5)]

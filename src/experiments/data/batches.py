@@ -102,7 +102,8 @@ class Batches:
         return sum(self.sizes)
 
     def times(self) -> tuple[float, float]:
-        """Seconds waiting for batches and copying them to the device, since the last call."""
+        """Seconds waiting for batches (host clock) and copying them to the device (on a GPU by CUDA
+        events: overlaps, not part of, the wait), since the last call."""
         waited, self.wait_seconds = self.wait_seconds, 0.0
         return waited, self.copy_timer.take()
 
@@ -138,19 +139,19 @@ class Batches:
         return order if self.subset is None else self.subset[order]
 
     def _share(self, size: int) -> slice:
-        """This process's part of a batch of `size` images of all processes."""
         rank, world = self.runtime.group.rank, self.runtime.group.world_size
         return slice(size * rank // world, size * (rank + 1) // world)
 
     def _normalize(self, images: torch.Tensor) -> torch.Tensor:
-        # In place on a new float copy, which keeps the memory format.
+        # In place on a new float copy, keeping the memory format (float rows may be the split's).
         copy = images.clone() if images.is_floating_point() else images.float()
         return copy.mul_(self.scale).add_(self.shift)
 
     def _normalization(
         self, mean: list[float], std: list[float], channels: int, full_scale: int
     ) -> tuple[float | torch.Tensor, float | torch.Tensor]:
-        """(value / full_scale - mean) / std as value * scale + shift, numbers where they can be."""
+        """(value / full_scale - mean) / std as value * scale + shift: plain numbers where every
+        channel has the same mean and std (much faster on channels-last batches), else tensors."""
         means = torch.tensor(mean, dtype=torch.float64).expand(channels)
         stds = torch.tensor(std, dtype=torch.float64).expand(channels)
         scale, shift = 1 / (full_scale * stds), -means / stds

@@ -109,10 +109,8 @@ def _build(dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: 
         raise
     os.rename(temporary, entry)
     meta = read_data(entry / "meta.json", RECORD, as_json)
-    count, megabytes = f"{meta['count']:,}", meta["images_bytes"] / 1e6
-    log.info(
-        "decoded %s images into %s (%.1f MB) in %.1f s", count, entry, megabytes, meta["seconds"]
-    )
+    count, megabytes, seconds = f"{meta['count']:,}", meta["images_bytes"] / 1e6, meta["seconds"]
+    log.info("decoded %s images into %s (%.1f MB) in %.1f s", count, entry, megabytes, seconds)
 
 
 def _write(dataset: Dataset, temporary: Path, shape: tuple[int, int, int], workers: int) -> None:

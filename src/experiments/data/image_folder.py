@@ -42,14 +42,15 @@ RESIZED = (
 
 
 class ImageFolderSplit(ImageFolder):
-    """torchvision's ImageFolder with uint8 items of one size, in file name order (then class)."""
+    """torchvision's ImageFolder with uint8 items of one size, in file name order (then class), so
+    numbered files keep their order."""
 
     def __init__(self, root: Path, image_size: int, channels: int) -> None:
         self.image_size = image_size
         self.channels = channels
         valid = functools.partial(_image_file, root)
         super().__init__(str(root), is_valid_file=valid, allow_empty=True)
-        self.samples.sort(key=lambda sample: (Path(sample[0]).name, sample[1]))  # (and so imgs)
+        self.samples.sort(key=lambda sample: (Path(sample[0]).name, sample[1]))  # (imgs: the same)
         self.targets = [label for _, label in self.samples]
 
     def find_classes(self, directory: str) -> tuple[list[str], dict[str, int]]:
@@ -115,7 +116,8 @@ def export(
     suffix: str = ".png",
     size: int | None = None,
 ) -> None:
-    """Write uint8 `Split`s (by split name) as an image folder, each image named by its index."""
+    """Write uint8 `Split`s (by split name) as an image folder, each image named by its index so
+    the folder keeps the splits' order, resized to `size` x `size` if given."""
     for split, data in splits.items():
         for name in classes:
             (root / split / name).mkdir(parents=True, exist_ok=True)

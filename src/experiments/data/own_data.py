@@ -62,14 +62,12 @@ class CheckedDataset(Dataset):
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         where = f"{self.name}[{index}]"
-        item = _pair(self.dataset[index], where)
-        image = as_uint8(item[0], where)
+        image, label = _image_and_label(self.dataset[index], where)
         if tuple(image.shape) != self.shape:
             raise ExperimentError(
                 f"{where} is a {shape_text(tuple(image.shape))} image; the split's images are "
                 f"{shape_text(self.shape)} (dataset.channels, dataset.image_size)"
             )
-        label = item[1]
         if isinstance(label, torch.Tensor) and label.numel() == 1:
             label = label.item()
         if not isinstance(label, (int, np.integer)) or not 0 <= label < self.num_classes:
@@ -79,10 +77,10 @@ class CheckedDataset(Dataset):
         return image, int(label)
 
 
-def _pair(item: Any, where: str) -> Any:
+def _image_and_label(item: Any, where: str) -> tuple[torch.Tensor, Any]:
     if not (isinstance(item, (tuple, list)) and len(item) == 2):
         raise ExperimentError(f"{where} is {_describe(item)}, not (image tensor, int label)")
-    return item
+    return as_uint8(item[0], where), item[1]
 
 
 def as_uint8(image: Any, where: str) -> torch.Tensor:
@@ -137,7 +135,7 @@ def _files_named(dataset: Dataset) -> list[str | Path]:
 def shape_of(config: UserDatasetConfig, train: Dataset, target: str) -> tuple[int, int, int]:
     """The images' shape: the config's, where it gives one, else the first training image's."""
     where = f"{target}'s train[0]"
-    image = as_uint8(_pair(train[0], where)[0], where)
+    image, _ = _image_and_label(train[0], where)
     channels, height, width = image.shape
     if height != width and config.image_size is None:
         raise ExperimentError(

@@ -18,24 +18,20 @@ from experiments.devices.placement import to_device_async
 Magnitudes = Callable[[int, int, int], torch.Tensor] | None
 
 
-def _up_to(largest: float) -> Magnitudes:
-    return lambda steps, height, width: torch.linspace(0.0, largest, steps)
+def _up_to(largest: float, axis: int | None = None) -> Magnitudes:
+    """Up to `largest`, or that share of the image's width (`axis` 1) or height (0)."""
+    if axis is None:
+        return lambda steps, height, width: torch.linspace(0.0, largest, steps)
+    return lambda steps, height, width: torch.linspace(0.0, largest * (height, width)[axis], steps)
 
 
 def _bits(fewest_lost: int) -> Magnitudes:
     """Posterize's bits kept: 8 down to 8 - `fewest_lost`."""
-    return lambda steps, height, width: (
-        8 - (torch.arange(steps) / ((steps - 1) / fewest_lost))
-    ).round()
+    return lambda steps, *_: (8 - torch.arange(steps) / ((steps - 1) / fewest_lost)).round()
 
 
 def _threshold(steps: int, height: int, width: int) -> torch.Tensor:
     return torch.linspace(1.0, 0.0, steps)  # Solarize's, as a share of 255
-
-
-def _across(share: float, axis: int) -> Magnitudes:
-    """Up to `share` of the image's width (axis 1) or height (axis 0)."""
-    return lambda steps, height, width: torch.linspace(0.0, share * (height, width)[axis], steps)
 
 
 # Each op: RandAugment's magnitudes, TrivialAugment's, and whether half the images negate them.
@@ -43,8 +39,8 @@ _SPACE: dict[str, tuple[Magnitudes, Magnitudes, bool]] = {
     "Identity": (None, None, False),
     "ShearX": (_up_to(0.3), _up_to(0.99), True),
     "ShearY": (_up_to(0.3), _up_to(0.99), True),
-    "TranslateX": (_across(150 / 331, 1), _up_to(32.0), True),
-    "TranslateY": (_across(150 / 331, 0), _up_to(32.0), True),
+    "TranslateX": (_up_to(150 / 331, axis=1), _up_to(32.0), True),
+    "TranslateY": (_up_to(150 / 331, axis=0), _up_to(32.0), True),
     "Rotate": (_up_to(30.0), _up_to(135.0), True),
     "Brightness": (_up_to(0.9), _up_to(0.99), True),
     "Color": (_up_to(0.9), _up_to(0.99), True),
@@ -185,12 +181,6 @@ def _grey(images: torch.Tensor) -> torch.Tensor:
     return red.mul(0.2989).add_(green, alpha=0.587).add_(blue, alpha=0.114)[:, None].floor_()
 
 
-def _color(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    if images.shape[1] == 1:
-        return images  # (saturation is a grey image's own, as in PIL and torchvision)
-    return _blend(images, _grey(images), magnitudes)
-
-
 def _sharpness(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
     """Blended with a 3x3 blur of itself, all but the border."""
     channels, height, width = images.shape[1:]
@@ -200,9 +190,8 @@ def _sharpness(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
     kernel[1, 1] = 5 / 13
     output = images.float()
     blurred = nn.functional.conv2d(output, kernel.expand(channels, 1, 3, 3), groups=channels)
-    inner = output[..., 1:-1, 1:-1]
     image_weight, other_weight = _factors(magnitudes, images.device)
-    inner.mul_(image_weight).add_(blurred.round_() * other_weight)
+    output[..., 1:-1, 1:-1].mul_(image_weight).add_(blurred.round_() * other_weight)
     return output.clamp_(0, 255).to(torch.uint8)
 
 
@@ -271,7 +260,8 @@ OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
     "TranslateY": lambda images, m: _affine(images, m, [1, 0, 0], [0, 1, -m.trunc()]),
     "Rotate": _rotate,
     "Brightness": lambda images, m: _blend(images, torch.zeros((), device=images.device), m),
-    "Color": _color,
+    # (A grey image's saturation is its own, as in PIL and torchvision.)
+    "Color": lambda images, m: images if images.shape[1] == 1 else _blend(images, _grey(images), m),
     "Contrast": lambda images, m: _blend(images, _grey(images).mean((1, 2, 3), keepdim=True), m),
     "Sharpness": _sharpness,
     "Posterize": _posterize,

@@ -24,15 +24,14 @@ class StreamRows:
     ) -> None:
         # The pass's batches of rows: no reference back, so dropping a split lets its workers go.
         self._rows: list[list[int]] = []
-        workers = streamed.workers
         self.loader = DataLoader(
             streamed.dataset,
             batch_sampler=self._rows,
-            num_workers=workers,
+            num_workers=streamed.workers,
             collate_fn=partial(stack, channels_last=channels_last),
             pin_memory=pin_memory,
-            persistent_workers=workers > 0,
-            prefetch_factor=4 if workers else None,
+            persistent_workers=streamed.workers > 0,
+            prefetch_factor=4 if streamed.workers else None,
             generator=torch.Generator().manual_seed(seed),
         )
 

@@ -12,9 +12,7 @@ def limited_count(in_split: int, images: int | None, fraction: float | None) -> 
     """How many of a split's `in_split` images an evaluation takes (a fraction: at least one)."""
     if images is not None:
         return min(images, in_split)
-    if fraction is not None:
-        return min(in_split, max(1, round(fraction * in_split)))
-    return in_split
+    return min(in_split, max(1, round(fraction * in_split))) if fraction is not None else in_split
 
 
 def evaluated_rows(

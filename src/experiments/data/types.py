@@ -43,15 +43,8 @@ class ImageData:
     def derived(self) -> dict[str, Any]:
         """The dataset config's fields as this data filled them in."""
         channels, size, _ = self.shape
-        return {
-            "channels": channels,
-            "image_size": size,
-            "num_classes": len(self.classes),
-            "classes": self.classes,
-            "mean": self.mean,
-            "std": self.std,
-            **self.facts,
-        }
+        sizes = {"channels": channels, "image_size": size, "num_classes": len(self.classes)}
+        return {**sizes, "classes": self.classes, "mean": self.mean, "std": self.std, **self.facts}
 
 
 @dataclass

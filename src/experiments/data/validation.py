@@ -39,11 +39,9 @@ def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
     classes = data.classes if by_class else None
     train_rows, val_rows = held_out_rows(strata, fraction, config.val_seed, classes)
     if len(val_rows) == 0:
-        largest = (
-            f"image (the largest class has {int(torch.bincount(labels).max())})"
-            if by_class
-            else f"row (of its {len(labels)} training rows)"
-        )
+        largest = f"row (of its {len(labels)} training rows)"
+        if by_class:
+            largest = f"image (the largest class has {int(torch.bincount(labels).max())})"
         raise ExperimentError(
             f"dataset.val_fraction={fraction} holds out no {largest}; raise it, or leave it at 0 "
             "for no validation split"
@@ -94,9 +92,7 @@ def held_out_rows(
 
 def labels_of(split: Split | Streamed) -> torch.Tensor | None:
     """A split's labels without decoding its images (None: the Dataset does not list them)."""
-    if isinstance(split, Split):
-        return split.labels.cpu()
-    return _targets(split.dataset)
+    return split.labels.cpu() if isinstance(split, Split) else _targets(split.dataset)
 
 
 def _targets(dataset: Any) -> torch.Tensor | None:
@@ -105,9 +101,8 @@ def _targets(dataset: Any) -> torch.Tensor | None:
         return None if within is None else within[list(dataset.indices)]
     if hasattr(dataset, "targets"):
         return torch.as_tensor(dataset.targets, dtype=torch.int64)
-    if hasattr(dataset, "dataset"):  # through the checks (CheckedDataset) to the user's Dataset
-        return _targets(dataset.dataset)
-    return None
+    # Through the checks (CheckedDataset) to the user's Dataset.
+    return _targets(dataset.dataset) if hasattr(dataset, "dataset") else None
 
 
 def _rows(split: Split | Streamed, rows: torch.Tensor) -> Split | Streamed:
