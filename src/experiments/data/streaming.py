@@ -63,9 +63,9 @@ def decode_all(
     count = len(dataset)  # type: ignore[arg-type]
     images = np.empty((count, *shape), dtype=np.uint8) if into is None else into
     labels = np.empty(count, dtype=np.int64)
-    batches = iter(DataLoader(dataset, batch_size=256, num_workers=workers, collate_fn=stack))
+    loader = DataLoader(dataset, batch_size=256, num_workers=workers, collate_fn=stack)
     start = 0
-    for batch_images, batch_labels in _from_workers(batches):
+    for batch_images, batch_labels in _from_workers(iter(loader)):  # (the wrapper alone holds it)
         images[start : start + len(batch_labels)] = batch_images.numpy()
         labels[start : start + len(batch_labels)] = batch_labels.numpy()
         start += len(batch_labels)
