@@ -1,12 +1,5 @@
-"""Batch-wise augmentation of the training batches on the device (`dataset.augment`), in the order
-of torchvision's reference recipe: on the uint8 images, random crops, flips and a policy
-(`experiments.data.policies`); on the normalized ones, random erasing, then mixup or CutMix, which
-make the labels class probabilities.
-
-Every random draw comes from the shuffle generator, on the host, for the whole batch, of which
-each process takes its share: every process and placement sees the same, and a resume repeats
-them. Only mixup's and CutMix's partner is found within a process's share (`_mix`).
-"""
+"""Batch-wise augmentation on the device (`dataset.augment`), in torchvision's reference order; each
+draw is from the shuffle generator for the whole batch, of which each process takes its share."""
 
 from __future__ import annotations
 
@@ -20,27 +13,17 @@ from experiments.core.text import as_typed
 from experiments.data.policies import Policy
 from experiments.devices.placement import to_device_async
 
-# Random erasing's rectangle, as torchvision's RandomErasing draws it: a share of the image's area,
-# an aspect ratio (drawn on the log scale), and the tries at one that fits in the image.
+# Random erasing's rectangle as torchvision's: a share of the area, a ratio (log scale), tries.
 ERASED_AREA = (0.02, 0.33)
 ERASED_RATIO = (0.3, 3.3)
 ERASING_TRIES = 10
 
-# Each option of `dataset.augment` that augments, as it is off.
-OFF = {
-    "crop_padding": 0,
-    "flip": False,
-    "policy": None,
-    "erasing": 0,
-    "mixup_alpha": 0,
-    "cutmix_alpha": 0,
-}
-MIXING = ("mixup_alpha", "cutmix_alpha")
+# Each option of `dataset.augment` that augments, off.
+OFF = dict(crop_padding=0, flip=False, policy=None, erasing=0, mixup_alpha=0, cutmix_alpha=0)
 
 
 class Augment:
-    """What `dataset.augment` asks of the training batches (every option off: false, and
-    `Batches` calls nothing). `num_classes` is the labels' (mixup and CutMix need it)."""
+    """What `dataset.augment` asks of the training batches (false with every option off)."""
 
     def __init__(
         self,
@@ -56,14 +39,8 @@ class Augment:
         cutmix_alpha: float = 0.0,
         num_classes: int | None = None,
     ) -> None:
-        self.options = {
-            "crop_padding": crop_padding,
-            "flip": flip,
-            "policy": policy,
-            "erasing": erasing,
-            "mixup_alpha": mixup_alpha,
-            "cutmix_alpha": cutmix_alpha,
-        }
+        self.options = dict(crop_padding=crop_padding, flip=flip, policy=policy, erasing=erasing)
+        self.options |= dict(mixup_alpha=mixup_alpha, cutmix_alpha=cutmix_alpha)
         self.padding = crop_padding
         self.flip = flip
         self.generator = generator
@@ -77,13 +54,11 @@ class Augment:
         return bool(self.padding or self.flip or self.policy or self.erasing or self.mixes)
 
     def refusal(self, task: str, targets: str, *, takes_probabilities: bool) -> str | None:
-        """Why task=`task`, learning `targets`, cannot train with the options that are on (None:
-        it can): masks would not follow the pixels, and mixing makes labels probabilities, which
-        only a loss that `takes_probabilities` learns from."""
+        """Why task=`task`, learning `targets`, cannot train with the options on (None: it can)."""
         if targets == "masks":
             keys, why = tuple(OFF), "changes an image's pixels but not its mask's"
         elif not takes_probabilities:
-            keys = MIXING
+            keys = ("mixup_alpha", "cutmix_alpha")
             why = "makes the labels class probabilities, which its loss does not take"
         else:
             return None
@@ -96,14 +71,11 @@ class Augment:
         return f"{on}: {each} {why}; task={task} trains without {them} ({off})"
 
     def pixels(self, images: torch.Tensor, batch_size: int, share: slice) -> torch.Tensor:
-        """Crop, flip and the policy's ops on uint8 `images`, the `share` of a batch of
-        `batch_size`."""
+        """Crop, flip and the policy on uint8 `images`, the `share` of a batch of `batch_size`."""
         count, _, height, width = images.shape
         device = images.device
         if self.padding:
-            offsets = torch.randint(
-                0, 2 * self.padding + 1, (2, batch_size), generator=self.generator
-            )
+            offsets = torch.randint(2 * self.padding + 1, (2, batch_size), generator=self.generator)
             top, left = to_device_async(offsets[:, share], device)
             padded = nn.functional.pad(images, [self.padding] * 4)
             rows = (top[:, None] + torch.arange(height, device=device))[:, :, None]
@@ -121,8 +93,7 @@ class Augment:
     def normalized(
         self, images: torch.Tensor, labels: torch.Tensor, batch_size: int, share: slice
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Erasing and mixing, in place, of normalized `images` (the `share` of a batch of
-        `batch_size`) and their labels: class indices, or with mixing, (N, K) probabilities."""
+        """Erasing and mixing, in place, of normalized `images` (mixing makes labels (N, K))."""
         if self.erasing:
             self._erase(images, batch_size, share)
         if self.mixes:
@@ -130,9 +101,7 @@ class Augment:
         return images, labels
 
     def _erase(self, images: torch.Tensor, batch_size: int, share: slice) -> None:
-        """Zero (the mean, once normalized) a random rectangle of each image with probability
-        `erasing`: the first of its tries whose rectangle fits in the image, as torchvision's
-        RandomErasing; an image none of whose tries fits is left as it is."""
+        """Zero (the mean) a rectangle of each image with chance `erasing`, as RandomErasing."""
         _, _, height, width = images.shape
         tries = (batch_size, ERASING_TRIES)
         low, high = ERASED_AREA
@@ -158,13 +127,8 @@ class Augment:
         images.masked_fill_(inside, 0.0)
 
     def _mix(self, images: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mixup or CutMix (one per batch, at random, where both are on), as
-        torchvision.transforms.v2's: each image and label mixed with the one before it, by a share
-        drawn from Beta(alpha, alpha) for the batch.
-
-        The partner is the one before within this process's share (the share's first takes its
-        last): fetching another process's would cost a collective every step, and the batch is in
-        random order already (with one process, the pairs are torchvision's)."""
+        """Mixup or CutMix (one at random where both are on), as torchvision's: each image mixed
+        with the one before it in this process's share (another's would cost a collective)."""
         mix = self.mixes[0]
         if len(self.mixes) > 1:
             mix = self.mixes[int(torch.rand((), generator=self.generator) < 0.5)]

@@ -1,6 +1,4 @@
-"""The sources of the shipped samples and of generated images: each returns (train, test) splits
-as whole uint8 tensors. The sample files live in `experiments/sample_data/`, with their
-provenance."""
+"""The shipped samples (`experiments/sample_data/`) and generated images, as whole uint8 splits."""
 
 from __future__ import annotations
 
@@ -20,15 +18,13 @@ SAMPLE_DATA = Path(__file__).resolve().parents[1] / "sample_data"
 
 
 def cifar10_sample() -> tuple[Split, Split]:
-    """The 4,000 train + 1,000 test CIFAR-10 images shipped in the repo (see its PROVENANCE.md).
+    """The 4,000 train + 1,000 test CIFAR-10 images shipped in the repo."""
+    decoded = _decoded_cifar10_sample()
+    train, test = (Split(split.images.clone(), split.labels.clone()) for split in decoded)
+    return train, test
 
-    Each PNG holds 1,000 images, one per row: 1024 RGB pixels, a 32x32 image in row-major order.
-    """
-    return _copies(_decoded_cifar10_sample())
 
-
-# The shipped files never change and a sweep's jobs share a process under Hydra's basic
-# launcher: decoded once per process, each caller gets a copy it may change.
+# Decoded once per process (a sweep's jobs may share one); each caller gets a copy to change.
 @cache
 def _decoded_cifar10_sample() -> tuple[Split, Split]:
     root = SAMPLE_DATA / "cifar10"
@@ -44,25 +40,13 @@ def _decoded_cifar10_sample() -> tuple[Split, Split]:
     # Side by side: Pillow lets go of the GIL while it inflates a strip.
     with ThreadPoolExecutor() as pool:
         *train, (test_images, test_labels) = pool.map(batch, [0, 1, 2, 3, 50])
-    return (
-        Split(torch.cat([images for images, _ in train]), torch.cat([lab for _, lab in train])),
-        Split(test_images, test_labels),
-    )
-
-
-def _copies(splits: tuple[Split, Split]) -> tuple[Split, Split]:
-    train, test = splits
-    return Split(train.images.clone(), train.labels.clone()), Split(
-        test.images.clone(), test.labels.clone()
-    )
+    train_images, train_labels = (torch.cat(parts) for parts in zip(*train, strict=True))
+    return Split(train_images, train_labels), Split(test_images, test_labels)
 
 
 def mnist_sample(test_every: int) -> tuple[Split, Split]:
-    """The 10,000-image MNIST test set shipped in the repo, every `test_every`-th image held out.
-
-    Taking every k-th image (rather than the first or last part) keeps both halves of the set,
-    written by different groups of people, in both splits.
-    """
+    """The 10,000-image MNIST test set shipped in the repo, every `test_every`-th image held out
+    (so both halves of the set, written by different people, are in both splits)."""
     root = SAMPLE_DATA / "mnist"
     images = torch.from_numpy(read_idx(root / "t10k-images-idx3-ubyte.gz")).unsqueeze(1)
     labels = torch.from_numpy(read_idx(root / "t10k-labels-idx1-ubyte.gz")).long()
@@ -71,7 +55,7 @@ def mnist_sample(test_every: int) -> tuple[Split, Split]:
 
 
 def read_idx(path: Path) -> np.ndarray:
-    """Read an idx file (big-endian: magic, one uint32 per dimension, then uint8 data)."""
+    """An idx file's array (big-endian: magic, one uint32 per dimension, then uint8 data)."""
     raw = gzip.decompress(path.read_bytes())
     dims = raw[3]
     shape = np.frombuffer(raw, dtype=">u4", count=dims, offset=4)
@@ -101,9 +85,7 @@ SHAPES = ["background", "circle", "square", "triangle"]
 def shapes_splits(
     image_size: int, train_size: int, test_size: int, seed: int, shapes_per_image: int = 2
 ) -> tuple[Split, Split]:
-    """Seeded images for task=segmentation: `shapes_per_image` bright shapes (`SHAPES`, of random
-    colour, size and place; later ones on top) on a dark noisy background, and their masks. A
-    shape's class is told by its form, not its colour."""
+    """Seeded images of bright shapes (`SHAPES`) on a dark noisy background, and their masks."""
     generator = torch.Generator().manual_seed(seed)
     rows, columns = torch.meshgrid(
         torch.arange(image_size), torch.arange(image_size), indexing="ij"

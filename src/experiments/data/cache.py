@@ -1,19 +1,8 @@
-"""The decoded cache: a split of the user's images decoded once into one uint8 array file, then
-memory-mapped by every later epoch and run.
-
-An entry is a folder `<cache_dir>/<dataset>-<split>-<key>/` holding `images.npy` (N, C, H, W),
-`labels.npy` and `meta.json`. The key hashes what the decoded images depend on: the split's file
-paths, sizes and modification times, the image shape, and what made the Dataset (its function and
-arguments). An entry is built in a temporary folder and renamed into place, so a kill mid-build
-leaves none. One whose files do not match the sizes and CRC-32 checksums in its meta.json is
-decoded again (every byte is checked; training in memory reads them all anyway). A lock file per
-entry makes a second process building the same entry wait for the first, `dataset.cache_timeout`
-seconds at most.
-"""
+"""The decoded cache: a split of the user's images decoded once into a uint8 `images.npy` file,
+memory-mapped by every later epoch and run; built aside, checked by size and CRC-32, locked."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -21,7 +10,6 @@ import os
 import shutil
 import time
 import zlib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +24,17 @@ from experiments.data.streaming import decode_all
 log = logging.getLogger("experiments")
 
 # Bump when the decoding or the entry's files change, so old entries are not taken for new ones.
-# 2: 16-bit images decoded to their 8-bit values (not white); checksums in meta.json.
 FORMAT = 2
 FILES = ("images.npy", "labels.npy")
 CHUNK = 16 * 2**20  # bytes checksummed at a time
+WAITING = (
+    "waiting for another process to build the cache entry %s (it holds %s; giving up after %s)"
+)
 
 
 def fingerprint(dataset: Dataset, shape: tuple[int, int, int], source: str) -> str | None:
-    """The key of a split's decoded images, from its files (torchvision's `samples` list of
-    (path, label)) and `source`, what made the Dataset; None for a Dataset that names no files,
-    which cannot be told apart from a changed one and so is never cached."""
+    """The key of a split's decoded images, from its `samples`' files and `source`; None (never
+    cached) for a Dataset naming no files, which could not be told apart from a changed one."""
     samples = getattr(dataset, "samples", None)
     if not isinstance(samples, list):
         return None
@@ -80,53 +69,32 @@ def usable_folder(cache_dir: str) -> Path:
 def decoded(
     dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int, timeout: float
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-    """The split's images (memory-mapped) and labels from the cache entry `entry`, built first if
-    missing or torn, and what happened, for results.json. Another process building it is waited
-    for `timeout` seconds at most."""
+    """The split's images (memory-mapped) and labels from `entry`, built if need be, and how."""
     lock = entry.with_name(entry.name + ".lock")
-    with _locked(entry, lock, timeout):
-        problem = _problem(entry)
-        built = problem is not None
-        if built:
-            if entry.exists():
-                log.warning("cache %s is %s: decoding again", entry, problem)
-                shutil.rmtree(entry)
-            _build(dataset, entry, shape, workers)
-        meta = read_data(entry / "meta.json", RECORD, as_json)
-    images = torch.from_numpy(np.load(entry / "images.npy", mmap_mode="c"))
-    labels = torch.from_numpy(np.load(entry / "labels.npy"))
-    record = {
-        "path": str(entry.resolve()),
-        "built": built,
-        "megabytes": round(meta["images_bytes"] / 1e6, 1),
-    }
-    if built:
-        record["build_seconds"] = round(meta["seconds"], 2)
-    return images, labels, record
-
-
-@contextlib.contextmanager
-def _locked(entry: Path, lock: Path, timeout: float) -> Iterator[None]:
     limit = f"dataset.cache_timeout={timeout:g} s"
-
-    def waiting() -> None:
-        log.info(
-            "waiting for another process to build the cache entry %s (it holds %s; giving up "
-            "after %s)",
-            entry,
-            lock,
-            limit,
-        )
-
     try:
-        with locked(lock, timeout, waiting):
-            yield
+        with locked(lock, timeout, lambda: log.info(WAITING, entry, lock, limit)):
+            problem = _problem(entry)
+            built = problem is not None
+            if built:
+                if entry.exists():
+                    log.warning("cache %s is %s: decoding again", entry, problem)
+                    shutil.rmtree(entry)
+                _build(dataset, entry, shape, workers)
+            meta = read_data(entry / "meta.json", RECORD, as_json)
     except TimeoutError:
         raise ExperimentError(
             f"cache entry {entry} is still being built by another process after {limit} (it "
             f"holds {lock}); if that process is stopped or hung, end it, or give it longer with "
             "dataset.cache_timeout=SECONDS"
         ) from None
+    images = torch.from_numpy(np.load(entry / "images.npy", mmap_mode="c"))
+    labels = torch.from_numpy(np.load(entry / "labels.npy"))
+    megabytes = round(meta["images_bytes"] / 1e6, 1)
+    record = {"path": str(entry.resolve()), "built": built, "megabytes": megabytes}
+    if built:
+        record["build_seconds"] = round(meta["seconds"], 2)
+    return images, labels, record
 
 
 def _build(dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: int) -> None:
@@ -141,13 +109,8 @@ def _build(dataset: Dataset, entry: Path, shape: tuple[int, int, int], workers: 
         raise
     os.rename(temporary, entry)
     meta = read_data(entry / "meta.json", RECORD, as_json)
-    log.info(
-        "decoded %s images into %s (%.1f MB) in %.1f s",
-        f"{meta['count']:,}",
-        entry,
-        meta["images_bytes"] / 1e6,
-        meta["seconds"],
-    )
+    count, megabytes, seconds = f"{meta['count']:,}", meta["images_bytes"] / 1e6, meta["seconds"]
+    log.info("decoded %s images into %s (%.1f MB) in %.1f s", count, entry, megabytes, seconds)
 
 
 def _write(dataset: Dataset, temporary: Path, shape: tuple[int, int, int], workers: int) -> None:

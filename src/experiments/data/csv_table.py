@@ -1,11 +1,5 @@
-"""A CSV file of numbers as train and test splits: `dataset=csv` (`task=regression`).
-
-Every column but the target is a feature. A row's features are a float32 (F, 1, 1) "image" of F
-channels, which models that flatten their input (`model=mlp`) take as they are; its target a
-float32 vector of one value. The test rows are drawn with a fixed seed (the file may be sorted by
-anything). Features are standardized like images are normalized (`data.loading`), the target by
-`training.tasks.Regression`.
-"""
+"""A CSV file of numbers as train and test splits (`dataset=csv`): a row's features a float32
+(F, 1, 1) "image" of F channels, its target a float32 vector of one value."""
 
 from __future__ import annotations
 
@@ -22,15 +16,13 @@ from experiments.data.types import Split
 
 # The shipped sample (`sample_data/diabetes/PROVENANCE.md`), when dataset.path is null.
 SAMPLE = Path(__file__).resolve().parents[1] / "sample_data" / "diabetes" / "diabetes.csv"
-# The largest magnitude float32 holds: the table's features and targets are float32 tensors.
 FLOAT32_MAX = float(torch.finfo(torch.float32).max)
 
 
 def csv_splits(
     path: str | None, target: str, test_fraction: float, seed: int
 ) -> tuple[Split, Split]:
-    """The rows of the CSV file at `path` (None: the shipped diabetes sample), `test_fraction`
-    of them, drawn by `seed`, the test split; `target` names the column to predict."""
+    """Rows of the CSV file at `path` (None: the shipped sample), `test_fraction` for test."""
     file = Path(path) if path is not None else SAMPLE
     columns, rows = _read(file)
     if target not in columns:
@@ -41,7 +33,7 @@ def csv_splits(
         raise ExperimentError(f"dataset.path={file} has one column: no feature to predict from")
     values = torch.tensor(rows, dtype=torch.float64)
     at = columns.index(target)
-    features = torch.cat([values[:, :at], values[:, at + 1 :]], dim=1).float()
+    features = torch.cat([values[:, :at], values[:, at + 1 :]], dim=1).float()[:, :, None, None]
     targets = values[:, at : at + 1].float()
     test_rows = round(len(rows) * test_fraction)
     if not 0 < test_rows < len(rows) - 1:
@@ -51,15 +43,11 @@ def csv_splits(
         )
     order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(seed))
     test, train = order[:test_rows].sort().values, order[test_rows:].sort().values
-    return (
-        Split(features[train, :, None, None], targets[train]),
-        Split(features[test, :, None, None], targets[test]),
-    )
+    return Split(features[train], targets[train]), Split(features[test], targets[test])
 
 
 def _read(file: Path) -> tuple[list[str], list[list[float]]]:
-    """The header and the rows of numbers of a CSV file (UTF-8, BOM or not, at most a `TABLE`); a
-    cell that is not a float32 number is refused, naming its line and column."""
+    """The header and the rows of numbers of a CSV file (UTF-8, BOM or not, at most a `TABLE`)."""
     try:
         with (
             opened(file, TABLE) as binary,
@@ -82,7 +70,7 @@ def _read(file: Path) -> tuple[list[str], list[list[float]]]:
 
 
 def _columns(header: list[str], file: Path) -> list[str]:
-    """The header's column names; a name given twice is refused (which would the target be?)."""
+    """The header's column names, each once (which would the target be?)."""
     columns = [name.strip() for name in header]
     first: dict[str, int] = {}
     for at, name in enumerate(columns, start=1):
@@ -104,7 +92,7 @@ def _numbers(row: list[str], columns: list[str], file: Path, line: int) -> list[
 
 
 def _number(cell: str, file: Path, line: int, column: str) -> float:
-    """The number in `cell`, which float32 (the precision a run holds the table in) must hold."""
+    """The number in `cell`, which float32 must hold."""
     try:
         value = float(cell)
     except ValueError:

@@ -1,17 +1,5 @@
-"""What a run's data is, in a few names, counts and digests, kept in every checkpoint so that a
-resumed run can tell it trains and selects on the same data:
-
-- the dataset's name and source (`_target_` and arguments, less `root` and `download`: the same
-  folder moved elsewhere is the same data);
-- the classes, in label order, and each split's number of images;
-- for a split read from files (a Dataset listing them in `samples`, as ImageFolder does), a
-  digest of their paths below the split's folder, sizes and labels;
-- for rows of values in memory (dataset=csv), a digest of each split's values;
-- the rows held out of train for validation.
-
-A stat per file, no image read. Checkpoints without the values' digests resume on the counts
-alone.
-"""
+"""What a run's data is, in names, counts and digests, kept in every checkpoint so that a resumed
+run can tell it trains on the same data. A stat per file, no image read."""
 
 from __future__ import annotations
 
@@ -25,14 +13,13 @@ from experiments.data.types import ImageData, Split
 
 # Source arguments that say where the files are, not which.
 LOCATION = ("root", "download")
-# The settings a difference in a split may come from, named in the message when they changed.
+# The settings a difference in a split may come from.
 SETTINGS = ("root", "val_fraction", "val_seed")
 SPLIT_NAMES = {"val": "validation split", "train": "train split", "test": "test split"}
 
 
 def files_digest(samples: Any) -> str | None:
-    """A digest of a split's files from its `samples`, a list of (path, label): each path below
-    the folder they share, its size and its label; None for anything else."""
+    """A digest of a split's `samples` (path, label): paths below their folder, sizes and labels."""
     if not isinstance(samples, list) or not samples:
         return None
     try:
@@ -48,7 +35,6 @@ def files_digest(samples: Any) -> str | None:
 
 
 def values_digest(split: Split) -> str:
-    """A digest of a split's rows of values: its features and targets, as the run holds them."""
     digest = hashlib.sha256()
     for values in (split.images, split.labels):
         digest.update(values.detach().cpu().contiguous().numpy())
@@ -56,32 +42,26 @@ def values_digest(split: Split) -> str:
 
 
 def data_fingerprint(data: ImageData, config: DatasetConfig) -> dict[str, Any]:
-    """The fingerprint of `data`, loaded (its validation split held out) as `config` says."""
     source = {key: value for key, value in plain(config.source).items() if key not in LOCATION}
-    validation = data.record.get("validation") or {}
+    splits = {"val": data.val, "train": data.train, "test": data.test}
     return {
         "dataset": config.name,
         "source": source,
         "settings": {key: config.get(key) for key in SETTINGS},
         "classes": list(data.classes),
-        "images": {
-            "val": len(data.val) if data.val is not None else 0,
-            "train": len(data.train) if data.train is not None else 0,
-            "test": len(data.test),
-        },
+        "images": {name: len(split) if split is not None else 0 for name, split in splits.items()},
         "files": dict(data.files),
         "rows": {
-            split: values_digest(rows)
-            for split, rows in (("val", data.val), ("train", data.train), ("test", data.test))
-            if data.targets == "values" and isinstance(rows, Split)
+            name: values_digest(split)
+            for name, split in splits.items()
+            if data.targets == "values" and isinstance(split, Split)
         },
-        "held_out": validation.get("rows"),
+        "held_out": (data.record.get("validation") or {}).get("rows"),
     }
 
 
 def difference(then: dict[str, Any], now: dict[str, Any]) -> str | None:
-    """The first way the data fingerprinted `now` differs from the data fingerprinted `then`, in
-    words (None: the same data)."""
+    """The first way the data fingerprinted `now` differs from `then`, in words (None: the same)."""
     if then["dataset"] != now["dataset"]:
         return f"dataset={then['dataset']} then, {now['dataset']} now"
     if then["source"] != now["source"]:

@@ -1,12 +1,5 @@
-"""`dataset=image_folder`: a folder of the user's images in torchvision's ImageFolder layout.
-
-    DIR/train/<class>/*.png|jpg|...   DIR/test/<class>/*   and optionally DIR/val/<class>/*
-
-or ImageNet's DIR/train/ and DIR/val/ alone, tested on val/. The classes are the folder names,
-sorted, the same in every split. Each image is decoded with PIL (16-bit grey brought to 8 bits),
-converted to grey or RGB, resized (shorter side), center-cropped to a square and returned as a
-uint8 (C, H, W) tensor. The layout is checked before any image is read.
-"""
+"""`dataset=image_folder`: DIR/train/<class>/*, DIR/test/<class>/* and optionally DIR/val/<class>/*,
+each image resized, center-cropped and returned as a uint8 (C, H, W) tensor."""
 
 from __future__ import annotations
 
@@ -35,25 +28,29 @@ from experiments.core.files import IMAGE, opened, refuse_special_file
 
 log = logging.getLogger("experiments")
 
-SPLITS = ("train", "test", "val")
 UNIDENTIFIED = "it is in no image format Pillow reads"
 # PIL's modes of a 16-bit grey image: I;16 and its byte orders (PNG, TIFF), and I (PGM).
 SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 LAYOUT = "an image folder holds train/<class>/*, test/<class>/* and optionally val/<class>/*"
+IMAGENET = (
+    "dataset.root=%s has train/ and val/ but no test/ (ImageNet's layout): val/ is the test split"
+)
+RESIZED = (
+    "dataset.root=%s: its images are resized (shorter side) and center-cropped from %dx%d (%s, the "
+    "first) to %dx%d, the size the model is built for (dataset.image_size=%d)"
+)
 
 
 class ImageFolderSplit(ImageFolder):
-    """One split of an image folder: torchvision's ImageFolder with uint8 items of one size,
-    ordered by file name (then class) rather than class by class, so numbered files keep their
-    order."""
+    """torchvision's ImageFolder with uint8 items of one size, in file name order (then class), so
+    numbered files keep their order."""
 
     def __init__(self, root: Path, image_size: int, channels: int) -> None:
         self.image_size = image_size
         self.channels = channels
         valid = functools.partial(_image_file, root)
         super().__init__(str(root), is_valid_file=valid, allow_empty=True)
-        self.samples.sort(key=lambda sample: (Path(sample[0]).name, sample[1]))
-        self.imgs = self.samples
+        self.samples.sort(key=lambda sample: (Path(sample[0]).name, sample[1]))  # (imgs: the same)
         self.targets = [label for _, label in self.samples]
 
     def find_classes(self, directory: str) -> tuple[list[str], dict[str, int]]:
@@ -68,22 +65,15 @@ class ImageFolderSplit(ImageFolder):
 def image_folder(
     root: str, image_size: int, channels: int, evaluating: bool = False
 ) -> tuple[ImageFolderSplit, ...]:
-    """The train and test splits (and val, if the folder has one) of the folder at `root`.
-
-    A folder of train/ and val/ alone (ImageNet's layout) is tested on val/. `evaluating`: only
-    the test split is read, and returned as `(test, test)`."""
+    """The train and test splits (and val, if any) of the folder at `root`; of train/ and val/
+    alone (ImageNet's layout), val/ is the test split. `evaluating`: `(test, test)` only."""
     folder = Path(root).expanduser()
     if not folder.is_dir():
         raise ExperimentError(f"dataset.root={root}: no such folder; {LAYOUT}")
-    # The folder each split is read from, in the order the splits are returned.
-    present = {split: split for split in SPLITS if (folder / split).is_dir()}
+    present = {split: split for split in ("train", "test", "val") if (folder / split).is_dir()}
     if "test" not in present and "val" in present:
         present["test"] = present.pop("val")
-        log.info(
-            "dataset.root=%s has train/ and val/ but no test/ (ImageNet's layout): val/ is the "
-            "test split",
-            root,
-        )
+        log.info(IMAGENET, root)
     if evaluating:
         present = {"test": present["test"]} if "test" in present else {}
     for split in ("test",) if evaluating else ("train", "test"):
@@ -110,26 +100,13 @@ def image_folder(
 
 
 def _say_if_resized(root: str, first: Path, image_size: int) -> None:
-    """Log that the images are resized, when the first one is not the size asked for: a folder
-    of larger images otherwise trains on shrunk ones without a word."""
     try:
         with opened(first, IMAGE) as file, Image.open(file) as image:
             width, height = image.size
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError, ExperimentError):
         return  # decoding it names the file, and what is wrong with it
     if (width, height) != (image_size, image_size):
-        log.info(
-            "dataset.root=%s: its images are resized (shorter side) and center-cropped from "
-            "%dx%d (%s, the first) to %dx%d, the size the model is built for "
-            "(dataset.image_size=%d)",
-            root,
-            width,
-            height,
-            first,
-            image_size,
-            image_size,
-            image_size,
-        )
+        log.info(RESIZED, root, width, height, first, image_size, image_size, image_size)
 
 
 def export(
@@ -139,8 +116,8 @@ def export(
     suffix: str = ".png",
     size: int | None = None,
 ) -> None:
-    """Write uint8 `Split`s (by split name) as an image folder under `root`, each image named by
-    its index so the folder keeps the splits' order, resized to `size` x `size` if given."""
+    """Write uint8 `Split`s (by split name) as an image folder, each image named by its index so
+    the folder keeps the splits' order, resized to `size` x `size` if given."""
     for split, data in splits.items():
         for name in classes:
             (root / split / name).mkdir(parents=True, exist_ok=True)
@@ -170,16 +147,13 @@ def decode(path: Path, image_size: int, channels: int) -> torch.Tensor:
 
 
 def _eight_bit(image: Image.Image) -> Image.Image:
-    """A 16-bit grey image as an 8-bit one, scaled by 255/65535 and rounded as the PNG
-    specification reduces depth: PIL's own convert clips at 255, turning nearly every pixel
-    white."""
+    """A 16-bit grey image as an 8-bit one, scaled (PIL's own convert clips at 255: all white)."""
     values = np.asarray(image, dtype=np.float64) * (255 / 65535)
     return Image.fromarray(np.clip(np.rint(values), 0, 255).astype(np.uint8), "L")
 
 
 def _too_large(path: Path) -> str:
-    """What to say of an image beyond the pixels PIL decodes (`Image.open` refuses it at twice
-    `MAX_IMAGE_PIXELS`, reading its size from the header, before it decodes anything)."""
+    """What to say of an image beyond the pixels PIL decodes (twice `MAX_IMAGE_PIXELS`)."""
     limit = Image.MAX_IMAGE_PIXELS
     Image.MAX_IMAGE_PIXELS = None  # PIL's only switch for the check; the header alone is read
     try:
@@ -194,12 +168,10 @@ def _too_large(path: Path) -> str:
 
 
 def _image_file(split: Path, path: str) -> bool:
-    """True for an image, False for what is hidden (.DS_Store, .ipynb_checkpoints/); anything
-    else, or an image's name on what is not a file (a named pipe), is refused by name."""
-    name = Path(path).name
+    """True for an image, False for what is hidden (.DS_Store); anything else is refused."""
     if any(part.startswith(".") for part in Path(path).relative_to(split).parts):
         return False
-    if not name.lower().endswith(IMG_EXTENSIONS):
+    if not Path(path).name.lower().endswith(IMG_EXTENSIONS):
         _refuse_a_loop(split, Path(path))
         raise ExperimentError(
             f"{path} is not an image; class folders hold only images ({', '.join(IMG_EXTENSIONS)})"
@@ -209,8 +181,7 @@ def _image_file(split: Path, path: str) -> bool:
 
 
 def _refuse_a_loop(split: Path, path: Path) -> None:
-    """Name the symbolic link that makes `path` a loop, if one does: torchvision walks into such a
-    link until the system refuses (40 levels down), and hands over the last level as a file."""
+    """Name the symbolic link that makes `path` a loop (torchvision hands it over as a file)."""
     parts = path.relative_to(split).parts
     for link in (split.joinpath(*parts[:depth]) for depth in range(1, len(parts) + 1)):
         if not link.is_symlink():
@@ -223,8 +194,7 @@ def _refuse_a_loop(split: Path, path: Path) -> None:
                     f"{link} is a symbolic link loop: it leads back to itself; remove it"
                 ) from None
             continue
-        target = Path(os.path.realpath(link))
-        holder = Path(os.path.realpath(link.parent))
+        target, holder = Path(os.path.realpath(link)), Path(os.path.realpath(link.parent))
         if target == holder or target in holder.parents:
             raise ExperimentError(
                 f"{link} is a symbolic link loop: it leads back to {target}, which holds it; "
@@ -271,8 +241,7 @@ def main() -> None:
     name = arguments.dataset or "cifar10_sample"
     config = OmegaConf.load(files(CONFIG_PACKAGE) / "dataset" / f"{name}.yaml")
     train, test = build(config.source)
-    classes = list(config.classes)
-    export({"train": train, "test": test}, classes, arguments.root, arguments.suffix)
+    export({"train": train, "test": test}, list(config.classes), arguments.root, arguments.suffix)
     print(f"{len(train):,} train and {len(test):,} test images in {arguments.root}")
 
 

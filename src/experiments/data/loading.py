@@ -1,10 +1,5 @@
-"""A dataset's splits, ready to be cut into batches by `experiments.data.batches`.
-
-A source (`source._target_`) returns whole uint8 tensors (`Split`: the shipped samples,
-torchvision's classes, generated images) or torch Datasets of (image, label) (an image folder, the
-user's own: `own_data`), which are decoded through the cache or streamed (`Streamed`). `load`
-checks what a source returns against the shape the config declares or derives.
-"""
+"""A dataset's splits as its source (`source._target_`) makes them: whole tensors (`Split`), or
+torch Datasets (`own_data`) decoded through the cache or streamed; checked against the config."""
 
 from __future__ import annotations
 
@@ -33,18 +28,14 @@ log = logging.getLogger("experiments")
 
 
 def load(config: DatasetConfig, *, processes_here: int = 1, training: bool = True) -> ImageData:
-    """Load the splits as the dataset config says (for an evaluation, `training=False`, only the
-    test split), and check them against its declared shape."""
+    """The splits the dataset config says (only the test split when not `training`), checked."""
+    check_importable("dataset.source._target_", config.source._target_)
     # An evaluation reads only an image folder's test/ (it needs no train/ folder).
-    made = _made_by_source(config, evaluating=not training and is_image_folder(config))
+    evaluating = not training and is_image_folder(config)
+    made = build(config.source, **({"evaluating": True} if evaluating else {}))
     if isinstance(made, (tuple, list)) and all(isinstance(split, Split) for split in made):
         return _whole_tensors(config, made)
     return _datasets(config, made, processes_here, training)
-
-
-def _made_by_source(config: DatasetConfig, evaluating: bool) -> Any:
-    check_importable("dataset.source._target_", config.source._target_)
-    return build(config.source, **({"evaluating": True} if evaluating else {}))
 
 
 def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
@@ -53,12 +44,9 @@ def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
     channels = config.channels if config.channels is not None else train.images.shape[1]
     size = config.image_size if config.image_size is not None else train.images.shape[2]
     values = train.labels.is_floating_point()  # targets to regress, not classes
-    # A table's rows are float features, images uint8 pixels.
     unit = ROWS if train.images.is_floating_point() else IMAGES
     targets = "values" if values else "masks" if train.labels.dim() == 3 else "classes"
-    classes = config.num_classes
-    if classes is None and values:
-        classes = train.labels.shape[1]
+    classes = train.labels.shape[1] if config.num_classes is None and values else config.num_classes
     for split_name, split in (("train", train), ("test", test)):
         if len(split) == 0:
             raise ExperimentError(f"dataset {config.name} has no {split_name} {unit.many}")
@@ -101,15 +89,13 @@ def _whole_tensors(config: DatasetConfig, made: Any) -> ImageData:
 
 
 def _value_statistics(values: torch.Tensor) -> tuple[list[float], list[float]]:
-    """The mean and standard deviation of each column (dimension 1) of float `values`: a CSV
-    file's features or targets (a constant column's std is taken as 1, so it standardizes to 0)."""
+    """Each column's mean and std (1 where the column is constant, so it standardizes to 0)."""
     flat = values.double().transpose(0, 1).reshape(values.shape[1], -1)
     mean, std = flat.mean(1), flat.std(1)
     return mean.tolist(), torch.where(std > 0, std, 1.0).tolist()
 
 
 def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> ImageData:
-    """Torch Datasets from an image folder or the user's code: decoded into memory or streamed."""
     began = time.perf_counter()
     # What messages call the data: the folder, or the user's function.
     target = f"dataset.root={config.root}" if is_image_folder(config) else config.source._target_
@@ -140,14 +126,20 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
         "images": {name: len(split) for name, split in items.items()},
     }
     files = {name: fingerprint.files_digest(split.samples) for name, split in items.items()}
-    loaded = _loaded(items, loader, workers, config, record)
+    loaded: dict[str, Split | Streamed] = {}
+    for name, split in items.items():
+        if loader == Loader.memory:
+            images, labels, cached = own_data.in_memory(split, config, name, workers)
+            loaded[name] = Split(images, labels)
+            record.setdefault("cache", {})[name] = cached
+        else:
+            loaded[name] = Streamed(split, workers)
     mean, std = config.mean, config.std
     if mean is None or std is None:
         if "train" not in loaded:
             raise ExperimentError("dataset.mean and dataset.std are needed to evaluate")
-        train = loaded["train"]
         found_mean, found_std, origin = own_data.normalization(
-            train.images if isinstance(train, Split) else train, items["train"], config, config.name
+            loaded["train"], items["train"], config
         )
         mean, std = mean or found_mean, std or found_std
         record["statistics"] = origin
@@ -167,30 +159,8 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
     )
 
 
-def _loaded(
-    items: dict[str, CheckedDataset],
-    loader: Loader,
-    workers: int,
-    config: Any,
-    record: dict[str, Any],
-) -> dict[str, Split | Streamed]:
-    """Each split of `items` decoded into memory (memory-mapped from the cache where it can be;
-    what the cache did goes into `record`) or streamed, as `loader` says."""
-    loaded: dict[str, Split | Streamed] = {}
-    for name, split in items.items():
-        if loader == Loader.memory:
-            images, labels, cached = own_data.in_memory(split, config, config.name, name, workers)
-            loaded[name] = Split(images, labels)
-            record.setdefault("cache", {})[name] = cached
-        else:
-            loaded[name] = Streamed(split, workers)
-    return loaded
-
-
 def preload(data: ImageData, placement: Placement, *, channels_last: bool = False) -> ImageData:
-    """The dataset with its in-memory splits copied to the device once (streamed ones stay
-    streamed), laid out channels-last on the way where the batches are, so that one copy is all
-    there is on the device."""
+    """The dataset with its in-memory splits copied to the device once, laid out as the batches."""
 
     def moved(split: Any) -> Any:
         if not isinstance(split, Split):

@@ -1,15 +1,5 @@
-"""Data of the user's own: the torch Datasets an image folder or the user's code returns, held to
-one contract, then decoded into memory (through the cache) or streamed.
-
-The contract (docs/own-data.md): a source returns `(train, test)` or `(train, test, val)` torch
-Datasets of `(image, label)`: a uint8 (C, S, S) tensor or a float one in [0, 1], and an int below
-the number of classes. `CheckedDataset` checks every item as it is decoded, and the first training
-item before anything else.
-
-`dataset.loader`: `memory` decodes each split once (cached in `dataset.cache_dir` when the Dataset
-names its files), `stream` hands the Datasets to DataLoader workers every epoch, `auto` takes
-memory when the decoded images fit `dataset.cache_max_gb`.
-"""
+"""The torch Datasets an image folder or the user's code returns, held to one contract
+(docs/own-data.md), then decoded into memory (through the cache) or streamed."""
 
 from __future__ import annotations
 
@@ -17,6 +7,7 @@ import functools
 import json
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +29,7 @@ from experiments.core.files import (
 from experiments.core.text import shape_text
 from experiments.data import cache
 from experiments.data.streaming import decode_all
-from experiments.data.types import Streamed
+from experiments.data.types import Split, Streamed
 
 log = logging.getLogger("experiments")
 
@@ -47,48 +38,36 @@ CONTRACT = "(train, test) or (train, test, val) torch Datasets of (image tensor,
 STATISTICS_SAMPLE = 10_000
 
 
+@dataclass(eq=False, repr=False)
 class CheckedDataset(Dataset):
     """A user's Dataset whose items are checked and converted to (uint8 (C, S, S), int)."""
 
-    def __init__(
-        self,
-        dataset: Dataset,
-        name: str,
-        shape: tuple[int, int, int],
-        num_classes: int,
-        source: str,
-    ) -> None:
-        self.dataset = dataset
-        self.name = name  # "<source>'s train"
-        self.shape = shape
-        self.num_classes = num_classes
-        self.source = source  # what made the Dataset: its function and arguments
+    dataset: Dataset
+    name: str  # "<source>'s train"
+    shape: tuple[int, int, int]
+    num_classes: int
+    source: str  # what made the Dataset: its function and arguments
 
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
 
     @property
     def samples(self) -> Any:
-        """The underlying Dataset's files, if it names them (what the cache key hashes)."""
         return getattr(self.dataset, "samples", None)
 
     @functools.cached_property
     def key(self) -> str | None:
-        """The cache key of these items' decoded images (None: they cannot be cached)."""
+        """The cache key of the decoded images (None: they cannot be cached)."""
         return cache.fingerprint(self, self.shape, self.source)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        item = self.dataset[index]
         where = f"{self.name}[{index}]"
-        if not (isinstance(item, (tuple, list)) and len(item) == 2):
-            raise ExperimentError(f"{where} is {_describe(item)}, not (image tensor, int label)")
-        image = as_uint8(item[0], where)
+        image, label = _image_and_label(self.dataset[index], where)
         if tuple(image.shape) != self.shape:
             raise ExperimentError(
                 f"{where} is a {shape_text(tuple(image.shape))} image; the split's images are "
                 f"{shape_text(self.shape)} (dataset.channels, dataset.image_size)"
             )
-        label = item[1]
         if isinstance(label, torch.Tensor) and label.numel() == 1:
             label = label.item()
         if not isinstance(label, (int, np.integer)) or not 0 <= label < self.num_classes:
@@ -96,6 +75,12 @@ class CheckedDataset(Dataset):
                 f"{where} has label {label!r}; labels are ints from 0 to {self.num_classes - 1}"
             )
         return image, int(label)
+
+
+def _image_and_label(item: Any, where: str) -> tuple[torch.Tensor, Any]:
+    if not (isinstance(item, (tuple, list)) and len(item) == 2):
+        raise ExperimentError(f"{where} is {_describe(item)}, not (image tensor, int label)")
+    return as_uint8(item[0], where), item[1]
 
 
 def as_uint8(image: Any, where: str) -> torch.Tensor:
@@ -123,7 +108,6 @@ def as_uint8(image: Any, where: str) -> torch.Tensor:
 
 
 def splits(made: Any, target: str) -> dict[str, Dataset]:
-    """The Datasets a source returned, by split name, after checking their number and kind."""
     if not isinstance(made, (tuple, list)) or len(made) not in (2, 3):
         raise ExperimentError(f"{target} returned {_describe(made)}; it must return {CONTRACT}")
     for name, dataset in zip(("train", "test", "val"), made, strict=False):
@@ -140,25 +124,18 @@ def splits(made: Any, target: str) -> dict[str, Dataset]:
 
 
 def _files_named(dataset: Dataset) -> list[str | Path]:
-    """The files a Dataset names in `samples`, a list of (path, label), as ImageFolder does."""
+    """The files in a Dataset's `samples`, a list of (path, label), as ImageFolder's."""
     samples = getattr(dataset, "samples", None)
     if not isinstance(samples, list):
         return []
-    return [
-        sample[0]
-        for sample in samples
-        if isinstance(sample, (tuple, list)) and sample and isinstance(sample[0], (str, Path))
-    ]
+    named = [sample for sample in samples if isinstance(sample, (tuple, list)) and sample]
+    return [sample[0] for sample in named if isinstance(sample[0], (str, Path))]
 
 
 def shape_of(config: UserDatasetConfig, train: Dataset, target: str) -> tuple[int, int, int]:
     """The images' shape: the config's, where it gives one, else the first training image's."""
-    first = train[0]
-    if not (isinstance(first, (tuple, list)) and len(first) == 2):
-        raise ExperimentError(
-            f"{target}'s train[0] is {_describe(first)}, not (image tensor, int label)"
-        )
-    image = as_uint8(first[0], f"{target}'s train[0]")
+    where = f"{target}'s train[0]"
+    image, _ = _image_and_label(train[0], where)
     channels, height, width = image.shape
     if height != width and config.image_size is None:
         raise ExperimentError(
@@ -191,8 +168,8 @@ def class_names(config: UserDatasetConfig, train: Dataset, target: str) -> list[
 
 
 def default_workers(processes_here: int = 1) -> int:
-    """One DataLoader worker per core this process may use, shared among the processes of a run
-    on this machine, at most 8 (beyond that, decoding rarely limits a small model)."""
+    """One DataLoader worker per core this process may use, shared among `processes_here`, at most
+    8 (beyond that, decoding rarely limits a small model)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, min(8, (cores or 1) // processes_here))
 
@@ -208,13 +185,11 @@ def choose_loader(requested: Loader, decoded_bytes: int, max_gb: float) -> tuple
 
 
 def in_memory(
-    items: CheckedDataset, config: UserDatasetConfig, dataset_name: str, split: str, workers: int
+    items: CheckedDataset, config: UserDatasetConfig, split: str, workers: int
 ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-    """A split decoded into one uint8 tensor: memory-mapped from the cache when it can be
-    cached, else decoded into memory, this run only."""
+    """A split decoded into one uint8 tensor: memory-mapped from the cache where it can be."""
     if config.cache and items.key is not None:
-        folder = cache.usable_folder(config.cache_dir)
-        entry = folder / f"{dataset_name}-{split}-{items.key}"
+        entry = cache.usable_folder(config.cache_dir) / f"{config.name}-{split}-{items.key}"
         return cache.decoded(items, entry, items.shape, workers, config.cache_timeout)
     why = "dataset.cache=false" if not config.cache else "the Dataset names no files to key it by"
     log.info("decoding %s %s images into memory (not cached: %s)", f"{len(items):,}", split, why)
@@ -223,26 +198,20 @@ def in_memory(
 
 
 def normalization(
-    train: torch.Tensor | Streamed,
-    items: CheckedDataset,
-    config: UserDatasetConfig,
-    dataset_name: str,
+    train: Split | Streamed, items: CheckedDataset, config: UserDatasetConfig
 ) -> tuple[list[float], list[float], str]:
-    """Mean and std of the training images, and where they come from: computed once per set of
-    files and kept beside the cache (or, uncached, computed every run)."""
+    """Mean and std of the training images, and where they come from: kept beside the cache."""
     kept = None
     if config.cache and items.key is not None:
-        kept = (
-            cache.usable_folder(config.cache_dir)
-            / f"{dataset_name}-train-{items.key}-statistics.json"
-        )
+        name = f"{config.name}-train-{items.key}-statistics.json"
+        kept = cache.usable_folder(config.cache_dir) / name
         found = _kept_statistics(kept)
         if found is not None:
             return found
-    mean, std, count = statistics(train, items.shape)
+    mean, std, count = statistics(train.images if isinstance(train, Split) else train, items.shape)
     if 0 in std:  # every pixel the same: normalizing would divide by zero
         raise ExperimentError(
-            f"dataset {dataset_name}: channel {std.index(0)} of its {count:,} training images "
+            f"dataset {config.name}: channel {std.index(0)} of its {count:,} training images "
             "holds one value only (its std is 0), which cannot be normalized; set dataset.mean "
             "and dataset.std, or check the images"
         )
@@ -255,8 +224,6 @@ def normalization(
 
 
 def _kept_statistics(kept: Path) -> tuple[list[float], list[float], str] | None:
-    """The mean, std and source kept in `kept`; None where missing or unreadable (then they are
-    computed again)."""
     if not kept.is_file():
         return None
     try:
@@ -271,9 +238,8 @@ def _kept_statistics(kept: Path) -> tuple[list[float], list[float], str] | None:
 def statistics(
     train: torch.Tensor | Streamed, shape: tuple[int, int, int]
 ) -> tuple[list[float], list[float], int]:
-    """Per-channel mean and std of the training pixels (fractions of 255), and how many images
-    they come from: an evenly spaced sample of at most `STATISTICS_SAMPLE`, the same rows in
-    memory as streamed, so both paths normalize alike."""
+    """Per-channel mean and std of at most `STATISTICS_SAMPLE` evenly spaced training images, the
+    same rows in memory as streamed so both paths normalize alike, and how many."""
     count = min(len(train), STATISTICS_SAMPLE)
     rows = np.linspace(0, len(train) - 1, count).round().astype(int)
     if isinstance(train, Streamed):
@@ -282,8 +248,7 @@ def statistics(
     else:
         images = train if count == len(train) else train[torch.from_numpy(rows)]
     channels = shape[0]
-    sums = torch.zeros(channels, dtype=torch.float64)
-    squares = torch.zeros(channels, dtype=torch.float64)
+    sums, squares = torch.zeros(2, channels, dtype=torch.float64)
     for chunk in images.split(1024):
         pixels = chunk.to(torch.float64).div_(255).transpose(0, 1).reshape(channels, -1)
         sums += pixels.sum(1)

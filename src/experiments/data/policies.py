@@ -1,16 +1,11 @@
 """RandAugment, TrivialAugment and AutoAugment (`dataset.augment.policy`) on uint8 batches on the
-device, with draws of their own for every image.
-
-torchvision.transforms.v2's policies draw one op for a whole batch; here each image draws its ops,
-magnitudes and signs (from the shuffle generator, on the host), and each op runs once per batch on
-the images that drew it. The ops, magnitudes, AutoAugment's ImageNet policy and what each op does
-to an image are torchvision's (nearest neighbours and a black fill for the geometric ones).
-"""
+device, as torchvision's but with each image drawing its own ops (torchvision's: one per batch)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -23,60 +18,43 @@ from experiments.devices.placement import to_device_async
 Magnitudes = Callable[[int, int, int], torch.Tensor] | None
 
 
-def _up_to(largest: float) -> Magnitudes:
-    return lambda steps, height, width: torch.linspace(0.0, largest, steps)
+def _up_to(largest: float, axis: int | None = None) -> Magnitudes:
+    """Up to `largest`, or that share of the image's width (`axis` 1) or height (0)."""
+    if axis is None:
+        return lambda steps, height, width: torch.linspace(0.0, largest, steps)
+    return lambda steps, height, width: torch.linspace(0.0, largest * (height, width)[axis], steps)
 
 
 def _bits(fewest_lost: int) -> Magnitudes:
-    """Posterize's bits kept: 8 down to 8 - `fewest_lost` over the steps."""
-    return lambda steps, height, width: (
-        8 - (torch.arange(steps) / ((steps - 1) / fewest_lost))
-    ).round()
+    """Posterize's bits kept: 8 down to 8 - `fewest_lost`."""
+    return lambda steps, *_: (8 - torch.arange(steps) / ((steps - 1) / fewest_lost)).round()
 
 
 def _threshold(steps: int, height: int, width: int) -> torch.Tensor:
     return torch.linspace(1.0, 0.0, steps)  # Solarize's, as a share of 255
 
 
-def _across(share: float, axis: int) -> Magnitudes:
-    """A translation of up to `share` of the image's width (axis 1) or height (axis 0)."""
-    return lambda steps, height, width: torch.linspace(0.0, share * (height, width)[axis], steps)
-
-
-# Each policy's ops: name -> (magnitudes, whether a magnitude is negated for half the images).
-RANDAUGMENT: dict[str, tuple[Magnitudes, bool]] = {
-    "Identity": (None, False),
-    "ShearX": (_up_to(0.3), True),
-    "ShearY": (_up_to(0.3), True),
-    "TranslateX": (_across(150 / 331, 1), True),
-    "TranslateY": (_across(150 / 331, 0), True),
-    "Rotate": (_up_to(30.0), True),
-    "Brightness": (_up_to(0.9), True),
-    "Color": (_up_to(0.9), True),
-    "Contrast": (_up_to(0.9), True),
-    "Sharpness": (_up_to(0.9), True),
-    "Posterize": (_bits(4), False),
-    "Solarize": (_threshold, False),
-    "AutoContrast": (None, False),
-    "Equalize": (None, False),
+# Each op: RandAugment's magnitudes, TrivialAugment's, and whether half the images negate them.
+_SPACE: dict[str, tuple[Magnitudes, Magnitudes, bool]] = {
+    "Identity": (None, None, False),
+    "ShearX": (_up_to(0.3), _up_to(0.99), True),
+    "ShearY": (_up_to(0.3), _up_to(0.99), True),
+    "TranslateX": (_up_to(150 / 331, axis=1), _up_to(32.0), True),
+    "TranslateY": (_up_to(150 / 331, axis=0), _up_to(32.0), True),
+    "Rotate": (_up_to(30.0), _up_to(135.0), True),
+    "Brightness": (_up_to(0.9), _up_to(0.99), True),
+    "Color": (_up_to(0.9), _up_to(0.99), True),
+    "Contrast": (_up_to(0.9), _up_to(0.99), True),
+    "Sharpness": (_up_to(0.9), _up_to(0.99), True),
+    "Posterize": (_bits(4), _bits(6), False),
+    "Solarize": (_threshold, _threshold, False),
+    "AutoContrast": (None, None, False),
+    "Equalize": (None, None, False),
 }
-TRIVIALAUGMENT: dict[str, tuple[Magnitudes, bool]] = {
-    **RANDAUGMENT,
-    "ShearX": (_up_to(0.99), True),
-    "ShearY": (_up_to(0.99), True),
-    "TranslateX": (_up_to(32.0), True),
-    "TranslateY": (_up_to(32.0), True),
-    "Rotate": (_up_to(135.0), True),
-    "Brightness": (_up_to(0.99), True),
-    "Color": (_up_to(0.99), True),
-    "Contrast": (_up_to(0.99), True),
-    "Sharpness": (_up_to(0.99), True),
-    "Posterize": (_bits(6), False),
-}
-AUTOAUGMENT: dict[str, tuple[Magnitudes, bool]] = {
-    **{name: value for name, value in RANDAUGMENT.items() if name != "Identity"},
-    "Invert": (None, False),
-}
+RANDAUGMENT = {name: (rand, signed) for name, (rand, _, signed) in _SPACE.items()}
+TRIVIALAUGMENT = {name: (trivial, signed) for name, (_, trivial, signed) in _SPACE.items()}
+AUTOAUGMENT = {name: op for name, op in RANDAUGMENT.items() if name != "Identity"}
+AUTOAUGMENT["Invert"] = (None, False)
 # AutoAugment's ImageNet policy: 25 pairs of (op, probability, magnitude step of 10).
 IMAGENET_POLICY = (
     (("Posterize", 0.4, 8), ("Rotate", 0.6, 9)),
@@ -109,14 +87,12 @@ SPACES = {"randaugment": RANDAUGMENT, "trivialaugment": TRIVIALAUGMENT, "autoaug
 STEPS = {"randaugment": 31, "trivialaugment": 31, "autoaugment": 10}
 
 
-# What each image draws per batch: the ops of each of its rounds (as indices of the policy's
-# names), their magnitude steps, and whether each runs.
+# Per round of a batch: each image's op (an index of the policy's names), step and whether it runs.
 Draws = list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 
 
 class Policy:
-    """A policy's ops drawn per image and applied a sub-batch per op: `policy` randaugment
-    (`num_ops` ops at step `magnitude`), trivialaugment or autoaugment."""
+    """`policy`: randaugment (`num_ops` ops at step `magnitude`), trivialaugment or autoaugment."""
 
     def __init__(
         self, policy: str, num_ops: int, magnitude: int, generator: torch.Generator
@@ -146,25 +122,28 @@ class Policy:
             negated = torch.rand(batch_size, generator=self.generator) <= 0.5
             magnitudes = table[ops, steps]
             magnitudes = torch.where(self.signed[ops] & negated, -magnitudes, magnitudes)
-            self._apply(images, ops[share], magnitudes[share], applied[share])
+            ops, magnitudes, applied = ops[share], magnitudes[share], applied[share]
+            for op in ops[applied].unique().tolist():
+                if self.names[op] == "Identity":
+                    continue
+                chosen = ((ops == op) & applied).nonzero()[:, 0]
+                rows = to_device_async(chosen, images.device)
+                done = OPS[self.names[op]](images.index_select(0, rows), magnitudes[chosen])
+                images.index_copy_(0, rows, done)
         return images
 
     def _draw_randaugment(self, batch_size: int) -> Draws:
-        """`num_ops` ops per image, each at step `magnitude`."""
+        ops = torch.randint(len(self.names), (self.num_ops, batch_size), generator=self.generator)
         steps = torch.full((batch_size,), self.magnitude)
-        everyone = torch.ones(batch_size, dtype=torch.bool)
-        shape = (self.num_ops, batch_size)
-        ops = torch.randint(len(self.names), shape, generator=self.generator)
-        return [(each, steps, everyone) for each in ops]
+        return [(each, steps, torch.ones(batch_size, dtype=torch.bool)) for each in ops]
 
     def _draw_trivialaugment(self, batch_size: int) -> Draws:
-        """One op per image, at a step of its own."""
         ops = torch.randint(len(self.names), (batch_size,), generator=self.generator)
         steps = torch.randint(self.steps, (batch_size,), generator=self.generator)
         return [(ops, steps, torch.ones(batch_size, dtype=torch.bool))]
 
     def _draw_autoaugment(self, batch_size: int) -> Draws:
-        """A pair of the policy per image; whether each of its two ops runs, by its chance."""
+        """A pair of the policy per image; whether each of its ops runs, by its chance."""
         pairs = torch.randint(len(IMAGENET_POLICY), (batch_size,), generator=self.generator)
         draws = []
         for place in (0, 1):
@@ -181,30 +160,11 @@ class Policy:
         ]
         return torch.stack(rows).double()
 
-    def _apply(
-        self,
-        images: torch.Tensor,
-        ops: torch.Tensor,
-        magnitudes: torch.Tensor,
-        applied: torch.Tensor,
-    ) -> None:
-        """Each op, in place, on the images that drew it (and run it), at their magnitudes."""
-        for op in ops[applied].unique().tolist():
-            name = self.names[op]
-            if name == "Identity":
-                continue
-            chosen = ((ops == op) & applied).nonzero()[:, 0]
-            rows = to_device_async(chosen, images.device)
-            done = OPS[name](images.index_select(0, rows), magnitudes[chosen])
-            images.index_copy_(0, rows, done)
 
-
-def _factors(magnitudes: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """A colour op's blend of an image with another, per image: image * (1 + m) + other * -m, as
-    torchvision's (its weights as it rounds them)."""
+def _factors(magnitudes: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """A colour op's weights, per image: image * (1 + m) + other * -m, rounded as torchvision's."""
     weights = torch.stack([1 + magnitudes, -magnitudes]).float()[..., None, None, None]
-    image_weight, other_weight = to_device_async(weights, device)
-    return image_weight, other_weight
+    return to_device_async(weights, device).unbind()
 
 
 def _blend(images: torch.Tensor, other: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
@@ -214,29 +174,15 @@ def _blend(images: torch.Tensor, other: torch.Tensor, magnitudes: torch.Tensor) 
 
 
 def _grey(images: torch.Tensor) -> torch.Tensor:
-    """The luminance of RGB images, floored as torchvision's; a grey image's own values."""
+    """The luminance of RGB images, floored as torchvision's."""
     if images.shape[1] == 1:
         return images.float()
     red, green, blue = images.float().unbind(1)
     return red.mul(0.2989).add_(green, alpha=0.587).add_(blue, alpha=0.114)[:, None].floor_()
 
 
-def _brightness(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    return _blend(images, torch.zeros((), device=images.device), magnitudes)
-
-
-def _color(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    if images.shape[1] == 1:
-        return images  # (saturation is a grey image's own, as in PIL and torchvision)
-    return _blend(images, _grey(images), magnitudes)
-
-
-def _contrast(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    return _blend(images, _grey(images).mean((1, 2, 3), keepdim=True), magnitudes)
-
-
 def _sharpness(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    """Blended with a 3x3 blur of itself, all but the border, which stays as it is."""
+    """Blended with a 3x3 blur of itself, all but the border."""
     channels, height, width = images.shape[1:]
     if height <= 2 or width <= 2:
         return images
@@ -244,15 +190,13 @@ def _sharpness(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
     kernel[1, 1] = 5 / 13
     output = images.float()
     blurred = nn.functional.conv2d(output, kernel.expand(channels, 1, 3, 3), groups=channels)
-    inner = output[..., 1:-1, 1:-1]
     image_weight, other_weight = _factors(magnitudes, images.device)
-    inner.mul_(image_weight).add_(blurred.round_() * other_weight)
+    output[..., 1:-1, 1:-1].mul_(image_weight).add_(blurred.round_() * other_weight)
     return output.clamp_(0, 255).to(torch.uint8)
 
 
 def _posterize(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    bits = magnitudes.long()
-    masks = ((255 << (8 - bits)) & 255).to(torch.uint8)[:, None, None, None]
+    masks = ((255 << (8 - magnitudes.long())) & 255).to(torch.uint8)[:, None, None, None]
     return images & to_device_async(masks, images.device)
 
 
@@ -262,8 +206,7 @@ def _solarize(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
 
 
 def _autocontrast(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    """Each channel stretched to the full range, as torchvision's `autocontrast`, without its
-    masked assignment (which makes the host wait for a GPU)."""
+    """Each channel stretched to the full range, without torchvision's host-waiting mask."""
     floats = images.float()
     low, high = floats.amin((2, 3), keepdim=True), floats.amax((2, 3), keepdim=True)
     flat = high == low
@@ -272,8 +215,7 @@ def _autocontrast(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tenso
 
 
 def _moved(images: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
-    """Each image's pixels taken from where its (2, 3) `inverse` affine map, in pixels from the
-    image's centre, puts them: nearest neighbours, black outside, as torchvision's `affine`."""
+    """Each image's pixels from where its (2, 3) `inverse` affine map puts them, as `affine`."""
     count, _, height, width = images.shape
     device = images.device
     across = torch.linspace((1 - width) / 2, (width - 1) / 2, width, device=device)
@@ -293,58 +235,34 @@ def _moved(images: torch.Tensor, inverse: torch.Tensor) -> torch.Tensor:
 
 
 def _affine(
-    images: torch.Tensor, rows: tuple[list[torch.Tensor], list[torch.Tensor]]
+    images: torch.Tensor, magnitudes: torch.Tensor, top: list[Any], bottom: list[Any]
 ) -> torch.Tensor:
-    """`_moved` by the inverse maps whose rows, per image, are `rows` (each of 3 columns)."""
-    top, bottom = (torch.stack(columns, -1) for columns in rows)
-    return _moved(images, torch.stack([top, bottom], 1))
-
-
-def _shear_x(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    ones, zeros, half_height = (
-        torch.ones_like(magnitudes),
-        torch.zeros_like(magnitudes),
-        images.shape[2] / 2,
-    )
-    return _affine(images, ([ones, magnitudes, magnitudes * half_height], [zeros, ones, zeros]))
-
-
-def _shear_y(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    ones, zeros, half_width = (
-        torch.ones_like(magnitudes),
-        torch.zeros_like(magnitudes),
-        images.shape[3] / 2,
-    )
-    return _affine(images, ([ones, zeros, zeros], [magnitudes, ones, magnitudes * half_width]))
-
-
-def _translate_x(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    ones, zeros = torch.ones_like(magnitudes), torch.zeros_like(magnitudes)
-    return _affine(images, ([ones, zeros, -magnitudes.trunc()], [zeros, ones, zeros]))
-
-
-def _translate_y(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
-    ones, zeros = torch.ones_like(magnitudes), torch.zeros_like(magnitudes)
-    return _affine(images, ([ones, zeros, zeros], [zeros, ones, -magnitudes.trunc()]))
+    """`_moved` by the maps of rows `top` and `bottom`, each entry a tensor or a number for all."""
+    rows = [
+        torch.stack([torch.full_like(magnitudes, v) if isinstance(v, int) else v for v in row], -1)
+        for row in (top, bottom)
+    ]
+    return _moved(images, torch.stack(rows, 1))
 
 
 def _rotate(images: torch.Tensor, magnitudes: torch.Tensor) -> torch.Tensor:
     """Counter-clockwise by `magnitudes` degrees about the image's centre."""
     radians = magnitudes * (math.pi / 180)
-    cos, sin, zeros = radians.cos(), radians.sin(), torch.zeros_like(magnitudes)
-    return _affine(images, ([cos, -sin, zeros], [sin, cos, zeros]))
+    cos, sin = radians.cos(), radians.sin()
+    return _affine(images, magnitudes, [cos, -sin, 0], [sin, cos, 0])
 
 
 # Each op on a sub-batch of uint8 images, a magnitude per image (a float64 host tensor).
 OPS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "ShearX": _shear_x,
-    "ShearY": _shear_y,
-    "TranslateX": _translate_x,
-    "TranslateY": _translate_y,
+    "ShearX": lambda images, m: _affine(images, m, [1, m, m * (images.shape[2] / 2)], [0, 1, 0]),
+    "ShearY": lambda images, m: _affine(images, m, [1, 0, 0], [m, 1, m * (images.shape[3] / 2)]),
+    "TranslateX": lambda images, m: _affine(images, m, [1, 0, -m.trunc()], [0, 1, 0]),
+    "TranslateY": lambda images, m: _affine(images, m, [1, 0, 0], [0, 1, -m.trunc()]),
     "Rotate": _rotate,
-    "Brightness": _brightness,
-    "Color": _color,
-    "Contrast": _contrast,
+    "Brightness": lambda images, m: _blend(images, torch.zeros((), device=images.device), m),
+    # (A grey image's saturation is its own, as in PIL and torchvision.)
+    "Color": lambda images, m: images if images.shape[1] == 1 else _blend(images, _grey(images), m),
+    "Contrast": lambda images, m: _blend(images, _grey(images).mean((1, 2, 3), keepdim=True), m),
     "Sharpness": _sharpness,
     "Posterize": _posterize,
     "Solarize": _solarize,

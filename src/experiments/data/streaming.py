@@ -1,17 +1,12 @@
-"""DataLoader workers decoding a Dataset's images: every pass of training on the stream path
-(`dataset.loader=stream`), or once, into one array (the cache, and statistics).
-
-`Batches` still decides which rows each batch holds (its seeded order, this process's share), so
-a streamed run sees the same images in the same order as a cached one; the workers only decode.
-Batches come back as uint8 (channels-last if the model is, pinned for a GPU) and are converted on
-the device like in-memory ones.
-"""
+"""DataLoader workers decoding a Dataset's images, every pass (`dataset.loader=stream`) or once;
+`Batches` still picks each batch's rows, so streamed runs see what cached ones see."""
 
 from __future__ import annotations
 
 import traceback
 from collections.abc import Iterator
 from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,65 +15,41 @@ from torch.utils.data import DataLoader, Dataset
 from experiments.core.errors import ExperimentError
 from experiments.data.types import Streamed
 
-DECODE_BATCH = 256
-
 
 class StreamRows:
-    """Persistent DataLoader workers decoding the rows `batches` is asked for, seeded from `seed`
-    so a Dataset that draws random numbers draws the same ones in every run with that seed."""
+    """Persistent workers decoding the rows asked for, seeded from `seed` in every run alike."""
 
     def __init__(
         self, streamed: Streamed, *, pin_memory: bool, channels_last: bool, seed: int
     ) -> None:
-        self._pass = _PassRows()
-        workers = streamed.workers
+        # The pass's batches of rows: no reference back, so dropping a split lets its workers go.
+        self._rows: list[list[int]] = []
         self.loader = DataLoader(
             streamed.dataset,
-            batch_sampler=self._pass,
-            num_workers=workers,
+            batch_sampler=self._rows,
+            num_workers=streamed.workers,
             collate_fn=partial(stack, channels_last=channels_last),
             pin_memory=pin_memory,
-            persistent_workers=workers > 0,
-            prefetch_factor=4 if workers else None,
+            persistent_workers=streamed.workers > 0,
+            prefetch_factor=4 if streamed.workers else None,
             generator=torch.Generator().manual_seed(seed),
         )
 
     def batches(
         self, order: torch.Tensor | None, bounds: list[tuple[int, int]]
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """For each (low, high) of `bounds`: rows `low` to `high` of the pass's order, decoded."""
-        self._pass.rows = [
+        """For each (low, high) of `bounds`: those rows of the pass's order, decoded."""
+        self._rows[:] = [
             order[low:high].tolist() if order is not None else list(range(low, high))
             for low, high in bounds
         ]
-        try:
-            yield from self.loader
-        except ExperimentError as error:
-            message = from_worker(error)
-        else:
-            return
-        raise ExperimentError(message)
-
-
-class _PassRows:
-    """The DataLoader's batch sampler: the rows of the pass `StreamRows.batches` set up, batch by
-    batch. (It holds no reference back, so dropping a split lets its workers go at once.)"""
-
-    def __init__(self) -> None:
-        self.rows: list[list[int]] = []
-
-    def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.rows)
-
-    def __len__(self) -> int:
-        return len(self.rows)
+        yield from _from_workers(iter(self.loader))
 
 
 def stack(
     items: list[tuple[torch.Tensor, int]], channels_last: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch of (C, H, W) uint8 images and their labels; (N, H, W, C) when `channels_last`,
-    which seen as (N, C, H, W) is a channels-last batch."""
+    """A batch of (C, H, W) uint8 images and their labels; (N, H, W, C) when `channels_last`."""
     images, labels = zip(*items, strict=True)
     if channels_last:
         images = tuple(image.permute(1, 2, 0) for image in images)
@@ -88,31 +59,29 @@ def stack(
 def decode_all(
     dataset: Dataset, shape: tuple[int, ...], workers: int, into: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Every image of `dataset` in order, decoded by `workers` processes, into `into` (a
-    memory-mapped file, say) or a new array; and the labels."""
+    """Every image of `dataset` in order, decoded into `into` or a new array; and the labels."""
     count = len(dataset)  # type: ignore[arg-type]
     images = np.empty((count, *shape), dtype=np.uint8) if into is None else into
     labels = np.empty(count, dtype=np.int64)
-    loader = DataLoader(dataset, batch_size=DECODE_BATCH, num_workers=workers, collate_fn=stack)
-    batches = iter(loader)
+    loader = DataLoader(dataset, batch_size=256, num_workers=workers, collate_fn=stack)
     start = 0
+    for batch_images, batch_labels in _from_workers(iter(loader)):  # (the wrapper alone holds it)
+        images[start : start + len(batch_labels)] = batch_images.numpy()
+        labels[start : start + len(batch_labels)] = batch_labels.numpy()
+        start += len(batch_labels)
+    return images, labels
+
+
+def _from_workers(batches: Iterator[Any]) -> Iterator[Any]:
+    """`batches`, a worker's error raised as the one line it raised, without the traceback the
+    DataLoader puts before it; the error's frames, and `batches`, which hold the workers, let go."""
     try:
-        for batch_images, batch_labels in batches:
-            images[start : start + len(batch_labels)] = batch_images.numpy()
-            labels[start : start + len(batch_labels)] = batch_labels.numpy()
-            start += len(batch_labels)
+        yield from batches
     except ExperimentError as error:
-        message = from_worker(error)
+        traceback.clear_frames(error.__traceback__)
+        text = str(error).rstrip()
     else:
-        return images, labels
+        return
     del batches  # its workers stop now, rather than when the garbage collector gets to them
-    raise ExperimentError(message)
-
-
-def from_worker(error: ExperimentError) -> str:
-    """The one line a worker raised, without the worker's traceback the DataLoader puts before
-    it. Clears the error's frames, which hold the loader's iterator and so its workers."""
-    traceback.clear_frames(error.__traceback__)
-    text = str(error).rstrip()
     marker = "ExperimentError: "
-    return text[text.rindex(marker) + len(marker) :] if marker in text else text
+    raise ExperimentError(text[text.rindex(marker) + len(marker) :] if marker in text else text)

@@ -1,6 +1,4 @@
-"""The images an evaluation is limited to (`trainer.limit_eval_images` or `limit_eval_fraction`,
-eval.py's `limit_images` or `limit_fraction`): the same whatever the batch size or run, so runs
-with other batch sizes are tested on the same images."""
+"""The images an evaluation is limited to (`trainer.limit_eval_*`), the same in every run."""
 
 from __future__ import annotations
 
@@ -11,22 +9,17 @@ SUBSET_SEED = 0
 
 
 def limited_count(in_split: int, images: int | None, fraction: float | None) -> int:
-    """How many of a split's `in_split` images an evaluation takes: `images` of them, or
-    `fraction` of them (rounded, at least one); all of them without a limit or beyond the split."""
+    """How many of a split's `in_split` images an evaluation takes (a fraction: at least one)."""
     if images is not None:
         return min(images, in_split)
-    if fraction is not None:
-        return min(in_split, max(1, round(fraction * in_split)))
-    return in_split
+    return min(in_split, max(1, round(fraction * in_split))) if fraction is not None else in_split
 
 
 def evaluated_rows(
     in_split: int, images: int | None, fraction: float | None
 ) -> torch.Tensor | None:
-    """The rows an evaluation limited to `images` or a `fraction` of `in_split` takes, in the
-    split's order; None for the whole split. Drawn with a fixed seed, not the first rows (an
-    image folder's first rows are its first classes); a smaller limit's rows are among a larger
-    one's."""
+    """The rows an evaluation takes, in the split's order (None: all): drawn by a fixed seed (an
+    image folder's first rows are its first classes); a smaller limit's are among a larger's."""
     count = limited_count(in_split, images, fraction)
     if count == in_split:
         return None
@@ -35,7 +28,5 @@ def evaluated_rows(
 
 
 def overfit_rows(in_split: int, count: int, seed: int) -> torch.Tensor:
-    """The `count` rows `trainer.overfit_batches` trains on every epoch, drawn once by `seed` (an
-    image folder's first rows would be one class)."""
-    permutation = torch.randperm(in_split, generator=torch.Generator().manual_seed(seed))
-    return permutation[:count]
+    """The `count` rows `trainer.overfit_batches` trains on every epoch, drawn once by `seed`."""
+    return torch.randperm(in_split, generator=torch.Generator().manual_seed(seed))[:count]

@@ -1,5 +1,4 @@
-"""torchvision's dataset classes (CIFAR10, MNIST, FashionMNIST) as a source: both splits as whole
-uint8 tensors, or one line saying which files are missing and where they go."""
+"""torchvision's CIFAR10, MNIST and FashionMNIST as whole uint8 splits, or where their files go."""
 
 from __future__ import annotations
 
@@ -7,25 +6,18 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torchvision
+from torchvision.datasets import CIFAR10, MNIST, FashionMNIST
 
 from experiments.core.errors import ExperimentError, one_line
 from experiments.data.types import Split
 
-# The classes `dataset_class` may name: a name read from a run folder is looked up here, never
-# imported (an import runs the module it names).
+# The classes `dataset_class` may name: looked up, never imported (an import runs the module).
 DATASET_CLASSES = {
-    f"torchvision.datasets.{cls.__name__}": cls
-    for cls in (
-        torchvision.datasets.CIFAR10,
-        torchvision.datasets.MNIST,
-        torchvision.datasets.FashionMNIST,
-    )
+    f"torchvision.datasets.{cls.__name__}": cls for cls in (CIFAR10, MNIST, FashionMNIST)
 }
 
 
 def torchvision_splits(dataset_class: str, root: str, download: bool) -> tuple[Split, Split]:
-    """Both splits of a torchvision dataset (CIFAR10, MNIST, FashionMNIST) as whole tensors."""
     cls = DATASET_CLASSES.get(dataset_class)
     if cls is None:
         raise ExperimentError(

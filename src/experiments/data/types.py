@@ -1,6 +1,4 @@
-"""The forms a dataset's splits take between their source and their batches: whole uint8 tensors
-(`Split`), or a Dataset that DataLoader workers decode (`Streamed`); and the dataset as a whole
-(`ImageData`)."""
+"""A dataset's splits (`Split` tensors, `Streamed` Datasets) and the dataset (`ImageData`)."""
 
 from __future__ import annotations
 
@@ -32,18 +30,11 @@ class ImageData:
     std: list[float]
     shape: tuple[int, int, int]  # (channels, height, width) of every image
     val: Split | Streamed | None = None  # an image folder's val/, if it has one
-    # How the data was loaded (the loader and why, the cache, derived statistics), for results.
-    record: dict[str, Any] = field(default_factory=dict)
-    # By split name, where its Dataset lists its files (`fingerprint.files_digest`).
-    files: dict[str, str] = field(default_factory=dict)
-    # Other dataset config fields the data tells: a CSV file's target_mean and target_std.
-    facts: dict[str, Any] = field(default_factory=dict)
-
-    # What each image's target is: "classes" (an index), "values" (a float vector: a CSV
-    # file's) or "masks" (a class per pixel).
-    targets: str = "classes"
-    # What its samples are called in messages: a CSV file's are rows.
-    unit: Unit = IMAGES
+    record: dict[str, Any] = field(default_factory=dict)  # how it was loaded, for results
+    files: dict[str, str] = field(default_factory=dict)  # by split: `fingerprint.files_digest`
+    facts: dict[str, Any] = field(default_factory=dict)  # a CSV file's target_mean and target_std
+    targets: str = "classes"  # or "values" (a float vector: a CSV file's), "masks" (per pixel)
+    unit: Unit = IMAGES  # what its samples are called in messages: a CSV file's are rows
 
     def data_record(self) -> dict[str, Any]:
         """results.json's `data`: how it was loaded, the config fields it filled in, its unit."""
@@ -52,15 +43,8 @@ class ImageData:
     def derived(self) -> dict[str, Any]:
         """The dataset config's fields as this data filled them in."""
         channels, size, _ = self.shape
-        return {
-            "channels": channels,
-            "image_size": size,
-            "num_classes": len(self.classes),
-            "classes": self.classes,
-            "mean": self.mean,
-            "std": self.std,
-            **self.facts,
-        }
+        sizes = {"channels": channels, "image_size": size, "num_classes": len(self.classes)}
+        return {**sizes, "classes": self.classes, "mean": self.mean, "std": self.std, **self.facts}
 
 
 @dataclass

@@ -1,10 +1,5 @@
-"""The validation split: the images that pick a run's epoch, so the test split only measures.
-
-A dataset's own validation split (an image folder's `val/`) is used as it is. Otherwise
-`dataset.val_fraction` holds out that share of every class of the training split, drawn with
-`dataset.val_seed`: the same images on resume and in every run of a sweep. Without either, a run
-reports its final epoch.
-"""
+"""The validation split, which picks a run's epoch so the test split only measures: the dataset's
+own, or `dataset.val_fraction` of every class of train, drawn by `dataset.val_seed`."""
 
 from __future__ import annotations
 
@@ -21,8 +16,7 @@ from experiments.data.types import ImageData, Split, Streamed
 
 
 def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
-    """`data` with its validation split (if any) in `data.val`, held out of `data.train` when
-    `dataset.val_fraction` asks; the split is described in `data.record["validation"]`."""
+    """`data` with its validation split (if any) in `data.val` and `data.record["validation"]`."""
     fraction = config.val_fraction
     if data.val is not None:
         refuse_a_second(config, fraction)
@@ -40,18 +34,14 @@ def with_validation(data: ImageData, config: DatasetConfig) -> ImageData:
             "have), or return a validation split of its own"
         )
     by_class = not labels.is_floating_point() and labels.dim() == 1
-    if by_class:
-        train_rows, val_rows = held_out_rows(labels, fraction, config.val_seed, data.classes)
-    else:  # values to regress, or masks: the rows are one stratum
-        train_rows, val_rows = held_out_rows(
-            torch.zeros(len(labels), dtype=torch.int64), fraction, config.val_seed, None
-        )
+    # Values to regress, or masks: the rows are one stratum.
+    strata = labels if by_class else torch.zeros(len(labels), dtype=torch.int64)
+    classes = data.classes if by_class else None
+    train_rows, val_rows = held_out_rows(strata, fraction, config.val_seed, classes)
     if len(val_rows) == 0:
-        largest = (
-            f"image (the largest class has {int(torch.bincount(labels).max())})"
-            if by_class
-            else f"row (of its {len(labels)} training rows)"
-        )
+        largest = f"row (of its {len(labels)} training rows)"
+        if by_class:
+            largest = f"image (the largest class has {int(torch.bincount(labels).max())})"
         raise ExperimentError(
             f"dataset.val_fraction={fraction} holds out no {largest}; raise it, or leave it at 0 "
             "for no validation split"
@@ -77,21 +67,18 @@ def refuse_a_second(config: DatasetConfig, fraction: float) -> None:
 def held_out_rows(
     labels: torch.Tensor, fraction: float, seed: int, classes: list[str] | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The rows kept for training and the rows held out, both ascending: `fraction` of each
-    class's rows (rounded), drawn at random by a generator seeded with `seed`; `classes` None:
-    rows of values (labels all 0), held out alike."""
+    """Rows kept and held out, ascending: `fraction` of each class's, drawn by `seed`."""
     generator = torch.Generator().manual_seed(seed)
     held_out = []
     for label, name in enumerate(classes or [None]):
         rows = (labels == label).nonzero().flatten()
         count = int(fraction * len(rows) + 0.5)
         if count and count >= len(rows):
-            left = (
-                f"class {name} no training image (it has {len(rows)})"
+            left, more = (
+                (f"class {name} no training image (it has {len(rows)})", "the class more images")
                 if name
-                else f"no training row (of the {len(rows)})"
+                else (f"no training row (of the {len(rows)})", "the data more rows")
             )
-            more = "the class more images" if name else "the data more rows"
             raise ExperimentError(
                 f"dataset.val_fraction={fraction} would leave {left}; lower "
                 f"dataset.val_fraction, or give {more}"
@@ -105,9 +92,7 @@ def held_out_rows(
 
 def labels_of(split: Split | Streamed) -> torch.Tensor | None:
     """A split's labels without decoding its images (None: the Dataset does not list them)."""
-    if isinstance(split, Split):
-        return split.labels.cpu()
-    return _targets(split.dataset)
+    return split.labels.cpu() if isinstance(split, Split) else _targets(split.dataset)
 
 
 def _targets(dataset: Any) -> torch.Tensor | None:
@@ -116,9 +101,8 @@ def _targets(dataset: Any) -> torch.Tensor | None:
         return None if within is None else within[list(dataset.indices)]
     if hasattr(dataset, "targets"):
         return torch.as_tensor(dataset.targets, dtype=torch.int64)
-    if hasattr(dataset, "dataset"):  # through the checks (CheckedDataset) to the user's Dataset
-        return _targets(dataset.dataset)
-    return None
+    # Through the checks (CheckedDataset) to the user's Dataset.
+    return _targets(dataset.dataset) if hasattr(dataset, "dataset") else None
 
 
 def _rows(split: Split | Streamed, rows: torch.Tensor) -> Split | Streamed:
@@ -128,7 +112,7 @@ def _rows(split: Split | Streamed, rows: torch.Tensor) -> Split | Streamed:
 
 
 def _described(split: Split | Streamed, classes: list[str], origin: str) -> dict[str, Any]:
-    """Where the validation split came from, and its images per class (for results.json)."""
+    """Where the validation split came from, and its images per class."""
     labels = labels_of(split)
     if labels is None or labels.is_floating_point() or labels.dim() > 1:  # (values, masks)
         return {"origin": origin, "images": len(split), "per_class": None}
@@ -138,5 +122,4 @@ def _described(split: Split | Streamed, classes: list[str], origin: str) -> dict
 
 
 def _digest(rows: torch.Tensor) -> str:
-    """A digest of the held-out rows: equal only where two runs hold out the same images."""
     return hashlib.sha256(rows.numpy().tobytes()).hexdigest()[:16]
