@@ -1,8 +1,6 @@
-"""A model started from a state dict of one's own (`model.weights=PATH`): a file written by
-`torch.save(model.state_dict(), PATH)`, loaded with `weights_only=True` into the model as built
-for the dataset. Every tensor must fit, or the run is refused naming those that do not; with
-`model.weights_partial=true` those that fit are loaded and the others left as built (fine-tuning
-ImageNet weights with a new classifier), and the run says which."""
+"""A model started from a state dict of one's own (`model.weights=PATH`), loaded with
+`weights_only=True` into the model as built for the dataset; with `model.weights_partial=true`
+only the tensors that fit (fine-tuning ImageNet weights with a new classifier)."""
 
 from __future__ import annotations
 
@@ -21,8 +19,7 @@ NAMED = 3
 
 
 def load_weights(model: nn.Module, path: str, partial: bool = False) -> list[str]:
-    """Load the state dict in the file at `path` (relative to the folder run in) into `model`;
-    `partial`: only the tensors that fit. Returns the names of the model's tensors left as built."""
+    """Load the state dict at `path` into `model`; returns its tensors' names left as built."""
     if Path(path).is_dir():
         raise ExperimentError(
             f"model.weights={path} is a folder; give the file torch.save(model.state_dict(), "
@@ -84,7 +81,6 @@ def _as_state_dict(file: IO[bytes]) -> Any:
 
 
 def _misfits(theirs: Mapping[str, torch.Tensor], ours: Mapping[str, torch.Tensor]) -> list[str]:
-    """What keeps `theirs` from loading into a model whose state dict is `ours`."""
     misfits = [f"{name} is missing there" for name in ours if name not in theirs]
     misfits += [f"{name} is not in the model" for name in theirs if name not in ours]
     misfits += [
