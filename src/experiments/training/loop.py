@@ -1,6 +1,5 @@
-"""The training loop: an epoch of optimizer steps, and evaluation on a split, as the run's task
-scores a batch. Losses and tallies add up on the device and come to the host only at log
-intervals and at the end of a pass, so the loop never waits for the device per step."""
+"""The training loop and evaluation, as the run's task scores a batch. Losses and tallies add up on
+the device and come to the host only at log intervals and at a pass's end, never per step."""
 
 from __future__ import annotations
 
@@ -13,7 +12,8 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 
 import torch
-from torch import nn
+from torch import Tensor, nn
+from torch.amp import GradScaler
 from torch.optim.lr_scheduler import LRScheduler
 from tqdm import tqdm
 
@@ -45,15 +45,11 @@ class TrainingResult:
     images: int
     seconds: float
     wait_seconds: float  # the loop waiting for batches (host clock)
-    # Copying them to the device: on a GPU by CUDA events, overlapping wait_seconds (and may
-    # exceed it); on the CPU, within wait_seconds.
-    copy_seconds: float
+    copy_seconds: float  # to the device: on a GPU by CUDA events, overlapping wait_seconds
     compute_seconds: float  # forward, backward and optimizer step (on the device)
     lr: float  # of the epoch's last step
-    # (images, seconds) from the epoch's start to the end of each warm-up step, the device waited.
-    warm_up: list[tuple[int, float]] = field(default_factory=list)
-    # The last step's images and seconds, timed apart where it compiled a new shape.
-    last_step: tuple[int, float] | None = None
+    warm_up: list[tuple[int, float]] = field(default_factory=list)  # (images, seconds) at each end
+    last_step: tuple[int, float] | None = None  # timed apart where it compiled a new shape
 
     @property
     def images_per_second(self) -> float:
@@ -65,16 +61,14 @@ class EvaluationResult:
     loss: float  # mean over the images
     metrics: dict[str, float]  # the task's, by name: {"accuracy": 0.386}
     seconds: float
-    # Of a task that tells classes apart: inputs of true class i predicted as class j, and the
-    # fraction right per class (None for a class with none).
+    # Of a task that tells classes apart: inputs of true class i predicted as class j.
     confusion: list[list[int]] | None = None
     class_accuracy: list[float | None] | None = None
 
 
 @dataclass
 class Learner:
-    """What the training step updates, and how (`step_scheduler` None: the caller steps it per
-    epoch; `gradient_clip` None: unclipped)."""
+    """What the training step updates, and how (`step_scheduler` None: stepped per epoch)."""
 
     model: nn.Module
     task: Task
@@ -102,9 +96,8 @@ def train_epoch(
     unit: Unit = IMAGES,
     last_step_apart: bool = False,
 ) -> TrainingResult:
-    """One pass of optimizer steps over `batches`, one every `learner.accumulate_batches` batches,
-    losses and speeds counting every process. The first `warm_up_steps` steps are timed on their
-    own; with `last_step_apart` (a compiled model's first epoch) so is a smaller last step."""
+    """One pass over `batches`, the first `warm_up_steps` timed on their own, and with
+    `last_step_apart` (a compiled model's first epoch) a smaller last step."""
     model, optimizer = learner.model, learner.optimizer
     scaler, accumulate = runtime.scaler, learner.accumulate_batches
     model.train()
@@ -124,7 +117,6 @@ def train_epoch(
                 torch.compiler.cudagraph_mark_step_begin()
             lr = optimizer.param_groups[0]["lr"]
             optimizer.zero_grad(set_to_none=True)
-            # The step's images: its batches' (the epoch's last step may have fewer).
             step_images = sum(batches.sizes[index : index + accumulate])
         loss = _backward(learner, runtime, inputs, targets, step_images, sync=last_of_step)
         interval.add(loss.detach(), len(targets))
@@ -149,8 +141,7 @@ def train_epoch(
 
 
 class _StepTimes:
-    """The steps of an epoch timed apart, the device waited for around each: the first
-    `warm_up_steps`, and with `last_apart` a last one smaller than the first (not warming up)."""
+    """The steps of an epoch timed apart, the device waited for around each."""
 
     def __init__(
         self,
@@ -186,14 +177,9 @@ class _StepTimes:
 
 
 def trial_step(
-    learner: Learner,
-    runtime: Runtime,
-    scaler: torch.amp.GradScaler,
-    inputs: torch.Tensor,
-    targets: torch.Tensor,
+    learner: Learner, runtime: Runtime, scaler: GradScaler, inputs: Tensor, targets: Tensor
 ) -> None:
-    """One optimizer step on one batch as training takes it, with a scaler of its own
-    (`training.batch_search`)."""
+    """One optimizer step on one batch as training takes it (`training.batch_search`'s try)."""
     learner.model.train()
     learner.optimizer.zero_grad(set_to_none=True)
     _backward(learner, replace(runtime, scaler=scaler), inputs, targets, len(targets), sync=True)
@@ -204,14 +190,13 @@ def trial_step(
 def _backward(
     learner: Learner,
     runtime: Runtime,
-    inputs: torch.Tensor,
-    targets: torch.Tensor,
+    inputs: Tensor,
+    targets: Tensor,
     step_images: int,
     *,
     sync: bool,
-) -> torch.Tensor:
-    """A batch's mean loss, its share of the step's gradient added up; DDP averages the gradients
-    only with `sync`, at the step's last backward."""
+) -> Tensor:
+    """A batch's mean loss, its gradient added up; DDP averages the gradients only with `sync`."""
     model, group = learner.model, runtime.group
     with nullcontext() if sync else without_gradient_sync(model):
         with runtime.autocast():
@@ -220,7 +205,7 @@ def _backward(
     return loss
 
 
-def _optimizer_step(learner: Learner, scaler: torch.amp.GradScaler, *, first: bool) -> None:
+def _optimizer_step(learner: Learner, scaler: GradScaler, *, first: bool) -> None:
     optimizer = learner.optimizer
     if learner.gradient_clip is not None:
         scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
@@ -236,9 +221,8 @@ def _optimizer_step(learner: Learner, scaler: torch.amp.GradScaler, *, first: bo
 
 @contextmanager
 def _schedule_may_step_first() -> Iterator[None]:
-    """Silence torch's warning that the schedule stepped before the optimizer: fp16's scaler often
-    skips the first step, and the schedule steps all the same to keep to the run's length. Only
-    around a first step: changing the filters makes other warnings repeat."""
+    """Silence torch's warning that the schedule stepped before the optimizer, whose first step
+    fp16's scaler often skips; only there, as changing the filters makes other warnings repeat."""
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before `optimizer"
@@ -250,9 +234,8 @@ BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 
 
 def fewest_images(model: nn.Module, processes: int) -> int:
-    """The fewest images a training batch of all `processes` may have for `model`: one per
-    process; two with BatchNorm layers ("Expected more than 1 value per channel when training"
-    on 1x1 features) unless they are synchronized."""
+    """The fewest images a training batch of all `processes` may have: two a process with BatchNorm
+    layers unless they are synchronized, where 1x1 features would not train."""
     norms = [module for module in model.modules() if isinstance(module, BATCH_NORMS)]
     pooled = processes > 1 and all(isinstance(norm, nn.SyncBatchNorm) for norm in norms)
     return processes if not norms or pooled else 2 * processes
@@ -262,11 +245,9 @@ def fewest_images_per_batch(model: nn.Module, batch_size: int, processes: int) -
     """`fewest_images`, refusing a smaller trainer.batch_size (a smaller last batch is left out)."""
     fewest = fewest_images(model, processes)
     if batch_size < fewest:  # (trainer.batch_size is a multiple of the processes: validate)
-        given = (
-            f"gives each of the {processes} processes 1 image"
-            if processes > 1
-            else "is a batch of 1 image"
-        )
+        given = "is a batch of 1 image"
+        if processes > 1:
+            given = f"gives each of the {processes} processes 1 image"
         raise ExperimentError(
             f"trainer.batch_size={batch_size} {given}, on which the model's BatchNorm layers "
             f"cannot train; use trainer.batch_size={fewest} or more"
@@ -277,8 +258,7 @@ def fewest_images_per_batch(model: nn.Module, batch_size: int, processes: int) -
 def refuse_a_split_too_small(
     batch_size: int | str, images: int, fewest: int, processes: int, unit: Unit = IMAGES
 ) -> None:
-    """Refuse a training split of fewer `images` than a batch may have, in one line, rather than
-    blame the device's memory (trainer.batch_size=auto) or train no steps."""
+    """Refuse a training split smaller than a batch may be, rather than train no steps."""
     if images >= fewest:
         return
     held = f"the training split holds {images} {unit.one if images == 1 else unit.many}"
@@ -298,8 +278,7 @@ def refuse_a_split_too_small(
 
 
 def left_out_note(batches: Batches, processes: int) -> str | None:
-    """The log's line on a last batch left out of every epoch for BatchNorm's sake (None: none
-    was, or only one too small to give each process an image)."""
+    """The log's line on a last batch left out of every epoch for BatchNorm's sake, if any."""
     if batches.left_out < processes:
         return None
     if processes == 1:
@@ -319,40 +298,35 @@ def optimizer_steps(batches: int, accumulate_batches: int) -> int:
     return -(-batches // accumulate_batches)
 
 
+@dataclass
 class _LogInterval:
-    """The batches since the last logged step, their losses on the device until the interval
-    ends; then summed over the processes (the one wait for the device), logged, and checked."""
+    """The batches since the last logged step, their losses on the device until it ends."""
 
-    def __init__(
-        self,
-        batches: Batches,
-        runtime: Runtime,
-        learner: Learner,
-        progress: tqdm,
-        log_step: StepLogger,
-        description: str,
-        unit: Unit,
-    ) -> None:
-        self.batches, self.group, self.learner = batches, runtime.group, learner
-        self.progress, self.log_step, self.description = progress, log_step, description
-        self.unit = unit
-        self.loss = torch.zeros((), device=runtime.device)
+    batches: Batches
+    runtime: Runtime
+    learner: Learner
+    progress: tqdm
+    log_step: StepLogger
+    description: str
+    unit: Unit
+
+    def __post_init__(self) -> None:
+        self.loss = torch.zeros((), device=self.runtime.device)
         # Each batch's, read only once the total is not finite, so no step waits for them.
-        self.losses: list[torch.Tensor] = []
+        self.losses: list[Tensor] = []
         self.first = 0  # batch
         self.started = time.perf_counter()
 
-    def add(self, loss: torch.Tensor, images: int) -> None:
+    def add(self, loss: Tensor, images: int) -> None:
         self.loss.add_(loss, alpha=images)
         if self.learner.stop_on_divergence:
             self.losses.append(loss)
 
     def end(self, index: int, step: int, lr: float) -> float:
-        """End the interval at batch `index`, refusing a diverged loss (naming the first step
-        that diverged); return its loss summed over every process."""
+        """Log and check the interval up to batch `index`; return its loss summed over processes."""
         interrupts.raise_if_lost()
         images = sum(self.batches.sizes[self.first : index + 1])
-        total = summed(self.loss, self.group).item()  # waits for the device
+        total = summed(self.loss, self.runtime.group).item()  # waits for the device
         mean_loss, now = total / images, time.perf_counter()
         speed = images / (now - self.started)
         self.progress.set_postfix({"loss": f"{mean_loss:.3f}", self.unit.rate: f"{speed:,.0f}"})
@@ -372,12 +346,9 @@ class _LogInterval:
         return total
 
 
-def _weighted(
-    loss: torch.Tensor, images: int, step_images: int, group: ProcessGroup
-) -> torch.Tensor:
-    """The loss to differentiate, weighted by images / step_images (times world_size, which DDP
-    divides by), so that the gradients summed over the step's batches and processes are those of
-    the step's mean, also where shares are uneven or the epoch's last step is smaller."""
+def _weighted(loss: Tensor, images: int, step_images: int, group: ProcessGroup) -> Tensor:
+    """The loss weighted so that the gradients summed over a step's uneven batches and processes
+    are those of its mean (times world_size, which DDP divides by)."""
     weight = images * group.world_size / step_images
     return loss if weight == 1 else loss * weight
 
@@ -391,7 +362,7 @@ def evaluate(
     group = runtime.group
     started = time.perf_counter()
     loss_sum = torch.zeros((), device=runtime.device)
-    tally: torch.Tensor | None = None
+    tally: Tensor | None = None
     for inputs, targets in batches:
         if cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()

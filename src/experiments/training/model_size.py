@@ -1,8 +1,6 @@
-"""A model's size: its parameters, and the FLOPs of its forward pass on one image and of a
-training step, as `torch.utils.flop_counter.FlopCounterMode` counts them (a multiply-add is two;
-matrix products and convolutions only). The backward pass is counted as training runs it, without
-the images' gradient. Attention is counted in its math form: the counter has no formula for the
-fused kernels and would count them as nothing."""
+"""A model's size: its parameters, and the FLOPs of a forward pass on one image and of a training
+step, as `FlopCounterMode` counts them (a multiply-add is two). Attention is counted in its math
+form: the counter has no formula for the fused kernels and would count them as nothing."""
 
 from __future__ import annotations
 
@@ -22,17 +20,15 @@ class ModelSize:
     parameters: int
     flops_per_image: int
     training_flops_per_image: int
-    # Of a training step's FLOPs, the share in convolutions (cuDNN's, where the rest are matrix
-    # products: cuBLAS's), which decide the precision fp32 computes in on a GPU (`measuring.peak`).
+    # The share of a training step's FLOPs in convolutions, which decide the precision fp32
+    # computes in on a GPU (`measuring.peak`).
     convolution_share: float = 0.0
 
     @property
     def convolutions_lead(self) -> bool:
-        """Whether most of a training step's FLOPs are convolutions."""
         return self.convolution_share > 0.5
 
     def record(self) -> dict[str, int]:
-        """The fields of results.json, the report and the HParams dashboard."""
         return {
             "model_parameters": self.parameters,
             "model_flops_per_image": self.flops_per_image,
@@ -48,8 +44,8 @@ class ModelSize:
 
 
 def measure(model: nn.Module, image_shape: tuple[int, int, int], device: torch.device) -> ModelSize:
-    """The size of `model`, which is on `device`, for images of `image_shape`, found by one
-    forward pass in evaluation mode, which changes none of its state (batch-norm statistics)."""
+    """The size of `model`, on `device`, by passes in evaluation mode, which change none of its
+    state; the backward pass as training runs it, without the images' gradient."""
     parameters = sum(parameter.numel() for parameter in model.parameters())
     training = model.training
     model.eval()

@@ -1,10 +1,5 @@
-"""Every source of randomness a run draws from: seeded at the start, saved in each checkpoint, and
-put back on resume, so a run repeats itself exactly on the same machine.
-
-The sources: Python's `random`, NumPy's global generator, torch's CPU and GPU generators, and the
-generator that shuffles the training batches and draws their augmentation. DataLoader workers of
-the stream path are seeded from the run's seed (`data.streaming`).
-"""
+"""Every source of randomness a run draws from (Python's, NumPy's, torch's CPU and GPU generators,
+the shuffling one): seeded at the start, saved in each checkpoint, and put back on resume."""
 
 from __future__ import annotations
 
@@ -22,9 +17,8 @@ def seed_everything(seed: int) -> None:
 
 
 def capture(shuffle: torch.Generator, gpus: tuple[int, ...] = ()) -> dict[str, Any]:
-    """The state of every generator the run draws from, as tensors and plain data (loadable with
-    weights_only). Only `gpus`' states are saved, in the run's order: a resumed run may see
-    fewer GPUs or run on another (moved from cuda:1 to cuda:0, it continues with cuda:1's)."""
+    """Every generator's state as tensors and plain data (loadable with weights_only), of `gpus`
+    in the run's order: moved from cuda:1 to cuda:0, a resumed run continues with cuda:1's."""
     kind, keys, position, has_gauss, cached_gaussian = np.random.get_state()
     state: dict[str, Any] = {
         "python": random.getstate(),
@@ -44,8 +38,7 @@ def capture(shuffle: torch.Generator, gpus: tuple[int, ...] = ()) -> dict[str, A
 
 
 def restore(state: dict[str, Any], shuffle: torch.Generator, gpus: tuple[int, ...] = ()) -> None:
-    """Put every generator back as `capture` found it; the saved GPU states go to `gpus`, the
-    GPUs of the resumed run, in order."""
+    """Put every generator back as `capture` found it, the GPU states to `gpus` in order."""
     version, internal, gauss = state["python"]
     random.setstate((version, tuple(internal), gauss))
     numpy = state["numpy"]
