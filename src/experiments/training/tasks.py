@@ -1,8 +1,5 @@
-"""What a batch holds and how a model is judged on it: the `task` config group (docs/tasks.md).
-
-A task is a module that gives a batch's training loss, what evaluation adds up over a split on
-the device (`tally`, no host sync per batch) and what it makes of the total (`measure`).
-"""
+"""The `task` config group: a module giving a batch's training loss, what evaluation adds up over
+a split on the device (`tally`, no host sync per batch) and what it makes of it (`measure`)."""
 
 from __future__ import annotations
 
@@ -14,7 +11,7 @@ from typing import Any, ClassVar
 
 import torch
 from omegaconf import DictConfig
-from torch import nn
+from torch import Tensor, nn
 
 from experiments.config.build import build, check_importable
 from experiments.config.metric_names import ACCURACY, LOSS, TaskMetrics
@@ -37,16 +34,14 @@ TOP5_LEAST_CLASSES = 10
 
 @dataclass
 class Measured:
-    """A split's metrics by name (its loss aside), and the confusion matrix of a task that tells
-    classes apart (row: true class, column: predicted)."""
+    """A split's metrics by name (its loss aside), and a classifying task's confusion matrix."""
 
     metrics: dict[str, float]
     confusion: list[list[int]] | None = None
 
 
 class Task(nn.Module):
-    """The base of a task; `forward` is its training loss, a batch's mean. A shipped task's class
-    declares its metrics, read by the config layer without building it."""
+    """A task, `forward` its training loss; the config layer reads a class's metrics unbuilt."""
 
     # What a shipped task may measure, each metric with its better way, the first leading.
     measured: ClassVar[TaskMetrics]
@@ -58,8 +53,7 @@ class Task(nn.Module):
 
     @classmethod
     def measures(cls, declared: Mapping[str, str] | None, classes: int | None) -> TaskMetrics:
-        """What it measures of data of `classes` classes (None: not known yet), its config
-        declaring `declared` (None: all it may)."""
+        """What it measures of data of `classes` classes, its config declaring `declared`."""
         return cls.measured
 
     def refuse_other_data(self, option: str, data: ImageData) -> None:
@@ -71,29 +65,25 @@ class Task(nn.Module):
         )
 
     def outputs(self, num_classes: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-        """The shape of the model's output for one input of `shape`: a logit per class."""
         return (num_classes,)
 
-    def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def forward(self, outputs: Tensor, targets: Tensor) -> Tensor:
         raise NotImplementedError
 
-    def evaluation_loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """The training loss, unless that has terms of its own (label smoothing) that would keep
-        losses from comparing across settings."""
+    def evaluation_loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        """The training loss less terms (label smoothing) that keep losses from comparing."""
         return self(outputs, targets)
 
-    def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """A batch's sums on the device, the same shape for every batch."""
+    def tally(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        """A batch's sums on the device, of one shape for every batch."""
         raise NotImplementedError
 
-    def measure(self, total: torch.Tensor) -> Measured:
-        """The metrics of a split whose batches' tallies add up to `total` (on the host)."""
+    def measure(self, total: Tensor) -> Measured:
         raise NotImplementedError
 
 
 class Classification(Task):
-    """A class per input: cross-entropy (with `label_smoothing` in training), accuracy, top-5
-    accuracy among 10 classes or more, and the confusion matrix."""
+    """A class per input: cross-entropy, accuracy, top-5 accuracy and the confusion matrix."""
 
     measured = shipped_metrics.CLASSIFICATION
     metrics = measured  # (of its data's classes, once built by `build_task`)
@@ -109,26 +99,24 @@ class Classification(Task):
 
     @classmethod
     def measures(cls, declared: Mapping[str, str] | None, classes: int | None) -> TaskMetrics:
-        """Top-5 accuracy only among `TOP5_LEAST_CLASSES` or more (among five, every image is in
-        them), and unless its config leaves it out."""
+        """Top-5 accuracy among `TOP5_LEAST_CLASSES` or more, unless its config leaves it out."""
         many = classes is not None and classes >= TOP5_LEAST_CLASSES
         kept = declared is None or TOP5_ACCURACY.name in declared
         return cls.measured if many and kept else cls.BEFORE_TOP5
 
-    def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """`targets` are class indices, or class probabilities where mixup or CutMix mixed them;
-        label smoothing then smooths the mixed probabilities, as torchvision's recipe does."""
+    def forward(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        """Of class indices, or probabilities mixup or CutMix mixed, smoothed as torchvision's."""
         return nn.functional.cross_entropy(outputs, targets, label_smoothing=self.label_smoothing)
 
-    def evaluation_loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def evaluation_loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
         return nn.functional.cross_entropy(outputs, targets)
 
-    def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def tally(self, outputs: Tensor, targets: Tensor) -> Tensor:
         """The confusion matrix's counts, and a last column of each class's images in the top K."""
         confusion = confusion_counts(targets, outputs.argmax(1), outputs.shape[1])
         return torch.cat([confusion, in_top_k(outputs, targets, TOP_K)[:, None]], dim=1)
 
-    def measure(self, total: torch.Tensor) -> Measured:
+    def measure(self, total: Tensor) -> Measured:
         matrix, in_top = total[:, :-1].tolist(), total[:, -1].sum().item()
         images = sum(map(sum, matrix))
         correct = sum(row[label] for label, row in enumerate(matrix))
@@ -139,9 +127,8 @@ class Classification(Task):
 
 
 class Regression(Task):
-    """Values to predict (a float vector per example). The outputs are the standardized targets,
-    so the mean squared error starts near 1 whatever the units; RMSE and MAE are in the target's
-    units. With several targets, each metric is their mean."""
+    """A float vector per example, the outputs standardized so the mean squared error starts near 1
+    whatever the units; with several targets, each metric is their mean."""
 
     targets = "values"
     measured = shipped_metrics.REGRESSION
@@ -152,19 +139,19 @@ class Regression(Task):
         self.register_buffer("std", torch.tensor(target_std, dtype=torch.float32))
         self._said_r2_undefined = False
 
-    def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def forward(self, outputs: Tensor, targets: Tensor) -> Tensor:
         return nn.functional.mse_loss(outputs.float(), (targets - self.mean) / self.std)
 
-    def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Per target, in float64 (sums of squares of a whole split): the sums of squared and
-        absolute errors, of the targets and their squares, and the count."""
+    def tally(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        """Per target, in float64: the sums of squared and absolute errors, of the targets and
+        their squares, and the count."""
         predicted = (outputs.double() * self.std + self.mean).reshape(targets.shape)
         errors, values = predicted - targets, targets.double()
         count = torch.full_like(values[0], len(values))
         sums = [errors.square(), errors.abs(), values, values.square()]
         return torch.stack([*(each.sum(0) for each in sums), count])
 
-    def measure(self, total: torch.Tensor) -> Measured:
+    def measure(self, total: Tensor) -> Measured:
         squared, absolute, summed, squares, count = total
         variance = squares - summed.square() / count  # the targets' total sum of squares
         # Targets of one value have none but rounding's: R², the share of it explained, is nan.
@@ -185,13 +172,12 @@ class Regression(Task):
 
 
 class Segmentation(Task):
-    """A class per pixel: (N, K, H, W) logits against an (N, H, W) mask; per-pixel cross-entropy;
-    mean IoU and pixel accuracy from the split's confusion matrix of pixels."""
+    """A class per pixel, (N, K, H, W) logits against (N, H, W) masks: mean IoU, pixel accuracy."""
 
     targets = "masks"
     measured = shipped_metrics.SEGMENTATION
 
-    def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def forward(self, outputs: Tensor, targets: Tensor) -> Tensor:
         # CUDA's nll_loss2d has no deterministic version, so trainer.deterministic=true would fail
         # at the first step; the rows of logits' loss has one, but costs a copy of the logits.
         if outputs.is_cuda and torch.are_deterministic_algorithms_enabled():
@@ -201,10 +187,10 @@ class Segmentation(Task):
     def outputs(self, num_classes: int, shape: tuple[int, ...]) -> tuple[int, ...]:
         return (num_classes, *shape[1:])
 
-    def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def tally(self, outputs: Tensor, targets: Tensor) -> Tensor:
         return confusion_counts(targets, outputs.argmax(1), outputs.shape[1])
 
-    def measure(self, total: torch.Tensor) -> Measured:
+    def measure(self, total: Tensor) -> Measured:
         counts = total.double()
         right = counts.diagonal()
         union = counts.sum(0) + counts.sum(1) - right  # predicted or true, per class
@@ -218,8 +204,7 @@ class Segmentation(Task):
         )
 
 
-def per_pixel_cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The cross-entropy of (N, K, H, W) logits as that of N * H * W rows of K logits."""
+def per_pixel_cross_entropy(outputs: Tensor, targets: Tensor) -> Tensor:
     rows = outputs.movedim(1, -1).reshape(-1, outputs.shape[1])
     return nn.functional.cross_entropy(rows, targets.reshape(-1))
 
@@ -231,9 +216,7 @@ FITTING = {"classes": "classification", "values": "regression", "masks": "segmen
 
 
 class OwnTask(Task):
-    """A task of one's own (task=custom task._target_=my_tasks.Task): a class with `targets`, a
-    `loss(outputs, targets)` and a method per declared metric giving a value per example, whose
-    split mean is the metric (docs/tasks.md). What each returns is checked at its first batch: a
+    """A task of one's own (docs/tasks.md), each method's result checked at its first batch: a
     metric of another shape would be summed into a wrong number silently."""
 
     def __init__(self, own: Any, said: str, metrics: TaskMetrics) -> None:
@@ -243,11 +226,10 @@ class OwnTask(Task):
         self.targets = getattr(own, "targets", "classes")
         self.metrics = metrics
         self.names = [metric.name for metric in self.metrics.evaluated if metric != LOSS]
-        # Checked once each ("training", "evaluation", "metrics"): the loss's finiteness costs a
-        # wait for the device.
+        # "training", "evaluation", "metrics": checked once, as finiteness waits for the device.
         self.checked: set[str] = set()
 
-    def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def forward(self, outputs: Tensor, targets: Tensor) -> Tensor:
         loss = self.own.loss(outputs, targets)
         mode = "training" if torch.is_grad_enabled() else "evaluation"
         if mode not in self.checked:
@@ -255,8 +237,7 @@ class OwnTask(Task):
             self.checked.add(mode)
         return loss
 
-    def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Each metric's values summed over the batch, and its examples, in float64."""
+    def tally(self, outputs: Tensor, targets: Tensor) -> Tensor:
         values = [getattr(self.own, name)(outputs, targets) for name in self.names]
         if "metrics" not in self.checked:
             for name, value in zip(self.names, values, strict=True):
@@ -265,7 +246,7 @@ class OwnTask(Task):
         sums = [value.double().sum() for value in values]
         return torch.stack([*sums, outputs.new_full((), len(targets), dtype=torch.float64)])
 
-    def measure(self, total: torch.Tensor) -> Measured:
+    def measure(self, total: Tensor) -> Measured:
         *sums, count = total.tolist()
         return Measured({name: value / count for name, value in zip(self.names, sums, strict=True)})
 
@@ -273,7 +254,7 @@ class OwnTask(Task):
         return ExperimentError(f"{self.said}: {what}")
 
     def _check_tensor(self, name: str, value: Any, shape: tuple[int, ...], must: str) -> None:
-        if not isinstance(value, torch.Tensor):
+        if not isinstance(value, Tensor):
             raise self._refusal(f"{name} returned {_described(value)}, {must}")
         if value.shape != shape:
             raise self._refusal(f"{name} returned shape {tuple(value.shape)}, {must}")
@@ -308,15 +289,13 @@ class OwnTask(Task):
 
 
 def _described(value: Any) -> str:
-    """What a method returned in place of a tensor: its type, and a number's value."""
     if isinstance(value, bool | int | float):
         return f"a Python {type(value).__name__} ({value:.4g}), not a tensor"
     return f"{type(value).__name__}, not a tensor"
 
 
 def build_task(node: DictConfig, classes: int | None = None) -> Task:
-    """The task a `task` config names, measuring what its class (or config, for one's own) says of
-    data of `classes` classes; a class of one's own that lacks what a task gives is refused."""
+    """The task a `task` config names, for data of `classes` classes."""
     metrics = metrics_of({"task": node, "dataset": {"num_classes": classes}})
     assert metrics is not None, "a task of one's own's config declares its metrics"
     if task_class(node) is None:
@@ -336,9 +315,8 @@ def build_task(node: DictConfig, classes: int | None = None) -> Task:
     return OwnTask(built, said, metrics)
 
 
-def in_top_k(outputs: torch.Tensor, targets: torch.Tensor, k: int) -> torch.Tensor:
-    """(num_classes,) int64 counts, on the device: per true class, its images whose class is among
-    the `k` highest of their logits (of equal logits, those torch.topk takes)."""
+def in_top_k(outputs: Tensor, targets: Tensor, k: int) -> Tensor:
+    """Per true class, on the device: its images whose class is among their `k` highest logits."""
     classes = outputs.shape[1]
     highest = outputs.topk(min(k, classes), dim=1).indices
     hits = (highest == targets.reshape(-1, 1)).any(1).long()
@@ -347,11 +325,8 @@ def in_top_k(outputs: torch.Tensor, targets: torch.Tensor, k: int) -> torch.Tens
         return counts.scatter_add_(0, targets.reshape(-1).long(), hits)
 
 
-def confusion_counts(
-    labels: torch.Tensor, predictions: torch.Tensor, num_classes: int
-) -> torch.Tensor:
-    """(num_classes, num_classes) int64 counts: row = true class, column = predicted class. A
-    scatter_add_ on the device: bincount would copy its minimum and maximum to the host."""
+def confusion_counts(labels: Tensor, predictions: Tensor, num_classes: int) -> Tensor:
+    """Row: true class, column: predicted; by scatter_add_, as bincount syncs with the host."""
     pairs = labels.reshape(-1).long() * num_classes + predictions.reshape(-1).long()
     counts = torch.zeros(num_classes * num_classes, dtype=torch.int64, device=pairs.device)
     with _integer_sums():
