@@ -1,7 +1,6 @@
-"""trainer.batch_size=auto: the largest power of two that trains on the run's device, found by
-real training steps on copies of the model and optimizer, so a run that finds 512 trains exactly as
-one given 512. On the CPU, which swaps rather than fails, "fits" is within trainer.memory_budget_gb.
-"""
+"""trainer.batch_size=auto: the largest power of two that trains on the device, tried on copies of
+the model and optimizer, so a run that finds 512 trains exactly as one given 512. On the CPU, which
+swaps rather than fails, "fits" is within trainer.memory_budget_gb."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ GIB = 2**30
 
 @dataclass(frozen=True)
 class Search:
-    """The largest batch that fit, what stopped the search, and each batch tried with whether it
-    fit."""
+    """The largest batch that fit, what stopped the search, and each batch tried and if it fit."""
 
     largest: int
     stopped_by: str
@@ -42,8 +40,7 @@ class Search:
 
 
 def largest_batch(fits: Callable[[int], str | None], fewest: int, most: int) -> Search | None:
-    """The largest power of two from `fewest` up to `most` for which `fits` gives no reason against
-    it, trying from the smallest; None where not even `fewest` fits."""
+    """The largest power of two from `fewest` up to `most` that `fits` (None: not even `fewest`)."""
     tried: list[tuple[int, bool]] = []
     batch, largest = fewest, None
     while batch <= most:
@@ -103,21 +100,16 @@ class Trial:
         return high + (high - low) / (large - small) * (batch - large)
 
     def _step(self, batch: int) -> None:
-        model = copy.deepcopy(self.model)
-        optimizer, _ = optimizers.build_optimizer(self.optimizer, model, self.runtime.type)
-        scaler = torch.amp.GradScaler(self.runtime.type, enabled=self.runtime.scaler.is_enabled())
+        data, runtime, model = self.data, self.runtime, copy.deepcopy(self.model)
+        optimizer, _ = optimizers.build_optimizer(self.optimizer, model, runtime.type)
+        scaler = torch.amp.GradScaler(runtime.type, enabled=runtime.scaler.is_enabled())
         learner = loop.Learner(model, self.task, optimizer)
-        assert self.data.train is not None
+        assert data.train is not None
         batches = Batches(
-            self.data.train,
-            batch_size=batch,
-            mean=self.data.mean,
-            std=self.data.std,
-            runtime=self.runtime,
-            limit=1,
+            data.train, batch_size=batch, mean=data.mean, std=data.std, runtime=runtime, limit=1
         )
         inputs, targets = next(iter(batches))
-        loop.trial_step(learner, self.runtime, scaler, inputs, targets)
+        loop.trial_step(learner, runtime, scaler, inputs, targets)
 
 
 @dataclass(frozen=True)
@@ -143,8 +135,7 @@ class SearchResult:
 
 
 def search(trial: Trial, fewest: int, halvings: int) -> SearchResult:
-    """The largest batch `trial` fits, halved `halvings` times (never below `fewest`), leaving the
-    run's random numbers as they were."""
+    """The largest batch `trial` fits, halved `halvings` times; the random numbers are untouched."""
     assert trial.data.train is not None
     loop.refuse_a_split_too_small(AUTO_BATCH, len(trial.data.train), fewest, 1, trial.data.unit)
     started, smallest = time.perf_counter(), smallest_power_of_two(fewest)

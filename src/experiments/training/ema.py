@@ -20,8 +20,7 @@ class AverageState(TypedDict):
 
 
 class ModelAverage:
-    """The moving average of `model`, unwrapped (DDP, DataParallel and torch.compile share its
-    tensors)."""
+    """The moving average of `model`, unwrapped (its wrappers share its tensors)."""
 
     def __init__(self, model: nn.Module, decay: float, every: int = 1, warmup_steps: int = 0):
         self.decay, self.every, self.warmup_steps = decay, every, warmup_steps
@@ -33,8 +32,7 @@ class ModelAverage:
         self._copied = [(mine, theirs) for mine, theirs in pairs if not mine.is_floating_point()]
 
     def decay_at(self, step: int) -> float:
-        """The share kept at optimizer `step` (from 1): warming up over `warmup_steps`, so the
-        average does not stay near the random initial weights."""
+        """The share kept at optimizer `step` (from 1), less over `warmup_steps`."""
         if step >= self.warmup_steps:
             return self.decay
         return self.decay * step / self.warmup_steps

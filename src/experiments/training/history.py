@@ -16,8 +16,7 @@ class _WarmUpSteps(TypedDict):
 
 
 class WarmUp(_WarmUpSteps, total=False):
-    """The steps an epoch timed apart at its start (`records.speed`), and its last step's where a
-    compiled model compiled its smaller batch anew."""
+    """The steps an epoch timed apart at its start (`records.speed`), and a last compiled anew."""
 
     last_step_images: int
     last_step_seconds: float

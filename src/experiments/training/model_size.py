@@ -20,8 +20,7 @@ class ModelSize:
     parameters: int
     flops_per_image: int
     training_flops_per_image: int
-    # The share of a training step's FLOPs in convolutions, which decide the precision fp32
-    # computes in on a GPU (`measuring.peak`).
+    # The share of a training step's FLOPs in convolutions (`measuring.peak`'s precision).
     convolution_share: float = 0.0
 
     @property
@@ -44,8 +43,7 @@ class ModelSize:
 
 
 def measure(model: nn.Module, image_shape: tuple[int, int, int], device: torch.device) -> ModelSize:
-    """The size of `model`, on `device`, by passes in evaluation mode, which change none of its
-    state; the backward pass as training runs it, without the images' gradient."""
+    """The size of `model`, by passes in evaluation mode, which change none of its state."""
     parameters = sum(parameter.numel() for parameter in model.parameters())
     training = model.training
     model.eval()

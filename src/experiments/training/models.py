@@ -124,8 +124,7 @@ def _fully_connected(sizes: Sequence[int], activation: bool) -> nn.Sequential:
 
 
 class Tudui(_ConvClassifier):
-    """The CIFAR-10 tutorial's "Tudui" CNN: three 5x5 conv + max-pool stages, then 64 → classes,
-    with no activations, exactly as the tutorial wrote it."""
+    """The CIFAR-10 tutorial's "Tudui" CNN, without activations, as the tutorial wrote it."""
 
     def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
         features = nn.Sequential(
@@ -182,8 +181,7 @@ class MLP(nn.Module):
 
 
 class UNet(nn.Module):
-    """A small U-Net (Ronneberger et al., 2015) for task=segmentation: `depth` levels, channels
-    doubling from `base_channels`; the image size must divide by 2**depth."""
+    """A small U-Net (Ronneberger et al., 2015) for task=segmentation, of `depth` levels."""
 
     def __init__(
         self,

@@ -26,8 +26,7 @@ FUSED_OPERATORS: dict[type, str] = {
 
 
 def has_fused_kernel(optimizer_class: object, device_type: str) -> bool:
-    """Whether this torch fuses the step of `optimizer_class` on `device_type` (cuda, cpu); a
-    subclass, whose step may not be torch's, has none."""
+    """Whether this torch fuses `optimizer_class`'s step on `device_type` (a subclass's: never)."""
     operator = FUSED_OPERATORS.get(optimizer_class) if isinstance(optimizer_class, type) else None
     return operator is not None and torch._C._dispatch_has_kernel_for_dispatch_key(
         operator, device_type.upper()
@@ -54,8 +53,7 @@ def decide_fused(
     return requested
 
 
-# Layers whose weights and biases scale and shift normalized values (torchvision's reference
-# script's `norm_classes`): `optimizer.norm_weight_decay` is theirs.
+# The layers whose parameters `optimizer.norm_weight_decay` decays (torchvision's `norm_classes`).
 NORM_LAYERS = (
     nn.modules.batchnorm._BatchNorm,
     nn.LayerNorm,
@@ -73,8 +71,7 @@ def decay_groups(
     norm_weight_decay: float | None,
     bias_weight_decay: float | None,
 ) -> list[dict[str, Any]]:
-    """`model`'s parameters grouped by weight decay (None: `weight_decay`), empty groups left out,
-    each parameter once (a wrapper holds the model's own)."""
+    """`model`'s parameters grouped by weight decay (None: `weight_decay`), each once."""
     decays = {"norm": norm_weight_decay, "bias": bias_weight_decay, "other": None}
     grouped: dict[str, list[nn.Parameter]] = {kind: [] for kind in decays}
     seen: set[int] = set()
@@ -97,8 +94,7 @@ def decay_groups(
 def build_optimizer(
     config: DictConfig, model: nn.Module, device_type: str
 ) -> tuple[torch.optim.Optimizer, bool]:
-    """The optimizer `config` names over `model`'s parameters, and whether its step is fused (as
-    chosen now, whatever a resumed checkpoint says)."""
+    """The optimizer `config` names, and whether its step is fused (whatever a checkpoint says)."""
     built = build(config, leave_out=("fused", *GROUPING_KEYS))
     parameters: Iterable[Any] = model.parameters()
     if any(config.get(key) is not None for key in GROUPING_KEYS):
@@ -120,8 +116,7 @@ def build_optimizer(
 def host_waits_at_every_step(
     optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, device_type: str
 ) -> str | None:
-    """A line for a GPU run whose fp16 GradScaler reads back at every step whether the gradients
-    overflowed (the step is not fused); None otherwise."""
+    """A line for a GPU run whose GradScaler waits for each unfused step's overflow; else None."""
     waits = backend_for(device_type).runs_ahead_of_host and scaler.is_enabled()
     if not waits or getattr(optimizer, "_step_supports_amp_scaling", False):
         return None
@@ -134,8 +129,7 @@ def host_waits_at_every_step(
 
 
 def _keep_built_fused(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint's optimizer state with each group fused as this optimizer's is, not as saved: a
-    fused step on a GPU handed to an unfused one would fail under GradScaler."""
+    """A checkpoint's optimizer state, each group fused as this run chose, not as saved."""
     groups = [
         {**saved_group, "fused": group["fused"]}
         for saved_group, group in zip(saved["param_groups"], optimizer.param_groups, strict=False)

@@ -74,9 +74,8 @@ def _save(profiler: profile, path: Path, backend: Backend) -> None:
 def own_times(
     averages: Sequence[FunctionEventAvg], on_gpu: bool
 ) -> tuple[list[tuple[str, float]], float]:
-    """The operators, most first, by their own microseconds on the GPU or the CPU, and the total.
-    On a GPU, `key_averages()` holds each kernel twice, as a GPU event and in the operator that
-    launched it: the operators are ranked and the GPU's events summed, so each counts once."""
+    """The operators, most first, by their own microseconds, and the total. On a GPU each kernel
+    is in `key_averages()` twice: the operators are ranked and the GPU's events summed."""
     operators = [
         event
         for event in averages
@@ -95,8 +94,7 @@ def own_times(
 
 
 def _on_the_gpu(event: FunctionEventAvg) -> bool:
-    """A kernel or copy the GPU ran (not a span marked on it, such as ProfilerStep*), or, from the
-    legacy profiler, an operator holding its own kernel's time."""
+    """A kernel or copy the GPU ran (not a span such as ProfilerStep*), or a legacy operator's."""
     if event.device_type == DeviceType.CPU:
         return event.is_legacy
     return not event.is_user_annotation

@@ -44,8 +44,7 @@ def warmup_cosine(optimizer: Optimizer, total_steps: int, min_lr: float) -> LRSc
 def onecycle(
     optimizer: Optimizer, total_steps: int, max_lr: float | None, pct_start: float
 ) -> LRScheduler:
-    """Leslie Smith's one cycle up to `max_lr` (None: the optimizer's lr). A momentum the optimizer
-    has (Adam's beta1) cycles the other way; plain SGD's 0 stays (OneCycleLR would cycle it)."""
+    """Leslie Smith's one cycle up to `max_lr`, cycling a momentum only where one was given."""
     peak = max_lr if max_lr is not None else optimizer.param_groups[0]["lr"]
     momentum = "betas" in optimizer.defaults or bool(optimizer.defaults.get("momentum"))
     return OneCycleLR(optimizer, peak, total_steps, pct_start=pct_start, cycle_momentum=momentum)
@@ -69,8 +68,7 @@ _RUN_FIELDS = ("interval", "warmup_epochs", "warmup_fraction", "start_factor")
 def for_run(
     config: DictConfig, optimizer: Optimizer, *, epochs: int, steps_per_epoch: int
 ) -> tuple[LRScheduler, Interval]:
-    """The configured schedule for a run of `epochs` of `steps_per_epoch` optimizer steps, after
-    its warm-up if it has one, and when to step it."""
+    """The configured schedule for the run, after its warm-up if it has one, and when to step it."""
     interval = Interval(config.interval)
     steps_per_interval = steps_per_epoch if interval == Interval.step else 1
     total_steps = epochs * steps_per_interval
@@ -82,8 +80,7 @@ def for_run(
 
 
 def warmup_steps(config: DictConfig, total_steps: int, steps_per_interval: int) -> int:
-    """The warm-up's share of `total_steps` (`warmup_epochs`, or `warmup_fraction` of the run): at
-    least one where asked for, and never all."""
+    """The warm-up's share of `total_steps`: at least one where asked for, and never all."""
     if "warmup_fraction" in config:
         wanted = config.warmup_fraction * total_steps
     else:

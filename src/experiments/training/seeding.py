@@ -17,8 +17,7 @@ def seed_everything(seed: int) -> None:
 
 
 def capture(shuffle: torch.Generator, gpus: tuple[int, ...] = ()) -> dict[str, Any]:
-    """Every generator's state as tensors and plain data (loadable with weights_only), of `gpus`
-    in the run's order: moved from cuda:1 to cuda:0, a resumed run continues with cuda:1's."""
+    """Every generator's state, loadable with weights_only, the GPUs' in the order of `gpus`."""
     kind, keys, position, has_gauss, cached_gaussian = np.random.get_state()
     state: dict[str, Any] = {
         "python": random.getstate(),

@@ -1,6 +1,5 @@
-"""Which epoch a run reports (the first with the best `trainer.monitor`), and when it stops early:
-decided on the validation split alone, from the epochs' rows, so a resumed run decides as the
-uninterrupted one would have. Without a validation split a run reports its final epoch."""
+"""Which epoch a run reports, and when it stops early: decided from the epochs' rows on the
+validation split alone, so a resumed run decides as the uninterrupted one would have."""
 
 from __future__ import annotations
 
@@ -45,8 +44,7 @@ class Monitor:
         return value > on + by if self.mode == Mode.max else value < on - by
 
     def selected(self, history: Sequence[EpochRow]) -> EpochRow:
-        """The epoch with the best value (the first of equals); one whose value is not finite
-        only where none is finite, then the last."""
+        """The first epoch with the best finite value (none finite: the last)."""
         finite = [row for row in history if math.isfinite(row[self.metric])] or history[-1:]
         best = finite[0]
         for row in finite[1:]:

@@ -46,8 +46,7 @@ def reached(
     compiled: bool = False,
     metric: Metric = ACCURACY,
 ) -> TimeToAccuracy:
-    """The first epoch of `history` that reached `goal` on `split`, with the training seconds until
-    its end (both None: not reached)."""
+    """The first epoch that reached `goal`, and the training seconds until its end (None: none)."""
     epoch, seconds, total = None, None, 0.0
     for row in history:
         total += row["train_seconds"]

@@ -1,6 +1,5 @@
 """timm's architectures by name (`model=timm model.arch=resnet10t`), fitted to the data by timm's
-own arguments (`num_classes`, `in_chans`, and `img_size` for one of a fixed input size); untrained
-unless `model.pretrained=true`. timm is an optional extra, imported when a model is built."""
+own arguments; timm is an optional extra, imported when a model is built."""
 
 from __future__ import annotations
 
@@ -45,7 +44,6 @@ def build(
 def _pretrained(timm: ModuleType, arch: str, arguments: dict[str, int]) -> nn.Module:
     """timm's `arch` from its default weights: fetched from the Hub where it answers, else from its
     cache alone (its library would otherwise retry for about a minute, printing every try)."""
-    # (The Hub's library is timm's, an optional extra as timm is.)
     import huggingface_hub.constants as hub
 
     offline = hub.HF_HUB_OFFLINE
@@ -71,8 +69,7 @@ def _pretrained(timm: ModuleType, arch: str, arguments: dict[str, int]) -> nn.Mo
 
 
 def _unreachable(endpoint: str) -> str | None:
-    """Why the Hub at `endpoint` is out of reach, asked through the environment's proxies as its
-    library asks; None where it answers, an HTTP error too."""
+    """Why the Hub is out of reach, asked through the proxies as its library asks, or None."""
     request = urllib.request.Request(endpoint, method="HEAD")
     try:
         urllib.request.urlopen(request, timeout=HUB_ANSWER_SECONDS).close()

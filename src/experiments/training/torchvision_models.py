@@ -38,8 +38,7 @@ def _fitted_to(arch: str, image_size: int) -> dict[str, Any]:
     if arch.startswith("vit_"):
         return {"image_size": image_size}
     if arch in ("googlenet", "inception_v3"):
-        # init_weights=False: PyTorch's own initialization, as every other architecture here has
-        # (True is slower, and None warns that its meaning will change).
+        # PyTorch's own initialization, as every other architecture's (None warns of a change).
         return {"aux_logits": False, "init_weights": False}
     return {}
 

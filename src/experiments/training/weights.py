@@ -1,6 +1,5 @@
-"""A model started from a state dict of one's own (`model.weights=PATH`), loaded with
-`weights_only=True` into the model as built for the dataset; with `model.weights_partial=true`
-only the tensors that fit (fine-tuning ImageNet weights with a new classifier)."""
+"""A model started from a state dict of one's own (`model.weights=PATH`), loaded into the model as
+built for the dataset; with `model.weights_partial=true` only the tensors that fit."""
 
 from __future__ import annotations
 
@@ -71,8 +70,7 @@ def _as_state_dict(file: IO[bytes]) -> Any:
         return torch.load(file, map_location="cpu", weights_only=True)
     except ExperimentError:
         raise  # grown past a checkpoint's bound as it was read
-    # Bytes that are no torch file fail in pickle's ways (UnpicklingError, IndexError, KeyError,
-    # ...), a torn one in the zip reader's: all are the same answer here.
+    # Bytes that are no torch file fail in pickle's ways or the zip reader's: all the same here.
     except Exception as error:
         raise Unparsed(
             "is no state dict torch.load can read with weights_only=True (write one with "
