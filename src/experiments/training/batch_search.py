@@ -1,6 +1,5 @@
-"""trainer.batch_size=auto: the largest power of two that trains on the device, tried on copies of
-the model and optimizer, so a run that finds 512 trains exactly as one given 512. On the CPU, which
-swaps rather than fails, "fits" is within trainer.memory_budget_gb."""
+"""trainer.batch_size=auto: the largest power of two that trains on the device (the CPU: within
+trainer.memory_budget_gb), tried on copies, so a run that finds 512 trains as one given 512."""
 
 from __future__ import annotations
 
@@ -66,8 +65,7 @@ class Trial:
     data: ImageData
     runtime: Runtime
     budget_gb: float  # the CPU's: the process's peak resident memory allowed
-    # The CPU's peak memory so far, (batch, bytes): what the next try is predicted from.
-    _peak_memory: list[tuple[int, float]] = field(default_factory=list)
+    _peak_memory: list[tuple[int, float]] = field(default_factory=list)  # the CPU's (batch, bytes)
 
     def fits(self, batch: int) -> str | None:
         if not self.runtime.backend.is_host:

@@ -1,6 +1,5 @@
-"""An exponential moving average of a model's weights and buffers (trainer.ema), as timm's
-ModelEmaV3 keeps one, which a run evaluates and saves as its result. torch's `AveragedModel` reads
-its update count on the host, a wait each step; here an update is one `_foreach_lerp_`."""
+"""trainer.ema: a moving average of a model's weights and buffers, as timm's ModelEmaV3 keeps one,
+updated by one `_foreach_lerp_` (torch's `AveragedModel` reads its count on the host each step)."""
 
 from __future__ import annotations
 

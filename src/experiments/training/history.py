@@ -1,5 +1,4 @@
-"""A run's history: a row per epoch trained, as the checkpoint's `history` and metrics.jsonl's
-"epoch" rows hold it; keys that older run folders lack are not required."""
+"""A row per epoch trained, as checkpoints and metrics.jsonl hold it (older runs lack some keys)."""
 
 from __future__ import annotations
 
@@ -49,8 +48,7 @@ class EpochRow(_EveryVersionsRow, total=False):
     host_other_cpu_share: float | None  # None: /proc could not tell
     host_busy: bool | None
     mfu: float | None  # the epoch's model FLOPs utilization (None: it beat a wrong peak)
-    # The joules of each energy counter over the epoch's training; None where none could be read.
-    train_energy: dict[str, float] | None
+    train_energy: dict[str, float] | None  # joules by energy counter (None: none could be read)
 
 
 History = list[EpochRow]

@@ -96,11 +96,9 @@ def train_epoch(
     unit: Unit = IMAGES,
     last_step_apart: bool = False,
 ) -> TrainingResult:
-    """One pass over `batches`, the first `warm_up_steps` timed on their own, and with
-    `last_step_apart` (a compiled model's first epoch) a smaller last step."""
-    model, optimizer = learner.model, learner.optimizer
-    scaler, accumulate = runtime.scaler, learner.accumulate_batches
-    model.train()
+    """One pass over `batches`, its first `warm_up_steps` (and a smaller compiled last) apart."""
+    optimizer, scaler, accumulate = learner.optimizer, runtime.scaler, learner.accumulate_batches
+    learner.model.train()
     compute_timer = DeviceTimer(runtime.device)
     epoch_loss = 0.0
     times = _StepTimes(batches, accumulate, warm_up_steps, last_step_apart, runtime.device)
@@ -234,8 +232,7 @@ BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 
 
 def fewest_images(model: nn.Module, processes: int) -> int:
-    """The fewest images a training batch of all `processes` may have: two a process with BatchNorm
-    layers unless they are synchronized, where 1x1 features would not train."""
+    """The fewest images a batch of all `processes` may have: 2 each for unsynced BatchNorm."""
     norms = [module for module in model.modules() if isinstance(module, BATCH_NORMS)]
     pooled = processes > 1 and all(isinstance(norm, nn.SyncBatchNorm) for norm in norms)
     return processes if not norms or pooled else 2 * processes

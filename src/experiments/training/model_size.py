@@ -1,6 +1,5 @@
-"""A model's size: its parameters, and the FLOPs of a forward pass on one image and of a training
-step, as `FlopCounterMode` counts them (a multiply-add is two). Attention is counted in its math
-form: the counter has no formula for the fused kernels and would count them as nothing."""
+"""A model's parameters, and FLOPs per image of a forward pass and a training step, attention in
+its math form: `FlopCounterMode` has no formula for the fused kernels and would count nothing."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ class ModelSize:
     parameters: int
     flops_per_image: int
     training_flops_per_image: int
-    # The share of a training step's FLOPs in convolutions (`measuring.peak`'s precision).
-    convolution_share: float = 0.0
+    convolution_share: float = 0.0  # of a training step's FLOPs (`measuring.peak`'s precision)
 
     @property
     def convolutions_lead(self) -> bool:
@@ -59,12 +57,9 @@ def measure(model: nn.Module, image_shape: tuple[int, int, int], device: torch.d
                     torch.autograd.grad(output.sum(), trained)
     finally:
         model.train(training)
-    total = step.get_total_flops()
+    total, counts = step.get_total_flops(), step.get_flop_counts().get("Global", {})
     convolutions = sum(
-        count
-        for operator, count in step.get_flop_counts().get("Global", {}).items()
-        if "convolution" in str(operator)
+        count for operator, count in counts.items() if "convolution" in str(operator)
     )
-    return ModelSize(
-        parameters, forward.get_total_flops(), total, convolutions / total if total else 0.0
-    )
+    share = convolutions / total if total else 0.0
+    return ModelSize(parameters, forward.get_total_flops(), total, share)

@@ -1,6 +1,4 @@
-"""The models, each sized from the dataset's shape, and `build_for`, which builds these,
-torchvision's, timm's and models of one's own alike. The layer lists follow their tutorials; only
-the first fully connected layer's input follows the image size (too small: `ShapeError`)."""
+"""The tutorials' models, and `build_for`, which builds any model for the dataset's shape."""
 
 from __future__ import annotations
 
@@ -63,12 +61,9 @@ def build_for(
     )
 
 
-# The fields of a model config that the dataset fills in (schemas.ModelConfig).
-SHAPE_FIELDS = ("in_channels", "image_size", "num_classes")
-# What the model starts from, loaded once it is built (`training.weights`), never the constructor's.
-WEIGHTS_FIELDS = ("weights", "weights_partial")
-# The one a constructor takes (model=timm's): weights it fetches, which a checkpoint's replace.
-PRETRAINED = "pretrained"
+SHAPE_FIELDS = ("in_channels", "image_size", "num_classes")  # the dataset fills them in
+WEIGHTS_FIELDS = ("weights", "weights_partial")  # loaded once it is built (`training.weights`)
+PRETRAINED = "pretrained"  # model=timm's: weights it fetches, which a checkpoint's replace
 
 
 def _shape_fields_not_taken(target: Callable[..., nn.Module]) -> tuple[str, ...]:
@@ -82,19 +77,7 @@ def _shape_fields_not_taken(target: Callable[..., nn.Module]) -> tuple[str, ...]
     return tuple(field for field in SHAPE_FIELDS if field not in parameters)
 
 
-def _flattened_size(features: nn.Module, in_channels: int, image_size: int) -> int:
-    try:
-        with torch.no_grad():
-            return features(torch.zeros(1, in_channels, image_size, image_size)).numel()
-    except RuntimeError as error:
-        raise ShapeError(
-            f"its layers shrink {image_size}x{image_size} images to nothing"
-        ) from error
-
-
 class _ConvClassifier(nn.Module):
-    """Convolutional `features`, flattened, then fully connected layers through `hidden`."""
-
     def __init__(
         self,
         features: nn.Sequential,
@@ -106,7 +89,12 @@ class _ConvClassifier(nn.Module):
     ) -> None:
         super().__init__()
         self.features = features
-        flat = _flattened_size(features, in_channels, image_size)
+        try:
+            with torch.no_grad():
+                flat = features(torch.zeros(1, in_channels, image_size, image_size)).numel()
+        except RuntimeError as error:
+            shrunk = f"its layers shrink {image_size}x{image_size} images to nothing"
+            raise ShapeError(shrunk) from error
         self.classifier = _fully_connected([flat, *hidden, num_classes], activation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -114,7 +102,6 @@ class _ConvClassifier(nn.Module):
 
 
 def _fully_connected(sizes: Sequence[int], activation: bool) -> nn.Sequential:
-    """Linear layers through `sizes`; with `activation`, a ReLU after each but the last."""
     layers: list[nn.Module] = []
     for index, (size_in, size_out) in enumerate(itertools.pairwise(sizes)):
         layers.append(nn.Linear(size_in, size_out))
@@ -139,7 +126,6 @@ class Tudui(_ConvClassifier):
 
 
 def _two_conv_relu_pool(in_channels: int, second_channels: int) -> nn.Sequential:
-    """LeNet's features, and Network's."""
     return nn.Sequential(
         nn.Conv2d(in_channels, 6, 5),
         nn.ReLU(),

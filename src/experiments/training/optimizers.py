@@ -1,6 +1,5 @@
-"""The run's optimizer, its step fused into one kernel where torch has one (`optimizer.fused`): on
-a GPU, fp16's GradScaler reads back whether an unfused step's gradients overflowed, so the host
-waits for the GPU every step, where a fused one skips an overflowed update on the GPU."""
+"""The run's optimizer, its step fused where torch can (`optimizer.fused`): on a GPU, fp16's
+GradScaler makes the host wait for an unfused step's overflow every step; a fused one does not."""
 
 from __future__ import annotations
 
@@ -61,8 +60,7 @@ NORM_LAYERS = (
     nn.modules.instancenorm._InstanceNorm,
     nn.LocalResponseNorm,
 )
-# The config's keys that shape the parameter groups, not the optimizer's arguments.
-GROUPING_KEYS = ("norm_weight_decay", "bias_weight_decay")
+GROUPING_KEYS = ("norm_weight_decay", "bias_weight_decay")  # shape the groups, not the optimizer
 
 
 def decay_groups(
@@ -76,14 +74,12 @@ def decay_groups(
     grouped: dict[str, list[nn.Parameter]] = {kind: [] for kind in decays}
     seen: set[int] = set()
     for module in model.modules():
+        norm = isinstance(module, NORM_LAYERS)
         for name, parameter in module.named_parameters(recurse=False):
             if not parameter.requires_grad or id(parameter) in seen:
                 continue
             seen.add(id(parameter))
-            kind = (
-                "norm" if isinstance(module, NORM_LAYERS) else "bias" if name == "bias" else "other"
-            )
-            grouped[kind].append(parameter)
+            grouped["norm" if norm else "bias" if name == "bias" else "other"].append(parameter)
     return [
         {"params": grouped[kind], "weight_decay": weight_decay if decay is None else decay}
         for kind, decay in decays.items()

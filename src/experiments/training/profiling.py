@@ -52,7 +52,6 @@ def _save(profiler: profile, path: Path, backend: Backend) -> None:
         exported = Path(folder) / path.name
         profiler.export_chrome_trace(str(exported))
         write_atomically(path, lambda file: file.write(exported.read_bytes()))
-    # A device that is not the host has time of its own, in which its kernels ran.
     ranked, total = own_times(profiler.key_averages(), on_gpu=not backend.is_host)
     lines = [
         f"  {took / 1000:8.2f} ms {100 * took / (total or 1):4.0f}%  {name}"
@@ -74,8 +73,7 @@ def _save(profiler: profile, path: Path, backend: Backend) -> None:
 def own_times(
     averages: Sequence[FunctionEventAvg], on_gpu: bool
 ) -> tuple[list[tuple[str, float]], float]:
-    """The operators, most first, by their own microseconds, and the total. On a GPU each kernel
-    is in `key_averages()` twice: the operators are ranked and the GPU's events summed."""
+    """The operators, most first, by their own microseconds, and the total, each GPU kernel once."""
     operators = [
         event
         for event in averages

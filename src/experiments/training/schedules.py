@@ -1,5 +1,4 @@
-"""Learning-rate schedules, the scheduler config group's `_target_`s: each is built with the
-`total_steps` the run will step it, so `trainer.epochs=30` stretches a cosine rather than cut it."""
+"""Learning-rate schedules, each built for the run's `total_steps`, so that it fits the run."""
 
 from __future__ import annotations
 
@@ -32,7 +31,6 @@ def step(
 
 
 def cosine(optimizer: Optimizer, total_steps: int, min_lr: float) -> LRScheduler:
-    """From the optimizer's lr down to `min_lr` along half a cosine."""
     return CosineAnnealingLR(optimizer, T_max=total_steps, eta_min=min_lr)
 
 
@@ -53,7 +51,6 @@ def onecycle(
 def warmed_up(
     optimizer: Optimizer, schedule: LRScheduler, warmup_steps: int, start_factor: float
 ) -> LRScheduler:
-    """A linear rise from lr * `start_factor` to lr over `warmup_steps`, then `schedule`."""
     return SequentialLR(
         optimizer,
         [LinearLR(optimizer, start_factor=start_factor, total_iters=warmup_steps), schedule],

@@ -1,5 +1,4 @@
-"""What each shipped task measures, its `Task.measured` (`training.tasks`), declared here without
-torch: the report reads the rows of any run by them, and never imports torch."""
+"""Each shipped task's `Task.measured`, declared without torch, which the report never imports."""
 
 from __future__ import annotations
 
@@ -16,5 +15,4 @@ CLASSIFICATION = TaskMetrics((ACCURACY, TOP5_ACCURACY, LOSS))
 BEFORE_TOP5 = TaskMetrics((ACCURACY, LOSS))
 REGRESSION = TaskMetrics((RMSE, MAE, R2, LOSS))
 SEGMENTATION = TaskMetrics((MIOU, PIXEL_ACCURACY, LOSS), per_class="pixel accuracy")
-# In the order of `training.tasks.SHIPPED`.
-SHIPPED = (CLASSIFICATION, REGRESSION, SEGMENTATION)
+SHIPPED = (CLASSIFICATION, REGRESSION, SEGMENTATION)  # in the order of `training.tasks.SHIPPED`

@@ -48,8 +48,7 @@ class Task(nn.Module):
     narrower: ClassVar[tuple[TaskMetrics, ...]] = ()  # what else its config may declare
     unmeasured: ClassVar[dict[str, str]] = {}  # why a metric goes unmeasured with some data
     metrics: TaskMetrics  # what it measures of its data, given when it is built (`build_task`)
-    # "classes" (an index per image), "values" (float vectors) or "masks" (a class per pixel).
-    targets = "classes"
+    targets = "classes"  # an index per image; "values": float vectors; "masks": a class per pixel
 
     @classmethod
     def measures(cls, declared: Mapping[str, str] | None, classes: int | None) -> TaskMetrics:
@@ -127,8 +126,7 @@ class Classification(Task):
 
 
 class Regression(Task):
-    """A float vector per example, the outputs standardized so the mean squared error starts near 1
-    whatever the units; with several targets, each metric is their mean."""
+    """Float vectors, standardized so the loss starts near 1; each metric the mean over targets."""
 
     targets = "values"
     measured = shipped_metrics.REGRESSION
@@ -143,8 +141,7 @@ class Regression(Task):
         return nn.functional.mse_loss(outputs.float(), (targets - self.mean) / self.std)
 
     def tally(self, outputs: Tensor, targets: Tensor) -> Tensor:
-        """Per target, in float64: the sums of squared and absolute errors, of the targets and
-        their squares, and the count."""
+        """Per target, in float64: sums of squared and absolute errors, targets, squares; count."""
         predicted = (outputs.double() * self.std + self.mean).reshape(targets.shape)
         errors, values = predicted - targets, targets.double()
         count = torch.full_like(values[0], len(values))
@@ -209,8 +206,7 @@ def per_pixel_cross_entropy(outputs: Tensor, targets: Tensor) -> Tensor:
     return nn.functional.cross_entropy(rows, targets.reshape(-1))
 
 
-# The shipped tasks, whose metrics the report reads runs by.
-SHIPPED = (Classification, Regression, Segmentation)
+SHIPPED = (Classification, Regression, Segmentation)  # whose metrics the report reads runs by
 # The task that learns each kind of target.
 FITTING = {"classes": "classification", "values": "regression", "masks": "segmentation"}
 

@@ -1,6 +1,5 @@
-"""Time to a target (trainer.target_metric and trainer.target_value; trainer.target_accuracy): the
-training seconds, evaluation excluded and compilation included, until a metric of the validation
-split (without one, the test split) first reached a target, at or above it or (better low) below."""
+"""Time to a target (trainer.target_value; trainer.target_accuracy): the training seconds,
+compilation included, until a metric of the validation (or test) split first reached a target."""
 
 from __future__ import annotations
 

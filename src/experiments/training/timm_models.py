@@ -1,5 +1,4 @@
-"""timm's architectures by name (`model=timm model.arch=resnet10t`), fitted to the data by timm's
-own arguments; timm is an optional extra, imported when a model is built."""
+"""timm's architectures by name (`model=timm model.arch=resnet10t`), an optional extra."""
 
 from __future__ import annotations
 
@@ -16,8 +15,7 @@ from experiments.core.hints import did_you_mean
 
 INSTALL = "pip install 'experiments[timm]'"
 
-# How long the Hugging Face Hub is given to answer before it is taken as out of reach.
-HUB_ANSWER_SECONDS = 5.0
+HUB_ANSWER_SECONDS = 5.0  # before the Hugging Face Hub is taken as out of reach
 
 
 def build(
@@ -88,7 +86,6 @@ def takes_one_size(timm: ModuleType, arch: str) -> bool:
 
 
 def _refuse_unknown_tag(timm: ModuleType, arch: str) -> None:
-    """Refuse a pretrained tag (`resnet10t.c3_in1k`) timm has no weights under."""
     name, tag = timm.models.split_model_name_tag(arch)
     tags = [known.partition(".")[2] for known in timm.list_pretrained(f"{name}.*")]
     if not tag or tag in tags:

@@ -1,6 +1,4 @@
-"""torchvision's classification architectures by name (`model=torchvision model.arch=resnet18`),
-untrained, built for the dataset's classes (a Vision Transformer for its image size too), the first
-convolution replaced for other than 3 channels, and auxiliary classifiers left out."""
+"""torchvision's classification architectures by name (`model=torchvision model.arch=resnet18`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""A model started from a state dict of one's own (`model.weights=PATH`), loaded into the model as
-built for the dataset; with `model.weights_partial=true` only the tensors that fit."""
+"""A model started from a state dict of one's own (`model.weights=PATH`)."""
 
 from __future__ import annotations
 
@@ -13,8 +12,7 @@ from torch import nn
 from experiments.core.errors import ExperimentError
 from experiments.core.files import CHECKPOINT, Unparsed, read_data, refuse_special_file
 
-# How many tensors a refusal names before it says how many more there are.
-NAMED = 3
+NAMED = 3  # the tensors a refusal names before it says how many more there are
 
 
 def load_weights(model: nn.Module, path: str, partial: bool = False) -> list[str]:
