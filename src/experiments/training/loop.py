@@ -96,7 +96,8 @@ def train_epoch(
     unit: Unit = IMAGES,
     last_step_apart: bool = False,
 ) -> TrainingResult:
-    """One pass over `batches`, its first `warm_up_steps` (and a smaller compiled last) apart."""
+    """One pass of optimizer steps over `batches`; its first `warm_up_steps`, and with
+    `last_step_apart` a smaller last step (compiled anew), are timed apart."""
     optimizer, scaler, accumulate = learner.optimizer, runtime.scaler, learner.accumulate_batches
     learner.model.train()
     compute_timer = DeviceTimer(runtime.device)
