@@ -1,2 +1,1 @@
-"""Layer 5, training: the models, the training step and evaluation loop, learning-rate schedules,
-seeding, and which epoch is selected. Imports the layers below (`core` to `data`)."""
+"""Layer 5, training: models, the loop, schedules, seeding, selection; imports `core` to `data`."""

@@ -1,15 +1,5 @@
-"""trainer.batch_size=auto: the largest batch that trains on the run's device, found by trying.
-
-The search is a pure function of "does this batch fit" answers (`largest_batch`): powers of two,
-doubled from the fewest images a batch may have while each fits, up to the training split's size.
-Each answer is one real training step (`Trial`) in the run's precision and memory format, on
-copies of the model and optimizer, so the run's weights, optimizer, scaler and random numbers are
-never touched (a run that finds 512 trains exactly as one given 512).
-
-"Fits" on a GPU: no out-of-memory error; on the CPU, which swaps rather than fails, the process's
-peak resident memory within `trainer.memory_budget_gb` (a try the last two predict above it is not
-run).
-"""
+"""trainer.batch_size=auto: the largest power of two that trains on the device (the CPU: within
+trainer.memory_budget_gb), tried on copies, so a run that finds 512 trains as one given 512."""
 
 from __future__ import annotations
 
@@ -41,8 +31,7 @@ GIB = 2**30
 
 @dataclass(frozen=True)
 class Search:
-    """What a search found: the largest batch that fit, what stopped it, and each batch tried
-    in order with whether it fit."""
+    """The largest batch that fit, what stopped the search, and each batch tried and if it fit."""
 
     largest: int
     stopped_by: str
@@ -50,8 +39,7 @@ class Search:
 
 
 def largest_batch(fits: Callable[[int], str | None], fewest: int, most: int) -> Search | None:
-    """The largest power of two from `fewest` up to `most` for which `fits` returns no reason
-    against it, trying from the smallest; None where not even `fewest` fits."""
+    """The largest power of two from `fewest` up to `most` that `fits` (None: not even `fewest`)."""
     tried: list[tuple[int, bool]] = []
     batch, largest = fewest, None
     while batch <= most:
@@ -69,8 +57,7 @@ def smallest_power_of_two(at_least: int) -> int:
 
 @dataclass
 class Trial:
-    """One training step at a batch size, on copies of what the run trains (`model`, its
-    optimizer config, `task`), on `runtime`'s device: `fits` answers for `largest_batch`."""
+    """A training step at a batch size, on copies of what the run trains: `largest_batch`'s try."""
 
     model: nn.Module  # unwrapped, on the device
     task: Task  # placed on the device
@@ -78,11 +65,9 @@ class Trial:
     data: ImageData
     runtime: Runtime
     budget_gb: float  # the CPU's: the process's peak resident memory allowed
-    # The CPU's measured peak memory so far, (batch, bytes): what the next try is predicted from.
-    _peak_memory: list[tuple[int, float]] = field(default_factory=list)
+    _peak_memory: list[tuple[int, float]] = field(default_factory=list)  # the CPU's (batch, bytes)
 
     def fits(self, batch: int) -> str | None:
-        """None where a step at `batch` trains within the device's memory, else why not."""
         if not self.runtime.backend.is_host:
             return self._fits_gpu(batch)
         budget = self.budget_gb * GIB
@@ -106,36 +91,28 @@ class Trial:
         return None
 
     def _predicted(self, batch: int) -> float:
-        """The peak memory a try at `batch` would reach, on the line through the last two tries (0
-        before there are two): growing with the batch's activations."""
+        """The peak memory at `batch`, on the line through the last two tries (0 before two)."""
         if len(self._peak_memory) < 2:
             return 0.0
         (small, low), (large, high) = self._peak_memory[-2:]
         return high + (high - low) / (large - small) * (batch - large)
 
     def _step(self, batch: int) -> None:
-        """Forward, backward and optimizer step at `batch` images, on copies, left to be freed."""
-        model = copy.deepcopy(self.model)
-        optimizer, _ = optimizers.build_optimizer(self.optimizer, model, self.runtime.type)
-        scaler = torch.amp.GradScaler(self.runtime.type, enabled=self.runtime.scaler.is_enabled())
+        data, runtime, model = self.data, self.runtime, copy.deepcopy(self.model)
+        optimizer, _ = optimizers.build_optimizer(self.optimizer, model, runtime.type)
+        scaler = torch.amp.GradScaler(runtime.type, enabled=runtime.scaler.is_enabled())
         learner = loop.Learner(model, self.task, optimizer)
-        assert self.data.train is not None
+        assert data.train is not None
         batches = Batches(
-            self.data.train,
-            batch_size=batch,
-            mean=self.data.mean,
-            std=self.data.std,
-            runtime=self.runtime,
-            limit=1,
+            data.train, batch_size=batch, mean=data.mean, std=data.std, runtime=runtime, limit=1
         )
         inputs, targets = next(iter(batches))
-        loop.trial_step(learner, self.runtime, scaler, inputs, targets)
+        loop.trial_step(learner, runtime, scaler, inputs, targets)
 
 
 @dataclass(frozen=True)
 class SearchResult:
-    """The batch a run trains with, and how the search found it: results.json's
-    `batch_search`."""
+    """The batch a run trains with, and how the search found it: results.json's `batch_search`."""
 
     batch: int
     search: Search
@@ -156,34 +133,28 @@ class SearchResult:
 
 
 def search(trial: Trial, fewest: int, halvings: int) -> SearchResult:
-    """The largest batch `trial` fits, from `fewest` up to the training split's size, halved
-    `halvings` times (never below `fewest`), leaving the run's random numbers as they were."""
+    """The largest batch `trial` fits, halved `halvings` times; the random numbers are untouched."""
     assert trial.data.train is not None
     loop.refuse_a_split_too_small(AUTO_BATCH, len(trial.data.train), fewest, 1, trial.data.unit)
-    started = time.perf_counter()
-    gpus = trial.runtime.plan.gpus
-    with torch.random.fork_rng(devices=gpus):
-        found = largest_batch(trial.fits, smallest_power_of_two(fewest), len(trial.data.train))
+    started, smallest = time.perf_counter(), smallest_power_of_two(fewest)
+    with torch.random.fork_rng(devices=trial.runtime.plan.gpus):
+        found = largest_batch(trial.fits, smallest, len(trial.data.train))
     device, on_host = trial.runtime.plan, trial.runtime.backend.is_host
     if found is None:
-        fewest = smallest_power_of_two(fewest)
-        if not on_host:
-            why = f"not even a batch of {fewest} trains on {device}"
-        else:
-            why = (
-                f"not even a batch of {fewest} trains on {device} within "
-                f"trainer.memory_budget_gb={trial.budget_gb:g} (the process's peak memory); "
-                "raise it, or"
+        why = f"not even a batch of {smallest} trains on {device}"
+        if on_host:
+            why += (
+                f" within trainer.memory_budget_gb={trial.budget_gb:g} (the process's peak "
+                "memory); raise it, or"
             )
         raise ExperimentError(f"trainer.batch_size=auto: {why} give trainer.batch_size a number")
     memory.reset_peak_memory(device)  # the tries' peak memory is not the run's
-    batch = max(found.largest >> halvings, smallest_power_of_two(fewest))
+    batch = max(found.largest >> halvings, smallest)
     budget = trial.budget_gb if on_host else None
     return SearchResult(batch, found, halvings, budget, time.perf_counter() - started)
 
 
 def search_line(found: SearchResult, lr: float, device: str) -> str:
-    """The log line: what was found and how, what the run trains with, and its learning rate."""
     search_ = found.search
     stopped = {
         OUT_OF_MEMORY: f"{2 * search_.largest} ran out of memory",

@@ -1,10 +1,4 @@
-"""A run's history: a row per epoch trained, as the checkpoint's `history` and metrics.jsonl's
-rows of kind "epoch" hold it, and as selection, a resume and the report read it back. Keys that
-older run folders lack are not required.
-
-The metrics' keys are `config.metric_names`' (CLASSIFICATION on the validation and test splits);
-tests/training/test_history.py holds these types to them, and to the rows an old run wrote.
-"""
+"""A row per epoch trained, as checkpoints and metrics.jsonl hold it (older runs lack some keys)."""
 
 from __future__ import annotations
 
@@ -21,8 +15,7 @@ class _WarmUpSteps(TypedDict):
 
 
 class WarmUp(_WarmUpSteps, total=False):
-    """The steps an epoch timed apart at its start (`records.speed`), their images and seconds;
-    and its last step's, where a compiled model compiled its smaller batch anew."""
+    """The steps an epoch timed apart at its start (`records.speed`), and a last compiled anew."""
 
     last_step_images: int
     last_step_seconds: float
@@ -47,8 +40,7 @@ class _EveryVersionsRow(TypedDict):
 
 
 class EpochRow(_EveryVersionsRow, total=False):
-    """An epoch's numbers. Only with a validation split: val_loss and val_accuracy. Missing from
-    older run folders: warm_up, the host's load, the MFU and the energy."""
+    """An epoch's numbers; val_loss and val_accuracy only with a validation split."""
 
     val_loss: float
     val_accuracy: float
@@ -56,15 +48,12 @@ class EpochRow(_EveryVersionsRow, total=False):
     host_other_cpu_share: float | None  # None: /proc could not tell
     host_busy: bool | None
     mfu: float | None  # the epoch's model FLOPs utilization (None: it beat a wrong peak)
-    # The joules of each energy counter (a GPU, a CPU package) over the epoch's training; None
-    # where none could be read (`devices.measuring.energy`).
-    train_energy: dict[str, float] | None
+    train_energy: dict[str, float] | None  # joules by energy counter (None: none could be read)
 
 
 History = list[EpochRow]
 
 
 def validated(history: Sequence[EpochRow]) -> bool:
-    """Whether the run measured a validation split (its rows carry the validation loss, which
-    every task has)."""
+    """Whether the run measured a validation split (its rows carry the validation loss)."""
     return bool(history) and VAL_LOSS in history[-1]

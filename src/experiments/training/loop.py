@@ -1,10 +1,5 @@
-"""The training loop: one epoch of optimizer steps, and evaluation on a split, as the run's task
-(`training.tasks`) scores a batch.
-
-Losses and the task's tallies add up on the device; they come back to the host (`.item()`,
-`.tolist()`) only at log intervals and at the end of a pass, so the loop never waits for the
-device per step.
-"""
+"""The training loop and evaluation, as the run's task scores a batch. Losses and tallies add up on
+the device and come to the host only at log intervals and at a pass's end, never per step."""
 
 from __future__ import annotations
 
@@ -17,7 +12,8 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 
 import torch
-from torch import nn
+from torch import Tensor, nn
+from torch.amp import GradScaler
 from torch.optim.lr_scheduler import LRScheduler
 from tqdm import tqdm
 
@@ -33,13 +29,11 @@ from experiments.devices.wrapping import without_gradient_sync
 from experiments.training.ema import ModelAverage
 from experiments.training.tasks import Task
 
-# A thread lock will do for a progress bar of one process. tqdm's default also takes a
-# multiprocessing semaphore, which a killed sweep worker never hands back, and Python's resource
-# tracker then warns of it after the sweep's last line.
+# tqdm's default lock takes a multiprocessing semaphore, which a killed sweep worker never hands
+# back and Python's resource tracker then warns of; a thread lock will do for one process.
 tqdm.set_lock(threading.RLock())
 
-# Called every log interval with (step within the epoch, mean loss since the last call, images/s,
-# the step's learning rate).
+# Called every log interval: (step within the epoch, mean loss since the last call, images/s, lr).
 StepLogger = Callable[[int, float, float, float], None]
 
 
@@ -51,16 +45,11 @@ class TrainingResult:
     images: int
     seconds: float
     wait_seconds: float  # the loop waiting for batches (host clock)
-    # Copying them to the device: on a GPU by CUDA events, overlapping wait_seconds (and may
-    # exceed it); on the CPU, within wait_seconds.
-    copy_seconds: float
+    copy_seconds: float  # to the device: on a GPU by CUDA events, overlapping wait_seconds
     compute_seconds: float  # forward, backward and optimizer step (on the device)
     lr: float  # of the epoch's last step
-    # The images and seconds from the epoch's start to the end of each of its warm-up steps (the
-    # first `warm_up_steps` optimizer steps), the device waited for at each.
-    warm_up: list[tuple[int, float]] = field(default_factory=list)
-    # The last step's images and seconds, timed apart where it compiled a new shape.
-    last_step: tuple[int, float] | None = None
+    warm_up: list[tuple[int, float]] = field(default_factory=list)  # (images, seconds) at each end
+    last_step: tuple[int, float] | None = None  # timed apart where it compiled a new shape
 
     @property
     def images_per_second(self) -> float:
@@ -72,31 +61,26 @@ class EvaluationResult:
     loss: float  # mean over the images
     metrics: dict[str, float]  # the task's, by name: {"accuracy": 0.386}
     seconds: float
-    # Of a task that tells classes apart: inputs of true class i predicted as class j, and the
-    # fraction right per class (None for a class with none).
+    # Of a task that tells classes apart: inputs of true class i predicted as class j.
     confusion: list[list[int]] | None = None
     class_accuracy: list[float | None] | None = None
 
 
 @dataclass
 class Learner:
-    """What the training step updates, and how. `schedule` None: the caller steps it per epoch;
-    `clip` None: unclipped."""
+    """What the training step updates, and how (`step_scheduler` None: stepped per epoch)."""
 
     model: nn.Module
     task: Task
     optimizer: torch.optim.Optimizer
     step_scheduler: LRScheduler | None = None
     gradient_clip: float | None = None
-    # Raise once the training loss is not finite (trainer.stop_on_divergence).
-    stop_on_divergence: bool = True
-    # Batches whose gradients add up to one optimizer step (trainer.accumulate_batches).
-    accumulate_batches: int = 1
-    # The model replays CUDA graphs (trainer.compile_mode=reduce-overhead): each optimizer step
-    # begins a new step of them, or the next replay would overwrite what this one still needs.
+    stop_on_divergence: bool = True  # raise once the training loss is not finite
+    accumulate_batches: int = 1  # batches whose gradients add up to one optimizer step
+    # trainer.compile_mode=reduce-overhead: each optimizer step begins a new step of CUDA graphs,
+    # or the next replay would overwrite what this one still needs.
     cuda_graphs: bool = False
-    # trainer.ema's moving average of the weights (None: none is kept).
-    ema: ModelAverage | None = None
+    ema: ModelAverage | None = None  # trainer.ema's moving average of the weights
 
 
 def train_epoch(
@@ -112,18 +96,15 @@ def train_epoch(
     unit: Unit = IMAGES,
     last_step_apart: bool = False,
 ) -> TrainingResult:
-    """One pass of optimizer steps over `batches`, one every `learner.accumulate_batches` batches
-    (`log_interval` counts optimizer steps), calling `after_step` after each; losses and speeds
-    count every process. The first `warm_up_steps` steps (compiling, autotuning, profiling) are
-    timed on their own; with `last_step_apart` (a compiled model's first epoch), so is the last
-    step where its batch is smaller than the others: a new shape, compiled anew."""
-    model, optimizer = learner.model, learner.optimizer
-    scaler, accumulate = runtime.scaler, learner.accumulate_batches
-    model.train()
+    """One pass of optimizer steps over `batches`; its first `warm_up_steps`, and with
+    `last_step_apart` a smaller last step (compiled anew), are timed apart."""
+    optimizer, scaler, accumulate = learner.optimizer, runtime.scaler, learner.accumulate_batches
+    learner.model.train()
     compute_timer = DeviceTimer(runtime.device)
     epoch_loss = 0.0
     times = _StepTimes(batches, accumulate, warm_up_steps, last_step_apart, runtime.device)
-    progress = _progress_bar(batches, description, runtime.group)
+    hidden = None if runtime.group.is_main else True  # (tqdm's None: hidden off a terminal)
+    progress = tqdm(batches, desc=description, unit="batch", leave=False, disable=hidden)
     interval = _LogInterval(batches, runtime, learner, progress, log_step, description, unit)
     for index, (inputs, targets) in enumerate(progress):
         step = index // accumulate + 1  # the optimizer step this batch is part of
@@ -135,7 +116,6 @@ def train_epoch(
                 torch.compiler.cudagraph_mark_step_begin()
             lr = optimizer.param_groups[0]["lr"]
             optimizer.zero_grad(set_to_none=True)
-            # The step's images: its batches' (the epoch's last step may have fewer).
             step_images = sum(batches.sizes[index : index + accumulate])
         loss = _backward(learner, runtime, inputs, targets, step_images, sync=last_of_step)
         interval.add(loss.detach(), len(targets))
@@ -150,33 +130,17 @@ def train_epoch(
         if step % log_interval == 0 or index == len(batches) - 1:
             epoch_loss += interval.end(index, step, lr)
     # The last step always logs, so the device has finished by now.
-    return _epoch_result(epoch_loss, batches, times, compute_timer.take(), lr)
-
-
-def _epoch_result(
-    summed_loss: float, batches: Batches, times: _StepTimes, compute_seconds: float, lr: float
-) -> TrainingResult:
-    ended = time.perf_counter()
+    compute, ended = compute_timer.take(), time.perf_counter()
     images = batches.count_images()
     waited, copying = batches.times()
     seconds, warm_up, last_step = ended - times.started, times.warm_up, times.last_step(ended)
     return TrainingResult(
-        summed_loss / images,
-        images,
-        seconds,
-        waited,
-        copying,
-        compute_seconds,
-        lr,
-        warm_up,
-        last_step,
+        epoch_loss / images, images, seconds, waited, copying, compute, lr, warm_up, last_step
     )
 
 
 class _StepTimes:
-    """The steps of an epoch timed apart, the device waited for around each: its first
-    `warm_up_steps`, and with `last_apart` its last where its batch is smaller than the first
-    (unless that step is a warm-up step too)."""
+    """The steps of an epoch timed apart, the device waited for around each."""
 
     def __init__(
         self,
@@ -206,32 +170,15 @@ class _StepTimes:
             self.warm_up.append((sum(self.sizes[: index + 1]), time.perf_counter() - self.started))
 
     def last_step(self, ended: float) -> tuple[int, float] | None:
-        """The last step's images and seconds, where it was timed apart."""
         if self.last_begins is None or self.last_started is None:
             return None
         return sum(self.sizes[self.last_begins :]), ended - self.last_started
 
 
-def _progress_bar(batches: Batches, description: str, group: ProcessGroup) -> tqdm:
-    """The epoch's progress bar over `batches`, the main process's only."""
-    return tqdm(
-        batches,
-        desc=description,
-        unit="batch",
-        leave=False,
-        disable=None if group.is_main else True,
-    )
-
-
 def trial_step(
-    learner: Learner,
-    runtime: Runtime,
-    scaler: torch.amp.GradScaler,
-    inputs: torch.Tensor,
-    targets: torch.Tensor,
+    learner: Learner, runtime: Runtime, scaler: GradScaler, inputs: Tensor, targets: Tensor
 ) -> None:
-    """One optimizer step on one batch as training takes it, its loss unread: what
-    `training.batch_search` tries, with a scaler of its own."""
+    """One optimizer step on one batch as training takes it (`training.batch_search`'s try)."""
     learner.model.train()
     learner.optimizer.zero_grad(set_to_none=True)
     _backward(learner, replace(runtime, scaler=scaler), inputs, targets, len(targets), sync=True)
@@ -242,15 +189,13 @@ def trial_step(
 def _backward(
     learner: Learner,
     runtime: Runtime,
-    inputs: torch.Tensor,
-    targets: torch.Tensor,
+    inputs: Tensor,
+    targets: Tensor,
     step_images: int,
     *,
     sync: bool,
-) -> torch.Tensor:
-    """A batch's forward pass and loss, and its share of the step's gradient added up by the
-    backward pass; returns its mean loss. DDP averages the gradients only with `sync`, at the
-    step's last backward."""
+) -> Tensor:
+    """A batch's mean loss, its gradient added up; DDP averages the gradients only with `sync`."""
     model, group = learner.model, runtime.group
     with nullcontext() if sync else without_gradient_sync(model):
         with runtime.autocast():
@@ -259,15 +204,12 @@ def _backward(
     return loss
 
 
-def _optimizer_step(learner: Learner, scaler: torch.amp.GradScaler, *, first: bool) -> None:
-    """The optimizer step on the gradients its batches added up: clipped if asked, taken through
-    `scaler` (which skips a step whose fp16 gradients overflowed), then the schedule by step and
-    the moving average of the weights."""
+def _optimizer_step(learner: Learner, scaler: GradScaler, *, first: bool) -> None:
     optimizer = learner.optimizer
     if learner.gradient_clip is not None:
         scaler.unscale_(optimizer)  # fp16: clip the true gradients, not the scaled ones
         nn.utils.clip_grad_norm_(learner.model.parameters(), learner.gradient_clip)
-    scaler.step(optimizer)
+    scaler.step(optimizer)  # skips a step whose fp16 gradients overflowed
     scaler.update()
     if learner.step_scheduler is not None:
         with _schedule_may_step_first() if first else nullcontext():
@@ -278,10 +220,8 @@ def _optimizer_step(learner: Learner, scaler: torch.amp.GradScaler, *, first: bo
 
 @contextmanager
 def _schedule_may_step_first() -> Iterator[None]:
-    """Silence torch's warning that the schedule stepped before the optimizer: fp16's scaler
-    often skips the first step while it finds its scale, and the schedule steps all the same to
-    keep to the run's length. Only around a first step: changing the filters makes other warnings
-    repeat."""
+    """Silence torch's warning that the schedule stepped before the optimizer, whose first step
+    fp16's scaler often skips; only there, as changing the filters makes other warnings repeat."""
     with warnings.catch_warnings():
         warnings.filterwarnings(
             "ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before `optimizer"
@@ -289,30 +229,23 @@ def _schedule_may_step_first() -> Iterator[None]:
         yield
 
 
-# BatchNorm layers, which normalize by the statistics of the images in a training batch.
 BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 
 
 def fewest_images(model: nn.Module, processes: int) -> int:
-    """The fewest images a training batch of all `processes` may have for `model`
-    (`fewest_images_per_batch`)."""
+    """The fewest images a batch of all `processes` may have: 2 each for unsynced BatchNorm."""
     norms = [module for module in model.modules() if isinstance(module, BATCH_NORMS)]
     pooled = processes > 1 and all(isinstance(norm, nn.SyncBatchNorm) for norm in norms)
     return processes if not norms or pooled else 2 * processes
 
 
 def fewest_images_per_batch(model: nn.Module, batch_size: int, processes: int) -> int:
-    """The fewest images a training batch of all `processes` may have for `model`: one per
-    process; two per process with BatchNorm layers ("Expected more than 1 value per channel when
-    training" on 1x1 features) unless they are synchronized. A smaller trainer.batch_size is
-    refused; a smaller last batch is left out (`Batches`)."""
+    """`fewest_images`, refusing a smaller trainer.batch_size (a smaller last batch is left out)."""
     fewest = fewest_images(model, processes)
     if batch_size < fewest:  # (trainer.batch_size is a multiple of the processes: validate)
-        given = (
-            f"gives each of the {processes} processes 1 image"
-            if processes > 1
-            else "is a batch of 1 image"
-        )
+        given = "is a batch of 1 image"
+        if processes > 1:
+            given = f"gives each of the {processes} processes 1 image"
         raise ExperimentError(
             f"trainer.batch_size={batch_size} {given}, on which the model's BatchNorm layers "
             f"cannot train; use trainer.batch_size={fewest} or more"
@@ -323,8 +256,7 @@ def fewest_images_per_batch(model: nn.Module, batch_size: int, processes: int) -
 def refuse_a_split_too_small(
     batch_size: int | str, images: int, fewest: int, processes: int, unit: Unit = IMAGES
 ) -> None:
-    """Refuse a training split of fewer `images` than a batch may have (`fewest_images`), in one
-    line, rather than blame the device's memory (trainer.batch_size=auto) or train no steps."""
+    """Refuse a training split smaller than a batch may be, rather than train no steps."""
     if images >= fewest:
         return
     held = f"the training split holds {images} {unit.one if images == 1 else unit.many}"
@@ -344,8 +276,7 @@ def refuse_a_split_too_small(
 
 
 def left_out_note(batches: Batches, processes: int) -> str | None:
-    """The log's line on a last batch left out of every epoch for BatchNorm's sake (None: none
-    was, or only one too small to give each process an image)."""
+    """The log's line on a last batch left out of every epoch for BatchNorm's sake, if any."""
     if batches.left_out < processes:
         return None
     if processes == 1:
@@ -361,48 +292,39 @@ def left_out_note(batches: Batches, processes: int) -> str | None:
 
 
 def optimizer_steps(batches: int, accumulate_batches: int) -> int:
-    """The optimizer steps of an epoch of `batches`, one every `accumulate_batches` (and one for
-    the batches left over at the end)."""
+    """The optimizer steps of an epoch of `batches`, a last one for the batches left over."""
     return -(-batches // accumulate_batches)
 
 
+@dataclass
 class _LogInterval:
-    """The batches since the last logged step, their losses on the device until the interval
-    ends; then summed over the processes (the one wait for the device), logged, and checked: a
-    loss that is not finite ends the run, naming the first step that diverged."""
+    """The batches since the last logged step, their losses on the device until it ends."""
 
-    def __init__(
-        self,
-        batches: Batches,
-        runtime: Runtime,
-        learner: Learner,
-        progress: tqdm,
-        log_step: StepLogger,
-        description: str,
-        unit: Unit,
-    ) -> None:
-        self.batches, self.group, self.learner = batches, runtime.group, learner
-        self.progress, self.log_step, self.description = progress, log_step, description
-        self.unit = unit
-        self.loss = torch.zeros((), device=runtime.device)
-        # A batch's each: looked at only when the total is not finite, so no step waits, or
-        # launches work, for them.
-        self.losses: list[torch.Tensor] = []
+    batches: Batches
+    runtime: Runtime
+    learner: Learner
+    progress: tqdm
+    log_step: StepLogger
+    description: str
+    unit: Unit
+
+    def __post_init__(self) -> None:
+        self.loss = torch.zeros((), device=self.runtime.device)
+        # Each batch's, read only once the total is not finite, so no step waits for them.
+        self.losses: list[Tensor] = []
         self.first = 0  # batch
         self.started = time.perf_counter()
 
-    def add(self, loss: torch.Tensor, images: int) -> None:
-        """A batch's mean `loss` over its `images`."""
+    def add(self, loss: Tensor, images: int) -> None:
         self.loss.add_(loss, alpha=images)
         if self.learner.stop_on_divergence:
             self.losses.append(loss)
 
     def end(self, index: int, step: int, lr: float) -> float:
-        """End the interval at batch `index`: log its mean loss and speed, refuse a diverged
-        loss, start the next; return its loss summed over every process."""
+        """Log and check the interval up to batch `index`; return its loss summed over processes."""
         interrupts.raise_if_lost()
         images = sum(self.batches.sizes[self.first : index + 1])
-        total = summed(self.loss, self.group).item()  # waits for the device
+        total = summed(self.loss, self.runtime.group).item()  # waits for the device
         mean_loss, now = total / images, time.perf_counter()
         speed = images / (now - self.started)
         self.progress.set_postfix({"loss": f"{mean_loss:.3f}", self.unit.rate: f"{speed:,.0f}"})
@@ -422,13 +344,9 @@ class _LogInterval:
         return total
 
 
-def _weighted(
-    loss: torch.Tensor, images: int, step_images: int, group: ProcessGroup
-) -> torch.Tensor:
-    """The loss to differentiate: this process's mean `loss` over its `images`, weighted by
-    images / step_images (times world_size, which DDP divides by) so that the gradients summed
-    over the step's batches and processes are the gradient of the whole step's mean, also where
-    shares are uneven (3 images on 2 processes) or the epoch's last step is smaller."""
+def _weighted(loss: Tensor, images: int, step_images: int, group: ProcessGroup) -> Tensor:
+    """The loss weighted so that the gradients summed over a step's uneven batches and processes
+    are those of its mean (times world_size, which DDP divides by)."""
     weight = images * group.world_size / step_images
     return loss if weight == 1 else loss * weight
 
@@ -437,13 +355,12 @@ def _weighted(
 def evaluate(
     model: nn.Module, batches: Batches, runtime: Runtime, task: Task, cuda_graphs: bool = False
 ) -> EvaluationResult:
-    """The task's evaluation loss and metrics over `batches`, counting every process, with the
-    confusion matrix and per-class accuracy of a task that tells classes apart."""
+    """The task's evaluation loss and metrics over `batches`, counting every process."""
     model.eval()
     group = runtime.group
     started = time.perf_counter()
     loss_sum = torch.zeros((), device=runtime.device)
-    tally: torch.Tensor | None = None
+    tally: Tensor | None = None
     for inputs, targets in batches:
         if cuda_graphs:
             torch.compiler.cudagraph_mark_step_begin()

@@ -1,8 +1,5 @@
-"""A model's size: its parameters, and the FLOPs of its forward pass on one image and of a
-training step, as `torch.utils.flop_counter.FlopCounterMode` counts them (a multiply-add is two;
-matrix products and convolutions only). The backward pass is counted as training runs it, without
-the images' gradient. Attention is counted in its math form: the counter has no formula for the
-fused kernels and would count them as nothing."""
+"""A model's parameters, and FLOPs per image of a forward pass and a training step, attention in
+its math form: `FlopCounterMode` has no formula for the fused kernels and would count nothing."""
 
 from __future__ import annotations
 
@@ -22,17 +19,13 @@ class ModelSize:
     parameters: int
     flops_per_image: int
     training_flops_per_image: int
-    # Of a training step's FLOPs, the share in convolutions (cuDNN's, where the rest are matrix
-    # products: cuBLAS's), which decide the precision fp32 computes in on a GPU (`measuring.peak`).
-    convolution_share: float = 0.0
+    convolution_share: float = 0.0  # of a training step's FLOPs (`measuring.peak`'s precision)
 
     @property
     def convolutions_lead(self) -> bool:
-        """Whether most of a training step's FLOPs are convolutions."""
         return self.convolution_share > 0.5
 
     def record(self) -> dict[str, int]:
-        """The fields of results.json, the report and the HParams dashboard."""
         return {
             "model_parameters": self.parameters,
             "model_flops_per_image": self.flops_per_image,
@@ -48,8 +41,7 @@ class ModelSize:
 
 
 def measure(model: nn.Module, image_shape: tuple[int, int, int], device: torch.device) -> ModelSize:
-    """The size of `model`, which is on `device`, for images of `image_shape`, found by one
-    forward pass in evaluation mode, which changes none of its state (batch-norm statistics)."""
+    """The size of `model`, by passes in evaluation mode, which change none of its state."""
     parameters = sum(parameter.numel() for parameter in model.parameters())
     training = model.training
     model.eval()
@@ -65,12 +57,9 @@ def measure(model: nn.Module, image_shape: tuple[int, int, int], device: torch.d
                     torch.autograd.grad(output.sum(), trained)
     finally:
         model.train(training)
-    total = step.get_total_flops()
+    total, counts = step.get_total_flops(), step.get_flop_counts().get("Global", {})
     convolutions = sum(
-        count
-        for operator, count in step.get_flop_counts().get("Global", {}).items()
-        if "convolution" in str(operator)
+        count for operator, count in counts.items() if "convolution" in str(operator)
     )
-    return ModelSize(
-        parameters, forward.get_total_flops(), total, convolutions / total if total else 0.0
-    )
+    share = convolutions / total if total else 0.0
+    return ModelSize(parameters, forward.get_total_flops(), total, share)

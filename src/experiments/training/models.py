@@ -1,10 +1,4 @@
-"""The models, each sized from the dataset's shape (channels, image size, classes).
-
-The layer lists follow the tutorials they come from; only the first fully connected layer's input
-is computed from the image size, so every model runs on every dataset large enough for its
-convolutions and pooling (a smaller one raises `ShapeError`). `build_for` builds these,
-torchvision's, timm's and models of one's own alike.
-"""
+"""The tutorials' models, and `build_for`, which builds any model for the dataset's shape."""
 
 from __future__ import annotations
 
@@ -21,8 +15,7 @@ from experiments.core.errors import ExperimentError
 from experiments.core.text import shape_text
 from experiments.devices.process_settings import one_thread
 
-# Where `build_for` builds every model and tries it on an image; a run places it on its device
-# after (`run.setup.place_model`).
+# Where `build_for` builds every model and tries it on an image (`run.setup.place_model` moves it).
 HOST = torch.device("cpu")
 
 
@@ -39,14 +32,11 @@ def build_for(
     outputs_per_image: tuple[int, ...] | None = None,
     from_checkpoint: bool = False,
 ) -> nn.Module:
-    """Build the model the config names, on the `HOST`, and check it takes the dataset's images
-    and gives what `task_option` needs of each (`outputs_per_image`; by default a logit per
-    class). `from_checkpoint`: built untrained, nothing fetched, as a checkpoint replaces the
-    weights."""
+    """The model the config names, on the `HOST`, checked to take the dataset's images and give
+    `outputs_per_image` (default: a logit per class); `from_checkpoint`: untrained, unfetched."""
     cannot = f"model {config.name} cannot take dataset {dataset} ({shape_text(image_shape)} images)"
     target = check_importable("model._target_", config._target_)
     try:
-        # The weights, if any, are loaded once the model is built (`training.weights`).
         starts = (PRETRAINED,) if from_checkpoint else ()
         model = build(
             config, leave_out=(*WEIGHTS_FIELDS, *starts, *_shape_fields_not_taken(target))
@@ -71,17 +61,13 @@ def build_for(
     )
 
 
-# The fields of a model config that the dataset fills in (schemas.ModelConfig).
-SHAPE_FIELDS = ("in_channels", "image_size", "num_classes")
-# Those that say what the model starts from, never the constructor's (`training.weights`).
-WEIGHTS_FIELDS = ("weights", "weights_partial")
-# The one a constructor takes (model=timm's): weights it fetches, which a checkpoint's replace.
-PRETRAINED = "pretrained"
+SHAPE_FIELDS = ("in_channels", "image_size", "num_classes")  # the dataset fills them in
+WEIGHTS_FIELDS = ("weights", "weights_partial")  # loaded once it is built (`training.weights`)
+PRETRAINED = "pretrained"  # model=timm's: weights it fetches, which a checkpoint's replace
 
 
 def _shape_fields_not_taken(target: Callable[..., nn.Module]) -> tuple[str, ...]:
-    """The shape fields a model's constructor has no argument for: a model of one's own is given
-    only those it takes (one taking **kwargs, all of them)."""
+    """The shape fields a model's constructor has no argument for (one taking **kwargs: none)."""
     try:
         parameters = inspect.signature(target).parameters
     except (TypeError, ValueError):  # a builtin without a signature: give it everything
@@ -91,20 +77,7 @@ def _shape_fields_not_taken(target: Callable[..., nn.Module]) -> tuple[str, ...]
     return tuple(field for field in SHAPE_FIELDS if field not in parameters)
 
 
-def _flattened_size(features: nn.Module, in_channels: int, image_size: int) -> int:
-    """Number of values `features` produce for one image, found by running it on one blank image."""
-    try:
-        with torch.no_grad():
-            return features(torch.zeros(1, in_channels, image_size, image_size)).numel()
-    except RuntimeError as error:
-        raise ShapeError(
-            f"its layers shrink {image_size}x{image_size} images to nothing"
-        ) from error
-
-
 class _ConvClassifier(nn.Module):
-    """Convolutional `features`, then flatten, then fully connected layers through `hidden`."""
-
     def __init__(
         self,
         features: nn.Sequential,
@@ -116,7 +89,12 @@ class _ConvClassifier(nn.Module):
     ) -> None:
         super().__init__()
         self.features = features
-        flat = _flattened_size(features, in_channels, image_size)
+        try:
+            with torch.no_grad():
+                flat = features(torch.zeros(1, in_channels, image_size, image_size)).numel()
+        except RuntimeError as error:
+            shrunk = f"its layers shrink {image_size}x{image_size} images to nothing"
+            raise ShapeError(shrunk) from error
         self.classifier = _fully_connected([flat, *hidden, num_classes], activation)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -124,7 +102,6 @@ class _ConvClassifier(nn.Module):
 
 
 def _fully_connected(sizes: Sequence[int], activation: bool) -> nn.Sequential:
-    """Linear layers through `sizes`; with `activation`, a ReLU after each but the last."""
     layers: list[nn.Module] = []
     for index, (size_in, size_out) in enumerate(itertools.pairwise(sizes)):
         layers.append(nn.Linear(size_in, size_out))
@@ -134,11 +111,7 @@ def _fully_connected(sizes: Sequence[int], activation: bool) -> nn.Sequential:
 
 
 class Tudui(_ConvClassifier):
-    """The CIFAR-10 tutorial's "Tudui" CNN: three 5x5 conv + max-pool stages, then 64 → classes.
-
-    On 3x32x32 input: Conv(3→32) Pool Conv(32→32) Pool Conv(32→64) Pool Flatten Linear(1024→64)
-    Linear(64→10), with no activations, exactly as the tutorial wrote it.
-    """
+    """The CIFAR-10 tutorial's "Tudui" CNN, without activations, as the tutorial wrote it."""
 
     def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
         features = nn.Sequential(
@@ -153,7 +126,6 @@ class Tudui(_ConvClassifier):
 
 
 def _two_conv_relu_pool(in_channels: int, second_channels: int) -> nn.Sequential:
-    """Conv(in→6, 5) ReLU Pool Conv(6→second, 5) ReLU Pool: LeNet's features, and Network's."""
     return nn.Sequential(
         nn.Conv2d(in_channels, 6, 5),
         nn.ReLU(),
@@ -165,11 +137,7 @@ def _two_conv_relu_pool(in_channels: int, second_channels: int) -> nn.Sequential
 
 
 class LeNet(_ConvClassifier):
-    """The PyTorch CIFAR-10 tutorial's `Net`: LeNet-5 with ReLU.
-
-    On 3x32x32 input: Conv(3→6, 5) ReLU Pool Conv(6→16, 5) ReLU Pool Linear(400→120) ReLU
-    Linear(120→84) ReLU Linear(84→10).
-    """
+    """The PyTorch CIFAR-10 tutorial's `Net`: LeNet-5 with ReLU."""
 
     def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
         features = _two_conv_relu_pool(in_channels, 16)
@@ -177,11 +145,7 @@ class LeNet(_ConvClassifier):
 
 
 class Network(_ConvClassifier):
-    """The MNIST tutorial's `Network`.
-
-    On 1x28x28 input: Conv(1→6, 5) ReLU Pool Conv(6→12, 5) ReLU Pool Linear(192→120) ReLU
-    Linear(120→60) ReLU Linear(60→10).
-    """
+    """The MNIST tutorial's `Network`."""
 
     def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
         features = _two_conv_relu_pool(in_channels, 12)
@@ -203,11 +167,7 @@ class MLP(nn.Module):
 
 
 class UNet(nn.Module):
-    """A small U-Net (Ronneberger et al., 2015) for task=segmentation: `depth` levels of two 3x3
-    convolutions with ReLU, max-pooled on the way down, transposed convolutions and skip joins on
-    the way up, channels doubling from `base_channels`; a 1x1 convolution gives (N, num_classes,
-    H, W) logits. The image size must divide by 2**depth.
-    """
+    """A small U-Net (Ronneberger et al., 2015) for task=segmentation, of `depth` levels."""
 
     def __init__(
         self,
@@ -246,7 +206,6 @@ class UNet(nn.Module):
 
 
 def _two_convs(size_in: int, size_out: int) -> nn.Sequential:
-    """Two 3x3 convolutions (padded: the size kept), each with a ReLU."""
     return nn.Sequential(
         nn.Conv2d(size_in, size_out, 3, padding=1),
         nn.ReLU(),

@@ -1,12 +1,5 @@
-"""The run's optimizer, built from `optimizer=`: its step fused into one kernel where torch has one
-for the device (`optimizer.fused`).
-
-Why on a GPU: before fp16's GradScaler lets an unfused optimizer step, it reads back whether the
-gradients overflowed (`found_inf.item()`), so the host waits for the GPU every step; a fused one
-(`_step_supports_amp_scaling`) takes `found_inf` as a tensor and skips an overflowed update on the
-GPU (docs/speed.md). On the CPU there is nothing to wait for, and `optimizer.fused=null` keeps
-torch's own choice.
-"""
+"""The run's optimizer, its step fused where torch can (`optimizer.fused`): on a GPU, fp16's
+GradScaler makes the host wait for an unfused step's overflow every step; a fused one does not."""
 
 from __future__ import annotations
 
@@ -21,9 +14,8 @@ from experiments.config.build import build
 from experiments.core.errors import ExperimentError
 from experiments.devices.backends.registry import backend_for
 
-# torch's optimizers with a fused step, and the operator that runs it. Whether this torch has
-# the operator for a device is asked of torch itself (`has_fused_kernel`): Adagrad's, say, came
-# to CUDA releases after the CPU's.
+# torch's optimizers with a fused step, and its operator; whether this torch has it for a device
+# is asked of torch (`has_fused_kernel`): Adagrad's, say, came to CUDA after the CPU.
 FUSED_OPERATORS: dict[type, str] = {
     torch.optim.Adam: "aten::_fused_adam_",
     torch.optim.AdamW: "aten::_fused_adamw_",
@@ -33,8 +25,7 @@ FUSED_OPERATORS: dict[type, str] = {
 
 
 def has_fused_kernel(optimizer_class: object, device_type: str) -> bool:
-    """Whether this torch fuses the step of `optimizer_class` on `device_type` (cuda, cpu).
-    A class of one's own, or a subclass (whose step may not be torch's), has none."""
+    """Whether this torch fuses `optimizer_class`'s step on `device_type` (a subclass's: never)."""
     operator = FUSED_OPERATORS.get(optimizer_class) if isinstance(optimizer_class, type) else None
     return operator is not None and torch._C._dispatch_has_kernel_for_dispatch_key(
         operator, device_type.upper()
@@ -44,9 +35,8 @@ def has_fused_kernel(optimizer_class: object, device_type: str) -> bool:
 def decide_fused(
     requested: bool | None, optimizer_class: object, device_type: str, has_kernel: bool
 ) -> bool:
-    """Whether to build the optimizer fused, given `optimizer.fused` (`requested`) and whether
-    torch `has_kernel` for it on `device_type`: null fuses on CUDA wherever torch can, false
-    never does, true does wherever torch can and refuses, in one line, where it cannot."""
+    """Whether to build the optimizer fused: `requested` (optimizer.fused) null fuses on CUDA where
+    torch `has_kernel`, false never, true where torch can and refuses where it cannot."""
     if requested is None:
         return backend_for(device_type).fuses_optimizer_by_default and has_kernel
     if requested and not has_kernel:
@@ -62,8 +52,7 @@ def decide_fused(
     return requested
 
 
-# Layers whose weights and biases scale and shift normalized values (torchvision's reference
-# script's `norm_classes`): `optimizer.norm_weight_decay` is theirs.
+# The layers whose parameters `optimizer.norm_weight_decay` decays (torchvision's `norm_classes`).
 NORM_LAYERS = (
     nn.modules.batchnorm._BatchNorm,
     nn.LayerNorm,
@@ -71,8 +60,7 @@ NORM_LAYERS = (
     nn.modules.instancenorm._InstanceNorm,
     nn.LocalResponseNorm,
 )
-# The config's keys that shape the parameter groups, not the optimizer's arguments.
-GROUPING_KEYS = ("norm_weight_decay", "bias_weight_decay")
+GROUPING_KEYS = ("norm_weight_decay", "bias_weight_decay")  # shape the groups, not the optimizer
 
 
 def decay_groups(
@@ -81,21 +69,17 @@ def decay_groups(
     norm_weight_decay: float | None,
     bias_weight_decay: float | None,
 ) -> list[dict[str, Any]]:
-    """`model`'s parameters grouped by weight decay: normalization layers' `norm_weight_decay`,
-    other biases' `bias_weight_decay`, the rest `weight_decay` (None: `weight_decay`); empty
-    groups left out, each parameter once (a wrapper holds the model's own)."""
+    """`model`'s parameters grouped by weight decay (None: `weight_decay`), each once."""
     decays = {"norm": norm_weight_decay, "bias": bias_weight_decay, "other": None}
     grouped: dict[str, list[nn.Parameter]] = {kind: [] for kind in decays}
     seen: set[int] = set()
     for module in model.modules():
+        norm = isinstance(module, NORM_LAYERS)
         for name, parameter in module.named_parameters(recurse=False):
             if not parameter.requires_grad or id(parameter) in seen:
                 continue
             seen.add(id(parameter))
-            kind = (
-                "norm" if isinstance(module, NORM_LAYERS) else "bias" if name == "bias" else "other"
-            )
-            grouped[kind].append(parameter)
+            grouped["norm" if norm else "bias" if name == "bias" else "other"].append(parameter)
     return [
         {"params": grouped[kind], "weight_decay": weight_decay if decay is None else decay}
         for kind, decay in decays.items()
@@ -106,9 +90,7 @@ def decay_groups(
 def build_optimizer(
     config: DictConfig, model: nn.Module, device_type: str
 ) -> tuple[torch.optim.Optimizer, bool]:
-    """The optimizer `config` names over `model`'s parameters, grouped by weight decay where
-    `norm_weight_decay` or `bias_weight_decay` is set, and whether its step is fused. A resume
-    keeps the fusing chosen now, whatever its checkpoint says."""
+    """The optimizer `config` names, and whether its step is fused (whatever a checkpoint says)."""
     built = build(config, leave_out=("fused", *GROUPING_KEYS))
     parameters: Iterable[Any] = model.parameters()
     if any(config.get(key) is not None for key in GROUPING_KEYS):
@@ -119,12 +101,8 @@ def build_optimizer(
             config.get("bias_weight_decay"),
         )
     optimizer_class = getattr(built, "func", built)  # (a partial of the class, `_partial_`)
-    fused = decide_fused(
-        config.get("fused"),
-        optimizer_class,
-        device_type,
-        has_fused_kernel(optimizer_class, device_type),
-    )
+    has_kernel = has_fused_kernel(optimizer_class, device_type)
+    fused = decide_fused(config.get("fused"), optimizer_class, device_type, has_kernel)
     optimizer = built(parameters, fused=True) if fused else built(parameters)
     if optimizer_class in FUSED_OPERATORS:
         optimizer.register_load_state_dict_pre_hook(_keep_built_fused)
@@ -134,12 +112,9 @@ def build_optimizer(
 def host_waits_at_every_step(
     optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, device_type: str
 ) -> str | None:
-    """One line for a GPU run whose fp16 GradScaler must read back, at every step, whether the
-    gradients overflowed (`optimizer`'s step takes no scale: it is not fused); None otherwise."""
-    takes_the_scale = getattr(optimizer, "_step_supports_amp_scaling", False)
-    if not backend_for(device_type).runs_ahead_of_host:
-        return None  # nothing to wait for
-    if not scaler.is_enabled() or takes_the_scale:
+    """A line for a GPU run whose GradScaler waits for each unfused step's overflow; else None."""
+    waits = backend_for(device_type).runs_ahead_of_host and scaler.is_enabled()
+    if not waits or getattr(optimizer, "_step_supports_amp_scaling", False):
         return None
     fusable = ", ".join(kind.__name__ for kind in FUSED_OPERATORS)
     return (
@@ -150,9 +125,7 @@ def host_waits_at_every_step(
 
 
 def _keep_built_fused(optimizer: torch.optim.Optimizer, saved: dict[str, Any]) -> dict[str, Any]:
-    """A checkpoint's optimizer state with each group fused as this optimizer's is:
-    `load_state_dict` would otherwise take the saved flag, and with it a step this run did not
-    choose (a fused step on a GPU handed to an unfused one would fail under GradScaler)."""
+    """A checkpoint's optimizer state, each group fused as this run chose, not as saved."""
     groups = [
         {**saved_group, "fused": group["fused"]}
         for saved_group, group in zip(saved["param_groups"], optimizer.param_groups, strict=False)

@@ -1,9 +1,5 @@
-"""torch.profiler over a few optimizer steps of training (trainer.profile=true): the trace, for
-TensorBoard or chrome://tracing, and the operators that took the most time, in the log.
-
-The first step is skipped and the second only warms the profiler up (its first recorded step
-carries its own start-up), so steps 3 to 5 are recorded.
-"""
+"""torch.profiler over optimizer steps 3 to 5 of training (trainer.profile=true), the second only
+warming the profiler up: the trace, and the operators that took the most time, in the log."""
 
 from __future__ import annotations
 
@@ -35,10 +31,9 @@ TOP_OPERATORS = 5
 
 @contextmanager
 def profiled(run_dir: Path, device_type: str) -> Iterator[Callable[[], None]]:
-    """Profile the optimizer steps of the block (the CPU, and CUDA on a GPU), saving the trace to
-    `run_dir`/TRACE; yields what to call after each step."""
-    # Kineto's own lines (profiler_start, profiler_stop and, without a GPU, an ERROR that it found
-    # none) would break into the run's log; level 6 silences them. A user's own level wins.
+    """Profile the block's optimizer steps into `run_dir`/TRACE; yields what to call after each."""
+    # Kineto's own lines (without a GPU, an ERROR that it found none) would break into the run's
+    # log; level 6 silences them. A user's own level wins.
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     backend = backend_for(device_type)
     steps = schedule(wait=SKIPPED, warmup=WARM_UP, active=RECORDED, repeat=1)
@@ -51,14 +46,12 @@ def profiled(run_dir: Path, device_type: str) -> Iterator[Callable[[], None]]:
 
 
 def _save(profiler: profile, path: Path, backend: Backend) -> None:
-    """The trace, written whole or not at all, and the top operators by their own time."""
     with writing(path):
         path.parent.mkdir(exist_ok=True)  # in the run folder, which is not made again
     with tempfile.TemporaryDirectory() as folder:
         exported = Path(folder) / path.name
         profiler.export_chrome_trace(str(exported))
         write_atomically(path, lambda file: file.write(exported.read_bytes()))
-    # A device that is not the host has time of its own, in which its kernels ran.
     ranked, total = own_times(profiler.key_averages(), on_gpu=not backend.is_host)
     lines = [
         f"  {took / 1000:8.2f} ms {100 * took / (total or 1):4.0f}%  {name}"
@@ -80,12 +73,7 @@ def _save(profiler: profile, path: Path, backend: Backend) -> None:
 def own_times(
     averages: Sequence[FunctionEventAvg], on_gpu: bool
 ) -> tuple[list[tuple[str, float]], float]:
-    """The operators, most first, by their own microseconds on the GPU (the kernels each launched
-    itself) or the CPU, and the total those are a share of.
-
-    On a GPU, `key_averages()` holds each kernel twice: as a GPU event, and in the own device time
-    of the operator that launched it. The operators are ranked and the GPU's events summed (as
-    torch's own table does), so each kernel counts once."""
+    """The operators, most first, by their own microseconds, and the total, each GPU kernel once."""
     operators = [
         event
         for event in averages
@@ -104,9 +92,7 @@ def own_times(
 
 
 def _on_the_gpu(event: FunctionEventAvg) -> bool:
-    """A kernel or copy the GPU ran: an event of the GPU's (not a span a user or the profiler
-    marked on it, such as ProfilerStep*, which covers kernels counted already), or, from the
-    legacy profiler, an operator holding its own kernel's time."""
+    """A kernel or copy the GPU ran (not a span such as ProfilerStep*), or a legacy operator's."""
     if event.device_type == DeviceType.CPU:
         return event.is_legacy
     return not event.is_user_annotation

@@ -1,9 +1,4 @@
-"""Learning-rate schedules: the `_target_`s of the scheduler config group.
-
-Each is built with the optimizer and `total_steps`, the times the run will step it (epochs or
-optimizer steps, by the option's `interval`), so every schedule fits the run's length:
-`trainer.epochs=30` stretches a cosine rather than cut it short.
-"""
+"""Learning-rate schedules, each built for the run's `total_steps`, so that it fits the run."""
 
 from __future__ import annotations
 
@@ -24,7 +19,7 @@ from experiments.config.choices import Interval
 
 
 def constant(optimizer: Optimizer, total_steps: int) -> LRScheduler:
-    """`scheduler=none`: the optimizer's lr throughout, however many steps there are."""
+    """`scheduler=none`: the optimizer's lr throughout."""
     return ConstantLR(optimizer, factor=1.0, total_iters=0)
 
 
@@ -36,38 +31,26 @@ def step(
 
 
 def cosine(optimizer: Optimizer, total_steps: int, min_lr: float) -> LRScheduler:
-    """From the optimizer's lr down to `min_lr` along half a cosine, over the whole run."""
     return CosineAnnealingLR(optimizer, T_max=total_steps, eta_min=min_lr)
 
 
 def warmup_cosine(optimizer: Optimizer, total_steps: int, min_lr: float) -> LRScheduler:
-    """`scheduler=warmup_cosine`: the cosine that follows its warm-up over `warmup_fraction` of
-    the run (which `for_run` puts before it, as it does any schedule's)."""
+    """The cosine after a warm-up over `warmup_fraction` of the run (which `for_run` puts first)."""
     return cosine(optimizer, total_steps, min_lr)
 
 
 def onecycle(
     optimizer: Optimizer, total_steps: int, max_lr: float | None, pct_start: float
 ) -> LRScheduler:
-    """Leslie Smith's one cycle: up to `max_lr` (None: the optimizer's lr) over `pct_start` of the
-    run, then far below where it started (OneCycleLR's defaults). A momentum the optimizer has
-    (Adam's beta1) cycles the other way; plain SGD stays plain (OneCycleLR would cycle its
-    momentum 0 too)."""
+    """Leslie Smith's one cycle up to `max_lr`, cycling a momentum only where one was given."""
     peak = max_lr if max_lr is not None else optimizer.param_groups[0]["lr"]
-    given_momentum = "betas" in optimizer.defaults or bool(optimizer.defaults.get("momentum"))
-    return OneCycleLR(
-        optimizer,
-        max_lr=peak,
-        total_steps=total_steps,
-        pct_start=pct_start,
-        cycle_momentum=given_momentum,
-    )
+    momentum = "betas" in optimizer.defaults or bool(optimizer.defaults.get("momentum"))
+    return OneCycleLR(optimizer, peak, total_steps, pct_start=pct_start, cycle_momentum=momentum)
 
 
 def warmed_up(
     optimizer: Optimizer, schedule: LRScheduler, warmup_steps: int, start_factor: float
 ) -> LRScheduler:
-    """A linear rise from lr * `start_factor` to lr over `warmup_steps`, then `schedule`."""
     return SequentialLR(
         optimizer,
         [LinearLR(optimizer, start_factor=start_factor, total_iters=warmup_steps), schedule],
@@ -82,8 +65,7 @@ _RUN_FIELDS = ("interval", "warmup_epochs", "warmup_fraction", "start_factor")
 def for_run(
     config: DictConfig, optimizer: Optimizer, *, epochs: int, steps_per_epoch: int
 ) -> tuple[LRScheduler, Interval]:
-    """The configured schedule for a run of `epochs` of `steps_per_epoch` optimizer steps, after
-    its warm-up if it has one, and when to step it."""
+    """The configured schedule for the run, after its warm-up if it has one, and when to step it."""
     interval = Interval(config.interval)
     steps_per_interval = steps_per_epoch if interval == Interval.step else 1
     total_steps = epochs * steps_per_interval
@@ -95,9 +77,7 @@ def for_run(
 
 
 def warmup_steps(config: DictConfig, total_steps: int, steps_per_interval: int) -> int:
-    """How many of the run's `total_steps` the warm-up takes: `warmup_epochs` of any schedule, or
-    warmup_cosine's `warmup_fraction` of the run; at least one where asked for, and never all
-    (the schedule keeps a step)."""
+    """The warm-up's share of `total_steps`: at least one where asked for, and never all."""
     if "warmup_fraction" in config:
         wanted = config.warmup_fraction * total_steps
     else:

@@ -1,11 +1,5 @@
-"""Which epoch a run reports, and when it stops early: decided on the validation split alone,
-from the epochs' rows (so a resumed run decides as the uninterrupted one would have).
-
-`trainer.monitor` names the validation metric; the selected epoch is the first with its best
-value, and its model is kept as `checkpoints/best.pt`. Early stopping ends the run once the
-metric has gone `patience` epochs without improving by more than `min_delta`. Without a
-validation split nothing is selected: a run reports its final epoch.
-"""
+"""Which epoch a run reports, and when it stops early: decided from the epochs' rows on the
+validation split alone, so a resumed run decides as the uninterrupted one would have."""
 
 from __future__ import annotations
 
@@ -31,16 +25,13 @@ class Monitor:
 
     @classmethod
     def from_config(cls, config: DictConfig) -> Monitor:
-        """trainer.monitor, or by default the task's headline metric on the validation split, in
-        the direction its task gives unless trainer.monitor_mode says."""
+        """trainer.monitor, by default the task's headline metric on the validation split."""
         trainer, measures = config.trainer, metrics_of(config)
         assert measures is not None  # (validated: a task of one's own declares its metrics)
         return cls.chosen(trainer.monitor, trainer.monitor_mode, measures)
 
     @classmethod
     def chosen(cls, monitor: str | None, mode: str, measures: TaskMetrics) -> Monitor:
-        """As trainer.monitor (`monitor`) and trainer.monitor_mode (`mode`) choose it, of a task
-        that measures `measures`."""
         metric = monitor or measures.headline.key(VAL)
         if mode == Mode.auto:
             mode = measures.metrics_on(VAL)[metric].better
@@ -50,12 +41,10 @@ class Monitor:
         return f"{self.metric} ({self.mode})"
 
     def improves(self, value: float, on: float, by: float = 0.0) -> bool:
-        """Whether `value` is better than `on` by more than `by`."""
         return value > on + by if self.mode == Mode.max else value < on - by
 
     def selected(self, history: Sequence[EpochRow]) -> EpochRow:
-        """The epoch with the best value (the first of equals); one whose value is not finite
-        only where none is finite, then the last."""
+        """The first epoch with the best finite value (none finite: the last)."""
         finite = [row for row in history if math.isfinite(row[self.metric])] or history[-1:]
         best = finite[0]
         for row in finite[1:]:
@@ -65,14 +54,11 @@ class Monitor:
 
 
 def selected_epoch(history: Sequence[EpochRow], monitor: Monitor | None) -> EpochRow:
-    """The epoch a run reports: the one `monitor` selects on the validation split, or without
-    one (None) the final epoch."""
     return monitor.selected(history) if monitor else history[-1]
 
 
 def early_stop(history: Sequence[EpochRow], monitor: Monitor, stopping: DictConfig) -> str | None:
-    """Why the run stops after its latest epoch (`stopping`: trainer.early_stopping), or None to
-    go on."""
+    """Why the run stops after its latest epoch (`stopping`: trainer.early_stopping), or None."""
     if stopping.patience is None:
         return None
     best, waited = history[0], 0
@@ -112,8 +98,7 @@ def require_validation(cfg: DictConfig, has_validation: bool) -> None:
 
 
 def refuse_stopped(history: Sequence[EpochRow], config: DictConfig, run: str) -> None:
-    """A run that stopped early stays stopped when resumed, unless the early stopping asked for
-    now would have gone on (and a resume that early stopping would end at once is refused)."""
+    """Refuse to resume a run that the early stopping asked for now would end at once."""
     if not validated(history):
         return
     reason = early_stop(history, Monitor.from_config(config), config.trainer.early_stopping)

@@ -1,12 +1,4 @@
-"""What each shipped task measures, its `Task.measured` (`training.tasks`), declared here without
-torch: the report reads the rows of any run by them, and never imports torch.
-
-Top-5 accuracy (torchvision's reference and timm's train.py report it beside accuracy) is the
-share of images whose class is among the model's five highest logits; RMSE and MAE are in the
-target's own units, R² the share of its variance explained; over every pixel of a split, mean
-IoU is the mean over classes of intersection over union (of the classes present in the masks or
-the predictions), pixel accuracy the share of pixels labelled right.
-"""
+"""Each shipped task's `Task.measured`, declared without torch, which the report never imports."""
 
 from __future__ import annotations
 
@@ -19,10 +11,8 @@ MIOU = Metric("miou", Mode.max, percent=True)
 PIXEL_ACCURACY = Metric("pixel_accuracy", Mode.max, percent=True)
 
 CLASSIFICATION = TaskMetrics((ACCURACY, TOP5_ACCURACY, LOSS))
-# What run folders from before top-5 accuracy measured: their resumes go on measuring that, so
-# their rows stay alike.
+# What run folders from before top-5 accuracy measured: their resumes go on measuring that.
 BEFORE_TOP5 = TaskMetrics((ACCURACY, LOSS))
 REGRESSION = TaskMetrics((RMSE, MAE, R2, LOSS))
 SEGMENTATION = TaskMetrics((MIOU, PIXEL_ACCURACY, LOSS), per_class="pixel accuracy")
-# In the order of `training.tasks.SHIPPED`.
-SHIPPED = (CLASSIFICATION, REGRESSION, SEGMENTATION)
+SHIPPED = (CLASSIFICATION, REGRESSION, SEGMENTATION)  # in the order of `training.tasks.SHIPPED`

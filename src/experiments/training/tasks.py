@@ -1,18 +1,5 @@
-"""What a batch holds and how a model is judged on it: the `task` config group.
-
-A task is a module (a loss with weights goes to the device with the model) that gives a batch's
-training loss, what evaluation adds up over a split on the device (`tally`, no host sync per
-batch) and what it makes of the total (`measure`). A shipped task's class declares its metrics
-(`measured`) and which of them it measures of which data (`measures`), read by the config layer
-without building it; a task of one's own declares them in its config (`task.metrics`).
-
-    task=classification     a batch is (images, class indices); cross-entropy; accuracy
-    task=regression         a batch is (features, target values); mean squared error; RMSE,
-                            MAE and R²
-    task=segmentation       a batch is (images, masks: a class per pixel); per-pixel
-                            cross-entropy; mean IoU and pixel accuracy
-    task=custom             one's own: task._target_=my_tasks.Task (`OwnTask`)
-"""
+"""The `task` config group: a module giving a batch's training loss, what evaluation adds up over
+a split on the device (`tally`, no host sync per batch) and what it makes of it (`measure`)."""
 
 from __future__ import annotations
 
@@ -24,7 +11,7 @@ from typing import Any, ClassVar
 
 import torch
 from omegaconf import DictConfig
-from torch import nn
+from torch import Tensor, nn
 
 from experiments.config.build import build, check_importable
 from experiments.config.metric_names import ACCURACY, LOSS, TaskMetrics
@@ -47,35 +34,28 @@ TOP5_LEAST_CLASSES = 10
 
 @dataclass
 class Measured:
-    """A split's numbers as a task measures them: its metrics by name (its loss aside), and for
-    a task that tells classes apart, the confusion matrix (row: true class, column: predicted)."""
+    """A split's metrics by name (its loss aside), and a classifying task's confusion matrix."""
 
     metrics: dict[str, float]
     confusion: list[list[int]] | None = None
 
 
 class Task(nn.Module):
-    """The base of a task; `forward` is its training loss, a batch's mean."""
+    """A task, `forward` its training loss; the config layer reads a class's metrics unbuilt."""
 
-    # What a shipped task may measure, each metric with its better way, the first leading (a
-    # subclass of one's own measures what its config declares instead).
+    # What a shipped task may measure, each metric with its better way, the first leading.
     measured: ClassVar[TaskMetrics]
     narrower: ClassVar[tuple[TaskMetrics, ...]] = ()  # what else its config may declare
-    # Why a metric of its goes unmeasured with some data, by the metric's name.
-    unmeasured: ClassVar[dict[str, str]] = {}
+    unmeasured: ClassVar[dict[str, str]] = {}  # why a metric goes unmeasured with some data
     metrics: TaskMetrics  # what it measures of its data, given when it is built (`build_task`)
-    # What its targets are (`data.types.ImageData.targets`): "classes" (an index per image),
-    # "values" (float vectors) or "masks" (a class per pixel).
-    targets = "classes"
+    targets = "classes"  # an index per image; "values": float vectors; "masks": a class per pixel
 
     @classmethod
     def measures(cls, declared: Mapping[str, str] | None, classes: int | None) -> TaskMetrics:
-        """What it measures of data of `classes` classes (None: not known yet), its config
-        declaring `declared` (None: all it may; one it may not, all the same)."""
+        """What it measures of data of `classes` classes, its config declaring `declared`."""
         return cls.measured
 
     def refuse_other_data(self, option: str, data: ImageData) -> None:
-        """Refuse, in one line, data whose targets are not the kind the task learns."""
         if data.targets == self.targets:
             return
         raise ExperimentError(
@@ -84,32 +64,25 @@ class Task(nn.Module):
         )
 
     def outputs(self, num_classes: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-        """The shape of the model's output for one input of `shape`, `num_classes` classes (or
-        values): a logit per class."""
         return (num_classes,)
 
-    def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def forward(self, outputs: Tensor, targets: Tensor) -> Tensor:
         raise NotImplementedError
 
-    def evaluation_loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """The loss evaluation reports, a batch's mean: the training loss unless that has terms
-        of its own (label smoothing) that would keep losses from comparing across settings."""
+    def evaluation_loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        """The training loss less terms (label smoothing) that keep losses from comparing."""
         return self(outputs, targets)
 
-    def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """A batch's sums, on the device: the same shape for every batch, added up over a split
-        (and over processes)."""
+    def tally(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        """A batch's sums on the device, of one shape for every batch."""
         raise NotImplementedError
 
-    def measure(self, total: torch.Tensor) -> Measured:
-        """The metrics of a split whose batches' tallies add up to `total` (on the host)."""
+    def measure(self, total: Tensor) -> Measured:
         raise NotImplementedError
 
 
 class Classification(Task):
-    """A class per input: cross-entropy over the output's logits (with `label_smoothing` in
-    training), accuracy, top-5 accuracy among 10 classes or more, and the confusion matrix, from
-    which per-class accuracy follows."""
+    """A class per input: cross-entropy, accuracy, top-5 accuracy and the confusion matrix."""
 
     measured = shipped_metrics.CLASSIFICATION
     metrics = measured  # (of its data's classes, once built by `build_task`)
@@ -125,29 +98,24 @@ class Classification(Task):
 
     @classmethod
     def measures(cls, declared: Mapping[str, str] | None, classes: int | None) -> TaskMetrics:
-        """Top-5 accuracy only among `TOP5_LEAST_CLASSES` or more (among five, every image is in
-        them), and unless its config leaves it out."""
+        """Top-5 accuracy among `TOP5_LEAST_CLASSES` or more, unless its config leaves it out."""
         many = classes is not None and classes >= TOP5_LEAST_CLASSES
         kept = declared is None or TOP5_ACCURACY.name in declared
         return cls.measured if many and kept else cls.BEFORE_TOP5
 
-    def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """`targets` are class indices, or (N, K) class probabilities where mixup or CutMix mixed
-        them (`data.augment`); label smoothing then smooths the mixed probabilities,
-        (1 - smoothing) * p + smoothing / K, as torch's cross-entropy and torchvision's reference
-        recipe do. Evaluation's targets are always indices."""
+    def forward(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        """Of class indices, or probabilities mixup or CutMix mixed, smoothed as torchvision's."""
         return nn.functional.cross_entropy(outputs, targets, label_smoothing=self.label_smoothing)
 
-    def evaluation_loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def evaluation_loss(self, outputs: Tensor, targets: Tensor) -> Tensor:
         return nn.functional.cross_entropy(outputs, targets)
 
-    def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """The confusion matrix's counts, and a last column beside them: each class's images
-        whose class is among the `TOP_K` highest logits."""
+    def tally(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        """The confusion matrix's counts, and a last column of each class's images in the top K."""
         confusion = confusion_counts(targets, outputs.argmax(1), outputs.shape[1])
         return torch.cat([confusion, in_top_k(outputs, targets, TOP_K)[:, None]], dim=1)
 
-    def measure(self, total: torch.Tensor) -> Measured:
+    def measure(self, total: Tensor) -> Measured:
         matrix, in_top = total[:, :-1].tolist(), total[:, -1].sum().item()
         images = sum(map(sum, matrix))
         correct = sum(row[label] for label, row in enumerate(matrix))
@@ -158,10 +126,7 @@ class Classification(Task):
 
 
 class Regression(Task):
-    """Values to predict (a float vector per example). The outputs are the standardized targets,
-    (target - `target_mean`) / `target_std`, so the mean squared error starts near 1 whatever the
-    units; RMSE and MAE are in the target's own units, R² the share of variance explained. With
-    several targets, each metric is their mean."""
+    """Float vectors, standardized so the loss starts near 1; each metric the mean over targets."""
 
     targets = "values"
     measured = shipped_metrics.REGRESSION
@@ -172,19 +137,18 @@ class Regression(Task):
         self.register_buffer("std", torch.tensor(target_std, dtype=torch.float32))
         self._said_r2_undefined = False
 
-    def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def forward(self, outputs: Tensor, targets: Tensor) -> Tensor:
         return nn.functional.mse_loss(outputs.float(), (targets - self.mean) / self.std)
 
-    def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Per target: the sums of squared and absolute errors, of the targets and their squares,
-        and the count, in float64 (sums of squares of a whole split)."""
+    def tally(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        """Per target, in float64: sums of squared and absolute errors, targets, squares; count."""
         predicted = (outputs.double() * self.std + self.mean).reshape(targets.shape)
         errors, values = predicted - targets, targets.double()
         count = torch.full_like(values[0], len(values))
         sums = [errors.square(), errors.abs(), values, values.square()]
         return torch.stack([*(each.sum(0) for each in sums), count])
 
-    def measure(self, total: torch.Tensor) -> Measured:
+    def measure(self, total: Tensor) -> Measured:
         squared, absolute, summed, squares, count = total
         variance = squares - summed.square() / count  # the targets' total sum of squares
         # Targets of one value have none but rounding's: R², the share of it explained, is nan.
@@ -205,17 +169,14 @@ class Regression(Task):
 
 
 class Segmentation(Task):
-    """A class per pixel: the model's output is a logit per class and pixel, (N, K, H, W), the
-    target a mask, (N, H, W); per-pixel cross-entropy; mean IoU and pixel accuracy from the
-    split's confusion matrix of pixels, per-class (pixel) accuracy beside them."""
+    """A class per pixel, (N, K, H, W) logits against (N, H, W) masks: mean IoU, pixel accuracy."""
 
     targets = "masks"
     measured = shipped_metrics.SEGMENTATION
 
-    def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        # CUDA's nll_loss2d adds up with atomics and has no deterministic version, so
-        # `trainer.deterministic=true` would fail at the first step. The same loss over a row of
-        # logits per pixel has one, but costs a copy of the logits, so it is taken only there.
+    def forward(self, outputs: Tensor, targets: Tensor) -> Tensor:
+        # CUDA's nll_loss2d has no deterministic version, so trainer.deterministic=true would fail
+        # at the first step; the rows of logits' loss has one, but costs a copy of the logits.
         if outputs.is_cuda and torch.are_deterministic_algorithms_enabled():
             return per_pixel_cross_entropy(outputs, targets)
         return nn.functional.cross_entropy(outputs, targets)
@@ -223,10 +184,10 @@ class Segmentation(Task):
     def outputs(self, num_classes: int, shape: tuple[int, ...]) -> tuple[int, ...]:
         return (num_classes, *shape[1:])
 
-    def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def tally(self, outputs: Tensor, targets: Tensor) -> Tensor:
         return confusion_counts(targets, outputs.argmax(1), outputs.shape[1])
 
-    def measure(self, total: torch.Tensor) -> Measured:
+    def measure(self, total: Tensor) -> Measured:
         counts = total.double()
         right = counts.diagonal()
         union = counts.sum(0) + counts.sum(1) - right  # predicted or true, per class
@@ -240,33 +201,19 @@ class Segmentation(Task):
         )
 
 
-def per_pixel_cross_entropy(outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The mean cross-entropy of (N, K, H, W) logits against (N, H, W) class masks, computed as
-    that of N * H * W rows of K logits."""
+def per_pixel_cross_entropy(outputs: Tensor, targets: Tensor) -> Tensor:
     rows = outputs.movedim(1, -1).reshape(-1, outputs.shape[1])
     return nn.functional.cross_entropy(rows, targets.reshape(-1))
 
 
-# The shipped tasks, whose metrics the report reads runs by.
-SHIPPED = (Classification, Regression, Segmentation)
+SHIPPED = (Classification, Regression, Segmentation)  # whose metrics the report reads runs by
 # The task that learns each kind of target.
 FITTING = {"classes": "classification", "values": "regression", "masks": "segmentation"}
 
 
 class OwnTask(Task):
-    """A task of one's own (task=custom task._target_=my_tasks.Task), from a class that gives, as
-    plain torch functions of the model's output and the batch's targets:
-
-        targets = "values"                  # what the data holds: classes, values or masks
-        def loss(self, outputs, targets)    # the training loss, the batch's mean
-        def mae(self, outputs, targets)     # a value per example (N,): the split's mean is it
-
-    with a method for each metric its config declares (task.metrics={mae: min}).
-
-    Each metric is the mean of its values over a split's examples, added up on the device. What
-    each method returns is checked at its first batch and refused in one line naming the method:
-    a metric of another shape would be summed into a wrong number silently. A `Task` subclass is
-    used as it is."""
+    """A task of one's own (docs/tasks.md), each method's result checked at its first batch: a
+    metric of another shape would be summed into a wrong number silently."""
 
     def __init__(self, own: Any, said: str, metrics: TaskMetrics) -> None:
         super().__init__()
@@ -275,11 +222,10 @@ class OwnTask(Task):
         self.targets = getattr(own, "targets", "classes")
         self.metrics = metrics
         self.names = [metric.name for metric in self.metrics.evaluated if metric != LOSS]
-        # Whether the loss was checked with gradients on (training) and off (evaluation), and
-        # the metrics: once each, the loss's finiteness costing the host a wait for the device.
+        # "training", "evaluation", "metrics": checked once, as finiteness waits for the device.
         self.checked: set[str] = set()
 
-    def forward(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def forward(self, outputs: Tensor, targets: Tensor) -> Tensor:
         loss = self.own.loss(outputs, targets)
         mode = "training" if torch.is_grad_enabled() else "evaluation"
         if mode not in self.checked:
@@ -287,8 +233,7 @@ class OwnTask(Task):
             self.checked.add(mode)
         return loss
 
-    def tally(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Each metric's values summed over the batch, and its examples, in float64."""
+    def tally(self, outputs: Tensor, targets: Tensor) -> Tensor:
         values = [getattr(self.own, name)(outputs, targets) for name in self.names]
         if "metrics" not in self.checked:
             for name, value in zip(self.names, values, strict=True):
@@ -297,59 +242,56 @@ class OwnTask(Task):
         sums = [value.double().sum() for value in values]
         return torch.stack([*sums, outputs.new_full((), len(targets), dtype=torch.float64)])
 
-    def measure(self, total: torch.Tensor) -> Measured:
+    def measure(self, total: Tensor) -> Measured:
         *sums, count = total.tolist()
         return Measured({name: value / count for name, value in zip(self.names, sums, strict=True)})
 
+    def _refusal(self, what: str) -> ExperimentError:
+        return ExperimentError(f"{self.said}: {what}")
+
+    def _check_tensor(self, name: str, value: Any, shape: tuple[int, ...], must: str) -> None:
+        if not isinstance(value, Tensor):
+            raise self._refusal(f"{name} returned {_described(value)}, {must}")
+        if value.shape != shape:
+            raise self._refusal(f"{name} returned shape {tuple(value.shape)}, {must}")
+
     def _check_loss(self, loss: Any) -> None:
-        must = "it must return the batch's mean loss, a scalar tensor of shape ()"
-        if not isinstance(loss, torch.Tensor):
-            raise ExperimentError(f"{self.said}: loss returned {_described(loss)}, where {must}")
-        if loss.shape != ():
-            raise ExperimentError(
-                f"{self.said}: loss returned shape {tuple(loss.shape)}, where {must}"
-            )
+        must = "where it must return the batch's mean loss, a scalar tensor of shape ()"
+        self._check_tensor("loss", loss, (), must)
         if loss.is_complex():
-            raise ExperimentError(f"{self.said}: loss returned a {loss.dtype}, where {must}")
+            raise self._refusal(f"loss returned a {loss.dtype}, {must}")
         if not torch.is_grad_enabled():  # (a model that diverged is evaluated as it is)
             return
         if not torch.isfinite(loss).item():
-            raise ExperimentError(
-                f"{self.said}: loss returned {loss.item()} at the first batch, before any step; "
-                "a loss is finite for a model as built"
+            raise self._refusal(
+                f"loss returned {loss.item()} at the first batch, before any step; a loss is "
+                "finite for a model as built"
             )
         if not loss.requires_grad:
-            raise ExperimentError(
-                f"{self.said}: loss returned a tensor that does not require grad, so training "
-                "could not change the model; compute it from the model's outputs, without "
-                ".item(), .detach() or a new torch.tensor"
+            raise self._refusal(
+                "loss returned a tensor that does not require grad, so training could not "
+                "change the model; compute it from the model's outputs, without .item(), "
+                ".detach() or a new torch.tensor"
             )
 
     def _check_metric(self, name: str, value: Any, count: int) -> None:
         must = f"for a batch of {count} it must return a value per example, shape ({count},)"
-        if not isinstance(value, torch.Tensor):
-            raise ExperimentError(f"{self.said}: {name} returned {_described(value)}, {must}")
-        if value.shape != (count,):
-            raise ExperimentError(
-                f"{self.said}: {name} returned shape {tuple(value.shape)}, {must}"
-            )
+        self._check_tensor(name, value, (count,), must)
         if value.is_complex():
-            raise ExperimentError(
-                f"{self.said}: {name} returned {value.dtype} values, where a metric's are real: "
-                "floating point, integer or bool"
+            raise self._refusal(
+                f"{name} returned {value.dtype} values, where a metric's are real: floating "
+                "point, integer or bool"
             )
 
 
 def _described(value: Any) -> str:
-    """What a method returned in place of a tensor: its type, and a number's value."""
     if isinstance(value, bool | int | float):
         return f"a Python {type(value).__name__} ({value:.4g}), not a tensor"
     return f"{type(value).__name__}, not a tensor"
 
 
 def build_task(node: DictConfig, classes: int | None = None) -> Task:
-    """The task a `task` config names, measuring what its class (or config, for one's own) says of
-    data of `classes` classes; a class of one's own that lacks what a task gives is refused."""
+    """The task a `task` config names, for data of `classes` classes."""
     metrics = metrics_of({"task": node, "dataset": {"num_classes": classes}})
     assert metrics is not None, "a task of one's own's config declares its metrics"
     if task_class(node) is None:
@@ -369,10 +311,8 @@ def build_task(node: DictConfig, classes: int | None = None) -> Task:
     return OwnTask(built, said, metrics)
 
 
-def in_top_k(outputs: torch.Tensor, targets: torch.Tensor, k: int) -> torch.Tensor:
-    """(num_classes,) int64 counts: per true class, its images whose class is among the `k`
-    highest of their logits (`outputs`, (N, num_classes)); of equal logits, those torch.topk
-    takes. Added up on the device, as `confusion_counts`."""
+def in_top_k(outputs: Tensor, targets: Tensor, k: int) -> Tensor:
+    """Per true class, on the device: its images whose class is among their `k` highest logits."""
     classes = outputs.shape[1]
     highest = outputs.topk(min(k, classes), dim=1).indices
     hits = (highest == targets.reshape(-1, 1)).any(1).long()
@@ -381,13 +321,8 @@ def in_top_k(outputs: torch.Tensor, targets: torch.Tensor, k: int) -> torch.Tens
         return counts.scatter_add_(0, targets.reshape(-1).long(), hits)
 
 
-def confusion_counts(
-    labels: torch.Tensor, predictions: torch.Tensor, num_classes: int
-) -> torch.Tensor:
-    """(num_classes, num_classes) int64 counts: row = true class, column = predicted class.
-
-    A scatter_add_ of ones at `label * K + prediction` on the tensors' device: no wait for a GPU
-    (bincount copies its minimum and maximum to the host), and exact in any order."""
+def confusion_counts(labels: Tensor, predictions: Tensor, num_classes: int) -> Tensor:
+    """Row: true class, column: predicted; by scatter_add_, as bincount syncs with the host."""
     pairs = labels.reshape(-1).long() * num_classes + predictions.reshape(-1).long()
     counts = torch.zeros(num_classes * num_classes, dtype=torch.int64, device=pairs.device)
     with _integer_sums():
@@ -397,8 +332,7 @@ def confusion_counts(
 
 @contextlib.contextmanager
 def _integer_sums() -> Iterator[None]:
-    """A sum of integers in the block, scattered out of order by a GPU's atomic adds, is exact in
-    any order: torch's deterministic mode (trainer.deterministic) is set aside for it, whose
+    """A sum of integers is exact in any order: deterministic mode is set aside for it, whose
     ordered scatter_add_ on CUDA reads the indices' bounds back to the host, a wait per call."""
     if not torch.are_deterministic_algorithms_enabled():
         yield

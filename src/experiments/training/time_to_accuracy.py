@@ -1,14 +1,5 @@
-"""Time to a target (trainer.target_metric and trainer.target_value; trainer.target_accuracy): the
-training seconds a run took until a metric of its task first reached a target, the measure that
-answers "how fast and how well" at once (MLPerf Training and DAWNBench rank by time to
-accuracy). A metric better high (accuracy, R²) reaches its target at or above it; one better low
-(RMSE) at or below.
-
-The metric is the validation split's, or without one the test split's; the seconds sum the
-epochs' training times up to the epoch that reached it, evaluation excluded, so a resumed run
-counts the epochs before its resume too. Warm-up counts: with trainer.compile the compilation is
-part of the time, and results.json says so.
-"""
+"""Time to a target (trainer.target_value; trainer.target_accuracy): the training seconds,
+compilation included, until a metric of the validation (or test) split first reached a target."""
 
 from __future__ import annotations
 
@@ -30,8 +21,7 @@ class _Target(TypedDict):
 
 
 class TimeToAccuracy(_Target, total=False):
-    """results.json's `time_to_accuracy` (older runs' lack `metric`, meaning accuracy, and
-    `includes_compile_seconds`)."""
+    """results.json's `time_to_accuracy` (older runs' lack `metric`, meaning accuracy)."""
 
     includes_compile_seconds: bool
     metric: str
@@ -55,28 +45,19 @@ def reached(
     compiled: bool = False,
     metric: Metric = ACCURACY,
 ) -> TimeToAccuracy:
-    """results.json's `time_to_accuracy`: the target, the split `metric` is measured on, and the
-    first epoch of `history` that reached it with the training seconds until its end (both None:
-    not reached)."""
-    seconds = 0.0
+    """The first epoch that reached `goal`, and the training seconds until its end (None: none)."""
+    epoch, seconds, total = None, None, 0.0
     for row in history:
-        seconds += row["train_seconds"]
+        total += row["train_seconds"]
         value = row[metric.key(split)]
         if value >= goal if metric.better == Mode.max else value <= goal:
-            return TimeToAccuracy(
-                target=goal,
-                split=split,
-                epoch=row["epoch"],
-                seconds=seconds,
-                includes_compile_seconds=compiled,
-                metric=metric.name,
-                better=str(metric.better),
-            )
+            epoch, seconds = row["epoch"], total
+            break
     return TimeToAccuracy(
         target=goal,
         split=split,
-        epoch=None,
-        seconds=None,
+        epoch=epoch,
+        seconds=seconds,
         includes_compile_seconds=compiled,
         metric=metric.name,
         better=str(metric.better),
@@ -91,8 +72,7 @@ def goal_text(goal: float, split: str, metric: str, better: str = "max") -> str:
 
 
 def text(record: TimeToAccuracy) -> str:
-    """ "50% val accuracy after 12.3 s of training (epoch 3)" ("... of training, compilation
-    included (epoch 3)" with trainer.compile), or "... not reached"."""
+    """ "50% val accuracy after 12.3 s of training (epoch 3)", or "... not reached"."""
     metric, better = record.get("metric", ACCURACY.name), record.get("better", "max")
     goal = goal_text(record["target"], record["split"], metric, better)
     if record["seconds"] is None:

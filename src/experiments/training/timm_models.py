@@ -1,14 +1,4 @@
-"""timm's architectures by name (`model=timm model.arch=resnet10t`), built by
-`timm.create_model` and fitted to the data by timm's own arguments:
-
-- classes and channels: `num_classes` and `in_chans` (timm adapts pretrained weights);
-- size: an architecture of one input size (`fixed_input_size`: ViT, Swin, ...) is built for the
-  dataset's with `img_size=`; convolutional ones take any size their layers can.
-
-Untrained unless `model.pretrained=true` (weights from the Hugging Face Hub or its cache); a
-resume and an evaluation build it untrained, as their checkpoint replaces the weights. timm is an
-optional extra, imported when a model is built, so without it the run says how to install it.
-"""
+"""timm's architectures by name (`model=timm model.arch=resnet10t`), an optional extra."""
 
 from __future__ import annotations
 
@@ -25,15 +15,13 @@ from experiments.core.hints import did_you_mean
 
 INSTALL = "pip install 'experiments[timm]'"
 
-# How long the Hugging Face Hub is given to answer before a run takes it as out of reach.
-HUB_ANSWER_SECONDS = 5.0
+HUB_ANSWER_SECONDS = 5.0  # before the Hugging Face Hub is taken as out of reach
 
 
 def build(
     arch: str, in_channels: int, image_size: int, num_classes: int, pretrained: bool = False
 ) -> nn.Module:
-    """timm's `arch` for `in_channels` x `image_size` images of `num_classes`; with `pretrained`,
-    starting from timm's default weights for it."""
+    """timm's `arch` for the data; with `pretrained`, from timm's default weights for it."""
     timm = _imported()
     if not timm.is_model(arch):
         known = timm.list_models()
@@ -52,10 +40,8 @@ def build(
 
 
 def _pretrained(timm: ModuleType, arch: str, arguments: dict[str, int]) -> nn.Module:
-    """timm's `arch` built with `arguments`, from its default weights: fetched from the Hub where
-    it answers, else from the Hub's cache alone (its library would otherwise retry for about a
-    minute, printing every try), its logging quiet throughout."""
-    # (The Hub's library is timm's, an optional extra as timm is.)
+    """timm's `arch` from its default weights: fetched from the Hub where it answers, else from its
+    cache alone (its library would otherwise retry for about a minute, printing every try)."""
     import huggingface_hub.constants as hub
 
     offline = hub.HF_HUB_OFFLINE
@@ -81,9 +67,7 @@ def _pretrained(timm: ModuleType, arch: str, arguments: dict[str, int]) -> nn.Mo
 
 
 def _unreachable(endpoint: str) -> str | None:
-    """Why the Hub at `endpoint` is out of reach (no answer within `HUB_ANSWER_SECONDS`), asked
-    through the environment's proxies as its library asks; None where it answers, an HTTP error
-    too."""
+    """Why the Hub is out of reach, asked through the proxies as its library asks, or None."""
     request = urllib.request.Request(endpoint, method="HEAD")
     try:
         urllib.request.urlopen(request, timeout=HUB_ANSWER_SECONDS).close()
@@ -96,15 +80,12 @@ def _unreachable(endpoint: str) -> str | None:
 
 
 def takes_one_size(timm: ModuleType, arch: str) -> bool:
-    """Whether timm builds `arch` for one input size only (its pretrained config's
-    `fixed_input_size`)."""
+    """Whether timm builds `arch` for one input size only (ViT, Swin, ...)."""
     config = timm.models.get_pretrained_cfg(arch)
     return bool(config and config.fixed_input_size)
 
 
 def _refuse_unknown_tag(timm: ModuleType, arch: str) -> None:
-    """An architecture named with a pretrained tag (`resnet10t.c3_in1k`) timm has no weights
-    under, refused in one line naming the tags it has."""
     name, tag = timm.models.split_model_name_tag(arch)
     tags = [known.partition(".")[2] for known in timm.list_pretrained(f"{name}.*")]
     if not tag or tag in tags:
@@ -116,7 +97,6 @@ def _refuse_unknown_tag(timm: ModuleType, arch: str) -> None:
 
 
 def _imported() -> ModuleType:
-    """timm, or the one line saying how to install it."""
     try:
         import timm
     except ModuleNotFoundError:

@@ -1,14 +1,4 @@
-"""torchvision's classification architectures by name (`model=torchvision model.arch=resnet18`),
-built without pretrained weights (nothing is downloaded) and fitted to the data by one rule:
-
-- classes: built with the dataset's `num_classes`;
-- channels: for other than 3 channels, the first convolution is replaced by a fresh one taking
-  them, of the same outputs, kernel, stride and padding;
-- size: a Vision Transformer is built for the dataset's image size, and GoogLeNet's and Inception
-  v3's auxiliary classifiers are left out, so training has one output.
-
-An architecture whose layers cannot take the image size is refused by `models.build_for`.
-"""
+"""torchvision's classification architectures by name (`model=torchvision model.arch=resnet18`)."""
 
 from __future__ import annotations
 
@@ -22,13 +12,11 @@ from experiments.core.hints import did_you_mean
 
 
 def architectures() -> list[str]:
-    """The names of torchvision's classification architectures (not detection, segmentation or
-    video: those live in submodules of `torchvision.models`)."""
+    """The names of torchvision's classification architectures (not those of its submodules)."""
     return torchvision.models.list_models(module=torchvision.models)
 
 
 def build(arch: str, in_channels: int, image_size: int, num_classes: int) -> nn.Module:
-    """torchvision's `arch`, untrained, for `in_channels` x `image_size` images of `num_classes`."""
     known = architectures()
     if arch not in known:
         meant = did_you_mean(arch, known)
@@ -45,18 +33,16 @@ def build(arch: str, in_channels: int, image_size: int, num_classes: int) -> nn.
 
 
 def _fitted_to(arch: str, image_size: int) -> dict[str, Any]:
-    """The builder's arguments that fit `arch` to the images and to a one-output training step."""
     if arch.startswith("vit_"):
         return {"image_size": image_size}
     if arch in ("googlenet", "inception_v3"):
-        # init_weights=False: PyTorch's own initialization, as every other architecture here has
-        # (True is slower, and None warns that its meaning will change).
+        # PyTorch's own initialization, as every other architecture's (None warns of a change).
         return {"aux_logits": False, "init_weights": False}
     return {}
 
 
 def _take_channels(model: nn.Module, in_channels: int) -> None:
-    """Replace the model's first convolution by one taking `in_channels`, if it takes others."""
+    """Replace the model's first convolution by a fresh one, alike but for taking `in_channels`."""
     name, first = next(
         (name, module) for name, module in model.named_modules() if isinstance(module, nn.Conv2d)
     )

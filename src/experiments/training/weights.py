@@ -1,8 +1,4 @@
-"""A model started from a state dict of one's own (`model.weights=PATH`): a file written by
-`torch.save(model.state_dict(), PATH)`, loaded with `weights_only=True` into the model as built
-for the dataset. Every tensor must fit, or the run is refused naming those that do not; with
-`model.weights_partial=true` those that fit are loaded and the others left as built (fine-tuning
-ImageNet weights with a new classifier), and the run says which."""
+"""A model started from a state dict of one's own (`model.weights=PATH`)."""
 
 from __future__ import annotations
 
@@ -16,13 +12,11 @@ from torch import nn
 from experiments.core.errors import ExperimentError
 from experiments.core.files import CHECKPOINT, Unparsed, read_data, refuse_special_file
 
-# How many tensors a refusal names before it says how many more there are.
-NAMED = 3
+NAMED = 3  # the tensors a refusal names before it says how many more there are
 
 
 def load_weights(model: nn.Module, path: str, partial: bool = False) -> list[str]:
-    """Load the state dict in the file at `path` (relative to the folder run in) into `model`;
-    `partial`: only the tensors that fit. Returns the names of the model's tensors left as built."""
+    """Load the state dict at `path` into `model`; returns its tensors' names left as built."""
     if Path(path).is_dir():
         raise ExperimentError(
             f"model.weights={path} is a folder; give the file torch.save(model.state_dict(), "
@@ -74,8 +68,7 @@ def _as_state_dict(file: IO[bytes]) -> Any:
         return torch.load(file, map_location="cpu", weights_only=True)
     except ExperimentError:
         raise  # grown past a checkpoint's bound as it was read
-    # Bytes that are no torch file fail in pickle's ways (UnpicklingError, IndexError, KeyError,
-    # ...), a torn one in the zip reader's: all are the same answer here.
+    # Bytes that are no torch file fail in pickle's ways or the zip reader's: all the same here.
     except Exception as error:
         raise Unparsed(
             "is no state dict torch.load can read with weights_only=True (write one with "
@@ -84,7 +77,6 @@ def _as_state_dict(file: IO[bytes]) -> Any:
 
 
 def _misfits(theirs: Mapping[str, torch.Tensor], ours: Mapping[str, torch.Tensor]) -> list[str]:
-    """What keeps `theirs` from loading into a model whose state dict is `ours`."""
     misfits = [f"{name} is missing there" for name in ours if name not in theirs]
     misfits += [f"{name} is not in the model" for name in theirs if name not in ours]
     misfits += [
