@@ -1,5 +1,4 @@
-"""The run's checkpoints: last.pt every trainer.checkpoint_every epochs and at the last; best.pt
-at each newly selected epoch, with a validation split (`records.resume.TrainingState`)."""
+"""last.pt every trainer.checkpoint_every epochs and at the last; best.pt at each one selected."""
 
 from __future__ import annotations
 

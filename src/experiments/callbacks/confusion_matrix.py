@@ -1,6 +1,4 @@
-"""trainer.confusion_matrix: the test split's confusion matrix at the selected epoch, drawn at the
-run's end as confusion_matrix.png and a picture for each tracker (`records.confusion`). Its
-counts are in the checkpoints either way."""
+"""trainer.confusion_matrix: the selected epoch's test confusion matrix, drawn for each tracker."""
 
 from __future__ import annotations
 

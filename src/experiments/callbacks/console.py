@@ -1,6 +1,4 @@
-"""What a training run says on the console (and in train.log): its start and each epoch (the
-`Console` callback), and its outcome (`log_summary`), whose last line names the run folder.
-"""
+"""What a training run says on the console (and in train.log): its start, epochs and outcome."""
 
 from __future__ import annotations
 
@@ -8,117 +6,63 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from experiments.callbacks.base import Callback, EpochEnd, Fields, TrainingRun
 from experiments.config.metric_names import LOSS, TEST, VAL, TaskMetrics
 from experiments.core.text import ROWS, Unit, display_path, part_of_split, shape_text
-from experiments.data.batches import Batches
-from experiments.devices.measuring import host_load
 from experiments.devices.plan import DevicePlan
-from experiments.devices.runtime import Runtime
 from experiments.records.results import per_class_text
-from experiments.training import loop, model_size, time_to_accuracy
+from experiments.training import loop, time_to_accuracy
 
 log = logging.getLogger("experiments")
 
 
 class Console(Callback):
     def on_setup_end(self, run: TrainingRun) -> Fields:
-        log_start(
-            run.cfg,
-            run.data.shape,
-            run.data.unit,
-            run.model_size,
-            run.train_batches,
-            run.test_batches,
-            run.val_batches,
-            run.runtime,
+        """The run's first line: the model, the data, the device and the training's settings."""
+        cfg, plan, unit, shape = run.cfg, run.runtime.plan, run.data.unit, run.data.shape
+        processes = run.runtime.group.world_size
+        shared = f" over {processes} processes ({plan.backend})" if plan.backend else ""
+        val = f"{run.val_batches.count_images()} val / " if run.val_batches else ""
+        accumulated, batch = cfg.trainer.accumulate_batches, cfg.trainer.batch_size
+        steps = f" ({accumulated} to a step of {accumulated * batch})" if accumulated > 1 else ""
+        log.info(
+            "training %s (%s) on %s (%d train / %s%d test %s, %s) with %s placement, %s, "
+            "batch %d%s%s",
+            cfg.model.name,
+            run.model_size.text(unit),
+            cfg.dataset.name,
+            run.train_batches.count_images(),
+            val,
+            run.test_batches.count_images(),
+            unit.many,
+            # A CSV file's rows are vectors of features, seen as 1x1 images of a channel each.
+            f"{shape[0]} features" if unit == ROWS else shape_text(shape),
+            cfg.placement.name,
+            cfg.optimizer.name,
+            batch,
+            steps,
+            shared,
         )
         return None
 
     def on_epoch_end(self, run: TrainingRun, end: EpochEnd) -> Fields:
-        log_epoch(
+        """The epoch's losses and metrics on each split, and its speed."""
+        training, test, val, measures = end.training, end.test, end.val, run.learner.task.metrics
+        host = end.measured.get("host")
+        log.info(
+            "epoch %d/%d: train loss %.4f, %s%s, %s%s %s%s, %.1f s",
             end.epoch,
             run.cfg.trainer.epochs,
-            end.training,
-            end.test,
-            end.val,
-            run.learner.task.metrics,
-            run.cfg.scheduler.name,
-            end.measured.get("host"),
-            run.data.unit,
+            training.loss,
+            f"{_measured_text(VAL, val, measures)}, " if val else "",
+            _measured_text(TEST, test, measures),
+            f"lr {training.lr:.3g}, " if run.cfg.scheduler.name != "none" else "",
+            f"{training.images_per_second:,.0f}",
+            run.data.unit.rate,
+            f" ({host.text()})" if host is not None and host.busy else "",
+            training.seconds + test.seconds + (val.seconds if val else 0.0),
         )
         return None
-
-
-def log_start(
-    cfg: DictConfig,
-    shape: tuple[int, int, int],
-    unit: Unit,
-    size: model_size.ModelSize,
-    train_batches: Batches,
-    test_batches: Batches,
-    val_batches: Batches | None,
-    runtime: Runtime,
-) -> None:
-    """The run's first line: the model, the data (its samples counted in their `unit`), the
-    device and the training's settings."""
-    plan = runtime.plan
-    shared = f" over {runtime.group.world_size} processes ({plan.backend})" if plan.backend else ""
-    val = f"{val_batches.count_images()} val / " if val_batches else ""
-    trainer = cfg.trainer
-    accumulated = trainer.accumulate_batches
-    step = accumulated * trainer.batch_size
-    steps = f" ({accumulated} to a step of {step})" if accumulated > 1 else ""
-    log.info(
-        "training %s (%s) on %s (%d train / %s%d test %s, %s) with %s placement, %s, batch %d%s%s",
-        cfg.model.name,
-        size.text(unit),
-        cfg.dataset.name,
-        train_batches.count_images(),
-        val,
-        test_batches.count_images(),
-        unit.many,
-        # A CSV file's rows are vectors of features, seen as 1x1 images of a channel each.
-        f"{shape[0]} features" if unit == ROWS else shape_text(shape),
-        cfg.placement.name,
-        cfg.optimizer.name,
-        trainer.batch_size,
-        steps,
-        shared,
-    )
-
-
-def log_epoch(
-    epoch: int,
-    epochs: int,
-    training: loop.TrainingResult,
-    test: loop.EvaluationResult,
-    val: loop.EvaluationResult | None,
-    measures: TaskMetrics,
-    scheduler: str,
-    host: host_load.HostLoad | None,
-    unit: Unit,
-) -> None:
-    """An epoch's line: the losses and the task's metrics (`measures`) on each split, speed (in
-    the data's `unit` per second)."""
-    validation = f"{_measured_text(VAL, val, measures)}, " if val else ""
-    lr = f"lr {training.lr:.3g}, " if scheduler != "none" else ""
-    busy = f" ({host.text()})" if host is not None and host.busy else ""
-    log.info(
-        "epoch %d/%d: train loss %.4f, %s%s, %s%s %s%s, %.1f s",
-        epoch,
-        epochs,
-        training.loss,
-        validation,
-        _measured_text(TEST, test, measures),
-        lr,
-        f"{training.images_per_second:,.0f}",
-        unit.rate,
-        busy,
-        training.seconds + test.seconds + (val.seconds if val else 0.0),
-    )
 
 
 def _measured_text(split: str, result: loop.EvaluationResult, measures: TaskMetrics) -> str:
@@ -133,9 +77,7 @@ def _measured_text(split: str, result: loop.EvaluationResult, measures: TaskMetr
 def log_summary(
     summary: dict[str, Any], plan: DevicePlan, run_dir: Path, measures: TaskMetrics, unit: Unit
 ) -> None:
-    """The outcome: the selected epoch's headline metric (`measures`: the task's), per class
-    where the task has classes; the speed (in the data's `unit` per second); the run folder,
-    last."""
+    """The outcome: the selected epoch's metric, the speed, and the run folder, last."""
     epoch, headline = summary["selected_epoch"], measures.headline
     if "class_accuracy" in summary:
         log.info(
@@ -179,9 +121,7 @@ def log_summary(
 
 
 def _utilization_text(summary: dict[str, Any]) -> str:
-    """ " (MFU 3.1% of its fp32 peak, 0.21 J/image at 183 W)": the MFU, where the run has one
-    (not where it beat a wrong peak: its warning says so, nor of an earlier version), and the
-    energy per training image, where a counter measured it."""
+    """ " (MFU 3.1% of its fp32 peak, 0.21 J/image at 183 W)", of what the run has."""
     parts = []
     if summary.get("mfu") is not None:
         parts.append(f"MFU {summary['mfu']:.1%} of its {summary['device_peak_precision']} peak")
@@ -196,9 +136,7 @@ def energy_text(joules_per_image: float, watts: float) -> str:
 
 
 def _epochs_text(summary: dict[str, Any]) -> str:
-    """ "3 epoch(s) in 8.7 s" (the process's time); a resumed run's in its two parts, the epochs
-    before the resume timed by their rows (those processes' setup went unrecorded): "5 epoch(s):
-    3 before resuming (27.4 s of epochs), 2 in this process in 8.7 s"."""
+    """ "3 epoch(s) in 8.7 s", or "5 epoch(s): 3 before resuming (27.4 s of epochs), 2 in ..."."""
     epoch_seconds = summary["epoch_seconds"]
     here = f"in {summary['total_seconds']:.1f} s"
     if "resumed_after_epochs" not in summary:

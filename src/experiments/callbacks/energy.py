@@ -1,7 +1,4 @@
-"""The energy of each epoch's training pass (its row's `energy`, joules by counter of every
-process) and the run's in its summary, from the counters of the devices this process computes
-on: its GPUs', else the CPU packages', which one process of each machine reads (every process
-there shares them)."""
+"""The energy of each epoch's training (joules by counter of every process) and of the run's."""
 
 from __future__ import annotations
 
@@ -41,7 +38,6 @@ class Energy(Callback):
     def on_train_epoch_end(
         self, run: TrainingRun, epoch: int, training: loop.TrainingResult
     ) -> Fields:
-        """The joules of each counter of every process (None: no process could read one)."""
         assert self.span is not None
         self.unavailable = self.span.unavailable
         energy = self.span.energy

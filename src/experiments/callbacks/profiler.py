@@ -1,5 +1,4 @@
-"""trainer.profile=true: torch.profiler over the first optimizer steps of the first epoch this
-process trains (`training.profiling`), of the main process only (the others run alike)."""
+"""trainer.profile=true: torch.profiler over the first epoch's first steps, in the main process."""
 
 from __future__ import annotations
 

@@ -1,6 +1,4 @@
-"""How fast the run trains, and whether other work on the host competed: each epoch's host load
-(its row's `host`), a warning where the run's threads outnumber the cores other work left free,
-and with trainer.compile the seconds its first step spent compiling."""
+"""Each epoch's host load, a warning of threads above free cores, and the compile's seconds."""
 
 from __future__ import annotations
 
@@ -22,8 +20,7 @@ log = logging.getLogger("experiments")
 
 class Speed(Callback):
     def __init__(self) -> None:
-        # The host's load is read on the cores this process may use, of the run's processes,
-        # from before the run sets up.
+        # The load on the cores this process may use, from before the run sets up.
         self.cores = host_load.cores()
         self.root = host_load.run_root()
         self.setup_started = host_load.snapshot(self.root, self.cores)
@@ -55,16 +52,13 @@ class Speed(Callback):
         }
 
     def _load_since(self, started: host_load.Snapshot | None) -> host_load.HostLoad | None:
-        """The other work on this process's cores since `started` (None: not known)."""
         now = host_load.snapshot(self.root, self.cores)
         if started is None or now is None:
             return None
         return host_load.between(started, now, len(self.cores), torch.get_num_threads())
 
     def _warn_of_threads_above_free_cores(self, typed: int | None) -> None:
-        """The run's threads (trainer.threads, or torch's default of one per core) above the
-        cores other work left free while the run set up: its threads would take turns on them,
-        and its speed read low."""
+        """Threads that would take turns on the cores other work left free, reading speed low."""
         load = self._load_since(self.setup_started)
         if load is None:
             return

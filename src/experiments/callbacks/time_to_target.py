@@ -1,6 +1,4 @@
-"""trainer.target_*: the training seconds until the run first reached a metric's target (on the
-validation split, else test), said at the epoch that reached it and kept in the summary as
-`time_to_accuracy` (`training.time_to_accuracy`)."""
+"""trainer.target_*: the training seconds until the run first reached a metric's target."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""MFU: what training made of the devices' peak FLOP/s. The peak is of each device the run
-computes on, in the precision its model computes in, as this machine's cache keeps it (measured
-where it has none, or afresh with trainer.measure_peak_flops): every GPU of every process, or the
-one CPU. Each epoch's row has its MFU, the summary the run's; where the run beat its peak, it has
-none and says why, and the cached peak is forgotten so that the next run measures it again."""
+"""MFU: what training made of its devices' peak FLOP/s (as this machine's cache keeps them)."""
 
 from __future__ import annotations
 
@@ -51,8 +47,7 @@ class Utilization(Callback):
         self.devices = count
         self.keys = [each.key for each in found]
         measured = any(each.measured for each in found)
-        if measured:
-            # Its matrices are not the run's peak memory.
+        if measured:  # its matrices are not the run's peak memory
             memory.reset_peak_memory(runtime.plan)
         return {
             "device_peak_flops": self.peak.flops_per_second,
