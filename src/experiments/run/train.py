@@ -1,12 +1,5 @@
-"""The story of one training run, as a recipe in three parts: `setup` decides the device and
-builds the data, model, optimizer and schedule (or takes them back from a checkpoint); `fit`
-trains epoch by epoch, each evaluated on the validation and test splits and recorded; `finish`
-records the outcome. Every other concern (checkpoints, early stopping, MFU, energy, the
-profiler, the console, ...) is a callback (`experiments.callbacks`) that the trainer calls at
-each point and whose fields it writes into results.json, once per phase.
-
-`experiments.cli` calls `train` with the config Hydra composed and the run folder it made.
-"""
+"""The story of one training run: `setup`, `fit` epoch by epoch and `finish`; every other concern
+is a callback (`experiments.callbacks`) whose fields the trainer writes into results.json."""
 
 from __future__ import annotations
 
@@ -56,12 +49,7 @@ WRITTEN_FOLDERS = (Path(".hydra"), checkpoints.LAST.parent, profiling.TRACE.pare
 
 
 def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float | None:
-    """Train as `cfg` says, recording everything in `run_dir`; returns `cfg.optimized_metric`
-    (what a hyperparameter search optimizes), if one is named.
-
-    `free_gpus` hands out GPUs when sweep jobs run side by side. Under torchrun, every process
-    runs this; process 0 writes the records.
-    """
+    """Train as `cfg` says in `run_dir` (process 0's records); returns `cfg.optimized_metric`."""
     group = ProcessGroup.from_env()
     held = HeldLog(run_dir) if cfg.resume else None  # until the resume is accepted
     # Hydra has made it; a caller of train() may not have. Never made again once the run is on.
@@ -96,13 +84,10 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
 
 
 def _trackers(cfg: DictConfig, run_dir: Path, group: ProcessGroup) -> dict[str, Tracker]:
-    """The `tracker` group's trackers, of the main process only."""
     return tracker.trackers(cfg.tracker, run_dir) if group.is_main else {}
 
 
 class Trainer:
-    """Sets a run up, trains it and records its outcome, calling its callbacks at each point."""
-
     def __init__(
         self, cfg: DictConfig, run_dir: Path, results: Results, metrics_writer: MetricsWriter
     ) -> None:
@@ -157,8 +142,7 @@ class Trainer:
         self._each(SetupRecord, "on_setup_end")
 
     def fit(self) -> None:
-        """Train the epochs left, each followed by evaluation, then its end: what each callback
-        does of it, and a stop if one asks for it."""
+        """Train the epochs left, each evaluated and ended, until the last or a callback's stop."""
         run = self.run
         if self.stopped_early:
             return
@@ -177,8 +161,7 @@ class Trainer:
                 break
 
     def _epoch(self, epoch: int) -> EpochEnd:
-        """One epoch's training (timed apart at its first steps where it is the first this
-        process trains), evaluation and row; the callbacks' measures in it."""
+        """One epoch's training, evaluation and row, with the callbacks' measures."""
         run, trainer = self.run, self.cfg.trainer
         first = epoch == run.first_epoch
         slowed = max((each.slowed_steps for each in self.callbacks), default=0)
@@ -223,8 +206,7 @@ class Trainer:
             each.on_train_step_end(self.run, epoch, step)
 
     def finish(self) -> dict[str, Any]:
-        """The outcome: the selected epoch's numbers and the callbacks' in results.json, once
-        every process has got here."""
+        """The selected epoch's numbers and the callbacks' in results.json, once all got here."""
         run = self.run
         measures = run.learner.task.metrics
         summary = training_summary(self.progress.history, run.monitor, measures)
@@ -237,28 +219,23 @@ class Trainer:
         return summary
 
     def _each(self, record: Any, hook: str, *args: Any) -> None:
-        """Each callback's `hook`, the fields it hands back into results.json's `record`."""
         for each in self.callbacks:
             self.results.add(record, **_handed(each, hook, self.run, *args))
 
     def _evaluate(self, batches: Any) -> loop.EvaluationResult:
-        """The weights the run is judged by on `batches`: the model's, or their moving average
-        (trainer.ema), evaluated as it is kept: not compiled, nor spread over GPUs by
-        DataParallel."""
+        """The model on `batches`, or its weights' moving average (kept uncompiled, unwrapped)."""
         learner, runtime = self.run.learner, self.run.runtime
         if learner.ema is not None:
             return loop.evaluate(learner.ema.average, batches, runtime, learner.task)
         return loop.evaluate(learner.model, batches, runtime, learner.task, learner.cuda_graphs)
 
     def _begin_tracking(self) -> None:
-        """Tell the trackers what the run is (a resume carries on the runs they began)."""
         plan, sweep = self.run.runtime.plan, job.sweep_folder()
         tracked = tracker.tracked_run(as_written(self.cfg), plan, self.run_dir, sweep)
         begun = self.metrics_writer.begin_in_folder(tracked, resuming=bool(self.cfg.resume))
         self.results.add(SetupRecord, **begun)
 
     def _restore(self, checkpoint: dict[str, Any], composed: DictConfig) -> None:
-        """Continue from the checkpoint `resume=` named: every state as it was saved."""
         run, records = self.run, (self.results, self.metrics_writer)
         resumed = resume.restore(
             checkpoint, self.cfg, composed, self.run_dir, run.state, records, run.monitor
@@ -269,8 +246,7 @@ class Trainer:
 
 
 def _handed(callback: Callback, hook: str, *args: Any) -> Mapping[str, Any]:
-    """What `callback`'s `hook` hands back: fields of results.json (or of the epoch's row) from a
-    shipped callback, none from one of one's own, whose fields results.json has no place for."""
+    """The fields `callback`'s `hook` hands back; one of one's own hands back none."""
     fields: Fields = getattr(callback, hook)(*args)
     if fields and not type(callback).__module__.startswith("experiments."):
         raise ExperimentError(
