@@ -1,5 +1,4 @@
-"""Layer 7, callbacks: the concerns of a training run, each plugged into the trainer's hooks
-(docs/callbacks.md). Imports every layer below; only `run` imports it."""
+"""Layer 7, callbacks: a training run's concerns (docs/callbacks.md); only `run` imports it."""
 
 from __future__ import annotations
 

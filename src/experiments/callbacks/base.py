@@ -16,6 +16,7 @@ from experiments.devices.runtime import Runtime
 from experiments.records.resume import TrainingState
 from experiments.training import loop
 from experiments.training.history import EpochRow, History
+from experiments.training.loop import TrainingResult
 from experiments.training.model_size import ModelSize
 from experiments.training.selection import Monitor
 
@@ -72,7 +73,7 @@ class EpochEnd:
 
     epoch: int
     row: EpochRow
-    training: loop.TrainingResult
+    training: TrainingResult
     test: loop.EvaluationResult
     val: loop.EvaluationResult | None
     measured: Mapping[str, Any]  # the fields callbacks handed its row
@@ -96,9 +97,7 @@ class Callback:
     def on_train_step_end(self, run: TrainingRun, epoch: int, step: int) -> None:
         return None
 
-    def on_train_epoch_end(
-        self, run: TrainingRun, epoch: int, training: loop.TrainingResult
-    ) -> Fields:
+    def on_train_epoch_end(self, run: TrainingRun, epoch: int, training: TrainingResult) -> Fields:
         return None
 
     def should_stop(self, run: TrainingRun) -> str | None:

@@ -25,42 +25,28 @@ class Console(Callback):
         val = f"{run.val_batches.count_images()} val / " if run.val_batches else ""
         accumulated, batch = cfg.trainer.accumulate_batches, cfg.trainer.batch_size
         steps = f" ({accumulated} to a step of {accumulated * batch})" if accumulated > 1 else ""
+        # A CSV file's rows are vectors of features, seen as 1x1 images of a channel each.
+        seen = f"{shape[0]} features" if unit == ROWS else shape_text(shape)
+        train, test = run.train_batches.count_images(), run.test_batches.count_images()
         log.info(
-            "training %s (%s) on %s (%d train / %s%d test %s, %s) with %s placement, %s, "
-            "batch %d%s%s",
-            cfg.model.name,
-            run.model_size.text(unit),
-            cfg.dataset.name,
-            run.train_batches.count_images(),
-            val,
-            run.test_batches.count_images(),
-            unit.many,
-            # A CSV file's rows are vectors of features, seen as 1x1 images of a channel each.
-            f"{shape[0]} features" if unit == ROWS else shape_text(shape),
-            cfg.placement.name,
-            cfg.optimizer.name,
-            batch,
-            steps,
-            shared,
+            f"training {cfg.model.name} ({run.model_size.text(unit)}) on {cfg.dataset.name} "
+            f"({train} train / {val}{test} test {unit.many}, {seen}) with {cfg.placement.name} "
+            f"placement, {cfg.optimizer.name}, batch {batch}{steps}{shared}"
         )
         return None
 
     def on_epoch_end(self, run: TrainingRun, end: EpochEnd) -> Fields:
         """The epoch's losses and metrics on each split, and its speed."""
         training, test, val, measures = end.training, end.test, end.val, run.learner.task.metrics
+        validation = f"{_measured_text(VAL, val, measures)}, " if val else ""
+        lr = f"lr {training.lr:.3g}, " if run.cfg.scheduler.name != "none" else ""
         host = end.measured.get("host")
+        busy = f" ({host.text()})" if host is not None and host.busy else ""
+        seconds = training.seconds + test.seconds + (val.seconds if val else 0.0)
         log.info(
-            "epoch %d/%d: train loss %.4f, %s%s, %s%s %s%s, %.1f s",
-            end.epoch,
-            run.cfg.trainer.epochs,
-            training.loss,
-            f"{_measured_text(VAL, val, measures)}, " if val else "",
-            _measured_text(TEST, test, measures),
-            f"lr {training.lr:.3g}, " if run.cfg.scheduler.name != "none" else "",
-            f"{training.images_per_second:,.0f}",
-            run.data.unit.rate,
-            f" ({host.text()})" if host is not None and host.busy else "",
-            training.seconds + test.seconds + (val.seconds if val else 0.0),
+            f"epoch {end.epoch}/{run.cfg.trainer.epochs}: train loss {training.loss:.4f}, "
+            f"{validation}{_measured_text(TEST, test, measures)}, {lr}"
+            f"{training.images_per_second:,.0f} {run.data.unit.rate}{busy}, {seconds:.1f} s"
         )
         return None
 
@@ -80,12 +66,8 @@ def log_summary(
     """The outcome: the selected epoch's metric, the speed, and the run folder, last."""
     epoch, headline = summary["selected_epoch"], measures.headline
     if "class_accuracy" in summary:
-        log.info(
-            "test %s per class (epoch %d): %s",
-            measures.per_class,
-            epoch,
-            per_class_text(summary["class_accuracy"]),
-        )
+        per_class = per_class_text(summary["class_accuracy"])
+        log.info("test %s per class (epoch %d): %s", measures.per_class, epoch, per_class)
     part = part_of_split(summary["test_images"], summary["test_split_images"])
     tested = f"test {headline.name} {headline.text(summary[headline.key(TEST)])}" + (
         f" on {part} test {unit.many}" if part else ""
@@ -108,15 +90,10 @@ def log_summary(
             "trained, so its speed reads low; compare it only with runs on a quiet host",
             100 * summary["host_other_cpu_share"],
         )
+    speed = f"{summary['train_images_per_second']:,.0f} {unit.rate}"
     log.info(
-        "completed: %s, %s %s on %s%s, %s -> %s",
-        selected,
-        f"{summary['train_images_per_second']:,.0f}",
-        unit.rate,
-        plan,
-        _utilization_text(summary),
-        _epochs_text(summary),
-        display_path(run_dir),
+        f"completed: {selected}, {speed} on {plan}{_utilization_text(summary)}, "
+        f"{_epochs_text(summary)} -> {display_path(run_dir)}"
     )
 
 

@@ -11,16 +11,15 @@ from experiments.callbacks.base import Callback, Fields, TrainingRun
 from experiments.devices.distributed import gathered
 from experiments.devices.measuring.energy import COVERS, EnergyMeter, Span
 from experiments.records.energy import energy_summary
-from experiments.training import loop
+from experiments.training.loop import TrainingResult
 
 log = logging.getLogger("experiments")
 
 
 class Energy(Callback):
-    def __init__(self) -> None:
-        self.meter: EnergyMeter
-        self.span: Span | None = None  # the last epoch's
-        self.unavailable: str | None = None  # why the last epoch measured none
+    meter: EnergyMeter
+    span: Span | None = None  # the last epoch's
+    unavailable: str | None = None  # why the last epoch measured none
 
     def on_setup_end(self, run: TrainingRun) -> Fields:
         runtime = run.runtime
@@ -35,9 +34,7 @@ class Energy(Callback):
             yield
         self.span = span
 
-    def on_train_epoch_end(
-        self, run: TrainingRun, epoch: int, training: loop.TrainingResult
-    ) -> Fields:
+    def on_train_epoch_end(self, run: TrainingRun, epoch: int, training: TrainingResult) -> Fields:
         assert self.span is not None
         self.unavailable = self.span.unavailable
         energy = self.span.energy

@@ -13,8 +13,7 @@ from experiments.training import profiling
 class Profiler(Callback):
     slowed_steps = profiling.STEPS
 
-    def __init__(self) -> None:
-        self.step: Callable[[], None] | None = None  # the profiler's, while it is on
+    step: Callable[[], None] | None = None  # the profiler's, while it is on
 
     def on_setup_end(self, run: TrainingRun) -> Fields:
         steps = run.steps_per_epoch

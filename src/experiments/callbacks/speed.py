@@ -13,7 +13,7 @@ from experiments.callbacks.base import Callback, Fields, TrainingRun
 from experiments.config.metric_names import TRAIN_IMAGES_PER_SECOND
 from experiments.devices.measuring import host_load
 from experiments.records import speed
-from experiments.training import loop
+from experiments.training.loop import TrainingResult
 
 log = logging.getLogger("experiments")
 
@@ -21,8 +21,7 @@ log = logging.getLogger("experiments")
 class Speed(Callback):
     def __init__(self) -> None:
         # The load on the cores this process may use, from before the run sets up.
-        self.cores = host_load.cores()
-        self.root = host_load.run_root()
+        self.cores, self.root = host_load.cores(), host_load.run_root()
         self.setup_started = host_load.snapshot(self.root, self.cores)
         self.epoch_started: host_load.Snapshot | None = None
         # This process's first step (images, seconds): compilation's, with trainer.compile.
@@ -35,21 +34,16 @@ class Speed(Callback):
         self.epoch_started = host_load.snapshot(self.root, self.cores)
         yield
 
-    def on_train_epoch_end(
-        self, run: TrainingRun, epoch: int, training: loop.TrainingResult
-    ) -> Fields:
+    def on_train_epoch_end(self, run: TrainingRun, epoch: int, training: TrainingResult) -> Fields:
         if epoch == run.first_epoch:
             self.first_step = training.warm_up[0]
         return {"host": self._load_since(self.epoch_started)}
 
     def on_fit_end(self, run: TrainingRun, summary: Mapping[str, Any]) -> Fields:
         compiled = run.cfg.trainer.compile and self.first_step is not None
-        seconds = summary[TRAIN_IMAGES_PER_SECOND]
-        return {
-            "compile_seconds": (
-                speed.compile_seconds(self.first_step, seconds) if compiled else None
-            )
-        }
+        rate = summary[TRAIN_IMAGES_PER_SECOND]
+        seconds = speed.compile_seconds(self.first_step, rate) if compiled else None
+        return {"compile_seconds": seconds}
 
     def _load_since(self, started: host_load.Snapshot | None) -> host_load.HostLoad | None:
         now = host_load.snapshot(self.root, self.cores)
@@ -58,7 +52,6 @@ class Speed(Callback):
         return host_load.between(started, now, len(self.cores), torch.get_num_threads())
 
     def _warn_of_threads_above_free_cores(self, typed: int | None) -> None:
-        """Threads that would take turns on the cores other work left free, reading speed low."""
         load = self._load_since(self.setup_started)
         if load is None:
             return

@@ -15,9 +15,8 @@ log = logging.getLogger("experiments")
 
 
 class TimeToTarget(Callback):
-    def __init__(self) -> None:
-        self.metric: Metric
-        self.goal: float
+    metric: Metric
+    goal: float
 
     def on_setup_end(self, run: TrainingRun) -> Fields:
         target = time_to_accuracy.target(run.cfg.trainer, run.learner.task.metrics)

@@ -14,7 +14,7 @@ from experiments.devices import memory
 from experiments.devices.distributed import summed
 from experiments.devices.measuring import peak
 from experiments.devices.measuring.peak_cache import PeakCache
-from experiments.training import loop
+from experiments.training.loop import TrainingResult
 
 log = logging.getLogger("experiments")
 
@@ -29,15 +29,9 @@ class Utilization(Callback):
     def on_setup_end(self, run: TrainingRun) -> Fields:
         runtime = run.runtime
         devices, group = runtime.plan.computes_on, runtime.group
-        found = [
-            self.peaks.peak(
-                device,
-                runtime.autocast_dtype,
-                run.model_size.convolutions_lead,
-                fresh=run.cfg.trainer.measure_peak_flops,
-            )
-            for device in devices
-        ]
+        dtype, lead = runtime.autocast_dtype, run.model_size.convolutions_lead
+        fresh = run.cfg.trainer.measure_peak_flops
+        found = [self.peaks.peak(device, dtype, lead, fresh=fresh) for device in devices]
         total = sum(each.peak.flops_per_second for each in found)
         count = len(devices)
         if runtime.backend.each_process_owns_its_device and group.world_size > 1:
@@ -56,9 +50,7 @@ class Utilization(Callback):
             "device_peak_measured": measured,
         }
 
-    def on_train_epoch_end(
-        self, run: TrainingRun, epoch: int, training: loop.TrainingResult
-    ) -> Fields:
+    def on_train_epoch_end(self, run: TrainingRun, epoch: int, training: TrainingResult) -> Fields:
         return {"mfu": self._utilization(run, training.images_per_second).mfu}
 
     def on_fit_end(self, run: TrainingRun, summary: Mapping[str, Any]) -> Fields:
@@ -71,10 +63,5 @@ class Utilization(Callback):
         return {"mfu": None, "mfu_note": utilization.note}
 
     def _utilization(self, run: TrainingRun, images_per_second: float) -> peak.Utilization:
-        return peak.utilization(
-            run.model_size.training_flops_per_image,
-            images_per_second,
-            self.peak,
-            self.devices,
-            str(run.runtime.plan),
-        )
+        flops, plan = run.model_size.training_flops_per_image, str(run.runtime.plan)
+        return peak.utilization(flops, images_per_second, self.peak, self.devices, plan)

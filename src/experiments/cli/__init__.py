@@ -1,5 +1,4 @@
-"""Layer 10, cli: the command lines of training and evaluation, every failure one line. May import
-every layer below; nothing imports it."""
+"""Layer 10, cli: the command lines, every failure one line. Nothing imports it."""
 
 from experiments.cli.main import evaluate_main, main
 

@@ -1,5 +1,4 @@
-"""`python train.py` and `python eval.py`: every failure one line on stderr (HYDRA_FULL_ERROR=1:
-the traceback) and a non-zero exit; in a sweep, a failed job is recorded and the sweep goes on."""
+"""`python train.py` and `python eval.py`: every failure one line on stderr, a non-zero exit."""
 
 from __future__ import annotations
 
@@ -20,11 +19,7 @@ from omegaconf import DictConfig
 
 from experiments.cli.folder_errors import run_folder_unmade
 from experiments.cli.run_folder import Refused, config_copy
-from experiments.config.overrides import (
-    evaluation_arguments,
-    with_every_device,
-    with_saved_overrides,
-)
+from experiments.config import overrides
 from experiments.config.paths import with_paths_as_given
 from experiments.config.renamed_keys import in_todays_keys
 from experiments.config.store import CONFIG_PACKAGE, command_name, new_tag, register_configs
@@ -157,8 +152,8 @@ def main() -> None:
 
 def _training_arguments(typed: list[str]) -> list[str]:
     """The command line as Hydra is given it: today's keys, paths as given, a resumed run's own."""
-    arguments = with_saved_overrides(with_paths_as_given(in_todays_keys(typed)))
-    return with_repeats_interleaved(with_every_device(arguments, _every_device))
+    arguments = overrides.with_saved_overrides(with_paths_as_given(in_todays_keys(typed)))
+    return with_repeats_interleaved(overrides.with_every_device(arguments, _every_device))
 
 
 def _every_device() -> list[str]:
@@ -177,8 +172,9 @@ def evaluate_main() -> None:
 
 def _evaluation_arguments(typed: list[str]) -> list[str]:
     """As `_training_arguments`, for eval.py: training's own keys refused, repeats by `seed`."""
-    arguments = with_paths_as_given(evaluation_arguments(in_todays_keys(typed)))
-    return with_repeats_interleaved(with_every_device(arguments, _every_device), seed="seed")
+    arguments = with_paths_as_given(overrides.evaluation_arguments(in_todays_keys(typed)))
+    every_device = overrides.with_every_device(arguments, _every_device)
+    return with_repeats_interleaved(every_device, seed="seed")
 
 
 def _command_line(

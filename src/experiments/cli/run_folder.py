@@ -1,10 +1,8 @@
-"""The folder Hydra is about to make, refused while an earlier run is in it (`RunFolderCheck`), and
-where Hydra writes its copy of the config (`config_copy`), for its errors that name no file."""
+"""A run folder refused while an earlier run is in it, and where Hydra writes its config copy."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,6 @@ class Refused(BaseException):
     """A folder refused before Hydra made it; no Exception, which Hydra would make a warning."""
 
 
-@dataclass
 class ConfigCopy:
     """`<run dir>/.hydra` while Hydra writes its copy of the config there; None otherwise."""
 
@@ -44,17 +41,14 @@ class RunFolderCheck(Callback):
         if config.get("resume"):  # continues a run in its own folder
             return
         folder = str(config.hydra.run.dir)
-        if self.evaluation:
-            remedy = (
-                "an evaluation writes a folder of its own: leave hydra.run.dir out, or name a "
-                "folder no run has written"
-            )
-        else:
-            remedy = (
-                f"a new run never writes over another: resume={folder} continues that run, "
-                f"replay={folder} repeats it in a new folder, or leave hydra.run.dir out for a "
-                "folder of its own"
-            )
+        remedy = (
+            "an evaluation writes a folder of its own: leave hydra.run.dir out, or name a "
+            "folder no run has written"
+            if self.evaluation
+            else f"a new run never writes over another: resume={folder} continues that run, "
+            f"replay={folder} repeats it in a new folder, or leave hydra.run.dir out for a "
+            "folder of its own"
+        )
         _refuse_writing_over(f"hydra.run.dir={folder}", Path(folder), remedy)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:

@@ -27,10 +27,8 @@ def one_line(error: BaseException) -> str:
         return _unknown_option(error)
     if isinstance(error, OverrideParseException):
         return _malformed_override(error)
-    if isinstance(error, ConfigCompositionException):
-        designed = _composition(error)
-        if designed:
-            return designed
+    if isinstance(error, ConfigCompositionException) and (designed := _composition(error)):
+        return designed
     # "Error merging override trainer.epochs=abc" becomes "trainer.epochs=abc".
     message = _flatten(str(error)).removeprefix("Error merging override ")
     cause = error.__cause__
@@ -55,8 +53,7 @@ def _composition(error: ConfigCompositionException) -> str | None:
     if text.startswith("Could not append to config"):
         key = text.split("'")[1]
         return f"+{key}: {key} is there already; set it with {key}=... (+ adds a key)"
-    deleted = re.match(r"Could not delete from config\. '(.+?)' does not exist", text)
-    if deleted:
+    if deleted := re.match(r"Could not delete from config\. '(.+?)' does not exist", text):
         said = f"~{deleted[1]}: the config has no {deleted[1]} to leave out"
         equivalent = template_equivalent(deleted[1])
         return f"{said}; {equivalent or 'python train.py --cfg job prints the config'}"
@@ -79,8 +76,7 @@ def _unknown_option(error: MissingConfigException) -> str:
     if not group:
         return _flatten(str(error))
     said = f"{group}={option} is not an option of '{group}'"
-    equivalent = template_equivalent(group, option)
-    if equivalent:
+    if equivalent := template_equivalent(group, option):
         return f"{said}; {equivalent}"
     meant = [did_you_mean(option, error.options or [])]
     if group == "model":  # model=resnet18, most likely: said first

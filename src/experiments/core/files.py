@@ -1,5 +1,4 @@
-"""Whole-or-nothing writes that never follow a link, locks, and bounded reads of files the tool did
-not ship (a named pipe refused by name): every failure one line naming the file."""
+"""Atomic writes that never follow a link, locks, and bounded reads; each failure in one line."""
 
 from __future__ import annotations
 
@@ -36,11 +35,9 @@ def writing(path: Path) -> Iterator[None]:
         gone = path.parent
         while not gone.parent.exists():  # the highest gone: the run folder, for a checkpoint
             gone = gone.parent
-        why = (
-            f"{display_path(gone)} is gone (deleted while the run went on)"
-            if not gone.exists()
-            else cause.strerror or str(cause)
-        )
+        why = cause.strerror or str(cause)
+        if not gone.exists():
+            why = f"{display_path(gone)} is gone (deleted while the run went on)"
         raise ExperimentError(f"could not write {display_path(path)}: {why}") from error
 
 

@@ -87,8 +87,7 @@ def no_such_key(override: str, path: str, valid: Sequence[str], *, free_form: bo
     where = f"'{section}'" if section else "the config"
     said = f"{override}: {where} has no key '{key}'"
     typed, _, value = override.lstrip("+~").partition("=")
-    equivalent = template_equivalent(typed, value)
-    if equivalent:
+    if equivalent := template_equivalent(typed, value):
         return f"{said}; {equivalent}"
     meant = did_you_mean(key, valid, f"{section}." if section else "")
     if free_form:

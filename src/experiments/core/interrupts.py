@@ -1,5 +1,4 @@
-"""Ctrl-C, SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 end a command alike, as a KeyboardInterrupt
-(`Terminated` but for Ctrl-C): the run records why and can be resumed."""
+"""Ctrl-C, SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 end a command alike, as a KeyboardInterrupt."""
 
 from __future__ import annotations
 
@@ -59,10 +58,9 @@ def held_back() -> Iterator[None]:
 
 def raise_unless_held(interrupt: BaseException) -> None:
     """Raise `interrupt` now, or as the `held_back` block it came in ends."""
-    if _holding:
-        _pending.append(interrupt)
-        return
-    raise interrupt
+    if not _holding:
+        raise interrupt
+    _pending.append(interrupt)
 
 
 def reason(interrupt: KeyboardInterrupt) -> str:

@@ -245,10 +245,8 @@ def evaluated_test_rows(
         )
     if rows is not None:
         log.info(
-            "testing on the %s test %s its run was tested on (limit_fraction=1 tests on all %s)",
-            f"{len(rows):,}",
-            unit.many,
-            f"{in_split:,}",
+            f"testing on the {len(rows):,} test {unit.many} its run was tested on "
+            f"(limit_fraction=1 tests on all {in_split:,})"
         )
     return rows
 
@@ -291,21 +289,14 @@ def _log_outcome(
         per_class = per_class_text(outcome["class_accuracy"])
         log.info("test %s per class: %s", measures.per_class, per_class)
     if "serving" in outcome:
-        log.info(
-            "served on %s: %s", plan, inference_benchmark.serving_line(outcome["serving"], unit)
-        )
+        served = inference_benchmark.serving_line(outcome["serving"], unit)
+        log.info("served on %s: %s", plan, served)
     part = part_of_split(outcome["test_images"], outcome["test_split_images"])
+    tested = f"{part} test {unit.many}" if part else f"{outcome['test_images']} {unit.many}"
     headline = measures.headline
     log.info(
-        "evaluated %s (%d epochs on %s) on %s: test %s %s, test loss %.4f, %s on %s -> %s",
-        outcome["model"],
-        outcome["trained_epochs"],
-        outcome["trained_on"],
-        outcome["dataset"],
-        headline.name,
-        headline.text(outcome[headline.key(TEST)]),
-        outcome[TEST_LOSS],
-        f"{part} test {unit.many}" if part else f"{outcome['test_images']} {unit.many}",
-        plan,
-        display_path(run_dir),
+        f"evaluated {outcome['model']} ({outcome['trained_epochs']} epochs on "
+        f"{outcome['trained_on']}) on {outcome['dataset']}: test {headline.name} "
+        f"{headline.text(outcome[headline.key(TEST)])}, test loss {outcome[TEST_LOSS]:.4f}, "
+        f"{tested} on {plan} -> {display_path(run_dir)}"
     )

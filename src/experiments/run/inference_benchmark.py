@@ -1,5 +1,4 @@
-"""The inference benchmark (eval.py benchmark=true): latency at batch 1 and throughput at a batch,
-as timm and MLPerf Inference time them (docs/speed.md, Inference speed)."""
+"""eval.py benchmark=true: latency at batch 1 and throughput, as timm and MLPerf time them."""
 
 from __future__ import annotations
 
@@ -106,15 +105,11 @@ def time_latency(
 
 
 def time_throughput(
-    server: Server,
-    batch: torch.Tensor,
-    rounds: int,
-    least_round_seconds: float,
-    energy: Span | None = None,
+    server: Server, batch: torch.Tensor, rounds: int, seconds: float, energy: Span | None = None
 ) -> Throughput:
-    """`rounds` rounds of as many calls as take `least_round_seconds`; `energy` spans them."""
+    """`rounds` rounds of as many calls as take `seconds` at least; `energy` spans them."""
     server.answer(batch)
-    per_round = calls_per_round(server, batch, least_round_seconds)
+    per_round = calls_per_round(server, batch, seconds)
     if energy is not None:
         energy.start()
     times = [server.timed(batch, per_round) for _ in range(rounds)]

@@ -29,10 +29,8 @@ def refuse_targets_not_typed(cfg: DictConfig) -> list[trust.Target]:
 def say_what_a_replay_builds(replayed: str, built: list[trust.Target]) -> None:
     others = [f"{found.target} ({found.key})" for found in built if not _ours(found.target)]
     log.info(
-        "replay=%s runs that run's config, as running its script would; besides the project's "
-        "own code it builds %s",
-        replayed,
-        ", ".join(others) or "nothing",
+        f"replay={replayed} runs that run's config, as running its script would; besides the "
+        f"project's own code it builds {', '.join(others) or 'nothing'}"
     )
 
 
@@ -57,8 +55,7 @@ def sweep_folder() -> str | None:
 
 def swept_keys() -> set[str]:
     """The keys this job's sweep varies, as its `multirun.yaml` says; none outside a sweep."""
-    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+    if (folder := sweep_folder()) is None:
         return set()
-    hydra = HydraConfig.get()
-    multirun_yaml = Path(hydra.sweep.dir) / "multirun.yaml"
-    return sweep_keys(multirun_yaml, hydra) if multirun_yaml.is_file() else set()
+    multirun_yaml = Path(folder) / "multirun.yaml"
+    return sweep_keys(multirun_yaml, HydraConfig.get()) if multirun_yaml.is_file() else set()

@@ -1,5 +1,4 @@
-"""What a training run and an evaluation both set up before their first batch: the process, the
-device (a `Runtime`), the data, the task and the model, each returned for the caller to record."""
+"""What a training run and an evaluation both set up: process, device, data, task and model."""
 
 from __future__ import annotations
 
@@ -55,7 +54,7 @@ def prepare_runtime(
     channels_last: bool | None = False,
     settings_prefix: str = "trainer.",
 ) -> Runtime:
-    """The process `settings` applied, then the device decided, made current and joined to."""
+    """The process `settings` applied, then the device decided, made current, joined to `group`."""
     process_settings.apply(
         request.visible,
         settings.threads,
@@ -129,8 +128,7 @@ def compile_backends() -> CompileBackends:
     )
 
 
-# The backends torch lists whatever is installed, each with the package it compiles with: without
-# it, torch.compile fails only at the first step.
+# Backends torch lists whatever is installed, and their packages: without, the first step fails.
 BACKEND_PACKAGES = {"tvm": "tvm", "openxla": "torch_xla", "openxla_eval": "torch_xla"}
 
 

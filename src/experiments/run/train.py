@@ -1,5 +1,4 @@
-"""The story of one training run: `setup`, `fit` epoch by epoch and `finish`; every other concern
-is a callback (`experiments.callbacks`) whose fields the trainer writes into results.json."""
+"""One training run: setup, fit and finish; every other concern is a callback (`callbacks`)."""
 
 from __future__ import annotations
 
@@ -13,15 +12,8 @@ from typing import Any
 from omegaconf import DictConfig
 from torch.optim.lr_scheduler import LRScheduler
 
-from experiments.callbacks import (
-    Callback,
-    EpochEnd,
-    Fields,
-    Progress,
-    TrainingRun,
-    callbacks_for,
-    console,
-)
+from experiments.callbacks import Callback, EpochEnd, Fields, Progress, TrainingRun, callbacks_for
+from experiments.callbacks.console import log_summary
 from experiments.config.build import as_written
 from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
@@ -43,8 +35,7 @@ from experiments.training import loop, profiling
 
 log = logging.getLogger("experiments")
 
-# The folders a run writes in, inside its own: Hydra's snapshot, checkpoints, a profile's trace
-# (wandb/: tracker=wandb's files).
+# The folders a run writes in: Hydra's snapshot, checkpoints, a profile's trace, tracker=wandb's.
 WRITTEN_FOLDERS = (Path(".hydra"), checkpoints.LAST.parent, profiling.TRACE.parent, Path("wandb"))
 
 
@@ -65,12 +56,8 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
             MetricsWriter(run_dir, group.is_main, _trackers(cfg, run_dir, group)) as metrics_writer,
         ):
             refuse_unchosen_groups(cfg)  # (~trainer) before the trainer's settings are read
-            with memory.out_of_memory_said(
-                "trainer.batch_size",
-                cfg.trainer.batch_size,
-                cfg.trainer.accumulate_batches,
-                group.world_size,
-            ):
+            batch = (cfg.trainer.batch_size, cfg.trainer.accumulate_batches, group.world_size)
+            with memory.out_of_memory_said("trainer.batch_size", *batch):
                 trainer = Trainer(cfg, run_dir, results, metrics_writer)
                 with results.phase():  # what setup learns, in one write of results.json
                     trainer.setup(group, free_gpus, resumed)
@@ -79,7 +66,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                 run = trainer.run
                 plan, measures, unit = run.runtime.plan, run.learner.task.metrics, run.data.unit
                 del trainer, run  # its DDP model holds the process group, which teardown() ends
-        console.log_summary(summary, plan, run_dir, measures, unit)
+        log_summary(summary, plan, run_dir, measures, unit)
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
 
 
@@ -165,6 +152,7 @@ class Trainer:
         run, trainer = self.run, self.cfg.trainer
         first = epoch == run.first_epoch
         slowed = max((each.slowed_steps for each in self.callbacks), default=0)
+        done = (epoch - 1) * run.steps_per_epoch  # the steps before this epoch's
         with ExitStack() as contexts:
             for each in self.callbacks:
                 contexts.enter_context(each.training(run, epoch))
@@ -173,9 +161,7 @@ class Trainer:
                 run.train_batches,
                 run.runtime,
                 log_interval=trainer.log_interval,
-                log_step=partial(
-                    self.metrics_writer.step, epoch, (epoch - 1) * run.steps_per_epoch
-                ),
+                log_step=partial(self.metrics_writer.step, epoch, done),
                 description=f"epoch {epoch}/{trainer.epochs}",
                 after_step=partial(self._after_step, epoch),
                 warm_up_steps=max(1, slowed) if first else 0,

@@ -38,10 +38,9 @@ from experiments.training import (
     optimizers,
     schedules,
     seeding,
-    selection,
 )
 from experiments.training.ema import ModelAverage
-from experiments.training.selection import Monitor
+from experiments.training.selection import Monitor, require_validation
 from experiments.training.tasks import Classification, Task
 from experiments.training.weights import load_weights
 
@@ -101,7 +100,7 @@ def data_and_task(cfg: DictConfig, runtime: Runtime, results: Results) -> Prepar
     job.refuse_targets_not_typed(cfg)  # (an interpolation may read the data's fields)
     results.add(SetupRecord, data=data.data_record())
     task = setup.build_task(cfg.task, data)
-    selection.require_validation(cfg, has_validation=data.val is not None)
+    require_validation(cfg, has_validation=data.val is not None)
     monitor = Monitor.from_config(cfg) if data.val is not None else None
     return Prepared(cfg, runtime, results, data, task, monitor)
 
@@ -119,10 +118,8 @@ def model(prepared: Prepared, new: bool) -> tuple[nn.Module, model_size.ModelSiz
             results.add(SetupRecord, weights_left_as_built=left)
             if left:
                 log.info(
-                    "model.weights=%s loaded but for %d tensor(s), left as built: %s",
-                    cfg.model.weights,
-                    len(left),
-                    ", ".join(left),
+                    f"model.weights={cfg.model.weights} loaded but for {len(left)} tensor(s), "
+                    f"left as built: {', '.join(left)}"
                 )
     size = model_size.measure(built, data.shape, models.HOST)
     results.add(SetupRecord, **size.record())
@@ -236,8 +233,7 @@ def _moving_average(
         )
     log.info(
         "validation and test evaluate the moving average of the model's weights "
-        "(trainer.ema.decay=%s), not the model's own",
-        ema.decay,
+        f"(trainer.ema.decay={ema.decay}), not the model's own"
     )
     return ModelAverage(unwrap(placed), ema.decay, ema.every, ema.warmup_steps)
 
