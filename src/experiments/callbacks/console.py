@@ -55,9 +55,7 @@ def _measured_text(split: str, result: loop.EvaluationResult, measures: TaskMetr
     """ "test loss 2.3031, test accuracy 11.6%": the loss, then the task's other metrics."""
     numbers = {LOSS.name: result.loss, **result.metrics}
     shown = sorted(measures.evaluated, key=lambda metric: metric != LOSS)
-    return ", ".join(
-        f"{split} {metric.name} {metric.text(numbers[metric.name])}" for metric in shown
-    )
+    return ", ".join(f"{split} {each.name} {each.text(numbers[each.name])}" for each in shown)
 
 
 def log_summary(
@@ -69,17 +67,15 @@ def log_summary(
         per_class = per_class_text(summary["class_accuracy"])
         log.info("test %s per class (epoch %d): %s", measures.per_class, epoch, per_class)
     part = part_of_split(summary["test_images"], summary["test_split_images"])
-    tested = f"test {headline.name} {headline.text(summary[headline.key(TEST)])}" + (
-        f" on {part} test {unit.many}" if part else ""
-    )
+    on_part = f" on {part} test {unit.many}" if part else ""
+    tested = f"test {headline.name} {headline.text(summary[headline.key(TEST)])}{on_part}"
     if summary[headline.key(VAL)] is None:
         selected = f"{tested} at the final epoch (no validation split to select one)"
     else:
         selected = (
             f"epoch {epoch} selected by {summary['selected_by']}: val {headline.name} "
-            f"{headline.text(summary[headline.key(VAL)])}, val loss "
-            f"{summary[LOSS.key(VAL)]:.4f}, {tested} (final epoch: "
-            f"{headline.text(summary[measures.final_key(TEST)])})"
+            f"{headline.text(summary[headline.key(VAL)])}, val loss {summary[LOSS.key(VAL)]:.4f}, "
+            f"{tested} (final epoch: {headline.text(summary[measures.final_key(TEST)])})"
         )
     if "time_to_accuracy" in summary:
         selected += f", {time_to_accuracy.text(summary['time_to_accuracy'])}"
@@ -119,8 +115,8 @@ def _epochs_text(summary: dict[str, Any]) -> str:
     if "resumed_after_epochs" not in summary:
         return f"{len(epoch_seconds)} epoch(s) {here}"
     (before,) = summary["resumed_after_epochs"]
+    epochs, earlier = len(epoch_seconds), sum(epoch_seconds[:before])
     return (
-        f"{len(epoch_seconds)} epoch(s): {before} before resuming "
-        f"({sum(epoch_seconds[:before]):.1f} s of epochs), "
-        f"{len(epoch_seconds) - before} in this process {here}"
+        f"{epochs} epoch(s): {before} before resuming ({earlier:.1f} s of epochs), "
+        f"{epochs - before} in this process {here}"
     )

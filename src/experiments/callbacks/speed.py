@@ -52,8 +52,7 @@ class Speed(Callback):
         return host_load.between(started, now, len(self.cores), torch.get_num_threads())
 
     def _warn_of_threads_above_free_cores(self, typed: int | None) -> None:
-        load = self._load_since(self.setup_started)
-        if load is None:
+        if (load := self._load_since(self.setup_started)) is None:
             return
         threads = torch.get_num_threads() if typed is None else typed
         if warning := host_load.threads_above_free_cores(threads, load, typed is not None):

@@ -47,8 +47,7 @@ def _folder_unmade(error: Exception) -> str | None:
     )
 
 
-# The longest name of a file or folder most file systems take (bytes); some take less
-# (eCryptfs, 143), and a path has a limit of its own.
+# The longest name most file systems take, in bytes (eCryptfs: 143); a path has a limit of its own.
 NAME_MAX = 255
 
 

@@ -59,12 +59,9 @@ class CudaUnusable(BaseException):
     """Ends a sweep whose later jobs share this process, where CUDA is left unusable."""
 
 
-PROCESS_PER_JOB_LAUNCHERS = ("hydra_plugins.hydra_submitit_launcher.",)
-
-
 def later_jobs_share_this_process(launcher_target: str) -> bool:
-    """Whether the sweep's later jobs may run in this job's process (basic launcher, joblib)."""
-    return not launcher_target.startswith(PROCESS_PER_JOB_LAUNCHERS)
+    """Whether the sweep's later jobs may run in this job's process: all but submitit's do."""
+    return not launcher_target.startswith("hydra_plugins.hydra_submitit_launcher.")
 
 
 def sweep_stopped_by(cuda_error: str, job_number: int, run_dir: Path) -> str:
@@ -96,8 +93,7 @@ def _evaluate(cfg: DictConfig) -> float | None:
 def _run_job(
     job: Callable[[Path, FreeGpus | None], float | None], *, resumable: bool = False
 ) -> float | None:
-    """Run `job` in the folder Hydra made; a failure is one line, the end of the command unless in
-    a sweep. A `resumable` job's interruption says how it goes on."""
+    """Run `job` in Hydra's folder: a failure in one line ends the command, unless in a sweep."""
     from experiments.devices import process_settings
     from experiments.devices.distributed import first_failure, says_the_failure  # (no torch)
 
@@ -183,8 +179,7 @@ def _command_line(
     tracebacks = tracebacks_asked()
     os.environ[USER_TRACEBACKS] = "1" if tracebacks else "0"
     take_interrupts()
-    # A model of one's own in the working folder (model._target_=my_models.Net) imports as under
-    # `python -m`: `python train.py` puts only train.py's folder on the path.
+    # A model of one's own here imports as under `python -m` (train.py puts only its own folder).
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     # Asked for the full error, Hydra raises it instead of saying it over several lines.
@@ -221,7 +216,6 @@ def _command_line(
 def _compose_and_run(
     hydra_main: Callable[[], object], arguments: Callable[[list[str]], list[str]]
 ) -> None:
-    """The command line rewritten for Hydra and checked, then `hydra_main` (`_train`...)."""
     config_copy.folder = None  # (an earlier command's, in this process)
     typed = sys.argv[1:]
     sys.argv[1:] = arguments(typed)

@@ -31,8 +31,7 @@ def one_line(error: BaseException) -> str:
         return designed
     # "Error merging override trainer.epochs=abc" becomes "trainer.epochs=abc".
     message = _flatten(str(error)).removeprefix("Error merging override ")
-    cause = error.__cause__
-    if isinstance(cause, OmegaConfBaseException):
+    if isinstance(cause := error.__cause__, OmegaConfBaseException):
         # Hydra's own message names the override; OmegaConf's names the key and the type.
         detail = _flatten(str(cause).split("\n    full_key:")[0])
         message = f"{message}: {detail}" if detail not in message else message
@@ -57,9 +56,8 @@ def _composition(error: ConfigCompositionException) -> str | None:
         said = f"~{deleted[1]}: the config has no {deleted[1]} to leave out"
         equivalent = template_equivalent(deleted[1])
         return f"{said}; {equivalent or 'python train.py --cfg job prints the config'}"
-    cause = error.__cause__
     unknown = re.match(r"Could not override '(.+?)'\.\nTo append to your config use \+(\S+)", text)
-    if unknown and isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
+    if unknown and isinstance(cause := error.__cause__, (ConfigAttributeError, ConfigKeyError)):
         given, path, schema = unknown[2], str(cause.full_key or unknown[1]), cause.object_type
         if schema is not None and dataclasses.is_dataclass(schema):
             return no_such_key(given, path, [entry.name for entry in dataclasses.fields(schema)])

@@ -160,9 +160,8 @@ class _BoundedReader(io.RawIOBase):
     def __init__(self, descriptor: int, path: StrPath, bound: Bound, what_is_valid: str) -> None:
         super().__init__()
         self._descriptor = descriptor
-        self._path = path
-        self._bound = bound
-        self._what_is_valid = what_is_valid
+        self._most = bound.most
+        self._grew_past = _too_large(path, None, bound, what_is_valid)  # said if it grows so
 
     def readable(self) -> bool:
         return True
@@ -180,9 +179,9 @@ class _BoundedReader(io.RawIOBase):
         return self.seek(0, os.SEEK_CUR)
 
     def readinto(self, buffer: Any) -> int:
-        left = self._bound.most + 1 - self.tell()  # one byte more tells a file larger than most
+        left = self._most + 1 - self.tell()  # one byte more tells a file larger than most
         if left <= 0:
-            raise ExperimentError(_too_large(self._path, None, self._bound, self._what_is_valid))
+            raise ExperimentError(self._grew_past)
         return os.readv(self._descriptor, [memoryview(buffer).cast("B")[:left]])
 
     def close(self) -> None:

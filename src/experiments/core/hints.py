@@ -12,8 +12,7 @@ EVAL_LIMIT = (
 )
 DEVICES = "the device is device=cpu, cuda, cuda:N, dp, ddp (under torchrun) or auto"
 
-# Lightning-hydra-template's keys and options (`key`, `group=option`) and renamed keys; a key
-# stands for those below it (`data` for `data.num_workers`) unless one has its own entry.
+# Lightning-hydra-template's keys, options and renamed keys; `data` covers the unlisted `data.*`.
 TEMPLATE_EQUIVALENTS = {
     "seed": "the seed is trainer.seed=N",
     "ckpt_path": (

@@ -30,10 +30,8 @@ class Terminated(KeyboardInterrupt):
 def take_interrupts() -> None:
     """Raise the first signal taken (a second would cut its results short); nohup's stay ignored."""
     for each in TAKEN:
-        inherited = signal.getsignal(each)
-        if inherited == signal.SIG_IGN and each not in (signal.SIGINT, signal.SIGTERM):
-            continue
-        signal.signal(each, _interrupt)
+        if signal.getsignal(each) != signal.SIG_IGN or each in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(each, _interrupt)
     _delivered.clear()
 
 
@@ -57,7 +55,6 @@ def held_back() -> Iterator[None]:
 
 
 def raise_unless_held(interrupt: BaseException) -> None:
-    """Raise `interrupt` now, or as the `held_back` block it came in ends."""
     if not _holding:
         raise interrupt
     _pending.append(interrupt)

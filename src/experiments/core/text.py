@@ -61,19 +61,15 @@ def as_typed(value: object) -> str:
 
 
 def _reads_as_other_than_text(text: str) -> bool:
-    if text.lower() in ("true", "false", "null"):
-        return True
     try:
         float(text)
     except ValueError:
-        return False
+        return text.lower() in ("true", "false", "null")
     return True
 
 
 def printable(text: str) -> str:
     """`text` with unprintable characters escaped (`\\x1b`): one line, never a terminal command."""
-    if text.isprintable():
-        return text
     return "".join(
         char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
         for char in text

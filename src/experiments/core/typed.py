@@ -57,20 +57,18 @@ def _checker(expected: Any, partial: bool = False) -> Check:
         said = " or ".join(map(_quoted, options))
 
         def literal(value: Any, where: str) -> Mismatch | None:
-            if any(value == option and type(value) is type(option) for option in options):
-                return None
-            return where, _is(value, said)
+            same = any(value == option and type(value) is type(option) for option in options)
+            return None if same else (where, _is(value, said))
 
         return literal
     outer, said = _outer(expected), _expected(expected)
+    inner: Check | None = None
     if is_typeddict(expected):
         inner = _typed_dict_checker(expected, partial)
     elif origin is list:
         inner = _list_checker(_checker(get_args(expected)[0]))
     elif origin is dict:
         inner = _dict_checker(*get_args(expected))
-    else:
-        inner = None
 
     def check(value: Any, where: str) -> Mismatch | None:
         if not _is_a(value, outer):
@@ -138,9 +136,7 @@ def _union_checker(options: tuple[Any, ...]) -> Check:
 
 
 def _outer(expected: Any) -> type:
-    if is_typeddict(expected):
-        return dict
-    return get_origin(expected) or expected
+    return dict if is_typeddict(expected) else get_origin(expected) or expected
 
 
 def _is_a(value: Any, outer: type) -> bool:

@@ -50,8 +50,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         validate(cfg, backends=setup.compile_backends)
         path = checkpoints.find(cfg.ckpt)  # a run folder's, or a file
         results.add(EvaluationRecord, checkpoint=str(path.resolve()))
-        # On the host, where the model is built and takes them: loaded onto a GPU, they would go
-        # there, back, and there again.
+        # On the host, where the model takes them: onto a GPU, they would go there and back again.
         state = checkpoints.load(path)
         runtime = _prepare_runtime(cfg, free_gpus)
         results.add(EvaluationRecord, device=device_record(cfg.device, runtime.plan))
@@ -141,8 +140,7 @@ def _track(
     cfg: DictConfig, run_dir: Path, outcome: dict[str, Any], described: dict[str, Value]
 ) -> None:
     """The test metrics (`test/accuracy`), the benchmark's and the HParams row to the trackers."""
-    chosen = tracker.trackers(cfg.tracker, run_dir)
-    if not chosen:
+    if not (chosen := tracker.trackers(cfg.tracker, run_dir)):
         return
     numbers = tracker.epoch_scalars(outcome)
     if "serving" in outcome:
@@ -188,13 +186,11 @@ def _to_build(config: dict[str, Any], cfg: DictConfig, path: Path) -> DictConfig
         classifier = f"{Classification.__module__}.{Classification.__name__}"
         trained.task = {"name": "classification", "_target_": classifier}
     typed = trust.NOTHING_TYPED
-    if cfg.model is not None and cfg.model.get("_target_"):
-        # Unresolved: a model=custom's shape fields point into a dataset eval.py may not have.
-        typed = trust.Built.in_config(OmegaConf.to_container(cfg.model), "model")
-        trained.model._target_ = cfg.model._target_
-    if cfg.get("task") is not None and cfg.task.get("_target_"):
-        typed |= trust.Built.in_config(OmegaConf.to_container(cfg.task), "task")
-        trained.task._target_ = cfg.task._target_
+    for key in ("model", "task"):
+        if cfg.get(key) is not None and cfg[key].get("_target_"):
+            # Unresolved: a model=custom's shape fields point into a dataset eval.py may not have.
+            typed |= trust.Built.in_config(OmegaConf.to_container(cfg[key]), key)
+            trained[key]._target_ = cfg[key]._target_
     built = {"model": plain(trained.model), "task": plain(trained.task)}
     if cfg.dataset is None:
         built["dataset"] = plain(trained.dataset)
@@ -240,9 +236,8 @@ def evaluated_test_rows(
         count = run.limit_eval_batches * run.batch_size
         rows = torch.arange(count) if count < in_split else None
     else:
-        rows = subset.evaluated_rows(
-            in_split, run.get("limit_eval_images"), run.get("limit_eval_fraction")
-        )
+        limits = (run.get("limit_eval_images"), run.get("limit_eval_fraction"))
+        rows = subset.evaluated_rows(in_split, *limits)
     if rows is not None:
         log.info(
             f"testing on the {len(rows):,} test {unit.many} its run was tested on "

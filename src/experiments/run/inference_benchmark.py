@@ -50,8 +50,6 @@ class Latency:
 
 @dataclass(frozen=True)
 class Throughput:
-    """Rounds of `batches_per_round` batches of `batch_size` inputs, and their seconds."""
-
     batch_size: int
     batches_per_round: int
     round_seconds: list[float]
@@ -133,8 +131,7 @@ def benchmark(
     asked = cfg.serving
     batch_size = asked.batch_size or trained_batch
     inputs = drawn_inputs(data, runtime, batch_size, cfg.seed)
-    cuda_graphs = setup.uses_cuda_graphs(cfg.compile, cfg.compile_mode)
-    server = Server(model, runtime, cuda_graphs)
+    server = Server(model, runtime, setup.uses_cuda_graphs(cfg.compile, cfg.compile_mode))
     memory.reset_peak_memory(runtime.plan)
     cores, root = host_load.cores(), host_load.run_root()
     started = host_load.snapshot(root, cores)

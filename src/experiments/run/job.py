@@ -47,7 +47,6 @@ def overrides() -> list[str]:
 
 
 def sweep_folder() -> str | None:
-    """This job's sweep's folder, as its command named it; None outside a sweep."""
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return None
     return str(HydraConfig.get().sweep.dir)

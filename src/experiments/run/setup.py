@@ -90,8 +90,7 @@ def plan_for_job(
 
 def load_data(config: DatasetConfig, runtime: Runtime, *, training: bool = True) -> ImageData:
     """The dataset (an evaluation's: its test split) with its validation split, if any."""
-    processes_here = runtime.group.local_world_size
-    data = loading.load(config, processes_here=processes_here, training=training)
+    data = loading.load(config, processes_here=runtime.group.local_world_size, training=training)
     data = validation.with_validation(data, config)
     if config.preload == Preload.device:
         data = loading.preload(data, runtime.placement, channels_last=runtime.channels_last)

@@ -130,11 +130,10 @@ class Trainer:
 
     def fit(self) -> None:
         """Train the epochs left, each evaluated and ended, until the last or a callback's stop."""
-        run = self.run
         if self.stopped_early:
             return
         self.progress.first_epoch = len(self.progress.history) + 1
-        for epoch in range(run.first_epoch, self.cfg.trainer.epochs + 1):
+        for epoch in range(self.run.first_epoch, self.cfg.trainer.epochs + 1):
             interrupts.raise_if_lost()
             with self.results.phase():  # the epoch's record, written once at its end
                 end = self._epoch(epoch)
@@ -142,8 +141,9 @@ class Trainer:
                 self._each(EpochRecord, "on_epoch_end", end)
                 if end.stop:
                     log.info("stopping early after epoch %d: %s", epoch, end.stop)
-                    stopped = {"epoch": epoch, "reason": end.stop}
-                    self.results.add(EpochRecord, stopped_early=stopped)
+                    self.results.add(
+                        EpochRecord, stopped_early={"epoch": epoch, "reason": end.stop}
+                    )
             if end.stop:
                 break
 
@@ -198,9 +198,8 @@ class Trainer:
         summary = training_summary(self.progress.history, run.monitor, measures)
         for each in self.callbacks:
             summary.update(_handed(each, "on_fit_end", run, summary))
-        peak_memory = memory.peak_memory_mb(run.runtime.plan)
-        record = finish_record(measures)
-        summary = self.results.finish("completed", None, record, **summary, **peak_memory)
+        peak = memory.peak_memory_mb(run.runtime.plan)
+        summary = self.results.finish("completed", None, finish_record(measures), **summary, **peak)
         wait_for_all(run.runtime.group)
         return summary
 
