@@ -1,20 +1,4 @@
-"""Layer 7, callbacks: the concerns of a training run, each plugged into the trainer's hooks
-(`base.Callback`) instead of a branch in it. The shipped ones, in the order the trainer calls
-them, each on or off by its setting:
-
-    Speed             each epoch's host load; compile seconds (trainer.compile)      always
-    Utilization       the devices' peak, each epoch's and the run's MFU              always
-    Energy            each epoch's and the run's energy, where a counter reads it    always
-    Profiler          torch.profiler over the first epoch's first steps     trainer.profile
-    EarlyStopping     stops when the monitored metric stalls   trainer.early_stopping.patience
-    Checkpoints       last.pt and best.pt                                            always
-    Console           the run's first line and each epoch's                          always
-    TimeToTarget      the seconds to a metric's target                     trainer.target_*
-    ConfusionMatrix   the selected epoch's, drawn                  trainer.confusion_matrix
-    Hyperparameters   the trackers' HParams row                                      always
-
-then the user's own, from the `callbacks` config (`callbacks.<name>._target_`), in its order.
-Imports every layer below; only `run` imports it."""
+"""Layer 7, callbacks: a training run's concerns (docs/callbacks.md); only `run` imports it."""
 
 from __future__ import annotations
 
@@ -43,32 +27,27 @@ __all__ = ["Callback", "EpochEnd", "Fields", "Progress", "TrainingRun", "callbac
 def callbacks_for(
     cfg: DictConfig, metrics_writer: MetricsWriter, overrides: Sequence[str], swept: Sequence[str]
 ) -> list[Callback]:
-    """The run's callbacks: the shipped ones its settings turn on, then the user's own;
-    `metrics_writer` sends on what they draw, `overrides` and `swept` (the command line's, and the
-    columns its sweep varies) are what the HParams row shows."""
+    """The shipped callbacks the run's settings turn on, in their order, then the user's own."""
     trainer = cfg.trainer
-    on = {
-        Profiler: trainer.profile,
-        EarlyStopping: trainer.early_stopping.patience is not None,
-        TimeToTarget: trainer.target_accuracy is not None or trainer.target_value is not None,
-    }
-    shipped: list[Callback] = [
+    targeted = trainer.target_accuracy is not None or trainer.target_value is not None
+    shipped = [
         Speed(),
         Utilization(),
         Energy(),
-        *([Profiler()] if on[Profiler] else []),
-        *([EarlyStopping()] if on[EarlyStopping] else []),
+        Profiler() if trainer.profile else None,
+        EarlyStopping() if trainer.early_stopping.patience is not None else None,
         Checkpoints(),
         Console(),
-        *([TimeToTarget()] if on[TimeToTarget] else []),
-        *([ConfusionMatrix(metrics_writer)] if trainer.confusion_matrix else []),
+        TimeToTarget() if targeted else None,
+        ConfusionMatrix(metrics_writer) if trainer.confusion_matrix else None,
         Hyperparameters(metrics_writer, overrides, swept),
     ]
-    return shipped + [_own(name, spec) for name, spec in cfg.get("callbacks", {}).items()]
+    own = [_own(name, spec) for name, spec in cfg.get("callbacks", {}).items()]
+    return [each for each in shipped if each is not None] + own
 
 
 def _own(name: str, spec: DictConfig) -> Callback:
-    """The callback of one's own `callbacks.<name>` builds, refused in one line unless it is one."""
+    """The callback `callbacks.<name>` builds, refused in one line unless it is one."""
     target = spec.get("_target_") if isinstance(spec, DictConfig) else None
     if target is None:
         raise ExperimentError(

@@ -1,5 +1,4 @@
-"""The run's checkpoints: last.pt every trainer.checkpoint_every epochs and at the last; best.pt
-at each newly selected epoch, with a validation split (`records.resume.TrainingState`)."""
+"""last.pt every trainer.checkpoint_every epochs and at the last; best.pt at each one selected."""
 
 from __future__ import annotations
 
@@ -11,12 +10,8 @@ class Checkpoints(Callback):
         due = end.epoch % run.cfg.trainer.checkpoint_every == 0 or end.last
         best = run.monitor is not None and end.selected
         if run.is_main and (due or best):
+            confusion = [list(row) for row in run.selected_confusion]
             run.state.save(
-                run.run_dir,
-                end.epoch,
-                list(run.history),
-                [list(row) for row in run.selected_confusion],
-                last=due,
-                best=best,
+                run.run_dir, end.epoch, list(run.history), confusion, last=due, best=best
             )
         return None

@@ -1,6 +1,4 @@
-"""trainer.confusion_matrix: the test split's confusion matrix at the selected epoch, drawn at the
-run's end as confusion_matrix.png and a picture for each tracker (`records.confusion`). Its
-counts are in the checkpoints either way."""
+"""trainer.confusion_matrix: the selected epoch's test confusion matrix, drawn for each tracker."""
 
 from __future__ import annotations
 
@@ -18,11 +16,8 @@ class ConfusionMatrix(Callback):
     def on_fit_end(self, run: TrainingRun, summary: Mapping[str, Any]) -> Fields:
         if not run.selected_confusion:  # (a task without classes has none)
             return None
-        title = f"{run.cfg.model.name} on {run.cfg.dataset.name}: test, epoch "
-        self.metrics_writer.confusion_matrix(
-            [list(row) for row in run.selected_confusion],
-            run.data.classes,
-            title + str(summary["selected_epoch"]),
-            run.history[-1]["global_step"],
-        )
+        epoch, step = summary["selected_epoch"], run.history[-1]["global_step"]
+        title = f"{run.cfg.model.name} on {run.cfg.dataset.name}: test, epoch {epoch}"
+        matrix = [list(row) for row in run.selected_confusion]
+        self.metrics_writer.confusion_matrix(matrix, run.data.classes, title, step)
         return None

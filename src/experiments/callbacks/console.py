@@ -1,6 +1,4 @@
-"""What a training run says on the console (and in train.log): its start and each epoch (the
-`Console` callback), and its outcome (`log_summary`), whose last line names the run folder.
-"""
+"""What a training run says on the console (and in train.log): its start, epochs and outcome."""
 
 from __future__ import annotations
 
@@ -8,154 +6,76 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from experiments.callbacks.base import Callback, EpochEnd, Fields, TrainingRun
 from experiments.config.metric_names import LOSS, TEST, VAL, TaskMetrics
 from experiments.core.text import ROWS, Unit, display_path, part_of_split, shape_text
-from experiments.data.batches import Batches
-from experiments.devices.measuring import host_load
 from experiments.devices.plan import DevicePlan
-from experiments.devices.runtime import Runtime
 from experiments.records.results import per_class_text
-from experiments.training import loop, model_size, time_to_accuracy
+from experiments.training import loop, time_to_accuracy
 
 log = logging.getLogger("experiments")
 
 
 class Console(Callback):
     def on_setup_end(self, run: TrainingRun) -> Fields:
-        log_start(
-            run.cfg,
-            run.data.shape,
-            run.data.unit,
-            run.model_size,
-            run.train_batches,
-            run.test_batches,
-            run.val_batches,
-            run.runtime,
+        """The run's first line: the model, the data, the device and the training's settings."""
+        cfg, plan, unit, shape = run.cfg, run.runtime.plan, run.data.unit, run.data.shape
+        processes = run.runtime.group.world_size
+        shared = f" over {processes} processes ({plan.backend})" if plan.backend else ""
+        val = f"{run.val_batches.count_images()} val / " if run.val_batches else ""
+        accumulated, batch = cfg.trainer.accumulate_batches, cfg.trainer.batch_size
+        steps = f" ({accumulated} to a step of {accumulated * batch})" if accumulated > 1 else ""
+        # A CSV file's rows are vectors of features, seen as 1x1 images of a channel each.
+        seen = f"{shape[0]} features" if unit == ROWS else shape_text(shape)
+        train, test = run.train_batches.count_images(), run.test_batches.count_images()
+        log.info(
+            f"training {cfg.model.name} ({run.model_size.text(unit)}) on {cfg.dataset.name} "
+            f"({train} train / {val}{test} test {unit.many}, {seen}) with {cfg.placement.name} "
+            f"placement, {cfg.optimizer.name}, batch {batch}{steps}{shared}"
         )
         return None
 
     def on_epoch_end(self, run: TrainingRun, end: EpochEnd) -> Fields:
-        log_epoch(
-            end.epoch,
-            run.cfg.trainer.epochs,
-            end.training,
-            end.test,
-            end.val,
-            run.learner.task.metrics,
-            run.cfg.scheduler.name,
-            end.measured.get("host"),
-            run.data.unit,
+        """The epoch's losses and metrics on each split, and its speed."""
+        training, test, val, measures = end.training, end.test, end.val, run.learner.task.metrics
+        validation = f"{_measured_text(VAL, val, measures)}, " if val else ""
+        lr = f"lr {training.lr:.3g}, " if run.cfg.scheduler.name != "none" else ""
+        host = end.measured.get("host")
+        busy = f" ({host.text()})" if host is not None and host.busy else ""
+        seconds = training.seconds + test.seconds + (val.seconds if val else 0.0)
+        log.info(
+            f"epoch {end.epoch}/{run.cfg.trainer.epochs}: train loss {training.loss:.4f}, "
+            f"{validation}{_measured_text(TEST, test, measures)}, {lr}"
+            f"{training.images_per_second:,.0f} {run.data.unit.rate}{busy}, {seconds:.1f} s"
         )
         return None
-
-
-def log_start(
-    cfg: DictConfig,
-    shape: tuple[int, int, int],
-    unit: Unit,
-    size: model_size.ModelSize,
-    train_batches: Batches,
-    test_batches: Batches,
-    val_batches: Batches | None,
-    runtime: Runtime,
-) -> None:
-    """The run's first line: the model, the data (its samples counted in their `unit`), the
-    device and the training's settings."""
-    plan = runtime.plan
-    shared = f" over {runtime.group.world_size} processes ({plan.backend})" if plan.backend else ""
-    val = f"{val_batches.count_images()} val / " if val_batches else ""
-    trainer = cfg.trainer
-    accumulated = trainer.accumulate_batches
-    step = accumulated * trainer.batch_size
-    steps = f" ({accumulated} to a step of {step})" if accumulated > 1 else ""
-    log.info(
-        "training %s (%s) on %s (%d train / %s%d test %s, %s) with %s placement, %s, batch %d%s%s",
-        cfg.model.name,
-        size.text(unit),
-        cfg.dataset.name,
-        train_batches.count_images(),
-        val,
-        test_batches.count_images(),
-        unit.many,
-        # A CSV file's rows are vectors of features, seen as 1x1 images of a channel each.
-        f"{shape[0]} features" if unit == ROWS else shape_text(shape),
-        cfg.placement.name,
-        cfg.optimizer.name,
-        trainer.batch_size,
-        steps,
-        shared,
-    )
-
-
-def log_epoch(
-    epoch: int,
-    epochs: int,
-    training: loop.TrainingResult,
-    test: loop.EvaluationResult,
-    val: loop.EvaluationResult | None,
-    measures: TaskMetrics,
-    scheduler: str,
-    host: host_load.HostLoad | None,
-    unit: Unit,
-) -> None:
-    """An epoch's line: the losses and the task's metrics (`measures`) on each split, speed (in
-    the data's `unit` per second)."""
-    validation = f"{_measured_text(VAL, val, measures)}, " if val else ""
-    lr = f"lr {training.lr:.3g}, " if scheduler != "none" else ""
-    busy = f" ({host.text()})" if host is not None and host.busy else ""
-    log.info(
-        "epoch %d/%d: train loss %.4f, %s%s, %s%s %s%s, %.1f s",
-        epoch,
-        epochs,
-        training.loss,
-        validation,
-        _measured_text(TEST, test, measures),
-        lr,
-        f"{training.images_per_second:,.0f}",
-        unit.rate,
-        busy,
-        training.seconds + test.seconds + (val.seconds if val else 0.0),
-    )
 
 
 def _measured_text(split: str, result: loop.EvaluationResult, measures: TaskMetrics) -> str:
     """ "test loss 2.3031, test accuracy 11.6%": the loss, then the task's other metrics."""
     numbers = {LOSS.name: result.loss, **result.metrics}
     shown = sorted(measures.evaluated, key=lambda metric: metric != LOSS)
-    return ", ".join(
-        f"{split} {metric.name} {metric.text(numbers[metric.name])}" for metric in shown
-    )
+    return ", ".join(f"{split} {each.name} {each.text(numbers[each.name])}" for each in shown)
 
 
 def log_summary(
     summary: dict[str, Any], plan: DevicePlan, run_dir: Path, measures: TaskMetrics, unit: Unit
 ) -> None:
-    """The outcome: the selected epoch's headline metric (`measures`: the task's), per class
-    where the task has classes; the speed (in the data's `unit` per second); the run folder,
-    last."""
+    """The outcome: the selected epoch's metric, the speed, and the run folder, last."""
     epoch, headline = summary["selected_epoch"], measures.headline
     if "class_accuracy" in summary:
-        log.info(
-            "test %s per class (epoch %d): %s",
-            measures.per_class,
-            epoch,
-            per_class_text(summary["class_accuracy"]),
-        )
+        per_class = per_class_text(summary["class_accuracy"])
+        log.info("test %s per class (epoch %d): %s", measures.per_class, epoch, per_class)
     part = part_of_split(summary["test_images"], summary["test_split_images"])
-    tested = f"test {headline.name} {headline.text(summary[headline.key(TEST)])}" + (
-        f" on {part} test {unit.many}" if part else ""
-    )
+    on_part = f" on {part} test {unit.many}" if part else ""
+    tested = f"test {headline.name} {headline.text(summary[headline.key(TEST)])}{on_part}"
     if summary[headline.key(VAL)] is None:
         selected = f"{tested} at the final epoch (no validation split to select one)"
     else:
         selected = (
             f"epoch {epoch} selected by {summary['selected_by']}: val {headline.name} "
-            f"{headline.text(summary[headline.key(VAL)])}, val loss "
-            f"{summary[LOSS.key(VAL)]:.4f}, {tested} (final epoch: "
-            f"{headline.text(summary[measures.final_key(TEST)])})"
+            f"{headline.text(summary[headline.key(VAL)])}, val loss {summary[LOSS.key(VAL)]:.4f}, "
+            f"{tested} (final epoch: {headline.text(summary[measures.final_key(TEST)])})"
         )
     if "time_to_accuracy" in summary:
         selected += f", {time_to_accuracy.text(summary['time_to_accuracy'])}"
@@ -166,22 +86,15 @@ def log_summary(
             "trained, so its speed reads low; compare it only with runs on a quiet host",
             100 * summary["host_other_cpu_share"],
         )
+    speed = f"{summary['train_images_per_second']:,.0f} {unit.rate}"
     log.info(
-        "completed: %s, %s %s on %s%s, %s -> %s",
-        selected,
-        f"{summary['train_images_per_second']:,.0f}",
-        unit.rate,
-        plan,
-        _utilization_text(summary),
-        _epochs_text(summary),
-        display_path(run_dir),
+        f"completed: {selected}, {speed} on {plan}{_utilization_text(summary)}, "
+        f"{_epochs_text(summary)} -> {display_path(run_dir)}"
     )
 
 
 def _utilization_text(summary: dict[str, Any]) -> str:
-    """ " (MFU 3.1% of its fp32 peak, 0.21 J/image at 183 W)": the MFU, where the run has one
-    (not where it beat a wrong peak: its warning says so, nor of an earlier version), and the
-    energy per training image, where a counter measured it."""
+    """ " (MFU 3.1% of its fp32 peak, 0.21 J/image at 183 W)", of what the run has."""
     parts = []
     if summary.get("mfu") is not None:
         parts.append(f"MFU {summary['mfu']:.1%} of its {summary['device_peak_precision']} peak")
@@ -196,16 +109,14 @@ def energy_text(joules_per_image: float, watts: float) -> str:
 
 
 def _epochs_text(summary: dict[str, Any]) -> str:
-    """ "3 epoch(s) in 8.7 s" (the process's time); a resumed run's in its two parts, the epochs
-    before the resume timed by their rows (those processes' setup went unrecorded): "5 epoch(s):
-    3 before resuming (27.4 s of epochs), 2 in this process in 8.7 s"."""
+    """ "3 epoch(s) in 8.7 s", or "5 epoch(s): 3 before resuming (27.4 s of epochs), 2 in ..."."""
     epoch_seconds = summary["epoch_seconds"]
     here = f"in {summary['total_seconds']:.1f} s"
     if "resumed_after_epochs" not in summary:
         return f"{len(epoch_seconds)} epoch(s) {here}"
     (before,) = summary["resumed_after_epochs"]
+    epochs, earlier = len(epoch_seconds), sum(epoch_seconds[:before])
     return (
-        f"{len(epoch_seconds)} epoch(s): {before} before resuming "
-        f"({sum(epoch_seconds[:before]):.1f} s of epochs), "
-        f"{len(epoch_seconds) - before} in this process {here}"
+        f"{epochs} epoch(s): {before} before resuming ({earlier:.1f} s of epochs), "
+        f"{epochs - before} in this process {here}"
     )

@@ -1,5 +1,4 @@
-"""trainer.early_stopping: training stops once the monitored metric has not improved by more
-than min_delta for `patience` epochs (`training.selection.early_stop`)."""
+"""trainer.early_stopping: stop once the monitored metric stalls (`selection.early_stop`)."""
 
 from __future__ import annotations
 

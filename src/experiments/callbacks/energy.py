@@ -1,7 +1,4 @@
-"""The energy of each epoch's training pass (its row's `energy`, joules by counter of every
-process) and the run's in its summary, from the counters of the devices this process computes
-on: its GPUs', else the CPU packages', which one process of each machine reads (every process
-there shares them)."""
+"""The energy of each epoch's training (joules by counter of every process) and of the run's."""
 
 from __future__ import annotations
 
@@ -14,16 +11,15 @@ from experiments.callbacks.base import Callback, Fields, TrainingRun
 from experiments.devices.distributed import gathered
 from experiments.devices.measuring.energy import COVERS, EnergyMeter, Span
 from experiments.records.energy import energy_summary
-from experiments.training import loop
+from experiments.training.loop import TrainingResult
 
 log = logging.getLogger("experiments")
 
 
 class Energy(Callback):
-    def __init__(self) -> None:
-        self.meter: EnergyMeter
-        self.span: Span | None = None  # the last epoch's
-        self.unavailable: str | None = None  # why the last epoch measured none
+    meter: EnergyMeter
+    span: Span | None = None  # the last epoch's
+    unavailable: str | None = None  # why the last epoch measured none
 
     def on_setup_end(self, run: TrainingRun) -> Fields:
         runtime = run.runtime
@@ -38,10 +34,7 @@ class Energy(Callback):
             yield
         self.span = span
 
-    def on_train_epoch_end(
-        self, run: TrainingRun, epoch: int, training: loop.TrainingResult
-    ) -> Fields:
-        """The joules of each counter of every process (None: no process could read one)."""
+    def on_train_epoch_end(self, run: TrainingRun, epoch: int, training: TrainingResult) -> Fields:
         assert self.span is not None
         self.unavailable = self.span.unavailable
         energy = self.span.energy

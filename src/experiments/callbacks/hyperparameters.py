@@ -1,6 +1,4 @@
-"""The run's hyperparameters and final numbers for each tracker (TensorBoard's HParams tab):
-the headline metric, the speed, and the time to accuracy, MFU and energy where the run has them,
-to compare finished runs by."""
+"""The run's hyperparameters and final numbers for each tracker (TensorBoard's HParams tab)."""
 
 from __future__ import annotations
 

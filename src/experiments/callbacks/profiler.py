@@ -1,5 +1,4 @@
-"""trainer.profile=true: torch.profiler over the first optimizer steps of the first epoch this
-process trains (`training.profiling`), of the main process only (the others run alike)."""
+"""trainer.profile=true: torch.profiler over the first epoch's first steps, in the main process."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ from experiments.training import profiling
 class Profiler(Callback):
     slowed_steps = profiling.STEPS
 
-    def __init__(self) -> None:
-        self.step: Callable[[], None] | None = None  # the profiler's, while it is on
+    step: Callable[[], None] | None = None  # the profiler's, while it is on
 
     def on_setup_end(self, run: TrainingRun) -> Fields:
         steps = run.steps_per_epoch

@@ -1,6 +1,4 @@
-"""How fast the run trains, and whether other work on the host competed: each epoch's host load
-(its row's `host`), a warning where the run's threads outnumber the cores other work left free,
-and with trainer.compile the seconds its first step spent compiling."""
+"""Each epoch's host load, a warning of threads above free cores, and the compile's seconds."""
 
 from __future__ import annotations
 
@@ -15,17 +13,15 @@ from experiments.callbacks.base import Callback, Fields, TrainingRun
 from experiments.config.metric_names import TRAIN_IMAGES_PER_SECOND
 from experiments.devices.measuring import host_load
 from experiments.records import speed
-from experiments.training import loop
+from experiments.training.loop import TrainingResult
 
 log = logging.getLogger("experiments")
 
 
 class Speed(Callback):
     def __init__(self) -> None:
-        # The host's load is read on the cores this process may use, of the run's processes,
-        # from before the run sets up.
-        self.cores = host_load.cores()
-        self.root = host_load.run_root()
+        # The load on the cores this process may use, from before the run sets up.
+        self.cores, self.root = host_load.cores(), host_load.run_root()
         self.setup_started = host_load.snapshot(self.root, self.cores)
         self.epoch_started: host_load.Snapshot | None = None
         # This process's first step (images, seconds): compilation's, with trainer.compile.
@@ -38,35 +34,25 @@ class Speed(Callback):
         self.epoch_started = host_load.snapshot(self.root, self.cores)
         yield
 
-    def on_train_epoch_end(
-        self, run: TrainingRun, epoch: int, training: loop.TrainingResult
-    ) -> Fields:
+    def on_train_epoch_end(self, run: TrainingRun, epoch: int, training: TrainingResult) -> Fields:
         if epoch == run.first_epoch:
             self.first_step = training.warm_up[0]
         return {"host": self._load_since(self.epoch_started)}
 
     def on_fit_end(self, run: TrainingRun, summary: Mapping[str, Any]) -> Fields:
         compiled = run.cfg.trainer.compile and self.first_step is not None
-        seconds = summary[TRAIN_IMAGES_PER_SECOND]
-        return {
-            "compile_seconds": (
-                speed.compile_seconds(self.first_step, seconds) if compiled else None
-            )
-        }
+        rate = summary[TRAIN_IMAGES_PER_SECOND]
+        seconds = speed.compile_seconds(self.first_step, rate) if compiled else None
+        return {"compile_seconds": seconds}
 
     def _load_since(self, started: host_load.Snapshot | None) -> host_load.HostLoad | None:
-        """The other work on this process's cores since `started` (None: not known)."""
         now = host_load.snapshot(self.root, self.cores)
         if started is None or now is None:
             return None
         return host_load.between(started, now, len(self.cores), torch.get_num_threads())
 
     def _warn_of_threads_above_free_cores(self, typed: int | None) -> None:
-        """The run's threads (trainer.threads, or torch's default of one per core) above the
-        cores other work left free while the run set up: its threads would take turns on them,
-        and its speed read low."""
-        load = self._load_since(self.setup_started)
-        if load is None:
+        if (load := self._load_since(self.setup_started)) is None:
             return
         threads = torch.get_num_threads() if typed is None else typed
         if warning := host_load.threads_above_free_cores(threads, load, typed is not None):

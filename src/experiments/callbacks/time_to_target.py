@@ -1,6 +1,4 @@
-"""trainer.target_*: the training seconds until the run first reached a metric's target (on the
-validation split, else test), said at the epoch that reached it and kept in the summary as
-`time_to_accuracy` (`training.time_to_accuracy`)."""
+"""trainer.target_*: the training seconds until the run first reached a metric's target."""
 
 from __future__ import annotations
 
@@ -17,9 +15,8 @@ log = logging.getLogger("experiments")
 
 
 class TimeToTarget(Callback):
-    def __init__(self) -> None:
-        self.metric: Metric
-        self.goal: float
+    metric: Metric
+    goal: float
 
     def on_setup_end(self, run: TrainingRun) -> Fields:
         target = time_to_accuracy.target(run.cfg.trainer, run.learner.task.metrics)

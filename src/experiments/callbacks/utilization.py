@@ -1,8 +1,4 @@
-"""MFU: what training made of the devices' peak FLOP/s. The peak is of each device the run
-computes on, in the precision its model computes in, as this machine's cache keeps it (measured
-where it has none, or afresh with trainer.measure_peak_flops): every GPU of every process, or the
-one CPU. Each epoch's row has its MFU, the summary the run's; where the run beat its peak, it has
-none and says why, and the cached peak is forgotten so that the next run measures it again."""
+"""MFU: what training made of its devices' peak FLOP/s (as this machine's cache keeps them)."""
 
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ from experiments.devices import memory
 from experiments.devices.distributed import summed
 from experiments.devices.measuring import peak
 from experiments.devices.measuring.peak_cache import PeakCache
-from experiments.training import loop
+from experiments.training.loop import TrainingResult
 
 log = logging.getLogger("experiments")
 
@@ -33,15 +29,9 @@ class Utilization(Callback):
     def on_setup_end(self, run: TrainingRun) -> Fields:
         runtime = run.runtime
         devices, group = runtime.plan.computes_on, runtime.group
-        found = [
-            self.peaks.peak(
-                device,
-                runtime.autocast_dtype,
-                run.model_size.convolutions_lead,
-                fresh=run.cfg.trainer.measure_peak_flops,
-            )
-            for device in devices
-        ]
+        dtype, lead = runtime.autocast_dtype, run.model_size.convolutions_lead
+        fresh = run.cfg.trainer.measure_peak_flops
+        found = [self.peaks.peak(device, dtype, lead, fresh=fresh) for device in devices]
         total = sum(each.peak.flops_per_second for each in found)
         count = len(devices)
         if runtime.backend.each_process_owns_its_device and group.world_size > 1:
@@ -51,8 +41,7 @@ class Utilization(Callback):
         self.devices = count
         self.keys = [each.key for each in found]
         measured = any(each.measured for each in found)
-        if measured:
-            # Its matrices are not the run's peak memory.
+        if measured:  # its matrices are not the run's peak memory
             memory.reset_peak_memory(runtime.plan)
         return {
             "device_peak_flops": self.peak.flops_per_second,
@@ -61,9 +50,7 @@ class Utilization(Callback):
             "device_peak_measured": measured,
         }
 
-    def on_train_epoch_end(
-        self, run: TrainingRun, epoch: int, training: loop.TrainingResult
-    ) -> Fields:
+    def on_train_epoch_end(self, run: TrainingRun, epoch: int, training: TrainingResult) -> Fields:
         return {"mfu": self._utilization(run, training.images_per_second).mfu}
 
     def on_fit_end(self, run: TrainingRun, summary: Mapping[str, Any]) -> Fields:
@@ -76,10 +63,5 @@ class Utilization(Callback):
         return {"mfu": None, "mfu_note": utilization.note}
 
     def _utilization(self, run: TrainingRun, images_per_second: float) -> peak.Utilization:
-        return peak.utilization(
-            run.model_size.training_flops_per_image,
-            images_per_second,
-            self.peak,
-            self.devices,
-            str(run.runtime.plan),
-        )
+        flops, plan = run.model_size.training_flops_per_image, str(run.runtime.plan)
+        return peak.utilization(flops, images_per_second, self.peak, self.devices, plan)

@@ -1,6 +1,4 @@
-"""Layer 10, cli: the command lines of training and evaluation (`python train.py`, `python
-eval.py`), which compose the config, make the run folder and say every failure in one line. May
-import every layer below; nothing imports it."""
+"""Layer 10, cli: the command lines, every failure one line. Nothing imports it."""
 
 from experiments.cli.main import evaluate_main, main
 

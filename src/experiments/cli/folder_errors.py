@@ -1,6 +1,4 @@
-"""Why Hydra could not make the run folder, or write its copy of the config there, in one line:
-Hydra's own errors name no file, or a file but not what to do.
-"""
+"""Why Hydra could not make the run folder or write its copy of the config there, in one line."""
 
 from __future__ import annotations
 
@@ -13,16 +11,13 @@ from experiments.core.text import display_path
 
 
 def run_folder_unmade(error: Exception, config_copy: Path | None) -> str | None:
-    """The line for `error` if it is Hydra failing to make or fill the run folder, else None.
-    `config_copy`: the folder Hydra was writing its copy of the config in when `error` was
-    raised, if it was (`experiments.cli.run_folder.config_copy`)."""
+    """The line for `error` if Hydra failed to make or fill the run folder, else None."""
     return (
         _not_a_folder(error) or _folder_unmade(error) or _config_copy_unwritten(error, config_copy)
     )
 
 
 def _not_a_folder(error: Exception) -> str | None:
-    """Hydra could not make the run folder: one of its parents (outputs, say) is a file."""
     if not isinstance(error, NotADirectoryError) or not error.filename:
         return None
     run_dir = Path(error.filename)
@@ -34,9 +29,10 @@ def _not_a_folder(error: Exception) -> str | None:
 
 
 def _folder_unmade(error: Exception) -> str | None:
-    """Hydra could not make the run folder (or a sweep's): a name in its path too long, or a
-    place that takes no folders (/proc, /sys, a read-only disk)."""
-    if not isinstance(error, OSError) or not error.filename or not _raised_by_mkdir(error):
+    """A name in its path too long, or a place that takes no folders (/proc, a read-only disk)."""
+    frames = traceback.walk_tb(error.__traceback__)
+    raised_by_mkdir = any(frame.f_code.co_name == "mkdir" for frame, _ in frames)
+    if not isinstance(error, OSError) or not error.filename or not raised_by_mkdir:
         return None
     folder = Path(os.fsdecode(error.filename))
     if error.errno == errno.ENAMETOOLONG:
@@ -51,13 +47,7 @@ def _folder_unmade(error: Exception) -> str | None:
     )
 
 
-def _raised_by_mkdir(error: OSError) -> bool:
-    frames = traceback.walk_tb(error.__traceback__)
-    return any(frame.f_code.co_name == "mkdir" for frame, _ in frames)
-
-
-# The longest name of a file or folder most file systems take (bytes); some take less
-# (eCryptfs, 143), and a path has a limit of its own.
+# The longest name most file systems take, in bytes (eCryptfs: 143); a path has a limit of its own.
 NAME_MAX = 255
 
 
@@ -73,7 +63,6 @@ def _too_long(folder: Path) -> str:
 
 
 def _shortened(folder: Path) -> str:
-    """`folder` with each name longer than a name may be cut short, to be read in one line."""
     shown = display_path(folder)
     parts = [f"{part[:24]}...{part[-8:]}" if len(part) > 40 else part for part in Path(shown).parts]
     return str(Path(*parts))
@@ -84,21 +73,13 @@ CONFIG_COPY_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")
 
 
 def _config_copy_unwritten(error: Exception, folder: Path | None) -> str | None:
-    """Hydra could not write its copy of the config in `folder` (`.hydra/`), a full disk say,
-    before the run began. An OSError of a failed write names no file: it is the last of Hydra's
-    files there, each made as Hydra opens it (the folder held none: `run_folder` refuses one
-    that holds `.hydra/`)."""
+    """A write in `folder` failed (a full disk); an OSError naming no file is of the last made."""
     if folder is None or not isinstance(error, OSError):
         return None
-    if error.filename:
-        failed = Path(os.fsdecode(error.filename))
-        if failed.parent != folder:
-            return None
-    else:
-        opened = [folder / name for name in CONFIG_COPY_FILES if (folder / name).exists()]
-        if not opened:
-            return None
-        failed = opened[-1]
+    made = [folder / name for name in CONFIG_COPY_FILES if (folder / name).exists()]
+    failed = Path(os.fsdecode(error.filename)) if error.filename else made[-1] if made else None
+    if failed is None or failed.parent != folder:
+        return None
     path = Path(display_path(folder)) / failed.name
     remedy = {
         errno.ENOSPC: "free space there",

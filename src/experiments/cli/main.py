@@ -1,15 +1,4 @@
-"""The command lines of training and evaluation, and what every job goes through.
-
-    python train.py ...             experiments-train, python -m experiments
-    python eval.py ckpt=...         experiments-eval
-
-Hydra composes the config from `conf/` (the package `experiments.conf` once installed) and makes
-the run folder. Every failure becomes one line on stderr and a non-zero exit; `HYDRA_FULL_ERROR=1`
-shows the traceback instead. In a sweep, a failed job is recorded in its folder and the sweep goes
-on to its report, under every launcher. Under torchrun, all processes name the same run folder,
-only process 0 writes Hydra's snapshot and the log file, and a failure is also written where
-torchrun's own summary finds it (`@record`).
-"""
+"""`python train.py` and `python eval.py`: every failure one line on stderr, a non-zero exit."""
 
 from __future__ import annotations
 
@@ -30,11 +19,7 @@ from omegaconf import DictConfig
 
 from experiments.cli.folder_errors import run_folder_unmade
 from experiments.cli.run_folder import Refused, config_copy
-from experiments.config.overrides import (
-    evaluation_arguments,
-    with_every_device,
-    with_saved_overrides,
-)
+from experiments.config import overrides
 from experiments.config.paths import with_paths_as_given
 from experiments.config.renamed_keys import in_todays_keys
 from experiments.config.store import CONFIG_PACKAGE, command_name, new_tag, register_configs
@@ -42,12 +27,7 @@ from experiments.config.sweep_order import with_repeats_interleaved
 from experiments.config.validate import validate_command_line
 from experiments.core import collection
 from experiments.core.errors import one_line
-from experiments.core.interrupts import (
-    end_as_the_signal_would,
-    exit_code,
-    reason,
-    take_interrupts,
-)
+from experiments.core.interrupts import end_as_the_signal_would, exit_code, reason, take_interrupts
 from experiments.core.text import display_path
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.process_group import ProcessGroup
@@ -55,14 +35,11 @@ from experiments.report.sweep_end import report_unfinished_sweeps
 
 log = logging.getLogger(__name__)
 
-# The user's choice of tracebacks (HYDRA_FULL_ERROR=1), as each command found it. `_command_line`
-# sets HYDRA_FULL_ERROR for Hydra, and workers that run sweep jobs inherit it; they read the
-# user's own choice from USER_TRACEBACKS, which `_command_line` sets first.
+# The user's HYDRA_FULL_ERROR, kept for sweep workers: `_command_line` sets that one for Hydra.
 USER_TRACEBACKS = "EXPERIMENTS_TRACEBACKS"
 
 
 def tracebacks_asked() -> bool:
-    """Whether the user asked for tracebacks instead of one-line errors."""
     return os.environ.get(USER_TRACEBACKS, os.environ.get("HYDRA_FULL_ERROR")) == "1"
 
 
@@ -71,12 +48,7 @@ WORKER_OVERRIDES = ["hydra.output_subdir=null", "hydra/job_logging=worker"]
 
 
 class JobFailed(BaseException):
-    """Ends the command after a job's failure was said in one line (on the console and in the
-    run's log). Like SystemExit, it is no Exception, so Hydra passes it on without a word."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    """Ends the command after a job's failure was said; no Exception, so Hydra passes it on."""
 
 
 class RunFailed(Exception):
@@ -84,23 +56,15 @@ class RunFailed(Exception):
 
 
 class CudaUnusable(BaseException):
-    """Ends a sweep whose later jobs would run in this process, after a job's sticky CUDA error
-    left CUDA unusable in it. No Exception, so Hydra's launchers pass it on (they record an
-    Exception as the job's failure and go on to the next job, in this process)."""
-
-
-# Launchers that start a process of its own for every job: a job's broken CUDA ends with it.
-PROCESS_PER_JOB_LAUNCHERS = ("hydra_plugins.hydra_submitit_launcher.",)
+    """Ends a sweep whose later jobs share this process, where CUDA is left unusable."""
 
 
 def later_jobs_share_this_process(launcher_target: str) -> bool:
-    """Whether the sweep's later jobs may run in the process that ran this one: under Hydra's
-    basic launcher every job does, and a joblib worker takes job after job."""
-    return not launcher_target.startswith(PROCESS_PER_JOB_LAUNCHERS)
+    """Whether the sweep's later jobs may run in this job's process: all but submitit's do."""
+    return not launcher_target.startswith("hydra_plugins.hydra_submitit_launcher.")
 
 
 def sweep_stopped_by(cuda_error: str, job_number: int, run_dir: Path) -> str:
-    """The line that ends a sweep whose jobs share a process, when one left CUDA unusable."""
     return (
         f"CUDA cannot be used again in this process after job {job_number} "
         f"({display_path(run_dir)}) failed with {cuda_error}; the sweep stops here, its jobs "
@@ -111,8 +75,8 @@ def sweep_stopped_by(cuda_error: str, job_number: int, run_dir: Path) -> str:
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="train")
 def _train(cfg: DictConfig) -> float | None:
-    # Imported here, not at the top, so `--help` and `--cfg job` never load torch.
-    with collection.paused_then_frozen():  # torch's objects, made once, never collected
+    # Imported here so that `--help` and `--cfg job` never load torch.
+    with collection.paused_then_frozen():
         from experiments.run.train import train
 
     return _run_job(lambda run_dir, free_gpus: train(cfg, run_dir, free_gpus), resumable=True)
@@ -120,8 +84,8 @@ def _train(cfg: DictConfig) -> float | None:
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="eval")
 def _evaluate(cfg: DictConfig) -> float | None:
-    with collection.paused_then_frozen():  # (as above)
-        from experiments.run.evaluate import evaluate_checkpoint  # (no torch for --help, as above)
+    with collection.paused_then_frozen():
+        from experiments.run.evaluate import evaluate_checkpoint
 
     return _run_job(lambda run_dir, free_gpus: evaluate_checkpoint(cfg, run_dir, free_gpus))
 
@@ -129,12 +93,7 @@ def _evaluate(cfg: DictConfig) -> float | None:
 def _run_job(
     job: Callable[[Path, FreeGpus | None], float | None], *, resumable: bool = False
 ) -> float | None:
-    """Run one `job` (a training run or an evaluation, given its run folder and the sweep's free
-    GPUs) in the folder Hydra made, and leave the process as the job found it. A failure
-    is logged in one line; in a sweep the job is then recorded as failed and the sweep goes on
-    (unless CUDA is left unusable in a process its later jobs would share), otherwise the command
-    ends with exit code 1. An interruption ends the command (a sweep's too); a `resumable` job's
-    says how its run goes on."""
+    """Run `job` in Hydra's folder: a failure in one line ends the command, unless in a sweep."""
     from experiments.devices import process_settings
     from experiments.devices.distributed import first_failure, says_the_failure  # (no torch)
 
@@ -170,9 +129,8 @@ def _run_job(
 
 
 def how_it_goes_on(run_dir: Path) -> str:
-    """The command that continues the interrupted run in `run_dir`: a resume from its last
-    checkpoint, or with none yet, the same run afresh in a new folder."""
-    from experiments.records.checkpoints import LAST  # (no torch for --help, as in _train)
+    """The command that continues the interrupted run: resume=, or replay= with no checkpoint."""
+    from experiments.records.checkpoints import LAST
 
     folder = display_path(run_dir)
     command = command_name(sys.argv[0])
@@ -185,21 +143,16 @@ def how_it_goes_on(run_dir: Path) -> str:
 
 
 def main() -> None:
-    """`python train.py`."""
     _command_line(_train, _training_arguments)
 
 
 def _training_arguments(typed: list[str]) -> list[str]:
-    """The command line as Hydra is given it: renamed keys in today's spelling (`logger=` is
-    `tracker=`), a file or folder named by `dataset.root=` or `model.weights=` taken as it is,
-    `resume=` and `replay=` with their run's own overrides, `-m device=every` a sweep over this
-    machine's devices, and each configuration once before any twice."""
-    arguments = with_saved_overrides(with_paths_as_given(in_todays_keys(typed)))
-    return with_repeats_interleaved(with_every_device(arguments, _every_device))
+    """The command line as Hydra is given it: today's keys, paths as given, a resumed run's own."""
+    arguments = overrides.with_saved_overrides(with_paths_as_given(in_todays_keys(typed)))
+    return with_repeats_interleaved(overrides.with_every_device(arguments, _every_device))
 
 
 def _every_device() -> list[str]:
-    """The devices `device=every` sweeps over on this machine, said in one line."""
     from experiments.devices.plan import Machine, every_device  # loads torch: only for this
 
     machine = Machine.counted()
@@ -210,40 +163,30 @@ def _every_device() -> list[str]:
 
 
 def evaluate_main() -> None:
-    """`python eval.py`."""
     _command_line(_evaluate, _evaluation_arguments)
 
 
 def _evaluation_arguments(typed: list[str]) -> list[str]:
-    """eval.py's command line as Hydra is given it: training's own keys refused (in today's
-    spelling), files and folders taken as named, `-m device=every` a sweep over this machine's
-    devices, and each configuration benchmarked once before any twice (its repeats: `seed`)."""
-    arguments = with_paths_as_given(evaluation_arguments(in_todays_keys(typed)))
-    return with_repeats_interleaved(with_every_device(arguments, _every_device), seed="seed")
+    """As `_training_arguments`, for eval.py: training's own keys refused, repeats by `seed`."""
+    arguments = with_paths_as_given(overrides.evaluation_arguments(in_todays_keys(typed)))
+    every_device = overrides.with_every_device(arguments, _every_device)
+    return with_repeats_interleaved(every_device, seed="seed")
 
 
 def _command_line(
     hydra_main: Callable[[], object], arguments: Callable[[list[str]], list[str]]
 ) -> None:
-    """Run a command line: what the process needs once, then `_compose_and_run`; every failure
-    ends as one line on stderr and a non-zero exit."""
     tracebacks = tracebacks_asked()
     os.environ[USER_TRACEBACKS] = "1" if tracebacks else "0"
     take_interrupts()
-    # `python train.py` puts train.py's folder on the import path, not the one it runs in; a
-    # model or data source of one's own there (model._target_=my_models.Net) is found as it
-    # would be by a script of one's own there, or under `python -m`.
+    # A model of one's own here imports as under `python -m` (train.py puts only its own folder).
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    # Hydra reports its own errors (unknown option, bad override, wrong type) over several lines;
-    # asked for the full error, it raises instead, and we say it in one line.
+    # Asked for the full error, Hydra raises it instead of saying it over several lines.
     os.environ["HYDRA_FULL_ERROR"] = "1"
-    # A log line train.log cannot take (a full disk) is no traceback on the console: the write
-    # that fails next says it in one line.
+    # A log line train.log cannot take (a full disk) is no traceback: the next write says it.
     logging.raiseExceptions = tracebacks
-    # The process ends with the command: what lives then is the system's to take back. Frozen,
-    # it is skipped by the collections Python makes as it shuts down, which otherwise go through
-    # torch's quarter of a million objects (0.6 s of CPU on a 2-core EPYC, every command).
+    # Frozen, torch's objects are skipped by the collections Python makes as it shuts down.
     atexit.unregister(gc.freeze)  # (registered once, however often the command runs in a process)
     atexit.register(gc.freeze)
     try:
@@ -258,34 +201,21 @@ def _command_line(
         sys.exit(exit_code(interrupt))
     except (JobFailed, RunFailed):
         sys.exit(1)
-    except CudaUnusable as unusable:
-        report_unfinished_sweeps()  # its jobs left, as not run
+    except (CudaUnusable, Refused, Exception) as error:
+        # A sweep given up on (CUDA unusable, a worker killed) still gets its report.
+        if not isinstance(error, Refused):
+            report_unfinished_sweeps()
         if tracebacks:
             raise
-        print(f"Error: {unusable}", file=sys.stderr)
-        sys.exit(1)
-    except Refused as refused:  # a run folder, before Hydra made it
-        if tracebacks:
-            raise
-        print(f"Error: {refused.reason}", file=sys.stderr)
-        sys.exit(1)
-    except Exception as error:
-        # A sweep its launcher gave up on (a worker killed by the system) still gets its report.
-        report_unfinished_sweeps()
-        if tracebacks:
-            raise
-        said = run_folder_unmade(error, config_copy.folder) or one_line(error)
-        print(f"Error: {said}", file=sys.stderr)
+        said_already = isinstance(error, (CudaUnusable, Refused))
+        said = str(error) if said_already else run_folder_unmade(error, config_copy.folder)
+        print(f"Error: {said or one_line(error)}", file=sys.stderr)
         sys.exit(1)
 
 
 def _compose_and_run(
     hydra_main: Callable[[], object], arguments: Callable[[list[str]], list[str]]
 ) -> None:
-    """The command line rewritten for Hydra (`arguments`) and refused before Hydra reads it where
-    Hydra would say it over many lines or not at all (`config.validate`'s command-line checks);
-    then Hydra composes the config, makes the run folder and runs the job (`hydra_main`:
-    `_train`, `_evaluate`)."""
     config_copy.folder = None  # (an earlier command's, in this process)
     typed = sys.argv[1:]
     sys.argv[1:] = arguments(typed)
@@ -295,8 +225,7 @@ def _compose_and_run(
 
 
 def _recorded_by_torchrun(function: Callable[..., None]) -> Callable[..., None]:
-    """Under torchrun, `function` wrapped in torch.distributed.elastic's `@record`: a failure is
-    written to the file torchrun reads, so its own summary names the root cause."""
+    """Under torchrun, `function` under `@record`, so that torchrun's summary names the failure."""
     if "TORCHELASTIC_ERROR_FILE" not in os.environ:
         return function
     from torch.distributed.elastic.multiprocessing.errors import record  # torch: under torchrun
@@ -306,13 +235,13 @@ def _recorded_by_torchrun(function: Callable[..., None]) -> Callable[..., None]:
         try:
             function(*arguments)
         except JobFailed as failed:
-            raise RunFailed(failed.reason) from failed.__cause__
+            raise RunFailed(str(failed)) from failed.__cause__
 
     return recorded
 
 
 def _start_of_run() -> tuple[datetime, str]:
-    """When the run started and its random tag: this process's, or torchrun's process 0's."""
+    """When the run started and its tag: this process's, or torchrun's process 0's."""
     started, tag = datetime.now(), new_tag()
     if "WORLD_SIZE" not in os.environ:
         return started, tag

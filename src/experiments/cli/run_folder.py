@@ -1,18 +1,8 @@
-"""The folder Hydra is about to make for a job, refused while an earlier run or sweep is in it: a
-new run never writes over another (`experiments.records.own_folder`).
-
-Hydra calls `RunFolderCheck` (`hydra.callbacks` of conf/train.yaml and conf/eval.yaml) once it has
-composed the config, with `hydra.run.dir` (`hydra.sweep.dir` for -m) as it will be, and before it
-makes the folder, writes its snapshot (.hydra/) there and opens the log. Hydra makes an Exception
-of a callback a warning and goes on; the refusal is `Refused`, which Hydra passes on and the
-command line says in one line. It also notes where Hydra is about to write its copy of the config
-(`config_copy`), until the job starts: Hydra's error for a write there that fails names no file.
-"""
+"""A run folder refused while an earlier run is in it, and where Hydra writes its config copy."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,32 +15,21 @@ from experiments.records.own_folder import refuse_writing_over
 
 
 class Refused(BaseException):
-    """A folder refused before Hydra made it; like SystemExit, no Exception, so Hydra passes it
-    on without a word."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    """A folder refused before Hydra made it; no Exception, which Hydra would make a warning."""
 
 
-@dataclass
 class ConfigCopy:
-    """The folder Hydra is writing its copy of the config in (`<run dir>/.hydra`), from a run's
-    start until its job starts (Hydra writes the copy in between); None outside that, in a sweep
-    (Hydra names a job's folder only as it writes there), and where Hydra writes no copy (a
-    resume, torchrun's processes other than 0)."""
+    """`<run dir>/.hydra` while Hydra writes its copy of the config there; None otherwise."""
 
     folder: Path | None = None
 
 
-# Hydra makes `RunFolderCheck` from the config, so nothing can hand it an object to write in:
-# this one, cleared by the command line as each command starts, read when a command fails.
+# Hydra builds `RunFolderCheck` from the config, so nothing can hand it an object to write in.
 config_copy = ConfigCopy()
 
 
 class RunFolderCheck(Callback):
-    """Refuses a run folder (or a sweep's) that holds an earlier run, before anything is written
-    there. `evaluation`: the command is eval.py."""
+    """Refuses a run folder (or a sweep's) that holds an earlier run; `evaluation`: eval.py's."""
 
     def __init__(self, evaluation: bool = False) -> None:
         self.evaluation = evaluation
@@ -62,17 +41,14 @@ class RunFolderCheck(Callback):
         if config.get("resume"):  # continues a run in its own folder
             return
         folder = str(config.hydra.run.dir)
-        if self.evaluation:
-            remedy = (
-                "an evaluation writes a folder of its own: leave hydra.run.dir out, or name a "
-                "folder no run has written"
-            )
-        else:
-            remedy = (
-                f"a new run never writes over another: resume={folder} continues that run, "
-                f"replay={folder} repeats it in a new folder, or leave hydra.run.dir out for a "
-                "folder of its own"
-            )
+        remedy = (
+            "an evaluation writes a folder of its own: leave hydra.run.dir out, or name a "
+            "folder no run has written"
+            if self.evaluation
+            else f"a new run never writes over another: resume={folder} continues that run, "
+            f"replay={folder} repeats it in a new folder, or leave hydra.run.dir out for a "
+            "folder of its own"
+        )
         _refuse_writing_over(f"hydra.run.dir={folder}", Path(folder), remedy)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -88,9 +64,7 @@ class RunFolderCheck(Callback):
 
 
 def _refuse_writing_over(given: str, folder: Path, remedy: str, *, sweep: bool = False) -> None:
-    """Refuse the folder, or let Hydra make it. torchrun's processes name one folder, which
-    process 0's Hydra makes (the others may find it made): process 0 decides for all, and says
-    why; the others end without a word."""
+    """Refuse the folder, or let Hydra make it; under torchrun, process 0 decides for all."""
 
     def refusal() -> str:
         try:

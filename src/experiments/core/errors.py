@@ -27,14 +27,11 @@ def one_line(error: BaseException) -> str:
         return _unknown_option(error)
     if isinstance(error, OverrideParseException):
         return _malformed_override(error)
-    if isinstance(error, ConfigCompositionException):
-        designed = _composition(error)
-        if designed:
-            return designed
+    if isinstance(error, ConfigCompositionException) and (designed := _composition(error)):
+        return designed
     # "Error merging override trainer.epochs=abc" becomes "trainer.epochs=abc".
     message = _flatten(str(error)).removeprefix("Error merging override ")
-    cause = error.__cause__
-    if isinstance(cause, OmegaConfBaseException):
+    if isinstance(cause := error.__cause__, OmegaConfBaseException):
         # Hydra's own message names the override; OmegaConf's names the key and the type.
         detail = _flatten(str(cause).split("\n    full_key:")[0])
         message = f"{message}: {detail}" if detail not in message else message
@@ -55,14 +52,12 @@ def _composition(error: ConfigCompositionException) -> str | None:
     if text.startswith("Could not append to config"):
         key = text.split("'")[1]
         return f"+{key}: {key} is there already; set it with {key}=... (+ adds a key)"
-    deleted = re.match(r"Could not delete from config\. '(.+?)' does not exist", text)
-    if deleted:
+    if deleted := re.match(r"Could not delete from config\. '(.+?)' does not exist", text):
         said = f"~{deleted[1]}: the config has no {deleted[1]} to leave out"
         equivalent = template_equivalent(deleted[1])
         return f"{said}; {equivalent or 'python train.py --cfg job prints the config'}"
-    cause = error.__cause__
     unknown = re.match(r"Could not override '(.+?)'\.\nTo append to your config use \+(\S+)", text)
-    if unknown and isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
+    if unknown and isinstance(cause := error.__cause__, (ConfigAttributeError, ConfigKeyError)):
         given, path, schema = unknown[2], str(cause.full_key or unknown[1]), cause.object_type
         if schema is not None and dataclasses.is_dataclass(schema):
             return no_such_key(given, path, [entry.name for entry in dataclasses.fields(schema)])
@@ -79,8 +74,7 @@ def _unknown_option(error: MissingConfigException) -> str:
     if not group:
         return _flatten(str(error))
     said = f"{group}={option} is not an option of '{group}'"
-    equivalent = template_equivalent(group, option)
-    if equivalent:
+    if equivalent := template_equivalent(group, option):
         return f"{said}; {equivalent}"
     meant = [did_you_mean(option, error.options or [])]
     if group == "model":  # model=resnet18, most likely: said first

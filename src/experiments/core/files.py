@@ -1,16 +1,4 @@
-"""Files written whole or not at all, files a write that failed names, and locks between
-processes.
-
-Whole files a run writes go through `write_atomically`, appended logs through `open_to_append`;
-neither writes through a link (one in the file's place is replaced). Locks are POSIX file locks,
-which the system releases when their process dies. A failed write is one line naming the file
-(`writing`).
-
-Every file read that the tool did not ship goes through `read_data` (or, for a reader that
-streams, `opened`): only a regular file, no larger than its kind's `Bound`, so a named pipe or
-/dev/zero is refused by name before it is read; what its parser finds wrong is one
-`UnreadableFile` naming the file.
-"""
+"""Atomic writes that never follow a link, locks, and bounded reads; each failure in one line."""
 
 from __future__ import annotations
 
@@ -31,6 +19,8 @@ import yaml
 from experiments.core.errors import ExperimentError
 from experiments.core.text import display_path
 
+StrPath = str | os.PathLike[str]
+
 
 @contextlib.contextmanager
 def writing(path: Path) -> Iterator[None]:
@@ -45,26 +35,19 @@ def writing(path: Path) -> Iterator[None]:
         gone = path.parent
         while not gone.parent.exists():  # the highest gone: the run folder, for a checkpoint
             gone = gone.parent
-        why = (
-            f"{display_path(gone)} is gone (deleted while the run went on)"
-            if not gone.exists()
-            else cause.strerror or str(cause)
-        )
+        why = cause.strerror or str(cause)
+        if not gone.exists():
+            why = f"{display_path(gone)} is gone (deleted while the run went on)"
         raise ExperimentError(f"could not write {display_path(path)}: {why}") from error
 
 
 # The temporary file of `write_atomically`.
 LEFTOVER = re.compile(r"\..+\.\d+\.tmp")
-# How often a process waiting for a lock tries it again.
 LOCK_POLL_SECONDS = 0.1
 
 
 def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
-    """Write to a temporary file beside `path`, sync it, then rename it over `path`: a crash
-    leaves the old file or the new one, never a torn one. `path`'s folder must exist (a run
-    folder deleted mid-run is not made again). A failed write removes its temporary file (on a
-    full disk it would hold the space); a killed one leaves it to `remove_leftovers`. Links in
-    the way are replaced, never written through."""
+    """Write a synced temporary file and rename it over `path`: a crash leaves old or new."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with writing(path):
         try:
@@ -85,8 +68,7 @@ def write_atomically(path: Path, write: Callable[[IO[bytes]], object]) -> None:
 
 
 def remove_leftovers(*folders: Path) -> list[Path]:
-    """Remove the temporary files that writers killed mid-write (`.last.pt.<pid>.tmp`) left in
-    `folders`, and return them. Only while no other process writes there."""
+    """Remove and return the temporary files killed writers left in `folders`."""
     left = [
         path
         for folder in folders
@@ -103,14 +85,12 @@ def write_text_atomically(path: Path, text: str) -> None:
 
 
 def open_to_append(path: Path, encoding: str | None = "utf-8") -> IO[str]:
-    """`path` opened to append text to, never through a link: a link in its place is removed
-    first and the file begins anew; what the link pointed to is left alone."""
+    """`path` opened to append to; a link in its place is removed first (its target left alone)."""
     return open(_own_file(path, os.O_WRONLY | os.O_APPEND), "a", encoding=encoding)
 
 
 def _own_file(path: Path, flags: int) -> int:
-    """A descriptor of `path` itself, made if missing, with `flags`: a link in its place is
-    removed first, and one put back meanwhile is refused (O_NOFOLLOW), never followed."""
+    """A descriptor of `path` itself: a link in its place is removed, one put back refused."""
     if path.is_symlink():
         path.unlink()
     return os.open(path, flags | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
@@ -123,8 +103,7 @@ GIB = 1024 * MIB
 
 @dataclass(frozen=True)
 class Bound:
-    """A kind of file the tool reads: the most bytes of one it reads (`most`), and what to say of
-    one it refuses (`what_is_valid`)."""
+    """A kind of file the tool reads: the most bytes it reads of one, and what to say if refused."""
 
     kind: str
     most: int
@@ -150,12 +129,8 @@ IMAGE = Bound("an image", 1 * GIB, "class folders hold only image files")
 CHECKPOINT = Bound("a checkpoint", 64 * GIB, "give a .pt file or a run folder")
 
 
-def refuse_special_file(
-    path: str | os.PathLike[str], what_is_valid: str, bound: Bound | None = None
-) -> None:
-    """Refuse `path` by name unless it is a regular file (or a link to one) no larger than
-    `bound`: a named pipe or a terminal waits for ever for a writer, /dev/zero never ends. What
-    cannot be looked at (a dangling link) is left to the reading, which names it."""
+def refuse_special_file(path: StrPath, what_is_valid: str, bound: Bound | None = None) -> None:
+    """Refuse `path` unless a regular file within `bound`: a pipe waits for ever."""
     try:
         status = os.stat(path)
     except OSError:
@@ -164,12 +139,8 @@ def refuse_special_file(
 
 
 @contextlib.contextmanager
-def opened(
-    path: str | os.PathLike[str], bound: Bound, what_is_valid: str | None = None
-) -> Iterator[IO[bytes]]:
-    """`path` opened to read, once known to be a regular file no larger than `bound` (refused in
-    one line otherwise); reading past `bound.most` (a file that grows) is refused too. Seekable,
-    for torch.load and Pillow. OSError where it cannot be opened."""
+def opened(path: StrPath, bound: Bound, what_is_valid: str | None = None) -> Iterator[IO[bytes]]:
+    """`path` opened to read once known to be a regular file within `bound`, and kept to it."""
     what_is_valid = what_is_valid or bound.what_is_valid
     refuse_special_file(path, what_is_valid, bound)  # before opening: opening a device acts on it
     # A pipe put in its place since is not waited on, a terminal never made the process's own.
@@ -186,16 +157,11 @@ def opened(
 
 
 class _BoundedReader(io.RawIOBase):
-    """An open file read no further than `bound.most` bytes into it."""
-
-    def __init__(
-        self, descriptor: int, path: str | os.PathLike[str], bound: Bound, what_is_valid: str
-    ) -> None:
+    def __init__(self, descriptor: int, path: StrPath, bound: Bound, what_is_valid: str) -> None:
         super().__init__()
         self._descriptor = descriptor
-        self._path = path
-        self._bound = bound
-        self._what_is_valid = what_is_valid
+        self._most = bound.most
+        self._grew_past = _too_large(path, None, bound, what_is_valid)  # said if it grows so
 
     def readable(self) -> bool:
         return True
@@ -213,9 +179,9 @@ class _BoundedReader(io.RawIOBase):
         return self.seek(0, os.SEEK_CUR)
 
     def readinto(self, buffer: Any) -> int:
-        left = self._bound.most + 1 - self.tell()  # one byte more tells a file larger than most
+        left = self._most + 1 - self.tell()  # one byte more tells a file larger than most
         if left <= 0:
-            raise ExperimentError(_too_large(self._path, None, self._bound, self._what_is_valid))
+            raise ExperimentError(self._grew_past)
         return os.readv(self._descriptor, [memoryview(buffer).cast("B")[:left]])
 
     def close(self) -> None:
@@ -224,7 +190,6 @@ class _BoundedReader(io.RawIOBase):
         super().close()
 
 
-# What a file that is not a regular one is, by the test of its mode.
 SPECIAL_FILES = (
     (stat.S_ISFIFO, "a named pipe"),
     (stat.S_ISSOCK, "a socket"),
@@ -235,10 +200,7 @@ SPECIAL_FILES = (
 
 
 def _refuse_unfit(
-    path: str | os.PathLike[str],
-    status: os.stat_result,
-    what_is_valid: str,
-    bound: Bound | None,
+    path: StrPath, status: os.stat_result, what_is_valid: str, bound: Bound | None
 ) -> None:
     if not stat.S_ISREG(status.st_mode):
         kind = next(
@@ -249,9 +211,7 @@ def _refuse_unfit(
         raise ExperimentError(_too_large(path, status.st_size, bound, what_is_valid))
 
 
-def _too_large(
-    path: str | os.PathLike[str], size: int | None, bound: Bound, what_is_valid: str
-) -> str:
+def _too_large(path: StrPath, size: int | None, bound: Bound, what_is_valid: str) -> str:
     """What to say of a file larger than `bound` (`size` None: found so as it was read)."""
     most = size_text(bound.most)
     said = f"is {size_text(size)}" if size is not None else f"grew past {most} as it was read"
@@ -267,10 +227,7 @@ def size_text(size: int) -> str:
 
 
 class UnreadableFile(ExperimentError):
-    """A file from elsewhere that is not what its reader takes (not text, not JSON, a row cut
-    short mid-file), in one line naming it; `why` follows its name, for a reader that names the
-    file in its own words. A file refused unread (a named pipe, one too large) is a plain
-    ExperimentError: a reader that passes over a damaged file never passes over that."""
+    """A file from elsewhere its reader cannot take (not JSON), named in one line before `why`."""
 
     def __init__(self, name: str, why: str, what_is_valid: str | None = None) -> None:
         super().__init__(f"{name} {why}; {what_is_valid}" if what_is_valid else f"{name} {why}")
@@ -278,8 +235,7 @@ class UnreadableFile(ExperimentError):
 
 
 class Unparsed(ValueError):
-    """What a parser (`as_json`, ...) says of bytes not of its format, in words that follow the
-    file's name, and what would be valid (None: the file's `Bound`'s)."""
+    """A parser's words for bytes not of its format, and what is valid (None: the `Bound`'s)."""
 
     def __init__(self, why: str, what_is_valid: str | None = None) -> None:
         super().__init__(why)
@@ -298,18 +254,14 @@ def as_text(file: IO[bytes]) -> str:
 
 
 def read_data(
-    path: str | os.PathLike[str],
+    path: StrPath,
     bound: Bound,
     parse: Callable[[IO[bytes]], T] = as_text,
     *,
     name: str | None = None,
     what_is_valid: str | None = None,
 ) -> T:
-    """The file at `path`, a file the tool did not ship, parsed by `parse` (`as_text`,
-    `as_json`, `as_json_lines`, `as_yaml`, or a reader's own, such as torch.load's) from a
-    regular file within `bound` (`opened`). What `parse` finds wrong (`Unparsed`), and a file
-    that cannot be opened (its `__cause__` the OSError), is UnreadableFile, naming the file
-    as `name` (its path by default)."""
+    """The file at `path` (`opened`) parsed by `parse`; UnreadableFile where it cannot be."""
     said = name or display_path(Path(path))
     try:
         with opened(path, bound, what_is_valid) as file:
@@ -332,8 +284,7 @@ def as_json(file: IO[bytes]) -> Any:
 
 
 def as_json_lines(file: IO[bytes]) -> list[Any]:
-    """The rows of a file a process appends JSON lines to. A last line cut short is left out: it
-    is the row a killed process was writing (a complete row ends with a newline)."""
+    """The rows of a JSON-lines file, but for a last line cut short (a killed writer's)."""
     raw = file.read()
     try:
         text = raw.decode("utf-8")
@@ -365,9 +316,7 @@ _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def as_yaml(file: IO[bytes], loader: type = _YAML_LOADER) -> Any:
-    """A YAML file Hydra wrote (multirun.yaml, a run's .hydra/ files), as plain data. LibYAML,
-    far quicker than OmegaConf's loader (docs/speed.md), for reading only: composing stays
-    OmegaConf's (it reads `1e-3` as a number, YAML 1.1 a string)."""
+    """A YAML file Hydra wrote, read by LibYAML (far quicker than OmegaConf, which composes)."""
     try:
         return yaml.load(as_text(file), Loader=loader)
     except (yaml.YAMLError, Unparsed) as error:
@@ -387,9 +336,7 @@ def not_yaml(error: Exception) -> str:
 
 @contextlib.contextmanager
 def locked(path: Path, timeout: float, waiting: Callable[[], object]) -> Iterator[None]:
-    """Hold an exclusive lock on `path` for the block. If another process holds it, call
-    `waiting` once and wait for it, `timeout` seconds at most (then TimeoutError): a holder that
-    is stopped or hung never releases it."""
+    """Hold a lock on `path` for the block; if held, call `waiting` and wait `timeout` s at most."""
     lock = try_lock(path)
     if lock is None:
         waiting()
@@ -403,9 +350,8 @@ def locked(path: Path, timeout: float, waiting: Callable[[], object]) -> Iterato
 
 
 def try_lock(path: Path) -> IO[str] | None:
-    """An exclusive lock on `path`, held until the returned file is closed; None at once if
-    another process holds it."""
-    import fcntl  # POSIX only, as above
+    """An exclusive lock on `path` until the file returned is closed; None if another holds it."""
+    import fcntl  # POSIX only
 
     lock = open(_own_file(path, os.O_WRONLY), "w")  # noqa: SIM115 - the caller holds it open
     try:
@@ -417,11 +363,8 @@ def try_lock(path: Path) -> IO[str] | None:
 
 
 def try_process_lock(path: Path) -> int | None:
-    """An exclusive lock on `path` held by this process alone, until the returned descriptor is
-    closed or the process ends; None at once if another process holds it. `lockf`, not `flock`:
-    forked children (DataLoader workers) do not inherit it, so none outlives the process. Where
-    the file system has no locks (ENOLCK on some NFS) the descriptor comes back unlocked."""
-    import fcntl  # POSIX only, as above
+    """As `try_lock`, by `lockf`, which forked children (DataLoader workers) do not inherit."""
+    import fcntl  # POSIX only
 
     lock = _own_file(path, os.O_RDWR)
     try:

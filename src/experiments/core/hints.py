@@ -1,13 +1,10 @@
-"""What a user probably meant by a key or option the config has not got: the closest valid ones
-(`trainer.epoch` -> trainer.epochs), or what does here what lightning-hydra-template's key does
-(`seed=` -> trainer.seed, `trainer=gpu` -> device=cuda)."""
+"""What a user meant by a key the config has not got: the closest, or lightning-hydra-template's."""
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
 
-# The equivalents of several keys.
 QUICK_RUN = "a quick run is debug=fast (one batch of each split)"
 EVAL_LIMIT = (
     "validation and test are limited in images, the same whatever the batch size: "
@@ -15,9 +12,7 @@ EVAL_LIMIT = (
 )
 DEVICES = "the device is device=cpu, cuda, cuda:N, dp, ddp (under torchrun) or auto"
 
-# What does here what lightning-hydra-template's keys and options (`key` or `group=option`) do,
-# and what renamed keys are now. A key stands for the keys below it too (`data` for
-# `data.num_workers`) unless one of those has its own entry.
+# Lightning-hydra-template's keys, options and renamed keys; `data` covers the unlisted `data.*`.
 TEMPLATE_EQUIVALENTS = {
     "seed": "the seed is trainer.seed=N",
     "ckpt_path": (
@@ -72,15 +67,13 @@ TEMPLATE_EQUIVALENTS = {
 
 
 def did_you_mean(given: str, valid: Iterable[str], prefix: str = "") -> str | None:
-    """The valid names closest to `given`, each after `prefix`, as "did you mean X or Y?"; None
-    where none is close."""
+    """ "did you mean X or Y?", of the valid names closest to `given`; None where none is close."""
     close = difflib.get_close_matches(given, list(valid), n=3)
     return f"did you mean {' or '.join(prefix + name for name in close)}?" if close else None
 
 
 def template_equivalent(key: str, value: str = "") -> str | None:
-    """What does here what lightning-hydra-template's `key=value` does (`key` without its + or
-    ~), or None for a key that template has not got."""
+    """What does here what lightning-hydra-template's `key=value` does, or None."""
     parts = key.split(".")
     sections = [".".join(parts[:end]) for end in range(len(parts), 0, -1)]
     entries = [entry for entry in (f"{key}={value}", *sections) if entry in TEMPLATE_EQUIVALENTS]
@@ -88,15 +81,12 @@ def template_equivalent(key: str, value: str = "") -> str | None:
 
 
 def no_such_key(override: str, path: str, valid: Sequence[str], *, free_form: bool = False) -> str:
-    """The line for `override` (as typed: `trainer.epoch=3`, `+trainer.epoch`), which sets
-    `path`, a key the config has not got; `valid` are the keys its section has. A `free_form`
-    section (a data source's arguments, a model of one's own) takes keys of one's own with `+`."""
+    """The line for `override`, which sets `path`, a key the config has not got, of keys `valid`."""
     section, _, key = path.rpartition(".")
     where = f"'{section}'" if section else "the config"
     said = f"{override}: {where} has no key '{key}'"
     typed, _, value = override.lstrip("+~").partition("=")
-    equivalent = template_equivalent(typed, value)
-    if equivalent:
+    if equivalent := template_equivalent(typed, value):
         return f"{said}; {equivalent}"
     meant = did_you_mean(key, valid, f"{section}." if section else "")
     if free_form:

@@ -1,11 +1,4 @@
-"""Ctrl-C (SIGINT), SIGTERM and SIGHUP end a command alike: the run writes that it was
-interrupted and by which signal, removes its temporary files, and can be resumed. SIGQUIT and
-SIGUSR1 are taken the same way, then end the process as they would have without a handler
-(`end_as_the_signal_would`). A signal other than Ctrl-C is raised as `Terminated`, a
-KeyboardInterrupt, so every `except KeyboardInterrupt` and `finally` serves it too. Code that
-another thread waits on (TensorBoard's writer queue) holds them back as it runs (`held_back`): cut
-short there, it leaves the queue waiting for ever. Under torchrun, SIGTERM takes torchrun's meaning
-instead (`devices.distributed`), held back the same way."""
+"""Ctrl-C, SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 end a command alike, as a KeyboardInterrupt."""
 
 from __future__ import annotations
 
@@ -19,16 +12,15 @@ _pending: list[BaseException] = []  # the interrupt held back, raised when they 
 _delivered: list[BaseException] = []  # the interrupt a signal raised, in case it was lost
 
 
-# The signals taken, by name (Windows has neither SIGHUP nor SIGQUIT nor SIGUSR1).
+# Windows has neither SIGHUP nor SIGQUIT nor SIGUSR1.
 INTERRUPTING = ("SIGINT", "SIGTERM", "SIGHUP")
-# Those that end a process at once by default, SIGQUIT with a core dump: they end it so, once the
-# run has recorded why.
+# Those that end a process at once by default: they end it so, once the run has recorded why.
 ENDING = ("SIGQUIT", "SIGUSR1")
 TAKEN = tuple(getattr(signal, name) for name in (*INTERRUPTING, *ENDING) if hasattr(signal, name))
 
 
 class Terminated(KeyboardInterrupt):
-    """The process was sent a signal other than Ctrl-C's that ends it: SIGTERM, say."""
+    """A signal other than Ctrl-C's that ends the process: SIGTERM, say."""
 
     def __init__(self, signum: int = signal.SIGTERM) -> None:
         self.signal = signal.Signals(signum)
@@ -36,29 +28,22 @@ class Terminated(KeyboardInterrupt):
 
 
 def take_interrupts() -> None:
-    """From now on, SIGINT raises KeyboardInterrupt and the other signals taken Terminated, the
-    first only: a second would cut short the writing of the first one's results. A signal the
-    process was started ignoring (other than SIGINT and SIGTERM) stays ignored, for `nohup`."""
+    """Raise the first signal taken (a second would cut its results short); nohup's stay ignored."""
     for each in TAKEN:
-        inherited = signal.getsignal(each)
-        if inherited == signal.SIG_IGN and each not in (signal.SIGINT, signal.SIGTERM):
-            continue
-        signal.signal(each, _interrupt)
+        if signal.getsignal(each) != signal.SIG_IGN or each in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(each, _interrupt)
     _delivered.clear()
 
 
 def raise_if_lost() -> None:
-    """Raise again an interrupt that Python dropped ("Exception ignored": raised in a weakref
-    callback or a `__del__`), which would otherwise leave the run going as if never signalled.
-    Called where the run can stop: every epoch and logged step."""
+    """Raise again an interrupt Python dropped (raised in a weakref callback or a `__del__`)."""
     if _delivered and not _holding:
         raise _delivered[-1]
 
 
 @contextmanager
 def held_back() -> Iterator[None]:
-    """Hold back Ctrl-C and SIGTERM while the block runs; one that came meanwhile is raised when
-    it ends."""
+    """Hold back the signals taken while the block runs; one that came is raised as it ends."""
     global _holding
     _holding += 1
     try:
@@ -70,16 +55,13 @@ def held_back() -> Iterator[None]:
 
 
 def raise_unless_held(interrupt: BaseException) -> None:
-    """Raise `interrupt` (from a signal handler) now, or if in a `held_back` block, when it ends."""
-    if _holding:
-        _pending.append(interrupt)
-        return
-    raise interrupt
+    if not _holding:
+        raise interrupt
+    _pending.append(interrupt)
 
 
 def reason(interrupt: KeyboardInterrupt) -> str:
-    """Why the run stopped, for results.json and the console: "interrupted (SIGINT)" (Ctrl-C),
-    "interrupted (SIGHUP)"."""
+    """Why the run stopped: "interrupted (SIGINT)" (Ctrl-C), "interrupted (SIGHUP)"."""
     name = interrupt.signal.name if isinstance(interrupt, Terminated) else "SIGINT"
     return f"interrupted ({name})"
 
@@ -90,8 +72,7 @@ def exit_code(interrupt: KeyboardInterrupt) -> int:
 
 
 def end_as_the_signal_would(interrupt: KeyboardInterrupt) -> None:
-    """End the process by SIGQUIT or SIGUSR1 itself, once its results are written, as the signal
-    would have; return for the others, which end with `exit_code`."""
+    """End the process by SIGQUIT or SIGUSR1 itself, as the signal would have; return for others."""
     if isinstance(interrupt, Terminated) and interrupt.signal.name in ENDING:
         signal.signal(interrupt.signal, signal.SIG_DFL)
         signal.raise_signal(interrupt.signal)  # to this thread: it ends before the call returns

@@ -1,5 +1,4 @@
-"""How shapes, GPUs, paths, parts of splits, large counts, names from files and a dataset's
-samples are written, the same in every message and record."""
+"""How shapes, GPUs, paths, counts, names and samples are written in every message and record."""
 
 from __future__ import annotations
 
@@ -11,8 +10,7 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Unit:
-    """What a dataset's samples are called in messages: images, or a table's rows. File keys
-    keep their names whatever the unit (`train_images_per_second` counts rows too)."""
+    """What a dataset's samples are called in messages (file keys say images whatever the unit)."""
 
     one: str  # "FLOPs per image"
     many: str  # "1000 test images"
@@ -21,13 +19,11 @@ class Unit:
 
 IMAGES = Unit("image", "images", "img/s")
 ROWS = Unit("row", "rows", "rows/s")
-# What a report on runs of both says.
 SAMPLES = Unit("sample", "samples", "samples/s")
 
 
 def shared_unit(names: Iterable[str | None]) -> Unit:
-    """The runs' shared `data.unit` ("images", "rows"; None, from older run folders: images), or
-    samples where they differ."""
+    """The runs' shared `data.unit` (None, of older runs: images), or samples where they differ."""
     found = {ROWS if name == ROWS.many else IMAGES for name in names}
     return found.pop() if len(found) == 1 else SAMPLES
 
@@ -37,17 +33,16 @@ def shape_text(shape: Sequence[int]) -> str:
     return "x".join(map(str, shape))
 
 
-# What a GPU's name starts with (`gpu_name`): the device= options that `abridged` collapses.
 GPU_PREFIX = "cuda:"
 
 
 def gpu_name(index: int) -> str:
-    """A GPU as it is written in options, messages and records alike: cuda:N."""
+    """cuda:N, in options, messages and records alike."""
     return f"{GPU_PREFIX}{index}"
 
 
 def display_path(path: Path) -> str:
-    """The path relative to the working directory when it lies below it, as a user would type it."""
+    """The path relative to the working directory when it lies below it."""
     try:
         return str(path.resolve().relative_to(Path.cwd()))
     except ValueError:
@@ -55,8 +50,7 @@ def display_path(path: Path) -> str:
 
 
 def as_typed(value: object) -> str:
-    """A value as the command line types it: true, null, 2.5, and text that would read as one of
-    those quoted ('64')."""
+    """A value as the command line types it: true, null, 2.5, and '64' for text."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -67,20 +61,15 @@ def as_typed(value: object) -> str:
 
 
 def _reads_as_other_than_text(text: str) -> bool:
-    if text.lower() in ("true", "false", "null"):
-        return True
     try:
         float(text)
     except ValueError:
-        return False
+        return text.lower() in ("true", "false", "null")
     return True
 
 
 def printable(text: str) -> str:
-    """`text` with each unprintable character escaped as Python would (`\\n`, `\\x1b`), so a name
-    from a folder or file prints on one line, never as a terminal command."""
-    if text.isprintable():
-        return text
+    """`text` with unprintable characters escaped (`\\x1b`): one line, never a terminal command."""
     return "".join(
         char if char.isprintable() else char.encode("unicode_escape").decode("ascii")
         for char in text
@@ -88,8 +77,7 @@ def printable(text: str) -> str:
 
 
 def part_of_split(evaluated: int, in_split: int) -> str | None:
-    """ "64 of 1,000" when only part of a split was evaluated (trainer.limit_eval_images or
-    limit_eval_fraction, eval.py's limit_images or limit_fraction); None for the whole split."""
+    """ "64 of 1,000" when only part of a split was evaluated; None for the whole split."""
     return f"{evaluated:,} of {in_split:,}" if evaluated < in_split else None
 
 

@@ -1,10 +1,4 @@
-"""Whether data read from a file has the shape its reader declares, said in one phrase.
-
-A file from elsewhere (copied, damaged, made up) is plain data of any shape; its reader declares
-the shape as a type (TypedDict, `list[...]`, `dict[str, ...]`, unions, `Literal[...]`, scalars)
-and `mismatch` checks the data against it before anything computes with it (`checked`, where
-a record of another shape is refused).
-"""
+"""Whether data read from a file has the shape its reader declares as a type, said in one phrase."""
 
 from __future__ import annotations
 
@@ -16,7 +10,6 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints, is
 
 from experiments.core.errors import ExperimentError
 
-# What a value of each type is called where it belongs.
 EXPECTED = {
     type(None): "null",
     bool: "true or false",
@@ -26,7 +19,6 @@ EXPECTED = {
     list: "a list",
     dict: "an object",
 }
-# Longest text quoted in a phrase.
 QUOTED = 40
 
 # Where in a value a part is (`device.ids[0]`; "" for the whole), and what is wrong with it.
@@ -34,10 +26,7 @@ Mismatch = tuple[str, str]
 
 
 def mismatch(value: Any, expected: Any, name: str, *, partial: bool = False) -> str | None:
-    """Where `value` (called `name`) is not of type `expected`, one phrase saying where and how
-    ("results.json: device.ids[0] is text ("a"), where a whole number belongs"); None where it
-    is. A TypedDict's required keys are required unless `partial` (top level only: a file that
-    grows as its run goes); undeclared keys are left alone. An int is a float; a bool is neither."""
+    """ "results.json: device.ids[0] is text ("a"), where a whole number belongs", or None."""
     found = _checker(expected, partial)(value, "")
     if found is None:
         return None
@@ -46,14 +35,13 @@ def mismatch(value: Any, expected: Any, name: str, *, partial: bool = False) -> 
 
 
 def checked(value: Any, expected: Any, name: str, *, partial: bool = False) -> Any:
-    """`value`, once of type `expected` (`mismatch`): a reader's one way to refuse a record of
-    another shape, ExperimentError saying where and how."""
+    """`value`, once of type `expected`; ExperimentError saying where and how otherwise."""
     if (problem := mismatch(value, expected, name, partial=partial)) is not None:
         raise ExperimentError(problem)
     return value
 
 
-# A check of a value (at `where` in its record) against a type: what is wrong, or None.
+# What is wrong with a value at `where` in its record, or None.
 Check = Callable[[Any, str], "Mismatch | None"]
 
 
@@ -69,20 +57,18 @@ def _checker(expected: Any, partial: bool = False) -> Check:
         said = " or ".join(map(_quoted, options))
 
         def literal(value: Any, where: str) -> Mismatch | None:
-            if any(value == option and type(value) is type(option) for option in options):
-                return None
-            return where, _is(value, said)
+            same = any(value == option and type(value) is type(option) for option in options)
+            return None if same else (where, _is(value, said))
 
         return literal
     outer, said = _outer(expected), _expected(expected)
+    inner: Check | None = None
     if is_typeddict(expected):
         inner = _typed_dict_checker(expected, partial)
     elif origin is list:
         inner = _list_checker(_checker(get_args(expected)[0]))
     elif origin is dict:
         inner = _dict_checker(*get_args(expected))
-    else:
-        inner = None
 
     def check(value: Any, where: str) -> Mismatch | None:
         if not _is_a(value, outer):
@@ -150,10 +136,7 @@ def _union_checker(options: tuple[Any, ...]) -> Check:
 
 
 def _outer(expected: Any) -> type:
-    """The class a value of `expected` is an instance of: `dict` for a TypedDict."""
-    if is_typeddict(expected):
-        return dict
-    return get_origin(expected) or expected
+    return dict if is_typeddict(expected) else get_origin(expected) or expected
 
 
 def _is_a(value: Any, outer: type) -> bool:
@@ -178,7 +161,6 @@ def _is(value: Any, expected: str) -> str:
 
 
 def _what(value: Any) -> str:
-    """A value as a phrase names it: null, true, 2.5, text ("high"), a list, an object."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -192,5 +174,5 @@ def _what(value: Any) -> str:
 
 
 def _quoted(text: str) -> str:
-    """Text in double quotes, a control character in it escaped: the phrase stays one line."""
+    """Quoted, a control character escaped: the phrase stays one line."""
     return json.dumps(text[:QUOTED], ensure_ascii=False) + ("..." if len(text) > QUOTED else "")

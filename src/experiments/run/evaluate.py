@@ -1,9 +1,4 @@
-"""The story of one evaluation: a checkpoint's model on a test split, on a device.
-
-`experiments.cli` calls `evaluate_checkpoint` with the config Hydra composed (conf/eval.yaml) and
-the folder it made for this evaluation; results.json there holds the loss and the task's metrics
-(overall and per-class accuracy for a classifier).
-"""
+"""The story of one evaluation: a checkpoint's model on a test split, on a device."""
 
 from __future__ import annotations
 
@@ -46,8 +41,7 @@ log = logging.getLogger("experiments")
 
 
 def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float:
-    """Evaluate the checkpoint `cfg.ckpt` names; returns its task's headline metric on the test
-    split (accuracy)."""
+    """Evaluate the checkpoint `cfg.ckpt` names; returns its headline metric on the test split."""
     fields = {"kind": "evaluation", "device": {"requested": request_text(cfg.device)}}
     with (
         Results(run_dir, fields) as results,
@@ -56,8 +50,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         validate(cfg, backends=setup.compile_backends)
         path = checkpoints.find(cfg.ckpt)  # a run folder's, or a file
         results.add(EvaluationRecord, checkpoint=str(path.resolve()))
-        # On the host: the model is built there, takes the weights, and then goes to the device
-        # (loaded onto a GPU, they would go there, back, and there again, and stay beside it).
+        # On the host, where the model takes them: onto a GPU, they would go there and back again.
         state = checkpoints.load(path)
         runtime = _prepare_runtime(cfg, free_gpus)
         results.add(EvaluationRecord, device=device_record(cfg.device, runtime.plan))
@@ -108,9 +101,6 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
 
 
 def _prepare_runtime(cfg: DictConfig, free_gpus: FreeGpus | None) -> Runtime:
-    """The device, in the precision and memory format asked for (eval.py's keys of how the
-    model computes: `precision`, `channels_last`, `threads`); a compile backend or mode that
-    captures CUDA graphs refused where the request resolved to no GPU (`setup.check_compiling`)."""
     runtime = setup.prepare_runtime(
         cfg.device,
         cfg.placement,
@@ -126,9 +116,7 @@ def _prepare_runtime(cfg: DictConfig, free_gpus: FreeGpus | None) -> Runtime:
 
 
 def _described(cfg: DictConfig, outcome: dict[str, Any], runtime: Runtime) -> dict[str, Value]:
-    """What an evaluation is, as the trackers' columns: the model, its data, the device it
-    computed on (its plan's text), the placement, precision and seed, then each key the command
-    line set (a sweep's swept values among them)."""
+    """The trackers' columns: what was evaluated, where and how, and the keys the command set."""
     described: dict[str, Value] = {
         "model": outcome["model"],
         "dataset": outcome["dataset"],
@@ -151,10 +139,8 @@ def _described(cfg: DictConfig, outcome: dict[str, Any], runtime: Runtime) -> di
 def _track(
     cfg: DictConfig, run_dir: Path, outcome: dict[str, Any], described: dict[str, Value]
 ) -> None:
-    """The evaluation's numbers to its trackers (tracker=): the test metrics by their tags
-    (`test/accuracy`), the benchmark's (`serving/latency_p50_ms`), and the HParams row."""
-    chosen = tracker.trackers(cfg.tracker, run_dir)
-    if not chosen:
+    """The test metrics (`test/accuracy`), the benchmark's and the HParams row to the trackers."""
+    if not (chosen := tracker.trackers(cfg.tracker, run_dir)):
         return
     numbers = tracker.epoch_scalars(outcome)
     if "serving" in outcome:
@@ -178,8 +164,7 @@ def _track(
 
 
 def _data_to_evaluate(asked: DictConfig | None, trained: DictConfig, runtime: Runtime) -> ImageData:
-    """The test split of the dataset `asked` for (by default the one trained on: `trained`),
-    refused in one line unless it has the classes the model was trained on, in their order."""
+    """The test split asked for, refused unless it has the model's classes, in their order."""
     dataset = dataset_to_evaluate(asked, trained)
     data = setup.load_data(dataset, runtime, training=False)
     _check_classes(data.classes, trained, dataset)
@@ -187,8 +172,6 @@ def _data_to_evaluate(asked: DictConfig | None, trained: DictConfig, runtime: Ru
 
 
 def _measured(evaluation: loop.EvaluationResult, classes: list[str]) -> dict[str, Any]:
-    """What results.json keeps of an evaluation: the test loss, the task's metrics, the accuracy
-    of each class (of a task that tells them apart), and the seconds it took."""
     measured: dict[str, Any] = {TEST_LOSS: evaluation.loss}
     measured |= {metric_key(TEST, name): value for name, value in evaluation.metrics.items()}
     if evaluation.class_accuracy is not None:
@@ -197,22 +180,17 @@ def _measured(evaluation: loop.EvaluationResult, classes: list[str]) -> dict[str
 
 
 def _to_build(config: dict[str, Any], cfg: DictConfig, path: Path) -> DictConfig:
-    """The checkpoint's config, refused if it would build a target that is neither shipped (and
-    outermost) nor typed now: `model=custom model._target_=<class>` names the model's class (it
-    replaces the one the file names, whatever class it was), and a dataset asked for replaces
-    the file's. (A checkpoint's config holds no interpolation: `checkpoints.load`.)"""
+    """The checkpoint's config, refused if it would build a target neither shipped nor typed now."""
     trained = OmegaConf.create(config)
     if "task" not in trained:  # a run before the task group: a classifier's
         classifier = f"{Classification.__module__}.{Classification.__name__}"
         trained.task = {"name": "classification", "_target_": classifier}
     typed = trust.NOTHING_TYPED
-    if cfg.model is not None and cfg.model.get("_target_"):
-        # Unresolved: a model=custom's shape fields point into a dataset eval.py may not have.
-        typed = trust.Built.in_config(OmegaConf.to_container(cfg.model), "model")
-        trained.model._target_ = cfg.model._target_
-    if cfg.get("task") is not None and cfg.task.get("_target_"):
-        typed |= trust.Built.in_config(OmegaConf.to_container(cfg.task), "task")
-        trained.task._target_ = cfg.task._target_
+    for key in ("model", "task"):
+        if cfg.get(key) is not None and cfg[key].get("_target_"):
+            # Unresolved: a model=custom's shape fields point into a dataset eval.py may not have.
+            typed |= trust.Built.in_config(OmegaConf.to_container(cfg[key]), key)
+            trained[key]._target_ = cfg[key]._target_
     built = {"model": plain(trained.model), "task": plain(trained.task)}
     if cfg.dataset is None:
         built["dataset"] = plain(trained.dataset)
@@ -237,8 +215,6 @@ def _typed_for_eval(found: trust.Target) -> str:
 
 
 def _which_epoch(path: Path, state: dict[str, Any], trained: DictConfig) -> str:
-    """What the checkpoint holds: a run's selected epoch (best.pt), or its latest; the moving
-    average of its weights, of a run that kept one (trainer.ema)."""
     averaged = " (the moving average of its weights)" if state.get("ema") is not None else ""
     if path.name == checkpoints.BEST.name:
         return f"epoch {state['epoch']}{averaged}, selected by {Monitor.from_config(trained)}"
@@ -250,10 +226,7 @@ def _which_epoch(path: Path, state: dict[str, Any], trained: DictConfig) -> str:
 def evaluated_test_rows(
     cfg: DictConfig, trained: DictConfig, in_split: int, unit: Unit
 ) -> torch.Tensor | None:
-    """The rows of the test split (of `in_split` samples, said in their `unit`) to evaluate
-    (None: all): those limit_images= or limit_fraction= take; else, on the data the checkpoint's
-    run (`trained`, its config) was trained on, the very samples that run was tested on; else
-    all."""
+    """The test rows limit_*= take, else those the run tested on, on its data; None: all."""
     if cfg.limit_images is not None or cfg.limit_fraction is not None:
         return subset.evaluated_rows(in_split, cfg.limit_images, cfg.limit_fraction)
     if cfg.dataset is not None:
@@ -263,23 +236,18 @@ def evaluated_test_rows(
         count = run.limit_eval_batches * run.batch_size
         rows = torch.arange(count) if count < in_split else None
     else:
-        rows = subset.evaluated_rows(
-            in_split, run.get("limit_eval_images"), run.get("limit_eval_fraction")
-        )
+        limits = (run.get("limit_eval_images"), run.get("limit_eval_fraction"))
+        rows = subset.evaluated_rows(in_split, *limits)
     if rows is not None:
         log.info(
-            "testing on the %s test %s its run was tested on (limit_fraction=1 tests on all %s)",
-            f"{len(rows):,}",
-            unit.many,
-            f"{in_split:,}",
+            f"testing on the {len(rows):,} test {unit.many} its run was tested on "
+            f"(limit_fraction=1 tests on all {in_split:,})"
         )
     return rows
 
 
 def dataset_to_evaluate(asked: DictConfig | None, trained: DictConfig) -> DictConfig:
-    """The dataset the evaluation asks for (by default the one trained on), normalized as the
-    training images were unless it says otherwise; images of the user's own are made the size
-    and channels the model was trained on (it takes no other)."""
+    """The dataset asked for (None: the one trained on), with the model's normalization and size."""
     if asked is None:
         return trained
     filled = {key: trained[key] for key in ("mean", "std") if asked[key] is None}
@@ -316,21 +284,14 @@ def _log_outcome(
         per_class = per_class_text(outcome["class_accuracy"])
         log.info("test %s per class: %s", measures.per_class, per_class)
     if "serving" in outcome:
-        log.info(
-            "served on %s: %s", plan, inference_benchmark.serving_line(outcome["serving"], unit)
-        )
+        served = inference_benchmark.serving_line(outcome["serving"], unit)
+        log.info("served on %s: %s", plan, served)
     part = part_of_split(outcome["test_images"], outcome["test_split_images"])
+    tested = f"{part} test {unit.many}" if part else f"{outcome['test_images']} {unit.many}"
     headline = measures.headline
     log.info(
-        "evaluated %s (%d epochs on %s) on %s: test %s %s, test loss %.4f, %s on %s -> %s",
-        outcome["model"],
-        outcome["trained_epochs"],
-        outcome["trained_on"],
-        outcome["dataset"],
-        headline.name,
-        headline.text(outcome[headline.key(TEST)]),
-        outcome[TEST_LOSS],
-        f"{part} test {unit.many}" if part else f"{outcome['test_images']} {unit.many}",
-        plan,
-        display_path(run_dir),
+        f"evaluated {outcome['model']} ({outcome['trained_epochs']} epochs on "
+        f"{outcome['trained_on']}) on {outcome['dataset']}: test {headline.name} "
+        f"{headline.text(outcome[headline.key(TEST)])}, test loss {outcome[TEST_LOSS]:.4f}, "
+        f"{tested} on {plan} -> {display_path(run_dir)}"
     )

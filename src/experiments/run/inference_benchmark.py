@@ -1,18 +1,4 @@
-"""The inference benchmark (eval.py benchmark=true): how fast the checkpoint's model answers on
-the device and with the placement asked for, in the precision, memory format and compilation
-asked for, as timm's `benchmark.py --bench inference` and MLPerf Inference time it: latency at
-batch 1 and throughput at a batch; its figures for results.json's `serving` record, the console
-and the trackers.
-
-A call places host inputs on the device by the run's placement method, runs the forward pass
-under `torch.inference_mode`, and copies the answers back; that copy waits for the device, so the
-host clock times the work on a GPU as on the CPU. Untimed calls come first; latency is then the
-distribution of single calls, throughput the median of rounds with their least and most
-(docs/speed.md, Inference speed). Its inputs are test images drawn with the evaluation's `seed`
-(a sweep over seeds repeats the benchmark on other images, as a sweep over trainer.seed repeats
-training), normalized as training normalized them, and held on the host, where a server's
-requests arrive.
-"""
+"""eval.py benchmark=true: latency at batch 1 and throughput, as timm and MLPerf time them."""
 
 from __future__ import annotations
 
@@ -45,53 +31,35 @@ log = logging.getLogger("experiments")
 ENERGY_INTERVAL = 0.5
 # The single-image requests latency goes round (distinct images, so no cache favours one).
 REQUESTS = 100
-
-
-# The percentiles of latency reported, as serving targets are stated (MLPerf's p90..p99).
+# As serving targets are stated (MLPerf's p90..p99).
 PERCENTILES = (50, 95, 99)
 
 
 @dataclass(frozen=True)
 class Latency:
-    """Seconds of single calls at batch 1, timed one by one."""
+    """Seconds of single calls at batch 1."""
 
     seconds: list[float]
 
-    def percentile(self, percent: int) -> float:
-        """The `percent`th percentile, interpolated between the calls' times (of 100 calls, p99
-        lies between the two slowest)."""
-        cuts = statistics.quantiles(self.seconds, n=100, method="inclusive")
-        return cuts[percent - 1]
-
     def milliseconds(self) -> dict[str, float]:
-        """`latency_p50_ms`, `_p95_ms`, `_p99_ms` and `_mean_ms`, as results.json has them."""
-        figures = {f"latency_p{p}_ms": 1000 * self.percentile(p) for p in PERCENTILES}
+        # Interpolated between the calls' times: p99 of 100 lies between the two slowest.
+        cuts = statistics.quantiles(self.seconds, n=100, method="inclusive")
+        figures = {f"latency_p{p}_ms": 1000 * cuts[p - 1] for p in PERCENTILES}
         return figures | {"latency_mean_ms": 1000 * statistics.fmean(self.seconds)}
 
 
 @dataclass(frozen=True)
 class Throughput:
-    """Rounds of `batches_per_round` batches of `batch_size` inputs, each round's seconds."""
-
     batch_size: int
     batches_per_round: int
     round_seconds: list[float]
 
     @property
-    def rates(self) -> list[float]:
-        """Each round's inputs per second."""
-        inputs = self.batch_size * self.batches_per_round
-        return [inputs / seconds for seconds in self.round_seconds]
-
-    @property
     def inputs(self) -> int:
-        """How many inputs the rounds answered."""
         return self.batch_size * self.batches_per_round * len(self.round_seconds)
 
     def figures(self) -> dict[str, float | int]:
-        """results.json's `images_per_second` (the median round's), `_min`, `_max`, `rounds` and
-        `batches_per_round`."""
-        rates = self.rates
+        rates = [self.batch_size * self.batches_per_round / s for s in self.round_seconds]
         return {
             "images_per_second": statistics.median(rates),
             "images_per_second_min": min(rates),
@@ -102,9 +70,7 @@ class Throughput:
 
 
 class Server:
-    """A model answering requests: `answer(inputs)` places them on the device, runs the forward
-    pass, and returns once the answers are back on the host. With `cuda_graphs` each call begins
-    a step of them, as the training loop does."""
+    """A model answering requests on the device, each answer back on the host when it returns."""
 
     def __init__(self, model: nn.Module, runtime: Runtime, cuda_graphs: bool = False) -> None:
         self.model = model.eval()
@@ -119,55 +85,41 @@ class Server:
             outputs = self.model(self.runtime.placement.tensor(inputs))
         return outputs.cpu()  # waits for the device: the answer is there when this returns
 
-    def timed(self, inputs: torch.Tensor) -> float:
-        """Seconds one call took, by the host clock."""
+    def timed(self, inputs: torch.Tensor, calls: int = 1) -> float:
+        """Seconds `calls` calls in a row took, by the host clock."""
         started = time.perf_counter()
-        self.answer(inputs)
+        for _ in range(calls):
+            self.answer(inputs)
         return time.perf_counter() - started
 
 
 def time_latency(
     server: Server, requests: Sequence[torch.Tensor], calls: int, warmup: int
 ) -> Latency:
-    """`calls` timed calls at batch 1 after `warmup` untimed ones, going round `requests` (inputs
-    of one image each, on the host)."""
+    """`calls` timed calls after `warmup` untimed ones, going round `requests` (of one image)."""
     for i in range(warmup):
         server.answer(requests[i % len(requests)])
     return Latency([server.timed(requests[i % len(requests)]) for i in range(calls)])
 
 
 def time_throughput(
-    server: Server,
-    batch: torch.Tensor,
-    rounds: int,
-    least_round_seconds: float,
-    energy: Span | None = None,
+    server: Server, batch: torch.Tensor, rounds: int, seconds: float, energy: Span | None = None
 ) -> Throughput:
-    """`rounds` rounds of calls with `batch`, each of as many calls as make `least_round_seconds`
-    (`calls_per_round`), after an untimed one; the `energy` span, if given, covers the rounds."""
+    """`rounds` rounds of as many calls as take `seconds` at least; `energy` spans them."""
     server.answer(batch)
-    per_round = calls_per_round(server, batch, least_round_seconds)
-    times = []
+    per_round = calls_per_round(server, batch, seconds)
     if energy is not None:
         energy.start()
-    for _ in range(rounds):
-        started = time.perf_counter()
-        for _ in range(per_round):
-            server.answer(batch)
-        times.append(time.perf_counter() - started)
+    times = [server.timed(batch, per_round) for _ in range(rounds)]
     if energy is not None:
         energy.stop()
     return Throughput(len(batch), per_round, times)
 
 
 def calls_per_round(server: Server, batch: torch.Tensor, least_seconds: float) -> int:
-    """How many calls with `batch` take `least_seconds` at least, found as timeit's autorange
-    does (1, 2, 5, 10, ...), so one slow call cannot make every round short."""
+    """How many calls take `least_seconds`, as timeit's autorange finds them (1, 2, 5, 10, ...)."""
     for calls in (step * 10**power for power in range(10) for step in (1, 2, 5)):
-        started = time.perf_counter()
-        for _ in range(calls):
-            server.answer(batch)
-        if time.perf_counter() - started >= least_seconds:
+        if server.timed(batch, calls) >= least_seconds:
             return calls
     return calls
 
@@ -175,14 +127,11 @@ def calls_per_round(server: Server, batch: torch.Tensor, least_seconds: float) -
 def benchmark(
     cfg: DictConfig, model: nn.Module, data: ImageData, runtime: Runtime, trained_batch: int
 ) -> ServingRecord:
-    """Time `model` (placed, compiled as `cfg` asks) answering `cfg.serving`'s calls: latency at
-    batch 1, throughput at `serving.batch_size` (null: `trained_batch`, its run's), the peak
-    memory of the device that served."""
+    """`model` timed answering `cfg.serving`'s calls, and the peak memory of what served."""
     asked = cfg.serving
     batch_size = asked.batch_size or trained_batch
     inputs = drawn_inputs(data, runtime, batch_size, cfg.seed)
-    cuda_graphs = setup.uses_cuda_graphs(cfg.compile, cfg.compile_mode)
-    server = Server(model, runtime, cuda_graphs)
+    server = Server(model, runtime, setup.uses_cuda_graphs(cfg.compile, cfg.compile_mode))
     memory.reset_peak_memory(runtime.plan)
     cores, root = host_load.cores(), host_load.run_root()
     started = host_load.snapshot(root, cores)
@@ -219,8 +168,7 @@ def benchmark(
 
 
 def drawn_inputs(data: ImageData, runtime: Runtime, count: int, seed: int) -> torch.Tensor:
-    """`count` test inputs drawn by `seed` (without replacement where the split holds that
-    many), normalized and in the memory format the model computes in, on the host."""
+    """`count` test inputs drawn by `seed`, normalized, on the host."""
     generator = torch.Generator().manual_seed(seed)
     size = len(data.test)
     if count <= size:
@@ -235,9 +183,7 @@ def drawn_inputs(data: ImageData, runtime: Runtime, count: int, seed: int) -> to
 
 
 def serving_line(record: ServingRecord, unit: Unit) -> str:
-    """The console's line: `batch 1: p50 0.84 ms, p95 1.02 ms, p99 1.30 ms (100 calls); batch
-    256: 3,120 images/s [3,050, 3,170] over 5 rounds; peak memory 410 MiB (host)`, then the
-    rounds' energy (`0.012 J/image at 95 W`, or why none), and the other work on a busy host."""
+    """ "batch 1: p50 0.84 ms, ... (100 calls); batch 256: 3,120 images/s [3,050, 3,170] ..."."""
     percentiles = ", ".join(
         f"p{p} {record[f'latency_p{p}_ms']:.3g} ms"  # type: ignore[literal-required]
         for p in PERCENTILES
@@ -261,7 +207,7 @@ def serving_line(record: ServingRecord, unit: Unit) -> str:
 
 
 def tracked_numbers(record: ServingRecord) -> dict[str, Any]:
-    """The record's figures the trackers get, by their tags (`serving/latency_p50_ms`)."""
+    """The record's figures by the trackers' tags (`serving/latency_p50_ms`)."""
     keys = [f"latency_p{p}_ms" for p in PERCENTILES] + ["images_per_second", "peak_memory_mb"]
     keys.append("joules_per_image")
     return {f"serving/{key}": record.get(key) for key in keys}

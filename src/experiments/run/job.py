@@ -1,6 +1,4 @@
-"""What Hydra tells a training job (its command line's overrides, the keys its sweep varies), and
-what those let the config of a resumed or replayed run build.
-"""
+"""What Hydra tells a training job, and what that lets a resumed or replayed run's config build."""
 
 from __future__ import annotations
 
@@ -18,12 +16,7 @@ log = logging.getLogger("experiments")
 
 
 def refuse_targets_not_typed(cfg: DictConfig) -> list[trust.Target]:
-    """A resumed or replayed run's config comes from its folder's overrides, whose targets were
-    checked as they were read (`overrides.with_saved_overrides`); what interpolations made of
-    them is checked here, before anything is built and again once the data has filled in its
-    fields (which an interpolation may read): each target, and each setting of how one is built
-    (`_partial_`), a shipped one in its place, or one this job's overrides name there
-    (`trust.refusal`). Returns the targets of such a config."""
+    """A resumed or replayed run's targets, refused unless shipped or typed (`trust.refusal`)."""
     key = "resume" if cfg.resume else "replay" if cfg.replay else None
     if key is None:
         return []
@@ -36,10 +29,8 @@ def refuse_targets_not_typed(cfg: DictConfig) -> list[trust.Target]:
 def say_what_a_replay_builds(replayed: str, built: list[trust.Target]) -> None:
     others = [f"{found.target} ({found.key})" for found in built if not _ours(found.target)]
     log.info(
-        "replay=%s runs that run's config, as running its script would; besides the project's "
-        "own code it builds %s",
-        replayed,
-        ", ".join(others) or "nothing",
+        f"replay={replayed} runs that run's config, as running its script would; besides the "
+        f"project's own code it builds {', '.join(others) or 'nothing'}"
     )
 
 
@@ -48,7 +39,7 @@ def _ours(target: str) -> bool:
 
 
 def overrides() -> list[str]:
-    """The command line's overrides of this job (in a sweep, with its swept values)."""
+    """The command line's overrides of this job, with a sweep's values."""
     if not HydraConfig.initialized():
         return []
     # As typed: an override's ${...} is resolved in the config, not here.
@@ -56,18 +47,14 @@ def overrides() -> list[str]:
 
 
 def sweep_folder() -> str | None:
-    """This job's sweep's folder, as its command named it (outputs/2026-11-26/20-45-43_1037b65b);
-    None outside a sweep."""
     if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
         return None
     return str(HydraConfig.get().sweep.dir)
 
 
 def swept_keys() -> set[str]:
-    """The keys this job's sweep varies (its command line's or its sweeper's, as its
-    `multirun.yaml` says); none outside a sweep."""
-    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+    """The keys this job's sweep varies, as its `multirun.yaml` says; none outside a sweep."""
+    if (folder := sweep_folder()) is None:
         return set()
-    hydra = HydraConfig.get()
-    multirun_yaml = Path(hydra.sweep.dir) / "multirun.yaml"
-    return sweep_keys(multirun_yaml, hydra) if multirun_yaml.is_file() else set()
+    multirun_yaml = Path(folder) / "multirun.yaml"
+    return sweep_keys(multirun_yaml, HydraConfig.get()) if multirun_yaml.is_file() else set()

@@ -1,11 +1,4 @@
-"""What a training run and an evaluation both set up before their first batch, each step one
-function that both call: the job's process settings and the device, decided once into a
-`Runtime` and passed on from there; the dataset, where the config wants it (and, for training,
-what it told of itself merged into the config); the task, refused for data of another kind; and
-the model, built on the host, then on the device, wrapped for several GPUs or processes and
-compiled as asked. (The audit that checks it all arrived is
-`experiments.devices.placement.audit`.) Each returns what it set up; the caller records it.
-"""
+"""What a training run and an evaluation both set up: process, device, data, task and model."""
 
 from __future__ import annotations
 
@@ -43,10 +36,7 @@ log = logging.getLogger("experiments")
 
 @dataclass(frozen=True)
 class ProcessSettings:
-    """What a job sets for its whole process besides the GPUs it sees
-    (`devices.process_settings.apply`): torch's CPU threads (None: torch's default), only
-    deterministic algorithms, and cuDNN timing its algorithms to keep the fastest. An
-    evaluation's are the defaults."""
+    """What a job sets for its whole process besides the GPUs it sees (an evaluation: defaults)."""
 
     threads: int | None = None
     deterministic: bool = False
@@ -64,12 +54,7 @@ def prepare_runtime(
     channels_last: bool | None = False,
     settings_prefix: str = "trainer.",
 ) -> Runtime:
-    """What this process computes on and in: the job's process `settings` applied (the GPUs
-    CUDA sees first, before anything asks torch.cuda), then the device request resolved against
-    this machine (in a parallel sweep, a GPU no other job holds, if the request leaves it open),
-    made the current device and joined to the process group when the run spans processes; with
-    the placement method, the precision and the memory format (None: the device's default), as
-    the keys under `settings_prefix` ask (the trainer's; eval.py's top level: "")."""
+    """The process `settings` applied, then the device decided, made current, joined to `group`."""
     process_settings.apply(
         request.visible,
         settings.threads,
@@ -86,22 +71,15 @@ def prepare_runtime(
     autocast_dtype, scaler = precision.autocast_and_scaler(
         precision_name, plan.device, f"{settings_prefix}precision"
     )
-    return Runtime(
-        plan,
-        build(placement, device=plan.device),
-        group,
-        autocast_dtype,
-        scaler,
-        memory.channels_last(channels_last, plan.device),
-    )
+    placed = build(placement, device=plan.device)
+    memory_format = memory.channels_last(channels_last, plan.device)
+    return Runtime(plan, placed, group, autocast_dtype, scaler, memory_format)
 
 
 def plan_for_job(
     request: DeviceConfig, machine: Machine, group: ProcessGroup, free_gpus: FreeGpus | None
 ) -> DevicePlan:
-    """The request resolved against `machine`. In a parallel sweep (`free_gpus`), the job holds
-    every GPU its plan computes on until it ends: one no other job holds, for a request that
-    leaves it open; those it names (cuda:N, dp's), once no other job holds any of them."""
+    """The request resolved, the GPUs it computes on held in a parallel sweep (`free_gpus`)."""
     if free_gpus is None or not machine.cuda_count:
         return resolve(request, machine, group)
     free_gpu = free_gpus.take(machine.cuda_count) if wants_any_gpu(request) else None
@@ -111,10 +89,8 @@ def plan_for_job(
 
 
 def load_data(config: DatasetConfig, runtime: Runtime, *, training: bool = True) -> ImageData:
-    """The dataset (for an evaluation, only its test split) with its validation split, if any,
-    its in-memory splits moved to the device once if `dataset.preload=device`."""
-    processes_here = runtime.group.local_world_size
-    data = loading.load(config, processes_here=processes_here, training=training)
+    """The dataset (an evaluation's: its test split) with its validation split, if any."""
+    data = loading.load(config, processes_here=runtime.group.local_world_size, training=training)
     data = validation.with_validation(data, config)
     if config.preload == Preload.device:
         data = loading.preload(data, runtime.placement, channels_last=runtime.channels_last)
@@ -122,18 +98,13 @@ def load_data(config: DatasetConfig, runtime: Runtime, *, training: bool = True)
 
 
 def with_data_facts(cfg: DictConfig, data: ImageData) -> DictConfig:
-    """A copy of the run's config with what its data told of itself (its classes, image shape,
-    computed mean and std) in the dataset's fields: the model is sized from them (the schemas'
-    `${dataset.channels}`), and a checkpoint's config holds them, so an evaluation normalizes
-    as training did and knows the classes it was trained on."""
+    """The config with what the data told of itself: the model's size, a checkpoint's to keep."""
     return OmegaConf.merge(cfg, {"dataset": data.derived()})
 
 
 @functools.cache  # asked once per process: torch takes seconds to list them
 def compile_backends() -> CompileBackends:
-    """torch.compile's backends and inductor's modes, for `config.validate` to check
-    `trainer.compile` and `trainer.compile_mode` against before the data is loaded and the model
-    built (torch.compile would say so only then)."""
+    """torch.compile's backends and inductor's modes, for `config.validate` to check against."""
     from torch import _inductor  # (where inductor keeps its modes: no public name has them)
 
     modes = _inductor.list_mode_options()
@@ -156,14 +127,12 @@ def compile_backends() -> CompileBackends:
     )
 
 
-# The backends torch lists whatever is installed, each with the package it compiles with: without
-# it, torch.compile fails only at the first step.
+# Backends torch lists whatever is installed, and their packages: without, the first step fails.
 BACKEND_PACKAGES = {"tvm": "tvm", "openxla": "torch_xla", "openxla_eval": "torch_xla"}
 
 
 def build_task(config: DictConfig, data: ImageData) -> Task:
-    """The task the `task` config names, measuring what it does of `data`'s classes, refused
-    in one line unless `data` holds the kind of targets it learns."""
+    """The task `config` names, refused in one line unless `data` holds the targets it learns."""
     task = tasks.build_task(config, len(data.classes))
     task.refuse_other_data(config.name, data)
     return task
@@ -172,9 +141,7 @@ def build_task(config: DictConfig, data: ImageData) -> Task:
 def build_model(
     config: DictConfig, task_option: str, task: Task, data: ImageData, from_checkpoint: bool
 ) -> nn.Module:
-    """The model `config` names, on the host, sized to `data` (its shape, its classes) and to
-    the outputs `task` (`task=<task_option>`) takes: a training run's and an evaluation's alike;
-    untrained where a checkpoint's weights replace it (`from_checkpoint`)."""
+    """The model `config` names, on the host, sized to `data` and the outputs `task` takes."""
     classes = len(data.classes)
     outputs = task.outputs(classes, data.shape)
     return models.build_for(
@@ -189,9 +156,7 @@ def place_model(
     sync_batchnorm: bool = False,
     compile_mode: str | None = None,
 ) -> nn.Module:
-    """The model on its device, in its memory format, wrapped for several GPUs or processes (its
-    BatchNorm layers synchronized over DDP's processes, with `sync_batchnorm`), and compiled
-    with `compile_backend` if one is named (in inductor's `compile_mode`, if one is)."""
+    """The model on its device and memory format, wrapped for several GPUs, compiled as asked."""
     model = runtime.placement.module(model)
     if runtime.channels_last:
         model = model.to(memory_format=torch.channels_last)
@@ -202,10 +167,7 @@ def place_model(
 
 
 def uses_cuda_graphs(backend: str | None, compile_mode: str | None) -> bool:
-    """Whether a model compiled by `backend` (null: not compiled) in `compile_mode` replays CUDA
-    graphs (the cudagraphs backend, or an inductor mode that captures them: both keep CUDA graph
-    trees), whose outputs the next replay overwrites: each step then begins with
-    `torch.compiler.cudagraph_mark_step_begin`."""
+    """Whether the compiled model replays CUDA graphs (each step then marks its beginning)."""
     if not backend:
         return False
     known = compile_backends()
@@ -215,10 +177,7 @@ def uses_cuda_graphs(backend: str | None, compile_mode: str | None) -> bool:
 def check_compiling(
     prefix: str, settings: DictConfig, request: DeviceConfig, runtime: Runtime
 ) -> None:
-    """How `settings` (a trainer's, `prefix` trainer.; eval.py's, at the top) compile, once the
-    device `request` resolved to is known: a backend or mode that captures CUDA graphs refused in
-    one line where it is no GPU (device=cpu is refused before, by `config.validate`); one of
-    torch's debugging backends said in one warning."""
+    """A backend or mode capturing CUDA graphs refused on no GPU; a debugging one warned of."""
     backend, mode = settings.compile, settings.get("compile_mode")
     if not backend:
         return

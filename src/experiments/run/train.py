@@ -1,12 +1,4 @@
-"""The story of one training run, as a recipe in three parts: `setup` decides the device and
-builds the data, model, optimizer and schedule (or takes them back from a checkpoint); `fit`
-trains epoch by epoch, each evaluated on the validation and test splits and recorded; `finish`
-records the outcome. Every other concern (checkpoints, early stopping, MFU, energy, the
-profiler, the console, ...) is a callback (`experiments.callbacks`) that the trainer calls at
-each point and whose fields it writes into results.json, once per phase.
-
-`experiments.cli` calls `train` with the config Hydra composed and the run folder it made.
-"""
+"""One training run: setup, fit and finish; every other concern is a callback (`callbacks`)."""
 
 from __future__ import annotations
 
@@ -20,15 +12,8 @@ from typing import Any
 from omegaconf import DictConfig
 from torch.optim.lr_scheduler import LRScheduler
 
-from experiments.callbacks import (
-    Callback,
-    EpochEnd,
-    Fields,
-    Progress,
-    TrainingRun,
-    callbacks_for,
-    console,
-)
+from experiments.callbacks import Callback, EpochEnd, Fields, Progress, TrainingRun, callbacks_for
+from experiments.callbacks.console import log_summary
 from experiments.config.build import as_written
 from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
@@ -50,18 +35,12 @@ from experiments.training import loop, profiling
 
 log = logging.getLogger("experiments")
 
-# The folders a run writes in, inside its own: Hydra's snapshot, checkpoints, a profile's trace
-# (wandb/: tracker=wandb's files).
+# The folders a run writes in: Hydra's snapshot, checkpoints, a profile's trace, tracker=wandb's.
 WRITTEN_FOLDERS = (Path(".hydra"), checkpoints.LAST.parent, profiling.TRACE.parent, Path("wandb"))
 
 
 def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float | None:
-    """Train as `cfg` says, recording everything in `run_dir`; returns `cfg.optimized_metric`
-    (what a hyperparameter search optimizes), if one is named.
-
-    `free_gpus` hands out GPUs when sweep jobs run side by side. Under torchrun, every process
-    runs this; process 0 writes the records.
-    """
+    """Train as `cfg` says in `run_dir` (process 0's records); returns `cfg.optimized_metric`."""
     group = ProcessGroup.from_env()
     held = HeldLog(run_dir) if cfg.resume else None  # until the resume is accepted
     # Hydra has made it; a caller of train() may not have. Never made again once the run is on.
@@ -77,12 +56,8 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
             MetricsWriter(run_dir, group.is_main, _trackers(cfg, run_dir, group)) as metrics_writer,
         ):
             refuse_unchosen_groups(cfg)  # (~trainer) before the trainer's settings are read
-            with memory.out_of_memory_said(
-                "trainer.batch_size",
-                cfg.trainer.batch_size,
-                cfg.trainer.accumulate_batches,
-                group.world_size,
-            ):
+            batch = (cfg.trainer.batch_size, cfg.trainer.accumulate_batches, group.world_size)
+            with memory.out_of_memory_said("trainer.batch_size", *batch):
                 trainer = Trainer(cfg, run_dir, results, metrics_writer)
                 with results.phase():  # what setup learns, in one write of results.json
                     trainer.setup(group, free_gpus, resumed)
@@ -91,18 +66,15 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                 run = trainer.run
                 plan, measures, unit = run.runtime.plan, run.learner.task.metrics, run.data.unit
                 del trainer, run  # its DDP model holds the process group, which teardown() ends
-        console.log_summary(summary, plan, run_dir, measures, unit)
+        log_summary(summary, plan, run_dir, measures, unit)
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
 
 
 def _trackers(cfg: DictConfig, run_dir: Path, group: ProcessGroup) -> dict[str, Tracker]:
-    """The `tracker` group's trackers, of the main process only."""
     return tracker.trackers(cfg.tracker, run_dir) if group.is_main else {}
 
 
 class Trainer:
-    """Sets a run up, trains it and records its outcome, calling its callbacks at each point."""
-
     def __init__(
         self, cfg: DictConfig, run_dir: Path, results: Results, metrics_writer: MetricsWriter
     ) -> None:
@@ -157,13 +129,11 @@ class Trainer:
         self._each(SetupRecord, "on_setup_end")
 
     def fit(self) -> None:
-        """Train the epochs left, each followed by evaluation, then its end: what each callback
-        does of it, and a stop if one asks for it."""
-        run = self.run
+        """Train the epochs left, each evaluated and ended, until the last or a callback's stop."""
         if self.stopped_early:
             return
         self.progress.first_epoch = len(self.progress.history) + 1
-        for epoch in range(run.first_epoch, self.cfg.trainer.epochs + 1):
+        for epoch in range(self.run.first_epoch, self.cfg.trainer.epochs + 1):
             interrupts.raise_if_lost()
             with self.results.phase():  # the epoch's record, written once at its end
                 end = self._epoch(epoch)
@@ -171,17 +141,18 @@ class Trainer:
                 self._each(EpochRecord, "on_epoch_end", end)
                 if end.stop:
                     log.info("stopping early after epoch %d: %s", epoch, end.stop)
-                    stopped = {"epoch": epoch, "reason": end.stop}
-                    self.results.add(EpochRecord, stopped_early=stopped)
+                    self.results.add(
+                        EpochRecord, stopped_early={"epoch": epoch, "reason": end.stop}
+                    )
             if end.stop:
                 break
 
     def _epoch(self, epoch: int) -> EpochEnd:
-        """One epoch's training (timed apart at its first steps where it is the first this
-        process trains), evaluation and row; the callbacks' measures in it."""
+        """One epoch's training, evaluation and row, with the callbacks' measures."""
         run, trainer = self.run, self.cfg.trainer
         first = epoch == run.first_epoch
         slowed = max((each.slowed_steps for each in self.callbacks), default=0)
+        done = (epoch - 1) * run.steps_per_epoch  # the steps before this epoch's
         with ExitStack() as contexts:
             for each in self.callbacks:
                 contexts.enter_context(each.training(run, epoch))
@@ -190,9 +161,7 @@ class Trainer:
                 run.train_batches,
                 run.runtime,
                 log_interval=trainer.log_interval,
-                log_step=partial(
-                    self.metrics_writer.step, epoch, (epoch - 1) * run.steps_per_epoch
-                ),
+                log_step=partial(self.metrics_writer.step, epoch, done),
                 description=f"epoch {epoch}/{trainer.epochs}",
                 after_step=partial(self._after_step, epoch),
                 warm_up_steps=max(1, slowed) if first else 0,
@@ -223,42 +192,35 @@ class Trainer:
             each.on_train_step_end(self.run, epoch, step)
 
     def finish(self) -> dict[str, Any]:
-        """The outcome: the selected epoch's numbers and the callbacks' in results.json, once
-        every process has got here."""
+        """The selected epoch's numbers and the callbacks' in results.json, once all got here."""
         run = self.run
         measures = run.learner.task.metrics
         summary = training_summary(self.progress.history, run.monitor, measures)
         for each in self.callbacks:
             summary.update(_handed(each, "on_fit_end", run, summary))
-        peak_memory = memory.peak_memory_mb(run.runtime.plan)
-        record = finish_record(measures)
-        summary = self.results.finish("completed", None, record, **summary, **peak_memory)
+        peak = memory.peak_memory_mb(run.runtime.plan)
+        summary = self.results.finish("completed", None, finish_record(measures), **summary, **peak)
         wait_for_all(run.runtime.group)
         return summary
 
     def _each(self, record: Any, hook: str, *args: Any) -> None:
-        """Each callback's `hook`, the fields it hands back into results.json's `record`."""
         for each in self.callbacks:
             self.results.add(record, **_handed(each, hook, self.run, *args))
 
     def _evaluate(self, batches: Any) -> loop.EvaluationResult:
-        """The weights the run is judged by on `batches`: the model's, or their moving average
-        (trainer.ema), evaluated as it is kept: not compiled, nor spread over GPUs by
-        DataParallel."""
+        """The model on `batches`, or its weights' moving average (kept uncompiled, unwrapped)."""
         learner, runtime = self.run.learner, self.run.runtime
         if learner.ema is not None:
             return loop.evaluate(learner.ema.average, batches, runtime, learner.task)
         return loop.evaluate(learner.model, batches, runtime, learner.task, learner.cuda_graphs)
 
     def _begin_tracking(self) -> None:
-        """Tell the trackers what the run is (a resume carries on the runs they began)."""
         plan, sweep = self.run.runtime.plan, job.sweep_folder()
         tracked = tracker.tracked_run(as_written(self.cfg), plan, self.run_dir, sweep)
         begun = self.metrics_writer.begin_in_folder(tracked, resuming=bool(self.cfg.resume))
         self.results.add(SetupRecord, **begun)
 
     def _restore(self, checkpoint: dict[str, Any], composed: DictConfig) -> None:
-        """Continue from the checkpoint `resume=` named: every state as it was saved."""
         run, records = self.run, (self.results, self.metrics_writer)
         resumed = resume.restore(
             checkpoint, self.cfg, composed, self.run_dir, run.state, records, run.monitor
@@ -269,8 +231,7 @@ class Trainer:
 
 
 def _handed(callback: Callback, hook: str, *args: Any) -> Mapping[str, Any]:
-    """What `callback`'s `hook` hands back: fields of results.json (or of the epoch's row) from a
-    shipped callback, none from one of one's own, whose fields results.json has no place for."""
+    """The fields `callback`'s `hook` hands back; one of one's own hands back none."""
     fields: Fields = getattr(callback, hook)(*args)
     if fields and not type(callback).__module__.startswith("experiments."):
         raise ExperimentError(

@@ -1,9 +1,4 @@
-"""The parts of a training run, each built by one function in the order the trainer's setup
-calls them: the device (`device`), the data and its task (`data_and_task`), the model on the
-device (`model`), the batch (`batch_size`, with trainer.batch_size=auto) and the optimization
-over the splits' batches (`optimization`). Each records what it learned in results.json's setup
-(`records.recorded.SetupRecord`).
-"""
+"""The parts of a training run, in the order the trainer builds them, each recording its setup."""
 
 from __future__ import annotations
 
@@ -43,10 +38,9 @@ from experiments.training import (
     optimizers,
     schedules,
     seeding,
-    selection,
 )
 from experiments.training.ema import ModelAverage
-from experiments.training.selection import Monitor
+from experiments.training.selection import Monitor, require_validation
 from experiments.training.tasks import Classification, Task
 from experiments.training.weights import load_weights
 
@@ -56,8 +50,7 @@ log = logging.getLogger("experiments")
 def device(
     cfg: DictConfig, group: ProcessGroup, free_gpus: FreeGpus | None, results: Results, new: bool
 ) -> Runtime:
-    """The process's settings, and the device decided once; the environment recorded for a
-    `new` run (a resume's, once it is accepted)."""
+    """The process's settings and the device; the environment recorded for a `new` run."""
     trainer = cfg.trainer
     runtime = setup.prepare_runtime(
         cfg.device,
@@ -90,9 +83,7 @@ def device(
 
 @dataclass(frozen=True)
 class Prepared:
-    """The run so far: the config (with what the data told of itself, and the batch a search
-    found), the device, the records of its setup, the splits, what the model learns from them
-    (its loss and metrics), and what selects epochs, with a validation split."""
+    """The run so far; `cfg` with what the data told of itself and the batch a search found."""
 
     cfg: DictConfig
     runtime: Runtime
@@ -103,22 +94,19 @@ class Prepared:
 
 
 def data_and_task(cfg: DictConfig, runtime: Runtime, results: Results) -> Prepared:
-    """The splits and the task for data of their kind (built once the data has told its
-    statistics: a regression's target's); epochs are selected (and runs stopped early) on the
-    validation split, never on test."""
+    """The splits, their task, and with a validation split what selects epochs on it."""
     data = setup.load_data(cfg.dataset, runtime)
     cfg = setup.with_data_facts(cfg, data)
     job.refuse_targets_not_typed(cfg)  # (an interpolation may read the data's fields)
     results.add(SetupRecord, data=data.data_record())
     task = setup.build_task(cfg.task, data)
-    selection.require_validation(cfg, has_validation=data.val is not None)
+    require_validation(cfg, has_validation=data.val is not None)
     monitor = Monitor.from_config(cfg) if data.val is not None else None
     return Prepared(cfg, runtime, results, data, task, monitor)
 
 
 def model(prepared: Prepared, new: bool) -> tuple[nn.Module, model_size.ModelSize]:
-    """The model as built (the same weights on every device and placement), `model.weights`
-    loaded into a `new` run's (a resume takes its own back), measured, and on the device."""
+    """The model as built, `model.weights` loaded into a `new` run's, measured, on the device."""
     cfg, task, data, results = prepared.cfg, prepared.task, prepared.data, prepared.results
     trainer = cfg.trainer
     seeding.seed_everything(trainer.seed)
@@ -130,10 +118,8 @@ def model(prepared: Prepared, new: bool) -> tuple[nn.Module, model_size.ModelSiz
             results.add(SetupRecord, weights_left_as_built=left)
             if left:
                 log.info(
-                    "model.weights=%s loaded but for %d tensor(s), left as built: %s",
-                    cfg.model.weights,
-                    len(left),
-                    ", ".join(left),
+                    f"model.weights={cfg.model.weights} loaded but for {len(left)} tensor(s), "
+                    f"left as built: {', '.join(left)}"
                 )
     size = model_size.measure(built, data.shape, models.HOST)
     results.add(SetupRecord, **size.record())
@@ -148,10 +134,7 @@ def model(prepared: Prepared, new: bool) -> tuple[nn.Module, model_size.ModelSiz
 def batch_size(
     prepared: Prepared, placed: nn.Module, resumed: dict[str, Any] | None
 ) -> tuple[Prepared, dict[str, Any] | None]:
-    """With trainer.batch_size=auto, the run with the batch it trains with in its config, and
-    the search that found it: the largest that trains on the device, halved as asked, searched for
-    with copies of the model and optimizer; a resumed run's, as its search found it (the run was
-    refused unless a search chose its batch). Otherwise the run as it is, and None."""
+    """With trainer.batch_size=auto, the run with the batch a search found, and the search."""
     cfg, data, runtime, results = prepared.cfg, prepared.data, prepared.runtime, prepared.results
     trainer = cfg.trainer
     if trainer.batch_size != AUTO_BATCH:
@@ -162,29 +145,20 @@ def batch_size(
         log.info("trainer.batch_size=auto: %d, as its search found before the resume", batch)
     else:
         assert data.train is not None
-        trial = batch_search.Trial(
-            unwrap(placed),
-            runtime.placement.module(prepared.task),
-            cfg.optimizer,
-            data,
-            runtime,
-            trainer.memory_budget_gb,
-        )
+        task, budget = runtime.placement.module(prepared.task), trainer.memory_budget_gb
+        trial = batch_search.Trial(unwrap(placed), task, cfg.optimizer, data, runtime, budget)
         fewest = loop.fewest_images(placed, processes=1)
         found = batch_search.search(trial, fewest, trainer.auto_batch_halvings)
         log.info(batch_search.search_line(found, cfg.optimizer.lr, str(runtime.plan)))
         search, batch = found.record(), found.batch
-    results.add(SetupRecord, batch_search=search)
-    results.add(SetupRecord, batch_size=batch, per_process_batch_size=batch)
+    results.add(SetupRecord, batch_search=search, batch_size=batch, per_process_batch_size=batch)
     merged = OmegaConf.merge(cfg, {"trainer": {"batch_size": batch}})
     return dataclasses.replace(prepared, cfg=merged), search
 
 
 @dataclass(frozen=True)
 class Optimization:
-    """How the run learns: the `learner` (model, task, optimizer, a schedule by step, the
-    weights' moving average), its schedule, the splits' batches, an epoch's optimizer steps and
-    the `state` its checkpoints save."""
+    """How the run learns, over the splits' batches, and the `state` its checkpoints save."""
 
     learner: loop.Learner
     scheduler: LRScheduler
@@ -198,8 +172,7 @@ class Optimization:
 def optimization(
     prepared: Prepared, placed: nn.Module, search: dict[str, Any] | None
 ) -> Optimization:
-    """The task (its loss), optimizer and schedule over the splits' batches, and the state its
-    checkpoints save, with the search that chose its batch (`search`)."""
+    """The optimizer and schedule over the splits' batches, and the state checkpoints save."""
     cfg, data, runtime, results = prepared.cfg, prepared.data, prepared.runtime, prepared.results
     trainer = cfg.trainer
     placed_task = runtime.placement.module(prepared.task)
@@ -245,9 +218,7 @@ def optimization(
 def _moving_average(
     cfg: DictConfig, placed: nn.Module, steps_per_epoch: int, results: Results
 ) -> ModelAverage | None:
-    """The moving average of the model's weights that the run evaluates, selects and saves in
-    its stead, with trainer.ema.decay (None: without); kept of the model inside its wrappers,
-    whose tensors they share."""
+    """The moving average of the weights the run evaluates in their stead (trainer.ema.decay)."""
     ema, epochs = cfg.trainer.ema, cfg.trainer.epochs
     results.add(SetupRecord, evaluated_weights="model" if ema.decay is None else "ema")
     if ema.decay is None:
@@ -262,8 +233,7 @@ def _moving_average(
         )
     log.info(
         "validation and test evaluate the moving average of the model's weights "
-        "(trainer.ema.decay=%s), not the model's own",
-        ema.decay,
+        f"(trainer.ema.decay={ema.decay}), not the model's own"
     )
     return ModelAverage(unwrap(placed), ema.decay, ema.every, ema.warmup_steps)
 
@@ -271,13 +241,11 @@ def _moving_average(
 def _batches(
     prepared: Prepared, placed: nn.Module, shuffle: torch.Generator
 ) -> tuple[Batches, Batches, Batches | None]:
-    """The splits cut into batches (train, test, val), the training split's shuffled (and
-    augmented) by `shuffle`."""
+    """Train, test and val batches, the training split's shuffled (and augmented) by `shuffle`."""
     cfg, data, runtime, task = prepared.cfg, prepared.data, prepared.runtime, prepared.task
     trainer = cfg.trainer
     augment = Augment(**cfg.dataset.augment, generator=shuffle, num_classes=cfg.dataset.num_classes)
-    # Not a check of the config (`config.validate`): a task of one's own says what its targets
-    # are only once it is built.
+    # Not `config.validate`'s: a task of one's own says what its targets are once it is built.
     probabilities = isinstance(task, Classification)
     if refusal := augment.refusal(cfg.task.name, task.targets, takes_probabilities=probabilities):
         raise ExperimentError(refusal)
@@ -306,8 +274,7 @@ def _split_batches(
     augment: Augment | None = None,
     fewest: int = 1,
 ) -> Batches:
-    """One split's batches: training's (`shuffle` given) limited in steps, evaluation's in
-    images, the same whatever the batch size."""
+    """One split's batches: training's (`shuffle` given) limited in steps, evaluation's in rows."""
     trainer = cfg.trainer
     training = shuffle is not None
     limit_eval = (trainer.limit_eval_images, trainer.limit_eval_fraction)
