@@ -95,6 +95,13 @@ def _value_statistics(values: torch.Tensor) -> tuple[list[float], list[float]]:
     return mean.tolist(), torch.where(std > 0, std, 1.0).tolist()
 
 
+def _source(config: Any) -> str:
+    made_by = plain(config.source)
+    if "root" in made_by:  # the same folder, however it is written
+        made_by["root"] = str(Path(made_by["root"]).expanduser().resolve())
+    return json.dumps(made_by, sort_keys=True)
+
+
 def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> ImageData:
     began = time.perf_counter()
     # What messages call the data: the folder, or the user's function.
@@ -105,10 +112,7 @@ def _datasets(config: Any, made: Any, processes_here: int, training: bool) -> Im
     shape = own_data.shape_of(config, found["train"], target)
     classes = own_data.class_names(config, found["train"], target)
     wanted = [name for name in found if training or name == "test"]
-    made_by = plain(config.source)
-    if "root" in made_by:  # the same folder, however it is written
-        made_by["root"] = str(Path(made_by["root"]).expanduser().resolve())
-    source = json.dumps(made_by, sort_keys=True)
+    source = _source(config)
     items = {
         name: CheckedDataset(found[name], f"{target}'s {name}", shape, len(classes), source)
         for name in wanted
