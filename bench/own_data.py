@@ -333,7 +333,7 @@ def summary(numbers: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
 def machine() -> str:
     import torch
 
-    from experiments.devices.description import cpu_name
+    from experiments.devices.backends.cpu import cpu_name
 
     return (
         f"{cpu_name()}, {torch.get_num_threads()} threads, torch {torch.__version__}, "

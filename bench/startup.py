@@ -37,7 +37,7 @@ from pathlib import Path
 
 from record import append_to_results
 
-from experiments.devices.description import cpu_name
+from experiments.devices.backends.cpu import cpu_name
 
 ROOT = Path(__file__).resolve().parents[1]
 ONE_BATCH = [

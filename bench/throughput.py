@@ -60,7 +60,7 @@ from experiments.data import builtin
 from experiments.data.batches import Batches
 from experiments.data.csv_table import csv_splits
 from experiments.data.types import Split
-from experiments.devices.description import cpu_name
+from experiments.devices.backends.cpu import cpu_name
 from experiments.devices.measuring.peak_cache import PeakCache
 from experiments.devices.memory import channels_last, keep_freed_memory
 from experiments.devices.placement import ToDevice

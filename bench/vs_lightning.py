@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from record import append_to_results
 
-from experiments.devices.description import cpu_name
+from experiments.devices.backends.cpu import cpu_name
 
 BENCH = Path(__file__).resolve().parent
 LIGHTNING = BENCH / ".lightning"
