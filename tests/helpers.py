@@ -481,21 +481,25 @@ def plugin_data(events: EventAccumulator, tag: str) -> HParamsPluginData:
     return HParamsPluginData.FromString(events.PluginTagToContent(metadata.PLUGIN_NAME)[tag])
 
 
-def welch_by_scipy(first: list[float], second: list[float]) -> tuple[float, float]:
-    """The 95% interval of the difference of the means by scipy's own Welch test (the report's
+def welch_by_scipy(
+    first: list[float], second: list[float], confidence: float = 0.95
+) -> tuple[float, float]:
+    """The interval of the difference of the means by scipy's own Welch test (the report's
     reference, tests/report/)."""
     from scipy import stats
 
-    interval = stats.ttest_ind(first, second, equal_var=False).confidence_interval(0.95)
+    interval = stats.ttest_ind(first, second, equal_var=False).confidence_interval(confidence)
     return interval.low, interval.high
 
 
-def paired_by_scipy(first: list[float], second: list[float]) -> tuple[float, float]:
-    """The 95% interval of the mean difference of pairs (first[i], second[i]) by scipy's own
-    paired t-test (the report's reference, tests/report/)."""
+def paired_by_scipy(
+    first: list[float], second: list[float], confidence: float = 0.95
+) -> tuple[float, float]:
+    """The interval of the mean difference of pairs (first[i], second[i]) by scipy's own paired
+    t-test (the report's reference, tests/report/)."""
     from scipy import stats
 
-    interval = stats.ttest_rel(first, second).confidence_interval(0.95)
+    interval = stats.ttest_rel(first, second).confidence_interval(confidence)
     return interval.low, interval.high
 
 

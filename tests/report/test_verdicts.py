@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 import pytest
+from scipy import stats
 
 from experiments.report import repeats, statistics, verdicts
 from helpers import paired_by_scipy, welch_by_scipy
@@ -23,27 +24,39 @@ THREADS_2, THREADS_1 = [6288.0, 6674.0, 8646.0], [4102.0, 5247.0, 5671.0]
 def test_welchs_interval_is_the_textbooks_and_scipys() -> None:
     # Two samples of variance 1 and three values each: se² = 1/3 + 1/3, 4 degrees of freedom,
     # t(0.975, 4) = 2.776 from a printed table.
-    estimate = statistics.welch([11.0, 12.0, 13.0], [1.0, 2.0, 3.0])
+    estimate = statistics.welch([11.0, 12.0, 13.0], [1.0, 2.0, 3.0]).interval()
     half_width = 2.776445 * math.sqrt(2 / 3)
     assert (estimate.value, estimate.low, estimate.high) == pytest.approx(
         (10.0, 10 - half_width, 10 + half_width)
     )
     # Unequal variances and sizes: Welch-Satterthwaite's degrees of freedom are not whole.
     first, second = [0.52, 0.55, 0.49, 0.61, 0.50], [0.41, 0.47, 0.38]
-    estimate = statistics.welch(first, second)
-    assert (estimate.low, estimate.high) == pytest.approx(welch_by_scipy(first, second))
+    test = statistics.welch(first, second)
+    interval = test.interval()
+    assert (interval.low, interval.high) == pytest.approx(welch_by_scipy(first, second))
+    # At another confidence, and the p-value: the least error rate whose interval excludes 0.
+    assert (test.interval(0.99).low, test.interval(0.99).high) == pytest.approx(
+        welch_by_scipy(first, second, 0.99)
+    )
+    assert test.p_value == pytest.approx(stats.ttest_ind(first, second, equal_var=False).pvalue)
+    assert test.interval(1 - test.p_value).low == pytest.approx(0, abs=1e-12)
 
 
 def test_a_paired_interval_is_the_textbooks_and_scipys() -> None:
     # Differences 2, 3, 4: mean 3, sd 1, t(0.975, 2) = 4.303 from a printed table.
-    estimate = statistics.paired([12.0, 23.0, 34.0], [10.0, 20.0, 30.0])
+    estimate = statistics.paired([12.0, 23.0, 34.0], [10.0, 20.0, 30.0]).interval()
     half_width = 4.302653 / math.sqrt(3)
     assert (estimate.value, estimate.low, estimate.high) == pytest.approx(
         (3.0, 3 - half_width, 3 + half_width)
     )
     logs = [[math.log(x) for x in side] for side in (THREADS_2, THREADS_1)]
-    estimate = statistics.paired(*logs)
-    assert (estimate.low, estimate.high) == pytest.approx(paired_by_scipy(*logs))
+    test = statistics.paired(*logs)
+    assert (test.interval().low, test.interval().high) == pytest.approx(paired_by_scipy(*logs))
+    assert test.p_value == pytest.approx(stats.ttest_rel(*logs).pvalue)
+    # Alike in every pair: the difference is exact, at any confidence.
+    exact = statistics.paired([2.0, 3.0], [1.0, 2.0])
+    assert (exact.p_value, exact.interval(0.999)) == (0.0, statistics.Estimate(1.0, 1.0, 1.0))
+    assert statistics.paired([2.0, 3.0], [2.0, 3.0]).p_value == 1.0
 
 
 def test_pairing_by_seed_finds_the_speedup_that_welchs_cannot() -> None:
@@ -252,16 +265,19 @@ def test_the_keys_held_equal_are_said_once_above_their_verdicts() -> None:
     below = [line for depth, line in found.lines if depth == 1]
     assert len(below) == 2 * len(pairs)  # a line per pair and measure
     assert all("with " not in line and "dataset" not in line for line in below)
-    # √(3000 · 3100) / √(1000 · 1010) = 3.03, seed by seed 3.0 and 3.07
+    # √(3000 · 3100) / √(1000 · 1010) = 3.03, seed by seed 3.0 and 3.07; the sweep compares
+    # each measure 4 times, and says so.
     assert re.fullmatch(
-        r"mlp trains 3\.03x \[[\d.]+, [\d.]+\] as fast as lenet \(paired by seed, 2 pairs\)",
+        r"mlp trains 3\.03x \[[\d.]+, [\d.]+\] as fast as lenet \(paired by seed, 2 pairs; "
+        r"9[\d.]+% interval, Holm over 4 comparisons\)",
         below[0],
     )
     # A value that is not a group's choice is named with its key. 30, 31 against 20, 21 points,
-    # +10 in each pair.
+    # +10 in each pair: all four accuracy differences are exact (p = 0), the third Holm's step
+    # tests at 0.05 / 2.
     assert below[5] == (
         "optimizer.lr=0.01 - optimizer.lr=0.1: +10.0 points of test accuracy [+10.0, +10.0] "
-        "(paired by seed, 2 pairs)"
+        "(paired by seed, 2 pairs; 97.5% interval, Holm over 4 comparisons)"
     )
     assert found.verdicts[5].held == {"model": "lenet"}
 
@@ -313,6 +329,9 @@ def test_verdicts_json_holds_each_verdict_for_programs() -> None:
         "low": pytest.approx(4.0),
         "high": pytest.approx(4.0),
         "differs": True,
+        "confidence": 0.95,
+        "comparisons": 1,  # a sweep of two configurations compares each measure once
+        "p_value": pytest.approx(0, abs=1e-12),  # alike in every pair
         "busy_runs": [0, 1],
         "text": speed["text"],
     }

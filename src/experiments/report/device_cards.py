@@ -41,11 +41,15 @@ def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
         lines.append((0, f"{title}:"))
         lines += [(1, _said(configuration, unit, several)) for configuration in mine]
         lines += [(1, knee) for knee in _knees(rows, device)]
-    judged = verdicts.verdict_lines(configurations).verdicts
-    between = [verdict for verdict in judged if verdict.key == DEVICE]
+    blocks = verdicts.verdict_lines(configurations).blocks
+    between = [block for block in blocks if block.key == DEVICE and block.verdicts]
     if between:
         lines.append((0, "between devices:"))
-        lines += [(1, _held(verdict) + verdict.text) for verdict in between]
+    for block in between:  # a line per pair, or beyond a few devices a ranking per measure
+        lines += [
+            (1 + depth, (_held(block.held) if depth == 0 else "") + line)
+            for depth, line in block.lines
+        ]
     return lines
 
 
@@ -76,6 +80,6 @@ def _knees(rows: Sequence[Row], device: str) -> list[str]:
     return knees
 
 
-def _held(verdict: verdicts.Verdict) -> str:
-    held = ", ".join(f"{key}={value}" for key, value in verdict.held.items())
+def _held(values: dict[str, str]) -> str:
+    held = ", ".join(f"{key}={value}" for key, value in values.items())
     return f"with {held}: " if held else ""

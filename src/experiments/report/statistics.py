@@ -1,5 +1,6 @@
-"""The report's arithmetic: 95% confidence intervals by Student's t, of a mean and of a difference,
-unpaired (Welch's) or paired, assuming independent runs roughly normal on their scale."""
+"""The report's arithmetic: Student's t tests of a mean and of a difference, unpaired (Welch's)
+or paired, with their confidence intervals (95% unless a family of comparisons asks for more) and
+p-values, assuming independent runs roughly normal on their scale."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 # scipy.special's quantile, which scipy.stats' `t.ppf` calls: scipy.stats is far slower to import.
-from scipy.special import stdtrit
+from scipy.special import stdtr, stdtrit
 
 CONFIDENCE = 0.95
 
 
-def t_quantile(degrees_of_freedom: float) -> float:
-    """The two-sided 95% quantile of Student's t (Welch's degrees of freedom need not be whole)."""
-    return float(stdtrit(degrees_of_freedom, (1 + CONFIDENCE) / 2))
+def t_quantile(degrees_of_freedom: float, confidence: float = CONFIDENCE) -> float:
+    """The two-sided quantile of Student's t (Welch's degrees of freedom need not be whole)."""
+    return float(stdtrit(degrees_of_freedom, (1 + confidence) / 2))
 
 
 @dataclass(frozen=True)
@@ -36,36 +37,51 @@ class Estimate:
         return Estimate(math.exp(self.value), math.exp(self.low), math.exp(self.high))
 
 
-def _around(mean: float, standard_error: float, degrees_of_freedom: float) -> Estimate:
-    # mean ± t(0.975, df) · se; exact where every value is alike.
-    if standard_error == 0:
-        return Estimate(mean, mean, mean)
-    half_width = t_quantile(degrees_of_freedom) * standard_error
-    return Estimate(mean, mean - half_width, mean + half_width)
+@dataclass(frozen=True)
+class TTest:
+    """A mean or a difference with its standard error: its interval at a confidence, its p-value."""
+
+    value: float
+    standard_error: float
+    degrees_of_freedom: float
+
+    def interval(self, confidence: float = CONFIDENCE) -> Estimate:
+        """value ± t(confidence, df) · se; exact where every value is alike."""
+        half_width = 0.0
+        if self.standard_error:
+            half_width = t_quantile(self.degrees_of_freedom, confidence) * self.standard_error
+        return Estimate(self.value, self.value - half_width, self.value + half_width)
+
+    @property
+    def p_value(self) -> float:
+        """Two-sided, of no change (0): the least error rate whose interval would exclude it."""
+        if not self.standard_error:
+            return 1.0 if self.value == 0 else 0.0
+        return float(2 * stdtr(self.degrees_of_freedom, -abs(self.value) / self.standard_error))
 
 
-def mean_interval(values: Sequence[float]) -> Estimate:
-    """The mean of two values or more with its interval."""
+def mean_test(values: Sequence[float]) -> TTest:
+    """The mean of two values or more."""
     n = len(values)
-    return _around(statistics.fmean(values), statistics.stdev(values) / math.sqrt(n), n - 1)
+    return TTest(statistics.fmean(values), statistics.stdev(values) / math.sqrt(n), n - 1)
 
 
-def welch(first: Sequence[float], second: Sequence[float]) -> Estimate:
+def welch(first: Sequence[float], second: Sequence[float]) -> TTest:
     """first - second of unpaired runs by Welch's t; two values or more a side."""
     difference = statistics.fmean(first) - statistics.fmean(second)
     shares = [statistics.variance(values) / len(values) for values in (first, second)]
     squared_error = sum(shares)
     if squared_error == 0:
-        return Estimate(difference, difference, difference)
+        return TTest(difference, 0.0, math.inf)
     degrees_of_freedom = squared_error**2 / sum(
         share**2 / (len(values) - 1) for share, values in zip(shares, (first, second), strict=True)
     )
-    return _around(difference, math.sqrt(squared_error), degrees_of_freedom)
+    return TTest(difference, math.sqrt(squared_error), degrees_of_freedom)
 
 
-def paired(first: Sequence[float], second: Sequence[float]) -> Estimate:
+def paired(first: Sequence[float], second: Sequence[float]) -> TTest:
     """first - second of paired runs (a seed each), whose shared state cancels out; two or more."""
-    return mean_interval([a - b for a, b in zip(first, second, strict=True)])
+    return mean_test([a - b for a, b in zip(first, second, strict=True)])
 
 
 @dataclass(frozen=True)
@@ -81,7 +97,7 @@ class Spread:
 def spread(values: Sequence[float]) -> Spread:
     if len(values) < 2:
         return Spread(len(values), statistics.fmean(values), None, None)
-    mean = mean_interval(values)
+    mean = mean_test(values).interval()
     return Spread(len(values), mean.value, statistics.stdev(values), (mean.low, mean.high))
 
 

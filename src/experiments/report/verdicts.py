@@ -1,10 +1,13 @@
 """Verdicts: each swept value against another within a sweep, every other varying key held equal:
-a difference only where its 95% interval excludes none, as hyperfine and criterion.rs say them."""
+a difference only where its interval excludes none, as hyperfine and criterion.rs say them, and
+the sweep's comparisons of a measure held to a 5% error together by Holm's step-down; beyond a
+few configurations, a ranking whose shared letters mark those not told apart."""
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -15,17 +18,21 @@ from experiments.config.metric_names import TEST, TaskMetrics
 from experiments.core.text import shared_unit
 from experiments.report import repeats
 from experiments.report.headlines import SHIPPED, own_headlines
+from experiments.report.many_comparisons import ERROR_RATE, Holm, holm, letters
 from experiments.report.repeats import SEED, Configuration, Row
-from experiments.report.statistics import Estimate, paired, welch
+from experiments.report.statistics import Estimate, TTest, paired, welch
 
 HEADING = (
     "Verdicts: each swept value against another within a sweep, every other varying key held "
     "equal (95% confidence intervals: seed by seed where both ran the same seeds, else Welch's t; "
-    "a difference only where the interval excludes none)"
+    "widened by Holm's step-down where a sweep compares a measure more than once; a difference "
+    "only where the interval excludes none)"
 )
 PAIRED, UNPAIRED = "paired by seed", "Welch's t"
 # Configurations a back-to-back warning names before it counts the rest.
 NAMED = 3
+# The most values of a key (the others held) compared pair by pair; beyond, they are ranked.
+PAIRWISE = 3
 
 
 def _times(ratio: float) -> str:
@@ -48,16 +55,25 @@ class Compared:
     timed: bool = False  # by the clock: read low where other work shared the host
     # What both sides' runs share that the verdict names after its interval: " at batch 256".
     where: Callable[[Sequence[Row]], str] = lambda runs: ""
+    shown: Callable[[float], str] = "{:.4g}".format  # a configuration's mean in a ranking
 
     @property
     def no_change(self) -> float:
         return 1.0 if self.ratio else 0.0
 
-    def estimate(self, first: Sequence[float], second: Sequence[float], by_seed: bool) -> Estimate:
+    def test(self, first: Sequence[float], second: Sequence[float], by_seed: bool) -> TTest:
         """first against second: paired (first[i] and second[i] ran one seed) or unpaired."""
         compare = paired if by_seed else welch
-        found = compare([self.scale(x) for x in first], [self.scale(x) for x in second])
+        return compare([self.scale(x) for x in first], [self.scale(x) for x in second])
+
+    def estimate(self, test: TTest, confidence: float) -> Estimate:
+        found = test.interval(confidence)
         return found.exp() if self.ratio else found
+
+    def centre(self, values: Sequence[float]) -> float:
+        """A configuration's mean on the run's scale: a geometric one for a ratio."""
+        mean = statistics.fmean(math.log(x) if self.ratio else x for x in values)
+        return math.exp(mean) if self.ratio else mean
 
     def reverse(self, estimate: Estimate) -> Estimate:
         if self.ratio:
@@ -86,6 +102,7 @@ SPEED = timed_ratio(
     "train_images_per_second",
     "train {many}/s",
     "{better} trains {value} {interval} as fast as {worse}",
+    shown="{:,.0f}".format,
 )
 
 
@@ -100,13 +117,24 @@ def _headline(measures: TaskMetrics) -> Compared:
     verdict = "{better} - {worse}: {value} of " + name + " {interval}"
     lower = metric.better == Mode.min
     return Compared(
-        metric.key(TEST), name, scale, False, value, bound, verdict, lower_is_better=lower
+        metric.key(TEST),
+        name,
+        scale,
+        False,
+        value,
+        bound,
+        verdict,
+        lower_is_better=lower,
+        shown=metric.text,
     )
 
 
 # Which side makes the better use of its hardware: across devices, a verdict of its own.
 MFU = timed_ratio(
-    "mfu", "MFU", "{better} uses {value} {interval} the share of its peak that {worse} uses"
+    "mfu",
+    "MFU",
+    "{better} uses {value} {interval} the share of its peak that {worse} uses",
+    shown="{:.1%}".format,
 )
 
 COMPARED = (SPEED, MFU, *(_headline(measures) for measures in SHIPPED))
@@ -167,6 +195,9 @@ class Verdict:
     low: float
     high: float
     differs: bool
+    confidence: float  # the interval's: 0.95, or more where Holm's step-down asked
+    comparisons: int  # of the measure in the sweep: Holm's family
+    p_value: float
     busy_runs: list[int] | None  # of each side, of a speed's verdict
     text: str
 
@@ -215,53 +246,16 @@ class Pair:
             False,
         )
 
-    def verdict(self, measure: Compared) -> Verdict | None:
+    def comparison(self, measure: Compared) -> Comparison | None:
         """None where a side has fewer than two values."""
         first, second, by_seed = self.values(measure)
         if min(len(first), len(second)) < 2:
             return None
-        estimate = measure.estimate(first, second, by_seed)
-        better, worse = self.first, self.second
-        differs = not estimate.holds(measure.no_change)
-        if differs and measure.second_better(estimate):  # the better one first
-            better, worse, estimate = worse, better, measure.reverse(estimate)
-        value = measure.value(estimate.value)
-        interval = f"[{measure.bound(estimate.low)}, {measure.bound(estimate.high)}]"
-        runs_of_both = [*self.first.runs, *self.second.runs]
-        unit = shared_unit(run.get("unit") for run in runs_of_both)
-        where = measure.where(runs_of_both)
-        name = measure.name.replace("{many}", unit.many)
-        runs = [len(first)] * 2 if by_seed else [len(first), len(second)]
-        how = f"{PAIRED}, {runs[0]} pairs" if by_seed else f"{UNPAIRED}, {_runs(runs)}"
-        if measure.timed:
-            how += self._busy(better, worse)
-        sides = {"better": self.name(better), "worse": self.name(worse)}  # as `verdict` names them
-        if differs:
-            said = measure.verdict.format(**sides, value=value, interval=interval, many=unit.many)
-            said += f"{where} ({how})"
-        else:
-            said = (
-                f"{self.versus()}: no difference beyond the noise in {name}{where} "
-                f"({value} {interval}, {how})"
-            )
-        return Verdict(
-            sweep=self.first.sweep,
-            key=self.key,
-            held=self.held,
-            measure=name,
-            first=sides["better"],
-            second=sides["worse"],
-            method=PAIRED if by_seed else UNPAIRED,
-            runs=runs,
-            estimate=estimate.value,
-            low=estimate.low,
-            high=estimate.high,
-            differs=differs,
-            busy_runs=[better.busy(), worse.busy()] if measure.timed else None,
-            text=said,
+        return Comparison(
+            self, measure, len(first), len(second), by_seed, measure.test(first, second, by_seed)
         )
 
-    def _busy(self, first: Configuration, second: Configuration) -> str:
+    def busy(self, first: Configuration, second: Configuration) -> str:
         """`; busy host: 3 of 3 trainer.threads=2 runs, 0 of 3 trainer.threads=1 runs`."""
         busy = [first.busy(), second.busy()]
         if not any(busy):
@@ -272,6 +266,74 @@ class Pair:
         )
         one_sided = ", all on one side: not to be trusted for speed" if 0 in busy else ""
         return f"; busy host: {sides}{one_sided}"
+
+
+@dataclass(frozen=True, eq=False)  # eq=False: each comparison is one, hashed as itself
+class Comparison:
+    """A pair's t test on one measure, before its family (the sweep's tests of that measure)
+    has set the confidence its interval is drawn at."""
+
+    pair: Pair
+    measure: Compared
+    first_runs: int
+    second_runs: int
+    by_seed: bool
+    test: TTest
+
+    def verdict(self, outcome: Holm, comparisons: int) -> Verdict:
+        """As the family's step-down decided: `outcome.differs`, at `outcome.confidence`."""
+        pair, measure = self.pair, self.measure
+        estimate = measure.estimate(self.test, outcome.confidence)
+        better, worse = pair.first, pair.second
+        if outcome.differs and measure.second_better(estimate):  # the better one first
+            better, worse, estimate = worse, better, measure.reverse(estimate)
+        value = measure.value(estimate.value)
+        interval = f"[{measure.bound(estimate.low)}, {measure.bound(estimate.high)}]"
+        runs_of_both = [*pair.first.runs, *pair.second.runs]
+        unit = shared_unit(run.get("unit") for run in runs_of_both)
+        where = measure.where(runs_of_both)
+        name = measure.name.replace("{many}", unit.many)
+        runs = [self.first_runs] * 2 if self.by_seed else [self.first_runs, self.second_runs]
+        how = f"{PAIRED}, {runs[0]} pairs" if self.by_seed else f"{UNPAIRED}, {_runs(runs)}"
+        if comparisons > 1:
+            how += f"; {_percent(outcome.confidence)} interval, Holm over {comparisons} comparisons"
+        if measure.timed:
+            how += pair.busy(better, worse)
+        sides = {"better": pair.name(better), "worse": pair.name(worse)}  # as `verdict` names them
+        if outcome.differs:
+            said = measure.verdict.format(**sides, value=value, interval=interval, many=unit.many)
+            said += f"{where} ({how})"
+        else:
+            said = (
+                f"{pair.versus()}: no difference beyond the noise in {name}{where} "
+                f"({value} {interval}, {how})"
+            )
+        return Verdict(
+            sweep=pair.first.sweep,
+            key=pair.key,
+            held=pair.held,
+            measure=name,
+            first=sides["better"],
+            second=sides["worse"],
+            method=PAIRED if self.by_seed else UNPAIRED,
+            runs=runs,
+            estimate=estimate.value,
+            low=estimate.low,
+            high=estimate.high,
+            differs=outcome.differs,
+            confidence=outcome.confidence,
+            comparisons=comparisons,
+            p_value=self.test.p_value,
+            busy_runs=[better.busy(), worse.busy()] if measure.timed else None,
+            text=said,
+        )
+
+
+def _percent(confidence: float) -> str:
+    # 95%, 98.75%, 99.667%: to the error's third digit
+    error = 100 * (1 - confidence)
+    decimals = max(0, 2 - math.floor(math.log10(error)))
+    return f"{100 * confidence:.{decimals}f}".rstrip("0").rstrip(".") + "%"
 
 
 def _runs(runs: list[int]) -> str:
@@ -296,41 +358,143 @@ def pairs(
 
 
 @dataclass(frozen=True)
+class Block:
+    """The verdicts of one sweep's key with the other varying keys `held`: a line per pair and
+    measure (depth 0), or beyond PAIRWISE values a ranking per measure (its rows at depth 1)."""
+
+    sweep: str
+    key: str
+    held: dict[str, str]
+    lines: list[tuple[int, str]]
+    verdicts: list[Verdict]
+
+
+@dataclass(frozen=True)
 class VerdictLines:
-    """Lines with their depth below the heading, and the verdicts for verdicts.json."""
+    """Lines with their depth below the heading, the verdicts for verdicts.json, and the blocks
+    the lines were made of."""
 
     lines: list[tuple[int, str]]
     verdicts: list[Verdict]
+    blocks: list[Block]
 
 
 def verdict_lines(
     configurations: Sequence[Configuration], rules: VerdictRules = TRAINING_RULES
 ) -> VerdictLines:
-    """A line per pair and measure, under its sweep (of several) and the keys held equal."""
+    """A block per sweep, key and values held, under its sweep (of several) and those values."""
     compared = pairs(configurations, rules)
     if compared and all(len(each.runs) == 1 for each in configurations):
-        return VerdictLines([(0, f"one run each: no verdict; {rules.repeat}")], [])
+        return VerdictLines([(0, f"one run each: no verdict; {rules.repeat}")], [], [])
+    judged = _judged(compared, rules)
+    grouped: dict[tuple[str, str, tuple[tuple[str, str], ...]], list[int]] = {}
+    for i, pair in enumerate(compared):
+        grouped.setdefault((pair.first.sweep, pair.key, tuple(pair.held.items())), []).append(i)
+    blocks = [
+        _block([compared[i] for i in places], [judged.get(i) for i in places], rules)
+        for places in grouped.values()
+    ]
     lines: list[tuple[int, str]] = []
-    found: list[Verdict] = []
     several = repeats.several_sweeps(configurations)
     above: tuple[str, ...] = ()
-    for pair in compared:
-        headings = [repeats.sweep_name(pair.first.sweep)] if several else []
-        if pair.held:
-            headings.append("with " + ", ".join(f"{k}={v}" for k, v in pair.held.items()))
+    for block in blocks:
+        headings = [repeats.sweep_name(block.sweep)] if several else []
+        if block.held:
+            headings.append("with " + ", ".join(f"{k}={v}" for k, v in block.held.items()))
         for depth, heading in enumerate(headings):
             if above[: depth + 1] != tuple(headings[: depth + 1]):
                 lines.append((depth, heading + ":"))
         above = tuple(headings)
-        once = [pair.name(each) for each in (pair.first, pair.second) if len(each.runs) == 1]
-        if once:
-            alone = "one run each" if len(once) == 2 else f"one run of {once[0]}"
-            lines.append((len(headings), f"{pair.versus()}: {alone}: no verdict; {rules.repeat}"))
-            continue
-        verdicts = [pair.verdict(measure) for measure in rules.compared_on(pair)]
-        found += [verdict for verdict in verdicts if verdict is not None]
-        lines += [(len(headings), v.text) for v in verdicts if v is not None]
-    return VerdictLines(lines, found)
+        lines += [(len(headings) + depth, line) for depth, line in block.lines]
+    return VerdictLines(lines, [v for block in blocks for v in block.verdicts], blocks)
+
+
+Judged = list[tuple[Compared, Verdict]]
+
+
+def _judged(compared: Sequence[Pair], rules: VerdictRules) -> dict[int, Judged]:
+    """The verdicts of each pair with two runs a side or more (by its place in `compared`), each
+    measure's family the sweep's comparisons on it, decided together by Holm's step-down."""
+    tests = {
+        i: [found for measure in rules.compared_on(pair) if (found := pair.comparison(measure))]
+        for i, pair in enumerate(compared)
+        if min(len(pair.first.runs), len(pair.second.runs)) > 1
+    }
+    families: dict[tuple[str, str], list[Comparison]] = {}
+    for found in tests.values():
+        for each in found:
+            families.setdefault((each.pair.first.sweep, each.measure.key), []).append(each)
+    decided: dict[Comparison, Verdict] = {}
+    for family in families.values():
+        outcomes = holm([each.test.p_value for each in family], ERROR_RATE)
+        for each, outcome in zip(family, outcomes, strict=True):
+            decided[each] = each.verdict(outcome, len(family))
+    return {i: [(each.measure, decided[each]) for each in found] for i, found in tests.items()}
+
+
+def _block(pairs_of: Sequence[Pair], judged: Sequence[Judged | None], rules: VerdictRules) -> Block:
+    """A line per pair and measure; beyond PAIRWISE configurations, a ranking per measure."""
+    first = pairs_of[0]
+    configurations = list(
+        {id(side): side for pair in pairs_of for side in (pair.first, pair.second)}.values()
+    )
+    found = [each for of_pair in judged if of_pair for each in of_pair]
+    if len(configurations) > PAIRWISE:
+        lines = _ranking(first, configurations, found, rules)
+    else:
+        lines = []
+        for pair, of_pair in zip(pairs_of, judged, strict=True):
+            if of_pair is None:
+                once = [
+                    pair.name(side) for side in (pair.first, pair.second) if len(side.runs) == 1
+                ]
+                alone = "one run each" if len(once) == 2 else f"one run of {once[0]}"
+                lines.append((0, f"{pair.versus()}: {alone}: no verdict; {rules.repeat}"))
+            lines += [(0, verdict.text) for _, verdict in of_pair or []]
+    return Block(first.first.sweep, first.key, first.held, lines, [v for _, v in found])
+
+
+def _ranking(
+    pair: Pair, configurations: Sequence[Configuration], found: Judged, rules: VerdictRules
+) -> list[tuple[int, str]]:
+    """Per measure, the configurations best first, each with its letters: two that share one
+    are not told apart (a compact letter display)."""
+    lines: list[tuple[int, str]] = []
+    once = [pair.name(each) for each in configurations if len(each.runs) == 1]
+    if once:
+        lines.append((0, f"one run of {', '.join(once)}: no verdict; {rules.repeat}"))
+    by_measure: dict[str, Judged] = {}
+    for measure, verdict in found:
+        by_measure.setdefault(verdict.measure, []).append((measure, verdict))
+    for name, judged in by_measure.items():
+        measure, comparisons = judged[0][0], judged[0][1].comparisons
+        compared = {side for _, verdict in judged for side in (verdict.first, verdict.second)}
+        ranked = [each for each in configurations if pair.name(each) in compared]
+        centre = {
+            pair.name(each): measure.centre(
+                [x for x in each.numbers(measure.key) if measure.usable(x)]
+            )
+            for each in ranked
+        }
+        ranked.sort(key=lambda each: centre[pair.name(each)], reverse=not measure.lower_is_better)
+        differ = {frozenset((v.first, v.second)) for _, v in judged if v.differs}
+        shown = letters([pair.name(each) for each in ranked], differ)
+        width = max(len(text) for text in shown.values())
+        holm_said = f"; Holm's step-down over {comparisons} comparisons" if comparisons > 1 else ""
+        lines.append(
+            (
+                0,
+                f"{pair.key} ranked by {name}, best first (a shared letter: not told apart"
+                f"{holm_said}):",
+            )
+        )
+        for each in ranked:
+            named = pair.name(each)
+            busy = each.busy() if measure.timed else 0
+            on_busy = f" ({busy} of {len(each.runs)} runs on a busy host)" if busy else ""
+            figure = measure.shown(centre[named])
+            lines.append((1, f"{shown[named].ljust(width)}  {named}: {figure}{on_busy}"))
+    return lines
 
 
 def json_text(verdicts: Sequence[Verdict]) -> str:
