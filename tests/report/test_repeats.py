@@ -354,3 +354,32 @@ def test_a_report_over_several_sweeps_compares_within_each(
     assert [(each["sweep"], each["method"], each["runs"]) for each in found] == [
         ("", "Welch's t", [4, 4]) for _ in ("speed", "accuracy")
     ]
+
+
+def test_a_sweeps_mfu_divides_by_one_peak_per_device(
+    sweep: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run that measured its peak again beside other work (here its results.json says so: half
+    the peak, twice the MFU) divides by the sweep's best quiet peak, as the others do."""
+    copied = tmp_path / "sweep"
+    shutil.copytree(sweep, copied, ignore=shutil.ignore_patterns("summary.*", "*.png"))
+    (busy,) = (job for job in copied.iterdir() if job.name.startswith("1_"))
+    results = json.loads((busy / "results.json").read_text())
+    quiet_peak, mfu = results["device_peak_flops"], results["mfu"]
+    results |= {
+        "device_peak_flops": quiet_peak / 2,
+        "mfu": mfu * 2,
+        "device_peak_measured": True,
+        "host_busy": True,
+    }
+    (busy / "results.json").write_text(json.dumps(results))
+    assert main([str(copied)]) == 0
+    console = capsys.readouterr().err
+    runs = {row["run"]: row for row in read_csv(copied / "summary.csv")}
+    assert {float(row["device_peak_flops"]) for row in runs.values()} == {quiet_peak}
+    assert float(runs[busy.name]["mfu"]) == pytest.approx(mfu)
+    assert "MFU divides each device's runs in a sweep by one peak: cpu " in console
+    assert "(the best quiet one; 1 of 4 runs measured less)" in console
+    # One peak: the MFU is the speed again, so it gets no verdict of its own.
+    found = json.loads((copied / "verdicts.json").read_text())
+    assert [verdict["measure"] for verdict in found] == ["train images/s", "test accuracy"]

@@ -188,9 +188,19 @@ def test_a_speeds_verdict_names_the_side_its_busy_runs_are_on() -> None:
     assert speed.busy_runs == [0, 1]
     assert accuracy.text.endswith("(paired by seed, 3 pairs)")  # other work slows a run only
     assert accuracy.busy_runs is None
+    assert speed.differs and not speed.busy_both_sides
     rows[1]["host_busy"] = True  # cuda:0, seed 0: busy runs on both sides
-    (speed, _) = verdicts.verdict_lines(repeats.configurations(rows)).verdicts
-    assert speed.text.endswith("; busy host: 1 of 3 cuda:0 runs, 1 of 3 cpu runs)")
+    (speed, accuracy) = verdicts.verdict_lines(repeats.configurations(rows)).verdicts
+    # Four times as fast in every pair, but beside other work on both sides: what the host left
+    # over is no difference of the setting, and the line says what to do.
+    assert (speed.differs, speed.busy_both_sides) == (False, True)
+    assert speed.text == (
+        "cpu vs cuda:0: train images/s measured beside other work on both sides, so what the "
+        "host left over, not the setting: no verdict (0.25x [0.25, 0.25], paired by seed, 3 "
+        "pairs; busy host: 1 of 3 cpu runs, 1 of 3 cuda:0 runs); rerun on a quiet machine, or "
+        "with trainer.threads at most the cores other work leaves free"
+    )
+    assert accuracy.differs and not accuracy.busy_both_sides  # not taken by the clock
 
 
 def test_an_interval_that_holds_no_change_is_never_called_a_difference() -> None:
@@ -329,6 +339,7 @@ def test_verdicts_json_holds_each_verdict_for_programs() -> None:
         "low": pytest.approx(4.0),
         "high": pytest.approx(4.0),
         "differs": True,
+        "busy_both_sides": False,  # the busy run is on one side
         "confidence": 0.95,
         "comparisons": 1,  # a sweep of two configurations compares each measure once
         "p_value": pytest.approx(0, abs=1e-12),  # alike in every pair

@@ -23,6 +23,7 @@ from experiments.report import (
     plausible,
     plots,
     repeats,
+    shared_peaks,
     verdicts,
 )
 from experiments.report.headlines import HEADLINES, headlines, own_headlines
@@ -133,6 +134,7 @@ def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
         device = results["device"]
         row["device"] = device.get("used", device.get("requested"))
         row["device_name"] = device.get("name")  # for the device cards: no column
+        row["device_threads"] = device.get("threads")  # a CPU's peak is of its threads
     row.update({key: results[key] for key in row.keys() & results.keys() & FROM_RESULTS})
     if records.evaluation:
         row.update(inference_benchmark.evaluation_fields(results))
@@ -217,6 +219,7 @@ def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, An
     pairs += [(_bare_row(name, "not run"), []) for name in not_started(folder)]
     pairs.sort(key=lambda pair: _natural_key(Path(pair[0]["run"])))
     rows, histories = [row for row, _ in pairs], [history for _, history in pairs]
+    shared_peaks.share_peaks(trained(rows))
     for row in rows:
         row["speedup_vs_cpu"] = speedup_vs_cpu(row, rows)
     shown = columns(rows, in_console=False)
@@ -361,6 +364,7 @@ def _sections(rows: Sequence[Row], in_console: bool) -> list[str]:
         section(batch_sweep.HEADING, listed([(0, note) for note in noted]))
     if carded := device_cards.cards(runs):
         section(device_cards.HEADING, listed(carded))
+    alone(shared_peaks.note(runs))
     alone(warning)
     if benchmark := inference_benchmark.section(rows):
         section(inference_benchmark.HEADING, tabled(benchmark.cells))

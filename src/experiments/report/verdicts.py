@@ -29,6 +29,9 @@ HEADING = (
     "only where the interval excludes none)"
 )
 PAIRED, UNPAIRED = "paired by seed", "Welch's t"
+BUSY_ADVICE = (
+    "rerun on a quiet machine, or with trainer.threads at most the cores other work leaves free"
+)
 # Configurations a back-to-back warning names before it counts the rest.
 NAMED = 3
 # The most values of a key (the others held) compared pair by pair; beyond, they are ranked.
@@ -195,6 +198,7 @@ class Verdict:
     low: float
     high: float
     differs: bool
+    busy_both_sides: bool  # a figure by the clock held down on both sides: no difference called
     confidence: float  # the interval's: 0.95, or more where Holm's step-down asked
     comparisons: int  # of the measure in the sweep: Holm's family
     p_value: float
@@ -267,6 +271,11 @@ class Pair:
         one_sided = ", all on one side: not to be trusted for speed" if 0 in busy else ""
         return f"; busy host: {sides}{one_sided}"
 
+    def busy_on_both_sides(self, measure: Compared) -> bool:
+        """Whether other work held down runs of both sides on a measure by the clock: then their
+        figures are what the host left over, not the setting's."""
+        return measure.timed and all(side.busy() for side in (self.first, self.second))
+
 
 @dataclass(frozen=True, eq=False)  # eq=False: each comparison is one, hashed as itself
 class Comparison:
@@ -285,7 +294,9 @@ class Comparison:
         pair, measure = self.pair, self.measure
         estimate = measure.estimate(self.test, outcome.confidence)
         better, worse = pair.first, pair.second
-        if outcome.differs and measure.second_better(estimate):  # the better one first
+        leftovers = pair.busy_on_both_sides(measure)
+        differs = outcome.differs and not leftovers
+        if differs and measure.second_better(estimate):  # the better one first
             better, worse, estimate = worse, better, measure.reverse(estimate)
         value = measure.value(estimate.value)
         interval = f"[{measure.bound(estimate.low)}, {measure.bound(estimate.high)}]"
@@ -300,7 +311,13 @@ class Comparison:
         if measure.timed:
             how += pair.busy(better, worse)
         sides = {"better": pair.name(better), "worse": pair.name(worse)}  # as `verdict` names them
-        if outcome.differs:
+        if leftovers:
+            said = (
+                f"{pair.versus()}: {name}{where} measured beside other work on both sides, so what "
+                f"the host left over, not the setting: no verdict ({value} {interval}, {how}); "
+                f"{BUSY_ADVICE}"
+            )
+        elif differs:
             said = measure.verdict.format(**sides, value=value, interval=interval, many=unit.many)
             said += f"{where} ({how})"
         else:
@@ -320,7 +337,8 @@ class Comparison:
             estimate=estimate.value,
             low=estimate.low,
             high=estimate.high,
-            differs=outcome.differs,
+            differs=differs,
+            busy_both_sides=leftovers,
             confidence=outcome.confidence,
             comparisons=comparisons,
             p_value=self.test.p_value,
@@ -494,6 +512,14 @@ def _ranking(
             on_busy = f" ({busy} of {len(each.runs)} runs on a busy host)" if busy else ""
             figure = measure.shown(centre[named])
             lines.append((1, f"{shown[named].ljust(width)}  {named}: {figure}{on_busy}"))
+        if held_down := sum(verdict.busy_both_sides for _, verdict in judged):
+            lines.append(
+                (
+                    1,
+                    f"{held_down} of its pairs ran beside other work on both sides, so are not "
+                    f"told apart: {BUSY_ADVICE}",
+                )
+            )
     return lines
 
 
