@@ -235,7 +235,8 @@ SPEED = re.compile(
     rf"(?P<slower>\S+) \(paired by seed, 2 pairs{BUSY}\)"
 )
 SPEED_WITHIN_NOISE = re.compile(
-    r"to_device vs cuda_call: no difference beyond the noise in train images/s "
+    r"to_device vs cuda_call: (?:no difference beyond the noise in train images/s|no verdict on "
+    r"train images/s, busy on both sides: what other work left over, not the setting) "
     rf"\([\d.,]+x \[(?P<low>[\d.,]+), (?P<high>[\d.,]+)\], paired by seed, 2 pairs{BUSY}\)"
 )
 
@@ -249,8 +250,14 @@ def test_a_sweeps_summary_states_its_verdicts(
     markdown = (sweep / "summary.md").read_text()
     heading, listed = markdown.split("\n\n")[-2:]
     assert heading == verdicts.HEADING + ":"
-    speed, accuracy = listed.splitlines()
+    speed, accuracy, *advice = listed.splitlines()
     assert f"  {speed[2:]}" in console and f"  {accuracy[2:]}" in console
+    # Where other work held down both sides (this suite's other worker), once what to do.
+    assert advice == (
+        ["- 1 verdict(s) busy on both sides: " + verdicts.BUSY_ADVICE]
+        if "busy on both sides" in speed
+        else []
+    )
     assert "Warning: repeats" not in markdown  # the seed's sweep ran first: interleaved
 
     runs = read_csv(sweep / "summary.csv")

@@ -194,11 +194,16 @@ def test_a_speeds_verdict_names_the_side_its_busy_runs_are_on() -> None:
     # Four times as fast in every pair, but beside other work on both sides: what the host left
     # over is no difference of the setting, and the line says what to do.
     assert (speed.differs, speed.busy_both_sides) == (False, True)
+    found = verdicts.verdict_lines(repeats.configurations(rows))
     assert speed.text == (
-        "cpu vs cuda:0: train images/s measured beside other work on both sides, so what the "
-        "host left over, not the setting: no verdict (0.25x [0.25, 0.25], paired by seed, 3 "
-        "pairs; busy host: 1 of 3 cpu runs, 1 of 3 cuda:0 runs); rerun on a quiet machine, or "
-        "with trainer.threads at most the cores other work leaves free"
+        "cpu vs cuda:0: no verdict on train images/s, busy on both sides: what other work left "
+        "over, not the setting (0.25x [0.25, 0.25], paired by seed, 3 pairs; busy host: 1 of 3 "
+        "cpu runs, 1 of 3 cuda:0 runs)"
+    )
+    assert found.lines[-1] == (
+        0,
+        "1 verdict(s) busy on both sides: rerun on a quiet machine, or with trainer.threads at "
+        "most the cores other work leaves free",
     )
     assert accuracy.differs and not accuracy.busy_both_sides  # not taken by the clock
 
@@ -331,6 +336,7 @@ def test_verdicts_json_holds_each_verdict_for_programs() -> None:
         "key": "device",
         "held": {},
         "measure": "train images/s",
+        "measure_key": "train_images_per_second",
         "first": "cuda:0",
         "second": "cpu",
         "method": "paired by seed",

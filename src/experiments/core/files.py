@@ -80,6 +80,20 @@ def remove_leftovers(*folders: Path) -> list[Path]:
     return left
 
 
+def found_below(folder: Path, name: str) -> list[Path]:
+    """The paths named `name` at or below `folder`, through links to folders too (a folder of
+    links to runs), each real folder searched once."""
+    found, searched = [], set()
+    for top, folders, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(top)
+        if real in searched:
+            folders.clear()
+            continue
+        searched.add(real)
+        found += [Path(top, each) for each in (*folders, *files) if each == name]
+    return found
+
+
 def write_text_atomically(path: Path, text: str) -> None:
     write_atomically(path, lambda file: file.write(text.encode()))
 

@@ -1,4 +1,5 @@
-"""`python -m experiments.report <folder>` (experiments-report): the report, made later or again."""
+"""`python -m experiments.report <folder>` (experiments-report): the report, made later or again;
+`python -m experiments.report A B`: sweep B against sweep A."""
 
 from __future__ import annotations
 
@@ -8,38 +9,93 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from experiments.core.errors import ExperimentError
-from experiments.report.summary import find_runs, table, write_report
+from experiments.report import sweep_against_sweep
+from experiments.report.headlines import HEADLINES
+from experiments.report.repeats import Row
+from experiments.report.summary import find_runs, report_rows, table, trained, write_report
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m experiments.report",
         description="The report on a folder of runs: a row per run, configurations, verdicts, "
-        "and plots.",
+        "and plots. Given several folders, each one's runs against the first's, configuration "
+        "by configuration.",
     )
-    parser.add_argument("folder", type=Path, help="a run or sweep folder, or outputs/")
+    parser.add_argument(
+        "folders",
+        type=Path,
+        nargs="+",
+        metavar="folder",
+        help="a run or sweep folder, outputs/, or a folder of links to runs; several: each "
+        "against the first",
+    )
     parser.add_argument(
         "--across-sweeps",
         action="store_true",
         help="compare runs of different sweeps (and runs of their own) as if of one sweep; by "
         "default runs are compared only with runs of their own sweep",
     )
+    parser.add_argument(
+        "--fail-if-worse",
+        action="append",
+        default=[],
+        metavar="MEASURE:AMOUNT",
+        help="with several folders, exit 1 where a folder's figure is worse than the first's "
+        "beyond the noise and by more than AMOUNT: speed:5%%, mfu:5%%, accuracy:1 (points)",
+    )
     try:
         arguments = parser.parse_args(argv)
     except SystemExit as done:  # --help (0), or usage said (2)
         return int(done.code or 0)
-    folder: Path = arguments.folder
-    if not folder.is_dir():
-        return _error(f"{folder} is not a folder; give a run or sweep folder, or outputs/")
-    if not find_runs(folder):
-        return _error(f"no runs in {folder} (a run folder has a .hydra/ snapshot)")
+    several = len(arguments.folders) > 1
+    if arguments.fail_if_worse and not several:
+        return _error(
+            "--fail-if-worse compares folders: give two or more, the first the one to compare "
+            "against"
+        )
+    for folder in arguments.folders:
+        if not folder.is_dir():
+            return _error(f"{folder} is not a folder; give a run or sweep folder, or outputs/")
+        if not find_runs(folder):
+            return _error(f"no runs in {folder} (a run folder has a .hydra/ snapshot)")
     try:
+        if several:
+            return _against(arguments.folders, arguments.fail_if_worse)
+        (folder,) = arguments.folders
         rows = write_report(folder, across_sweeps=arguments.across_sweeps)
     except ExperimentError as error:  # a run's record that cannot be read, named
         return _error(str(error))
     print(table(rows, folder), file=sys.stderr)
     print(f"report: {folder}/summary.md (and .csv, plots)", file=sys.stderr)
     return 0
+
+
+def _against(folders: Sequence[Path], fail_if_worse: Sequence[str]) -> int:
+    """Each folder's runs against the first's; 1 where a threshold's figure is worse."""
+    headlines = [headline.metric.name for headline in HEADLINES if not headline.final]
+    given = sweep_against_sweep.thresholds(fail_if_worse, headlines)
+    names = sweep_against_sweep.side_names(folders)
+    sides = [
+        sweep_against_sweep.Side(name, folder, _completed(folder))
+        for name, folder in zip(names, folders, strict=True)
+    ]
+    failed = []
+    for side in sides[1:]:
+        compared = sweep_against_sweep.against(sides[0], side)
+        print("\n".join(compared.lines), file=sys.stderr)
+        failed += sweep_against_sweep.failures(compared.verdicts, sides[0].name, given)
+    if failed:
+        print(
+            "Worse beyond the noise:\n" + "\n".join(f"  {line}" for line in failed), file=sys.stderr
+        )
+        return 1
+    return 0
+
+
+def _completed(folder: Path) -> list[Row]:
+    rows = trained(report_rows(folder, across_sweeps=True)[0])
+    return [row for row in rows if row["status"] == "completed"]
 
 
 def _error(message: str) -> int:

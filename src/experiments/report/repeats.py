@@ -128,19 +128,20 @@ def configurations(
 ) -> list[Configuration]:
     """The completed runs of `rows` by sweep and their values of the varying keys that `counts`."""
     completed = [row for row in rows if row["status"] == "completed"]
-    varying = {
-        sweep: _varying([row for row in completed if row.get(SWEEP, "") == sweep], counts)
+    keys = {
+        sweep: varying([row for row in completed if row.get(SWEEP, "") == sweep], counts)
         for sweep in dict.fromkeys(row.get(SWEEP, "") for row in completed)
     }
     runs: dict[tuple[str, tuple[tuple[str, str], ...]], list[Row]] = {}
     for row in completed:
         sweep = row.get(SWEEP, "")
-        shared = tuple((key, row["swept"].get(key, "")) for key in varying[sweep])
+        shared = tuple((key, row["swept"].get(key, "")) for key in keys[sweep])
         runs.setdefault((sweep, shared), []).append(row)
     return [Configuration(dict(shared), group, sweep) for (sweep, shared), group in runs.items()]
 
 
-def _varying(rows: Sequence[Row], counts: Callable[[str], bool]) -> list[str]:
+def varying(rows: Sequence[Row], counts: Callable[[str], bool] = not_the_seed) -> list[str]:
+    """The keys that `counts` whose values differ between the rows."""
     keys = dict.fromkeys(key for row in rows for key in row["swept"] if counts(key))
     return [key for key in keys if len({row["swept"].get(key, "") for row in rows}) > 1]
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from experiments.config.metric_names import TEST, VAL
 from experiments.config.naming import planned_job_names
-from experiments.core.files import write_atomically
+from experiments.core.files import found_below, write_atomically
 from experiments.core.text import Unit, part_of_split, printable, shared_unit, short_count
 from experiments.devices.backends import names
 from experiments.records.recorded import ResultsFile
@@ -29,7 +29,7 @@ from experiments.report import (
 from experiments.report.headlines import HEADLINES, headlines, own_headlines
 from experiments.report.repeats import Row
 from experiments.report.run_records import RunRecords, UnreadableRun, read_run
-from experiments.report.swept import swept_values
+from experiments.report.swept import swept_values, value_of
 from experiments.training.history import History
 from experiments.training.selection import selected_epoch
 
@@ -107,7 +107,8 @@ COLUMNS = [
 
 def find_runs(folder: Path) -> list[Path]:
     """Every run folder at or below `folder`, sweep jobs in order."""
-    runs = [path.parent for path in folder.rglob(".hydra") if (path / "config.yaml").is_file()]
+    snapshots = found_below(folder, ".hydra")
+    runs = [path.parent for path in snapshots if (path / "config.yaml").is_file()]
     return sorted(runs, key=lambda run: _natural_key(run.relative_to(folder)))
 
 
@@ -200,6 +201,25 @@ def _status(results: dict[str, Any]) -> str:
 
 def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, Any]]:
     """Write the report into `folder`; its rows. `across_sweeps`: compared as if of one sweep."""
+    rows, histories = report_rows(folder, across_sweeps)
+    shown = columns(rows, in_console=False)
+    cells = [[column.value(row) for column in shown] for row in rows]
+    _write(folder / "summary.csv", repeats.csv_of([[column.key for column in shown], *cells]))
+    _write(folder / "summary.md", markdown(rows))
+    configurations = repeats.configurations(trained(rows))
+    if trained(rows):
+        _write(folder / "configurations.csv", repeats.csv_text(configurations))
+    if (benchmark_csv := inference_benchmark.csv_text(rows)) is not None:
+        _write(folder / "serving.csv", benchmark_csv)
+    training_verdicts = verdicts.verdict_lines(configurations).verdicts
+    benchmark_verdicts = inference_benchmark.benchmark_verdict_lines(rows).verdicts
+    _write(folder / "verdicts.json", verdicts.json_text([*training_verdicts, *benchmark_verdicts]))
+    plots.draw(folder, rows, histories)
+    return rows
+
+
+def report_rows(folder: Path, across_sweeps: bool = False) -> tuple[list[Row], list[History]]:
+    """The rows of the runs at or below `folder`, in order, and their epochs; nothing written."""
     pairs: list[tuple[Row, History]] = []
     read = {run: _records_or_why(run) for run in find_runs(folder)}
     good = {run: records for run, records in read.items() if isinstance(records, RunRecords)}
@@ -215,6 +235,8 @@ def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, An
             for key, value in swept[run].items()
         }
         row["sweep"] = "" if across_sweeps else sweep_of(run, folder)
+        # Every key its command line gave, resolved: what a sweep against a sweep says differs.
+        row["given"] = {key: value_of(records, key) for key in records.given}
         pairs.append((row, records.history))
     pairs += [(_bare_row(name, "not run"), []) for name in not_started(folder)]
     pairs.sort(key=lambda pair: _natural_key(Path(pair[0]["run"])))
@@ -222,20 +244,7 @@ def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, An
     shared_peaks.share_peaks(trained(rows))
     for row in rows:
         row["speedup_vs_cpu"] = speedup_vs_cpu(row, rows)
-    shown = columns(rows, in_console=False)
-    cells = [[column.value(row) for column in shown] for row in rows]
-    _write(folder / "summary.csv", repeats.csv_of([[column.key for column in shown], *cells]))
-    _write(folder / "summary.md", markdown(rows))
-    configurations = repeats.configurations(trained(rows))
-    if trained(rows):
-        _write(folder / "configurations.csv", repeats.csv_text(configurations))
-    if (benchmark_csv := inference_benchmark.csv_text(rows)) is not None:
-        _write(folder / "serving.csv", benchmark_csv)
-    training_verdicts = verdicts.verdict_lines(configurations).verdicts
-    benchmark_verdicts = inference_benchmark.benchmark_verdict_lines(rows).verdicts
-    _write(folder / "verdicts.json", verdicts.json_text([*training_verdicts, *benchmark_verdicts]))
-    plots.draw(folder, rows, histories)
-    return rows
+    return rows, histories
 
 
 def sweep_of(run: Path, folder: Path) -> str:
@@ -313,7 +322,7 @@ def columns(rows: Sequence[Row], in_console: bool) -> list[Column]:
 def not_started(folder: Path) -> list[str]:
     """The jobs sweeps planned but have no folder of (only Hydra's basic sweeper plans ahead)."""
     names = []
-    for multirun_yaml in sorted(folder.rglob("multirun.yaml")):
+    for multirun_yaml in sorted(found_below(folder, "multirun.yaml")):
         sweep = multirun_yaml.parent
         # A job's folder is `<number>` or `<number>_...`.
         started = {entry.name.split("_")[0] for entry in sweep.iterdir() if entry.is_dir()}

@@ -9,6 +9,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from experiments.config.naming import sweep_keys
+from experiments.core.files import found_below
 from experiments.report.run_records import RunRecords
 
 # The statuses of runs whose typed keys do not count: they may be why the run failed.
@@ -21,14 +22,15 @@ def swept_values(runs: Mapping[Path, RunRecords], folder: Path) -> dict[Path, di
     """Each run's values of the keys the runs differ in, in the order the keys were first given."""
     counted = [records for records in runs.values() if records.results.get("status") not in FAILED]
     keys = dict.fromkeys(key for records in counted for key in records.given)
-    in_sweeps = set().union(*map(sweep_keys, folder.rglob("multirun.yaml")))
+    in_sweeps = set().union(*map(sweep_keys, found_below(folder, "multirun.yaml")))
     keys.update(dict.fromkeys(sorted(in_sweeps - set(keys))))
-    values = {run: {key: _value(records, key) for key in keys} for run, records in runs.items()}
+    values = {run: {key: value_of(records, key) for key in keys} for run, records in runs.items()}
     swept = [key for key in keys if key in in_sweeps or len({values[run][key] for run in runs}) > 1]
     return {run: {key: values[run][key] for key in swept} for run in runs}
 
 
-def _value(records: RunRecords, key: str) -> str:
+def value_of(records: RunRecords, key: str) -> str:
+    """The run's value of `key` as its config resolves it (a group: its choice)."""
     if key in records.choices:
         return str(records.choices[key])
     value = OmegaConf.select(

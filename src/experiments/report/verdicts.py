@@ -168,6 +168,7 @@ class VerdictRules:
     seed: str
     compared_on: Callable[[Pair], list[Compared]]
     named_alone: Callable[[str], bool]
+    compares: Callable[[str], bool] = lambda key: True  # which keys' values are set against
 
     def counts(self, key: str) -> bool:
         """Whether `key` tells configurations apart."""
@@ -190,6 +191,7 @@ class Verdict:
     key: str
     held: dict[str, str]
     measure: str
+    measure_key: str  # of the runs' rows: train_images_per_second, test_accuracy
     first: str
     second: str
     method: str  # PAIRED or UNPAIRED
@@ -313,9 +315,8 @@ class Comparison:
         sides = {"better": pair.name(better), "worse": pair.name(worse)}  # as `verdict` names them
         if leftovers:
             said = (
-                f"{pair.versus()}: {name}{where} measured beside other work on both sides, so what "
-                f"the host left over, not the setting: no verdict ({value} {interval}, {how}); "
-                f"{BUSY_ADVICE}"
+                f"{pair.versus()}: no verdict on {name}{where}, busy on both sides: what other "
+                f"work left over, not the setting ({value} {interval}, {how})"
             )
         elif differs:
             said = measure.verdict.format(**sides, value=value, interval=interval, many=unit.many)
@@ -330,6 +331,7 @@ class Comparison:
             key=pair.key,
             held=pair.held,
             measure=name,
+            measure_key=measure.key,
             first=sides["better"],
             second=sides["worse"],
             method=PAIRED if self.by_seed else UNPAIRED,
@@ -364,7 +366,7 @@ def pairs(
     """Every two configurations of one sweep that differ in one varying key alone, key by key."""
     keys = list(dict.fromkeys(key for each in configurations for key in each.values))
     found = []
-    for key in keys:
+    for key in filter(rules.compares, keys):
         for i, first in enumerate(configurations):
             for second in configurations[i + 1 :]:
                 alike = first.sweep == second.sweep and set(first.values) == set(second.values)
@@ -424,7 +426,10 @@ def verdict_lines(
                 lines.append((depth, heading + ":"))
         above = tuple(headings)
         lines += [(len(headings) + depth, line) for depth, line in block.lines]
-    return VerdictLines(lines, [v for block in blocks for v in block.verdicts], blocks)
+    found = [v for block in blocks for v in block.verdicts]
+    if held_down := sum(verdict.busy_both_sides for verdict in found):
+        lines.append((0, f"{held_down} verdict(s) busy on both sides: {BUSY_ADVICE}"))
+    return VerdictLines(lines, found, blocks)
 
 
 Judged = list[tuple[Compared, Verdict]]
@@ -513,13 +518,7 @@ def _ranking(
             figure = measure.shown(centre[named])
             lines.append((1, f"{shown[named].ljust(width)}  {named}: {figure}{on_busy}"))
         if held_down := sum(verdict.busy_both_sides for _, verdict in judged):
-            lines.append(
-                (
-                    1,
-                    f"{held_down} of its pairs ran beside other work on both sides, so are not "
-                    f"told apart: {BUSY_ADVICE}",
-                )
-            )
+            lines.append((1, f"{held_down} of its pairs busy on both sides: not told apart"))
     return lines
 
 
