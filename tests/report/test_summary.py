@@ -69,9 +69,11 @@ def test_swept_overrides_are_columns_and_empty_columns_are_left_out(
     folder = folder_of(sweep)
     written = summary_csv(folder)
     assert [row["optimizer.lr"] for row in written] == ["0.01", "0.001"]
-    # No validation split, no CUDA memory, no GPU to compare with the CPU: no such columns.
+    # No validation split, no CUDA memory, no GPU to compare with the CPU, no datasheet peak (a
+    # CPU has none): no such columns.
     header = list(written[0])
-    for empty in ("val_accuracy", "peak_cuda_memory_mb", "loader", "reason", "speedup_vs_cpu"):
+    empties = ("val_accuracy", "peak_cuda_memory_mb", "loader", "reason", "speedup_vs_cpu")
+    for empty in (*empties, "datasheet_peak_flops", "datasheet_peak_of", "mfu_datasheet"):
         assert empty not in header
     assert header[:9] == [
         "run",

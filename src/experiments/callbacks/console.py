@@ -9,6 +9,7 @@ from typing import Any
 from experiments.callbacks.base import Callback, EpochEnd, Fields, TrainingRun
 from experiments.config.metric_names import LOSS, TEST, VAL, TaskMetrics
 from experiments.core.text import ROWS, Unit, display_path, part_of_split, shape_text
+from experiments.devices.measuring.datasheet import DatasheetPeak
 from experiments.devices.plan import DevicePlan
 from experiments.records.results import per_class_text
 from experiments.training import loop, time_to_accuracy
@@ -94,10 +95,19 @@ def log_summary(
 
 
 def _utilization_text(summary: dict[str, Any]) -> str:
-    """ " (MFU 3.1% of its fp32 peak, 0.21 J/image at 183 W)", of what the run has."""
+    """ " (MFU 3.1% of its fp32 peak, 0.8% of the H100 SXM datasheet's tf32 peak, 0.21 J/image at
+    183 W)", of what the run has."""
     parts = []
     if summary.get("mfu") is not None:
         parts.append(f"MFU {summary['mfu']:.1%} of its {summary['device_peak_precision']} peak")
+    if summary.get("mfu_datasheet") is not None:
+        stated = DatasheetPeak(
+            summary["datasheet_peak_flops"],
+            summary["datasheet_peak_source"],
+            summary["datasheet_peak_of"],
+        )
+        named = stated.named(summary["device_peak_precision"])
+        parts.append(f"{'' if parts else 'MFU '}{summary['mfu_datasheet']:.1%} of {named}")
     if summary.get("train_joules_per_image") is not None:
         parts.append(energy_text(summary["train_joules_per_image"], summary["average_watts"]))
     return f" ({', '.join(parts)})" if parts else ""

@@ -190,6 +190,15 @@ class DeviceConfig:
     timeout: float = checked(
         300.0, SECONDS.but(means="how long joining the processes, or any collective, waits")
     )
+    # A second peak for MFU beside the measured one: what tables that quote datasheets divide by.
+    peak_flops: float | None = checked(
+        None,
+        Number(
+            "> 0",
+            unit="FLOP/s",
+            means="one device's peak in the run's precision (an H100 SXM's in bf16: 9.895e14)",
+        ).or_null("the GPU's datasheet's, where listed"),
+    )
 
 
 @dataclass

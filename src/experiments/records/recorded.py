@@ -94,6 +94,11 @@ class SetupRecord(TypedDict, total=False):
     device_peak_precision: str | None
     peak_devices: int
     device_peak_measured: bool
+    # One device's peak as given (device.peak_flops), else as its datasheet states it (none on a
+    # CPU or an unlisted GPU): the peak that published MFU tables divide by.
+    datasheet_peak_flops: float | None
+    datasheet_peak_source: Literal["datasheet", "given"] | None
+    datasheet_peak_of: str  # the GPU model ("H100 SXM"), or "device.peak_flops"
     # With trainer.batch_size=auto, the batch trained with (null at the start) and its search.
     batch_size: int
     per_process_batch_size: int
@@ -131,6 +136,8 @@ class FinishRecord(SpeedSummary, HostRecord, EnergySummary, total=False):
     compile_seconds: float | None  # (None without trainer.compile)
     mfu: float | None  # a share of 1; None, with mfu_note, where the run beat the peak
     mfu_note: str
+    mfu_datasheet: float | None  # against datasheet_peak_flops; None without one, or beaten
+    mfu_datasheet_note: str
     time_to_accuracy: TimeToAccuracy  # (with trainer.target_*)
     peak_host_memory_mb: float | None
     peak_cuda_memory_mb: float | None

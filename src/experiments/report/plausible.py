@@ -25,6 +25,7 @@ UTILIZATION = Bound(lambda value: 0 < value <= 1, "above 0% and at most 100%")
 FIGURES = {
     "train_images_per_second": ABOVE_ZERO,
     "mfu": UTILIZATION,
+    "mfu_datasheet": UTILIZATION,
     "seconds_per_epoch": ABOVE_ZERO,
     "time_to_accuracy": AT_LEAST_ZERO,  # or "not reached"
     "peak_host_memory_mb": AT_LEAST_ZERO,

@@ -86,6 +86,9 @@ COLUMNS = [
     Column("device_peak_flops", "peak FLOP/s", short_count),
     Column("device_peak_precision", "peak in"),
     Column("mfu", "MFU", "{:.1%}".format),
+    Column("datasheet_peak_flops", "datasheet FLOP/s", short_count),
+    Column("datasheet_peak_of", "datasheet of"),  # the GPU model, or device.peak_flops
+    Column("mfu_datasheet", "MFU (datasheet)", "{:.1%}".format),
     Column("time_to_accuracy", "time to acc (s)", _seconds),
     Column("seconds_per_epoch", "s/epoch", "{:.2f}".format),
     Column("peak_host_memory_mb", "host MiB", "{:,.0f}".format),

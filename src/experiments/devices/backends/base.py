@@ -12,6 +12,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity
 
+from experiments.devices.measuring.datasheet import DatasheetPeak
 from experiments.devices.measuring.energy_counters import Counter
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
@@ -156,6 +157,10 @@ class Backend(ABC):
     @abstractmethod
     def most_flops(self, precision: str, threads: int) -> float:
         """The most FLOP/s any such device can do: a cached peak above it is measured again."""
+
+    @abstractmethod
+    def datasheet_peak(self, device: torch.device, precision: str) -> DatasheetPeak | None:
+        """`device`'s dense peak in `precision` as its maker states it; None where none is."""
 
     @abstractmethod
     def peak_kinds(self) -> list[tuple[torch.dtype | None, bool]]:

@@ -15,6 +15,7 @@ from torch.profiler import ProfilerActivity
 
 from experiments.devices.backends import names
 from experiments.devices.backends.base import Backend, DeviceIdentity, Mark, Measurement, ModuleT
+from experiments.devices.measuring.datasheet import DatasheetPeak
 from experiments.devices.measuring.energy_counters import Counter, rapl_counters
 
 # Well above any CPU thread (AVX-512: 320 G fp32 at 5 GHz; AMX: 5 T bf16): beyond is a bad cache.
@@ -98,6 +99,9 @@ class CpuBackend(Backend):
 
     def most_flops(self, precision: str, threads: int) -> float:
         return CPU_THREAD_MOST_FLOPS.get(precision, max(CPU_THREAD_MOST_FLOPS.values())) * threads
+
+    def datasheet_peak(self, device: torch.device, precision: str) -> DatasheetPeak | None:
+        return None  # no datasheet fixes the cores, clocks and vector units a run gets
 
     def peak_kinds(self) -> list[tuple[torch.dtype | None, bool]]:
         return [(dtype, lead) for dtype in (None, torch.bfloat16) for lead in (False, True)]

@@ -12,6 +12,8 @@ from torch.profiler import ProfilerActivity
 from experiments.devices import process_settings
 from experiments.devices.backends import names
 from experiments.devices.backends.base import Backend, DeviceIdentity, Mark, Measurement, ModuleT
+from experiments.devices.measuring import datasheet
+from experiments.devices.measuring.datasheet import DatasheetPeak
 from experiments.devices.measuring.energy_counters import Counter, nvml_counters
 
 # Well above any GPU (a B200's dense bf16: 2.25 P): a peak beyond it is a damaged cache's.
@@ -99,6 +101,9 @@ class CudaBackend(Backend):
 
     def most_flops(self, precision: str, threads: int) -> float:
         return GPU_MOST_FLOPS
+
+    def datasheet_peak(self, device: torch.device, precision: str) -> DatasheetPeak | None:
+        return datasheet.datasheet_peak(self.identity(device).name, precision)
 
     def peak_kinds(self) -> list[tuple[torch.dtype | None, bool]]:
         # fp32's peak differs by the model's lead alone: TF32.

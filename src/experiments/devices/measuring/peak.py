@@ -12,6 +12,7 @@ import torch
 from experiments.core.text import short_count
 from experiments.devices.backends.base import Measurement
 from experiments.devices.backends.registry import backend_for
+from experiments.devices.measuring.datasheet import DatasheetPeak
 
 
 @dataclass(frozen=True)
@@ -127,4 +128,24 @@ def utilization(
         f"no MFU: training ran at {share:.2f}x the {peak.precision} peak measured on {on} "
         f"({short_count(peak.flops_per_second)} FLOP/s{' each' if devices > 1 else ''}), so that "
         "peak is wrong (measured while the device was busy?); the next run measures it again",
+    )
+
+
+def datasheet_utilization(
+    training_flops_per_image: int,
+    images_per_second: float,
+    stated: DatasheetPeak,
+    precision: str,
+    devices: int,
+) -> Utilization:
+    """The run's training FLOP/s over `stated` (one device's, in `precision`) times `devices`: its
+    MFU as tables that quote datasheets give it; None where the run beat that figure."""
+    share = training_flops_per_image * images_per_second / (stated.flops_per_second * devices)
+    if share <= 1:
+        return Utilization(share)
+    return Utilization(
+        None,
+        f"no MFU against {stated.named(precision)}: training ran at {share:.2f}x its "
+        f"{short_count(stated.flops_per_second)} FLOP/s{' each' if devices > 1 else ''}, so that "
+        "figure is not this device's",
     )
