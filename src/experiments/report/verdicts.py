@@ -168,6 +168,7 @@ class VerdictRules:
     seed: str
     compared_on: Callable[[Pair], list[Compared]]
     named_alone: Callable[[str], bool]
+    ranked_beyond: int = PAIRWISE  # the most values of a key compared pair by pair
 
     def counts(self, key: str) -> bool:
         """Whether `key` tells configurations apart."""
@@ -457,7 +458,7 @@ def _block(pairs_of: Sequence[Pair], judged: Sequence[Judged | None], rules: Ver
         {id(side): side for pair in pairs_of for side in (pair.first, pair.second)}.values()
     )
     found = [each for of_pair in judged if of_pair for each in of_pair]
-    if len(configurations) > PAIRWISE:
+    if len(configurations) > rules.ranked_beyond:
         lines = _ranking(first, configurations, found, rules)
     else:
         lines = []
