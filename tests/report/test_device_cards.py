@@ -7,7 +7,12 @@ import csv
 import io
 from typing import Any
 
+import pytest
+
 from experiments.report import device_cards, repeats, summary
+from experiments.report import to_target as to_target_of
+from experiments.report.prices import parse_prices
+from experiments.report.statistics import log_spread
 from experiments.report.summary import COLUMNS
 
 # Per seed: train images/s, MFU, host MiB, GPU MiB.
@@ -139,3 +144,109 @@ def test_joules_per_train_image_are_on_the_cards_and_the_runs_table_where_measur
     header = summary.markdown(rows).splitlines()[0]
     assert "| train J/image |" in header
     assert f"| {0.010:.3g} |" in summary.markdown(rows).splitlines()[3]
+
+
+# Per seed, to 50% val accuracy: training seconds, joules, epochs ("not reached": all three).
+CPU_TO_TARGET = [(10.0, 500.0, 4), (11.0, 550.0, 4), (9.0, 450.0, 4)]
+GPU_TO_TARGET = [(2.0, 600.0, 4), (2.2, 660.0, 4), (1.8, 540.0, 4)]
+
+
+def to_target(rows: list[dict[str, Any]], **by_device: list[tuple]) -> list[dict[str, Any]]:
+    """The rows with the times, energies and epochs to the target of each device's seeds."""
+    for row in rows:
+        seconds, joules, epochs = by_device[row["device"]][int(row["swept"]["trainer.seed"])]
+        row["time_to_accuracy"], row[to_target_of.ENERGY] = seconds, joules
+        row[to_target_of.EPOCHS] = epochs
+        row["accuracy_target"] = (0.5, "val", "accuracy", "max")
+        row["gpus"] = 1 if row["device"] == "cuda:0" else None
+    return rows
+
+
+def test_devices_are_ranked_by_time_energy_and_cost_to_the_target() -> None:
+    rows = rows_of({("cpu", "tudui"): CPU, ("cuda:0", "tudui"): GPU})
+    rows = to_target(rows, cpu=CPU_TO_TARGET, **{"cuda:0": GPU_TO_TARGET})
+    to_target_of.price(rows, parse_prices("cuda=2.49/h,cpu=0.05/h"))
+    texts = [text for _, text in device_cards.cards(rows)]
+    cpu_seconds, gpu_seconds = (10.0 * 11.0 * 9.0) ** (1 / 3), (2.0 * 2.2 * 1.8) ** (1 / 3)
+    cpu_cost, gpu_cost = cpu_seconds * 0.05 / 3600, gpu_seconds * 2.49 / 3600
+    low, high = log_spread([10.0 * 0.05 / 3600, 11.0 * 0.05 / 3600, 9.0 * 0.05 / 3600]).interval
+    assert texts[0].endswith(
+        f"; to 50% val accuracy: time {cpu_seconds:.3g} s (7.77 s to 12.8 s), energy 498 J (388 J "
+        f"to 639 J), cost {cpu_cost:.3g} ({low:.3g} to {high:.3g}) at 0.05/h"
+    )
+    assert f"cost {gpu_cost:.3g} (" in texts[1] and texts[1].endswith(" at 2.49/h")
+    # The GPU is first to the target, the CPU on less energy and for less money: each ranked.
+    ranked = texts[texts.index("between devices:") + 3 :]
+    assert ranked == [
+        "device ranked by time to target, best first (a shared letter: not told apart):",
+        f"a  cuda:0: {gpu_seconds:.3g} s",
+        f"b  cpu: {cpu_seconds:.3g} s",
+        "device ranked by energy to target, best first (a shared letter: not told apart):",
+        "a  cpu: 498 J",
+        "b  cuda:0: 598 J",
+        "device ranked by cost to target, best first (a shared letter: not told apart):",
+        f"a  cpu: {cpu_cost:.3g}",
+        f"b  cuda:0: {gpu_cost:.3g}",
+    ]
+    judged = device_cards.to_target_verdicts(repeats.configurations(rows))
+    assert [(v.measure, v.first, v.second, v.differs) for v in judged] == [
+        ("time to target", "cuda:0", "cpu", True),
+        ("energy to target", "cpu", "cuda:0", True),
+        ("cost to target", "cpu", "cuda:0", True),
+    ]
+    assert judged[2].estimate == pytest.approx(cpu_cost / gpu_cost)
+    assert judged[0].text.startswith("cuda:0 reaches the target in 0.20x [0.20, 0.20] the time cpu")
+    # Two GPUs a run: twice the cost.
+    for row in rows:
+        row["gpus"] = 2 if row["device"] == "cuda:0" else None
+    to_target_of.price(rows, parse_prices("cuda=2.49/h,cpu=0.05/h"))
+    gpu_card = device_cards.cards(rows)[1][1]
+    assert f"cost {2 * gpu_cost:.3g} (" in gpu_card and gpu_card.endswith(" for each of 2 GPUs")
+    # Priced one device alone: the other's card says it has none, and cost ranks nothing.
+    to_target_of.price(rows, parse_prices("cuda=2.49/h"))
+    cpu_card, *_ = (text for _, text in device_cards.cards(rows))
+    assert cpu_card.endswith("energy 498 J (388 J to 639 J), cost: no price for cpu")
+    judged = device_cards.to_target_verdicts(repeats.configurations(rows))
+    assert "cost to target" not in {verdict.measure for verdict in judged}
+
+
+def test_runs_that_missed_the_target_are_counted_never_ranked_and_a_faster_device_said_so() -> None:
+    gpu_missed = [("not reached",) * 3, *GPU_TO_TARGET[1:]]
+    rows = to_target(
+        rows_of({("cpu", "tudui"): CPU, ("cuda:0", "tudui"): GPU}),
+        cpu=CPU_TO_TARGET,
+        **{"cuda:0": gpu_missed},
+    )
+    cards = [text for _, text in device_cards.cards(rows)]
+    assert "; to 50% val accuracy (2 of 3 runs reached it): time 1.99 s (" in cards[1]
+    assert "ranked by time to target" not in " ".join(cards)  # cuda:0 is not, and cpu alone
+    assert cards[-2:] == [
+        "not ranked to the target: cuda:0, 1 of 3 runs did not reach 50% val accuracy",
+        "cuda:0 trains 8.00x as fast as cpu but 1 of its 3 runs did not reach 50% val accuracy, "
+        "where every cpu run did: faster per image, not to the goal",
+    ]
+    assert device_cards.to_target_verdicts(repeats.configurations(rows)) == []
+
+
+def test_a_faster_device_that_took_more_epochs_or_ended_worse_is_not_called_faster() -> None:
+    slower = [(seconds, joules, 6) for seconds, joules, _ in GPU_TO_TARGET]
+    rows = to_target(
+        rows_of({("cpu", "tudui"): CPU, ("cuda:0", "tudui"): GPU}),
+        cpu=CPU_TO_TARGET,
+        **{"cuda:0": slower},
+    )
+    checked = (
+        "cuda:0 trains 8.00x as fast as cpu but reached 50% val accuracy in 6 epochs against 4"
+    )
+    assert device_cards.cards(rows)[-1] == (1, f"{checked}: faster per image, slower to converge")
+    # Fewer epochs than the CPU: nothing to say; a lower test accuracy beyond the noise: said.
+    for row, accuracy in zip(rows, (0.60, 0.50, 0.62, 0.51, 0.61, 0.52), strict=True):
+        row["test_accuracy"] = accuracy
+        row[to_target_of.EPOCHS] = 3 if row["device"] == "cuda:0" else 4
+    lines = device_cards.cards(rows)
+    assert lines[-1] == (
+        1,
+        "cuda:0 trains 8.00x as fast as cpu but to a worse test accuracy, beyond the noise: "
+        "faster per image, not to as good a model",
+    )
+    assert not any("slower to converge" in text for _, text in lines)

@@ -11,6 +11,7 @@ from pathlib import Path
 from experiments.core.errors import ExperimentError
 from experiments.report import sweep_against_sweep
 from experiments.report.headlines import HEADLINES
+from experiments.report.prices import parse_prices
 from experiments.report.repeats import Row
 from experiments.report.summary import find_runs, report_rows, table, trained, write_report
 
@@ -44,6 +45,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="with several folders, exit 1 where a folder's figure is worse than the first's "
         "beyond the noise and by more than AMOUNT: speed:5%%, mfu:5%%, accuracy:1 (points)",
     )
+    parser.add_argument(
+        "--price",
+        help="what an hour of each device costs, by kind or name as runs record it "
+        "(cuda=2.49/h,cpu=0.05/h), or @FILE of a YAML mapping (cuda: 2.49/h); the device cards "
+        "then rank the devices by cost to the target",
+    )
     try:
         arguments = parser.parse_args(argv)
     except SystemExit as done:  # --help (0), or usage said (2)
@@ -54,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "--fail-if-worse compares folders: give two or more, the first the one to compare "
             "against"
         )
+    if arguments.price is not None and several:
+        return _error("--price ranks the devices of one folder's runs: give one folder")
     for folder in arguments.folders:
         if not folder.is_dir():
             return _error(f"{folder} is not a folder; give a run or sweep folder, or outputs/")
@@ -63,8 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if several:
             return _against(arguments.folders, arguments.fail_if_worse)
         (folder,) = arguments.folders
-        rows = write_report(folder, across_sweeps=arguments.across_sweeps)
-    except ExperimentError as error:  # a run's record that cannot be read, named
+        prices = None if arguments.price is None else parse_prices(arguments.price)
+        rows = write_report(folder, across_sweeps=arguments.across_sweeps, prices=prices)
+    except ExperimentError as error:  # a run's record that cannot be read, a price, named
         return _error(str(error))
     print(table(rows, folder), file=sys.stderr)
     print(f"report: {folder}/summary.md (and .csv, plots)", file=sys.stderr)

@@ -11,6 +11,7 @@ from typing import Any
 
 from experiments.config.metric_names import TEST, VAL
 from experiments.config.naming import planned_job_names
+from experiments.core.errors import ExperimentError
 from experiments.core.files import found_below, write_atomically
 from experiments.core.text import Unit, part_of_split, printable, shared_unit, short_count
 from experiments.devices.backends import names
@@ -24,9 +25,11 @@ from experiments.report import (
     plots,
     repeats,
     shared_peaks,
+    to_target,
     verdicts,
 )
 from experiments.report.headlines import HEADLINES, headlines, own_headlines
+from experiments.report.prices import Prices
 from experiments.report.repeats import Row
 from experiments.report.run_records import RunRecords, UnreadableRun, read_run
 from experiments.report.swept import swept_values, value_of
@@ -149,6 +152,7 @@ def summary_row(run_dir: Path, folder: Path, records: RunRecords) -> Row:
         metric = reached.get("metric", "accuracy")
         better = reached.get("better", "max")
         row["accuracy_target"] = (reached.get("target"), reached.get("split"), metric, better)
+        row |= to_target.run_fields(reached, history, row["train_joules_per_image"])
     if records.own_task:
         row["own_headlines"] = headlines(measures)
         row.update({headline.key: results.get(headline.key) for headline in row["own_headlines"]})
@@ -202,9 +206,12 @@ def _status(results: dict[str, Any]) -> str:
     return status
 
 
-def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, Any]]:
-    """Write the report into `folder`; its rows. `across_sweeps`: compared as if of one sweep."""
-    rows, histories = report_rows(folder, across_sweeps)
+def write_report(
+    folder: Path, across_sweeps: bool = False, prices: Prices | None = None
+) -> list[dict[str, Any]]:
+    """Write the report into `folder`; its rows. `across_sweeps`: compared as if of one sweep;
+    `prices`: each device's, for the cost to the target (ExperimentError for a device not used)."""
+    rows, histories = report_rows(folder, across_sweeps, prices)
     shown = columns(rows, in_console=False)
     cells = [[column.value(row) for column in shown] for row in rows]
     _write(folder / "summary.csv", repeats.csv_of([[column.key for column in shown], *cells]))
@@ -214,14 +221,19 @@ def write_report(folder: Path, across_sweeps: bool = False) -> list[dict[str, An
         _write(folder / "configurations.csv", repeats.csv_text(configurations))
     if (benchmark_csv := inference_benchmark.csv_text(rows)) is not None:
         _write(folder / "serving.csv", benchmark_csv)
-    training_verdicts = verdicts.verdict_lines(configurations).verdicts
+    training_verdicts = [
+        *verdicts.verdict_lines(configurations).verdicts,
+        *device_cards.to_target_verdicts(configurations),
+    ]
     benchmark_verdicts = inference_benchmark.benchmark_verdict_lines(rows).verdicts
     _write(folder / "verdicts.json", verdicts.json_text([*training_verdicts, *benchmark_verdicts]))
     plots.draw(folder, rows, histories)
     return rows
 
 
-def report_rows(folder: Path, across_sweeps: bool = False) -> tuple[list[Row], list[History]]:
+def report_rows(
+    folder: Path, across_sweeps: bool = False, prices: Prices | None = None
+) -> tuple[list[Row], list[History]]:
     """The rows of the runs at or below `folder`, in order, and their epochs; nothing written."""
     pairs: list[tuple[Row, History]] = []
     read = {run: _records_or_why(run) for run in find_runs(folder)}
@@ -245,6 +257,10 @@ def report_rows(folder: Path, across_sweeps: bool = False) -> tuple[list[Row], l
     pairs.sort(key=lambda pair: _natural_key(Path(pair[0]["run"])))
     rows, histories = [row for row, _ in pairs], [history for _, history in pairs]
     shared_peaks.share_peaks(trained(rows))
+    if prices is not None:
+        if refused := prices.refusal(row["device"] for row in trained(rows) if row["device"]):
+            raise ExperimentError(refused)
+        to_target.price(trained(rows), prices)
     for row in rows:
         row["speedup_vs_cpu"] = speedup_vs_cpu(row, rows)
     return rows, histories

@@ -169,6 +169,7 @@ class VerdictRules:
     compared_on: Callable[[Pair], list[Compared]]
     named_alone: Callable[[str], bool]
     compares: Callable[[str], bool] = lambda key: True  # which keys' values are set against
+    ranked_beyond: int = PAIRWISE  # the most values of a key compared pair by pair
 
     def counts(self, key: str) -> bool:
         """Whether `key` tells configurations apart."""
@@ -462,7 +463,7 @@ def _block(pairs_of: Sequence[Pair], judged: Sequence[Judged | None], rules: Ver
         {id(side): side for pair in pairs_of for side in (pair.first, pair.second)}.values()
     )
     found = [each for of_pair in judged if of_pair for each in of_pair]
-    if len(configurations) > PAIRWISE:
+    if len(configurations) > rules.ranked_beyond:
         lines = _ranking(first, configurations, found, rules)
     else:
         lines = []
