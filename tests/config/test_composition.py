@@ -223,7 +223,7 @@ def test_schemas_refuse_wrong_types_unknown_keys_and_unknown_choices(
         (
             "+trainer.foo=1",
             "+trainer.foo: 'trainer' has no key 'foo'; its keys are epochs, batch_size, "
-            "memory_budget_gb, auto_batch_halvings, seed, "
+            "memory_budget_gb, auto_batch, auto_batch_halvings, auto_batch_min_steps, seed, "
             "deterministic, cudnn_benchmark, checkpoint_every, threads, precision, channels_last, "
             "compile, compile_mode, "
             "keep_freed_memory, log_interval, limit_train_batches, ",

@@ -1,6 +1,6 @@
 """trainer.batch_size=auto: the search for the largest batch, a pure function of "does it fit"
-answers; a run that searched trains exactly as one given the batch it found, records how it found
-it, and keeps it when resumed; what cannot search is refused in one line."""
+answers; a run that searched trains exactly as one given the batch it chose, records how it found
+and chose it, and keeps it when resumed; what cannot search is refused in one line."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import torch
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
 from experiments.records import checkpoints
+from experiments.training.batch_choice import KNEE, MIN_STEPS, Epoch, Rule, choose_batch
 from experiments.training.batch_search import (
     MEMORY_BUDGET,
     OUT_OF_MEMORY,
@@ -81,8 +82,23 @@ def test_a_search_where_nothing_fits_finds_nothing() -> None:
             "trainer.batch_size=64; add trainer.batch_size=auto",
         ),
         (
+            ["trainer.auto_batch=largest"],
+            "trainer.auto_batch=largest chooses among the batches trainer.batch_size=auto finds, "
+            "and trainer.batch_size=64; add trainer.batch_size=auto",
+        ),
+        (
+            ["trainer.batch_size=auto", "trainer.auto_batch_halvings=1"],
+            "trainer.auto_batch_halvings=1 halves the largest batch that fits, and "
+            "trainer.auto_batch=knee trains at the knee of the speeds measured; add "
+            "trainer.auto_batch=largest",
+        ),
+        (
             ["trainer.batch_size=auto", "trainer.auto_batch_halvings=-1"],
             "trainer.auto_batch_halvings=-1 must be ",
+        ),
+        (
+            ["trainer.batch_size=auto", "trainer.auto_batch_min_steps=0"],
+            "trainer.auto_batch_min_steps=0 must be ",
         ),
         (
             ["trainer.batch_size=auto", "trainer.memory_budget_gb=0"],
@@ -113,15 +129,19 @@ TINY = (
     "dataset.test_size=64",
     "trainer.epochs=2",
 )
+# Trained at the largest batch that fits halved once: 64 of its 128 rows.
+LARGEST_HALVED = (
+    "trainer.batch_size=auto",
+    "trainer.auto_batch=largest",
+    "trainer.auto_batch_halvings=1",
+)
 
 
 @pytest.mark.slow
 def test_a_searched_batch_trains_as_that_batch_given_and_is_kept_on_resume(
     tmp_path: Path,
 ) -> None:
-    searched = train_cli(
-        tmp_path / "auto", *TINY, "trainer.batch_size=auto", "trainer.auto_batch_halvings=1"
-    )
+    searched = train_cli(tmp_path / "auto", *TINY, *LARGEST_HALVED)
     given = train_cli(tmp_path / "given", *TINY, "trainer.batch_size=64")
     assert searched.returncode == given.returncode == 0, searched.stderr + given.stderr
     # The run's weights, optimizer and random numbers untouched by the tries.
@@ -132,14 +152,26 @@ def test_a_searched_batch_trains_as_that_batch_given_and_is_kept_on_resume(
     assert (search["largest"], search["trained"], search["halvings"]) == (128, 64, 1)
     assert (search["stopped_by"], search["budget_gb"]) == (TRAINING_SPLIT, 4.0)
     assert search["tried"] == [[batch, True] for batch in (1, 2, 4, 8, 16, 32, 64, 128)]
+    assert (search["rule"], search["chosen_by"], search["steps_per_epoch"]) == (
+        "largest",
+        "largest",
+        2,
+    )
     assert (
         "trainer.batch_size=auto: 128 is the largest batch that trains on cpu (the training split "
         "holds no larger power of two; 8 tries, "
     ) in searched.stderr
+    # Asked for, the largest halved, however few its steps: the line warns.
     assert (
-        "training at 64, halved once (trainer.auto_batch_halvings) with optimizer.lr=0.01 "
-        "as given (not scaled with the batch)"
+        "training at 64, the largest (trainer.auto_batch=largest) halved once by "
+        "trainer.auto_batch_halvings=1 (2 optimizer steps an epoch: fewer than "
+        "trainer.auto_batch_min_steps=20), with optimizer.lr=0.01 as given (not scaled with the "
+        "batch)"
     ) in searched.stderr
+    log = (searched.run_dir / "train.log").read_text().splitlines()
+    assert "[WARNING] - trainer.batch_size=auto: " in next(
+        line for line in log if "training at" in line
+    )
     # Resumed for a third epoch: the batch it found, not searched again.
     resumed = train_cli(tmp_path / "auto", f"resume={searched.run_dir}", "trainer.epochs=3")
     assert resumed.returncode == 0, resumed.stderr
@@ -148,14 +180,54 @@ def test_a_searched_batch_trains_as_that_batch_given_and_is_kept_on_resume(
     assert results(searched.run_dir)["epochs_completed"] == 3
 
 
-# One epoch of TINY at the batch its search found (64: 128 halved once), or at 64 given.
-SEARCHED = (*TINY, "trainer.epochs=1", "trainer.batch_size=auto", "trainer.auto_batch_halvings=1")
+# One epoch of TINY at the batch its search chose by the default rule (the knee, bounded to
+# leave 20 optimizer steps of its 128 rows: 4 or less), or at 64 given.
+SEARCHED = (*TINY, "trainer.epochs=1", "trainer.batch_size=auto")
 GIVEN = (*TINY, "trainer.epochs=1", "trainer.batch_size=64")
 
 
 @pytest.fixture(scope="module")
 def searched_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return trained_run(tmp_path_factory.mktemp("searched"), *SEARCHED)
+
+
+def test_the_default_rule_leaves_an_epoch_20_steps_and_says_why(searched_run: Path) -> None:
+    result = results(searched_run)
+    search, batch = result["batch_search"], result["batch_size"]
+    # Whatever the speeds measured here: 128 rows at 4 are 32 steps, at 8 only 16.
+    assert batch <= 4 and search["steps_per_epoch"] == 128 // batch >= 20
+    assert (search["trained"], search["rule"], search["min_steps"]) == (batch, "knee", 20)
+    # The choice, made again from the speeds it recorded, is the one it made.
+    timed = {size: [speed] for size, speed in search["speeds"]}
+    again = choose_batch(timed, search["largest"], Epoch(128), Rule())
+    assert (again.batch, again.chosen_by, again.knee) == (
+        batch,
+        search["chosen_by"],
+        search["knee"],
+    )
+    assert [size for size, _ in search["speeds"]] == [1, 2, 4, 8, 16, 32, 64, 128]
+    why = {
+        KNEE: f"training at {batch}, the knee ({128 // batch} optimizer steps an epoch)",
+        MIN_STEPS: (
+            f"training at {batch}, below the knee: the largest batch that leaves an epoch "
+            f"trainer.auto_batch_min_steps=20 optimizer steps or more ({128 // batch} optimizer "
+            "steps an epoch)"
+        ),
+    }[search["chosen_by"]]
+    (line,) = [
+        line.partition("[INFO] - ")[2]
+        for line in (searched_run / "train.log").read_text().splitlines()
+        if "is the largest batch" in line
+    ]
+    assert line.startswith(
+        "trainer.batch_size=auto: 128 is the largest batch that trains on cpu (the training split "
+        "holds no larger power of two; 8 tries, "
+    )
+    assert f"; the knee, where more batch stops paying, is {search['knee']} (" in line
+    assert line.endswith(
+        f"; {why}, with optimizer.lr=0.01 as given (not scaled with the batch); "
+        "trainer.auto_batch=largest trains at 128"
+    )
 
 
 def _copy(run_dir: Path, tmp_path: Path) -> Path:
@@ -179,12 +251,14 @@ def _copy_with_checkpoint(
 def test_a_resumed_search_is_kept_in_the_records(searched_run: Path, tmp_path: Path) -> None:
     run_dir = _copy(searched_run, tmp_path)
     search = results(searched_run)["batch_search"]
+    batch = search["trained"]
     assert checkpoints.load(run_dir / checkpoints.LAST)["batch_search"] == search
     resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=2")
     assert resumed.returncode == 0, resumed.stderr
-    assert "trainer.batch_size=auto: 64, as its search found before the resume" in resumed.stderr
+    said = f"trainer.batch_size=auto: {batch}, as its search found before the resume"
+    assert said in resumed.stderr and "is the largest batch" not in resumed.stderr
     result = results(run_dir)
-    assert (result["epochs_completed"], result["batch_size"]) == (2, 64)
+    assert (result["epochs_completed"], result["batch_size"]) == (2, batch)
     assert result["batch_search"] == search  # the device cards' and the report's largest batch
     assert checkpoints.load(run_dir / checkpoints.LAST)["batch_search"] == search
 
@@ -206,14 +280,15 @@ def test_a_search_record_of_another_batch_is_no_record(searched_run: Path, tmp_p
     # A checkpoint without one, and results.json's (read as data) of another batch than it.
     run_dir = _copy_with_checkpoint(searched_run, tmp_path, lambda state: state.pop("batch_search"))
     edited = results(run_dir)
-    edited["batch_search"]["trained"] = 32
+    batch = edited["batch_search"]["trained"]
+    edited["batch_search"]["trained"] = 2 * batch
     (run_dir / "results.json").write_text(json.dumps(edited))
     resumed = train_cli(tmp_path, f"resume={run_dir}", "trainer.epochs=2")
     assert resumed.returncode == 1 and "Traceback" not in resumed.stderr
     assert resumed.last_line.endswith(
-        f"Error: resume={run_dir}: it was trained with trainer.batch_size=64, not auto; a run "
-        "keeps its batch size throughout: resume with trainer.batch_size=64, or start a new run "
-        f"with replay={run_dir} trainer.batch_size=auto"
+        f"Error: resume={run_dir}: it was trained with trainer.batch_size={batch}, not auto; a "
+        f"run keeps its batch size throughout: resume with trainer.batch_size={batch}, or start "
+        f"a new run with replay={run_dir} trainer.batch_size=auto"
     )
     assert results(run_dir) == edited
 
@@ -237,12 +312,18 @@ def test_a_checkpoint_whose_search_record_is_not_a_search_is_refused(
 @pytest.mark.parametrize(
     ("overrides", "refused"),
     [
-        # Its search is not run again: other halvings would train at another batch.
+        # Its search is not run again: another rule would train at another batch.
         (
-            ["trainer.auto_batch_halvings=0"],
-            "it was trained with trainer.auto_batch_halvings=1, not 0; a run keeps the batch its "
-            "search chose: resume with trainer.auto_batch_halvings=1, or start a new run with "
-            "replay={run} trainer.auto_batch_halvings=0",
+            ["trainer.auto_batch=largest"],
+            "it was trained with trainer.auto_batch=knee, not largest; a run keeps the batch its "
+            "search chose: resume with trainer.auto_batch=knee, or start a new run with "
+            "replay={run} trainer.auto_batch=largest",
+        ),
+        (
+            ["trainer.auto_batch_min_steps=10"],
+            "it was trained with trainer.auto_batch_min_steps=20, not 10; a run keeps the batch "
+            "its search chose: resume with trainer.auto_batch_min_steps=20, or start a new run "
+            "with replay={run} trainer.auto_batch_min_steps=10",
         ),
         # The batch its search found, given as a number: the run's config would say another.
         (
@@ -312,8 +393,7 @@ def test_on_a_gpu_the_search_runs_out_of_memory_frees_it_and_trains(tmp_path: Pa
             "dataset.test_size=64",
             "trainer.epochs=1",
             "trainer.limit_train_batches=1",
-            "trainer.batch_size=auto",
-            "trainer.auto_batch_halvings=1",
+            *LARGEST_HALVED,
         )
     finally:
         torch.cuda.set_per_process_memory_fraction(1.0, 0)

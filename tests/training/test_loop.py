@@ -17,6 +17,7 @@ from torch.optim.lr_scheduler import LRScheduler
 from experiments.config.choices import Interval
 from experiments.core.errors import ExperimentError
 from experiments.data.batches import Batches
+from experiments.data.epoch_length import optimizer_steps
 from experiments.data.types import Split
 from experiments.training import loop, schedules
 from experiments.training.models import LeNet
@@ -279,7 +280,7 @@ def test_accumulated_batches_step_as_one_batch_of_them_all(accumulate: int) -> N
         model = LeNet(3, 32, 10)
         optimizer = SGD(model.parameters(), lr=0.1, momentum=0.9)
         batches = Batches(split, batch_size=batch_size, mean=[0.5], std=[0.5], runtime=on())
-        steps = loop.optimizer_steps(len(batches), accumulate_batches)
+        steps = optimizer_steps(len(batches), accumulate_batches)
         scheduler, _ = schedules.for_run(
             scheduler_config("cosine"), optimizer, epochs=1, steps_per_epoch=steps
         )
@@ -303,7 +304,7 @@ def test_accumulated_batches_step_as_one_batch_of_them_all(accumulate: int) -> N
     weights, logged = trained(4, accumulate)
     whole_weights, whole_logged = trained(4 * accumulate, 1)
 
-    assert len(logged) == loop.optimizer_steps(5, accumulate) == len(whole_logged)
+    assert len(logged) == optimizer_steps(5, accumulate) == len(whole_logged)
     assert [row[0] for row in logged] == [row[0] for row in whole_logged]  # steps
     assert [row[1] for row in logged] == pytest.approx([row[1] for row in whole_logged])  # losses
     assert [row[3] for row in logged] == pytest.approx([row[3] for row in whole_logged])  # lrs

@@ -57,4 +57,11 @@ class Loader(Choice):
     stream = "stream"  # DataLoader workers decode the images of every batch, every epoch
 
 
-AUTO_BATCH = "auto"  # trainer.batch_size: the largest the device takes (`training.batch_search`)
+AUTO_BATCH = "auto"  # trainer.batch_size: searched on the device (`training.batch_search`)
+
+
+class AutoBatch(Choice):
+    """The batch trainer.batch_size=auto trains at, of those its search found to fit."""
+
+    knee = "knee"  # where more batch stops paying, bounded by trainer.auto_batch_min_steps
+    largest = "largest"  # the largest that fits, halved trainer.auto_batch_halvings times

@@ -12,6 +12,7 @@ from experiments.config.checks import Number, Numbers, checked, one_of, settings
 from experiments.config.choices import (
     AUTO_BATCH,
     AugmentPolicy,
+    AutoBatch,
     DeviceName,
     Interval,
     Loader,
@@ -391,18 +392,23 @@ SPLIT = Number("(0, 1]").or_null()
 @dataclass
 class TrainerConfig:
     epochs: int = checked(10, FROM_ONE)
-    # One optimizer step's batch (all processes together), or auto: the largest power of two that
-    # trains on the device, halved auto_batch_halvings times. A saved config's: the batch trained.
+    # One optimizer step's batch (all processes together), or auto: a power of two that trains on
+    # the device, chosen by auto_batch from those its search timed. A saved config's: the batch
+    # trained.
     batch_size: Any = checked(
         64,
-        BATCH.or_(AUTO_BATCH, "the largest batch that trains on the device"),
+        BATCH.or_(AUTO_BATCH, "a batch its search on the device chooses, by trainer.auto_batch"),
         saved=BATCH.but(means="the batch its run trained with (its search's, for auto)"),
     )
     # (A CPU swaps rather than fails: the search needs a bound of peak resident memory.)
     memory_budget_gb: float = checked(
         4.0, Number("> 0", unit="GiB", means="the process's peak memory the CPU's search allows")
     )
-    auto_batch_halvings: int = checked(0, FROM_ZERO)
+    auto_batch: AutoBatch = AutoBatch.knee
+    auto_batch_halvings: int = checked(0, FROM_ZERO)  # (auto_batch=largest's)
+    auto_batch_min_steps: int = checked(
+        20, FROM_ONE.but(means="the fewest optimizer steps an epoch auto_batch=knee's batch leaves")
+    )
     seed: int = checked(0, SEED)
     deterministic: bool = False  # only deterministic algorithms: slower on some GPU ops
     cudnn_benchmark: bool = False  # not with deterministic; off until measured on a GPU

@@ -5,10 +5,10 @@ from __future__ import annotations
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from experiments.config.checks import not_finite
-from experiments.config.choices import AUTO_BATCH, DeviceName, Interval, Mode
+from experiments.config.choices import AUTO_BATCH, AutoBatch, DeviceName, Interval, Mode
 from experiments.config.metric_names import LOSS, VAL, on_test
 from experiments.config.optimized import WHY_NOT_TEST, unoptimizable
-from experiments.config.schemas import EmaConfig
+from experiments.config.schemas import EmaConfig, TrainerConfig
 from experiments.config.store import default_option
 from experiments.config.task_metrics import declared_by, metrics_of, task_class
 
@@ -133,13 +133,35 @@ def a_batchs_worth_of_an_unsearched_batch(cfg: DictConfig) -> str | None:
     )
 
 
-def halvings_without_auto(cfg: DictConfig) -> str | None:
-    halvings = cfg.trainer.auto_batch_halvings
-    if halvings == 0 or cfg.trainer.batch_size == AUTO_BATCH:
+# What each of trainer.batch_size=auto's settings does, said where it is given without auto.
+AUTO_BATCH_SETTINGS = {
+    "auto_batch": "chooses among the batches trainer.batch_size=auto finds",
+    "auto_batch_halvings": "halves the batch trainer.batch_size=auto finds",
+    "auto_batch_min_steps": "bounds the batch trainer.batch_size=auto chooses",
+}
+
+
+def auto_batch_settings_without_auto(cfg: DictConfig) -> str | None:
+    trainer, defaults = cfg.trainer, TrainerConfig()
+    if trainer.batch_size == AUTO_BATCH:
+        return None
+    for key, does in AUTO_BATCH_SETTINGS.items():
+        if trainer[key] != getattr(defaults, key):
+            return (
+                f"trainer.{key}={trainer[key]} {does}, and trainer.batch_size="
+                f"{trainer.batch_size}; add trainer.batch_size=auto"
+            )
+    return None
+
+
+def halvings_of_the_knee(cfg: DictConfig) -> str | None:
+    trainer = cfg.trainer
+    if trainer.auto_batch_halvings == 0 or trainer.auto_batch != AutoBatch.knee:
         return None
     return (
-        f"trainer.auto_batch_halvings={halvings} halves the batch trainer.batch_size=auto "
-        f"finds, and trainer.batch_size={cfg.trainer.batch_size}; add trainer.batch_size=auto"
+        f"trainer.auto_batch_halvings={trainer.auto_batch_halvings} halves the largest batch "
+        "that fits, and trainer.auto_batch=knee trains at the knee of the speeds measured; add "
+        "trainer.auto_batch=largest"
     )
 
 

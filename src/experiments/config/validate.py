@@ -208,7 +208,8 @@ TRAINING_CHECKS: tuple[Check, ...] = (
     # (Before the fields: the limit it checks has no size.)
     training_checks.a_batchs_worth_of_an_unsearched_batch,
     fields("trainer", "optimizer", "scheduler"),
-    training_checks.halvings_without_auto,
+    training_checks.auto_batch_settings_without_auto,
+    training_checks.halvings_of_the_knee,
     training_checks.overfit_and_limit,
     _trainer_limited_twice,
     compile_checks.compile_under_dp,

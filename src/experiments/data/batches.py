@@ -10,6 +10,7 @@ from itertools import accumulate
 import torch
 
 from experiments.data.augment import Augment
+from experiments.data.epoch_length import batch_count
 from experiments.data.streaming import StreamRows
 from experiments.data.types import Split, Streamed
 from experiments.devices.backends.registry import backend_for
@@ -82,11 +83,10 @@ class Batches:
         else:
             self.rows = TensorRows(split, channels_last=runtime.channels_last, pin=pin)
         full, rest = divmod(self.length, batch_size)
-        too_small = rest < max(runtime.group.world_size, fewest)
-        sizes = [batch_size] * full + ([rest] if rest and not too_small else [])
-        self.sizes = sizes[:limit]  # of each batch, over all processes
+        count = batch_count(self.length, batch_size, runtime.group.world_size, fewest)
+        self.sizes = ([batch_size] * full + [rest] * (count - full))[:limit]  # over all processes
         # The images of a last batch left out for being too small, where `limit` left it in.
-        self.left_out = rest if too_small and (limit is None or limit > full) else 0
+        self.left_out = rest if count == full and (limit is None or limit > full) else 0
         # uint8 pixels are scaled to [0, 1] first; float values (a CSV file's) are taken as read.
         pixels = not (isinstance(split, Split) and split.images.is_floating_point())
         channels = max(len(mean), len(std))

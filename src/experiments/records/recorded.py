@@ -39,9 +39,7 @@ class ProfiledSteps(TypedDict):
     last: int
 
 
-class BatchSearch(TypedDict):
-    """How trainer.batch_size=auto found the largest batch the device takes."""
-
+class _LargestBatch(TypedDict):
     largest: int
     trained: int
     halvings: int
@@ -49,6 +47,18 @@ class BatchSearch(TypedDict):
     tried: list[list]  # [batch, fits] pairs, in the order tried
     budget_gb: float | None  # the CPU's budget (None on a GPU)
     seconds: float
+
+
+class BatchSearch(_LargestBatch, total=False):
+    """How trainer.batch_size=auto found the batches the device takes, and chose one (older
+    runs: the largest, halved, without the fields below)."""
+
+    rule: Literal["knee", "largest"]  # trainer.auto_batch
+    chosen_by: Literal["knee", "min steps", "largest"]  # `training.batch_choice`'s
+    knee: int
+    speeds: list[list]  # [batch, images/s] pairs: the median of each batch's timed steps
+    min_steps: int  # trainer.auto_batch_min_steps
+    steps_per_epoch: int  # of the batch trained, over the whole training split
 
 
 class StartRecord(TypedDict, total=False):

@@ -24,6 +24,8 @@ BATCH_SETTINGS = ("limit_train_batches", "accumulate_batches")
 KEPT_SETTINGS = {
     "trainer.batch_size": "a run keeps its batch size throughout",
     "trainer.auto_batch_halvings": "a run keeps the batch its search chose",
+    "trainer.auto_batch": "a run keeps the batch its search chose",
+    "trainer.auto_batch_min_steps": "a run keeps the batch its search chose",
     "trainer.ema": "a run keeps its moving average of the weights as it began",
     "dataset.augment": "a run keeps its augmentation throughout",
 }

@@ -10,14 +10,13 @@ from experiments.core.text import shared_unit
 from experiments.report.repeats import Row
 from experiments.report.statistics import log_spread
 from experiments.report.throughput import changes_speed
+from experiments.training import batch_choice
+from experiments.training.batch_choice import KNEE_SHARE
 
 BATCH_SIZE = "trainer.batch_size"
 HALVINGS = "trainer.auto_batch_halvings"
-# With trainer.batch_size=auto, how many times the largest batch that fits is halved is swept.
-BATCH_KEYS = (BATCH_SIZE, HALVINGS)
-
-# The knee: the smallest batch whose speed is within this share of the best batch's.
-KNEE_SHARE = 0.05
+# With trainer.batch_size=auto, what chooses the batch among those that fit is swept.
+BATCH_KEYS = (BATCH_SIZE, "trainer.auto_batch", HALVINGS, "trainer.auto_batch_min_steps")
 
 HEADING = (
     f"Batch sizes (the knee: the smallest within {KNEE_SHARE:.0%} of the best speed, "
@@ -63,11 +62,10 @@ def by_batch_size(line: Sequence[Row], key: str) -> dict[int, list[float]]:
     return dict(sorted(values.items()))
 
 
-def knee(speeds: Mapping[int, Sequence[float]], share: float = KNEE_SHARE) -> int:
-    """The smallest batch size whose geometric mean speed is within `share` of the best size's."""
-    means = {size: log_spread(runs).mean for size, runs in speeds.items()}
-    best = max(means.values())
-    return min(size for size, mean in means.items() if mean >= (1 - share) * best)
+def knee(speeds: Mapping[int, Sequence[float]]) -> int:
+    """The smallest batch size whose geometric mean speed is within `KNEE_SHARE` of the best
+    size's: the rule trainer.auto_batch=knee trains by (`training.batch_choice`)."""
+    return batch_choice.knee({size: log_spread(runs).mean for size, runs in speeds.items()})
 
 
 def largest_batches(line: Sequence[Row]) -> list[int]:

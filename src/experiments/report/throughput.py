@@ -19,7 +19,9 @@ from experiments.report.drawing import Row, label
 SPEED_GROUPS = ("model", "dataset", "device", "placement")
 SPEED_KEYS = (
     "trainer.batch_size",
+    "trainer.auto_batch",
     "trainer.auto_batch_halvings",
+    "trainer.auto_batch_min_steps",
     "trainer.memory_budget_gb",
     "trainer.precision",
     "trainer.channels_last",

@@ -18,6 +18,7 @@ from experiments.core.errors import ExperimentError
 from experiments.data import fingerprint, subset
 from experiments.data.augment import Augment
 from experiments.data.batches import Batches
+from experiments.data.epoch_length import optimizer_steps
 from experiments.data.types import ImageData, Split, Streamed
 from experiments.devices import memory, precision, wrapping
 from experiments.devices.description import device_record
@@ -39,6 +40,7 @@ from experiments.training import (
     schedules,
     seeding,
 )
+from experiments.training.batch_choice import Rule
 from experiments.training.ema import ModelAverage
 from experiments.training.selection import Monitor, require_validation
 from experiments.training.tasks import Classification, Task
@@ -148,8 +150,10 @@ def batch_size(
         task, budget = runtime.placement.module(prepared.task), trainer.memory_budget_gb
         trial = batch_search.Trial(unwrap(placed), task, cfg.optimizer, data, runtime, budget)
         fewest = loop.fewest_images(placed, processes=1)
-        found = batch_search.search(trial, fewest, trainer.auto_batch_halvings)
-        log.info(batch_search.search_line(found, cfg.optimizer.lr, str(runtime.plan)))
+        rule = Rule(trainer.auto_batch, trainer.auto_batch_min_steps, trainer.auto_batch_halvings)
+        found = batch_search.search(trial, fewest, rule, trainer.accumulate_batches)
+        line = batch_search.search_line(found, cfg.optimizer.lr, str(runtime.plan), data.unit.rate)
+        log.log(logging.WARNING if batch_search.too_few_steps(found) else logging.INFO, line)
         search, batch = found.record(), found.batch
     results.add(SetupRecord, batch_search=search, batch_size=batch, per_process_batch_size=batch)
     merged = OmegaConf.merge(cfg, {"trainer": {"batch_size": batch}})
@@ -184,7 +188,7 @@ def optimization(
     # The same shuffle (and augmentation) in every process; each takes its share of a batch.
     shuffle = torch.Generator().manual_seed(trainer.seed)
     splits = _batches(prepared, placed, shuffle)
-    steps = loop.optimizer_steps(len(splits[0]), trainer.accumulate_batches)
+    steps = optimizer_steps(len(splits[0]), trainer.accumulate_batches)
     scheduler, interval = schedules.for_run(
         cfg.scheduler, optimizer, epochs=trainer.epochs, steps_per_epoch=steps
     )

@@ -1,9 +1,11 @@
-"""trainer.batch_size=auto: the largest power of two that trains on the device (the CPU: within
-trainer.memory_budget_gb), tried on copies, so a run that finds 512 trains as one given 512."""
+"""trainer.batch_size=auto: the powers of two that train on the device (the CPU: within
+trainer.memory_budget_gb), each tried and timed on copies, so a run that chooses 512 trains as one
+given 512; `batch_choice` chooses among them."""
 
 from __future__ import annotations
 
 import copy
+import functools
 import gc
 import time
 from collections.abc import Callable
@@ -13,13 +15,22 @@ import torch
 from omegaconf import DictConfig
 from torch import nn
 
-from experiments.config.choices import AUTO_BATCH
+from experiments.config.choices import AUTO_BATCH, AutoBatch
 from experiments.core.errors import ExperimentError
 from experiments.data.batches import Batches
 from experiments.data.types import ImageData
 from experiments.devices import memory
 from experiments.devices.runtime import Runtime
 from experiments.training import loop, optimizers
+from experiments.training.batch_choice import (
+    KNEE,
+    KNEE_SHARE,
+    MIN_STEPS,
+    BatchChoice,
+    Epoch,
+    Rule,
+    choose_batch,
+)
 from experiments.training.tasks import Task
 
 # What stopped a search: results.json's `batch_search.stopped_by`.
@@ -27,6 +38,8 @@ OUT_OF_MEMORY = "out of memory"
 MEMORY_BUDGET = "memory budget"
 TRAINING_SPLIT = "training split"
 GIB = 2**30
+# Steps timed at each batch that fits, after the try's first (a warm-up): their median, its speed.
+TIMED_STEPS = 3
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,8 @@ class Trial:
     data: ImageData
     runtime: Runtime
     budget_gb: float  # the CPU's: the process's peak resident memory allowed
+    # Each batch that fit: its timed steps' images/s.
+    timed: dict[int, list[float]] = field(default_factory=dict)
     _peak_memory: list[tuple[int, float]] = field(default_factory=list)  # the CPU's (batch, bytes)
 
     def fits(self, batch: int) -> str | None:
@@ -74,14 +89,17 @@ class Trial:
         if self._predicted(batch) > budget:
             return MEMORY_BUDGET
         memory.reset_peak_memory(self.runtime.plan)
-        self._step(batch)
+        step = self._step(batch)
         peak_memory = memory.peak_memory_mb(self.runtime.plan)["peak_host_memory_mb"] * 2**20
         self._peak_memory.append((batch, peak_memory))
-        return None if peak_memory <= budget else MEMORY_BUDGET
+        if peak_memory > budget:
+            return MEMORY_BUDGET
+        self._time(batch, step)
+        return None
 
     def _fits_gpu(self, batch: int) -> str | None:
         try:
-            self._step(batch)
+            self._time(batch, self._step(batch))
         except torch.OutOfMemoryError:
             return OUT_OF_MEMORY
         finally:
@@ -97,7 +115,16 @@ class Trial:
         (small, low), (large, high) = self._peak_memory[-2:]
         return high + (high - low) / (large - small) * (batch - large)
 
-    def _step(self, batch: int) -> None:
+    def _time(self, batch: int, step: Callable[[], None]) -> None:
+        seconds = []
+        for _ in range(TIMED_STEPS):
+            started = time.perf_counter()
+            step()  # (it waits for the device)
+            seconds.append(time.perf_counter() - started)
+        self.timed[batch] = [batch / each for each in seconds]
+
+    def _step(self, batch: int) -> Callable[[], None]:
+        """A step at `batch` taken, and the same step to take again."""
         data, runtime, model = self.data, self.runtime, copy.deepcopy(self.model)
         optimizer, _ = optimizers.build_optimizer(self.optimizer, model, runtime.type)
         scaler = torch.amp.GradScaler(runtime.type, enabled=runtime.scaler.is_enabled())
@@ -107,38 +134,52 @@ class Trial:
             data.train, batch_size=batch, mean=data.mean, std=data.std, runtime=runtime, limit=1
         )
         inputs, targets = next(iter(batches))
-        loop.trial_step(learner, runtime, scaler, inputs, targets)
+        step = functools.partial(loop.trial_step, learner, runtime, scaler, inputs, targets)
+        step()
+        return step
 
 
 @dataclass(frozen=True)
 class SearchResult:
     """The batch a run trains with, and how the search found it: results.json's `batch_search`."""
 
-    batch: int
     search: Search
-    halvings: int
+    choice: BatchChoice
+    rule: Rule
     budget_gb: float | None
     seconds: float
 
+    @property
+    def batch(self) -> int:
+        return self.choice.batch
+
     def record(self) -> dict[str, object]:
+        choice = self.choice
         return {
             "largest": self.search.largest,
-            "trained": self.batch,
-            "halvings": self.halvings,
+            "trained": choice.batch,
+            "halvings": self.rule.halvings,
             "stopped_by": self.search.stopped_by,
             "tried": [[batch, fit] for batch, fit in self.search.tried],
             "budget_gb": self.budget_gb,
             "seconds": self.seconds,
+            "rule": str(self.rule.name),
+            "chosen_by": choice.chosen_by,
+            "knee": choice.knee,
+            "speeds": [[batch, speed] for batch, speed in choice.speeds.items()],
+            "min_steps": self.rule.min_steps,
+            "steps_per_epoch": choice.steps_per_epoch,
         }
 
 
-def search(trial: Trial, fewest: int, halvings: int) -> SearchResult:
-    """The largest batch `trial` fits, halved `halvings` times; the random numbers are untouched."""
+def search(trial: Trial, fewest: int, rule: Rule, accumulate_batches: int) -> SearchResult:
+    """The batches `trial` fits, timed, and the one `rule` chooses; the random numbers untouched."""
     assert trial.data.train is not None
-    loop.refuse_a_split_too_small(AUTO_BATCH, len(trial.data.train), fewest, 1, trial.data.unit)
+    images = len(trial.data.train)
+    loop.refuse_a_split_too_small(AUTO_BATCH, images, fewest, 1, trial.data.unit)
     started, smallest = time.perf_counter(), smallest_power_of_two(fewest)
     with torch.random.fork_rng(devices=trial.runtime.plan.gpus):
-        found = largest_batch(trial.fits, smallest, len(trial.data.train))
+        found = largest_batch(trial.fits, smallest, images)
     device, on_host = trial.runtime.plan, trial.runtime.backend.is_host
     if found is None:
         why = f"not even a batch of {smallest} trains on {device}"
@@ -149,23 +190,68 @@ def search(trial: Trial, fewest: int, halvings: int) -> SearchResult:
             )
         raise ExperimentError(f"trainer.batch_size=auto: {why} give trainer.batch_size a number")
     memory.reset_peak_memory(device)  # the tries' peak memory is not the run's
-    batch = max(found.largest >> halvings, smallest)
+    epoch = Epoch(images, accumulate_batches, trial.runtime.group.world_size, fewest)
+    choice = choose_batch(trial.timed, found.largest, epoch, rule)
     budget = trial.budget_gb if on_host else None
-    return SearchResult(batch, found, halvings, budget, time.perf_counter() - started)
+    return SearchResult(found, choice, rule, budget, time.perf_counter() - started)
 
 
-def search_line(found: SearchResult, lr: float, device: str) -> str:
-    search_ = found.search
-    stopped = {
-        OUT_OF_MEMORY: f"{2 * search_.largest} ran out of memory",
-        MEMORY_BUDGET: f"{2 * search_.largest} is above trainer.memory_budget_gb="
-        f"{found.budget_gb:g}",
-        TRAINING_SPLIT: "the training split holds no larger power of two",
-    }[search_.stopped_by]
-    times = "once" if found.halvings == 1 else f"{found.halvings} times"
-    halved = f", halved {times} (trainer.auto_batch_halvings)" if found.halvings else ""
+def too_few_steps(found: SearchResult) -> bool:
+    """The batch chosen leaves an epoch fewer optimizer steps than trainer.auto_batch_min_steps
+    (auto_batch=largest's, or the smallest's of a split too small): the run's line warns."""
+    return found.choice.steps_per_epoch < found.rule.min_steps
+
+
+def search_line(found: SearchResult, lr: float, device: str, rate: str) -> str:
+    """The run's line on its batch: the largest that fits, the knee, the batch chosen and why."""
+    choice, largest = found.choice, found.search.largest
+    other = ""
+    if found.rule.name == AutoBatch.knee and choice.batch != largest:
+        other = f"; trainer.auto_batch=largest trains at {largest}"
     return (
-        f"trainer.batch_size=auto: {search_.largest} is the largest batch that trains on {device} "
-        f"({stopped}; {len(search_.tried)} tries, {found.seconds:.1f} s); training at "
-        f"{found.batch}{halved} with optimizer.lr={lr:g} as given (not scaled with the batch)"
+        f"trainer.batch_size=auto: {largest} is the largest batch that trains on {device} "
+        f"({_stopped(found)}; {len(found.search.tried)} tries, {found.seconds:.1f} s); "
+        f"{_knee_text(choice, rate)}; training at {choice.batch}, {_chosen_text(found)}, "
+        f"with optimizer.lr={lr:g} as given (not scaled with the batch){other}"
     )
+
+
+def _stopped(found: SearchResult) -> str:
+    largest = found.search.largest
+    return {
+        OUT_OF_MEMORY: f"{2 * largest} ran out of memory",
+        MEMORY_BUDGET: f"{2 * largest} is above trainer.memory_budget_gb={found.budget_gb:g}",
+        TRAINING_SPLIT: "the training split holds no larger power of two",
+    }[found.search.stopped_by]
+
+
+def _knee_text(choice: BatchChoice, rate: str) -> str:
+    """`the knee, where more batch stops paying, is 512 (2,250 img/s, within 5% of the best:
+    2,310 img/s at 2048)`."""
+    speeds, at = choice.speeds, choice.knee
+    best = max(speeds, key=lambda batch: speeds[batch])
+    text = f"the knee, where more batch stops paying, is {at} ({speeds[at]:,.0f} {rate}"
+    if best == at:
+        return f"{text}, the best)"
+    return f"{text}, within {KNEE_SHARE:.0%} of the best: {speeds[best]:,.0f} {rate} at {best})"
+
+
+def _chosen_text(found: SearchResult) -> str:
+    """Why the run trains at its batch, and the optimizer steps it leaves an epoch."""
+    choice, rule = found.choice, found.rule
+    steps = f"{choice.steps_per_epoch} optimizer steps an epoch"
+    least = f"trainer.auto_batch_min_steps={rule.min_steps}"
+    if choice.chosen_by == KNEE:
+        return f"the knee ({steps})"
+    if choice.chosen_by == MIN_STEPS and choice.steps_per_epoch >= rule.min_steps:
+        return (
+            f"below the knee: the largest batch that leaves an epoch {least} optimizer steps or "
+            f"more ({steps})"
+        )
+    if choice.chosen_by == MIN_STEPS:
+        return f"the smallest: none leaves an epoch {least} optimizer steps ({steps})"
+    times = "once" if rule.halvings == 1 else f"{rule.halvings} times"
+    by = f"by trainer.auto_batch_halvings={rule.halvings}"
+    halved = f" halved {times} {by}" if rule.halvings else ""
+    fewer = f": fewer than {least}" if too_few_steps(found) else ""
+    return f"the largest (trainer.auto_batch=largest){halved} ({steps}{fewer})"

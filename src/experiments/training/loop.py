@@ -291,11 +291,6 @@ def left_out_note(batches: Batches, processes: int) -> str | None:
     )
 
 
-def optimizer_steps(batches: int, accumulate_batches: int) -> int:
-    """The optimizer steps of an epoch of `batches`, a last one for the batches left over."""
-    return -(-batches // accumulate_batches)
-
-
 @dataclass
 class _LogInterval:
     """The batches since the last logged step, their losses on the device until it ends."""
