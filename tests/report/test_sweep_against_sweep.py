@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from experiments.core.errors import ExperimentError
-from experiments.report import sweep_against_sweep
+from experiments.report import merged_sweeps, sweep_against_sweep
 from experiments.report.command import main
 from experiments.report.sweep_against_sweep import Side
 from helpers import completed_sweep
@@ -182,3 +182,39 @@ def test_the_command_refuses_a_threshold_for_one_folder(
         "Error: --fail-if-worse compares folders: give two or more, the first the one to "
         "compare against\n"
     )
+
+
+@pytest.mark.slow
+def test_sweeps_of_several_machines_merge_into_one_table_against_a_reference(
+    sweeps: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    one, two = sweeps
+    assert main([str(one), str(two), "--reference", "one:cpu"]) == 0
+    heading, header, reference, other = capsys.readouterr().err.splitlines()
+    assert heading == merged_sweeps.HEADING.format(reference="one:cpu") + ":"
+    assert header.split() == [
+        "folder",
+        "device",
+        "device",
+        "name",
+        "n",
+        "train",
+        "img/s",
+        "vs",
+        "one:cpu",
+    ]
+    assert reference.startswith("one  ") and reference.endswith("1 (the reference)")
+    # The other machine's (here: sweep's) runs on the CPU against it, seed by seed (no key but
+    # the seed varies: no other column).
+    assert re.fullmatch(
+        r"two +cpu +.+ +2(, \d busy)? +.+ [\d.e+-]+x \[[\d.e+-]+, [\d.e+-]+\]", other
+    )
+    # A device of both folders needs its folder; a device of none is named with those used.
+    for given, why in (
+        ("cpu", "is a device of more than one folder"),
+        ("one:cuda:0", "names no folder's device"),
+    ):
+        assert main([str(one), str(two), "--reference", given]) == 1
+        assert capsys.readouterr().err == (
+            f"Error: --reference {given} {why}; give FOLDER:DEVICE, one of one:cpu, two:cpu\n"
+        )

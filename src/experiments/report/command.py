@@ -9,11 +9,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from experiments.core.errors import ExperimentError
-from experiments.report import sweep_against_sweep
+from experiments.report import merged_sweeps, sweep_against_sweep
 from experiments.report.headlines import HEADLINES
 from experiments.report.prices import parse_prices
 from experiments.report.repeats import Row
-from experiments.report.summary import find_runs, report_rows, table, trained, write_report
+from experiments.report.summary import (
+    aligned_lines,
+    find_runs,
+    report_rows,
+    table,
+    trained,
+    write_report,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -46,6 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "beyond the noise and by more than AMOUNT: speed:5%%, mfu:5%%, accuracy:1 (points)",
     )
     parser.add_argument(
+        "--reference",
+        metavar="[FOLDER:]DEVICE",
+        help="with several folders (sweeps of several machines), one table of every folder's "
+        "configurations, each one's speed against this device's",
+    )
+    parser.add_argument(
         "--price",
         help="what an hour of each device costs, by kind or name as runs record it "
         "(cuda=2.49/h,cpu=0.05/h), or @FILE of a YAML mapping (cuda: 2.49/h); the device cards "
@@ -61,6 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "--fail-if-worse compares folders: give two or more, the first the one to compare "
             "against"
         )
+    if arguments.reference is not None and not several:
+        return _error("--reference sets folders against one another: give two or more")
     if arguments.price is not None and several:
         return _error("--price ranks the devices of one folder's runs: give one folder")
     for folder in arguments.folders:
@@ -70,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _error(f"no runs in {folder} (a run folder has a .hydra/ snapshot)")
     try:
         if several:
-            return _against(arguments.folders, arguments.fail_if_worse)
+            return _against(arguments.folders, arguments.fail_if_worse, arguments.reference)
         (folder,) = arguments.folders
         prices = None if arguments.price is None else parse_prices(arguments.price)
         rows = write_report(folder, across_sweeps=arguments.across_sweeps, prices=prices)
@@ -81,8 +96,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _against(folders: Sequence[Path], fail_if_worse: Sequence[str]) -> int:
-    """Each folder's runs against the first's; 1 where a threshold's figure is worse."""
+def _against(folders: Sequence[Path], fail_if_worse: Sequence[str], reference: str | None) -> int:
+    """Each folder's runs against the first's, 1 where a threshold's figure is worse; or with a
+    reference device, one table of them all against it."""
     headlines = [headline.metric.name for headline in HEADLINES if not headline.final]
     given = sweep_against_sweep.thresholds(fail_if_worse, headlines)
     names = sweep_against_sweep.side_names(folders)
@@ -90,8 +106,13 @@ def _against(folders: Sequence[Path], fail_if_worse: Sequence[str]) -> int:
         sweep_against_sweep.Side(name, folder, _completed(folder))
         for name, folder in zip(names, folders, strict=True)
     ]
+    if reference is not None:
+        against = merged_sweeps.reference_of(reference, sides)
+        heading = merged_sweeps.HEADING.format(reference=f"{against[0].name}:{against[1]}")
+        lines = aligned_lines(merged_sweeps.cells(sides, against))
+        print("\n".join([heading + ":", *lines]), file=sys.stderr)
     failed = []
-    for side in sides[1:]:
+    for side in sides[1:] if reference is None else ():
         compared = sweep_against_sweep.against(sides[0], side)
         print("\n".join(compared.lines), file=sys.stderr)
         failed += sweep_against_sweep.failures(compared.verdicts, sides[0].name, given)

@@ -367,7 +367,7 @@ def _cells(rows: Sequence[Row], in_console: bool) -> list[list[str]]:
 
 def _sections(rows: Sequence[Row], in_console: bool) -> list[str]:
     lines: list[str] = []
-    tabled = _aligned_lines if in_console else _markdown_lines
+    tabled = aligned_lines if in_console else _markdown_lines
 
     def section(heading: str, body: list[str]) -> None:
         lines.extend([heading + ":", *body] if in_console else ["", heading + ":", "", *body])
@@ -408,7 +408,8 @@ def _markdown_lines(cells: list[list[str]]) -> list[str]:
     return lines + ["| " + " | ".join(line) + " |" for line in body]
 
 
-def _aligned_lines(cells: list[list[str]]) -> list[str]:
+def aligned_lines(cells: list[list[str]]) -> list[str]:
+    """The table's lines, each column as wide as its widest cell."""
     cells = [[printable(cell) for cell in line] for line in cells]  # as `_text` will print them
     widths = [max(len(line[i]) for line in cells) for i in range(len(cells[0]))]
     return [
@@ -421,7 +422,7 @@ def table(rows: Sequence[Row], folder: Path) -> str:
     """The console's report: a count by status, the runs, why any failed, then `_sections`."""
     counts = Counter(row["status"] for row in rows)
     tally = ", ".join(f"{count} {status}" for status, count in counts.items())
-    runs = _aligned_lines(_cells(rows, in_console=True))
+    runs = aligned_lines(_cells(rows, in_console=True))
     lines = [f"{len(rows)} run(s) in {folder}: {tally}", *runs]
     lines += [f"{row['run']}: {row['reason']}" for row in rows if row["reason"]]
     return _text([*lines, *_sections(rows, in_console=True)])

@@ -79,7 +79,7 @@ def configurations(first: Side, second: Side) -> list[Configuration]:
     found: dict[tuple[Any, ...], list[Row]] = {}
     for side in (first, second):
         for row in side.rows:
-            values = tuple((key, _setting(row, key)) for key in keys)
+            values = tuple((key, setting(row, key)) for key in keys)
             found.setdefault((*values, (SIDE, side.name)), []).append(row)
     return [Configuration(dict(values), runs) for values, runs in found.items()]
 
@@ -106,14 +106,15 @@ def setting_differences(first: Side, second: Side) -> list[str]:
     for key in keys:
         if key == SEED:
             continue
-        values = [{_setting(row, key) for row in side.rows} for side in (first, second)]
+        values = [{setting(row, key) for row in side.rows} for side in (first, second)]
         if all(len(held) == 1 for held in values) and values[0] != values[1]:
             was, now = (next(iter(held)) for held in values)
             said.append(f"{key} {was} -> {now}")
     return said
 
 
-def _setting(row: Row, key: str) -> str:
+def setting(row: Row, key: str) -> str:
+    """The run's value of `key`: swept or given ("not given": its default)."""
     given = {**row.get("given", {}), **row["swept"]}
     return given.get(key, "not given")
 
