@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import weakref
 from pathlib import Path
 
@@ -10,8 +12,9 @@ import torch
 
 from experiments.core.errors import ExperimentError
 from experiments.core.files import try_lock
+from experiments.devices.free_cores import CoreShare
 from experiments.devices.free_gpus import FreeGpus
-from experiments.devices.process_settings import isolated_job, visible_mask
+from experiments.devices.process_settings import isolated_job, on_cores, visible_mask
 
 
 @pytest.mark.parametrize(
@@ -83,3 +86,23 @@ def is_locked(path: Path) -> bool:
         return True
     lock.close()
     return False
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_a_jobs_cores_hold_for_every_thread_of_its_process_then_come_back() -> None:
+    # A thread started before the job (torch's pool, from an earlier job of a sweep's worker).
+    cores, threads = os.sched_getaffinity(0), torch.get_num_threads()
+    started, done = threading.Event(), threading.Event()
+    earlier = threading.Thread(target=lambda: (started.set(), done.wait(10)))
+    earlier.start()
+    started.wait(10)
+    first = min(cores)
+    try:
+        with on_cores(CoreShare((first,), 1, jobs=2)):
+            assert os.sched_getaffinity(0) == os.sched_getaffinity(earlier.native_id) == {first}
+            assert torch.get_num_threads() == 1
+        assert os.sched_getaffinity(0) == os.sched_getaffinity(earlier.native_id) == cores
+        assert torch.get_num_threads() == threads
+    finally:
+        done.set()
+        earlier.join()

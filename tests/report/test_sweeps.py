@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import shutil
 import signal
 import subprocess
@@ -19,12 +20,15 @@ from omegaconf import OmegaConf
 from PIL import Image
 
 import failing
+import side_by_side
+from experiments.devices.free_cores import CoreShare, share_of_cores
 from experiments.report import batch_sweep, scaling, verdicts
 from experiments.report.command import main as report_main
 from experiments.report.summary import table, write_report
 from helpers import (
     QUICK,
     ROOT,
+    SMALL,
     Finished,
     compose_config,
     env_with_tests_on_path,
@@ -238,6 +242,38 @@ def test_jobs_that_share_a_process_each_start_from_its_defaults(tmp_path: Path) 
         (False, 1),
         (False, default_threads),
     ]
+
+
+@pytest.mark.slow
+def test_jobs_side_by_side_each_train_on_cores_of_their_own(tmp_path: Path) -> None:
+    (tmp_path / "met").mkdir()
+    done = train_cli(
+        tmp_path,
+        "-m",
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+        "trainer.seed=0,1",
+        *SMALL,
+        "model=custom",
+        "model._target_=side_by_side.MeetingLeNet",  # so both train at once
+        env={
+            **env_with_tests_on_path(),
+            side_by_side.MEETING_FOLDER: str(tmp_path / "met"),
+            side_by_side.JOBS: "2",
+        },
+        own_process=True,  # joblib's workers, reused across sweeps, keep the folder they started in
+    )
+    assert done.returncode == 0, done.stderr
+    recorded = [json.loads((run / "environment.json").read_text())["cpu"] for run in done.run_dirs]
+    cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(1))
+    planned = [share_of_cores(cores, 2, slot, None) for slot in (0, 1)]
+    if all(isinstance(share, CoreShare) for share in planned):
+        # Disjoint shares, one a job, each with as many threads as it has cores.
+        assert sorted(tuple(cpu["cpu_set"]) for cpu in recorded) == [s.cpus for s in planned]
+        assert [cpu["torch_threads"] for cpu in recorded] == [len(planned[0].cpus)] * 2
+        assert done.stderr.count("this job's own: one of 2 equal shares") == 2
+    else:  # one core: the jobs share it, and each says so in a line
+        assert done.stderr.count(f"] {planned[0]}\n") == 2, done.stderr
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import os
 import shlex
 import sys
 from collections.abc import Callable
+from contextlib import nullcontext
 from datetime import datetime
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from experiments.cli.folder_errors import run_folder_unmade
+from experiments.cli.job_cores import own_cores
 from experiments.cli.run_folder import Refused, config_copy
 from experiments.config import overrides
 from experiments.config.paths import with_paths_as_given
@@ -79,7 +81,12 @@ def _train(cfg: DictConfig) -> float | None:
     with collection.paused_then_frozen():
         from experiments.run.train import train
 
-    return _run_job(lambda run_dir, free_gpus: train(cfg, run_dir, free_gpus), resumable=True)
+    return _run_job(
+        lambda run_dir, free_gpus: train(cfg, run_dir, free_gpus),
+        cfg,
+        "trainer.threads",
+        resumable=True,
+    )
 
 
 @hydra.main(version_base="1.3", config_path=f"pkg://{CONFIG_PACKAGE}", config_name="eval")
@@ -87,13 +94,20 @@ def _evaluate(cfg: DictConfig) -> float | None:
     with collection.paused_then_frozen():
         from experiments.run.evaluate import evaluate_checkpoint
 
-    return _run_job(lambda run_dir, free_gpus: evaluate_checkpoint(cfg, run_dir, free_gpus))
+    return _run_job(
+        lambda run_dir, free_gpus: evaluate_checkpoint(cfg, run_dir, free_gpus), cfg, "threads"
+    )
 
 
 def _run_job(
-    job: Callable[[Path, FreeGpus | None], float | None], *, resumable: bool = False
+    job: Callable[[Path, FreeGpus | None], float | None],
+    cfg: DictConfig,
+    threads_key: str,
+    *,
+    resumable: bool = False,
 ) -> float | None:
-    """Run `job` in Hydra's folder: a failure in one line ends the command, unless in a sweep."""
+    """Run `job` in Hydra's folder (in a parallel sweep, on cores of its own: `threads_key` is
+    where `cfg` sets its threads): a failure in one line ends the command, unless in a sweep."""
     from experiments.devices import process_settings
     from experiments.devices.distributed import first_failure, says_the_failure  # (no torch)
 
@@ -105,7 +119,10 @@ def _run_job(
     run_dir = Path(hydra_cfg.runtime.output_dir)
     value = None
     try:
-        with process_settings.isolated_job(free_gpus):
+        with (
+            process_settings.isolated_job(free_gpus),
+            own_cores(hydra_cfg, cfg, threads_key) if side_by_side else nullcontext(),
+        ):
             value = job(run_dir, free_gpus)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or another signal taken as it
         if resumable and ProcessGroup.from_env().is_main:

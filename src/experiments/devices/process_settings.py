@@ -5,12 +5,14 @@ from __future__ import annotations
 import gc
 import os
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager, nullcontext, suppress
+from pathlib import Path
 
 import torch
 
 from experiments.core.errors import ExperimentError, one_line
+from experiments.devices.free_cores import CoreShare
 from experiments.devices.free_gpus import FreeGpus
 
 # The fixed workspace cuBLAS needs to be deterministic, and those torch accepts as such.
@@ -174,6 +176,30 @@ def visible_mask(inherited: str | None, visible: list[int] | None) -> str | None
             "device.visible counts among those"
         )
     return ",".join(allowed[gpu] for gpu in visible)
+
+
+@contextmanager
+def on_cores(share: CoreShare) -> Iterator[None]:
+    """Every thread of this process on `share`'s cores, torch in its threads, until the end."""
+    cpus, threads = os.sched_getaffinity(0), torch.get_num_threads()
+    _keep_threads_to(share.cpus)
+    if share.threads is not None:
+        torch.set_num_threads(share.threads)
+    try:
+        yield
+    finally:
+        _keep_threads_to(cpus)
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
+
+def _keep_threads_to(cpus: Collection[int]) -> None:
+    # sched_setaffinity(0) moves the calling thread alone: torch's pool, started by an earlier job
+    # of this process, would stay where it was. Threads started later inherit their starter's.
+    tasks = Path("/proc/self/task")
+    for thread in [int(task.name) for task in tasks.iterdir()] if tasks.is_dir() else [0]:
+        with suppress(ProcessLookupError):  # it ended meanwhile
+            os.sched_setaffinity(thread, cpus)
 
 
 @contextmanager

@@ -40,6 +40,7 @@ def environment() -> dict[str, Any]:
             "name": cpu_name(),
             "logical_cores": os.cpu_count(),
             "torch_threads": torch.get_num_threads(),
+            "cpu_set": _cpu_set(),
         },
         "torch": torch.__version__,
         "cuda_build": torch.version.cuda,
@@ -50,6 +51,11 @@ def environment() -> dict[str, Any]:
         "packages": installed_packages(),
         "git": git_state(),
     }
+
+
+def _cpu_set() -> list[int] | None:
+    """The cores this job may run on (in a parallel sweep, its own share); None: not known."""
+    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
 def installed_packages() -> dict[str, str]:
