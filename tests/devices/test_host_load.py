@@ -93,25 +93,34 @@ def test_a_span_too_short_for_proc_s_clock_is_not_judged() -> None:
     assert host_load.between(start, Snapshot(busy=1_030, total=10_040, own=522), 2, 2) is None
 
 
+TRAINER = "trainer.threads"
+
+
 def test_threads_above_the_cores_left_free_are_said() -> None:
     load = HostLoad(other_cpu_share=0.35, cores=2, busy=True)  # others keep 0.7 cores busy
     assert host_load.free_cores(load) == 1
-    assert host_load.threads_above_free_cores(2, load) == (
+    assert host_load.threads_above_free_cores(2, load, TRAINER) == (
         "trainer.threads=2 is more than the 1 core(s) other processes left free for this run "
         "(they kept 0.7 of its 2 cores busy while it set up): its speed will read low; use "
         "trainer.threads=1 or fewer, or a quieter machine"
     )
-    assert host_load.threads_above_free_cores(1, load) is None
+    assert host_load.threads_above_free_cores(1, load, TRAINER) is None
     # Unset, torch's default (a thread per core) is as many threads: said, with what to set.
-    assert host_load.threads_above_free_cores(2, load, typed=False) == (
+    assert host_load.threads_above_free_cores(2, load, TRAINER, typed=False) == (
         "trainer.threads is unset, so torch computes in 2 threads, more than the 1 core(s) other "
         "processes left free for this run (they kept 0.7 of its 2 cores busy while it set up): "
         "its speed will read low; use trainer.threads=1 or fewer, or a quieter machine"
     )
     assert host_load.free_cores(HostLoad(1.0, 2, True)) == 1  # never none
     quiet = HostLoad(0.02, 2, False)
-    assert host_load.threads_above_free_cores(2, quiet) is None
-    assert host_load.threads_above_free_cores(3, quiet) is not None  # more than there are
+    assert host_load.threads_above_free_cores(2, quiet, TRAINER) is None
+    assert host_load.threads_above_free_cores(3, quiet, TRAINER) is not None  # more than there are
+    # eval.py's benchmark says it in its own key.
+    assert host_load.threads_above_free_cores(2, load, "threads", typed=False) == (
+        "threads is unset, so torch computes in 2 threads, more than the 1 core(s) other "
+        "processes left free for this run (they kept 0.7 of its 2 cores busy while it set up): "
+        "its speed will read low; use threads=1 or fewer, or a quieter machine"
+    )
 
 
 def test_without_proc_the_load_is_not_known(

@@ -45,7 +45,22 @@ def test_a_benchmark_records_latency_throughput_and_memory(run_dir: Path, tmp_pa
     else:  # else none, and why
         assert (served["energy"], served["energy_note"]) == (None, meter.unavailable)
     line = next(line for line in done.stderr.splitlines() if "served on cpu" in line)
-    assert "batch 1: p50 " in line and "(100 calls); batch 32: " in line
+    assert "batch 1: p50 " in line and "(100 calls in 3 rounds); batch 32: " in line
+    # Each figure with its rounds' spread, the calls' p50 within its rounds' p50s.
+    rounds_p50 = served["round_latency_p50_ms"]
+    assert (served["latency_p50_ms_min"], served["latency_p50_ms_max"]) == (
+        min(rounds_p50),
+        max(rounds_p50),
+    )
+    assert served["latency_p50_ms_min"] <= served["latency_p50_ms"] <= served["latency_p50_ms_max"]
+    assert f"p50 {served['latency_p50_ms']:.3g} ms [{min(rounds_p50):.3g}, " in line
+    rates = served["round_images_per_second"]
+    assert (min(rates), max(rates)) == (low, high) and len(rates) == len(rounds_p50) == 3
+    # The host's interference said in one line where the rounds show it, else nothing.
+    said = [line for line in done.stderr.splitlines() if "the host interfered" in line]
+    assert served["host_interfered"] is (served["host_interference"] is not None)
+    expected = [served["host_interference"]] if served["host_interfered"] else []
+    assert [line.split("] ", 1)[1] for line in said] == expected
 
     events = read_events(done.run_dir)
     (latency,) = events.Scalars("serving/latency_p50_ms")

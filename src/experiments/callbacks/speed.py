@@ -30,7 +30,8 @@ class Speed(Callback):
     @contextmanager
     def training(self, run: TrainingRun, epoch: int) -> Iterator[None]:
         if epoch == run.first_epoch:
-            self._warn_of_threads_above_free_cores(run.cfg.trainer.threads)
+            load = self._load_since(self.setup_started)
+            warn_of_threads_above_free_cores("trainer.threads", run.cfg.trainer.threads, load)
         self.epoch_started = host_load.snapshot(self.root, self.cores)
         yield
 
@@ -46,14 +47,16 @@ class Speed(Callback):
         return {"compile_seconds": seconds}
 
     def _load_since(self, started: host_load.Snapshot | None) -> host_load.HostLoad | None:
-        now = host_load.snapshot(self.root, self.cores)
-        if started is None or now is None:
-            return None
-        return host_load.between(started, now, len(self.cores), torch.get_num_threads())
+        return host_load.since(started, self.root, self.cores, torch.get_num_threads())
 
-    def _warn_of_threads_above_free_cores(self, typed: int | None) -> None:
-        if (load := self._load_since(self.setup_started)) is None:
-            return
-        threads = torch.get_num_threads() if typed is None else typed
-        if warning := host_load.threads_above_free_cores(threads, load, typed is not None):
-            log.warning(warning)
+
+def warn_of_threads_above_free_cores(
+    key: str, typed: int | None, load: host_load.HostLoad | None
+) -> None:
+    """A warning where `key` (`typed`, else torch's threads) asks more threads than `load` left
+    cores free: training's (`trainer.threads`) and eval.py's benchmark's (`threads`)."""
+    if load is None:
+        return
+    threads = torch.get_num_threads() if typed is None else typed
+    if warning := host_load.threads_above_free_cores(threads, load, key, typed is not None):
+        log.warning(warning)

@@ -488,7 +488,8 @@ class ServingConfig:
     # Timed calls at batch 1 (p99 needs 100 at least), after warmup_calls untimed ones.
     latency_calls: int = checked(100, Number(">= 100", whole=True, means="fewer leave p99 a guess"))
     warmup_calls: int = checked(10, FROM_ZERO)
-    # Throughput rounds (median, min, max), each of whole batches taking round_seconds at least.
+    # Rounds (each figure's median, min, max): the latency calls split among them, then
+    # throughput's, each of whole batches taking round_seconds at least.
     rounds: int = checked(5, FROM_ONE)
     round_seconds: float = checked(0.5, SECONDS)
 

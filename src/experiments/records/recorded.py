@@ -182,11 +182,17 @@ class ServingRecord(HostRecord, total=False):
     latency_p95_ms: float
     latency_p99_ms: float
     latency_mean_ms: float
+    latency_p50_ms_min: float  # the rounds' p50s: the calls' p50 lies within them
+    latency_p50_ms_max: float
+    round_latency_p50_ms: list[float]  # each round's: latency_calls split into `rounds` (at most)
     images_per_second: float
     images_per_second_min: float
     images_per_second_max: float
+    round_images_per_second: list[float]
     rounds: int
     batches_per_round: int
+    host_interfered: bool  # rounds far apart, or the host busy (run.inference_benchmark)
+    host_interference: str | None  # the line saying how, and what to do
     peak_memory_mb: float | None
     memory_of: str  # "host", or the GPU: "cuda:0"
     precision: str

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
+from torch import nn
 
 from experiments.config import trust
 from experiments.config.build import plain
@@ -22,6 +23,7 @@ from experiments.data.types import ImageData
 from experiments.devices import memory
 from experiments.devices.description import device_record
 from experiments.devices.free_gpus import FreeGpus
+from experiments.devices.measuring import host_load
 from experiments.devices.placement import audit
 from experiments.devices.plan import DevicePlan, request_text
 from experiments.devices.process_group import ONE_PROCESS
@@ -29,7 +31,7 @@ from experiments.devices.runtime import Runtime
 from experiments.records import checkpoints, hparams, tracker
 from experiments.records.hparams import Value
 from experiments.records.metrics import MetricsWriter
-from experiments.records.recorded import EvaluationRecord, evaluation_record
+from experiments.records.recorded import EvaluationRecord, ServingRecord, evaluation_record
 from experiments.records.results import Results, per_class_text
 from experiments.records.tracker import TrackedRun
 from experiments.run import inference_benchmark, job, setup
@@ -43,6 +45,8 @@ log = logging.getLogger("experiments")
 def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> float:
     """Evaluate the checkpoint `cfg.ckpt` names; returns its headline metric on the test split."""
     fields = {"kind": "evaluation", "device": {"requested": request_text(cfg.device)}}
+    # Other work from here to the benchmark tells whether `threads` leaves it the cores it asks.
+    started = host_load.snapshot(host_load.run_root(), host_load.cores())
     with (
         Results(run_dir, fields) as results,
         memory.out_of_memory_said("batch_size", cfg.batch_size),
@@ -77,10 +81,7 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
         task = runtime.placement.module(task)
         audit(model, task, next(iter(test_batches)), runtime.plan)
         evaluation = loop.evaluate(model, test_batches, runtime, task, cuda_graphs)
-        served = {}
-        if cfg.benchmark:
-            batch = trained.trainer.batch_size if "trainer" in trained else cfg.batch_size
-            served["serving"] = inference_benchmark.benchmark(cfg, model, data, runtime, batch)
+        served = _benchmarked(cfg, trained, model, data, runtime, started)
         outcome = results.finish(
             "completed",
             None,
@@ -98,6 +99,21 @@ def evaluate_checkpoint(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | No
     _log_outcome(outcome, runtime.plan, run_dir, task.metrics, data.unit)
     _track(cfg, run_dir, outcome, _described(cfg, outcome, runtime))
     return outcome[task.metrics.headline.key(TEST)]
+
+
+def _benchmarked(
+    cfg: DictConfig,
+    trained: DictConfig,
+    model: nn.Module,
+    data: ImageData,
+    runtime: Runtime,
+    since: host_load.Snapshot | None,
+) -> dict[str, ServingRecord]:
+    """results.json's `serving` with benchmark=true (`since`: when the evaluation began)."""
+    if not cfg.benchmark:
+        return {}
+    batch = trained.trainer.batch_size if "trainer" in trained else cfg.batch_size
+    return {"serving": inference_benchmark.benchmark(cfg, model, data, runtime, batch, since)}
 
 
 def _prepare_runtime(cfg: DictConfig, free_gpus: FreeGpus | None) -> Runtime:
@@ -286,6 +302,8 @@ def _log_outcome(
     if "serving" in outcome:
         served = inference_benchmark.serving_line(outcome["serving"], unit)
         log.info("served on %s: %s", plan, served)
+        if interference := outcome["serving"]["host_interference"]:
+            log.warning(interference)
     part = part_of_split(outcome["test_images"], outcome["test_split_images"])
     tested = f"{part} test {unit.many}" if part else f"{outcome['test_images']} {unit.many}"
     headline = measures.headline

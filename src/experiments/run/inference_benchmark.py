@@ -14,6 +14,7 @@ from omegaconf import DictConfig
 from torch import nn
 
 from experiments.callbacks.console import energy_text
+from experiments.callbacks.speed import warn_of_threads_above_free_cores
 from experiments.core.text import Unit
 from experiments.data.batches import Batches
 from experiments.data.types import ImageData
@@ -33,19 +34,41 @@ ENERGY_INTERVAL = 0.5
 REQUESTS = 100
 # As serving targets are stated (MLPerf's p90..p99).
 PERCENTILES = (50, 95, 99)
+# Rounds further apart than this (the slowest round's figure over the fastest's) the host
+# interfered with: above a quiet host's spread, below a busy one's (docs/speed.md says why).
+INTERFERED_SPREAD = 1.5
 
 
 @dataclass(frozen=True)
 class Latency:
-    """Seconds of single calls at batch 1."""
+    """Seconds of single calls at batch 1, in the order timed, in `rounds` rounds of them."""
 
     seconds: list[float]
+    rounds: int = 1
 
-    def milliseconds(self) -> dict[str, float]:
+    def round_p50_ms(self) -> list[float]:
+        """Each round's median call, in ms (the rounds' calls differ in number by one at most)."""
+        size, extra = divmod(len(self.seconds), self.rounds)
+        medians, start = [], 0
+        for index in range(self.rounds):
+            end = start + size + (index < extra)
+            medians.append(1000 * statistics.median(self.seconds[start:end]))
+            start = end
+        return medians
+
+    def milliseconds(self) -> dict[str, float | list[float]]:
         # Interpolated between the calls' times: p99 of 100 lies between the two slowest.
         cuts = statistics.quantiles(self.seconds, n=100, method="inclusive")
-        figures = {f"latency_p{p}_ms": 1000 * cuts[p - 1] for p in PERCENTILES}
-        return figures | {"latency_mean_ms": 1000 * statistics.fmean(self.seconds)}
+        figures: dict[str, float | list[float]] = {
+            f"latency_p{p}_ms": 1000 * cuts[p - 1] for p in PERCENTILES
+        }
+        rounds = self.round_p50_ms()  # the calls' p50 lies within them
+        return figures | {
+            "latency_mean_ms": 1000 * statistics.fmean(self.seconds),
+            "latency_p50_ms_min": min(rounds),
+            "latency_p50_ms_max": max(rounds),
+            "round_latency_p50_ms": rounds,
+        }
 
 
 @dataclass(frozen=True)
@@ -58,14 +81,18 @@ class Throughput:
     def inputs(self) -> int:
         return self.batch_size * self.batches_per_round * len(self.round_seconds)
 
-    def figures(self) -> dict[str, float | int]:
-        rates = [self.batch_size * self.batches_per_round / s for s in self.round_seconds]
+    def rates(self) -> list[float]:
+        return [self.batch_size * self.batches_per_round / s for s in self.round_seconds]
+
+    def figures(self) -> dict[str, float | int | list[float]]:
+        rates = self.rates()
         return {
             "images_per_second": statistics.median(rates),
             "images_per_second_min": min(rates),
             "images_per_second_max": max(rates),
             "rounds": len(rates),
             "batches_per_round": self.batches_per_round,
+            "round_images_per_second": rates,
         }
 
 
@@ -94,12 +121,13 @@ class Server:
 
 
 def time_latency(
-    server: Server, requests: Sequence[torch.Tensor], calls: int, warmup: int
+    server: Server, requests: Sequence[torch.Tensor], calls: int, warmup: int, rounds: int
 ) -> Latency:
-    """`calls` timed calls after `warmup` untimed ones, going round `requests` (of one image)."""
+    """`calls` timed calls in `rounds` after `warmup` untimed ones, going round `requests`."""
     for i in range(warmup):
         server.answer(requests[i % len(requests)])
-    return Latency([server.timed(requests[i % len(requests)]) for i in range(calls)])
+    seconds = [server.timed(requests[i % len(requests)]) for i in range(calls)]
+    return Latency(seconds, min(rounds, calls))
 
 
 def time_throughput(
@@ -125,27 +153,33 @@ def calls_per_round(server: Server, batch: torch.Tensor, least_seconds: float) -
 
 
 def benchmark(
-    cfg: DictConfig, model: nn.Module, data: ImageData, runtime: Runtime, trained_batch: int
+    cfg: DictConfig,
+    model: nn.Module,
+    data: ImageData,
+    runtime: Runtime,
+    trained_batch: int,
+    since: host_load.Snapshot | None,
 ) -> ServingRecord:
-    """`model` timed answering `cfg.serving`'s calls, and the peak memory of what served."""
+    """`model` timed answering `cfg.serving`'s calls, and the peak memory of what served; the
+    threads the other work `since` (the evaluation's start) left no core for are warned of."""
     asked = cfg.serving
     batch_size = asked.batch_size or trained_batch
     inputs = drawn_inputs(data, runtime, batch_size, cfg.seed)
     server = Server(model, runtime, setup.uses_cuda_graphs(cfg.compile, cfg.compile_mode))
+    cores, root, threads = host_load.cores(), host_load.run_root(), torch.get_num_threads()
+    set_up = host_load.since(since, root, cores, threads)  # the evaluation's, until now
+    warn_of_threads_above_free_cores("threads", cfg.threads, set_up)
     memory.reset_peak_memory(runtime.plan)
-    cores, root = host_load.cores(), host_load.run_root()
     started = host_load.snapshot(root, cores)
     requests = [inputs[i : i + 1] for i in range(min(len(inputs), REQUESTS))]
-    latency = time_latency(server, requests, asked.latency_calls, asked.warmup_calls)
+    latency = time_latency(server, requests, asked.latency_calls, asked.warmup_calls, asked.rounds)
     # Read often: the rounds last seconds, and a span too short for a counter records nothing.
     span = EnergyMeter.for_devices(runtime.plan.computes_on).measuring(interval=ENERGY_INTERVAL)
     throughput = time_throughput(server, inputs, asked.rounds, asked.round_seconds, span)
     peaks = memory.peak_memory_mb(runtime.plan)
-    ended = host_load.snapshot(root, cores)
-    load = None
-    if started is not None and ended is not None:
-        load = host_load.between(started, ended, len(cores), torch.get_num_threads())
+    load = host_load.since(started, root, cores, threads)
     own_memory = not runtime.backend.is_host  # else the host's, which the process's peak counts
+    note = interference(latency.round_p50_ms(), throughput.rates(), load, threads, data.unit)
     return ServingRecord(
         batch_size=batch_size,
         latency_calls=asked.latency_calls,
@@ -164,7 +198,45 @@ def benchmark(
         joules_per_image=None if span.energy is None else span.energy.per_image(throughput.inputs),
         average_watts=None if span.energy is None else span.energy.watts,
         **host_record(load),
+        host_interfered=note is not None,
+        host_interference=note,
     )
+
+
+def interference(
+    latency_p50_ms: Sequence[float],
+    images_per_second: Sequence[float],
+    load: host_load.HostLoad | None,
+    threads: int,
+    unit: Unit,
+) -> str | None:
+    """One line where the host interfered with the rounds (their figures further than
+    `INTERFERED_SPREAD` apart, or other work on the cores enough to slow them: `load`), with
+    what to do; else None."""
+    shown = []
+    if (apart := _spread(latency_p50_ms)) > INTERFERED_SPREAD:
+        low, high = min(latency_p50_ms), max(latency_p50_ms)
+        shown.append(f"its rounds' p50 latency spans {low:.3g}-{high:.3g} ms ({apart:.3g}x)")
+    if (apart := _spread(images_per_second)) > INTERFERED_SPREAD:
+        low, high = min(images_per_second), max(images_per_second)
+        shown.append(f"their {unit.many}/s {low:,.0f}-{high:,.0f} ({apart:.3g}x)")
+    if load is not None and load.busy:
+        shown.append(f"other processes used {load.other_cpu_share:.0%} of its cores")
+    if not shown:
+        return None
+    remedies = ["on a quieter machine", f"with more serving.rounds than {len(images_per_second)}"]
+    if load is not None and (free := host_load.free_cores(load)) < threads:
+        remedies.insert(0, f"with threads={free} (the cores other work left free)")
+    return (
+        f"the host interfered with the benchmark: {'; '.join(shown)}; rerun it "
+        f"{', '.join(remedies[:-1])}, or {remedies[-1]} (their median outlasts a few disturbed "
+        "rounds)"
+    )
+
+
+def _spread(figures: Sequence[float]) -> float:
+    """The largest of `figures` over the least (1: one figure, or none to divide by)."""
+    return max(figures) / min(figures) if len(figures) > 1 and min(figures) > 0 else 1.0
 
 
 def drawn_inputs(data: ImageData, runtime: Runtime, count: int, seed: int) -> torch.Tensor:
@@ -183,13 +255,17 @@ def drawn_inputs(data: ImageData, runtime: Runtime, count: int, seed: int) -> to
 
 
 def serving_line(record: ServingRecord, unit: Unit) -> str:
-    """ "batch 1: p50 0.84 ms, ... (100 calls); batch 256: 3,120 images/s [3,050, 3,170] ..."."""
-    percentiles = ", ".join(
+    """ "batch 1: p50 0.84 ms [0.82, 0.87], ... (100 calls in 5 rounds); batch 256: 3,120
+    images/s [3,050, 3,170] over 5 rounds; ...": each figure with its rounds' least and most."""
+    p50 = f"p50 {record['latency_p50_ms']:.3g} ms"
+    p50 += f" [{record['latency_p50_ms_min']:.3g}, {record['latency_p50_ms_max']:.3g}]"
+    tails = ", ".join(
         f"p{p} {record[f'latency_p{p}_ms']:.3g} ms"  # type: ignore[literal-required]
-        for p in PERCENTILES
+        for p in PERCENTILES[1:]
     )
+    latency_rounds = len(record["round_latency_p50_ms"])
     parts = [
-        f"batch 1: {percentiles} ({record['latency_calls']} calls)",
+        f"batch 1: {p50}, {tails} ({record['latency_calls']} calls in {latency_rounds} rounds)",
         f"batch {record['batch_size']}: {record['images_per_second']:,.0f} {unit.many}/s "
         f"[{record['images_per_second_min']:,.0f}, {record['images_per_second_max']:,.0f}] over "
         f"{record['rounds']} rounds",

@@ -92,25 +92,36 @@ def between(start: Snapshot, end: Snapshot, cores: int, threads: int) -> HostLoa
     return HostLoad(share, cores, busy=taken > BUSY_SHARE * used)
 
 
+def since(started: Snapshot | None, root: int, cpus: set[int], threads: int) -> HostLoad | None:
+    """The load on `cpus` from `started` until now (None: unknown, or too short to tell)."""
+    now = snapshot(root, cpus)
+    if started is None or now is None:
+        return None
+    return between(started, now, len(cpus), threads)
+
+
 def free_cores(load: HostLoad) -> int:
     """The run's cores that other work left free, to the nearest whole one (at least one)."""
     return max(round(load.cores - load.other_cores), 1)
 
 
-def threads_above_free_cores(threads: int, load: HostLoad, typed: bool = True) -> str | None:
-    """The warning for `threads` (`typed`: trainer.threads) above the cores `load` left free."""
+def threads_above_free_cores(
+    threads: int, load: HostLoad, key: str, typed: bool = True
+) -> str | None:
+    """The warning for `threads` (`typed`: as `key`, trainer.threads or eval.py's threads, set
+    it) above the cores `load` left free."""
     free = free_cores(load)
     if threads <= free:
         return None
     asked = (
-        f"trainer.threads={threads} is"
+        f"{key}={threads} is"
         if typed
-        else f"trainer.threads is unset, so torch computes in {threads} threads,"
+        else f"{key} is unset, so torch computes in {threads} threads,"
     )
     return (
         f"{asked} more than the {free} core(s) other processes left free for this run (they "
         f"kept {load.other_cores:.1f} of its {load.cores} cores busy while it set up): its speed "
-        f"will read low; use trainer.threads={free} or fewer, or a quieter machine"
+        f"will read low; use {key}={free} or fewer, or a quieter machine"
     )
 
 
