@@ -23,7 +23,7 @@ from experiments.report.summary import (
 )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m experiments.report",
         description="The report on a folder of runs: a row per run, configurations, verdicts, "
@@ -64,8 +64,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(cuda=2.49/h,cpu=0.05/h), or @FILE of a YAML mapping (cuda: 2.49/h); the device cards "
         "then rank the devices by cost to the target",
     )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     try:
-        arguments = parser.parse_args(argv)
+        arguments = _parser().parse_args(argv)
     except SystemExit as done:  # --help (0), or usage said (2)
         return int(done.code or 0)
     several = len(arguments.folders) > 1

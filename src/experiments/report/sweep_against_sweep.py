@@ -240,14 +240,14 @@ def failures(
 
 
 @dataclass(frozen=True)
-class Compared:
+class Against:
     """The lines of one side against the baseline, and their verdicts."""
 
     lines: list[str]
     verdicts: list[verdicts.Verdict]
 
 
-def against(first: Side, second: Side) -> Compared:
+def against(first: Side, second: Side) -> Against:
     """`second` against `first`: what differs outside the configurations, the configurations
     one side alone ran, and a verdict per configuration in both and measure."""
     configured = configurations(first, second)
@@ -265,4 +265,4 @@ def against(first: Side, second: Side) -> Compared:
         if alone := unmatched(configured, side.name):
             lines.append(f"  only {side.name} ran: {'; '.join(alone)}")
     lines += [f"{'  ' * (depth + 1)}{line}" for depth, line in judged.lines]
-    return Compared(lines, judged.verdicts)
+    return Against(lines, judged.verdicts)
