@@ -293,7 +293,7 @@ def test_a_sweeps_summary_states_its_verdicts(
 @pytest.mark.slow
 def test_a_real_speed_difference_is_found_seed_by_seed(tmp_path: Path) -> None:
     """Batches of 512 against batches of 1: a step's fixed cost spread over 512 times the images,
-    tens of times the images/s on any machine, beside any other work on it."""
+    tens of times the images/s on any machine; beside other work on both sides, no verdict."""
     done = train_cli(
         tmp_path,
         "-m",
@@ -308,13 +308,16 @@ def test_a_real_speed_difference_is_found_seed_by_seed(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     (verdicts_json,) = (tmp_path / "outputs").rglob("verdicts.json")
     (speed, _) = json.loads(verdicts_json.read_text())
+    assert (speed["method"], speed["runs"]) == ("paired by seed", [3, 3]), speed["text"]
+    assert f"\n  {speed['text']}\n" in done.stderr  # the sweep's own report says it
+    if speed["busy_both_sides"]:  # other work held down both: no verdict is the honest one
+        assert not speed["differs"] and "busy on both sides" in speed["text"]
+        return
     assert (speed["first"], speed["second"]) == (
         "trainer.batch_size=512",
         "trainer.batch_size=1",
     ), speed["text"]
     assert speed["differs"] and speed["low"] > 1, speed["text"]
-    assert (speed["method"], speed["runs"]) == ("paired by seed", [3, 3]), speed["text"]
-    assert f"\n  {speed['text']}\n" in done.stderr  # the sweep's own report says it
 
 
 @pytest.mark.slow
