@@ -10,6 +10,7 @@ import os
 import shutil
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 # The suite runs a worker per core (pytest -n 2 on 2 cores), and every run in it, in process or
@@ -38,6 +39,7 @@ if "EXPERIMENTS_CACHE_DIR" not in os.environ:
 import pytest
 import torch
 
+import slurm_cluster as slurm_cluster_here
 from experiments.devices import process_settings
 from experiments.devices.measuring.peak_cache import PeakCache
 
@@ -66,6 +68,27 @@ def this_machines_peaks() -> None:
     cache = PeakCache(judge_load=False)
     for convolutions_lead in (False, True):  # fp32's: bf16 runs are few
         cache.peak(torch.device("cpu"), None, convolutions_lead)
+
+
+# "required" (.ci/run sets it): a SLURM cluster that cannot start here fails its tests, not skips.
+SLURM_TESTS = "EXPERIMENTS_SLURM_TESTS"
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """A real two-node SLURM cluster (tests/slurm_cluster.py) for this worker's tests: the
+    environment its commands need (SLURM_CONF); stopped after them."""
+    why = slurm_cluster_here.why_not()
+    if why is not None:
+        if os.environ.get(SLURM_TESTS) == "required":
+            pytest.fail(f"no SLURM cluster could start: {why}")
+        pytest.skip(f"no SLURM cluster here: {why}")
+    folder = tmp_path_factory.mktemp("slurm")
+    conf = slurm_cluster_here.up(folder)
+    try:
+        yield {"SLURM_CONF": str(conf)}
+    finally:
+        slurm_cluster_here.down(folder)
 
 
 @pytest.fixture
