@@ -63,3 +63,26 @@ def test_reading_the_git_state_leaves_the_checkouts_index_as_it_was(
     assert recorded[0] == (False, None)
     dirty, patch = recorded[1]
     assert dirty and patch is not None and "-net = None\n+net = 1\n" in patch
+
+
+def test_a_slurm_jobs_variables_are_its_cluster_record() -> None:
+    """What a run in a SLURM job records of it (a real job's: tests/cluster/)."""
+    job = {
+        "SLURM_JOB_ID": "41",
+        "SLURM_JOB_PARTITION": "debug",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_NTASKS": "4",
+        "SLURMD_NODENAME": "n2",
+        "HOME": "/root",
+    }
+    assert environment.cluster(job) == {
+        "job_id": "41",
+        "partition": "debug",
+        "nodes": "n[1-2]",
+        "node_count": "2",
+        "tasks": "4",
+        "node": "n2",
+    }
+    assert environment.cluster({"SLURM_ARRAY_TASK_ID": "3", **job})["array_index"] == "3"
+    assert environment.cluster({"HOME": "/root"}) is None  # no job: no cluster

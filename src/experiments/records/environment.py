@@ -8,6 +8,7 @@ import platform
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from importlib.metadata import distributions, version
 from itertools import takewhile
 from pathlib import Path
@@ -19,6 +20,17 @@ from experiments.core.files import write_text_atomically
 from experiments.devices.backends.cpu import cpu_name
 
 SOURCE = Path(__file__).resolve().parent
+# What SLURM's variables say of the job a run ran in, as environment.json's `cluster` names it.
+SLURM = {
+    "job_id": "SLURM_JOB_ID",
+    "array_job_id": "SLURM_ARRAY_JOB_ID",
+    "array_index": "SLURM_ARRAY_TASK_ID",
+    "partition": "SLURM_JOB_PARTITION",
+    "nodes": "SLURM_JOB_NODELIST",
+    "node_count": "SLURM_JOB_NUM_NODES",
+    "tasks": "SLURM_NTASKS",
+    "node": "SLURMD_NODENAME",
+}
 
 
 def write(run_dir: Path) -> None:
@@ -50,7 +62,15 @@ def environment() -> dict[str, Any]:
         "gpu_driver": _gpu_driver(),
         "packages": installed_packages(),
         "git": git_state(),
+        "cluster": cluster(os.environ),
     }
+
+
+def cluster(environ: Mapping[str, str]) -> dict[str, str] | None:
+    """The SLURM job the run is a part of, from its variables; None outside one."""
+    if "SLURM_JOB_ID" not in environ:
+        return None
+    return {field: environ[name] for field, name in SLURM.items() if name in environ}
 
 
 def _cpu_set() -> list[int] | None:
