@@ -11,15 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import ROOT
-
-TINY = (
-    "model=lenet",
-    "device=cpu",
-    "trainer.epochs=1",
-    "trainer.limit_train_batches=2",
-    "trainer.limit_eval_images=64",
-)
+from helpers import ROOT, SMALL
 
 
 @pytest.mark.slow
@@ -40,7 +32,7 @@ def test_a_run_in_a_slurm_job_records_the_job(
     slurm_cluster: dict[str, str], tmp_path: Path
 ) -> None:
     ran = subprocess.run(
-        ["srun", "-N", "1", "-n", "1", "-w", "n2", sys.executable, str(ROOT / "train.py"), *TINY],
+        ["srun", "-N", "1", "-n", "1", "-w", "n2", sys.executable, str(ROOT / "train.py"), *SMALL],
         cwd=tmp_path,
         env={**os.environ, **slurm_cluster},
         capture_output=True,

@@ -17,16 +17,7 @@ from experiments.core.errors import ExperimentError
 from experiments.report import merged_sweeps, sweep_against_sweep
 from experiments.report.command import main
 from experiments.report.sweep_against_sweep import Side
-from helpers import completed_sweep
-
-TINY = (
-    "trainer.seed=0,1",
-    "model=lenet",
-    "device=cpu",
-    "trainer.epochs=1",
-    "trainer.limit_train_batches=2",
-    "trainer.limit_eval_images=64",
-)
+from helpers import SMALL, completed_sweep
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +26,7 @@ def sweeps(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     found = []
     for threads in (1, 2):
         cwd = tmp_path_factory.mktemp(f"threads{threads}")
-        sweep = completed_sweep(cwd, *TINY, f"trainer.threads={threads}")
+        sweep = completed_sweep(cwd, "trainer.seed=0,1", *SMALL, f"trainer.threads={threads}")
         found.append(sweep.rename(cwd / ("one", "two")[threads - 1]))
     return found[0], found[1]
 

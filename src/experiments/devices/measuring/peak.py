@@ -120,14 +120,15 @@ def utilization(
     training_flops_per_image: int, images_per_second: float, peak: Peak, devices: int, on: str
 ) -> Utilization:
     """The run's training FLOP/s over the peak of its `devices` (each `peak`), `on` naming them."""
-    share = training_flops_per_image * images_per_second / (peak.flops_per_second * devices)
-    if share <= 1:
-        return Utilization(share)
-    return Utilization(
-        None,
-        f"no MFU: training ran at {share:.2f}x the {peak.precision} peak measured on {on} "
-        f"({short_count(peak.flops_per_second)} FLOP/s{' each' if devices > 1 else ''}), so that "
-        "peak is wrong (measured while the device was busy?); the next run measures it again",
+    return _share(
+        training_flops_per_image * images_per_second,
+        peak.flops_per_second,
+        devices,
+        lambda share, each: (
+            f"no MFU: training ran at {share:.2f}x the {peak.precision} peak measured on {on} "
+            f"({short_count(peak.flops_per_second)} FLOP/s{each}), so that peak is wrong "
+            "(measured while the device was busy?); the next run measures it again"
+        ),
     )
 
 
@@ -140,12 +141,25 @@ def datasheet_utilization(
 ) -> Utilization:
     """The run's training FLOP/s over `stated` (one device's, in `precision`) times `devices`: its
     MFU as tables that quote datasheets give it; None where the run beat that figure."""
-    share = training_flops_per_image * images_per_second / (stated.flops_per_second * devices)
-    if share <= 1:
-        return Utilization(share)
-    return Utilization(
-        None,
-        f"no MFU against {stated.named(precision)}: training ran at {share:.2f}x its "
-        f"{short_count(stated.flops_per_second)} FLOP/s{' each' if devices > 1 else ''}, so that "
-        "figure is not this device's",
+    return _share(
+        training_flops_per_image * images_per_second,
+        stated.flops_per_second,
+        devices,
+        lambda share, each: (
+            f"no MFU against {stated.named(precision)}: training ran at {share:.2f}x its "
+            f"{short_count(stated.flops_per_second)} FLOP/s{each}, so that figure is not this "
+            "device's"
+        ),
+    )
+
+
+def _share(
+    achieved: float, peak_flops: float, devices: int, beaten: Callable[[float, str], str]
+) -> Utilization:
+    # The achieved FLOP/s over the devices' peak; above 1 the peak is wrong, and `beaten` says so.
+    share = achieved / (peak_flops * devices)
+    return (
+        Utilization(share)
+        if share <= 1
+        else Utilization(None, beaten(share, " each" * (devices > 1)))
     )
