@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import time
@@ -11,11 +12,19 @@ from pathlib import Path
 import pytest
 import torch
 from torch import nn
+from torch.distributed import TCPStore
 
 from experiments.config.validate import validate
 from experiments.core.errors import ExperimentError
+from experiments.core.interrupts import Terminated
 from experiments.devices import process_settings
-from experiments.devices.distributed import _ended, start, teardown
+from experiments.devices.distributed import (
+    _ended,
+    announced_failure,
+    first_failure,
+    start,
+    teardown,
+)
 from experiments.devices.process_group import ProcessGroup
 from experiments.devices.wrapping import without_gradient_sync
 from experiments.records import checkpoints
@@ -204,3 +213,21 @@ def join_alone(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def thread_names() -> set[str]:
     return {(task / "comm").read_text().strip() for task in Path("/proc/self/task").iterdir()}
+
+
+def test_torchruns_stop_after_another_process_failed_records_that_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # torchrun stops the others (SIGTERM) once a failed process ended, after it said why in the
+    # agent's store: the run failed for that reason, it was not interrupted.
+    agent_store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(agent_store.port))
+    group = ProcessGroup(0, 2, 0, 2, torchrun=True)
+    stopped = Terminated(signal.SIGTERM)
+    assert announced_failure(group, stopped) is None  # nobody failed: stopped from outside
+    first_failure(ProcessGroup(1, 2, 1, 2, torchrun=True), ExperimentError("a bad value"))
+    assert announced_failure(group, stopped) == "process 1: a bad value"
+    assert announced_failure(group, KeyboardInterrupt()) is None  # Ctrl-C is the user's
+    assert announced_failure(ProcessGroup(), stopped) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
@@ -109,6 +110,18 @@ def first_failure(group: ProcessGroup, error: BaseException) -> str:
     if _lost_another(error):
         announced = _why_another_was_lost(group, store) or announced
     return store.compare_set(_key("failure"), "", announced).decode()
+
+
+def announced_failure(group: ProcessGroup, interrupt: KeyboardInterrupt) -> str | None:
+    """The failure another process announced, where torchrun's SIGTERM came because of it."""
+    if group.world_size == 1 or getattr(interrupt, "signal", None) != signal.SIGTERM:
+        return None
+    # torchrun stops the others only once a process has ended, after it said why.
+    with contextlib.suppress(ExperimentError, dist.DistError):
+        store = _store()
+        if store.check([_key("failure")]):
+            return store.get(_key("failure")).decode()
+    return None
 
 
 def _lost_another(error: BaseException) -> bool:

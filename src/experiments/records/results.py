@@ -23,7 +23,7 @@ from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.files import write_text_atomically
 from experiments.core.typed import mismatch
-from experiments.devices.distributed import first_failure, says_the_failure
+from experiments.devices.distributed import announced_failure, first_failure, says_the_failure
 from experiments.devices.plan import request_text
 from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
 from experiments.records import checkpoints
@@ -80,8 +80,11 @@ class Results:
         # A folder deleted, or a disk still full: the failure is said on the console all the same.
         with interrupts.held_back(), contextlib.suppress(ExperimentError):
             if isinstance(error, KeyboardInterrupt):  # Ctrl-C, or SIGTERM
-                self.finish("interrupted", interrupts.reason(error))
-                return
+                announced = announced_failure(self.group, error)
+                if announced is None:
+                    self.finish("interrupted", interrupts.reason(error))
+                    return
+                error = ExperimentError(announced)
             if not isinstance(error, ExperimentError):  # a bug or a crash: keep where it was
                 self._fields["traceback"] = "".join(traceback.format_exception(error))
             # When another process failed first, its failure is why this one stopped.
