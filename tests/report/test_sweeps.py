@@ -324,21 +324,6 @@ def test_report_refuses_a_folder_without_runs(
 
 
 @pytest.mark.slow
-def test_the_slurm_launcher_says_in_one_line_where_there_is_no_slurm(tmp_path: Path) -> None:
-    """A machine whose PATH holds no SLURM command, whether or not this one has SLURM."""
-    no_slurm = {"PATH": str(Path(sys.executable).parent)}
-    done = train_cli(
-        tmp_path, "-m", "hydra/launcher=slurm", "model=tudui,lenet", *QUICK, env=no_slurm
-    )
-    assert done.returncode == 1
-    assert done.last_line == (
-        'Error: RuntimeError: Could not detect "srun", are you indeed on a slurm cluster?'
-    )
-    assert "Traceback" not in done.stderr
-    assert not list((tmp_path / "outputs").rglob(".hydra"))  # no job started
-
-
-@pytest.mark.slow
 def test_the_optuna_search_maximizes_validation_accuracy(tmp_path: Path) -> None:
     done = train_cli(
         tmp_path,

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import datetime
+from importlib.util import find_spec
 from pathlib import Path
 
 import hydra
@@ -22,6 +23,7 @@ from experiments.cli.folder_errors import run_folder_unmade
 from experiments.cli.job_cores import own_cores
 from experiments.cli.run_folder import Refused, config_copy
 from experiments.config import overrides
+from experiments.config.parallel_jobs import PROCESS_PER_JOB
 from experiments.config.paths import with_paths_as_given
 from experiments.config.renamed_keys import in_todays_keys
 from experiments.config.store import CONFIG_PACKAGE, command_name, new_tag, register_configs
@@ -63,7 +65,7 @@ class CudaUnusable(BaseException):
 
 def later_jobs_share_this_process(launcher_target: str) -> bool:
     """Whether the sweep's later jobs may run in this job's process: all but submitit's do."""
-    return not launcher_target.startswith("hydra_plugins.hydra_submitit_launcher.")
+    return launcher_target not in PROCESS_PER_JOB
 
 
 def sweep_stopped_by(cuda_error: str, job_number: int, run_dir: Path) -> str:
@@ -238,7 +240,19 @@ def _compose_and_run(
     sys.argv[1:] = arguments(typed)
     validate_command_line(typed, sys.argv[1:])
     register_configs(*_start_of_run())
+    _register_slurm_launcher()
     hydra_main()
+
+
+def _register_slurm_launcher() -> None:
+    """hydra/launcher=slurm's class, named to Hydra, whose scan of its plugins can miss it."""
+    if find_spec("hydra_plugins.hydra_submitit_launcher") is None:  # without the sweeps extra
+        return
+    from hydra.core.plugins import Plugins
+
+    from hydra_plugins.experiments_launcher import SlurmLauncher
+
+    Plugins.instance().register(SlurmLauncher)
 
 
 def _recorded_by_torchrun(function: Callable[..., None]) -> Callable[..., None]:

@@ -7,6 +7,10 @@ from typing import Any
 
 JOBLIB = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
 SUBMITIT_LOCAL = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.LocalLauncher"
+SUBMITIT_SLURM = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+SLURM = "hydra_plugins.experiments_launcher.SlurmLauncher"  # hydra/launcher=slurm
+# The launchers that start a process of its own for each job.
+PROCESS_PER_JOB = (SUBMITIT_LOCAL, SUBMITIT_SLURM, SLURM)
 # The launchers that run a sweep's jobs side by side on the machine that launched them.
 ON_THIS_MACHINE = (JOBLIB, SUBMITIT_LOCAL)
 

@@ -1,0 +1,215 @@
+"""hydra/launcher=slurm: each sweep job a SLURM job through submitit, sized to the job.
+
+submitit's Hydra launcher asks every job of a sweep for what its config says once; this one asks
+each job for what its own `device=` and threads need (a CPU job no GPU, a DDP job one per task),
+checks that against the partition before submitting, and watches the queue itself: a job SLURM
+will never start, or that ended without a result, is one line instead of a wait without end."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import math
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
+    SlurmLauncher as SubmititSlurmLauncher,
+)
+from omegaconf import DictConfig, OmegaConf
+
+from experiments.cli.slurm_partition import JobRequest, Partition, read_partition, refusal
+from experiments.core.errors import ExperimentError
+from experiments.core.text import display_path
+from experiments.devices.slurm_request import gpus_to_ask
+
+log = logging.getLogger("experiments")
+
+NO_SLURM = (
+    "hydra/launcher=slurm submits jobs with sbatch, which this machine lacks: run the sweep "
+    "where SLURM is (a cluster's login node), or here with hydra/launcher=submitit_local"
+)
+# Without a setting, a job asks for its trainer.threads, else as many CPUs as this.
+DEFAULT_CPUS = 2
+POLL_SECONDS = 1.0
+# How long a job's result file may take to be seen after the job left the queue (a shared
+# file system's lag) before the job counts as ended without one.
+RESULT_GRACE_SECONDS = 30.0
+# A job pending for one of these waits for good: no node of the cluster can ever run it.
+NEVER_STARTS = {
+    "PartitionConfig": "no node of the partition has what it asks for",
+    "PartitionNodeLimit": "it asks for more nodes than the partition has",
+    "PartitionTimeLimit": "its time limit is over the partition's",
+    "BadConstraints": "no node meets its constraints",
+    "InvalidAccount": "its account is not one of the cluster's",
+    "InvalidQOS": "its QOS is not one of the cluster's",
+    "ReqNodeNotAvail": "the nodes it needs are down or drained",
+}
+# squeue's states of a job still to run or running; one gone from squeue has ended.
+IN_QUEUE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED"}
+
+
+class SizedSlurmLauncher(SubmititSlurmLauncher):
+    """Each job submitted alone, asking for what its own config needs."""
+
+    def launch(
+        self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
+    ) -> Sequence[JobReturn]:
+        import submitit  # only where a sweep runs on SLURM
+
+        assert self.config is not None and self.hydra_context is not None
+        if shutil.which("sbatch") is None:
+            raise ExperimentError(NO_SLURM)
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        partition = read_partition(self.params.get("partition"))
+        executor = submitit.AutoExecutor(
+            folder=self.params["submitit_folder"],
+            cluster="slurm",
+            slurm_max_num_timeout=self.params.get("max_num_timeout", 0),
+        )
+        log.info("SLURM sweep: %s", sweep_dir)
+        # Every job checked before any is submitted: none is left running for a sweep refused.
+        requests = [self._request(list(overrides), partition) for overrides in job_overrides]
+        jobs: list[Any] = []
+        for number, (overrides, request) in enumerate(
+            zip(job_overrides, requests, strict=True), start=initial_job_idx
+        ):
+            log.info("\t#%d : %s (%s)", number, " ".join(filter_overrides(overrides)), request)
+            executor.update_parameters(**self._parameters(request))
+            arguments = (list(overrides), "hydra.sweep.dir", number, f"job_id_for_{number}")
+            try:
+                with _sbatch_refusal_in_one_line():
+                    jobs.append(executor.submit(self, *arguments, Singleton.get_state()))
+            except ExperimentError:
+                _cancel(jobs)
+                raise
+        return _wait(jobs)
+
+    def _request(self, overrides: list[str], partition: Partition | None) -> JobRequest:
+        """What this job asks for: the settings given, the rest from its own config."""
+        assert self.config is not None and self.hydra_context is not None
+        job = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+        given = self.params
+        tasks = int(given.get("tasks_per_node") or 1)
+        threads = OmegaConf.select(job, "trainer.threads", default=None)
+        if given.get("gpus_per_node") is not None:
+            gpus = int(given["gpus_per_node"])
+            gpus_for = f"hydra.launcher.gpus_per_node={gpus}"
+        else:
+            node_gpus = partition.gpus if partition else 0
+            gpus, gpus_for = gpus_to_ask(job.device, node_gpus, tasks), _device_text(job)
+        request = JobRequest(
+            nodes=int(given.get("nodes") or 1),
+            tasks_per_node=tasks,
+            cpus_per_task=given.get("cpus_per_task") or threads or DEFAULT_CPUS,
+            gpus_per_node=gpus,
+            mem_gb=given.get("mem_gb"),
+            timeout_min=int(given.get("timeout_min") or 60),
+            gpus_for=gpus_for,
+        )
+        why_not = partition and refusal(request, partition)
+        if why_not:
+            raise ExperimentError(why_not)
+        return request
+
+    def _parameters(self, request: JobRequest) -> dict[str, Any]:
+        """submitit's parameters for the job: the settings given, sized to `request`."""
+        shared = set(OmegaConf.structured(BaseQueueConf).keys())
+        left_out = {"submitit_folder", "max_num_timeout"}
+        parameters = {
+            key if key in shared else f"slurm_{key}": value
+            for key, value in self.params.items()
+            if key not in left_out and value is not None
+        }
+        parameters.update(
+            cpus_per_task=request.cpus_per_task,
+            gpus_per_node=request.gpus_per_node or None,  # none asked: no gres at all
+        )
+        return {key: value for key, value in parameters.items() if value is not None}
+
+
+def _device_text(job: DictConfig) -> str:
+    index = OmegaConf.select(job, "device.index", default=None)
+    return f"device={job.device.name}" + ("" if index is None else f":{index}")
+
+
+@contextmanager
+def _sbatch_refusal_in_one_line() -> Iterator[None]:
+    """sbatch's refusal of a job (its last "error:" line) as one line."""
+    from submitit.core.utils import FailedJobError
+
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # submitit prints sbatch's refusal too
+            yield
+    except FailedJobError as error:
+        said = [line for line in str(error).splitlines() if "error:" in line]
+        reason = said[-1].split("error:", 1)[1].strip() if said else str(error).strip()
+        raise ExperimentError(f"SLURM refused the job: {reason}") from None
+
+
+def _wait(jobs: list[Any]) -> list[JobReturn]:
+    """Each job's return once every one has ended, followed by its result file and squeue:
+    submitit asks SLURM's accounting, which many small clusters keep none of, and then never
+    learns that a job died. A job SLURM will never start cancels the sweep's jobs."""
+    ended_at: dict[str, float] = {}
+    while True:
+        states = _queue_states([job.job_id for job in jobs])
+        for job in jobs:
+            state, reason = states.get(job.job_id, ("", ""))
+            if state == "PENDING" and reason in NEVER_STARTS:
+                _cancel(jobs)
+                raise ExperimentError(
+                    f"SLURM will never start job {job.job_id} ({reason}: {NEVER_STARTS[reason]})"
+                    "; its sweep's jobs are cancelled"
+                )
+            if state not in IN_QUEUE:
+                ended_at.setdefault(job.job_id, time.monotonic())
+        waiting = [job for job in jobs if not _has_results(job)]
+        if all(
+            time.monotonic() - ended_at.get(job.job_id, math.inf) > RESULT_GRACE_SECONDS
+            for job in waiting
+        ):
+            return [_returned(job) for job in jobs]
+        time.sleep(POLL_SECONDS)
+
+
+def _has_results(job: Any) -> bool:
+    return all(job.task(task).paths.result_pickle.exists() for task in range(job.num_tasks))
+
+
+def _returned(job: Any) -> JobReturn:
+    """Process 0's return; a job that left no result (cancelled, or killed) as a failed one."""
+    if _has_results(job):
+        return job.results()[0]
+    log_file = job.task(0).paths.stderr
+    failure = ExperimentError(
+        f"SLURM job {job.job_id} ended without a result (cancelled, killed, or out of memory); "
+        f"its log: {display_path(log_file)}"
+    )
+    return JobReturn(status=JobStatus.FAILED, _return_value=failure)
+
+
+def _queue_states(job_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """squeue's state and reason of each job still known to it."""
+    done = subprocess.run(
+        ["squeue", "-h", "-o", "%i|%T|%r", "-j", ",".join(job_ids)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    rows = (line.split("|") for line in done.stdout.splitlines() if line.count("|") == 2)
+    return {job_id: (state, reason) for job_id, state, reason in rows}
+
+
+def _cancel(jobs: list[Any]) -> None:
+    subprocess.run(["scancel", *(job.job_id for job in jobs)], capture_output=True, check=False)
