@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 import torch
@@ -119,4 +120,28 @@ class AssertsOnTheGpu(LeNet):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.training:  # the index is checked on the device only, the shape stays the batch's
             x = x.index_select(0, torch.arange(1, len(x) + 1, device=x.device))
+        return super().forward(x)
+
+
+# How long a preempted job waits for SLURM's signal at most (it comes within a second).
+SIGNAL_WAIT_SECONDS = 60
+
+
+class PreemptedInEpoch2(LeNet):
+    """LeNet whose first SLURM job is preempted at its third training step, the first of epoch 2
+    of 2-batch epochs: it has SLURM send the job the warning submitit asks for (USR2) and waits
+    for it. Outside SLURM, and in the job once requeued, it is LeNet."""
+
+    def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
+        super().__init__(in_channels, image_size, num_classes)
+        self.steps = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        first_attempt = os.environ.get("SLURM_RESTART_COUNT", "0") == "0"
+        if self.training and "SLURM_JOB_ID" in os.environ and first_attempt:
+            self.steps += 1
+            if self.steps == 3:
+                job = os.environ["SLURM_JOB_ID"]
+                subprocess.run(["scancel", "--signal=USR2", job], check=True)
+                time.sleep(SIGNAL_WAIT_SECONDS)  # the signal's interruption ends the sleep
         return super().forward(x)

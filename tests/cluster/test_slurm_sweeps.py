@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from helpers import SMALL, train_cli
+from helpers import SMALL, env_with_tests_on_path, numbers, results, train_cli
 
+# How long the preempted job may take to be requeued (seconds: one step and the signal).
+REQUEUE_WAIT_SECONDS = 120
 SLURM_SWEEP = ("-m", "hydra/launcher=slurm", "hydra.sweep.dir=sweep")
 
 
@@ -69,3 +73,48 @@ def test_a_job_sbatch_refuses_is_one_line(slurm_cluster: dict[str, str], tmp_pat
         check=True,
     )
     assert queued.stdout == ""
+
+
+@pytest.mark.slow
+def test_a_preempted_job_is_requeued_and_resumes_in_its_own_folder(
+    slurm_cluster: dict[str, str], tmp_path: Path
+) -> None:
+    preempted = [
+        *SMALL,
+        "trainer.epochs=2",
+        "model=custom",
+        "model._target_=failing.PreemptedInEpoch2",
+    ]
+    env = {**slurm_cluster, **env_with_tests_on_path()}
+    started: list[str] = []
+    starter = threading.Thread(target=start_requeued_job_now, args=(slurm_cluster, started))
+    starter.start()
+    done = train_cli(tmp_path / "slurm", *SLURM_SWEEP, *preempted, env=env)
+    starter.join()
+    assert started, "the preempted job was not requeued"
+    assert done.returncode == 0, done.stderr
+    (run_dir,) = (path.parent for path in (tmp_path / "slurm" / "sweep").glob("*/results.json"))
+    assert results(run_dir)["status"] == "completed"
+    log = (run_dir / "train.log").read_text()
+    assert "requeued: it goes on in sweep/0" in log
+    assert "resuming sweep/0 after epoch 1" in log
+    # The same digits as a run never preempted (outside SLURM, the model is LeNet's).
+    uninterrupted = train_cli(tmp_path / "here", *preempted, env=env_with_tests_on_path())
+    assert numbers(run_dir) == numbers(uninterrupted.run_dir)
+
+
+def start_requeued_job_now(slurm_cluster: dict[str, str], started: list[str]) -> None:
+    """SLURM holds a requeued job for two minutes before it may start again: as an
+    administrator may, start it at once (its id added to `started`)."""
+    env = {**os.environ, **slurm_cluster}
+    deadline = time.monotonic() + REQUEUE_WAIT_SECONDS
+    while time.monotonic() < deadline:
+        queued = subprocess.run(
+            ["squeue", "-h", "-o", "%i %T %r"], env=env, capture_output=True, text=True
+        ).stdout.split()
+        if queued[1:] == ["PENDING", "BeginTime"]:
+            update = ["scontrol", "update", f"JobId={queued[0]}", "StartTime=now"]
+            subprocess.run(update, env=env, check=True)
+            started.append(queued[0])
+            return
+        time.sleep(0.2)

@@ -12,6 +12,7 @@ import io
 import logging
 import math
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -19,15 +20,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
     SlurmLauncher as SubmititSlurmLauncher,
 )
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from experiments.cli.slurm_partition import JobRequest, Partition, read_partition, refusal
+from experiments.config.paths import as_value
+from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.text import display_path
 from experiments.devices.slurm_request import gpus_to_ask
@@ -38,6 +42,9 @@ NO_SLURM = (
     "hydra/launcher=slurm submits jobs with sbatch, which this machine lacks: run the sweep "
     "where SLURM is (a cluster's login node), or here with hydra/launcher=submitit_local"
 )
+# The signal submitit has SLURM send a job before its end (`--signal=USR2@signal_delay_s`):
+# preempted, or near its time limit.
+PREEMPTED = signal.SIGUSR2
 # Without a setting, a job asks for its trainer.threads, else as many CPUs as this.
 DEFAULT_CPUS = 2
 POLL_SECONDS = 1.0
@@ -95,6 +102,53 @@ class SizedSlurmLauncher(SubmititSlurmLauncher):
                 raise
         return _wait(jobs)
 
+    def __call__(
+        self,
+        sweep_overrides: list[str],
+        job_dir_key: str,
+        job_num: int,
+        job_id: str,
+        singleton_state: dict[type, Singleton],
+    ) -> JobReturn:
+        """The job, on its node; SLURM's warning that it is preempted or near its time limit
+        ends it as an interruption would, and it is requeued to go on in its own folder."""
+        interrupts.take_as_interrupt(PREEMPTED)
+        try:
+            return super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
+        except interrupts.Terminated as stopped:
+            if stopped.signal != PREEMPTED:
+                raise
+            run_dir = self._run_folder(sweep_overrides, job_num)
+            resumed = _resumed(sweep_overrides, run_dir)
+            self._requeue((resumed, job_dir_key, job_num, job_id, singleton_state), run_dir)
+            raise
+
+    def _run_folder(self, sweep_overrides: list[str], job_num: int) -> Path:
+        """The job's folder, as Hydra's run_job names it (which leaves no trace of it)."""
+        assert self.config is not None and self.hydra_context is not None
+        job = self.hydra_context.config_loader.load_sweep_config(self.config, sweep_overrides)
+        with open_dict(job.hydra.job):
+            job.hydra.job.num = job_num
+        HydraConfig.instance().set_config(job)  # what the folder's name may interpolate
+        return Path(str(job.hydra.sweep.dir), str(job.hydra.sweep.subdir)).absolute()
+
+    def _requeue(self, arguments: tuple[Any, ...], run_dir: Path) -> None:
+        """This job submitted again as it stands, to resume from `run_dir`'s checkpoint."""
+        import submitit
+        from submitit.core.utils import DelayedSubmission, temporary_save_path
+
+        from experiments.records.checkpoints import LAST  # loads torch: in a job only
+
+        if not (run_dir / LAST).is_file():
+            log.error(f"{display_path(run_dir)} saved no checkpoint: its job is not requeued")
+            return
+        job = submitit.JobEnvironment()
+        if job.global_rank == 0:  # once for the job: process 0 stands for its tasks
+            with temporary_save_path(job.paths.submitted_pickle) as saving:
+                DelayedSubmission(self, *arguments).dump(saving)
+            subprocess.run(["scontrol", "requeue", job.job_id], check=True, timeout=60)
+        log.warning(f"SLURM job {job.job_id} requeued: it goes on in {display_path(run_dir)}")
+
     def _request(self, overrides: list[str], partition: Partition | None) -> JobRequest:
         """What this job asks for: the settings given, the rest from its own config."""
         assert self.config is not None and self.hydra_context is not None
@@ -136,6 +190,12 @@ class SizedSlurmLauncher(SubmititSlurmLauncher):
             gpus_per_node=request.gpus_per_node or None,  # none asked: no gres at all
         )
         return {key: value for key, value in parameters.items() if value is not None}
+
+
+def _resumed(overrides: list[str], run_dir: Path) -> list[str]:
+    """The job's overrides, resuming its run in its folder, whose snapshot the resume keeps."""
+    kept = [each for each in overrides if not each.startswith(("resume=", "hydra.output_subdir="))]
+    return [*kept, f"resume={as_value(str(run_dir))}", "hydra.output_subdir=null"]
 
 
 def _device_text(job: DictConfig) -> str:

@@ -35,6 +35,11 @@ def take_interrupts() -> None:
     _delivered.clear()
 
 
+def take_as_interrupt(signum: int) -> None:
+    """Raise signal `signum` as the others taken are raised (SIGUSR2: SLURM's warning)."""
+    signal.signal(signum, _interrupt)
+
+
 def raise_if_lost() -> None:
     """Raise again an interrupt Python dropped (raised in a weakref callback or a `__del__`)."""
     if _delivered and not _holding:
@@ -79,7 +84,7 @@ def end_as_the_signal_would(interrupt: KeyboardInterrupt) -> None:
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    for each in TAKEN:
+    for each in {*TAKEN, signum}:
         signal.signal(each, signal.SIG_IGN)
     interrupt = Terminated(signum) if signum != signal.SIGINT else KeyboardInterrupt()
     _delivered.append(interrupt)
