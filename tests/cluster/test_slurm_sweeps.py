@@ -53,7 +53,7 @@ def test_a_gpu_job_on_nodes_without_gpus_is_refused_before_submitting(
         "Error: device=cuda asks 1 GPU(s) per node, but partition debug's nodes have no GPUs; "
         "use device=cpu"
     )
-    assert not (tmp_path / "sweep" / ".submitit").exists()  # nothing submitted
+    assert not (tmp_path / "sweep").exists()  # nothing submitted, no folder left
 
 
 @pytest.mark.slow

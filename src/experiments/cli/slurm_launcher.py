@@ -77,7 +77,6 @@ class SizedSlurmLauncher(SubmititSlurmLauncher):
         if shutil.which("sbatch") is None:
             raise ExperimentError(NO_SLURM)
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
-        sweep_dir.mkdir(parents=True, exist_ok=True)
         partition = read_partition(self.params.get("partition"))
         executor = submitit.AutoExecutor(
             folder=self.params["submitit_folder"],
@@ -87,6 +86,7 @@ class SizedSlurmLauncher(SubmititSlurmLauncher):
         log.info("SLURM sweep: %s", sweep_dir)
         # Every job checked before any is submitted: none is left running for a sweep refused.
         requests = [self._request(list(overrides), partition) for overrides in job_overrides]
+        sweep_dir.mkdir(parents=True, exist_ok=True)
         jobs: list[Any] = []
         for number, (overrides, request) in enumerate(
             zip(job_overrides, requests, strict=True), start=initial_job_idx
