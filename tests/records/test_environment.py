@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from importlib.metadata import distributions
 from pathlib import Path
 
 import pytest
+import torch
 
 from experiments.records import environment
 
@@ -86,3 +88,13 @@ def test_a_slurm_jobs_variables_are_its_cluster_record() -> None:
     }
     assert environment.cluster({"SLURM_ARRAY_TASK_ID": "3", **job})["array_index"] == "3"
     assert environment.cluster({"HOME": "/root"}) is None  # no job: no cluster
+
+
+def test_the_interconnect_is_recorded_where_it_can_be_read() -> None:
+    joined = environment.interconnect()
+    nccl = torch.distributed.is_nccl_available()
+    assert (joined["nccl"] is not None) == nccl
+    if nccl:
+        assert joined["nccl"] == ".".join(map(str, torch.cuda.nccl.version()))
+    if shutil.which("nvidia-smi") is None:
+        assert joined["gpu_topology"] is None

@@ -63,6 +63,7 @@ def environment() -> dict[str, Any]:
         "packages": installed_packages(),
         "git": git_state(),
         "cluster": cluster(os.environ),
+        "interconnect": interconnect(),
     }
 
 
@@ -71,6 +72,21 @@ def cluster(environ: Mapping[str, str]) -> dict[str, str] | None:
     if "SLURM_JOB_ID" not in environ:
         return None
     return {field: environ[name] for field, name in SLURM.items() if name in environ}
+
+
+def interconnect() -> dict[str, str | None]:
+    """What joins the GPUs: the NCCL torch ships (null without one), and `nvidia-smi topo -m`'s
+    matrix of how each pair is linked (NVLink, PCIe, across CPU sockets; null without GPUs)."""
+    return {"nccl": _nccl_version(), "gpu_topology": _run(["nvidia-smi", "topo", "-m"])}
+
+
+def _nccl_version() -> str | None:
+    if not torch.distributed.is_available() or not torch.distributed.is_nccl_available():
+        return None
+    try:
+        return ".".join(map(str, torch.cuda.nccl.version()))
+    except (RuntimeError, AttributeError):  # a build whose NCCL library cannot be loaded
+        return None
 
 
 def _cpu_set() -> list[int] | None:
