@@ -16,7 +16,6 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +58,6 @@ NEVER_STARTS = {
     "BadConstraints": "no node meets its constraints",
     "InvalidAccount": "its account is not one of the cluster's",
     "InvalidQOS": "its QOS is not one of the cluster's",
-    "ReqNodeNotAvail": "the nodes it needs are down or drained",
 }
 # squeue's states of a job still to run or running; one gone from squeue has ended.
 IN_QUEUE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED"}
@@ -203,7 +201,7 @@ def _device_text(job: DictConfig) -> str:
     return f"device={job.device.name}" + ("" if index is None else f":{index}")
 
 
-@contextmanager
+@contextlib.contextmanager
 def _sbatch_refusal_in_one_line() -> Iterator[None]:
     """sbatch's refusal of a job (its last "error:" line) as one line."""
     from submitit.core.utils import FailedJobError
@@ -224,6 +222,9 @@ def _wait(jobs: list[Any]) -> list[JobReturn]:
     ended_at: dict[str, float] = {}
     while True:
         states = _queue_states([job.job_id for job in jobs])
+        if states is None:
+            time.sleep(POLL_SECONDS)
+            continue
         for job in jobs:
             state, reason = states.get(job.job_id, ("", ""))
             if state == "PENDING" and reason in NEVER_STARTS:
@@ -259,14 +260,17 @@ def _returned(job: Any) -> JobReturn:
     return JobReturn(status=JobStatus.FAILED, _return_value=failure)
 
 
-def _queue_states(job_ids: list[str]) -> dict[str, tuple[str, str]]:
-    """squeue's state and reason of each job still known to it."""
+def _queue_states(job_ids: list[str]) -> dict[str, tuple[str, str]] | None:
+    """squeue's state and reason of each job still known to it; None where squeue could not
+    answer (a busy controller): no job is taken to have ended then."""
     done = subprocess.run(
         ["squeue", "-h", "-o", "%i|%T|%r", "-j", ",".join(job_ids)],
         capture_output=True,
         text=True,
         check=False,
     )
+    if done.returncode != 0 and "Invalid job id" not in done.stderr:  # (every job has ended)
+        return None
     rows = (line.split("|") for line in done.stdout.splitlines() if line.count("|") == 2)
     return {job_id: (state, reason) for job_id, state, reason in rows}
 
