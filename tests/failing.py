@@ -12,6 +12,11 @@ import torch
 from experiments.training.models import LeNet
 
 
+def rank() -> str:
+    """This process's rank: torchrun's, or srun's task's."""
+    return os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
+
+
 class FailsAtThirdStep(LeNet):
     """LeNet that raises at its third training step (in the processes `failing` picks)."""
 
@@ -28,7 +33,7 @@ class FailsAtThirdStep(LeNet):
         if self.training and self.failing():
             self.steps += 1
             if self.steps == self.FAILING_STEP:
-                raise RuntimeError(f"deliberate failure in process {os.environ.get('RANK', 0)}")
+                raise RuntimeError(f"deliberate failure in process {rank()}")
         return super().forward(x)
 
 
@@ -50,10 +55,10 @@ class FailsAtFourthStep(FailsAtThirdStep):
 
 
 class FailsInProcess1(FailsAtThirdStep):
-    """Fails at its third training step in torchrun's process 1 only."""
+    """Fails at its third training step in process 1 only."""
 
     def failing(self) -> bool:
-        return os.environ.get("RANK") == "1"
+        return rank() == "1"
 
 
 # A file a SlowLeNet job makes at its first step, where the environment names one: a job that
@@ -79,7 +84,7 @@ class KillsItsProcess(LeNet):
 
 
 class KillsProcess1(LeNet):
-    """LeNet whose second training step kills torchrun's process 1 (SIGKILL, as the system's OOM
+    """LeNet whose second training step kills process 1 (SIGKILL, as the system's OOM
     killer would): it dies without a word, in the middle of the run."""
 
     KILLED = "1"
@@ -89,7 +94,7 @@ class KillsProcess1(LeNet):
         self.steps = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.training and os.environ.get("RANK") == self.KILLED:
+        if self.training and rank() == self.KILLED:
             self.steps += 1
             if self.steps == 2:
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -231,6 +231,17 @@ def torchrun_cli(
     return _run(cwd, command, env)
 
 
+def srun_cli(cwd: Path, cluster: dict[str, str], *overrides: str, each_task: str = "") -> Finished:
+    """`srun` of `python train.py <overrides>` as a task on each node of the test cluster (whose
+    environment is `cluster`); `each_task`, an override more as each task's shell expands it
+    ("trainer.seed=$SLURM_PROCID")."""
+    train = [sys.executable, str(ROOT / "train.py"), *overrides]
+    if each_task:
+        train = ["bash", "-c", f'exec "$@" {each_task}', "task", *train]
+    command = ["srun", "--nodes=2", "--ntasks=2", *train]
+    return _run(cwd, command, {**env_with_tests_on_path(), **cluster})
+
+
 def _run(cwd: Path, command: list[str], env: dict[str, str] | None) -> Finished:
     environment = {k: v for k, v in os.environ.items() if k not in TRACEBACK_SWITCHES}
     environment.update(env or {})

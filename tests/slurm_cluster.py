@@ -85,6 +85,17 @@ def _start_munge() -> None:
     raise RuntimeError("munged did not start (its log: /var/log/munge/munged.log)")
 
 
+def _name_the_nodes(hosts: Path = Path("/etc/hosts")) -> None:
+    """Make the nodes' names this machine's, as a cluster's DNS makes them its nodes' (srun's
+    tasks meet on the first node of their step, by its name)."""
+    try:
+        for name in NODES:
+            socket.gethostbyname(name)
+    except socket.gaierror:
+        with hosts.open("a") as table:
+            table.write(f"127.0.0.1 {' '.join(NODES)}  # tests/slurm_cluster.py\n")
+
+
 def up(folder: Path) -> Path:
     """Start the cluster in `folder`; its slurm.conf, once both nodes are idle."""
     if (why := why_not()) is not None:
@@ -93,6 +104,7 @@ def up(folder: Path) -> Path:
     for part in ("state", *(f"spool/{name}" for name in NODES)):
         (folder / part).mkdir(parents=True, exist_ok=True)
     _start_munge()
+    _name_the_nodes()
     host = socket.gethostname().split(".")[0]
     cpus = max(1, len(os.sched_getaffinity(0)))
     nodes = "\n".join(

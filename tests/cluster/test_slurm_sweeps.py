@@ -43,16 +43,53 @@ def test_a_cpu_sweep_asks_no_gpu_and_ends_with_its_report(
 
 
 @pytest.mark.slow
-def test_a_gpu_job_on_nodes_without_gpus_is_refused_before_submitting(
+def test_a_sweep_of_ddp_jobs_trains_each_model_over_both_nodes(
     slurm_cluster: dict[str, str], tmp_path: Path
 ) -> None:
-    overrides = [*SMALL, "device=cuda", "model=tudui,lenet"]
+    overrides = [*SMALL[1:], "device=ddp", "hydra.launcher.nodes=2", "model=tudui,lenet"]
     done = train_cli(tmp_path, *SLURM_SWEEP, *overrides, env=slurm_cluster)
+    assert done.returncode == 0, done.stderr
+    said = done.stdout + done.stderr
+    assert said.count("(2 nodes x 1 task, 2 CPUs per task, no GPU,") == 2  # gloo: no GPU
+    assert "2 run(s) in" in said and "2 completed" in said
+    for run in ("0_model-tudui", "1_model-lenet"):
+        folder = tmp_path / "sweep" / run
+        assert (results(folder)["status"], results(folder)["world_size"]) == ("completed", 2)
+        cluster = json.loads((folder / "environment.json").read_text())["cluster"]
+        assert (cluster["node_count"], cluster["tasks"]) == ("2", "2")
+        # Process 0 alone writes the log and the snapshot; the other task's go to its own log.
+        assert (folder / "train.log").read_text().count("completed:") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("overrides", "refusal"),
+    [
+        (
+            ["device=cuda"],
+            "device=cuda asks 1 GPU(s) per node, but partition debug's nodes have no GPUs; "
+            "use device=cpu",
+        ),
+        (
+            ["device=ddp", "hydra.launcher.nodes=2", "trainer.batch_size=65"],
+            "trainer.batch_size=65 is the batch of all 2 processes together; make it a multiple "
+            "of 2: the job's 2 processes are its hydra.launcher.nodes=2 x tasks_per_node=1",
+        ),
+        (
+            ["device=cpu", "hydra.launcher.tasks_per_node=2"],
+            "hydra.launcher asks 1 node(s) x 2 task(s), but device=cpu trains in one process; "
+            "use device=ddp, or one task",
+        ),
+    ],
+    ids=["gpu-on-cpu-nodes", "batch-over-tasks", "tasks-of-one-process"],
+)
+def test_a_job_the_cluster_cannot_run_is_refused_before_submitting(
+    slurm_cluster: dict[str, str], tmp_path: Path, overrides: list[str], refusal: str
+) -> None:
+    swept = [*SMALL[1:], *overrides, "model=tudui,lenet"]
+    done = train_cli(tmp_path, *SLURM_SWEEP, *swept, env=slurm_cluster)
     assert done.returncode == 1
-    assert done.last_line == (
-        "Error: device=cuda asks 1 GPU(s) per node, but partition debug's nodes have no GPUs; "
-        "use device=cpu"
-    )
+    assert done.last_line == f"Error: {refusal}"
     assert not (tmp_path / "sweep").exists()  # nothing submitted, no folder left
 
 

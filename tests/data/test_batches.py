@@ -10,7 +10,7 @@ from experiments.data.augment import Augment
 from experiments.data.batches import Batches
 from experiments.data.types import ImageData, Split
 from experiments.devices.placement import ToDevice
-from experiments.devices.process_group import ProcessGroup
+from experiments.devices.process_group import TORCHRUN, ProcessGroup
 from helpers import compose_config, on
 
 
@@ -58,14 +58,14 @@ def test_the_processes_share_every_batch_without_overlap() -> None:
         return [batch.tolist() for _, batch in shared_among(split, group, shuffle=shuffle)]
 
     whole = labels(ProcessGroup())
-    halves = [labels(ProcessGroup(rank, 2, rank, 2, torchrun=True)) for rank in (0, 1)]
+    halves = [labels(ProcessGroup(rank, 2, rank, 2, launcher=TORCHRUN)) for rank in (0, 1)]
     assert [first + second for first, second in zip(*halves, strict=True)] == whole
     assert [len(batch) for batch in halves[0]] == [2, 2, 1]
 
 
 def test_a_last_batch_too_small_to_share_is_left_out() -> None:
     split = Split(torch.zeros(9, 1, 1, 1, dtype=torch.uint8), torch.arange(9))
-    assert shared_among(split, ProcessGroup(0, 3, 0, 3, torchrun=True)).sizes == [4, 4]
+    assert shared_among(split, ProcessGroup(0, 3, 0, 3, launcher=TORCHRUN)).sizes == [4, 4]
     assert shared_among(split, ProcessGroup()).sizes == [4, 4, 1]
 
 

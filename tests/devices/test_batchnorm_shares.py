@@ -15,7 +15,7 @@ from experiments.core.text import ROWS
 from experiments.data.batches import Batches
 from experiments.data.types import Split
 from experiments.devices.plan import DevicePlan
-from experiments.devices.process_group import ProcessGroup
+from experiments.devices.process_group import TORCHRUN, ProcessGroup
 from experiments.devices.wrapping import parallelize, sync_batchnorm_waits
 from experiments.training.loop import (
     fewest_images_per_batch,
@@ -26,7 +26,7 @@ from experiments.training.models import LeNet
 from helpers import metrics, on, results, torchrun_cli, train_cli
 
 # Two torchrun processes, each asking for its share of every batch.
-RANK_0_OF_2 = ProcessGroup(0, 2, 0, 2, torchrun=True)
+RANK_0_OF_2 = ProcessGroup(0, 2, 0, 2, launcher=TORCHRUN)
 # 7 images in batches of 4: the last batch, 3 images, gives the processes 1 and 2.
 SEVEN_IMAGES = Split(torch.zeros(7, 3, 8, 8, dtype=torch.uint8), torch.zeros(7, dtype=torch.long))
 

@@ -25,7 +25,7 @@ from experiments.devices.distributed import (
     start,
     teardown,
 )
-from experiments.devices.process_group import ProcessGroup
+from experiments.devices.process_group import TORCHRUN, ProcessGroup
 from experiments.devices.wrapping import without_gradient_sync
 from experiments.records import checkpoints
 from experiments.run.train import train
@@ -153,8 +153,9 @@ def test_ddp_outside_torchrun_says_how_to_start_it(tmp_path: Path) -> None:
     done = train_cli(tmp_path, "device=ddp", *SHORT)
     assert done.returncode == 1
     assert done.last_line.endswith(
-        "Error: device=ddp runs one process per device under torchrun: "
-        "torchrun --nproc-per-node=2 train.py device=ddp"
+        "Error: device=ddp runs one process per device, started by torchrun "
+        "(torchrun --nproc-per-node=2 train.py device=ddp) or by SLURM "
+        "(srun --ntasks=2 python train.py device=ddp; hydra.launcher.tasks_per_node=2)"
     )
 
 
@@ -179,7 +180,7 @@ def test_the_global_batch_must_divide_among_the_processes() -> None:
 def test_leaving_the_process_group_ends_gloos_threads(monkeypatch: pytest.MonkeyPatch) -> None:
     # A gloo thread left running at exit can abort a completed run ("terminate called without
     # an active exception"): after teardown, none may be left, even with a DDP model trained.
-    with teardown():
+    with teardown(ProcessGroup(0, 1, 0, 1, launcher=TORCHRUN)):
         join_alone(monkeypatch)
         model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))
         model(torch.ones(8, 4)).sum().backward()
@@ -191,7 +192,7 @@ def test_leaving_the_process_group_ends_gloos_threads(monkeypatch: pytest.Monkey
 def test_the_first_batches_of_an_accumulated_step_skip_ddps_gradient_sync(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    with teardown():
+    with teardown(ProcessGroup(0, 1, 0, 1, launcher=TORCHRUN)):
         join_alone(monkeypatch)
         model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))
         with without_gradient_sync(model):
@@ -208,7 +209,7 @@ def join_alone(monkeypatch: pytest.MonkeyPatch) -> None:
         port = probe.getsockname()[1]
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(port))
-    start(ProcessGroup(0, 1, 0, 1, torchrun=True), "gloo", torch.device("cpu"), 60.0)
+    start(ProcessGroup(0, 1, 0, 1, launcher=TORCHRUN), "gloo", torch.device("cpu"), 60.0)
 
 
 def thread_names() -> set[str]:
@@ -224,10 +225,10 @@ def test_torchruns_stop_after_another_process_failed_records_that_failure(
     monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", "True")
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(agent_store.port))
-    group = ProcessGroup(0, 2, 0, 2, torchrun=True)
+    group = ProcessGroup(0, 2, 0, 2, launcher=TORCHRUN)
     stopped = Terminated(signal.SIGTERM)
     assert announced_failure(group, stopped) is None  # nobody failed: stopped from outside
-    first_failure(ProcessGroup(1, 2, 1, 2, torchrun=True), ExperimentError("a bad value"))
+    first_failure(ProcessGroup(1, 2, 1, 2, launcher=TORCHRUN), ExperimentError("a bad value"))
     assert announced_failure(group, stopped) == "process 1: a bad value"
     assert announced_failure(group, KeyboardInterrupt()) is None  # Ctrl-C is the user's
     assert announced_failure(ProcessGroup(), stopped) is None

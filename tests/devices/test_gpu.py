@@ -29,7 +29,7 @@ from experiments.devices.backends.registry import backend_for
 from experiments.devices.measuring.peak_cache import PeakCache
 from experiments.devices.placement import ToDevice
 from experiments.devices.plan import DevicePlan
-from experiments.devices.process_group import ProcessGroup
+from experiments.devices.process_group import TORCHRUN, ProcessGroup
 from experiments.devices.runtime import Runtime
 from experiments.devices.wrapping import unwrap
 from experiments.records import checkpoints
@@ -206,7 +206,7 @@ def test_a_process_share_of_augmented_batches_is_copied_from_pinned_memory_only(
     images = torch.randint(0, 256, (256, 3, 32, 32), dtype=torch.uint8)
     split = Split(images, torch.randint(0, 10, (256,)))
     shuffle = torch.Generator().manual_seed(0)
-    group = ProcessGroup(rank, 2, rank, 2, torchrun=True)
+    group = ProcessGroup(rank, 2, rank, 2, launcher=TORCHRUN)
     runtime = Runtime(DevicePlan("cuda", 0), ToDevice(torch.device("cuda", 0)), group)
     batches = Batches(
         split,

@@ -17,7 +17,7 @@ from experiments.devices.plan import (
     resolve,
     wants_any_gpu,
 )
-from experiments.devices.process_group import ProcessGroup
+from experiments.devices.process_group import SRUN, TORCHRUN, ProcessGroup
 
 NO_GPU = Machine(0, "torch found no CUDA GPU or driver")
 ONE_GPU = Machine(1)
@@ -140,11 +140,11 @@ def test_only_requests_that_leave_the_gpu_open_take_a_free_one(
 
 def test_a_gpu_handed_out_by_the_sweep_is_used_and_said() -> None:
     plan = resolve(request("cuda"), FOUR_GPUS, free_gpu=2)
-    assert (plan.index, plan.reason) == (2, "no other job of this sweep held cuda:2")
+    assert (plan.index, plan.reason) == (2, "no other job on this machine held cuda:2")
     plan = resolve(request("auto"), FOUR_GPUS, free_gpu=3)
     assert plan.index == 3
     assert plan.reason == (
-        "this machine has 4 CUDA GPUs (cuda:0 to cuda:3), and no other job of this sweep held "
+        "this machine has 4 CUDA GPUs (cuda:0 to cuda:3), and no other job on this machine held "
         "cuda:3"
     )
     assert resolve(request("cuda", 1), FOUR_GPUS, free_gpu=3).index == 1  # named: stays put
@@ -155,7 +155,7 @@ def test_parallel_sweep_jobs_on_a_cpu_machine_stay_on_the_cpu() -> None:
 
 
 def torchrun_process(local_rank: int, local_world: int) -> ProcessGroup:
-    return ProcessGroup(local_rank, local_world, local_rank, local_world, torchrun=True)
+    return ProcessGroup(local_rank, local_world, local_rank, local_world, launcher=TORCHRUN)
 
 
 @pytest.mark.parametrize(
@@ -227,3 +227,16 @@ def test_every_device_is_the_cpu_each_gpu_and_dp_over_two_or_more(
     gpus: int, devices: list[str]
 ) -> None:
     assert every_device(gpus) == devices
+
+
+def test_srun_tasks_form_a_ddp_group_and_train_nothing_else() -> None:
+    task = ProcessGroup(1, 2, 0, 1, launcher=SRUN, store_host="n1", store_port=15001)
+    assert resolve(request("ddp"), NO_GPU, task).backend == "gloo"
+    with pytest.raises(ExperimentError) as refused:
+        resolve(request("cpu"), NO_GPU, task)
+    assert (
+        str(refused.value) == "srun started 2 tasks, but device=cpu trains in one; use device=ddp"
+    )
+    # A job's one task (every SLURM job's process is srun's) trains as any one process does.
+    alone = ProcessGroup(launcher=SRUN, store_host="n1", store_port=15001)
+    assert resolve(request("cpu"), NO_GPU, alone).type == "cpu"

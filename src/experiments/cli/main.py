@@ -23,7 +23,7 @@ from experiments.cli.folder_errors import run_folder_unmade
 from experiments.cli.job_cores import own_cores
 from experiments.cli.run_folder import Refused, config_copy
 from experiments.config import overrides
-from experiments.config.parallel_jobs import PROCESS_PER_JOB
+from experiments.config.parallel_jobs import PROCESS_PER_JOB, WORKER_OVERRIDES
 from experiments.config.paths import with_paths_as_given
 from experiments.config.renamed_keys import in_todays_keys
 from experiments.config.store import CONFIG_PACKAGE, command_name, new_tag, register_configs
@@ -33,7 +33,7 @@ from experiments.core import collection
 from experiments.core.errors import one_line
 from experiments.core.interrupts import end_as_the_signal_would, exit_code, reason, take_interrupts
 from experiments.core.text import display_path
-from experiments.devices.free_gpus import FreeGpus
+from experiments.devices.free_gpus import FreeGpus, this_machines_gpu_locks
 from experiments.devices.process_group import ProcessGroup
 from experiments.report.sweep_end import report_unfinished_sweeps
 
@@ -45,10 +45,6 @@ USER_TRACEBACKS = "EXPERIMENTS_TRACEBACKS"
 
 def tracebacks_asked() -> bool:
     return os.environ.get(USER_TRACEBACKS, os.environ.get("HYDRA_FULL_ERROR")) == "1"
-
-
-# torchrun's processes other than 0: no .hydra/ snapshot, no train.log, warnings and errors only.
-WORKER_OVERRIDES = ["hydra.output_subdir=null", "hydra/job_logging=worker"]
 
 
 class JobFailed(BaseException):
@@ -110,14 +106,26 @@ def _run_job(
 ) -> float | None:
     """Run `job` in Hydra's folder (in a parallel sweep, on cores of its own: `threads_key` is
     where `cfg` sets its threads): a failure in one line ends the command, unless in a sweep."""
+    from experiments.devices.distributed import kept_for_the_others
+
+    with kept_for_the_others(ProcessGroup.from_env()):  # (after the failure is said)
+        return _job_in_its_folder(job, cfg, threads_key, resumable)
+
+
+def _job_in_its_folder(
+    job: Callable[[Path, FreeGpus | None], float | None],
+    cfg: DictConfig,
+    threads_key: str,
+    resumable: bool,
+) -> float | None:
     from experiments.devices import process_settings
-    from experiments.devices.distributed import first_failure, says_the_failure  # (no torch)
+    from experiments.devices.distributed import first_failure, says_the_failure
 
     hydra_cfg = HydraConfig.get()
     in_sweep = hydra_cfg.mode == RunMode.MULTIRUN
     # Hydra's basic launcher runs jobs one after another; any other runs them side by side.
     side_by_side = in_sweep and not hydra_cfg.launcher._target_.endswith(".BasicLauncher")
-    free_gpus = FreeGpus(Path(hydra_cfg.sweep.dir)) if side_by_side else None
+    free_gpus = FreeGpus(this_machines_gpu_locks()) if side_by_side else None
     run_dir = Path(hydra_cfg.runtime.output_dir)
     value = None
     try:
@@ -272,13 +280,13 @@ def _recorded_by_torchrun(function: Callable[..., None]) -> Callable[..., None]:
 
 
 def _start_of_run() -> tuple[datetime, str]:
-    """When the run started and its tag: this process's, or torchrun's process 0's."""
+    """When the run started and its tag: this process's, or process 0's of torchrun's or srun's."""
     started, tag = datetime.now(), new_tag()
-    if "WORLD_SIZE" not in os.environ:
-        return started, tag
-    from experiments.devices.distributed import agree_on_start  # loads torch: only under torchrun
-
     group = ProcessGroup.from_env()
+    if group.world_size == 1:
+        return started, tag
+    from experiments.devices.distributed import agree_on_start  # loads torch: several processes
+
     if not group.is_main:
         sys.argv += WORKER_OVERRIDES
     return agree_on_start(group, started, tag)

@@ -29,7 +29,10 @@ from hydra_plugins.hydra_submitit_launcher.submitit_launcher import (
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from experiments.cli.slurm_partition import JobRequest, Partition, read_partition, refusal
+from experiments.config.choices import DeviceName
+from experiments.config.parallel_jobs import WORKER_OVERRIDES
 from experiments.config.paths import as_value
+from experiments.config.training_checks import batch_not_shared_evenly
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.core.text import display_path
@@ -110,9 +113,15 @@ class SizedSlurmLauncher(SubmititSlurmLauncher):
     ) -> JobReturn:
         """The job, on its node; SLURM's warning that it is preempted or near its time limit
         ends it as an interruption would, and it is requeued to go on in its own folder."""
+        import submitit
+
         interrupts.take_as_interrupt(PREEMPTED)
+        # A DDP job's tasks run the job alike; process 0 alone keeps its snapshot and log.
+        task_overrides = WORKER_OVERRIDES if submitit.JobEnvironment().global_rank else []
         try:
-            return super().__call__(sweep_overrides, job_dir_key, job_num, job_id, singleton_state)
+            return super().__call__(
+                [*sweep_overrides, *task_overrides], job_dir_key, job_num, job_id, singleton_state
+            )
         except interrupts.Terminated as stopped:
             if stopped.signal != PREEMPTED:
                 raise
@@ -169,7 +178,7 @@ class SizedSlurmLauncher(SubmititSlurmLauncher):
             timeout_min=int(given.get("timeout_min") or 60),
             gpus_for=gpus_for,
         )
-        why_not = partition and refusal(request, partition)
+        why_not = _tasks_refusal(job, request) or (partition and refusal(request, partition))
         if why_not:
             raise ExperimentError(why_not)
         return request
@@ -188,6 +197,22 @@ class SizedSlurmLauncher(SubmititSlurmLauncher):
             gpus_per_node=request.gpus_per_node or None,  # none asked: no gres at all
         )
         return {key: value for key, value in parameters.items() if value is not None}
+
+
+def _tasks_refusal(job: DictConfig, request: JobRequest) -> str | None:
+    """Why the job's tasks cannot train its model together (as each task would refuse it)."""
+    tasks = request.nodes * request.tasks_per_node
+    if job.device.name != DeviceName.ddp:
+        if tasks == 1:
+            return None
+        return (
+            f"hydra.launcher asks {request.nodes} node(s) x {request.tasks_per_node} task(s), "
+            f"but {_device_text(job)} trains in one process; use device=ddp, or one task"
+        )
+    if uneven := batch_not_shared_evenly(job, tasks):
+        given = f"hydra.launcher.nodes={request.nodes} x tasks_per_node={request.tasks_per_node}"
+        return f"{uneven}: the job's {tasks} processes are its {given}"
+    return None
 
 
 def _resumed(overrides: list[str], run_dir: Path) -> list[str]:

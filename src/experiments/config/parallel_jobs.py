@@ -13,6 +13,9 @@ SLURM = "hydra_plugins.experiments_launcher.SlurmLauncher"  # hydra/launcher=slu
 PROCESS_PER_JOB = (SUBMITIT_LOCAL, SUBMITIT_SLURM, SLURM)
 # The launchers that run a sweep's jobs side by side on the machine that launched them.
 ON_THIS_MACHINE = (JOBLIB, SUBMITIT_LOCAL)
+# A process group's processes other than 0 (torchrun's, a SLURM job's tasks): no .hydra/
+# snapshot, no train.log, warnings and errors only.
+WORKER_OVERRIDES = ["hydra.output_subdir=null", "hydra/job_logging=worker"]
 
 
 def shares_this_machine(launcher: Mapping[str, Any]) -> bool:

@@ -23,7 +23,7 @@ from experiments.devices.description import torch_build
 from experiments.devices.measuring.energy import EnergyMeter
 from experiments.devices.measuring.peak_cache import PeakCache
 from experiments.devices.plan import Machine, request_text, resolve
-from experiments.devices.process_group import ProcessGroup
+from experiments.devices.process_group import TORCHRUN, ProcessGroup
 from experiments.devices.process_settings import number_gpus_by_bus
 
 USAGE = """usage: python -m experiments.devices [--measure-peaks] [device overrides]
@@ -70,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             # What each of torchrun's processes would get: one per GPU (or two on the CPU).
             count = max(machine.cuda_count, 2)
             for rank in range(count):
-                group = ProcessGroup(rank, count, rank, count, torchrun=True)
+                group = ProcessGroup(rank, count, rank, count, launcher=TORCHRUN)
                 print(f"device=ddp, process {rank} of {count}: {resolve(request, machine, group)}")
         else:
             print(f"device={request_text(request)}: {resolve(request, machine)}")

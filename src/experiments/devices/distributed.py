@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
+import hashlib
 import os
 import signal
 import socket
@@ -21,8 +23,9 @@ import torch.distributed as dist
 
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError, one_line
+from experiments.core.text import display_path
 from experiments.devices.backends.registry import backend_for
-from experiments.devices.process_group import ProcessGroup
+from experiments.devices.process_group import SRUN, TORCHRUN, ProcessGroup
 
 T = TypeVar("T")
 
@@ -36,6 +39,10 @@ LOST_CONNECTION = (
     "Broken pipe",
     "remote process exited",
 )
+
+
+class RefusedByEveryProcess(ExperimentError):
+    """A refusal each process makes alike: said without the rank of whichever said it first."""
 
 
 class Stopped(Exception):
@@ -64,7 +71,10 @@ def gathered(value: T, group: ProcessGroup) -> list[T]:
     return values
 
 
-def _store() -> dist.TCPStore:
+def _store(group: ProcessGroup) -> dist.TCPStore:
+    """Where the processes agree: torchrun's agent's store, or the one srun's process 0 keeps."""
+    if group.launcher == SRUN:
+        return _step_store(group.store_host, group.store_port, group.is_main)
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
         raise ExperimentError(
             "several processes (WORLD_SIZE is set) need torchrun: "
@@ -72,6 +82,20 @@ def _store() -> dist.TCPStore:
         )
     address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     return dist.TCPStore(address, port, is_master=False, timeout=STORE_TIMEOUT)
+
+
+@functools.cache  # one per process: process 0's serves the others until it ends
+def _step_store(host: str, port: int, serves: bool) -> dist.TCPStore:
+    try:
+        return dist.TCPStore(
+            host, port, is_master=serves, timeout=STORE_TIMEOUT, wait_for_workers=False
+        )
+    except dist.DistError as error:
+        doing = f"listen on port {port}" if serves else f"reach process 0 on {host}:{port}"
+        raise ExperimentError(
+            f"an srun task could not {doing} ({one_line(error)}); give the processes a host "
+            "and a free port to meet on: MASTER_ADDR=<the first node> MASTER_PORT=<port>"
+        ) from error
 
 
 def _key(name: str) -> str:
@@ -94,7 +118,7 @@ def process_0_says(group: ProcessGroup, name: str, answer: Callable[[], str]) ->
     """Process 0's `answer()`, asked of it alone (whether the folder it makes is free), for all."""
     if group.world_size == 1:
         return answer()
-    store = _store()
+    store = _store(group)
     if group.is_main:
         store.set(_key(name), answer())
     return store.get(_key(name)).decode()
@@ -105,11 +129,18 @@ def first_failure(group: ProcessGroup, error: BaseException) -> str:
     reason = one_line(error)
     if group.world_size == 1:
         return reason
-    store = _store()
-    announced = f"process {group.rank}: {reason}"
-    if _lost_another(error):
-        announced = _why_another_was_lost(group, store) or announced
-    return store.compare_set(_key("failure"), "", announced).decode()
+    announced = (
+        reason if isinstance(error, RefusedByEveryProcess) else f"process {group.rank}: {reason}"
+    )
+    try:
+        store = _store(group)
+        if _lost_another(error):
+            announced = _why_another_was_lost(group, store) or announced
+        return store.compare_set(_key("failure"), "", announced).decode()
+    except (ExperimentError, dist.DistError):
+        if group.launcher == SRUN:  # process 0 gone, and its store with it, before it said why
+            return died_without_a_word(0)
+        raise
 
 
 def announced_failure(group: ProcessGroup, interrupt: KeyboardInterrupt) -> str | None:
@@ -118,7 +149,7 @@ def announced_failure(group: ProcessGroup, interrupt: KeyboardInterrupt) -> str 
         return None
     # torchrun stops the others only once a process has ended, after it said why.
     with contextlib.suppress(ExperimentError, dist.DistError):
-        store = _store()
+        store = _store(group)
         if store.check([_key("failure")]):
             return store.get(_key("failure")).decode()
     return None
@@ -178,10 +209,11 @@ def start(group: ProcessGroup, backend: str, device: torch.device, timeout: floa
     # Before the group exists: imported later, its defaults would hold the group for good.
     import torch.distributed.nn  # noqa: F401
 
-    signal.signal(signal.SIGTERM, _raise_stopped)
+    if group.launcher == TORCHRUN:  # (srun's SIGTERM, scancel's, is an interruption)
+        signal.signal(signal.SIGTERM, _raise_stopped)
     owned = backend_for(device.type).each_process_owns_its_device
     if group.world_size > 1:  # where this process runs, so the others can tell if it dies
-        _store().set(_key(f"process/{group.rank}"), f"{socket.gethostname()} {os.getpid()}")
+        _store(group).set(_key(f"process/{group.rank}"), f"{socket.gethostname()} {os.getpid()}")
         if owned:
             refuse_shared_gpus(group, device)
     dist.init_process_group(
@@ -190,17 +222,56 @@ def start(group: ProcessGroup, backend: str, device: torch.device, timeout: floa
         world_size=group.world_size,
         timeout=timedelta(seconds=timeout),
         device_id=device if owned else None,
+        # torchrun's agent's store is found through its variables; srun's is process 0's.
+        store=_store(group) if group.launcher == SRUN else None,
     )
+
+
+def refuse_other_commands(group: ProcessGroup, run_dir: Path, config: str) -> None:
+    """Refuse, in every process, a run whose processes were given different commands: another
+    run folder, or another `config` (the run's composed config, as text)."""
+    if group.world_size == 1:
+        return
+    store = _store(group)
+    digest = hashlib.sha256(config.encode()).hexdigest()
+    store.set(_key(f"command/{group.rank}"), f"{digest} {run_dir}")
+    said = [store.get(_key(f"command/{rank}")).decode() for rank in range(group.world_size)]
+    digests, folders = zip(*(each.split(" ", 1) for each in said), strict=True)
+    same = "every process must be given the same command"
+    for rank in range(1, group.world_size):
+        if folders[rank] != folders[0]:
+            raise RefusedByEveryProcess(
+                f"process {rank}'s run folder is {display_path(Path(folders[rank]))}, process 0's "
+                f"{display_path(Path(folders[0]))}: {same}"
+            )
+        if digests[rank] != digests[0]:
+            raise RefusedByEveryProcess(f"process {rank}'s config is not process 0's: {same}")
+
+
+@contextmanager
+def kept_for_the_others(group: ProcessGroup) -> Iterator[None]:
+    """Under srun, process 0's store serves the others, so its process ends after theirs (or
+    after STORE_TIMEOUT): one that fails last can still say why."""
+    try:
+        yield
+    finally:
+        if group.launcher == SRUN and group.world_size > 1:
+            with contextlib.suppress(ExperimentError, dist.DistError):
+                store = _store(group)
+                store.set(_key(f"ended/{group.rank}"), "")
+                if group.is_main:
+                    others = [_key(f"ended/{rank}") for rank in range(1, group.world_size)]
+                    store.wait(others, STORE_TIMEOUT)
 
 
 def refuse_shared_gpus(group: ProcessGroup, device: torch.device) -> None:
     """Refuse, in every process, two processes on one GPU (NCCL fails, or hangs), by its UUID."""
-    store = _store()
+    store = _store(group)
     gpu = backend_for(device.type).identity(device)
     store.set(_key(f"gpu/{group.rank}"), f"{gpu.uuid} {gpu.name}")
     gpus = {rank: store.get(_key(f"gpu/{rank}")).decode() for rank in range(group.world_size)}
     if why := shared_gpu(gpus):
-        raise ExperimentError(why)
+        raise RefusedByEveryProcess(why)
 
 
 def shared_gpu(gpus: dict[int, str]) -> str | None:
@@ -220,7 +291,7 @@ def shared_gpu(gpus: dict[int, str]) -> str | None:
 
 
 @contextmanager
-def teardown() -> Iterator[None]:
+def teardown(group: ProcessGroup) -> Iterator[None]:
     """Leave the process group, if joined, when the block ends (its DDP model gone by then)."""
     failed = True
     try:
@@ -229,8 +300,9 @@ def teardown() -> Iterator[None]:
     finally:
         if dist.is_initialized():
             _leave()
-            # torchrun's SIGTERM ends the process as usual, unless it would cut a failure's line.
-            signal.signal(signal.SIGTERM, signal.SIG_IGN if failed else signal.SIG_DFL)
+            if group.launcher == TORCHRUN:
+                # Its SIGTERM ends the process as usual, unless it would cut a failure's line.
+                signal.signal(signal.SIGTERM, signal.SIG_IGN if failed else signal.SIG_DFL)
 
 
 def _leave() -> None:

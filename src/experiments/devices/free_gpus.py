@@ -1,10 +1,15 @@
-"""GPUs handed out to the jobs of one sweep that run side by side (hydra/launcher=joblib)."""
+"""GPUs handed out to the jobs that run side by side on one machine (hydra/launcher=joblib,
+submitit_local): of one sweep, of two sweeps started at once, of two users."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import socket
+import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO
 
@@ -14,13 +19,41 @@ from experiments.core.text import gpu_name
 log = logging.getLogger("experiments")
 
 
-class FreeGpus:
-    """A job holds its GPUs by a lock file each in the sweep folder, released even if it dies."""
+# A folder of lock files to use instead of this machine's shared one.
+GPU_LOCKS = "EXPERIMENTS_GPU_LOCKS"
 
-    def __init__(self, sweep_dir: Path, poll_seconds: float = 1.0) -> None:
-        self.folder = sweep_dir / ".gpus"
+
+def this_machines_gpu_locks(env: Mapping[str, str] = os.environ) -> Path:
+    """The folder of this machine's GPU locks: one every user may write (sticky, as /tmp is),
+    so that no two jobs of any sweep share a GPU; this user's own where that cannot be made."""
+    if env.get(GPU_LOCKS):
+        return Path(env[GPU_LOCKS])
+    host = socket.gethostname().split(".")[0]
+    shared = Path(tempfile.gettempdir()) / f"experiments-gpus-{host}"
+    with contextlib.suppress(OSError):
+        shared.mkdir(exist_ok=True)
+        if shared.stat().st_uid == os.getuid():
+            shared.chmod(0o1777)  # (not as mkdir's mode, which the umask narrows)
+        if os.access(shared, os.W_OK | os.X_OK) and not shared.is_symlink():
+            return shared
+    return Path.home() / ".cache" / "experiments" / f"gpus-{host}"
+
+
+class FreeGpus:
+    """A job holds its GPUs by a lock file each in `folder`, released even if it dies. GPUs are
+    named as the machine numbers them: CUDA_VISIBLE_DEVICES's entries where it is set."""
+
+    def __init__(self, folder: Path, poll_seconds: float = 1.0, visible: str | None = None) -> None:
+        self.folder = folder
         self.poll_seconds = poll_seconds
         self._held: dict[int, IO[str]] = {}
+        shown = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
+        self._machines_names = [name.strip() for name in (shown or "").split(",") if name.strip()]
+
+    def lock_name(self, index: int) -> str:
+        """GPU `index` of this process's, as the machine names it."""
+        names = self._machines_names
+        return f"{names[index] if index < len(names) else index}.lock"
 
     def __enter__(self) -> FreeGpus:
         return self
@@ -38,7 +71,7 @@ class FreeGpus:
                 if self._locked([index]):
                     return index
             if not said:
-                log.info("waiting for a GPU: this sweep's other jobs hold all %d", count)
+                log.info("waiting for a GPU: other jobs on this machine hold all %d", count)
                 said = True
             time.sleep(self.poll_seconds)
 
@@ -49,7 +82,7 @@ class FreeGpus:
         while wanted and not self._locked(wanted):
             if not said:
                 log.info(
-                    "waiting for %s: another job of this sweep holds %s",
+                    "waiting for %s: another job on this machine holds %s",
                     ", ".join(map(gpu_name, wanted)),
                     "one of them" if len(wanted) > 1 else "it",
                 )
@@ -61,7 +94,10 @@ class FreeGpus:
         self.folder.mkdir(parents=True, exist_ok=True)
         locks: dict[int, IO[str]] = {}
         for index in gpus:
-            lock = try_lock(self.folder / f"{index}.lock")
+            path = self.folder / self.lock_name(index)
+            lock = try_lock(path)
+            with contextlib.suppress(OSError):  # another user's jobs may lock it too
+                path.chmod(0o666)
             if lock is None:
                 for taken in locks.values():
                     taken.close()

@@ -10,7 +10,7 @@ from experiments.config.choices import DeviceName
 from experiments.config.schemas import DeviceConfig
 from experiments.core.errors import ExperimentError
 from experiments.core.text import gpu_name
-from experiments.devices.process_group import ONE_PROCESS, ProcessGroup
+from experiments.devices.process_group import ONE_PROCESS, SRUN, TORCHRUN, ProcessGroup
 
 
 @dataclass(frozen=True)
@@ -106,12 +106,13 @@ def resolve(
         raise ExperimentError(f"device.ids applies to device=dp or ddp only, not device={name}")
     if index is not None and name != DeviceName.cuda:
         raise ExperimentError(f"device.index applies to device=cuda only, not device={name}")
-    if group.torchrun and name != DeviceName.ddp:
+    # (srun's one task is a job's every process: SLURM starts each job's tasks through it.)
+    started = group.launcher == TORCHRUN or group.world_size > 1
+    if started and name != DeviceName.ddp:
         raise ExperimentError(
-            f"torchrun started {group.world_size} processes, but device={request_text(request)} "
-            "trains in one; use device=ddp"
+            f"{group.processes}, but device={request_text(request)} trains in one; use device=ddp"
         )
-    handed = "" if free_gpu is None else f"no other job of this sweep held {gpu_name(free_gpu)}"
+    handed = "" if free_gpu is None else f"no other job on this machine held {gpu_name(free_gpu)}"
     if name == DeviceName.ddp:
         return _ddp_plan(request.ids, machine, group)
     if name == DeviceName.cpu:
@@ -138,12 +139,17 @@ def resolve(
     return DevicePlan("cuda", index)
 
 
+# How each launcher is told the processes it starts on each machine.
+PER_NODE = {TORCHRUN: "torchrun --nproc-per-node", SRUN: "srun --ntasks-per-node"}
+
+
 def _ddp_plan(ids: list[int] | None, machine: Machine, group: ProcessGroup) -> DevicePlan:
     """One GPU per process (NCCL): LOCAL_RANK's, device.ids[LOCAL_RANK], or the one it sees."""
-    if not group.torchrun:
+    if group.launcher is None:
         raise ExperimentError(
-            "device=ddp runs one process per device under torchrun: "
-            "torchrun --nproc-per-node=2 train.py device=ddp"
+            "device=ddp runs one process per device, started by torchrun "
+            "(torchrun --nproc-per-node=2 train.py device=ddp) or by SLURM "
+            "(srun --ntasks=2 python train.py device=ddp; hydra.launcher.tasks_per_node=2)"
         )
     if machine.cuda_count == 0:
         return DevicePlan("cpu", backend="gloo", reason=f"this machine has {machine.gpus()}")
@@ -155,7 +161,7 @@ def _ddp_plan(ids: list[int] | None, machine: Machine, group: ProcessGroup) -> D
         raise ExperimentError(
             f"device=ddp has {len(gpus)} GPU(s) ({', '.join(map(gpu_name, gpus))}) for "
             f"{group.local_world_size} processes on this machine; start at most {len(gpus)} "
-            "(torchrun --nproc-per-node) or name more in device.ids"
+            f"({PER_NODE[group.launcher]}) or name more in device.ids"
         )
     return DevicePlan("cuda", gpus[group.local_rank], backend="nccl")
 

@@ -9,7 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from torch.optim.lr_scheduler import LRScheduler
 
 from experiments.callbacks import Callback, EpochEnd, Fields, Progress, TrainingRun, callbacks_for
@@ -19,7 +19,7 @@ from experiments.config.validate import refuse_unchosen_groups, validate
 from experiments.core import interrupts
 from experiments.core.errors import ExperimentError
 from experiments.devices import memory
-from experiments.devices.distributed import teardown, wait_for_all
+from experiments.devices.distributed import refuse_other_commands, teardown, wait_for_all
 from experiments.devices.free_gpus import FreeGpus
 from experiments.devices.placement import audit
 from experiments.devices.process_group import ProcessGroup
@@ -51,10 +51,11 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
         fields = training_fields(as_written(cfg), group, resumed)
         # The process group, if any, is left last, after the records are written.
         with (
-            teardown(),
+            teardown(group),
             Results(run_dir, fields, group, held=held) as results,
             MetricsWriter(run_dir, group.is_main, _trackers(cfg, run_dir, group)) as metrics_writer,
         ):
+            refuse_other_commands(group, run_dir, OmegaConf.to_yaml(cfg))
             refuse_unchosen_groups(cfg)  # (~trainer) before the trainer's settings are read
             batch = (cfg.trainer.batch_size, cfg.trainer.accumulate_batches, group.world_size)
             with memory.out_of_memory_said("trainer.batch_size", *batch):
@@ -65,7 +66,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
                 summary = trainer.finish()
                 run = trainer.run
                 plan, measures, unit = run.runtime.plan, run.learner.task.metrics, run.data.unit
-                del trainer, run  # its DDP model holds the process group, which teardown() ends
+                del trainer, run  # its DDP model holds the process group, which teardown ends
         log_summary(summary, plan, run_dir, measures, unit)
     return summary[cfg.optimized_metric] if cfg.optimized_metric else None
 
