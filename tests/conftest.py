@@ -84,7 +84,8 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
             pytest.fail(f"no SLURM cluster could start: {why}")
         pytest.skip(f"no SLURM cluster here: {why}")
     folder = tmp_path_factory.mktemp("slurm")
-    conf = slurm_cluster_here.up(folder)
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    conf = slurm_cluster_here.up(folder, first_job_id=1 + 1000 * int(worker or 0))
     try:
         yield {"SLURM_CONF": str(conf)}
     finally:

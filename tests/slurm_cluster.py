@@ -41,6 +41,7 @@ SelectTypeParameters=CR_Core
 ReturnToService=2
 MpiDefault=none
 JobAcctGatherType=jobacct_gather/none
+FirstJobId={first_job_id}
 {nodes}
 PartitionName=debug Nodes={names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 """
@@ -96,8 +97,10 @@ def _name_the_nodes(hosts: Path = Path("/etc/hosts")) -> None:
             table.write(f"127.0.0.1 {' '.join(NODES)}  # tests/slurm_cluster.py\n")
 
 
-def up(folder: Path) -> Path:
-    """Start the cluster in `folder`; its slurm.conf, once both nodes are idle."""
+def up(folder: Path, first_job_id: int = 1) -> Path:
+    """Start the cluster in `folder`; its slurm.conf, once both nodes are idle. Clusters up at
+    once number their jobs apart (`first_job_id`), as one cluster does: an srun step's tasks
+    meet on a port made of its job's id."""
     if (why := why_not()) is not None:
         raise RuntimeError(f"no SLURM cluster here: {why}")
     folder = folder.resolve()
@@ -118,6 +121,7 @@ def up(folder: Path) -> Path:
             folder=folder,
             nodes=nodes,
             names=",".join(NODES),
+            first_job_id=first_job_id,
         )
     )
     env = {**os.environ, "SLURM_CONF": str(conf)}

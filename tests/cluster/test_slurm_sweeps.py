@@ -43,20 +43,24 @@ def test_a_cpu_sweep_asks_no_gpu_and_ends_with_its_report(
 
 
 @pytest.mark.slow
-def test_a_sweep_of_ddp_jobs_trains_each_model_over_both_nodes(
+def test_a_sweep_over_processes_trains_each_job_as_one_ddp_group_over_both_nodes(
     slurm_cluster: dict[str, str], tmp_path: Path
 ) -> None:
-    overrides = [*SMALL[1:], "device=ddp", "hydra.launcher.nodes=2", "model=tudui,lenet"]
-    done = train_cli(tmp_path, *SLURM_SWEEP, *overrides, env=slurm_cluster)
+    swept = ["device=ddp", "device.processes=2,4", "hydra.launcher.nodes=2", "trainer.threads=1"]
+    done = train_cli(tmp_path, *SLURM_SWEEP, *SMALL[1:], *swept, env=slurm_cluster)
     assert done.returncode == 0, done.stderr
     said = done.stdout + done.stderr
-    assert said.count("(2 nodes x 1 task, 2 CPUs per task, no GPU,") == 2  # gloo: no GPU
+    assert "(2 nodes x 1 task, 1 CPU per task, no GPU," in said  # gloo: no GPU
+    assert "(2 nodes x 2 tasks, 1 CPU per task, no GPU," in said
     assert "2 run(s) in" in said and "2 completed" in said
-    for run in ("0_model-tudui", "1_model-lenet"):
+    for run, processes in (("0_device.processes-2", 2), ("1_device.processes-4", 4)):
         folder = tmp_path / "sweep" / run
-        assert (results(folder)["status"], results(folder)["world_size"]) == ("completed", 2)
+        assert (results(folder)["status"], results(folder)["world_size"]) == (
+            "completed",
+            processes,
+        )
         cluster = json.loads((folder / "environment.json").read_text())["cluster"]
-        assert (cluster["node_count"], cluster["tasks"]) == ("2", "2")
+        assert (cluster["node_count"], cluster["tasks"]) == ("2", str(processes))
         # Process 0 alone writes the log and the snapshot; the other task's go to its own log.
         assert (folder / "train.log").read_text().count("completed:") == 1
 
@@ -80,8 +84,13 @@ def test_a_sweep_of_ddp_jobs_trains_each_model_over_both_nodes(
             "hydra.launcher asks 1 node(s) x 2 task(s), but device=cpu trains in one process; "
             "use device=ddp, or one task",
         ),
+        (
+            ["device=ddp", "device.processes=3", "hydra.launcher.nodes=2"],
+            "device.processes=3 does not divide among hydra.launcher.nodes=2: ask a multiple "
+            "of 2, or other nodes",
+        ),
     ],
-    ids=["gpu-on-cpu-nodes", "batch-over-tasks", "tasks-of-one-process"],
+    ids=["gpu-on-cpu-nodes", "batch-over-tasks", "tasks-of-one-process", "processes-over-nodes"],
 )
 def test_a_job_the_cluster_cannot_run_is_refused_before_submitting(
     slurm_cluster: dict[str, str], tmp_path: Path, overrides: list[str], refusal: str

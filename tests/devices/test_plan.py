@@ -240,3 +240,18 @@ def test_srun_tasks_form_a_ddp_group_and_train_nothing_else() -> None:
     # A job's one task (every SLURM job's process is srun's) trains as any one process does.
     alone = ProcessGroup(launcher=SRUN, store_host="n1", store_port=15001)
     assert resolve(request("cpu"), NO_GPU, alone).type == "cpu"
+
+
+def test_ddp_processes_asked_must_be_the_processes_started() -> None:
+    task = ProcessGroup(0, 2, 0, 1, launcher=SRUN, store_host="n1", store_port=15001)
+    asked = DeviceConfig(DeviceName.ddp, processes=2)
+    assert resolve(asked, NO_GPU, task).backend == "gloo"
+    with pytest.raises(ExperimentError) as refused:
+        resolve(DeviceConfig(DeviceName.ddp, processes=4), NO_GPU, task)
+    assert str(refused.value) == (
+        "device.processes=4, but srun started 2 tasks: start 4 (torchrun --nproc-per-node x "
+        "--nnodes, srun --ntasks), or leave device.processes out"
+    )
+    with pytest.raises(ExperimentError) as refused:
+        resolve(DeviceConfig(DeviceName.cpu, processes=1), NO_GPU)
+    assert str(refused.value) == "device.processes applies to device=ddp only, not device=cpu"

@@ -161,7 +161,8 @@ class SizedSlurmLauncher(SubmititSlurmLauncher):
         assert self.config is not None and self.hydra_context is not None
         job = self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
         given = self.params
-        tasks = int(given.get("tasks_per_node") or 1)
+        nodes = int(given.get("nodes") or 1)
+        tasks = _tasks_per_node(job, nodes) or int(given.get("tasks_per_node") or 1)
         threads = OmegaConf.select(job, "trainer.threads", default=None)
         if given.get("gpus_per_node") is not None:
             gpus = int(given["gpus_per_node"])
@@ -170,7 +171,7 @@ class SizedSlurmLauncher(SubmititSlurmLauncher):
             node_gpus = partition.gpus if partition else 0
             gpus, gpus_for = gpus_to_ask(job.device, node_gpus, tasks), _device_text(job)
         request = JobRequest(
-            nodes=int(given.get("nodes") or 1),
+            nodes=nodes,
             tasks_per_node=tasks,
             cpus_per_task=given.get("cpus_per_task") or threads or DEFAULT_CPUS,
             gpus_per_node=gpus,
@@ -193,10 +194,25 @@ class SizedSlurmLauncher(SubmititSlurmLauncher):
             if key not in left_out and value is not None
         }
         parameters.update(
+            nodes=request.nodes,
+            tasks_per_node=request.tasks_per_node,
             cpus_per_task=request.cpus_per_task,
             gpus_per_node=request.gpus_per_node or None,  # none asked: no gres at all
         )
         return {key: value for key, value in parameters.items() if value is not None}
+
+
+def _tasks_per_node(job: DictConfig, nodes: int) -> int | None:
+    """The tasks on each node that the job's device.processes asks for (None: not asked)."""
+    processes = OmegaConf.select(job, "device.processes", default=None)
+    if processes is None or job.device.name != DeviceName.ddp:
+        return None  # (device.processes with another device: each task refuses it)
+    if processes % nodes:
+        raise ExperimentError(
+            f"device.processes={processes} does not divide among hydra.launcher.nodes={nodes}: "
+            f"ask a multiple of {nodes}, or other nodes"
+        )
+    return int(processes // nodes)
 
 
 def _tasks_refusal(job: DictConfig, request: JobRequest) -> str | None:

@@ -188,6 +188,14 @@ class DeviceConfig:
     visible: list[int] | None = checked(
         None, Numbers(FROM_ZERO, means="GPUs are numbered from 0").or_null()
     )
+    # ddp's processes in all (null: as many as torchrun or srun started). A SLURM sweep's job
+    # asks for them, so that a sweep can vary them: device.processes=1,2,4.
+    processes: int | None = checked(
+        None,
+        FROM_ONE.but(means="processes training the model together").or_null(
+            "as many as torchrun or srun started"
+        ),
+    )
     timeout: float = checked(
         300.0, SECONDS.but(means="how long joining the processes, or any collective, waits")
     )

@@ -138,9 +138,11 @@ def first_failure(group: ProcessGroup, error: BaseException) -> str:
             announced = _why_another_was_lost(group, store) or announced
         return store.compare_set(_key("failure"), "", announced).decode()
     except (ExperimentError, dist.DistError):
-        if group.launcher == SRUN:  # process 0 gone, and its store with it, before it said why
-            return died_without_a_word(0)
-        raise
+        if group.launcher != SRUN:
+            raise
+        if group.is_main:  # its store never started (its port taken): its own failure says so
+            return announced
+        return died_without_a_word(0)  # process 0 gone, and its store with it, unheard
 
 
 def announced_failure(group: ProcessGroup, interrupt: KeyboardInterrupt) -> str | None:

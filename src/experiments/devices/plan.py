@@ -106,6 +106,8 @@ def resolve(
         raise ExperimentError(f"device.ids applies to device=dp or ddp only, not device={name}")
     if index is not None and name != DeviceName.cuda:
         raise ExperimentError(f"device.index applies to device=cuda only, not device={name}")
+    if request.processes is not None and name != DeviceName.ddp:
+        raise ExperimentError(f"device.processes applies to device=ddp only, not device={name}")
     # (srun's one task is a job's every process: SLURM starts each job's tasks through it.)
     started = group.launcher == TORCHRUN or group.world_size > 1
     if started and name != DeviceName.ddp:
@@ -114,7 +116,7 @@ def resolve(
         )
     handed = "" if free_gpu is None else f"no other job on this machine held {gpu_name(free_gpu)}"
     if name == DeviceName.ddp:
-        return _ddp_plan(request.ids, machine, group)
+        return _ddp_plan(request.ids, request.processes, machine, group)
     if name == DeviceName.cpu:
         return DevicePlan("cpu")
     if name == DeviceName.auto:
@@ -143,13 +145,20 @@ def resolve(
 PER_NODE = {TORCHRUN: "torchrun --nproc-per-node", SRUN: "srun --ntasks-per-node"}
 
 
-def _ddp_plan(ids: list[int] | None, machine: Machine, group: ProcessGroup) -> DevicePlan:
+def _ddp_plan(
+    ids: list[int] | None, processes: int | None, machine: Machine, group: ProcessGroup
+) -> DevicePlan:
     """One GPU per process (NCCL): LOCAL_RANK's, device.ids[LOCAL_RANK], or the one it sees."""
     if group.launcher is None:
         raise ExperimentError(
             "device=ddp runs one process per device, started by torchrun "
             "(torchrun --nproc-per-node=2 train.py device=ddp) or by SLURM "
             "(srun --ntasks=2 python train.py device=ddp; hydra.launcher.tasks_per_node=2)"
+        )
+    if processes not in (None, group.world_size):
+        raise ExperimentError(
+            f"device.processes={processes}, but {group.processes}: start {processes} "
+            "(torchrun --nproc-per-node x --nnodes, srun --ntasks), or leave device.processes out"
         )
     if machine.cuda_count == 0:
         return DevicePlan("cpu", backend="gloo", reason=f"this machine has {machine.gpus()}")

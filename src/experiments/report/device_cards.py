@@ -8,12 +8,14 @@ from collections.abc import Sequence
 
 from experiments.config.metric_names import TEST
 from experiments.core.text import Unit, shared_unit
-from experiments.report import batch_sweep, repeats, to_target, verdicts
+from experiments.report import batch_sweep, process_scaling, repeats, to_target, verdicts
 from experiments.report.repeats import Configuration, Row
 from experiments.report.verdicts import Block, Verdict
 
 HEADING = "Devices"
 DEVICE = "device"
+# The keys whose sweeps make a card: the device, and how many of it train together.
+SWEPT = (DEVICE, process_scaling.PROCESSES)
 CARD_MEASURES = (
     repeats.SPEED,
     repeats.MFU,
@@ -29,7 +31,9 @@ def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
     by_device: dict[str, list[Configuration]] = {}
     for configuration in configurations:
         by_device.setdefault(configuration.runs[0]["device"], []).append(configuration)
-    swept = any(DEVICE in run["swept"] for each in configurations for run in each.runs)
+    swept = any(
+        key in run["swept"] for each in configurations for run in each.runs for key in SWEPT
+    )
     if len(by_device) < 2 and not swept:
         return []
     unit = shared_unit(row.get("unit") for row in rows)
@@ -47,7 +51,7 @@ def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
         lines += [(1, knee) for knee in _knees(rows, device)]
     if between := _between(configurations, unit):
         lines += [(0, "between devices:"), *between]
-    return lines
+    return lines + process_scaling.scaling_lines(verdicts.verdict_lines(configurations).blocks)
 
 
 def to_target_verdicts(configurations: Sequence[Configuration]) -> list[Verdict]:
