@@ -19,7 +19,7 @@ from experiments.data.augment import ERASED_AREA, Augment
 from experiments.data.batches import Batches
 from experiments.data.policies import OPS, RANDAUGMENT
 from experiments.data.types import Split
-from experiments.devices.process_group import ProcessGroup
+from experiments.devices.process_group import TORCHRUN, ProcessGroup
 from experiments.training.tasks import Classification
 from helpers import QUICK, compose_config, metrics, on, train_cli
 
@@ -89,7 +89,7 @@ def augmented_batches(
     split: Split, seed: int, group_rank: tuple[int, int] = (0, 1), **options: object
 ) -> list[tuple[torch.Tensor, torch.Tensor]]:
     rank, world = group_rank
-    group = ProcessGroup(rank, world, rank, world, torchrun=world > 1)
+    group = ProcessGroup(rank, world, rank, world, launcher=TORCHRUN if world > 1 else None)
     shuffle = generator(seed)
     augment = Augment(4, True, shuffle, **options)
     batches = Batches(

@@ -47,7 +47,7 @@ def test_visible_gpus_beyond_a_schedulers_share_are_refused() -> None:
 def test_a_failed_job_frees_its_memory_before_its_gpu_goes_to_the_next(tmp_path: Path) -> None:
     # Out of memory in a sweep job: its traceback still holds its model and data. The GPU may go
     # to the next job only once they are freed (and, on a GPU, the cache emptied).
-    gpu_lock = tmp_path / ".gpus" / "0.lock"
+    gpu_lock = tmp_path / "0.lock"
     freed_while_gpu_held: list[bool] = []
 
     def train_out_of_memory() -> None:
