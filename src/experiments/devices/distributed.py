@@ -229,13 +229,13 @@ def start(group: ProcessGroup, backend: str, device: torch.device, timeout: floa
     )
 
 
-def refuse_other_commands(group: ProcessGroup, run_dir: Path, config: str) -> None:
+def refuse_other_commands(group: ProcessGroup, run_dir: Path, config: Callable[[], str]) -> None:
     """Refuse, in every process, a run whose processes were given different commands: another
-    run folder, or another `config` (the run's composed config, as text)."""
+    run folder, or another `config()` (the run's composed config, as text)."""
     if group.world_size == 1:
         return
     store = _store(group)
-    digest = hashlib.sha256(config.encode()).hexdigest()
+    digest = hashlib.sha256(config().encode()).hexdigest()
     store.set(_key(f"command/{group.rank}"), f"{digest} {run_dir}")
     said = [store.get(_key(f"command/{rank}")).decode() for rank in range(group.world_size)]
     digests, folders = zip(*(each.split(" ", 1) for each in said), strict=True)

@@ -55,7 +55,7 @@ def train(cfg: DictConfig, run_dir: Path, free_gpus: FreeGpus | None = None) -> 
             Results(run_dir, fields, group, held=held) as results,
             MetricsWriter(run_dir, group.is_main, _trackers(cfg, run_dir, group)) as metrics_writer,
         ):
-            refuse_other_commands(group, run_dir, OmegaConf.to_yaml(cfg))
+            refuse_other_commands(group, run_dir, lambda: OmegaConf.to_yaml(cfg))
             refuse_unchosen_groups(cfg)  # (~trainer) before the trainer's settings are read
             batch = (cfg.trainer.batch_size, cfg.trainer.accumulate_batches, group.world_size)
             with memory.out_of_memory_said("trainer.batch_size", *batch):
