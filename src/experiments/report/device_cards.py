@@ -49,9 +49,10 @@ def cards(rows: Sequence[Row]) -> list[tuple[int, str]]:
         lines.append((0, f"{title}:"))
         lines += [(1, _said(configuration, unit, several, priced)) for configuration in mine]
         lines += [(1, knee) for knee in _knees(rows, device)]
-    if between := _between(configurations, unit):
+    blocks = verdicts.verdict_lines(configurations).blocks
+    if between := _between(configurations, blocks, unit):
         lines += [(0, "between devices:"), *between]
-    return lines + process_scaling.scaling_lines(verdicts.verdict_lines(configurations).blocks)
+    return lines + process_scaling.scaling_lines(blocks)
 
 
 def to_target_verdicts(configurations: Sequence[Configuration]) -> list[Verdict]:
@@ -59,10 +60,11 @@ def to_target_verdicts(configurations: Sequence[Configuration]) -> list[Verdict]
     return [each for block in to_target.ranked(configurations, DEVICE) for each in block.verdicts]
 
 
-def _between(configurations: Sequence[Configuration], unit: Unit) -> list[tuple[int, str]]:
+def _between(
+    configurations: Sequence[Configuration], blocks: Sequence[Block], unit: Unit
+) -> list[tuple[int, str]]:
     """The verdicts between devices (a line per pair, or beyond a few devices a ranking per
     measure), their rankings to the target, those left out of them, and the self-checks."""
-    blocks = verdicts.verdict_lines(configurations).blocks
     between = [block for block in blocks if block.key == DEVICE and block.verdicts]
     lines = [
         (1 + depth, (_held(block.held) if depth == 0 else "") + line)
