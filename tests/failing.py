@@ -150,3 +150,26 @@ class PreemptedInEpoch2(LeNet):
                 subprocess.run(["scancel", "--signal=USR2", job], check=True)
                 time.sleep(SIGNAL_WAIT_SECONDS)  # the signal's interruption ends the sleep
         return super().forward(x)
+
+
+# Set for a sweep's first attempt only: `StopsOnce` fails or stops then, by its seed.
+FIRST_ATTEMPT = "FAILING_FIRST_ATTEMPT"
+
+
+class StopsOnce(LeNet):
+    """LeNet that, where FIRST_ATTEMPT is set, fails at its third training step when seeded 1
+    (before its first checkpoint, of 3-batch epochs) and is stopped as Ctrl-C stops it at its
+    fourth when seeded 2 (the first of epoch 2, after a checkpoint); it trains as LeNet else."""
+
+    def __init__(self, in_channels: int, image_size: int, num_classes: int) -> None:
+        super().__init__(in_channels, image_size, num_classes)
+        self.seed, self.steps = torch.initial_seed(), 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training and os.environ.get(FIRST_ATTEMPT):
+            self.steps += 1
+            if self.seed == 1 and self.steps == 3:
+                raise RuntimeError("deliberate failure before the first checkpoint")
+            if self.seed == 2 and self.steps == 4:
+                raise KeyboardInterrupt
+        return super().forward(x)

@@ -23,6 +23,7 @@ from experiments.cli.folder_errors import run_folder_unmade
 from experiments.cli.job_cores import own_cores
 from experiments.cli.run_folder import Refused, config_copy
 from experiments.config import overrides
+from experiments.config.naming import planned_ahead
 from experiments.config.parallel_jobs import PROCESS_PER_JOB, WORKER_OVERRIDES
 from experiments.config.paths import with_paths_as_given
 from experiments.config.renamed_keys import in_todays_keys
@@ -35,7 +36,7 @@ from experiments.core.interrupts import end_as_the_signal_would, exit_code, reas
 from experiments.core.text import display_path
 from experiments.devices.free_gpus import FreeGpus, this_machines_gpu_locks
 from experiments.devices.process_group import ProcessGroup
-from experiments.report.sweep_end import report_unfinished_sweeps
+from experiments.report.sweep_end import forget_unfinished_sweeps, report_unfinished_sweeps
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +137,8 @@ def _job_in_its_folder(
             value = job(run_dir, free_gpus)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or another signal taken as it
         if resumable and ProcessGroup.from_env().is_main:
-            interrupt.add_note(how_it_goes_on(run_dir))  # said after the interruption's line
+            # Said after the interruption's line.
+            interrupt.add_note(how_the_sweep_goes_on(hydra_cfg) or how_it_goes_on(run_dir))
         raise
     except Exception as error:
         group = ProcessGroup.from_env()
@@ -153,6 +155,16 @@ def _job_in_its_folder(
     if in_sweep and cuda_error and later_jobs_share_this_process(hydra_cfg.launcher._target_):
         raise CudaUnusable(sweep_stopped_by(cuda_error, hydra_cfg.job.num, run_dir))
     return value
+
+
+def how_the_sweep_goes_on(hydra_cfg: DictConfig) -> str | None:
+    """The command that launches the interrupted sweep's jobs left; None outside one, or for a
+    sweeper that plans no jobs ahead (Optuna's)."""
+    if hydra_cfg.mode != RunMode.MULTIRUN or not planned_ahead(hydra_cfg):
+        return None
+    folder = display_path(Path(str(hydra_cfg.sweep.dir)))
+    command = command_name(sys.argv[0])
+    return f"the sweep in {folder} goes on with: {command} -m {shlex.quote(f'resume={folder}')}"
 
 
 def how_it_goes_on(run_dir: Path) -> str:
@@ -219,6 +231,7 @@ def _command_line(
     try:
         _recorded_by_torchrun(_compose_and_run)(hydra_main, arguments)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or another signal taken as it (SIGTERM)
+        forget_unfinished_sweeps()
         if tracebacks:
             raise
         said = reason(interrupt)
@@ -248,16 +261,20 @@ def _compose_and_run(
     sys.argv[1:] = arguments(typed)
     validate_command_line(typed, sys.argv[1:])
     register_configs(*_start_of_run())
-    _register_slurm_launcher()
+    _register_plugins()
     hydra_main()
 
 
-def _register_slurm_launcher() -> None:
-    """hydra/launcher=slurm's class, named to Hydra, whose scan of its plugins can miss it."""
-    if find_spec("hydra_plugins.hydra_submitit_launcher") is None:  # without the sweeps extra
-        return
+def _register_plugins() -> None:
+    """hydra/sweeper=resume's and hydra/launcher=slurm's classes, named to Hydra, whose scan of
+    its plugins can miss them (an editable install)."""
     from hydra.core.plugins import Plugins
 
+    from hydra_plugins.experiments_sweeper import ResumingSweeper
+
+    Plugins.instance().register(ResumingSweeper)
+    if find_spec("hydra_plugins.hydra_submitit_launcher") is None:  # without the sweeps extra
+        return
     from hydra_plugins.experiments_launcher import SlurmLauncher
 
     Plugins.instance().register(SlurmLauncher)

@@ -9,6 +9,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from experiments.config.naming import resumes_a_sweep
 from experiments.core.errors import ExperimentError
 from experiments.devices.process_group import ProcessGroup
 from experiments.records.own_folder import refuse_writing_over
@@ -55,6 +56,8 @@ class RunFolderCheck(Callback):
         config_copy.folder = None  # written
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        if resumes_a_sweep(config):  # goes on in its own folder
+            return
         folder = str(config.hydra.sweep.dir)
         remedy = (
             "a new sweep never writes over another: leave hydra.sweep.dir out for a folder of its "

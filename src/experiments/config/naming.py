@@ -49,8 +49,8 @@ def safe_name(choice: str) -> str:
 
 def planned_job_names(multirun_yaml: Path) -> list[str] | None:
     """Every job's folder name of a basic sweeper's sweep; None for others (Optuna's)."""
-    hydra = _sweep_hydra_section(multirun_yaml)
-    if not str(hydra["sweeper"]["_target_"]).endswith(".BasicSweeper"):
+    hydra = sweep_hydra_section(multirun_yaml)
+    if not planned_ahead(hydra):
         return None
     params = [f"{key}={value}" for key, value in (hydra["sweeper"].get("params") or {}).items()]
     # As the basic sweeper does: a key's last override counts, in the place of its first.
@@ -69,10 +69,20 @@ def planned_job_names(multirun_yaml: Path) -> list[str] | None:
     return [job_name(number, job, varying) for number, job in enumerate(jobs)]
 
 
+def planned_ahead(hydra: Mapping[str, Any]) -> bool:
+    """Whether the sweep's sweeper planned its jobs before any ran (Hydra's basic one does)."""
+    return str(hydra["sweeper"]["_target_"]).endswith((".BasicSweeper", ".ResumingSweeper"))
+
+
+def resumes_a_sweep(config: Mapping[str, Any]) -> bool:
+    """Whether the multirun of `config` resumes a sweep, in its folder (hydra/sweeper=resume)."""
+    return str(config["hydra"]["sweeper"].get("_target_", "")).endswith(".ResumingSweeper")
+
+
 def sweep_keys(multirun_yaml: Path, hydra: Mapping[str, Any] | None = None) -> set[str]:
     """The keys a sweep varies (`hydra`: the sweep's Hydra config, in one of its jobs)."""
     if hydra is None:
-        hydra = _sweep_hydra_section(multirun_yaml)
+        hydra = sweep_hydra_section(multirun_yaml)
     return _varying_keys(hydra, multirun_yaml) or set()
 
 
@@ -87,12 +97,12 @@ def _varying_keys(hydra: Mapping[str, Any], multirun_yaml: Path) -> set[str] | N
 # Every job of a sweep asks (twice): the sweep's file is read, and the parser built, once.
 @functools.cache
 def _swept_on_command_line(multirun_yaml: str) -> frozenset[str]:
-    overrides = _sweep_hydra_section(Path(multirun_yaml))["overrides"]["task"]
+    overrides = sweep_hydra_section(Path(multirun_yaml))["overrides"]["task"]
     parsed = _parser().parse_overrides(list(overrides))
     return frozenset(override.key_or_group for override in parsed if override.is_sweep_override())
 
 
-def _sweep_hydra_section(multirun_yaml: Path) -> dict[str, Any]:
+def sweep_hydra_section(multirun_yaml: Path) -> dict[str, Any]:
     """The `hydra` section of a sweep's multirun.yaml, refused in one line where it holds none."""
     multirun = read_data(multirun_yaml, RECORD, as_yaml)
     hydra = multirun.get("hydra") if isinstance(multirun, dict) else None

@@ -11,7 +11,12 @@ from omegaconf import OmegaConf
 
 from experiments.config.optimized import check_optimized_metric
 from experiments.config.paths import as_value, parsed, path_given
-from experiments.config.saved_overrides import overrides_saved_in, refuse_read_only
+from experiments.config.saved_overrides import (
+    overrides_saved_in,
+    refuse_read_only,
+    sweep_overrides_saved_in,
+    writes_elsewhere,
+)
 from experiments.config.store import (
     CONFIG_PACKAGE,
     config_groups,
@@ -235,6 +240,8 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
             continue
         folder = Path(path_given(given[-1].removeprefix(f"{key}="))).resolve()
         flags, others = flags_apart([argument for argument in arguments if argument not in given])
+        if key == "resume" and is_sweep_folder(folder):
+            return _sweep_resumed(folder, given[-1], flags, others)
         previous = overrides_saved_in(folder, given[-1], others)
         value = as_value(str(folder))
         arguments = [*flags, *_last_of_each_key([*previous, *others, f"{key}={value}"])]
@@ -243,6 +250,43 @@ def with_saved_overrides(arguments: list[str]) -> list[str]:
             # Its snapshot is left to `records.snapshot`: a refused resume must not overwrite it.
             arguments += [f"hydra.run.dir={value}", "hydra.output_subdir=null"]
     return arguments
+
+
+# The sweeper that launches a sweep's jobs left to run (conf/hydra/sweeper/resume.yaml).
+SWEEP_RESUMER = "hydra/sweeper=resume"
+# Hydra's settings a resumed sweep leaves as its sweep had them: where its jobs are, and how
+# they were planned.
+THE_SWEEPS_OWN = ("hydra.sweep", "hydra/sweeper", "hydra.sweeper", "hydra.run", "hydra.mode")
+
+
+def is_sweep_folder(folder: Path) -> bool:
+    """A sweep's folder: its multirun.yaml, and no run's config of its own."""
+    return (folder / "multirun.yaml").is_file() and not (folder / ".hydra").is_dir()
+
+
+def _sweep_resumed(folder: Path, given: str, flags: list[str], others: list[str]) -> list[str]:
+    """`-m resume=<sweep>`: the sweep's command line again, in its folder, for the sweeper that
+    launches its jobs left to run; `others` may only say how to launch them."""
+    saved = sweep_overrides_saved_in(folder, given, others)
+    for typed in others:
+        read = parsed(typed)
+        if read is None or read.input_line in saved or writes_elsewhere(read):
+            continue  # (one the grammar cannot read is Hydra's to refuse)
+        if read.is_hydra_override() and not read.key_or_group.startswith(THE_SWEEPS_OWN):
+            continue
+        raise ExperimentError(
+            f"{typed}: {given} launches the sweep's jobs left to run as it planned them, and "
+            "takes only how to launch them (hydra/launcher=, hydra.launcher.*); resume one job "
+            f"with other settings alone (resume=<its folder> {typed}), or sweep them anew"
+        )
+    multirun = [] if asks_for_multirun([*flags, *others]) else ["-m"]
+    return [
+        *multirun,
+        *flags,
+        *_last_of_each_key([*saved, *others]),
+        f"hydra.sweep.dir={as_value(str(folder))}",
+        SWEEP_RESUMER,
+    ]
 
 
 def flags_apart(arguments: list[str]) -> tuple[list[str], list[str]]:

@@ -14,6 +14,7 @@ from hydra.core.override_parser.types import Override
 
 from experiments.config.checks import whole_number
 from experiments.config.metric_names import BEFORE_TASKS
+from experiments.config.naming import planned_ahead, sweep_hydra_section
 from experiments.config.paths import parsed
 from experiments.config.renamed_keys import in_todays_keys
 from experiments.config.saved_yaml import read_saved_yaml
@@ -38,11 +39,38 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
             f"{given} is not a run folder (it has no {saved.name} "
             "in .hydra/); give a folder under outputs/ that a run made"
         )
-    kept = [
-        override
-        for override in in_todays_keys(_saved_overrides(saved, given))
-        if not override.startswith(WHERE_IT_RAN)
-    ]
+    where = f"{given}: its .hydra/overrides.yaml"
+    brought_back = _brought_back(_saved_overrides(saved, given), given, typed, where)
+    measured = _metrics_measured(folder, brought_back)
+    if measured:  # (what they declared, and what they left out: `task.metrics.<name>`)
+        brought_back = [o for o in brought_back if not o.key_or_group.startswith(METRICS)]
+    return [*(_renamed(override, folder) for override in brought_back), *measured]
+
+
+def sweep_overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
+    """The command line of the sweep in `folder` (its multirun.yaml's), as `overrides_saved_in`
+    brings a run's back; refused where its sweeper did not plan its jobs ahead."""
+    hydra = sweep_hydra_section(folder / "multirun.yaml")
+    if not planned_ahead(hydra):
+        raise ExperimentError(
+            f"{given}: its sweep was run by {hydra['sweeper']['_target_']}, which chose each job "
+            "from the results before it; only a sweep of Hydra's basic sweeper (comma lists) "
+            "can be resumed: start the search again in a new folder"
+        )
+    lines = _override_lines(hydra["overrides"]["task"])
+    if isinstance(lines, str):
+        raise ExperimentError(
+            f"{given}: its multirun.yaml's hydra.overrides.task {lines}, where Hydra wrote the "
+            "sweep's command line as a list of key=value; put it back from a copy"
+        )
+    where = f"{given}: its multirun.yaml"
+    return [override.input_line or "" for override in _brought_back(lines, given, typed, where)]
+
+
+def _brought_back(lines: list[str], given: str, typed: list[str], where: str) -> list[Override]:
+    """`lines` read from a file (`where`), in today's keys, without where it ran, what it wrote
+    elsewhere (unless typed again) and what trust refuses."""
+    kept = [override for override in in_todays_keys(lines) if not override.startswith(WHERE_IT_RAN)]
     read = OverridesParser.create().parse_overrides(kept)
     # One typed again now is not left out: what is typed keeps it.
     typed_now = map(parsed, in_todays_keys(typed))
@@ -50,7 +78,7 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
     elsewhere = [
         override
         for override in read
-        if _writes_elsewhere(override) and _setting(override) not in again
+        if writes_elsewhere(override) and _setting(override) not in again
     ]
     if elsewhere:
         log.warning(
@@ -59,19 +87,16 @@ def overrides_saved_in(folder: Path, given: str, typed: list[str]) -> list[str]:
             given,
             " ".join(override.input_line or "" for override in elsewhere),
         )
-    brought_back = [override for override in read if not _writes_elsewhere(override)]
-    _refuse_untrusted(given, brought_back, typed)
-    measured = _metrics_measured(folder, brought_back)
-    if measured:  # (what they declared, and what they left out: `task.metrics.<name>`)
-        brought_back = [o for o in brought_back if not o.key_or_group.startswith(METRICS)]
-    return [*(_renamed(override, folder) for override in brought_back), *measured]
+    brought_back = [override for override in read if not writes_elsewhere(override)]
+    _refuse_untrusted(brought_back, typed, where)
+    return brought_back
 
 
 def _setting(override: Override) -> tuple[str, str]:
     return override.key_or_group, str(override.value())
 
 
-def _writes_elsewhere(override: Override) -> bool:
+def writes_elsewhere(override: Override) -> bool:
     key = override.key_or_group
     return any(key == at or key.startswith((f"{at}.", f"{at}/")) for at in WRITES_ELSEWHERE)
 
@@ -124,17 +149,16 @@ def _in_saved_config(folder: Path, section: str, unread: Any = None) -> Any:
     return loaded.get(section) if isinstance(loaded, dict) else None
 
 
-def _refuse_untrusted(given: str, saved: list[Override], typed: list[str]) -> None:
+def _refuse_untrusted(saved: list[Override], typed: list[str], where: str) -> None:
     """Never Hydra's own config (its callbacks and launchers are built), nor what trust refuses."""
     for override in saved:
         if override.is_hydra_override():
             raise ExperimentError(
-                f"{given}: its .hydra/overrides.yaml sets Hydra's own config "
-                f"({override.input_line}), which no run's saved overrides do; it was not written "
-                "by this tool, or it was altered, and was not used"
+                f"{where} sets Hydra's own config ({override.input_line}), which no run's saved "
+                "overrides do; it was not written by this tool, or it was altered, and was not "
+                "used"
             )
     lines = [override.input_line or "" for override in saved]
-    where = f"{given}: its .hydra/overrides.yaml"
     refuse_untrusted(Built.in_overrides(lines), Built.in_overrides(typed), where)
 
 
@@ -160,13 +184,20 @@ def _saved_overrides(saved: Path, given: str) -> list[str]:
 
 def _overrides_in(saved: Path) -> list[str]:
     # As written: an override's ${...} is Hydra's to resolve, in the run's config.
-    entries = read_saved_yaml(saved)
+    lines = _override_lines(read_saved_yaml(saved))
+    if isinstance(lines, str):
+        raise Unparsed(lines)
+    return lines
+
+
+def _override_lines(entries: Any) -> list[str] | str:
+    """`entries` as a list of overrides, or what is wrong with them."""
     if not isinstance(entries, list):
-        raise Unparsed("holds no list")
+        return "holds no list"
     for entry in entries:
         # Hydra's forms: key=value, +key=value, ++key=value, ~key and ~key=value.
         if not isinstance(entry, str) or not ("=" in entry or entry.startswith("~")):
-            raise Unparsed(f"holds {entry!r}, which is no override (key=value)")
+            return f"holds {entry!r}, which is no override (key=value)"
     return entries
 
 

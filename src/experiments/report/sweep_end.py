@@ -11,6 +11,7 @@ from typing import Any
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from experiments.config.naming import resumes_a_sweep
 from experiments.core.files import write_text_atomically
 from experiments.devices.process_group import ProcessGroup
 
@@ -18,6 +19,8 @@ log = logging.getLogger("experiments")
 
 # Sweeps this process started whose end Hydra has not reached: reported if a launcher gives up.
 _unreported: list[Path] = []
+# Of those, the sweeps whose folder this process made (not a resumed one's).
+_made: set[Path] = set()
 
 
 class SweepReport(Callback):
@@ -29,8 +32,10 @@ class SweepReport(Callback):
             return
         # Hydra's basic sweeper saves the sweep's config too; other sweepers (Optuna) do not.
         sweep_dir = Path(config.hydra.sweep.dir)
-        sweep_dir.mkdir(parents=True, exist_ok=True)
-        write_text_atomically(sweep_dir / "multirun.yaml", OmegaConf.to_yaml(config))
+        if not resumes_a_sweep(config):  # (a resumed one's stays its plan)
+            sweep_dir.mkdir(parents=True, exist_ok=True)
+            write_text_atomically(sweep_dir / "multirun.yaml", OmegaConf.to_yaml(config))
+            _made.add(sweep_dir)
         _unreported.append(sweep_dir)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
@@ -38,6 +43,7 @@ class SweepReport(Callback):
             return
         sweep_dir = Path(config.hydra.sweep.dir)
         _unreported.remove(sweep_dir)
+        _made.discard(sweep_dir)
         if not report(sweep_dir):
             raise SystemExit(1)
 
@@ -50,12 +56,20 @@ def report_unfinished_sweeps() -> None:
 
     while _unreported:
         sweep_dir = _unreported.pop()
+        made = sweep_dir in _made
+        _made.discard(sweep_dir)
         if find_runs(sweep_dir):
             report(sweep_dir)
-        elif [entry.name for entry in sweep_dir.iterdir()] == ["multirun.yaml"]:
+        elif made and [entry.name for entry in sweep_dir.iterdir()] == ["multirun.yaml"]:
             # No job started (a typo in a swept value, no cluster): leave no empty sweep behind.
             (sweep_dir / "multirun.yaml").unlink()
             sweep_dir.rmdir()
+
+
+def forget_unfinished_sweeps() -> None:
+    """An interrupted command's sweeps: the command line says how they go on, unreported."""
+    _unreported.clear()
+    _made.clear()
 
 
 def report(sweep_dir: Path) -> bool:
