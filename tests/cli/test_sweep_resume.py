@@ -4,6 +4,7 @@ then resumed: its jobs left run in their own folders, its completed one left as 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ def test_a_sweep_goes_on_from_where_it_stopped(tmp_path: Path) -> None:
     assert results(sweep / jobs[1])["status"] == "failed"
     assert results(sweep / jobs[2])["status"] == "interrupted"
     completed = (sweep / jobs[0] / "results.json").read_text()
+    moved = shutil.copytree(sweep, tmp_path / "moved")
 
     resumed = train_cli(tmp_path, "-m", f"resume={sweep}", *MODEL, env=env)
     assert resumed.returncode == 0, resumed.stderr
@@ -48,6 +50,14 @@ def test_a_sweep_goes_on_from_where_it_stopped(tmp_path: Path) -> None:
     # The resumed job's epochs are those of the same seed never stopped (job 3).
     assert numbers(sweep / jobs[2]) == numbers(sweep / "3_trainer.seed-2")
     assert [row["epoch"] for row in metrics(sweep / jobs[1], "epoch")] == [1, 2]
+
+    # A copy of the sweep resumes where it lies now, by another launcher, to the same digits.
+    joblib = ("hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    elsewhere = train_cli(tmp_path, "-m", f"resume={moved}", *MODEL, *joblib, env=env)
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert "Joblib.Parallel(n_jobs=2" in elsewhere.stdout
+    assert ": 4 completed" in elsewhere.stderr
+    assert numbers(moved / jobs[2]) == numbers(sweep / jobs[2])
 
 
 def _job(sweep: Path, name: str, status: str | None, checkpoint: bool = False) -> None:

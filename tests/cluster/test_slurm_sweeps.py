@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import SMALL, env_with_tests_on_path, numbers, results, train_cli
+from helpers import QUICK, SMALL, env_with_tests_on_path, numbers, results, train_cli
 
 # How long the preempted job may take to be requeued (seconds: one step and the signal).
 REQUEUE_WAIT_SECONDS = 120
@@ -147,6 +147,32 @@ def test_a_preempted_job_is_requeued_and_resumes_in_its_own_folder(
     # The same digits as a run never preempted (outside SLURM, the model is LeNet's).
     uninterrupted = train_cli(tmp_path / "here", *preempted, env=env_with_tests_on_path())
     assert numbers(run_dir) == numbers(uninterrupted.run_dir)
+
+
+@pytest.mark.slow
+def test_a_sweep_stopped_here_is_resumed_on_the_cluster(
+    slurm_cluster: dict[str, str], tmp_path: Path
+) -> None:
+    env = env_with_tests_on_path()
+    model = ["model=custom", "model._target_=failing.StopsOnce"]
+    sweep = ["-m", "hydra.sweep.dir=sweep", *QUICK, *model, "trainer.seed=0,1,2"]
+    first = train_cli(tmp_path, *sweep, env={**env, "FAILING_FIRST_ATTEMPT": "1"})
+    assert first.returncode != 0
+    resumed = train_cli(
+        tmp_path, "-m", "resume=sweep", "hydra/launcher=slurm", *model, env={**env, **slurm_cluster}
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "1 of 3 jobs completed, left as they are; 2 to run" in resumed.stdout
+    assert "3 run(s) in" in resumed.stderr and ": 3 completed" in resumed.stderr
+    clusters = [
+        json.loads((tmp_path / "sweep" / job / "environment.json").read_text()).get("cluster")
+        for job in ("0_trainer.seed-0", "1_trainer.seed-1", "2_trainer.seed-2")
+    ]
+    assert clusters[0] is None  # completed here, left as it was
+    assert clusters[1]["job_id"] != clusters[2]["job_id"]  # a SLURM job each
+    # Job 2 went on from its checkpoint on the cluster with the digits it would have had here.
+    again = train_cli(tmp_path / "here", *QUICK, *model, "trainer.seed=2", env=env)
+    assert numbers(tmp_path / "sweep" / "2_trainer.seed-2") == numbers(again.run_dir)
 
 
 def start_requeued_job_now(slurm_cluster: dict[str, str], started: list[str]) -> None:

@@ -10,7 +10,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
-from experiments.config.naming import job_name, planned_job_names, safe_name
+from experiments.config.naming import job_name, planned_job_names, safe_name, sweep_keys
 
 JOBS = [
     (["model=tudui", "placement=to_device"], "3_model-tudui+placement-to_device"),
@@ -71,3 +71,18 @@ def test_a_basic_sweep_plans_its_jobs_in_the_order_it_numbers_them(tmp_path: Pat
     }
     OmegaConf.save({"hydra": hydra}, multirun)
     assert planned_job_names(multirun) is None
+
+
+def test_sweeps_at_the_same_relative_path_are_read_each_as_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sweeper = {"_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"}
+    for cwd, swept in (("a", "model=tudui,lenet"), ("b", "trainer.seed=0,1")):
+        (tmp_path / cwd / "sweep").mkdir(parents=True)
+        hydra = {"sweeper": sweeper, "overrides": {"task": [swept, "device=cpu"]}}
+        OmegaConf.save({"hydra": hydra}, tmp_path / cwd / "sweep" / "multirun.yaml")
+    keys = []
+    for cwd in ("a", "b"):
+        monkeypatch.chdir(tmp_path / cwd)
+        keys.append(sweep_keys(Path("sweep") / "multirun.yaml"))
+    assert keys == [{"model"}, {"trainer.seed"}]

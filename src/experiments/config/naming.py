@@ -91,12 +91,14 @@ def _varying_keys(hydra: Mapping[str, Any], multirun_yaml: Path) -> set[str] | N
     keys = set((hydra.get("sweeper") or {}).get("params") or ())
     if not multirun_yaml.is_file():
         return keys or None
-    return keys | _swept_on_command_line(str(multirun_yaml))
+    where = multirun_yaml.resolve()
+    return keys | _swept_on_command_line(str(where), where.stat().st_mtime_ns)
 
 
-# Every job of a sweep asks (twice): the sweep's file is read, and the parser built, once.
+# Every job of a sweep asks (twice): the sweep's file is read, and the parser built, once per
+# version of the file (a process may read several sweeps' files of the same relative path).
 @functools.cache
-def _swept_on_command_line(multirun_yaml: str) -> frozenset[str]:
+def _swept_on_command_line(multirun_yaml: str, version: int) -> frozenset[str]:
     overrides = sweep_hydra_section(Path(multirun_yaml))["overrides"]["task"]
     parsed = _parser().parse_overrides(list(overrides))
     return frozenset(override.key_or_group for override in parsed if override.is_sweep_override())
