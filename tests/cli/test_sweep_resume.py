@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from experiments.cli.sweep_resume import EARLIER_ATTEMPT, jobs_left, set_aside
+from experiments.cli.sweep_resume import (
+    EARLIER_ATTEMPT,
+    jobs_left,
+    refuse_another_plan,
+    set_aside,
+)
+from experiments.core.errors import ExperimentError
 from helpers import QUICK, env_with_tests_on_path, metrics, numbers, results, train_cli
 
 MODEL = ("model=custom", "model._target_=failing.StopsOnce")
@@ -136,3 +142,23 @@ def test_a_resumed_sweep_takes_only_how_to_launch_its_jobs(tmp_path: Path) -> No
     (sweep / "multirun.yaml").write_text(json.dumps(multirun))
     done = train_cli(tmp_path, "-m", f"resume={sweep}")
     assert done.returncode == 1 and "only a sweep of Hydra's basic sweeper" in done.last_line
+
+
+@pytest.mark.parametrize(
+    ("names", "said"),
+    [
+        (["0_a", "1_c"], "plan job 1_c where the sweep planned 1_b now"),
+        (["0_a", "1_b", "2_c"], "plan 3 jobs where the sweep planned 2 now"),
+    ],
+)
+def test_configs_that_plan_other_jobs_now_are_refused_in_one_line(
+    names: list[str], said: str
+) -> None:
+    refuse_another_plan(["0_a", "1_b"], ["0_a", "1_b"], "resume=s")
+    refuse_another_plan(names, None, "resume=s")  # (Optuna's: no plan to hold it to)
+    with pytest.raises(ExperimentError) as refused:
+        refuse_another_plan(names, ["0_a", "1_b"], "resume=s")
+    assert str(refused.value) == (
+        f"resume=s: the configs it was made from {said}; resume it where those configs are as "
+        "they were"
+    )

@@ -145,12 +145,7 @@ class SweepResumer(BasicSweeper):
         names = [job_name(number, job, varying) for number, job in enumerate(jobs)]
         planned = planned_job_names(multirun_yaml)
         try:
-            if planned is not None and names != planned:
-                raise ExperimentError(
-                    f"{given}: its config plans {len(names)} jobs now, where its sweep planned "
-                    f"{len(planned)} ({_first_difference(names, planned)}); the configs it was "
-                    "made from have changed: resume it where they are as they were"
-                )
+            refuse_another_plan(names, planned, given)
             left = jobs_left(sweep_dir, names, given)
         except ExperimentError as refused:
             raise Refused(str(refused)) from None
@@ -178,9 +173,18 @@ class SweepResumer(BasicSweeper):
         return [returns]
 
 
-def _first_difference(names: Sequence[str], planned: Sequence[str]) -> str:
-    for now, then in zip(names, planned, strict=False):
-        if now != then:
-            return f"job {now} was {then}"
-    longer = names[len(planned) :] or planned[len(names) :]
-    return f"job {longer[0]} is in one plan only"
+def refuse_another_plan(names: Sequence[str], planned: Sequence[str] | None, given: str) -> None:
+    """Refused in one line where the configs plan other jobs now than the sweep planned."""
+    if planned is None or list(names) == list(planned):
+        return
+    if len(names) != len(planned):
+        difference = f"{len(names)} jobs where the sweep planned {len(planned)}"
+    else:
+        job, was = next(
+            (now, then) for now, then in zip(names, planned, strict=True) if now != then
+        )
+        difference = f"job {job} where the sweep planned {was}"
+    raise ExperimentError(
+        f"{given}: the configs it was made from plan {difference} now; resume it where those "
+        "configs are as they were"
+    )
